@@ -1,0 +1,4 @@
+//! toolsize: make tool-result size visible in LLM agent loops, and make silent truncation loud.
+#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+
+pub mod semconv;
