@@ -2,3 +2,6 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod semconv;
+
+#[cfg(feature = "cli")]
+pub mod cli;

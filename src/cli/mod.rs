@@ -1,0 +1,61 @@
+//! The `toolsize` command line: argument parsing and the subcommands' entry points.
+//!
+//! `src/bin/toolsize.rs` stays thin: it parses [`Cli`], calls [`run`] and exits with the code it
+//! returns. Every subcommand reports a failure as a structured JSON error on standard error and
+//! exits 2 ([`EXIT_USAGE`]); a wrapped tool's own exit code is passed through unchanged.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code for bad input, a refused payload or any failure of toolsize itself.
+pub const EXIT_USAGE: u8 = 2;
+
+/// Make tool-result size visible in LLM agent loops, and make silent truncation loud.
+#[derive(Debug, Parser)]
+#[command(name = "toolsize", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {}
+
+/// Runs a parsed command line and returns the process exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    match cli.command {}
+}
+
+/// A failure reported by a subcommand: printed as one JSON object on standard error, exit 2.
+#[derive(Debug)]
+pub struct CliError {
+    /// Stable machine-readable code, `SCREAMING_SNAKE_CASE`.
+    pub code: &'static str,
+    /// What went wrong and what to do about it.
+    pub message: String,
+}
+
+impl CliError {
+    /// A new error with `code` and `message`.
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// Writes the error to standard error as `{"ok":false,"error":{"code":..,"message":..}}` and
+    /// returns exit code 2.
+    pub fn report(&self) -> ExitCode {
+        let body = serde_json::json!({
+            "ok": false,
+            "error": { "code": self.code, "message": self.message },
+        });
+        let _ = writeln!(std::io::stderr().lock(), "{body}");
+        ExitCode::from(EXIT_USAGE)
+    }
+}
