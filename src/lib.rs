@@ -1,7 +1,13 @@
 //! toolsize: make tool-result size visible in LLM agent loops, and make silent truncation loud.
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
+pub mod args_hash;
+pub mod instrument;
+pub mod measure;
 pub mod semconv;
 
 #[cfg(feature = "cli")]
 pub mod cli;
+
+pub use instrument::{record_cut, tool_call, ToolCall, ToolCallBuilder};
+pub use measure::{measure, Measurement, Measures};

@@ -1,0 +1,94 @@
+//! Shared test support: capture tool-call spans with an in-memory OpenTelemetry exporter.
+#![allow(dead_code, unreachable_pub)]
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::{KeyValue, Value};
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use tracing::Dispatch;
+use tracing_subscriber::layer::SubscriberExt;
+
+/// A tracing dispatcher whose spans go through tracing-opentelemetry into memory.
+pub struct Capture {
+    exporter: InMemorySpanExporter,
+    provider: SdkTracerProvider,
+    dispatch: Dispatch,
+}
+
+impl Capture {
+    pub fn new() -> Self {
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let tracer = provider.tracer("toolsize-tests");
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
+        Capture {
+            exporter,
+            provider,
+            dispatch: Dispatch::new(subscriber),
+        }
+    }
+
+    /// Runs `f` with this capture as the thread's subscriber.
+    pub fn run<R>(&self, f: impl FnOnce() -> R) -> R {
+        tracing::dispatcher::with_default(&self.dispatch, f)
+    }
+
+    /// Runs a future to completion on a current-thread runtime under this capture.
+    pub fn block_on<F: std::future::Future>(&self, fut: F) -> F::Output {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        self.run(|| rt.block_on(fut))
+    }
+
+    /// Every span finished so far.
+    pub fn spans(&self) -> Vec<SpanData> {
+        self.provider.force_flush().unwrap();
+        self.exporter.get_finished_spans().unwrap()
+    }
+
+    /// The one span finished so far.
+    pub fn one_span(&self) -> SpanData {
+        let mut spans = self.spans();
+        assert_eq!(spans.len(), 1, "expected exactly one span, got {spans:#?}");
+        spans.remove(0)
+    }
+}
+
+pub fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Value> {
+    attrs
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| &kv.value)
+}
+
+pub fn int(span: &SpanData, key: &str) -> Option<i64> {
+    match attr(&span.attributes, key)? {
+        Value::I64(v) => Some(*v),
+        other => panic!("{key} is not an int: {other:?}"),
+    }
+}
+
+pub fn string(span: &SpanData, key: &str) -> Option<String> {
+    match attr(&span.attributes, key)? {
+        Value::String(v) => Some(v.as_str().to_owned()),
+        other => panic!("{key} is not a string: {other:?}"),
+    }
+}
+
+pub fn boolean(span: &SpanData, key: &str) -> Option<bool> {
+    match attr(&span.attributes, key)? {
+        Value::Bool(v) => Some(*v),
+        other => panic!("{key} is not a bool: {other:?}"),
+    }
+}
+
+pub fn float(span: &SpanData, key: &str) -> Option<f64> {
+    match attr(&span.attributes, key)? {
+        Value::F64(v) => Some(*v),
+        other => panic!("{key} is not a float: {other:?}"),
+    }
+}
