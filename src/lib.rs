@@ -2,6 +2,7 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod args_hash;
+pub mod guard;
 pub mod instrument;
 pub mod measure;
 pub mod semconv;
@@ -9,5 +10,6 @@ pub mod semconv;
 #[cfg(feature = "cli")]
 pub mod cli;
 
+pub use guard::{CeilingGuard, Envelope, Warning};
 pub use instrument::{record_cut, tool_call, ToolCall, ToolCallBuilder};
 pub use measure::{measure, Measurement, Measures};
