@@ -9,6 +9,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod check;
+pub mod wrap;
+
 /// Exit code for bad input, a refused payload or any failure of toolsize itself.
 pub const EXIT_USAGE: u8 = 2;
 
@@ -23,11 +26,19 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Validate a JSON payload against declared field limits (exit 2 when refused).
+    Check(check::CheckArgs),
+    /// Run a command-line tool; measure, guard and report its output as an envelope.
+    Wrap(wrap::WrapArgs),
+}
 
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
-    match cli.command {}
+    match cli.command {
+        Command::Check(args) => check::run(args),
+        Command::Wrap(args) => wrap::run(args),
+    }
 }
 
 /// A failure reported by a subcommand: printed as one JSON object on standard error, exit 2.

@@ -719,9 +719,22 @@ impl CeilingGuard {
         field: &str,
         value: &Value,
     ) -> Result<Guarded<Value>, GuardError> {
+        self.json_within(tool, field, value, self.limit.bytes)
+    }
+
+    /// Like [`CeilingGuard::json`], against `budget` bytes instead of the limit: for a value that
+    /// is one part of a larger result (the `data` of an envelope, whose other members take the
+    /// rest of the limit).
+    pub fn json_within(
+        &self,
+        tool: &str,
+        field: &str,
+        value: &Value,
+        budget: u64,
+    ) -> Result<Guarded<Value>, GuardError> {
         let serialized = serde_json::to_string(value).unwrap_or_default();
         let size = serialized.len() as u64;
-        if size <= self.limit.bytes {
+        if size <= budget {
             return Ok(Guarded {
                 output: value.clone(),
                 outcome: Outcome::Fits,
@@ -729,11 +742,11 @@ impl CeilingGuard {
                 warnings: Vec::new(),
             });
         }
+        let budget = usize::try_from(budget).unwrap_or(usize::MAX);
         match self.policy {
             Policy::Reject => Err(self.reject(tool, size)),
             Policy::Truncate => {
                 note_cut(size);
-                let budget = self.budget();
                 let (output, warnings) =
                     match JsonTruncator::new(budget).root(field).truncate(value) {
                         Ok(cut) => (cut.value, cut.warnings),
@@ -769,7 +782,7 @@ impl CeilingGuard {
                 let skeleton = serde_json::to_string(&summary)
                     .map(|s| s.len())
                     .unwrap_or(0);
-                let room = self.budget().saturating_sub(skeleton);
+                let room = budget.saturating_sub(skeleton);
                 if room >= MIN_PREVIEW_ROOM {
                     if let Ok(cut) = JsonTruncator::new(room).truncate(value) {
                         summary["preview"] = cut.value;
