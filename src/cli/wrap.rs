@@ -31,7 +31,9 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use crate::cli::{CliError, EXIT_USAGE};
-use crate::guard::ceiling::{CeilingGuard, FsSpillStore, GuardError, Guarded, Outcome, Policy};
+use crate::guard::ceiling::{
+    CeilingGuard, FsSpillStore, GuardError, Guarded, Outcome, Policy, ResultTooLarge,
+};
 use crate::guard::envelope::{
     audit_envelope, looks_like_envelope, Envelope, EnvelopeError, Phase, Warning,
 };
@@ -202,6 +204,14 @@ fn shape(
     let (guarded, mut warnings): (Guarded<Value>, Vec<Warning>) = match parsed {
         Some(value) => (guard.json(tool, "data", &value)?, Vec::new()),
         None => {
+            // Refuse by the bytes the tool wrote (replacement characters would inflate them).
+            if guard.policy() == Policy::Reject && size > guard.limit().bytes {
+                return Err(GuardError::TooLarge(ResultTooLarge {
+                    tool: tool.to_owned(),
+                    size,
+                    limit: guard.limit().bytes,
+                }));
+            }
             let text = String::from_utf8_lossy(stdout);
             let mut extra = Vec::new();
             if let std::borrow::Cow::Owned(_) = text {
