@@ -485,6 +485,22 @@ impl<T> Guarded<T> {
     }
 }
 
+/// Serializes as the output alone, so that `tool_call(..).run(|| guard.json(..))` measures what
+/// is handed over.
+impl<T: serde::Serialize> serde::Serialize for Guarded<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.output.serialize(serializer)
+    }
+}
+
+/// The output's bytes, so that `tool_call(..).run_text(|| guard.text(..))` measures what is
+/// handed over.
+impl AsRef<[u8]> for Guarded<String> {
+    fn as_ref(&self) -> &[u8] {
+        self.output.as_bytes()
+    }
+}
+
 /// Applies the output limit to tool results. Build with [`CeilingGuard::builder`].
 #[derive(Debug, Clone)]
 pub struct CeilingGuard {

@@ -26,10 +26,14 @@
 //! use serde_json::json;
 //!
 //! let guard = CeilingGuard::builder().max_output(256).policy(Policy::Truncate).build()?;
-//! let rows: Vec<_> = (0..100).map(|i| json!({"id": i, "name": "row"})).collect();
-//! let guarded = guard.json("list_rows", "data", &json!({ "rows": rows }))?;
+//! // Inside the tool call, so its span records the cut and the original size by itself.
+//! let guarded = toolsize::tool_call("list_rows").run(|| {
+//!     let rows: Vec<_> = (0..100).map(|i| json!({"id": i, "name": "row"})).collect();
+//!     guard.json("list_rows", "data", &json!({ "rows": rows }))
+//! })?;
 //! let envelope = Envelope::ok(guarded.output).with_warnings(guarded.warnings);
 //! assert!(envelope.is_truncated()); // meta.truncated, plus a FIELD_TRUNCATED for data.rows
+//! println!("{}", envelope.to_json());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
