@@ -2,6 +2,8 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod args_hash;
+#[cfg(feature = "export")]
+pub mod export;
 pub mod instrument;
 pub mod measure;
 pub mod semconv;
