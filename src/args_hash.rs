@@ -17,9 +17,11 @@
 //! `f32` values are written as the shortest decimal that round-trips the `f32` (so `0.1f32`
 //! hashes like Python's `0.1`); serde byte arrays are written as arrays of integers (as
 //! `serde_json` does); nesting deeper than [`MAX_DEPTH`] is an error (Python fails near 1000);
-//! maps with NaN keys or with duplicate keys keep those entries in insertion order, where
-//! Python's order depends on its sort algorithm (from text, the last duplicate wins, as in
-//! `json.loads`).
+//! NaN map keys are placed after all other numeric keys, in insertion order (Python's order
+//! for them depends on insertion order and on its sort algorithm); keys that compare equal
+//! (only possible from a hand-written `Serialize`, e.g. `1` and `1.0`) are all written, in
+//! insertion order, where a Python dict would hold one of them (from text, the last duplicate
+//! wins, as in `json.loads`).
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -743,7 +745,9 @@ impl Canon {
                         out.extend_from_slice(b", ");
                     }
                     first = false;
-                    out.extend_from_slice(&scratch[e.start - base..e.end - base]);
+                    // Always in range; `get` keeps a misbehaving `Serialize` impl from panicking.
+                    let range = e.start.saturating_sub(base)..e.end.saturating_sub(base);
+                    out.extend_from_slice(scratch.get(range).unwrap_or_default());
                 }
             }
         }
@@ -1593,6 +1597,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::excessive_precision)] // the literal is the point of the case
     fn float_repr_matches_python() {
         let cases: &[(f64, &str)] = &[
             (1.0, "1.0"),
@@ -1806,6 +1811,49 @@ mod tests {
         assert_eq!(h.len(), 12);
         assert_eq!(h, args_hash_of_canonical(br#"{"a": 1}"#));
         assert_eq!(h, args_hash_json(r#"{ "a" : 1 }"#).unwrap());
+    }
+
+    /// A `Serialize` impl that breaks the key/value protocol must not make us panic.
+    struct Misbehaving;
+
+    impl Serialize for Misbehaving {
+        fn serialize<S: ser::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+            use ser::SerializeMap;
+            let mut m = s.serialize_map(None)?;
+            m.serialize_key("b")?;
+            m.serialize_key("a")?;
+            m.serialize_value(&1)?;
+            m.serialize_value(&2)?;
+            m.serialize_key("c")?;
+            m.end()
+        }
+    }
+
+    #[test]
+    fn misbehaving_serialize_does_not_panic() {
+        let _ = canonical_json(&Misbehaving);
+        let _ = canonical_json(&[Misbehaving, Misbehaving]);
+        let _ = canonical_json(&serde_json::json!([{"x": 1}]));
+    }
+
+    #[test]
+    fn nan_and_duplicate_keys() {
+        struct M;
+        impl Serialize for M {
+            fn serialize<S: ser::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                use ser::SerializeMap;
+                let mut m = s.serialize_map(None)?;
+                m.serialize_entry(&f64::NAN, "n1")?;
+                m.serialize_entry(&2.0, "two")?;
+                m.serialize_entry(&1, "one")?;
+                m.serialize_entry(&1.0, "one again")?;
+                m.end()
+            }
+        }
+        assert_eq!(
+            canonical_json(&M).unwrap(),
+            r#"{"1": "one", "1.0": "one again", "2.0": "two", "NaN": "n1"}"#
+        );
     }
 
     #[test]
