@@ -497,3 +497,46 @@ fn native_values_match_python() {
     }
     println!("{} Rust-native values compared with python3", cases.len());
 }
+
+/// Every prefix of the short corpus lines, and each with one byte replaced by a JSON
+/// metacharacter: we must accept exactly what Python accepts, with the same result.
+#[test]
+fn mutations_agree_with_python() {
+    let mut texts: Vec<String> = Vec::new();
+    for line in corpus_lines().into_iter().filter(|l| l.len() <= 200) {
+        for (i, _) in line.char_indices().skip(1) {
+            texts.push(line[..i].to_owned());
+            for rep in ["\"", ",", ":", "]", "}", "\\", " ", "0", "-", "e", "."] {
+                let mut t = line[..i].to_owned();
+                t.push_str(rep);
+                let rest = &line[i..];
+                let skip = rest.chars().next().map_or(0, char::len_utf8);
+                t.push_str(&rest[skip..]);
+                texts.push(t);
+            }
+        }
+    }
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (expected, _) = run_python(&refs, &[]);
+    let mut accepted = 0;
+    for (text, py) in refs.iter().zip(&expected) {
+        let ours = canonical_json_from_text(text);
+        match (&ours, py.ok) {
+            (Ok(c), true) => {
+                assert_eq!(c, &py.canonical, "{:?}", short(text));
+                accepted += 1;
+            }
+            (Err(_), false) => {}
+            _ => panic!(
+                "disagreement on {:?}: ours {ours:?}, Python ok={} {}",
+                short(text),
+                py.ok,
+                py.error
+            ),
+        }
+    }
+    println!(
+        "{} mutated texts compared with python3 ({accepted} valid)",
+        refs.len()
+    );
+}
