@@ -11,5 +11,6 @@ pub mod semconv;
 #[cfg(feature = "cli")]
 pub mod cli;
 
+pub use args_hash::{args_hash, canonical_json, ArgsHashError};
 pub use instrument::{record_cut, tool_call, ToolCall, ToolCallBuilder};
 pub use measure::{measure, Measurement, Measures};
