@@ -72,8 +72,18 @@ impl std::fmt::Display for UpstreamError {
 }
 
 const WORDS: [&str; 12] = [
-    "latency", "ceiling", "truncation", "agent", "résumé", "tokens", "schema", "cursor", "naïve",
-    "payload", "日本語", "emoji 😀",
+    "latency",
+    "ceiling",
+    "truncation",
+    "agent",
+    "résumé",
+    "tokens",
+    "schema",
+    "cursor",
+    "naïve",
+    "payload",
+    "日本語",
+    "emoji 😀",
 ];
 
 fn text(rng: &mut Rng, bytes: usize) -> String {
@@ -89,10 +99,13 @@ async fn search(rng: &mut Rng, args: &SearchArgs<'_>) -> Result<SearchPage, Upst
     tokio::time::sleep(Duration::from_millis(rng.below(3))).await;
     let n = 1 + rng.below(args.page_size as u64) as usize;
     let hits = (0..n)
-        .map(|i| Hit {
-            url: format!("https://example.com/doc/{}", rng.below(100_000)),
-            title: format!("{} result {i}", args.query),
-            snippet: text(rng, 120 + rng.below(900) as usize),
+        .map(|i| {
+            let snippet_bytes = 120 + rng.below(900) as usize;
+            Hit {
+                url: format!("https://example.com/doc/{}", rng.below(100_000)),
+                title: format!("{} result {i}", args.query),
+                snippet: text(rng, snippet_bytes),
+            }
         })
         .collect();
     let page = args
@@ -122,8 +135,12 @@ fn lookup_account(rng: &mut Rng, id: u64) -> Result<BTreeMap<&'static str, Strin
     }
     let mut account = BTreeMap::new();
     account.insert("id", id.to_string());
-    account.insert("plan", ["free", "team", "enterprise"][rng.below(3) as usize].into());
-    account.insert("notes", text(rng, rng.below(600) as usize));
+    account.insert(
+        "plan",
+        ["free", "team", "enterprise"][rng.below(3) as usize].into(),
+    );
+    let notes_bytes = rng.below(600) as usize;
+    account.insert("notes", text(rng, notes_bytes));
     Ok(account)
 }
 
@@ -154,7 +171,12 @@ fn quantile(sorted: &[u64], q: f64) -> u64 {
     sorted[rank.min(sorted.len()) - 1]
 }
 
-fn record<T, E>(sent: &mut BTreeMap<&'static str, Sent>, tool: &'static str, r: &Result<T, E>, size: impl Fn(&T) -> u64) {
+fn record<T, E>(
+    sent: &mut BTreeMap<&'static str, Sent>,
+    tool: &'static str,
+    r: &Result<T, E>,
+    size: impl Fn(&T) -> u64,
+) {
     let s = sent.entry(tool).or_default();
     s.calls += 1;
     match r {
@@ -204,7 +226,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .args(&args)
                     .instrument(search(&mut rng, &args))
                     .await;
-                record(&mut sent, "search", &r, |p| serde_json::to_vec(p).map_or(0, |v| v.len() as u64));
+                record(&mut sent, "search", &r, |p| {
+                    serde_json::to_vec(p).map_or(0, |v| v.len() as u64)
+                });
                 cursor = r.ok().and_then(|p| p.next_cursor);
             }
             1 => {
@@ -221,7 +245,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .call_id(&call_id)
                     .args(&serde_json::json!({ "account_id": id }))
                     .run(|| lookup_account(&mut rng, id));
-                record(&mut sent, "lookup_account", &r, |a| serde_json::to_vec(a).map_or(0, |v| v.len() as u64));
+                record(&mut sent, "lookup_account", &r, |a| {
+                    serde_json::to_vec(a).map_or(0, |v| v.len() as u64)
+                });
             }
         }
     }

@@ -9,6 +9,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod args_hash;
+
 /// Exit code for bad input, a refused payload or any failure of toolsize itself.
 pub const EXIT_USAGE: u8 = 2;
 
@@ -23,11 +25,17 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Print the `tool.args_hash` of JSON arguments read on standard input (identical to Python's
+    /// `sha1(json.dumps(args, sort_keys=True, default=str))[:12]`).
+    ArgsHash(args_hash::ArgsHashArgs),
+}
 
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
-    match cli.command {}
+    match cli.command {
+        Command::ArgsHash(args) => args_hash::run(&args),
+    }
 }
 
 /// A failure reported by a subcommand: printed as one JSON object on standard error, exit 2.
