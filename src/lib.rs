@@ -2,6 +2,8 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod args_hash;
+#[cfg(feature = "export")]
+pub mod export;
 pub mod guard;
 pub mod instrument;
 pub mod measure;
@@ -10,6 +12,7 @@ pub mod semconv;
 #[cfg(feature = "cli")]
 pub mod cli;
 
+pub use args_hash::{args_hash, canonical_json, ArgsHashError};
 pub use guard::{CeilingGuard, Envelope, Warning};
 pub use instrument::{record_cut, tool_call, ToolCall, ToolCallBuilder};
 pub use measure::{measure, Measurement, Measures};

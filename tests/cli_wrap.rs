@@ -4,6 +4,9 @@
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/sink.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod sink;
 
 use cli::{assert_envelope_shape, code, python_loads, run, scratch, warning_codes, write};
 use serde_json::{json, Value};
@@ -276,4 +279,61 @@ fn the_limit_comes_from_the_environment_and_bad_values_are_refused() {
         python_loads(&out.stdout).envelope["meta"]["truncated"],
         json!(false)
     );
+}
+
+#[test]
+fn the_tool_call_span_is_exported_when_otlp_is_configured() {
+    use toolsize::semconv::{
+        TOOL_NAME, TOOL_RESULT_BYTES, TOOL_RESULT_ORIGINAL_BYTES, TOOL_RESULT_TRUNCATED,
+    };
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (addr, received) = rt.block_on(sink::http());
+    let dir = scratch("wrap-otlp");
+    let file = write(&dir, "out.txt", "w".repeat(9000).as_bytes());
+    let out = cli::toolsize()
+        .args([
+            "wrap",
+            "--tool",
+            "big_cat",
+            "--max-output",
+            "1000",
+            "--",
+            "cat",
+            &file,
+        ])
+        .env_remove("TOOLSIZE_MAX_TOOL_OUTPUT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"))
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = received.spans();
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    let span = &spans[0].1;
+    assert_eq!(
+        sink::str_attr(&span.attributes, TOOL_NAME).as_deref(),
+        Some("big_cat")
+    );
+    assert_eq!(sink::int_attr(span, TOOL_RESULT_ORIGINAL_BYTES), Some(9000));
+    // The result handed over is the printed envelope (plus its newline, not counted).
+    assert_eq!(
+        sink::int_attr(span, TOOL_RESULT_BYTES),
+        Some(out.stdout.len() as i64 - 1)
+    );
+    match sink::find(&span.attributes, TOOL_RESULT_TRUNCATED) {
+        Some(opentelemetry_proto::tonic::common::v1::any_value::Value::BoolValue(b)) => assert!(*b),
+        other => panic!("{other:?}"),
+    }
+    drop(rt);
 }

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod args_hash;
 pub mod check;
 pub mod wrap;
 
@@ -27,6 +28,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Print the `tool.args_hash` of JSON arguments read on standard input (identical to Python's
+    /// `sha1(json.dumps(args, sort_keys=True, default=str))[:12]`).
+    ArgsHash(args_hash::ArgsHashArgs),
     /// Validate a JSON payload against declared field limits (exit 2 when refused).
     Check(check::CheckArgs),
     /// Run a command-line tool; measure, guard and report its output as an envelope.
@@ -36,6 +40,7 @@ pub enum Command {
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::ArgsHash(args) => args_hash::run(&args),
         Command::Check(args) => check::run(args),
         Command::Wrap(args) => wrap::run(args),
     }

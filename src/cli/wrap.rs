@@ -19,7 +19,9 @@
 //! `ok: false` with a `TOOL_FAILED` error and its output kept in `data`. When the guard rejects
 //! the output, the error is `RESULT_TOO_LARGE` and the exit code 2; when the command cannot be
 //! started, `SPAWN_FAILED` and 2. The call is one tool-call span ([`crate::tool_call`]), exported
-//! when OTLP export is set up; the span carries sizes and an argument hash, never the output.
+//! over OTLP ([`crate::export`]) when `OTEL_EXPORTER_OTLP_ENDPOINT` (or its `TRACES_` form) is
+//! set, and flushed before exit; the span carries sizes and an argument hash, never the output.
+//! A cut or refused output is recorded as truncated, with the original size.
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -58,8 +60,42 @@ pub struct WrapArgs {
     pub command: Vec<OsString>,
 }
 
+/// Whether an OTLP endpoint is configured in the environment.
+fn otlp_configured() -> bool {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()))
+}
+
+/// Sets up span export when an OTLP endpoint is configured. The log output on standard error
+/// shows warnings unless `RUST_LOG` says otherwise, so the wrapped tool's own standard error is
+/// not drowned. A set-up failure is reported on standard error and the tool still runs.
+fn init_export() -> Option<crate::export::ExportGuard> {
+    if !otlp_configured() {
+        return None;
+    }
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_owned());
+    match crate::export::builder().log_filter(filter).install() {
+        Ok(guard) => Some(guard),
+        Err(e) => {
+            let line = json!({
+                "level": "WARN",
+                "error": e.to_string(),
+                "message": "OTLP export could not be set up; the tool-call span will not be exported.",
+            });
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
+            None
+        }
+    }
+}
+
 /// Runs `toolsize wrap`.
 pub fn run(args: WrapArgs) -> ExitCode {
+    // Kept to the end: dropping it flushes the span.
+    let _export = init_export();
     let policy: Policy = match args.policy.parse() {
         Ok(p) => p,
         Err(e) => return CliError::new("INVALID_POLICY", format!("{e}")).report(),

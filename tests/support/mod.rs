@@ -1,6 +1,8 @@
 //! Shared test support: capture tool-call spans with an in-memory OpenTelemetry exporter.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod sink;
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
@@ -14,19 +16,25 @@ pub struct Capture {
     dispatch: Dispatch,
 }
 
+/// A dispatcher sending spans through tracing-opentelemetry to `provider`.
+pub fn dispatch_to(provider: &SdkTracerProvider) -> Dispatch {
+    let tracer = provider.tracer("toolsize-tests");
+    Dispatch::new(
+        tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer)),
+    )
+}
+
 impl Capture {
     pub fn new() -> Self {
         let exporter = InMemorySpanExporter::default();
         let provider = SdkTracerProvider::builder()
             .with_simple_exporter(exporter.clone())
             .build();
-        let tracer = provider.tracer("toolsize-tests");
-        let subscriber =
-            tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
+        let dispatch = dispatch_to(&provider);
         Capture {
             exporter,
             provider,
-            dispatch: Dispatch::new(subscriber),
+            dispatch,
         }
     }
 
