@@ -22,7 +22,7 @@ fn corpus() -> Vec<(&'static str, Vec<u8>)> {
         x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
         noise.push((x >> 16) as u8);
     }
-    let rows: Vec<Value> = (0..20_000)
+    let rows: Vec<Value> = (0..8_000)
         .map(|i| json!({"id": i, "name": format!("row {i}"), "body": "lorem ipsum ".repeat(5)}))
         .collect();
     vec![
@@ -170,6 +170,47 @@ fn text_is_cut_head_and_tail_with_a_marker() {
     assert_eq!(w["original_length"], json!(text.len()));
     assert_eq!(w["unit"], json!("bytes"));
     assert_eq!(env["meta"]["original_bytes"], json!(text.len()));
+}
+
+#[test]
+fn head_ratio_and_inspect_wrapper() {
+    let dir = scratch("wrap-inspect");
+    let text = format!("HEAD{}TAIL", "-".repeat(20_000));
+    let file = write(&dir, "out.txt", text.as_bytes());
+    let out = run(
+        &[
+            "wrap",
+            "--tool",
+            "bash",
+            "--max-output",
+            "2000",
+            "--head-ratio",
+            "0.9",
+            "--inspect-wrapper",
+            "--",
+            "cat",
+            &file,
+        ],
+        None,
+    );
+    let env = python_loads(&out.stdout).envelope;
+    let data = env["data"].as_str().unwrap();
+    assert!(data.len() <= 2000);
+    assert!(data.starts_with("The output of your call to bash was too long to be displayed."));
+    assert!(data.contains("<START_TOOL_OUTPUT>\nHEAD"));
+    assert!(data.ends_with("TAIL\n<END_TOOL_OUTPUT>"));
+    let kept = env["warnings"][0]["truncated_length"].as_u64().unwrap();
+    let head = data
+        .split("<START_TOOL_OUTPUT>\n")
+        .nth(1)
+        .unwrap()
+        .split("\n[...")
+        .next()
+        .unwrap();
+    assert_eq!(head.len() as u64, kept * 9 / 10, "head share");
+
+    let out = run(&["wrap", "--head-ratio", "1.5", "--", "true"], None);
+    assert_eq!(code(&out), 2);
 }
 
 #[test]

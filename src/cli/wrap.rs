@@ -55,6 +55,12 @@ pub struct WrapArgs {
     /// Directory for spilled output (default: $TOOLSIZE_SPILL_DIR, else <tmp>/toolsize-spill).
     #[arg(long, value_name = "DIR")]
     pub spill_dir: Option<PathBuf>,
+    /// Share of a cut text output kept from its start (the rest from its end), 0.0 to 1.0.
+    #[arg(long, value_name = "RATIO", default_value_t = crate::guard::DEFAULT_HEAD_RATIO)]
+    pub head_ratio: f64,
+    /// Wrap a cut text output in `<START_TOOL_OUTPUT>` / `<END_TOOL_OUTPUT>`, as Inspect does.
+    #[arg(long)]
+    pub inspect_wrapper: bool,
     /// The command and its arguments, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -100,9 +106,18 @@ pub fn run(args: WrapArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return CliError::new("INVALID_POLICY", format!("{e}")).report(),
     };
+    if !(0.0..=1.0).contains(&args.head_ratio) {
+        return CliError::new(
+            "INVALID_HEAD_RATIO",
+            format!("--head-ratio is {}: expected 0.0 to 1.0", args.head_ratio),
+        )
+        .report();
+    }
     let mut builder = CeilingGuard::builder()
         .max_output_opt(args.max_output)
-        .policy(policy);
+        .policy(policy)
+        .head_ratio(args.head_ratio)
+        .inspect_wrapper(args.inspect_wrapper);
     if let Some(dir) = &args.spill_dir {
         builder = builder.store(Arc::new(FsSpillStore::new(dir)));
     }

@@ -36,6 +36,9 @@ pub const ENV_SPILL_DIR: &str = "TOOLSIZE_SPILL_DIR";
 /// Name of the spill directory under the system temporary directory, by default.
 pub const DEFAULT_SPILL_DIR_NAME: &str = "toolsize-spill";
 
+/// The policy used when none is given: cut, marked.
+pub const DEFAULT_POLICY: Policy = Policy::Truncate;
+
 /// What the guard does with a result over the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Policy {
@@ -323,7 +326,13 @@ impl SpillStore for FsSpillStore {
             return Ok(id);
         }
         self.create_dir()?;
-        let tmp = self.dir.join(format!("{id}.tmp-{}", std::process::id()));
+        // Unique per process and per write, so concurrent spills of one payload never share a
+        // temporary file.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = self
+            .dir
+            .join(format!("{id}.tmp-{}-{n}", std::process::id()));
         let io_err = |op, path: &Path| {
             let path = path.to_path_buf();
             move |source| SpillError::Io { op, path, source }
@@ -603,7 +612,7 @@ impl CeilingGuard {
             explicit: None,
             config: None,
             env: None,
-            policy: Policy::default(),
+            policy: DEFAULT_POLICY,
             head_ratio: DEFAULT_HEAD_RATIO,
             inspect_wrapper: false,
             store: None,

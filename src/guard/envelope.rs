@@ -183,6 +183,7 @@ impl std::error::Error for EnvelopeError {}
 
 /// One entry of `warnings[]`. Serialized with its `code` first.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Warning {
     /// `FIELD_TRUNCATED`: a value was cut. One warning per cut.
     FieldTruncated {
