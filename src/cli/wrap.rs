@@ -52,7 +52,8 @@ pub struct WrapArgs {
     /// What to do with output over the limit.
     #[arg(long, value_name = "POLICY", default_value = "truncate", value_parser = ["reject", "truncate", "spill"])]
     pub policy: String,
-    /// Directory for spilled output (default: $TOOLSIZE_SPILL_DIR, else <tmp>/toolsize-spill).
+    /// Directory for spilled output (default: $TOOLSIZE_SPILL_DIR, else toolsize-spill in the
+    /// system temporary directory).
     #[arg(long, value_name = "DIR")]
     pub spill_dir: Option<PathBuf>,
     /// Share of a cut text output kept from its start (the rest from its end), 0.0 to 1.0.

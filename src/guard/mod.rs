@@ -18,7 +18,7 @@
 //! | [`truncate`] | text cut to a byte budget, head + marker + tail |
 //! | [`json_truncate`] | JSON cut to a byte budget, still valid JSON, one warning per cut |
 //! | [`schema`] | field limits and loud argument validation (the `toolsize check` schema format) |
-//! | [`compare`] | what was sent vs what a backend returned |
+//! | [`compare`](mod@compare) | what was sent vs what a backend returned |
 //! | [`paginate`] | pages with an opaque cursor, fetched with the page-size-plus-one trick |
 //!
 //! ```
