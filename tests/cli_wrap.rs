@@ -115,6 +115,7 @@ fn python_parses_every_output_and_the_limit_holds() {
                         assert_eq!(env["error"]["limit"], json!(limit), "{what}");
                         assert_eq!(env["error"]["actual"], json!(payload.len()), "{what}");
                         assert!(env["error"]["hint"].as_str().unwrap().contains("cursor"));
+                        assert_eq!(env["data"], json!(null), "{what}");
                     }
                     "truncate" => {
                         assert_eq!(code(&out), 0, "{what}");

@@ -178,9 +178,9 @@ pub fn run(args: WrapArgs) -> ExitCode {
     let (printed, cut, exit) = match result {
         Ok(Shaped { json, cut }) => (json, cut, code),
         Err(e) => {
+            // Refused, not cut: the error carries the size. The span records the call as cut
+            // from that size to the error envelope the model gets instead.
             let env = Envelope::err(e.to_envelope_error()).with_duration(start.elapsed());
-            let mut env = env;
-            env.mark_truncated(Some(size));
             (env.to_json(), true, EXIT_USAGE)
         }
     };
