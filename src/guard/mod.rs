@@ -56,3 +56,8 @@ pub use json_truncate::{JsonCut, JsonTruncator};
 pub use paginate::{Cursor, Page, PageRequest, Position};
 pub use schema::{FieldSpec, FieldType, Schema};
 pub use truncate::{TextCut, TextTruncator, DEFAULT_HEAD_RATIO};
+
+/// The examples of `docs/guard.md`, compiled and run as doc tests so the guide cannot drift.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guard.md")]
+struct GuideExamples;
