@@ -3,7 +3,9 @@
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
-use toolsize::guard::json_truncate::{string_marker, JsonTruncateError, JsonTruncator};
+use toolsize::guard::json_truncate::{
+    array_marker, string_marker, JsonTruncateError, JsonTruncator,
+};
 use toolsize::guard::truncate::{marker, TextTruncator};
 use toolsize::guard::{Unit, Warning};
 
@@ -58,11 +60,10 @@ fn key_path(parent: &str, key: &str) -> String {
 
 /// Walks input and output together; every difference must be one of the two allowed cuts, and
 /// yields the warning that must describe it.
-fn expected_cuts(input: &Value, output: &Value, path: &str, out: &mut Vec<Warning>) {
+fn expected_cuts(input: &Value, output: &Value, path: &str, markers: bool, out: &mut Vec<Warning>) {
     match (input, output) {
         (Value::String(a), Value::String(b)) if a != b => {
             let total = a.chars().count();
-            // b = first `kept` chars of a + marker.
             // b = first `kept` chars of a + marker; read `kept` from the marker, then check.
             let omitted: usize = b
                 .rsplit_once("...[toolsize: omitted ")
@@ -84,15 +85,25 @@ fn expected_cuts(input: &Value, output: &Value, path: &str, out: &mut Vec<Warnin
             ));
         }
         (Value::Array(a), Value::Array(b)) => {
-            assert!(b.len() <= a.len(), "{path}: array grew");
-            for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                expected_cuts(x, y, &format!("{path}[{i}]"), out);
+            // With markers, a cut array ends with a marker item naming the dropped count.
+            let marked = markers
+                && !b.is_empty()
+                && b.len() - 1 < a.len()
+                && b[b.len() - 1] == Value::String(array_marker(a.len() - (b.len() - 1), a.len()));
+            let kept = if marked { b.len() - 1 } else { b.len() };
+            assert!(kept <= a.len(), "{path}: array grew");
+            assert!(
+                !markers || marked || kept == a.len(),
+                "{path}: unmarked cut"
+            );
+            for (i, (x, y)) in a.iter().zip(&b[..kept]).enumerate() {
+                expected_cuts(x, y, &format!("{path}[{i}]"), markers, out);
             }
-            if b.len() < a.len() {
+            if kept < a.len() {
                 out.push(Warning::truncated(
                     path,
                     Some(a.len() as u64),
-                    b.len() as u64,
+                    kept as u64,
                     Unit::Items,
                 ));
             }
@@ -104,7 +115,7 @@ fn expected_cuts(input: &Value, output: &Value, path: &str, out: &mut Vec<Warnin
                 "{path}: keys changed"
             );
             for (k, x) in a {
-                expected_cuts(x, &b[k], &key_path(path, k), out);
+                expected_cuts(x, &b[k], &key_path(path, k), markers, out);
             }
         }
         (a, b) => assert_eq!(a, b, "{path}: scalar changed"),
@@ -163,25 +174,27 @@ proptest! {
     fn json_cut_stays_valid_and_accounts_for_every_cut(
         value in json_value(),
         budget in 0usize..3000,
+        markers in any::<bool>(),
     ) {
         let original = serde_json::to_string(&value).unwrap();
-        match JsonTruncator::new(budget).root("data").truncate(&value) {
+        let truncator = JsonTruncator::new(budget).root("data").array_markers(markers);
+        match truncator.truncate(&value) {
             Ok(cut) => {
                 let text = serde_json::to_string(&cut.value).unwrap();
-                prop_assert!(text.len() <= budget.max(original.len().min(budget)), "{} > {}", text.len(), budget);
+                prop_assert!(text.len() <= budget, "{} > {}", text.len(), budget);
                 prop_assert_eq!(cut.bytes as usize, text.len());
                 // Valid JSON (floats may not round-trip bit for bit through serde_json's parser,
                 // so only the parse is checked here; Python checks the CLI output).
                 prop_assert!(serde_json::from_str::<Value>(&text).is_ok());
                 let mut expected = Vec::new();
-                expected_cuts(&value, &cut.value, "data", &mut expected);
+                expected_cuts(&value, &cut.value, "data", markers, &mut expected);
                 prop_assert_eq!(sorted(&expected), sorted(&cut.warnings));
                 if original.len() <= budget {
                     prop_assert!(cut.warnings.is_empty());
                     prop_assert_eq!(&cut.value, &value);
                 }
                 // Deterministic.
-                let again = JsonTruncator::new(budget).root("data").truncate(&value).unwrap();
+                let again = truncator.truncate(&value).unwrap();
                 prop_assert_eq!(again, cut);
             }
             Err(JsonTruncateError::BudgetTooSmall { minimum, .. }) => {

@@ -8,7 +8,8 @@
 //!    when cutting makes it smaller.
 //! 2. **Trailing array items.** If cutting every string is not enough, a common item cap `K` is
 //!    searched: every array keeps its first `K` items. Then the string cap is relaxed again to
-//!    the largest that still fits.
+//!    the largest that still fits. With [`JsonTruncator::array_markers`], a cut array also ends
+//!    with a string item `...[toolsize: omitted N of M items]`.
 //!
 //! Object keys are never cut and members never dropped, so the shape a reader expects survives;
 //! numbers, booleans and nulls are never touched. Every cut yields one `FIELD_TRUNCATED` warning
@@ -33,11 +34,18 @@ pub fn string_marker(omitted_chars: usize, total_chars: usize) -> String {
     format!("...[toolsize: omitted {omitted_chars} of {total_chars} chars]")
 }
 
+/// The string item appended to an array whose trailing items were dropped, with
+/// [`JsonTruncator::array_markers`].
+pub fn array_marker(omitted_items: usize, total_items: usize) -> String {
+    format!("...[toolsize: omitted {omitted_items} of {total_items} items]")
+}
+
 /// Reduces a JSON value to a byte budget. Built by value.
 #[derive(Debug, Clone)]
 pub struct JsonTruncator {
     budget: usize,
     root: String,
+    array_markers: bool,
 }
 
 /// The result of [`JsonTruncator::truncate`].
@@ -136,23 +144,65 @@ fn cut_string_cost(s: &str, chars: usize, full: usize, cap: usize) -> Option<usi
     (cost < full).then_some(cost)
 }
 
-fn cost(node: &Node<'_>, cap: usize, items: usize) -> usize {
+/// The reduction applied: string cap in chars, item cap, and whether a dropped tail leaves a
+/// marker item.
+#[derive(Clone, Copy)]
+struct Caps {
+    chars: usize,
+    items: usize,
+    markers: bool,
+}
+
+/// Size of an array cut to `kept` of `len` items whose kept items take `items_cost` bytes.
+fn array_cut_cost(len: usize, kept: usize, markers: bool, items_cost: usize) -> usize {
+    let mut entries = kept;
+    let mut marker = 0;
+    if markers {
+        entries += 1;
+        marker = 2 + array_marker(len - kept, len).len();
+    }
+    2 + entries.saturating_sub(1) + marker + items_cost
+}
+
+/// How many items an array keeps under `caps`, given its items' sizes: `None` when it is not
+/// cut. With markers, an array is only cut when that makes it smaller (the marker item costs
+/// bytes too), which keeps the size monotone in the item cap.
+fn kept_items(costs: &[usize], caps: Caps) -> Option<usize> {
+    let len = costs.len();
+    let kept = len.min(caps.items);
+    if kept == len {
+        return None;
+    }
+    if !caps.markers {
+        return Some(kept);
+    }
+    let full = 2 + len.saturating_sub(1) + costs.iter().sum::<usize>();
+    let cut = array_cut_cost(len, kept, true, costs[..kept].iter().sum());
+    (cut < full).then_some(kept)
+}
+
+fn item_costs(children: &[Node<'_>], caps: Caps) -> Vec<usize> {
+    children.iter().map(|c| cost(c, caps)).collect()
+}
+
+fn cost(node: &Node<'_>, caps: Caps) -> usize {
     match node {
         Node::Fixed(_, len) => *len,
-        Node::Str(s, chars, full) => cut_string_cost(s, *chars, *full, cap).unwrap_or(*full),
+        Node::Str(s, chars, full) => cut_string_cost(s, *chars, *full, caps.chars).unwrap_or(*full),
         Node::Arr(children) => {
-            let kept = children.len().min(items);
-            2 + kept.saturating_sub(1)
-                + children[..kept]
-                    .iter()
-                    .map(|c| cost(c, cap, items))
-                    .sum::<usize>()
+            let costs = item_costs(children, caps);
+            match kept_items(&costs, caps) {
+                None => 2 + costs.len().saturating_sub(1) + costs.iter().sum::<usize>(),
+                Some(kept) => {
+                    array_cut_cost(costs.len(), kept, caps.markers, costs[..kept].iter().sum())
+                }
+            }
         }
         Node::Obj(members) => {
             2 + members.len().saturating_sub(1)
                 + members
                     .iter()
-                    .map(|(_, key, c)| key + 1 + cost(c, cap, items))
+                    .map(|(_, key, c)| key + 1 + cost(c, caps))
                     .sum::<usize>()
         }
     }
@@ -218,13 +268,8 @@ pub(crate) fn index_path(parent: &str, index: usize) -> String {
     format!("{parent}[{index}]")
 }
 
-fn build(
-    node: &Node<'_>,
-    cap: usize,
-    items: usize,
-    path: &str,
-    warnings: &mut Vec<Warning>,
-) -> Value {
+fn build(node: &Node<'_>, caps: Caps, path: &str, warnings: &mut Vec<Warning>) -> Value {
+    let cap = caps.chars;
     match node {
         Node::Fixed(v, _) => (*v).clone(),
         Node::Str(s, chars, full) => {
@@ -243,13 +288,25 @@ fn build(
             }
         }
         Node::Arr(children) => {
-            let kept = children.len().min(items);
-            let out = children[..kept]
+            // Only with markers does the decision depend on the items' sizes.
+            let cut = if caps.markers {
+                kept_items(&item_costs(children, caps), caps)
+            } else {
+                (children.len() > caps.items).then_some(caps.items)
+            };
+            let kept = cut.unwrap_or(children.len());
+            let mut out: Vec<Value> = children[..kept]
                 .iter()
                 .enumerate()
-                .map(|(i, c)| build(c, cap, items, &index_path(path, i), warnings))
+                .map(|(i, c)| build(c, caps, &index_path(path, i), warnings))
                 .collect();
-            if kept < children.len() {
+            if cut.is_some() {
+                if caps.markers {
+                    out.push(Value::String(array_marker(
+                        children.len() - kept,
+                        children.len(),
+                    )));
+                }
                 warnings.push(Warning::truncated(
                     path,
                     Some(children.len() as u64),
@@ -262,7 +319,7 @@ fn build(
         Node::Obj(members) => {
             let mut map = Map::new();
             for (key, _, c) in members {
-                let v = build(c, cap, items, &key_path(path, key), warnings);
+                let v = build(c, caps, &key_path(path, key), warnings);
                 map.insert((*key).to_owned(), v);
             }
             Value::Object(map)
@@ -276,11 +333,20 @@ impl JsonTruncator {
         Self {
             budget,
             root: DEFAULT_ROOT_PATH.to_owned(),
+            array_markers: false,
         }
     }
 
+    /// Also mark a cut array in the value itself: a last string item
+    /// `...[toolsize: omitted N of M items]` (off by default, since it changes the array's item
+    /// type; the `FIELD_TRUNCATED` warning is there either way).
+    pub fn array_markers(mut self, on: bool) -> Self {
+        self.array_markers = on;
+        self
+    }
+
     /// The path of the root value in warnings, e.g. `data`; member paths follow as
-    /// `data.items[3].body`. An empty root gives `items[3].body`.
+    /// `data.items[3].body`. An empty root is written `$`.
     pub fn root(mut self, root: impl Into<String>) -> Self {
         self.root = root.into();
         self
@@ -294,7 +360,13 @@ impl JsonTruncator {
     /// Reduces `value` to the budget, or says why it cannot.
     pub fn truncate(&self, value: &Value) -> Result<JsonCut, JsonTruncateError> {
         let tree = build_tree(value);
-        let original = cost(&tree, usize::MAX, usize::MAX);
+        let markers = self.array_markers;
+        let caps = |chars, items| Caps {
+            chars,
+            items,
+            markers,
+        };
+        let original = cost(&tree, caps(usize::MAX, usize::MAX));
         if original <= self.budget {
             return Ok(JsonCut {
                 value: value.clone(),
@@ -306,19 +378,21 @@ impl JsonTruncator {
         let budget = self.budget;
         let longest = max_chars(&tree);
         let widest = max_items(&tree);
-        let (cap, items) = match largest_fitting(longest, |c| cost(&tree, c, usize::MAX) <= budget)
-        {
-            Some(cap) => (cap, usize::MAX),
+        // `largest_fitting` only ever settles on sizes that fit, so the result is within the
+        // budget even where the size is not monotone (an array's first dropped item adds its
+        // marker).
+        let fits = |chars, items| cost(&tree, caps(chars, items)) <= budget;
+        let chosen = match largest_fitting(longest, |c| fits(c, usize::MAX)) {
+            Some(chars) => caps(chars, usize::MAX),
             None => {
-                let items = largest_fitting(widest, |k| cost(&tree, 0, k) <= budget).ok_or(
+                let items = largest_fitting(widest, |k| fits(0, k)).ok_or(
                     JsonTruncateError::BudgetTooSmall {
                         budget,
-                        minimum: cost(&tree, 0, 0),
+                        minimum: cost(&tree, caps(0, 0)),
                     },
                 )?;
-                let cap =
-                    largest_fitting(longest, |c| cost(&tree, c, items) <= budget).unwrap_or(0);
-                (cap, items)
+                let chars = largest_fitting(longest, |c| fits(c, items)).unwrap_or(0);
+                caps(chars, items)
             }
         };
         let mut warnings = Vec::new();
@@ -327,8 +401,8 @@ impl JsonTruncator {
         } else {
             self.root.as_str()
         };
-        let out = build(&tree, cap, items, root, &mut warnings);
-        let bytes = cost(&tree, cap, items);
+        let out = build(&tree, chosen, root, &mut warnings);
+        let bytes = cost(&tree, chosen);
         Ok(JsonCut {
             value: out,
             warnings,
@@ -350,7 +424,12 @@ mod tests {
     #[test]
     fn cost_matches_serde_json() {
         let v = json!({"a\"b": ["x\n\u{1}y", 1.5, -3, null, true, {"é": "漢字🙂\\"}], "n": 1e300});
-        assert_eq!(cost(&build_tree(&v), usize::MAX, usize::MAX), size(&v));
+        let all = Caps {
+            chars: usize::MAX,
+            items: usize::MAX,
+            markers: false,
+        };
+        assert_eq!(cost(&build_tree(&v), all), size(&v));
         let cut = JsonTruncator::new(40).truncate(&v).unwrap();
         assert_eq!(cut.bytes as usize, size(&cut.value));
     }
@@ -396,6 +475,31 @@ mod tests {
             cut.warnings,
             vec![Warning::truncated(
                 "data.items",
+                Some(1000),
+                kept as u64,
+                Unit::Items
+            )]
+        );
+    }
+
+    #[test]
+    fn array_markers_say_how_many_items_were_dropped() {
+        let v = json!({"items": (0..1000).collect::<Vec<_>>()});
+        let cut = JsonTruncator::new(200)
+            .array_markers(true)
+            .truncate(&v)
+            .unwrap();
+        assert!(size(&cut.value) <= 200);
+        let items = cut.value["items"].as_array().unwrap();
+        let kept = items.len() - 1;
+        assert_eq!(
+            items.last().unwrap(),
+            &json!(array_marker(1000 - kept, 1000))
+        );
+        assert_eq!(
+            cut.warnings,
+            vec![Warning::truncated(
+                "$.items",
                 Some(1000),
                 kept as u64,
                 Unit::Items
