@@ -86,6 +86,8 @@ fn every_violation_is_listed_with_a_did_you_mean() {
     );
     assert_eq!(violations[0]["did_you_mean"], json!("timeout_seconds"));
     assert_eq!(violations[1]["unit"], json!("items"));
+    assert_eq!(violations[1]["limit"], json!(10));
+    assert_eq!(violations[1]["actual"], json!(11));
     assert_eq!(violations[2]["unit"], json!("chars"));
 }
 

@@ -70,10 +70,10 @@ pub struct Violation {
     pub message: String,
     /// The limit that was passed, for size and range violations.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<f64>,
+    pub limit: Option<serde_json::Number>,
     /// The measured value, for size and range violations.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub actual: Option<f64>,
+    pub actual: Option<serde_json::Number>,
     /// The unit of `limit` and `actual` for size violations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unit: Option<Unit>,

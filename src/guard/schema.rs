@@ -260,8 +260,8 @@ impl ValidationError {
         );
         if let Some(first) = self.violations.iter().find(|v| v.is_size()) {
             err.field = Some(first.field.clone());
-            err.limit = first.limit.map(|l| l as u64);
-            err.actual = first.actual.map(|a| a as u64);
+            err.limit = first.limit.as_ref().and_then(Number::as_u64);
+            err.actual = first.actual.as_ref().and_then(Number::as_u64);
             err.unit = first.unit;
         }
         err.violations = self.violations.clone();
@@ -354,8 +354,8 @@ fn size_violation(field: &str, limit: u64, actual: u64, unit: Unit) -> Violation
         field,
         format!("{field} is {actual} {unit}, over its limit of {limit} {unit}"),
     );
-    v.limit = Some(limit as f64);
-    v.actual = Some(actual as f64);
+    v.limit = Some(Number::from(limit));
+    v.actual = Some(Number::from(actual));
     v.unit = Some(unit);
     v
 }
@@ -662,8 +662,8 @@ fn check_field(
                 name,
                 format!("{name} is {f}, out of range ({reason})"),
             );
-            v.limit = Some(bound);
-            v.actual = Some(f);
+            v.limit = number_value(bound).as_number().cloned();
+            v.actual = value.as_number().cloned();
             violations.push(v);
             fits = false;
         }
