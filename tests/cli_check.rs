@@ -123,15 +123,29 @@ fn the_shipped_example_schema_is_valid() {
         env!("CARGO_MANIFEST_DIR"),
         "/examples/schemas/issue_update.json"
     );
+    let good = json!({"title": "A title", "body": "short", "tags": ["parser"],
+                      "assignee": {"login": "octocat"}, "state": "open"});
     let out = run(
         &["check", "--schema", schema],
-        Some(
-            json!({"title": "A title", "body": "short"})
-                .to_string()
-                .as_bytes(),
-        ),
+        Some(good.to_string().as_bytes()),
     );
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+
+    let bad = json!({"title": "A title", "tags": ["x".repeat(40)], "state": "opne"});
+    let out = run(
+        &["check", "--schema", schema],
+        Some(bad.to_string().as_bytes()),
+    );
+    assert_eq!(code(&out), 2);
+    let env = python_loads(&out.stdout).envelope;
+    let fields: Vec<_> = env["error"]["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["field"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(fields, vec!["state", "tags[0]"]);
+    assert_eq!(env["error"]["violations"][0]["did_you_mean"], json!("open"));
 }
 
 #[test]

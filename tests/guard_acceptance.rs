@@ -194,7 +194,10 @@ fn a_timeout_above_its_ceiling_is_clamped_and_says_so() {
         .unwrap_err();
     assert_eq!(err.violations[0].code, "OUT_OF_RANGE");
     let v = serde_json::to_value(&err.violations[0]).unwrap();
-    assert_eq!((v["limit"].clone(), v["actual"].clone()), (json!(600), json!(1200)));
+    assert_eq!(
+        (v["limit"].clone(), v["actual"].clone()),
+        (json!(600), json!(1200))
+    );
 }
 
 #[test]

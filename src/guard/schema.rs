@@ -32,7 +32,11 @@
 //!     "body":            { "type": "string", "max_bytes": 255 },
 //!     "tags":            { "type": "array", "max_items": 10 },
 //!     "timeout_seconds": { "type": "integer", "minimum": 1, "maximum": 600, "clamp": true },
-//!     "format":          { "type": "string", "enum": ["raw", "text"] }
+//!     "format":          { "type": "string", "enum": ["raw", "text"] },
+//!     "labels":          { "type": "array", "max_items": 5,
+//!                          "items": { "type": "string", "max_length": 32 } },
+//!     "assignee":        { "type": "object",
+//!                          "fields": { "login": { "type": "string", "required": true } } }
 //!   },
 //!   "allow_unknown": false
 //! }
@@ -47,7 +51,10 @@
 //!   * `max_items`: most items of an array;
 //!   * `minimum` / `maximum`: range of a number;
 //!   * `clamp` (default `false`): bring an out-of-range number into range, with `VALUE_CLAMPED`;
-//!   * `enum`: the allowed string values.
+//!   * `enum`: the allowed string values;
+//!   * `items`: a spec every item of an array must meet (reported as `labels[2]`);
+//!   * `fields` / `allow_unknown`: the members of an object, checked like the top-level fields
+//!     (reported as `assignee.login`).
 //! * `allow_unknown` (default `false`): accept keys that are not in `fields`.
 //!
 //! Unknown keys in the schema file itself are errors too.
@@ -59,6 +66,7 @@ use serde::Deserialize;
 use serde_json::{Map, Number, Value};
 
 use crate::guard::envelope::{Envelope, EnvelopeError, Phase, Unit, Violation, Warning};
+use crate::guard::json_truncate::{index_path, key_path};
 
 /// The declared type of a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -126,6 +134,15 @@ pub struct FieldSpec {
     /// Allowed string values.
     #[serde(default, rename = "enum")]
     pub allowed: Option<Vec<String>>,
+    /// The spec of every item of an array (paths `field[3]`).
+    #[serde(default)]
+    pub items: Option<Box<FieldSpec>>,
+    /// The members of an object (paths `field.member`), checked like the top-level fields.
+    #[serde(default)]
+    pub fields: Option<BTreeMap<String, FieldSpec>>,
+    /// Accept members of an object not in `fields`.
+    #[serde(default)]
+    pub allow_unknown: bool,
 }
 
 impl FieldSpec {
@@ -190,6 +207,22 @@ impl FieldSpec {
     /// Allowed string values.
     pub fn one_of<I: IntoIterator<Item = S>, S: Into<String>>(mut self, values: I) -> Self {
         self.allowed = Some(values.into_iter().map(Into::into).collect());
+        self
+    }
+    /// An object field.
+    pub fn object() -> Self {
+        Self::of(FieldType::Object)
+    }
+    /// The spec of every item of an array.
+    pub fn items(mut self, spec: FieldSpec) -> Self {
+        self.items = Some(Box::new(spec));
+        self
+    }
+    /// Declares a member of an object.
+    pub fn member(mut self, name: impl Into<String>, spec: FieldSpec) -> Self {
+        self.fields
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.into(), spec);
         self
     }
 }
@@ -297,20 +330,32 @@ pub fn normalize_key(key: &str) -> String {
         .collect()
 }
 
-/// Levenshtein distance in chars.
+/// Edit distance in chars, counting a swap of two neighbours as one edit (optimal string
+/// alignment), so `opne` is one edit from `open`.
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.chars().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
+    let width = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * width];
+    for (i, row) in d.chunks_mut(width).enumerate() {
+        row[0] = i;
     }
-    prev[b.len()]
+    for (j, cell) in d.iter_mut().take(width).enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[(i - 1) * width + j] + 1)
+                .min(d[i * width + j - 1] + 1)
+                .min(d[(i - 1) * width + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[(i - 2) * width + j - 2] + 1);
+            }
+            d[i * width + j] = best;
+        }
+    }
+    d[a.len() * width + b.len()]
 }
 
 /// The candidate `key` most likely meant: an exact match after [`normalize_key`] first, else the
@@ -360,6 +405,116 @@ fn size_violation(field: &str, limit: u64, actual: u64, unit: Unit) -> Violation
     v
 }
 
+/// Checks that every spec (nested ones too) is coherent.
+fn check_specs(parent: &str, fields: &BTreeMap<String, FieldSpec>) -> Result<(), SchemaError> {
+    for (name, spec) in fields {
+        let path = key_path(parent, name);
+        check_spec(&path, spec)?;
+    }
+    Ok(())
+}
+
+fn check_spec(path: &str, spec: &FieldSpec) -> Result<(), SchemaError> {
+    if let (Some(lo), Some(hi)) = (spec.minimum, spec.maximum) {
+        if lo > hi {
+            return Err(SchemaError(format!(
+                "field {path}: minimum {lo} is above maximum {hi}"
+            )));
+        }
+    }
+    if spec.clamp && spec.minimum.is_none() && spec.maximum.is_none() {
+        return Err(SchemaError(format!(
+            "field {path}: clamp needs a minimum or a maximum"
+        )));
+    }
+    let numeric = matches!(
+        spec.kind,
+        FieldType::Integer | FieldType::Number | FieldType::Any
+    );
+    if !numeric && (spec.minimum.is_some() || spec.maximum.is_some()) {
+        return Err(SchemaError(format!(
+            "field {path}: minimum/maximum apply to numbers, not {}",
+            spec.kind
+        )));
+    }
+    if spec.items.is_some() && !matches!(spec.kind, FieldType::Array | FieldType::Any) {
+        return Err(SchemaError(format!(
+            "field {path}: items applies to arrays, not {}",
+            spec.kind
+        )));
+    }
+    if spec.fields.is_some() && !matches!(spec.kind, FieldType::Object | FieldType::Any) {
+        return Err(SchemaError(format!(
+            "field {path}: fields applies to objects, not {}",
+            spec.kind
+        )));
+    }
+    if let Some(items) = &spec.items {
+        check_spec(&format!("{path}[]"), items)?;
+    }
+    if let Some(fields) = &spec.fields {
+        check_specs(path, fields)?;
+    }
+    Ok(())
+}
+
+/// Checks the members of one object (the arguments, or a nested object) against `fields`;
+/// returns the normalised object, recording every violation.
+fn check_object(
+    parent: &str,
+    fields: &BTreeMap<String, FieldSpec>,
+    allow_unknown: bool,
+    args: &Map<String, Value>,
+    violations: &mut Vec<Violation>,
+    warnings: &mut Vec<Warning>,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (key, value) in args {
+        if fields.contains_key(key) {
+            continue;
+        }
+        if allow_unknown {
+            out.insert(key.clone(), value.clone());
+            continue;
+        }
+        let path = key_path(parent, key);
+        let suggestion = did_you_mean(key, fields.keys().map(String::as_str));
+        let message = match suggestion {
+            Some(s) => format!(
+                "unknown argument {path:?}; did you mean {:?}?",
+                key_path(parent, s)
+            ),
+            None => format!(
+                "unknown argument {path:?}; known arguments: {}",
+                fields.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let mut v = Violation::new("UNKNOWN_FIELD", path, message);
+        v.did_you_mean = suggestion.map(str::to_owned);
+        violations.push(v);
+    }
+    for (name, spec) in fields {
+        let path = key_path(parent, name);
+        match args.get(name) {
+            None | Some(Value::Null) => {
+                if spec.required {
+                    violations.push(Violation::new(
+                        "MISSING_FIELD",
+                        path.as_str(),
+                        format!("{path} is required ({})", spec.kind),
+                    ));
+                }
+            }
+            Some(value) => {
+                if let Some(v) = check_field(&path, spec, value, violations, warnings) {
+                    out.insert(name.clone(), v);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Number of `f` as JSON: an integer when it has no fractional part and fits.
 fn number_value(f: f64) -> Value {
     if f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15 {
@@ -396,30 +551,7 @@ impl Schema {
     /// Reads a schema file's JSON (format in the module docs) and checks it is coherent.
     pub fn from_json(text: &str) -> Result<Self, SchemaError> {
         let schema: Schema = serde_json::from_str(text).map_err(|e| SchemaError(e.to_string()))?;
-        for (name, spec) in &schema.fields {
-            if let (Some(lo), Some(hi)) = (spec.minimum, spec.maximum) {
-                if lo > hi {
-                    return Err(SchemaError(format!(
-                        "field {name}: minimum {lo} is above maximum {hi}"
-                    )));
-                }
-            }
-            if spec.clamp && spec.minimum.is_none() && spec.maximum.is_none() {
-                return Err(SchemaError(format!(
-                    "field {name}: clamp needs a minimum or a maximum"
-                )));
-            }
-            let numeric = matches!(
-                spec.kind,
-                FieldType::Integer | FieldType::Number | FieldType::Any
-            );
-            if !numeric && (spec.minimum.is_some() || spec.maximum.is_some()) {
-                return Err(SchemaError(format!(
-                    "field {name}: minimum/maximum apply to numbers, not {}",
-                    spec.kind
-                )));
-            }
-        }
+        check_specs("", &schema.fields)?;
         Ok(schema)
     }
 
@@ -442,48 +574,14 @@ impl Schema {
         };
         let mut violations = Vec::new();
         let mut warnings = Vec::new();
-        let mut out = Map::new();
-        for (key, value) in args {
-            if self.fields.contains_key(key) {
-                continue;
-            }
-            if self.allow_unknown {
-                out.insert(key.clone(), value.clone());
-                continue;
-            }
-            let suggestion = did_you_mean(key, self.fields.keys().map(String::as_str));
-            let message = match suggestion {
-                Some(s) => format!("unknown argument {key:?}; did you mean {s:?}?"),
-                None => format!(
-                    "unknown argument {key:?}; known arguments: {}",
-                    self.fields.keys().cloned().collect::<Vec<_>>().join(", ")
-                ),
-            };
-            let mut v = Violation::new("UNKNOWN_FIELD", key.as_str(), message);
-            v.did_you_mean = suggestion.map(str::to_owned);
-            violations.push(v);
-        }
-        for (name, spec) in &self.fields {
-            match args.get(name) {
-                None | Some(Value::Null) => {
-                    if spec.required {
-                        violations.push(Violation::new(
-                            "MISSING_FIELD",
-                            name.as_str(),
-                            format!("{name} is required ({})", spec.kind),
-                        ));
-                    }
-                }
-                Some(value) => {
-                    match check_field(name, spec, value, &mut violations, &mut warnings) {
-                        Some(v) => {
-                            out.insert(name.clone(), v);
-                        }
-                        None => continue,
-                    }
-                }
-            }
-        }
+        let out = check_object(
+            "",
+            &self.fields,
+            self.allow_unknown,
+            args,
+            &mut violations,
+            &mut warnings,
+        );
         if violations.is_empty() {
             Ok(Validated {
                 args: out,
@@ -668,6 +766,40 @@ fn check_field(
             fits = false;
         }
     }
+
+    // Nested items and members, each reported at its own path.
+    let value = match value {
+        Value::Array(items) if spec.items.is_some() => {
+            let item_spec = spec.items.as_deref().unwrap_or(spec);
+            let before = violations.len();
+            let checked: Vec<Value> = items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| {
+                    check_field(&index_path(name, i), item_spec, item, violations, warnings)
+                })
+                .collect();
+            fits &= violations.len() == before;
+            Value::Array(checked)
+        }
+        Value::Object(members) => match &spec.fields {
+            Some(fields) => {
+                let before = violations.len();
+                let checked = check_object(
+                    name,
+                    fields,
+                    spec.allow_unknown,
+                    &members,
+                    violations,
+                    warnings,
+                );
+                fits &= violations.len() == before;
+                Value::Object(checked)
+            }
+            None => Value::Object(members),
+        },
+        other => other,
+    };
     fits.then_some(value)
 }
 
@@ -714,6 +846,9 @@ mod tests {
         );
         assert_eq!(did_you_mean("comand", known), Some("command"));
         assert_eq!(did_you_mean("zzz", known), None);
+        assert_eq!(did_you_mean("opne", ["open", "closed"]), Some("open"));
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
     }
 
     #[test]
@@ -810,6 +945,49 @@ mod tests {
             r#"{"fields": {"a": {"type": "integer", "minimum": 5, "maximum": 1}}}"#
         )
         .is_err());
+    }
+
+    #[test]
+    fn nested_items_and_members_are_checked_at_their_paths() {
+        let schema = Schema::from_json(
+            r#"{"fields": {
+                "labels": {"type": "array", "max_items": 5,
+                           "items": {"type": "string", "max_length": 4}},
+                "assignee": {"type": "object",
+                             "fields": {"login": {"type": "string", "required": true},
+                                        "limit": {"type": "integer", "maximum": 10, "clamp": true}}}
+            }}"#,
+        )
+        .unwrap();
+        let err = schema
+            .validate(&json!({"labels": ["ok", "too long", 3],
+                              "assignee": {"Login": "x", "limit": 50}}))
+            .unwrap_err();
+        let got: Vec<_> = err
+            .violations
+            .iter()
+            .map(|v| (v.code, v.field.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("UNKNOWN_FIELD", "assignee.Login"),
+                ("MISSING_FIELD", "assignee.login"),
+                ("FIELD_TOO_LARGE", "labels[1]"),
+                ("WRONG_TYPE", "labels[2]"),
+            ]
+        );
+        assert_eq!(err.violations[0].did_you_mean.as_deref(), Some("login"));
+        let ok = schema
+            .validate(&json!({"labels": ["a"], "assignee": {"login": "x", "limit": "50"}}))
+            .unwrap();
+        assert_eq!(ok.args["assignee"]["limit"], json!(10));
+        assert!(
+            matches!(&ok.warnings[0], Warning::ValueClamped { field, .. } if field == "assignee.limit")
+        );
+        assert!(
+            Schema::from_json(r#"{"fields": {"a": {"type": "string", "items": {}}}}"#).is_err()
+        );
     }
 
     #[test]
