@@ -12,7 +12,8 @@
 //!
 //! * **Unknown keys are rejected**, with a "did you mean": keys are compared normalised (case,
 //!   `_`, `-` and spaces ignored, so `TimeoutSeconds` finds `timeout_seconds`), then by edit
-//!   distance (`timout_seconds`). Set `allow_unknown` to let extra keys through.
+//!   distance, a swap of neighbours counting as one edit (`timout_seconds`, `opne`). Set
+//!   `allow_unknown` to let extra keys through. Values outside an `enum` get the same help.
 //! * **Present but unparseable values are rejected**, never coerced to `0`, `false` or `null`:
 //!   `"abc"` for an integer is an `INVALID_VALUE`. A string holding exactly a number (`"1200"`)
 //!   or a boolean (`"true"`) is accepted and normalised, since that loses nothing.
