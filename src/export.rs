@@ -144,6 +144,7 @@ pub struct ExportBuilder {
     log_filter: Option<String>,
     logs: Option<bool>,
     scheduled_delay: Option<Duration>,
+    max_queue_size: Option<usize>,
 }
 
 impl ExportBuilder {
@@ -181,6 +182,13 @@ impl ExportBuilder {
     /// How often the batch processor sends (default: `OTEL_BSP_SCHEDULE_DELAY`, then 5 s).
     pub fn scheduled_delay(mut self, delay: Duration) -> Self {
         self.scheduled_delay = Some(delay);
+        self
+    }
+
+    /// How many ended spans may wait for export before new ones are dropped (and counted)
+    /// (default: `OTEL_BSP_MAX_QUEUE_SIZE`, then 2048).
+    pub fn max_queue_size(mut self, spans: usize) -> Self {
+        self.max_queue_size = Some(spans);
         self
     }
 
@@ -243,6 +251,11 @@ impl ExportBuilder {
         let mut config = opentelemetry_sdk::trace::BatchConfigBuilder::default();
         if let Some(delay) = self.scheduled_delay {
             config = config.with_scheduled_delay(delay);
+        }
+        if let Some(size) = self.max_queue_size {
+            config = config
+                .with_max_queue_size(size.max(1))
+                .with_max_export_batch_size(size.clamp(1, 512));
         }
         let batch = BatchSpanProcessor::builder(exporter)
             .with_batch_config(config.build())

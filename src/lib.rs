@@ -1,4 +1,7 @@
 //! toolsize: make tool-result size visible in LLM agent loops, and make silent truncation loud.
+//!
+//! The crate documentation is the README, whose examples are compiled and run as doctests.
+#![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 pub mod args_hash;

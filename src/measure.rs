@@ -135,6 +135,15 @@ enum Esc {
 /// [`Measurer::finish`].
 #[derive(Clone, Debug)]
 pub struct Measurer {
+    state: State,
+    /// Small writes (serde_json writes token by token) are gathered here and measured together.
+    pending: [u8; PENDING],
+    pending_len: usize,
+}
+
+/// The running counts and the structural scan.
+#[derive(Clone, Debug)]
+struct State {
     measures: Measures,
     bytes: u64,
     /// Continuation bytes (`10xxxxxx`): code points are `bytes - continuation`.
@@ -151,13 +160,63 @@ pub struct Measurer {
     esc: Esc,
     prev_high_surrogate: bool,
     cur_string: u64,
+    /// The current string opened in this chunk and has had no escape so far.
+    cur_simple: bool,
     max_string: u64,
 }
+
+/// Size of the gathering buffer for small writes.
+const PENDING: usize = 512;
 
 impl Measurer {
     /// A measurer taking `measures`.
     pub fn new(measures: Measures) -> Self {
         Measurer {
+            state: State::new(measures),
+            pending: [0; PENDING],
+            pending_len: 0,
+        }
+    }
+
+    /// Bytes seen so far.
+    pub fn bytes(&self) -> u64 {
+        self.state.bytes + self.pending_len as u64
+    }
+
+    /// Takes the next chunk of the result.
+    pub fn update(&mut self, chunk: &[u8]) {
+        self.flush_pending();
+        self.state.process(chunk);
+    }
+
+    /// Takes a chunk that may be tiny: gathered with its neighbours before it is measured.
+    fn gather(&mut self, chunk: &[u8]) {
+        if self.pending_len + chunk.len() > PENDING {
+            self.flush_pending();
+        }
+        if chunk.len() >= PENDING {
+            self.state.process(chunk);
+        } else {
+            self.pending[self.pending_len..self.pending_len + chunk.len()].copy_from_slice(chunk);
+            self.pending_len += chunk.len();
+        }
+    }
+
+    fn flush_pending(&mut self) {
+        let len = std::mem::take(&mut self.pending_len);
+        self.state.process(&self.pending[..len]);
+    }
+
+    /// The measurement of everything taken so far.
+    pub fn finish(mut self) -> Measurement {
+        self.flush_pending();
+        self.state.finish()
+    }
+}
+
+impl State {
+    fn new(measures: Measures) -> Self {
+        State {
             measures,
             bytes: 0,
             continuation: 0,
@@ -175,17 +234,12 @@ impl Measurer {
             esc: Esc::None,
             prev_high_surrogate: false,
             cur_string: 0,
+            cur_simple: false,
             max_string: 0,
         }
     }
 
-    /// Bytes seen so far.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
-    /// Takes the next chunk of the result.
-    pub fn update(&mut self, chunk: &[u8]) {
+    fn process(&mut self, chunk: &[u8]) {
         if chunk.is_empty() {
             return;
         }
@@ -202,8 +256,7 @@ impl Measurer {
         }
     }
 
-    /// The measurement of everything taken so far.
-    pub fn finish(self) -> Measurement {
+    fn finish(self) -> Measurement {
         let ms = self.measures;
         let chars = self.bytes - self.continuation;
         let is_json = self.doc == Doc::Done;
@@ -235,40 +288,53 @@ impl Measurer {
                     s = &s[1..];
                     continue;
                 }
-                match memchr::memchr2(b'"', b'\\', s) {
-                    None => {
-                        self.cur_string += code_points(s);
-                        return;
-                    }
-                    Some(i) => {
-                        if i > 0 {
-                            self.cur_string += code_points(&s[..i]);
-                            self.prev_high_surrogate = false;
-                        }
-                        if s[i] == b'"' {
-                            self.in_string = false;
-                            self.max_string = self.max_string.max(self.cur_string);
-                            if self.depth == 0 {
-                                self.doc = Doc::Done;
-                            }
-                        } else {
-                            // The escape sequence decodes to one code point.
-                            self.cur_string += 1;
-                            self.esc = Esc::Backslash;
-                        }
-                        s = &s[i + 1..];
-                    }
+                let Some(i) = memchr::memchr2(b'"', b'\\', s) else {
+                    self.cur_string += code_points(s);
+                    self.cur_simple = false;
+                    return;
+                };
+                let seg = &s[..i];
+                if i > 0 {
+                    self.prev_high_surrogate = false;
                 }
+                if s[i] == b'"' {
+                    // A string seen whole, with no escape, no longer in bytes than the longest so
+                    // far cannot be longer in code points: skip counting it.
+                    if !(self.cur_simple && seg.len() as u64 <= self.max_string) {
+                        self.cur_string += code_points(seg);
+                        self.max_string = self.max_string.max(self.cur_string);
+                    }
+                    self.in_string = false;
+                    if self.depth == 0 {
+                        self.doc = Doc::Done;
+                    }
+                } else {
+                    // The escape sequence decodes to one code point.
+                    self.cur_string += code_points(seg) + 1;
+                    self.cur_simple = false;
+                    self.esc = Esc::Backslash;
+                }
+                s = &s[i + 1..];
                 continue;
             }
             // Outside strings: walk to the next quote, adjusting the depth on the way.
             let mut i = 0;
             while i < s.len() {
+                if self.doc == Doc::Open {
+                    // Numbers, literals, commas, colons and white space change nothing.
+                    i += s[i..]
+                        .iter()
+                        .position(|&b| CLASS[b as usize] > C_SPACE)
+                        .unwrap_or(s.len() - i);
+                    if i == s.len() {
+                        break;
+                    }
+                }
                 let b = s[i];
                 i += 1;
                 match CLASS[b as usize] {
-                    C_SPACE | C_OTHER if self.doc == Doc::Open => {}
                     C_SPACE => {}
+                    C_OTHER if self.doc == Doc::Open => {}
                     C_OTHER => {
                         self.doc = Doc::NotJson;
                         return;
@@ -280,6 +346,7 @@ impl Measurer {
                         }
                         self.doc = Doc::Open;
                         self.in_string = true;
+                        self.cur_simple = true;
                         self.cur_string = 0;
                         break;
                     }
@@ -344,12 +411,12 @@ impl Measurer {
 
 impl io::Write for Measurer {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.update(buf);
+        self.gather(buf);
         Ok(buf.len())
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.update(buf);
+        self.gather(buf);
         Ok(())
     }
 
@@ -403,16 +470,45 @@ fn word_flags(w: u64) -> (u64, u64, u64) {
     (cont, astral, nl)
 }
 
+/// Sums the eight byte lanes of `acc` (each at most 255).
+#[inline(always)]
+fn lane_sum(acc: u64) -> u64 {
+    const PAIRS: u64 = 0x00FF_00FF_00FF_00FF;
+    let pairs = (acc & PAIRS) + ((acc >> 8) & PAIRS);
+    pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48
+}
+
+/// Words per block: a byte lane gains at most 1 per word, so 255 words cannot overflow it.
+const BLOCK_WORDS: usize = 255;
+
+#[inline(always)]
+fn word(chunk: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(chunk);
+    u64::from_le_bytes(a)
+}
+
 fn counts(s: &[u8]) -> Counts {
     let mut c = Counts::default();
     let mut words = s.chunks_exact(8);
-    for chunk in &mut words {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(chunk);
-        let (cont, astral, nl) = word_flags(u64::from_le_bytes(a));
-        c.continuation += u64::from(cont.count_ones());
-        c.astral += u64::from(astral.count_ones());
-        c.newlines += u64::from(nl.count_ones());
+    // Flags are accumulated per byte lane (no popcount: the baseline x86-64 has none) and summed
+    // once per block.
+    loop {
+        let (mut cont, mut astral, mut nl) = (0u64, 0u64, 0u64);
+        let mut n = 0;
+        for chunk in words.by_ref().take(BLOCK_WORDS) {
+            let (fc, fa, fnl) = word_flags(word(chunk));
+            cont += fc >> 7;
+            astral += fa >> 7;
+            nl += fnl >> 7;
+            n += 1;
+        }
+        c.continuation += lane_sum(cont);
+        c.astral += lane_sum(astral);
+        c.newlines += lane_sum(nl);
+        if n < BLOCK_WORDS {
+            break;
+        }
     }
     for &b in words.remainder() {
         c.continuation += u64::from(b & 0xC0 == 0x80);
@@ -426,11 +522,18 @@ fn counts(s: &[u8]) -> Counts {
 fn code_points(s: &[u8]) -> u64 {
     let mut cont = 0u64;
     let mut words = s.chunks_exact(8);
-    for chunk in &mut words {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(chunk);
-        let w = u64::from_le_bytes(a);
-        cont += u64::from((w & !(w << 1) & HI).count_ones());
+    loop {
+        let mut acc = 0u64;
+        let mut n = 0;
+        for chunk in words.by_ref().take(BLOCK_WORDS) {
+            let w = word(chunk);
+            acc += (w & !(w << 1) & HI) >> 7;
+            n += 1;
+        }
+        cont += lane_sum(acc);
+        if n < BLOCK_WORDS {
+            break;
+        }
     }
     for &b in words.remainder() {
         cont += u64::from(b & 0xC0 == 0x80);
@@ -576,6 +679,89 @@ mod tests {
         serde_json::to_writer(&mut m, &value).unwrap();
         let text = serde_json::to_string(&value).unwrap();
         assert_eq!(m.finish(), all(&text));
+    }
+
+    /// A deterministic random JSON value with strings of mixed scripts, escapes and lengths.
+    fn next(seed: &mut u64) -> u64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    }
+
+    fn random_string(seed: &mut u64, n: u64) -> String {
+        const PIECES: [&str; 9] = ["a", "é", "😀", "\"", "\\", "\n", "日本", "\u{1}", "xyz"];
+        (0..n).map(|_| PIECES[(next(seed) % 9) as usize]).collect()
+    }
+
+    /// A deterministic random JSON value with strings of mixed scripts, escapes and lengths.
+    fn random_value(seed: &mut u64, depth: u32) -> serde_json::Value {
+        match (next(seed) % 6, depth) {
+            (0, d) if d < 6 => {
+                let n = next(seed) % 5;
+                serde_json::Value::Array((0..n).map(|_| random_value(seed, d + 1)).collect())
+            }
+            (1, d) if d < 6 => {
+                let n = next(seed) % 5;
+                let mut map = serde_json::Map::new();
+                for _ in 0..n {
+                    let len = next(seed) % 12;
+                    map.insert(random_string(seed, len), random_value(seed, d + 1));
+                }
+                serde_json::Value::Object(map)
+            }
+            (2, _) => serde_json::json!(next(seed) % 1000),
+            _ => {
+                let len = next(seed) % 80;
+                serde_json::Value::String(random_string(seed, len))
+            }
+        }
+    }
+
+    fn reference_json(v: &serde_json::Value) -> (u64, u64) {
+        // (depth, longest string in code points, keys included)
+        match v {
+            serde_json::Value::Array(a) => a
+                .iter()
+                .map(reference_json)
+                .fold((1, 0), |(d, m), (cd, cm)| (d.max(cd + 1), m.max(cm))),
+            serde_json::Value::Object(o) => o.iter().fold((1, 0), |(d, m), (k, v)| {
+                let (cd, cm) = reference_json(v);
+                (d.max(cd + 1), m.max(cm).max(k.chars().count() as u64))
+            }),
+            serde_json::Value::String(s) => (0, s.chars().count() as u64),
+            _ => (0, 0),
+        }
+    }
+
+    #[test]
+    fn json_measures_agree_with_a_parsed_reference() {
+        let mut seed = 0x5EED_u64;
+        for _ in 0..500 {
+            let value = random_value(&mut seed, 0);
+            if !(value.is_array() || value.is_object() || value.is_string()) {
+                continue;
+            }
+            let (depth, longest) = reference_json(&value);
+            for text in [
+                serde_json::to_string(&value).unwrap(),
+                serde_json::to_string_pretty(&value).unwrap(),
+            ] {
+                let whole = all(&text);
+                assert_eq!(whole.json_depth, Some(depth), "{text}");
+                assert_eq!(whole.max_string_chars, Some(longest), "{text}");
+                let mut streamed = Measurer::new(Measures::ALL);
+                for chunk in text.as_bytes().chunks(7) {
+                    std::io::Write::write_all(&mut streamed, chunk).unwrap();
+                }
+                assert_eq!(streamed.finish(), whole, "{text}");
+                let mut chunked = Measurer::new(Measures::ALL);
+                for chunk in text.as_bytes().chunks(3) {
+                    chunked.update(chunk);
+                }
+                assert_eq!(chunked.finish(), whole, "{text}");
+            }
+        }
     }
 
     #[test]

@@ -146,3 +146,34 @@ fn spans_that_cannot_be_delivered_are_counted() {
     assert_eq!(stats.spans_exported, 0);
     assert_eq!(stats.spans_lost(), n, "{stats:?}");
 }
+
+#[test]
+fn spans_dropped_on_a_full_queue_are_counted() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let guard = export::builder()
+        .protocol(Protocol::HttpProtobuf)
+        .endpoint(format!("http://127.0.0.1:{port}"))
+        .max_queue_size(4)
+        .build()
+        .unwrap();
+    let dispatch = support::dispatch_to(guard.provider());
+    tracing::dispatcher::with_default(&dispatch, || {
+        for _ in 0..200 {
+            tool_call("burst").start().finish("x", false);
+        }
+    });
+    let _ = guard.flush();
+    let stats = guard.stats();
+    assert_eq!(stats.spans_ended, 200);
+    assert!(stats.spans_dropped() > 0, "{stats:?}");
+    assert_eq!(
+        stats.spans_exported + stats.spans_failed + stats.spans_dropped(),
+        200,
+        "every span accounted for: {stats:?}"
+    );
+    assert_eq!(stats.spans_lost(), 200);
+}

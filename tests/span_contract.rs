@@ -108,7 +108,7 @@ fn success_records_every_attribute_of_the_contract() {
         Some(text.len().div_ceil(4) as i64)
     );
     let latency = float(&span, TOOL_LATENCY_MS).expect("latency");
-    assert!(latency >= 0.0 && latency < 10_000.0, "{latency}");
+    assert!((0.0..10_000.0).contains(&latency), "{latency}");
     assert_eq!(string(&span, TOOL_ERROR), None);
     assert_eq!(string(&span, ERROR_TYPE), None);
     assert!(
