@@ -7,8 +7,10 @@
 //!    `...[toolsize: omitted N of M chars]`; `C` is the largest cap that fits. A string is only cut
 //!    when cutting makes it smaller.
 //! 2. **Trailing array items.** If cutting every string is not enough, a common item cap `K` is
-//!    searched: every array keeps its first `K` items. Then the string cap is relaxed again to
-//!    the largest that still fits. With [`JsonTruncator::array_markers`], a cut array also ends
+//!    searched: every array keeps its first `K` items, `K` as large as fits while strings keep
+//!    at least [`DEFAULT_MIN_STRING_CHARS`] (or none, if even that does not fit), so the model
+//!    gets fewer items with their text rather than many items emptied of it. Then the string cap
+//!    is relaxed again to the largest that still fits. With [`JsonTruncator::array_markers`], a cut array also ends
 //!    with a string item `...[toolsize: omitted N of M items]`.
 //!
 //! Object keys are never cut and members never dropped, so the shape a reader expects survives;
@@ -29,6 +31,10 @@ use crate::guard::envelope::{Unit, Warning};
 /// Path of the root value in warnings, unless [`JsonTruncator::root`] says otherwise.
 pub const DEFAULT_ROOT_PATH: &str = "$";
 
+/// When array items must be dropped, strings keep at least this many chars if the budget allows
+/// (fewer whole-ish items rather than many items emptied of their text).
+pub const DEFAULT_MIN_STRING_CHARS: usize = 64;
+
 /// The marker appended to a cut string.
 pub fn string_marker(omitted_chars: usize, total_chars: usize) -> String {
     format!("...[toolsize: omitted {omitted_chars} of {total_chars} chars]")
@@ -46,6 +52,7 @@ pub struct JsonTruncator {
     budget: usize,
     root: String,
     array_markers: bool,
+    min_string_chars: usize,
 }
 
 /// The result of [`JsonTruncator::truncate`].
@@ -190,6 +197,12 @@ fn cost(node: &Node<'_>, caps: Caps) -> usize {
         Node::Fixed(_, len) => *len,
         Node::Str(s, chars, full) => cut_string_cost(s, *chars, *full, caps.chars).unwrap_or(*full),
         Node::Arr(children) => {
+            let kept = children.len().min(caps.items);
+            if !caps.markers || kept == children.len() {
+                // Only the kept items are walked: a search over the item cap stays cheap.
+                let items: usize = children[..kept].iter().map(|c| cost(c, caps)).sum();
+                return 2 + kept.saturating_sub(1) + items;
+            }
             let costs = item_costs(children, caps);
             match kept_items(&costs, caps) {
                 None => 2 + costs.len().saturating_sub(1) + costs.iter().sum::<usize>(),
@@ -334,7 +347,15 @@ impl JsonTruncator {
             budget,
             root: DEFAULT_ROOT_PATH.to_owned(),
             array_markers: false,
+            min_string_chars: DEFAULT_MIN_STRING_CHARS,
         }
+    }
+
+    /// When array items must be dropped, keep strings at least this many chars long if the budget
+    /// allows ([`DEFAULT_MIN_STRING_CHARS`] by default; 0 keeps the most items).
+    pub fn min_string_chars(mut self, chars: usize) -> Self {
+        self.min_string_chars = chars;
+        self
     }
 
     /// Also mark a cut array in the value itself: a last string item
@@ -385,12 +406,13 @@ impl JsonTruncator {
         let chosen = match largest_fitting(longest, |c| fits(c, usize::MAX)) {
             Some(chars) => caps(chars, usize::MAX),
             None => {
-                let items = largest_fitting(widest, |k| fits(0, k)).ok_or(
-                    JsonTruncateError::BudgetTooSmall {
+                let floor = self.min_string_chars.min(longest);
+                let items = largest_fitting(widest, |k| fits(floor, k))
+                    .or_else(|| largest_fitting(widest, |k| fits(0, k)))
+                    .ok_or(JsonTruncateError::BudgetTooSmall {
                         budget,
                         minimum: cost(&tree, caps(0, 0)),
-                    },
-                )?;
+                    })?;
                 let chars = largest_fitting(longest, |c| fits(c, items)).unwrap_or(0);
                 caps(chars, items)
             }
