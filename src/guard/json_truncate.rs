@@ -530,6 +530,28 @@ mod tests {
     }
 
     #[test]
+    fn dropping_items_keeps_some_text_in_each() {
+        let rows: Vec<Value> = (0..500)
+            .map(|i| json!({"id": i, "body": "lorem ipsum ".repeat(30)}))
+            .collect();
+        let v = json!({ "rows": rows });
+        let cut = JsonTruncator::new(2000).truncate(&v).unwrap();
+        assert!(size(&cut.value) <= 2000);
+        let kept = cut.value["rows"].as_array().unwrap();
+        assert!(!kept.is_empty() && kept.len() < 500);
+        for row in kept {
+            let body = row["body"].as_str().unwrap();
+            assert!(body.starts_with(&"lorem ipsum ".repeat(5)), "{body}");
+        }
+        // With no floor, more rows are kept, emptied of their text.
+        let bare = JsonTruncator::new(2000)
+            .min_string_chars(0)
+            .truncate(&v)
+            .unwrap();
+        assert!(bare.value["rows"].as_array().unwrap().len() > kept.len());
+    }
+
+    #[test]
     fn odd_keys_are_quoted_in_paths() {
         let v = json!({"a b": {"c": ["z".repeat(500)]}});
         let cut = JsonTruncator::new(100).truncate(&v).unwrap();
