@@ -5,3 +5,6 @@ pub mod semconv;
 
 #[cfg(feature = "cli")]
 pub mod cli;
+
+#[cfg(feature = "collector")]
+pub mod collector;

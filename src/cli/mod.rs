@@ -9,6 +9,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[cfg(feature = "collector")]
+pub mod serve;
+
 /// Exit code for bad input, a refused payload or any failure of toolsize itself.
 pub const EXIT_USAGE: u8 = 2;
 
@@ -23,11 +26,23 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Run the collector daemon: OTLP in, per-tool size histograms out.
+    #[cfg(feature = "collector")]
+    Serve(Box<serve::ServeArgs>),
+    /// Print a complete, commented collector configuration file.
+    #[cfg(feature = "collector")]
+    GenConfig,
+}
 
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
-    match cli.command {}
+    match cli.command {
+        #[cfg(feature = "collector")]
+        Command::Serve(args) => serve::serve(*args),
+        #[cfg(feature = "collector")]
+        Command::GenConfig => serve::gen_config(),
+    }
 }
 
 /// A failure reported by a subcommand: printed as one JSON object on standard error, exit 2.

@@ -1,0 +1,2 @@
+//! Collector benchmarks (placeholder).
+fn main() {}

@@ -1,0 +1,2 @@
+//! Load generator for the collector (placeholder).
+fn main() {}
