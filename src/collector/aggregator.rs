@@ -899,6 +899,9 @@ pub enum Command {
     },
 }
 
+/// Batches drained before answering a command.
+const DRAIN_BEFORE_ANSWER: usize = 4096;
+
 /// Runs the aggregator until a [`Command::Shutdown`] or until every sender is gone.
 pub(crate) async fn run(
     mut state: State,
@@ -930,7 +933,17 @@ pub(crate) async fn run(
                     let _ = reply.send(());
                     return;
                 }
-                Some(cmd) => answer(&state, &stats, cmd),
+                Some(cmd) => {
+                    // Read-your-writes: everything acknowledged before the question is counted
+                    // in the answer (bounded, so a flood cannot starve readers).
+                    for _ in 0..DRAIN_BEFORE_ANSWER {
+                        match data.try_recv() {
+                            Ok(b) => ingest(&mut state, &stats, b),
+                            Err(_) => break,
+                        }
+                    }
+                    answer(&state, &stats, cmd)
+                }
                 None => {}
             },
             batch = data.recv() => match batch {

@@ -22,6 +22,7 @@ pub struct Hist {
     h: Histogram<u64>,
     max: u64,
     clamped: u64,
+    max_seen: u64,
 }
 
 impl Hist {
@@ -29,7 +30,12 @@ impl Hist {
     pub fn new(max: u64) -> Self {
         let mut h = Histogram::new(SIGFIG).expect("sigfig 2 is valid");
         h.auto(true);
-        Self { h, max, clamped: 0 }
+        Self {
+            h,
+            max,
+            clamped: 0,
+            max_seen: 0,
+        }
     }
 
     /// Records one value, clamping it to the ceiling.
@@ -40,6 +46,7 @@ impl Hist {
         } else {
             v
         };
+        self.max_seen = self.max_seen.max(v);
         // Auto-resizing histograms accept every value up to u64::MAX / 2.
         let _ = self.h.record(v);
     }
@@ -48,6 +55,7 @@ impl Hist {
     pub fn add(&mut self, other: &Hist) {
         let _ = self.h.add(&other.h);
         self.clamped += other.clamped;
+        self.max_seen = self.max_seen.max(other.max_seen);
     }
 
     /// Values recorded.
@@ -75,13 +83,9 @@ impl Hist {
         }
     }
 
-    /// The largest value recorded (within precision); 0 when empty.
+    /// The largest value recorded, exact (clamped to the ceiling); 0 when empty.
     pub fn max(&self) -> u64 {
-        if self.h.is_empty() {
-            0
-        } else {
-            self.h.max()
-        }
+        self.max_seen
     }
 
     /// A serializable form: (value, count) of every non-empty bucket.
@@ -89,6 +93,7 @@ impl Hist {
         HistSnapshot {
             max: self.max,
             clamped: self.clamped,
+            max_seen: self.max_seen,
             buckets: self
                 .h
                 .iter_recorded()
@@ -104,6 +109,7 @@ impl Hist {
             let _ = h.h.record_n(v.min(s.max), n);
         }
         h.clamped = s.clamped;
+        h.max_seen = s.max_seen;
         h
     }
 }
@@ -113,6 +119,7 @@ impl Hist {
 pub struct HistSnapshot {
     max: u64,
     clamped: u64,
+    max_seen: u64,
     buckets: Vec<(u64, u64)>,
 }
 
@@ -143,7 +150,7 @@ mod tests {
         let mut h = Hist::new(1000);
         h.record(5000);
         assert_eq!(h.clamped(), 1);
-        assert!(h.max() >= 1000 && h.max() < 1010);
+        assert_eq!(h.max(), 1000);
     }
 
     #[test]
