@@ -33,10 +33,15 @@ pub const TOOL_RESULTS_SIZED: &str = "toolsize_tool_results_sized_total";
 pub const TOOL_RESULT_SIZE: &str = "toolsize_tool_result_size_bytes";
 /// Call duration histogram.
 pub const TOOL_CALL_DURATION: &str = "toolsize_tool_call_duration_seconds";
-/// Daemon-computed result size quantiles per window.
-pub const TOOL_RESULT_SIZE_QUANTILE: &str = "toolsize_tool_result_size_quantile_bytes";
-/// Daemon-computed duration quantiles per window.
-pub const TOOL_CALL_DURATION_QUANTILE: &str = "toolsize_tool_call_duration_quantile_seconds";
+/// Daemon-computed result size median per window (a `quantile` label is reserved for summaries,
+/// so each quantile has its own name).
+pub const TOOL_RESULT_SIZE_P50: &str = "toolsize_tool_result_size_p50_bytes";
+/// Daemon-computed result size 95th percentile per window.
+pub const TOOL_RESULT_SIZE_P95: &str = "toolsize_tool_result_size_p95_bytes";
+/// Daemon-computed result size 99th percentile per window.
+pub const TOOL_RESULT_SIZE_P99: &str = "toolsize_tool_result_size_p99_bytes";
+/// Daemon-computed duration 95th percentile per window.
+pub const TOOL_CALL_DURATION_P95: &str = "toolsize_tool_call_duration_p95_seconds";
 /// OTLP requests received.
 pub const OTLP_REQUESTS: &str = "toolsize_otlp_requests_total";
 /// OTLP requests refused, by reason.
@@ -200,8 +205,12 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         .map(|(i, (w, _))| (Some(i), w.as_str()))
         .chain([(None, "all")])
         .collect();
-    let mut size_q = String::new();
-    let mut dur_q = String::new();
+    let mut sections: [(String, &str, &str); 4] = [
+        (String::new(), TOOL_RESULT_SIZE_P50, "Median result size over a sliding window, computed by the daemon from HDR histograms (1% precision)."),
+        (String::new(), TOOL_RESULT_SIZE_P95, "95th percentile result size over a sliding window, computed by the daemon (1% precision)."),
+        (String::new(), TOOL_RESULT_SIZE_P99, "99th percentile result size over a sliding window, computed by the daemon (1% precision)."),
+        (String::new(), TOOL_CALL_DURATION_P95, "95th percentile call duration over a sliding window, computed by the daemon."),
+    ];
     for (k, l) in keys.iter().zip(&labels) {
         let s = &state.series[*k];
         for (wi, wl) in &windows {
@@ -209,35 +218,22 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
             if st.calls == 0 {
                 continue;
             }
-            for q in ["0.5", "0.95", "0.99"] {
-                let qf: f64 = q.parse().unwrap_or(0.5);
-                let _ = writeln!(
-                    size_q,
-                    "{TOOL_RESULT_SIZE_QUANTILE}{{{l},window=\"{wl}\",quantile=\"{q}\"}} {}",
-                    st.size.quantile(qf)
-                );
+            for (i, q) in [0.5, 0.95, 0.99].into_iter().enumerate() {
+                let (buf, name, _) = &mut sections[i];
+                let _ = writeln!(buf, "{name}{{{l},window=\"{wl}\"}} {}", st.size.quantile(q));
             }
+            let (buf, name, _) = &mut sections[3];
             let _ = writeln!(
-                dur_q,
-                "{TOOL_CALL_DURATION_QUANTILE}{{{l},window=\"{wl}\",quantile=\"0.95\"}} {}",
+                buf,
+                "{name}{{{l},window=\"{wl}\"}} {}",
                 f64_text(st.latency.quantile(0.95) as f64 / 1e6)
             );
         }
     }
-    head(
-        &mut out,
-        TOOL_RESULT_SIZE_QUANTILE,
-        "gauge",
-        "Result size quantile over a sliding window, computed by the daemon from HDR histograms (1% precision).",
-    );
-    out.push_str(&size_q);
-    head(
-        &mut out,
-        TOOL_CALL_DURATION_QUANTILE,
-        "gauge",
-        "Call duration quantile over a sliding window, computed by the daemon.",
-    );
-    out.push_str(&dur_q);
+    for (buf, name, help) in &sections {
+        head(&mut out, name, "gauge", help);
+        out.push_str(buf);
+    }
 
     // Self-metrics.
     let v = stats.view();
