@@ -15,8 +15,13 @@ fn data_dir(name: &str) -> std::path::PathBuf {
 }
 
 async fn send(b: &Binary, from: u64, n: u64, tool: &str) {
-    let spans = (from..from + n).map(|k| own_span(k, tool, 100 + k as i64 * 13)).collect();
-    assert!(post_proto(b.http, &request("agent", spans)).await.status().is_success());
+    let spans = (from..from + n)
+        .map(|k| own_span(k, tool, 100 + k as i64 * 13))
+        .collect();
+    assert!(post_proto(b.http, &request("agent", spans))
+        .await
+        .status()
+        .is_success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,13 +32,23 @@ async fn sigterm_restart_keeps_the_table() {
     send(&b, 300, 40, "read").await;
     let before_all = tools(b.admin, "").await;
     let before_5m = tools(b.admin, "?window=5m").await;
-    let before_detail = reqwest::get(format!("http://{}/api/v1/tools/grep", b.admin)).await.unwrap().text().await.unwrap();
+    let before_detail = reqwest::get(format!("http://{}/api/v1/tools/grep", b.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     b.stop();
 
     let b = Binary::start(&["--snapshot-interval", "1h"], Some(&dir));
     assert_eq!(tools(b.admin, "").await, before_all);
     assert_eq!(tools(b.admin, "?window=5m").await, before_5m);
-    let after_detail = reqwest::get(format!("http://{}/api/v1/tools/grep", b.admin)).await.unwrap().text().await.unwrap();
+    let after_detail = reqwest::get(format!("http://{}/api/v1/tools/grep", b.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert_eq!(after_detail, before_detail);
     assert_eq!(before_all["tools"][0]["count"], 300);
     b.stop();
@@ -64,14 +79,29 @@ async fn kill_9_loses_at_most_one_interval() {
 async fn corrupt_snapshot_is_moved_aside() {
     let dir = data_dir("corrupt");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("toolsize-state.json"), b"{\"version\":1,\"series\":[{\"tru").unwrap();
+    std::fs::write(
+        dir.join("toolsize-state.json"),
+        b"{\"version\":1,\"series\":[{\"tru",
+    )
+    .unwrap();
     let b = Binary::start(&[], Some(&dir));
     let v = tools(b.admin, "").await;
     assert_eq!(v["tools"].as_array().unwrap().len(), 0);
     send(&b, 0, 5, "grep").await;
     b.stop();
-    let names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert!(names.iter().any(|n| n.starts_with("toolsize-state.json.corrupt-")), "{names:?}");
-    assert!(names.iter().any(|n| n == "toolsize-state.json"), "{names:?}");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("toolsize-state.json.corrupt-")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n == "toolsize-state.json"),
+        "{names:?}"
+    );
     std::fs::remove_dir_all(dir).ok();
 }

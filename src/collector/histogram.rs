@@ -20,19 +20,19 @@ pub const MAX_LATENCY_US: u64 = 86_400 * 1_000_000;
 #[derive(Debug, Clone)]
 pub struct Hist {
     h: Histogram<u64>,
-    max: u64,
+    ceiling: u64,
     clamped: u64,
     max_seen: u64,
 }
 
 impl Hist {
-    /// An empty histogram clamping at `max`.
-    pub fn new(max: u64) -> Self {
+    /// An empty histogram clamping at `ceiling`.
+    pub fn new(ceiling: u64) -> Self {
         let mut h = Histogram::new(SIGFIG).expect("sigfig 2 is valid");
         h.auto(true);
         Self {
             h,
-            max,
+            ceiling,
             clamped: 0,
             max_seen: 0,
         }
@@ -40,9 +40,9 @@ impl Hist {
 
     /// Records one value, clamping it to the ceiling.
     pub fn record(&mut self, v: u64) {
-        let v = if v > self.max {
+        let v = if v > self.ceiling {
             self.clamped += 1;
-            self.max
+            self.ceiling
         } else {
             v
         };
@@ -91,7 +91,7 @@ impl Hist {
     /// A serializable form: (value, count) of every non-empty bucket.
     pub fn to_snapshot(&self) -> HistSnapshot {
         HistSnapshot {
-            max: self.max,
+            ceiling: self.ceiling,
             clamped: self.clamped,
             max_seen: self.max_seen,
             buckets: self
@@ -104,9 +104,9 @@ impl Hist {
 
     /// Rebuilds a histogram from [`Hist::to_snapshot`]; each value lands in its own bucket.
     pub fn from_snapshot(s: &HistSnapshot) -> Self {
-        let mut h = Self::new(s.max);
+        let mut h = Self::new(s.ceiling);
         for &(v, n) in &s.buckets {
-            let _ = h.h.record_n(v.min(s.max), n);
+            let _ = h.h.record_n(v.min(s.ceiling), n);
         }
         h.clamped = s.clamped;
         h.max_seen = s.max_seen;
@@ -117,7 +117,7 @@ impl Hist {
 /// Serialized [`Hist`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HistSnapshot {
-    max: u64,
+    ceiling: u64,
     clamped: u64,
     max_seen: u64,
     buckets: Vec<(u64, u64)>,
