@@ -34,24 +34,42 @@ pub fn request_512() -> Vec<u8> {
         .map(|n| {
             let tool = format!("tool_{}", n % 40);
             let mut attrs = vec![
-                kv("gen_ai.operation.name", Value::StringValue("execute_tool".into())),
+                kv(
+                    "gen_ai.operation.name",
+                    Value::StringValue("execute_tool".into()),
+                ),
                 kv("gen_ai.tool.name", Value::StringValue(tool.clone())),
-                kv("gen_ai.tool.call.id", Value::StringValue(format!("call_{n:08}"))),
+                kv(
+                    "gen_ai.tool.call.id",
+                    Value::StringValue(format!("call_{n:08}")),
+                ),
             ];
             let name = match n % 10 {
                 0..=5 => {
                     attrs.extend([
                         kv("tool.name", Value::StringValue(tool.clone())),
-                        kv("tool.args_hash", Value::StringValue(format!("{:012x}", n % 97))),
-                        kv("tool.result.bytes", Value::IntValue(((n * 7919) % 100_000) as i64)),
+                        kv(
+                            "tool.args_hash",
+                            Value::StringValue(format!("{:012x}", n % 97)),
+                        ),
+                        kv(
+                            "tool.result.bytes",
+                            Value::IntValue(((n * 7919) % 100_000) as i64),
+                        ),
                         kv("tool.result.truncated", Value::BoolValue(false)),
                         kv("tool.latency_ms", Value::DoubleValue(12.5)),
-                        kv("tool.result.chars", Value::IntValue(((n * 7919) % 100_000) as i64)),
+                        kv(
+                            "tool.result.chars",
+                            Value::IntValue(((n * 7919) % 100_000) as i64),
+                        ),
                     ]);
                     format!("execute_tool {tool}")
                 }
                 6 | 7 => {
-                    attrs.push(kv("gen_ai.tool.call.result", Value::StringValue(content.clone())));
+                    attrs.push(kv(
+                        "gen_ai.tool.call.result",
+                        Value::StringValue(content.clone()),
+                    ));
                     format!("execute_tool {tool}")
                 }
                 _ => {
@@ -106,7 +124,9 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(512));
     g.bench_function("decode", |b| b.iter(|| decode_protobuf(&body).unwrap()));
     let req = decode_protobuf(&body).unwrap();
-    g.bench_function("recognise", |b| b.iter(|| recognize_request(&recognizer, &req)));
+    g.bench_function("recognise", |b| {
+        b.iter(|| recognize_request(&recognizer, &req))
+    });
     let recs = recognize_request(&recognizer, &req).records;
     g.bench_function("record", |b| b.iter(|| state.record_batch(&recs, now)));
     g.bench_function("decode_recognise_record_512_spans", |b| {

@@ -43,24 +43,42 @@ fn request(seed: u64, spans: u64) -> Vec<u8> {
             let n = seed * 100_000 + i;
             let tool = format!("tool_{}", n % 40);
             let mut attrs = vec![
-                kv("gen_ai.operation.name", Value::StringValue("execute_tool".into())),
+                kv(
+                    "gen_ai.operation.name",
+                    Value::StringValue("execute_tool".into()),
+                ),
                 kv("gen_ai.tool.name", Value::StringValue(tool.clone())),
-                kv("gen_ai.tool.call.id", Value::StringValue(format!("call_{n:08}"))),
+                kv(
+                    "gen_ai.tool.call.id",
+                    Value::StringValue(format!("call_{n:08}")),
+                ),
             ];
             let name = match n % 10 {
                 0..=5 => {
                     attrs.extend([
                         kv("tool.name", Value::StringValue(tool.clone())),
-                        kv("tool.args_hash", Value::StringValue(format!("{:012x}", n % 97))),
-                        kv("tool.result.bytes", Value::IntValue(((n * 7919) % 100_000) as i64)),
+                        kv(
+                            "tool.args_hash",
+                            Value::StringValue(format!("{:012x}", n % 97)),
+                        ),
+                        kv(
+                            "tool.result.bytes",
+                            Value::IntValue(((n * 7919) % 100_000) as i64),
+                        ),
                         kv("tool.result.truncated", Value::BoolValue(false)),
                         kv("tool.latency_ms", Value::DoubleValue(12.5)),
-                        kv("tool.result.chars", Value::IntValue(((n * 7919) % 100_000) as i64)),
+                        kv(
+                            "tool.result.chars",
+                            Value::IntValue(((n * 7919) % 100_000) as i64),
+                        ),
                     ]);
                     format!("execute_tool {tool}")
                 }
                 6 | 7 => {
-                    attrs.push(kv("gen_ai.tool.call.result", Value::StringValue(content.clone())));
+                    attrs.push(kv(
+                        "gen_ai.tool.call.result",
+                        Value::StringValue(content.clone()),
+                    ));
                     format!("execute_tool {tool}")
                 }
                 _ => {
@@ -119,7 +137,11 @@ fn cpu_ticks(pid: u32) -> u64 {
     let rest = stat.rsplit(')').next().unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
     // After the command name: state is field 3, utime 14, stime 15 (1-based).
-    let get = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let get = |i: usize| {
+        f.get(i - 3)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     get(14) + get(15)
 }
 
@@ -258,17 +280,22 @@ async fn main() {
 
     let metrics = {
         let mut s = TcpStream::connect(&admin).await.unwrap();
-        s.write_all(format!("GET /metrics HTTP/1.1\r\nhost: {admin}\r\nconnection: close\r\n\r\n").as_bytes())
-            .await
-            .unwrap();
+        s.write_all(
+            format!("GET /metrics HTTP/1.1\r\nhost: {admin}\r\nconnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
         let mut out = Vec::new();
         s.read_to_end(&mut out).await.unwrap();
         String::from_utf8_lossy(&out).into_owned()
     };
     let accepted = sample(&metrics, "toolsize_spans_accepted_total{kind=\"tool\"}")
         + sample(&metrics, "toolsize_spans_accepted_total{kind=\"other\"}");
-    let refused = sample(&metrics, "toolsize_spans_refused_total{reason=\"overloaded\"}")
-        + sample(&metrics, "toolsize_spans_refused_total{reason=\"invalid\"}");
+    let refused = sample(
+        &metrics,
+        "toolsize_spans_refused_total{reason=\"overloaded\"}",
+    ) + sample(&metrics, "toolsize_spans_refused_total{reason=\"invalid\"}");
     let calls: f64 = metrics
         .lines()
         .filter(|l| l.starts_with("toolsize_tool_calls_total{"))
@@ -286,7 +313,10 @@ async fn main() {
     );
     println!("accepted (self-metrics): {accepted}, refused: {refused} (client saw {refused_seen} refused)");
     println!("tool calls recorded:   {calls}");
-    println!("every span accounted for: {}", if accounted { "yes" } else { "NO" });
+    println!(
+        "every span accounted for: {}",
+        if accounted { "yes" } else { "NO" }
+    );
 
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
