@@ -342,7 +342,7 @@ impl State {
         let known = self.series.contains_key(&probe as &dyn KeyLike);
         let key = if known || self.series.len() < self.limits.max_series {
             SeriesKey {
-                service: r.service.clone(),
+                service: r.service.to_string(),
                 tool: r.tool.clone(),
             }
         } else {

@@ -19,12 +19,15 @@
 use std::sync::LazyLock;
 
 use memchr::memmem;
-use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
-use opentelemetry_proto::tonic::trace::v1::{status::StatusCode, Span};
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
+use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use serde::{Deserialize, Serialize};
 use sha1::{Digest, Sha1};
 
 use super::config::RecognitionConfig;
+use super::receiver::wire::{AttrValue, SpanView};
 use crate::semconv;
 
 /// Who emitted a tool span, as decided by the first matching rule of [`RULES`].
@@ -333,7 +336,7 @@ pub enum Size {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolRecord {
     /// `service.name` of the resource.
-    pub service: String,
+    pub service: Arc<str>,
     /// Sanitised tool name.
     pub tool: String,
     /// The emitter that produced the span.
@@ -446,7 +449,9 @@ impl std::fmt::Debug for Recognizer {
     }
 }
 
-type Slots<'a> = [Option<&'a Value>; MAX_SLOTS];
+/// Index into a span's attributes per recognised key; `NONE` when absent.
+type Slots = [u8; MAX_SLOTS];
+const NONE: u8 = u8::MAX;
 
 impl Recognizer {
     /// Compiles the tables with the configured limits and placeholders.
@@ -498,27 +503,29 @@ impl Recognizer {
         }
     }
 
-    fn slots<'a>(&self, attrs: &'a [KeyValue]) -> Slots<'a> {
-        let mut slots: Slots<'a> = [None; MAX_SLOTS];
-        for kv in attrs {
-            if let Ok(i) = self.keys.sorted.binary_search(&kv.key.as_str()) {
-                if let Some(v) = kv.value.as_ref().and_then(|v| v.value.as_ref()) {
-                    slots[i] = Some(v);
-                }
+    fn slots(&self, attrs: &[(&str, AttrValue<'_>)]) -> Slots {
+        let mut slots = [NONE; MAX_SLOTS];
+        for (i, (k, _)) in attrs.iter().enumerate().take(usize::from(NONE)) {
+            if let Ok(s) = self.keys.sorted.binary_search(k) {
+                slots[s] = i as u8;
             }
         }
         slots
     }
 
     /// Classifies one span of `service`, instrumentation scope `scope`.
-    pub fn recognize(&self, service: &str, scope: &str, span: &Span) -> Outcome {
-        let slots = self.slots(&span.attributes);
-        let Some(emitter) = self.classify(&slots, &span.name, scope) else {
+    pub fn recognize(&self, service: &Arc<str>, scope: &str, span: &SpanView<'_>) -> Outcome {
+        let slots = self.slots(&span.attrs);
+        let get = |i: usize| -> Option<AttrValue<'_>> {
+            let at = slots[i];
+            (at != NONE).then(|| span.attrs[usize::from(at)].1)
+        };
+        let Some(emitter) = self.classify(&get, span.name, scope) else {
             return Outcome::NotTool;
         };
         let (Ok(trace_id), Ok(span_id)) = (
-            <[u8; 16]>::try_from(span.trace_id.as_slice()),
-            <[u8; 8]>::try_from(span.span_id.as_slice()),
+            <[u8; 16]>::try_from(span.trace_id),
+            <[u8; 8]>::try_from(span.span_id),
         ) else {
             return Outcome::Invalid("invalid trace_id or span_id length");
         };
@@ -526,40 +533,40 @@ impl Recognizer {
         let raw_name = self
             .name
             .iter()
-            .find_map(|&i| str_of(slots[i]).filter(|s| !s.is_empty()))
-            .unwrap_or_else(|| name_from_span(&span.name));
+            .find_map(|&i| str_of(get(i)).filter(|s| !s.is_empty()))
+            .unwrap_or_else(|| name_from_span(span.name));
         let tool = sanitize_tool_name(raw_name, self.max_name);
 
-        let error = span.status.as_ref().map(|s| s.code) == Some(StatusCode::Error as i32)
-            || self.errors.iter().any(|&i| slots[i].is_some())
-            || str_of(slots[self.tool_status]).is_some_and(|s| s.eq_ignore_ascii_case("error"));
+        let error = span.status_code == StatusCode::Error as i32
+            || self.errors.iter().any(|&i| get(i).is_some())
+            || str_of(get(self.tool_status)).is_some_and(|s| s.eq_ignore_ascii_case("error"));
 
-        let truncated = matches!(slots[self.truncated], Some(Value::BoolValue(true)));
-        let mut truncated_upstream = slots[self.logfire_truncated].is_some();
+        let truncated = matches!(get(self.truncated), Some(AttrValue::Bool(true)));
+        let mut truncated_upstream = get(self.logfire_truncated).is_some();
 
-        let latency_us = match slots[self.latency_ms] {
-            Some(Value::DoubleValue(ms)) if ms.is_finite() && *ms >= 0.0 => (ms * 1000.0) as u64,
-            Some(Value::IntValue(ms)) if *ms >= 0 => *ms as u64 * 1000,
-            _ => {
-                span.end_time_unix_nano
-                    .saturating_sub(span.start_time_unix_nano)
-                    / 1000
-            }
+        let latency_us = match get(self.latency_ms) {
+            Some(AttrValue::Double(ms)) if ms.is_finite() && ms >= 0.0 => (ms * 1000.0) as u64,
+            Some(AttrValue::Int(ms)) if ms >= 0 => ms as u64 * 1000,
+            _ => span.end.saturating_sub(span.start) / 1000,
         };
 
-        let measured = self.size.iter().find_map(|&i| int_of(slots[i]));
+        let measured = self.size.iter().find_map(|&i| int_of(get(i)));
         let size = if let Some(bytes) = measured {
             Size::Known {
                 bytes,
                 source: SizeSource::Measured,
             }
         } else {
-            let json_mime = str_of(slots[self.mime]).is_some_and(|m| m.contains("json"));
+            let json_mime = str_of(get(self.mime)).is_some_and(|m| m.contains("json"));
             let content = self
                 .content
                 .iter()
-                .find_map(|&(i, enc)| slots[i].map(|v| (v, enc)))
-                .or_else(|| self.event_content(span));
+                .find_map(|&(i, enc)| get(i).map(|v| (v, enc)))
+                .or_else(|| {
+                    EVENT_CONTENT
+                        .iter()
+                        .find_map(|(e, k)| span.event_attr(e, k).map(|v| (v, Encoding::Auto)))
+                });
             match content {
                 Some((v, enc)) => {
                     let (size, cut) = self.size_of_content(v, enc, json_mime);
@@ -575,13 +582,13 @@ impl Recognizer {
             s => s,
         };
 
-        let args_hash = match str_of(slots[self.args_hash]) {
-            Some(h) if !h.is_empty() => Some(h.chars().take(12).collect()),
-            _ => self.args.iter().find_map(|&i| slots[i]).map(hash_value),
+        let args_hash = match str_of(get(self.args_hash)) {
+            Some(h) if !h.is_empty() => Some(h.get(..12).unwrap_or(h).to_string()),
+            _ => self.args.iter().find_map(|&i| get(i)).map(hash_value),
         };
 
         Outcome::Tool(Box::new(ToolRecord {
-            service: service.to_string(),
+            service: service.clone(),
             tool,
             emitter,
             size,
@@ -595,17 +602,22 @@ impl Recognizer {
         }))
     }
 
-    fn classify(&self, slots: &Slots<'_>, name: &str, scope: &str) -> Option<Emitter> {
+    fn classify<'a>(
+        &self,
+        get: &impl Fn(usize) -> Option<AttrValue<'a>>,
+        name: &str,
+        scope: &str,
+    ) -> Option<Emitter> {
         self.rules.iter().find_map(|(emitter, conds)| {
             conds
                 .iter()
                 .all(|c| match *c {
-                    CCond::Present(i) => slots[i].is_some(),
-                    CCond::Eq(i, v) => str_of(slots[i]) == Some(v),
+                    CCond::Present(i) => get(i).is_some(),
+                    CCond::Eq(i, v) => str_of(get(i)) == Some(v),
                     CCond::EqIgnoreCase(i, v) => {
-                        str_of(slots[i]).is_some_and(|s| s.eq_ignore_ascii_case(v))
+                        str_of(get(i)).is_some_and(|s| s.eq_ignore_ascii_case(v))
                     }
-                    CCond::Prefix(i, v) => str_of(slots[i]).is_some_and(|s| s.starts_with(v)),
+                    CCond::Prefix(i, v) => str_of(get(i)).is_some_and(|s| s.starts_with(v)),
                     CCond::NameEq(v) => name == v,
                     CCond::NamePrefix(v) => name.starts_with(v),
                     CCond::Scope(v) => scope == v,
@@ -614,25 +626,10 @@ impl Recognizer {
         })
     }
 
-    fn event_content<'a>(&self, span: &'a Span) -> Option<(&'a Value, Encoding)> {
-        EVENT_CONTENT.iter().find_map(|(event, key)| {
-            span.events
-                .iter()
-                .filter(|e| e.name == *event)
-                .find_map(|e| {
-                    e.attributes
-                        .iter()
-                        .find(|kv| kv.key == *key)
-                        .and_then(|kv| kv.value.as_ref()?.value.as_ref())
-                        .map(|v| (v, Encoding::Auto))
-                })
-        })
-    }
-
     /// The size of recorded content and whether it shows an upstream cut.
-    fn size_of_content(&self, v: &Value, enc: Encoding, json_mime: bool) -> (Size, bool) {
+    fn size_of_content(&self, v: AttrValue<'_>, enc: Encoding, json_mime: bool) -> (Size, bool) {
         match v {
-            Value::StringValue(s) => {
+            AttrValue::Str(s) => {
                 if self.placeholders.iter().any(|p| p == s)
                     || (enc == Encoding::JsonEmptyIsHidden && s.trim() == "{}")
                 {
@@ -651,18 +648,19 @@ impl Recognizer {
                     cut,
                 )
             }
-            Value::KvlistValue(kv)
-                if kv.values.is_empty() && enc == Encoding::JsonEmptyIsHidden =>
-            {
+            AttrValue::Kvlist([]) if enc == Encoding::JsonEmptyIsHidden => {
                 (Size::Unknown(Unknown::Placeholder), false)
             }
-            other => (
-                Size::Known {
-                    bytes: json_len(other),
-                    source: SizeSource::Derived,
-                },
-                false,
-            ),
+            other => match other.to_owned_value() {
+                Some(v) => (
+                    Size::Known {
+                        bytes: json_len(&v),
+                        source: SizeSource::Derived,
+                    },
+                    false,
+                ),
+                None => (Size::Unknown(Unknown::Missing), false),
+            },
         }
     }
 
@@ -691,18 +689,18 @@ fn looks_like_json(s: &str) -> bool {
     matches!(s.trim_start().as_bytes().first(), Some(b'{' | b'['))
 }
 
-fn str_of(v: Option<&Value>) -> Option<&str> {
+fn str_of(v: Option<AttrValue<'_>>) -> Option<&str> {
     match v {
-        Some(Value::StringValue(s)) => Some(s),
+        Some(AttrValue::Str(s)) => Some(s),
         _ => None,
     }
 }
 
-fn int_of(v: Option<&Value>) -> Option<u64> {
+fn int_of(v: Option<AttrValue<'_>>) -> Option<u64> {
     match v {
-        Some(Value::IntValue(i)) if *i >= 0 => Some(*i as u64),
-        Some(Value::DoubleValue(d)) if d.is_finite() && *d >= 0.0 => Some(*d as u64),
-        Some(Value::StringValue(s)) => s.trim().parse().ok(),
+        Some(AttrValue::Int(i)) if i >= 0 => Some(i as u64),
+        Some(AttrValue::Double(d)) if d.is_finite() && d >= 0.0 => Some(d as u64),
+        Some(AttrValue::Str(s)) => s.trim().parse().ok(),
         _ => None,
     }
 }
@@ -735,19 +733,28 @@ pub fn sanitize_tool_name(name: &str, max: usize) -> String {
     out
 }
 
-fn hash_value(v: &Value) -> String {
+fn hash_value(v: AttrValue<'_>) -> String {
     let mut h = Sha1::new();
     match v {
-        Value::StringValue(s) => h.update(s.as_bytes()),
+        AttrValue::Str(s) => h.update(s.as_bytes()),
         other => {
             let mut buf = String::new();
-            write_json(other, &mut buf);
+            if let Some(v) = other.to_owned_value() {
+                write_json(&v, &mut buf);
+            }
             h.update(buf.as_bytes());
         }
     }
     let d = h.finalize();
-    d.iter().take(6).map(|b| format!("{b:02x}")).collect()
+    let mut out = String::with_capacity(12);
+    for b in d.iter().take(6) {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 15)]));
+    }
+    out
 }
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Length of the compact JSON serialization of a structured value (no allocation).
 pub fn json_len(v: &Value) -> u64 {
@@ -841,8 +848,9 @@ fn write_json(v: &Value, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValueList};
+    use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValue, KeyValueList};
     use opentelemetry_proto::tonic::trace::v1::span::Event;
+    use opentelemetry_proto::tonic::trace::v1::Span;
 
     fn s(k: &str, v: &str) -> KeyValue {
         KeyValue {
@@ -882,8 +890,35 @@ mod tests {
             128,
         )
     }
+    fn outcome(r: &Recognizer, scope: &str, sp: &Span) -> Outcome {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
+        use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
+        use prost::Message;
+        let body = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    scope: Some(InstrumentationScope {
+                        name: scope.into(),
+                        ..Default::default()
+                    }),
+                    spans: vec![sp.clone()],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+        .encode_to_vec();
+        let mut out = None;
+        let svc: Arc<str> = "svc".into();
+        crate::collector::receiver::wire::for_each_span(&body, |_, scope, v| {
+            out = Some(r.recognize(&svc, scope, v))
+        })
+        .unwrap();
+        out.unwrap()
+    }
     fn tool(r: &Recognizer, scope: &str, sp: &Span) -> ToolRecord {
-        match r.recognize("svc", scope, sp) {
+        match outcome(r, scope, sp) {
             Outcome::Tool(t) => *t,
             other => panic!("not a tool: {other:?}"),
         }
@@ -948,7 +983,7 @@ mod tests {
             assert_eq!(t.emitter, emitter, "{name}");
             assert_eq!(t.tool, tname, "{name}");
         }
-        assert!(matches!(r.recognize("s", "x", &span("chat gpt-4", vec![s(OP, "chat")])), Outcome::NotTool));
+        assert!(matches!(outcome(&r, "x", &span("chat gpt-4", vec![s(OP, "chat")])), Outcome::NotTool));
     }
 
     #[test]
@@ -1102,6 +1137,6 @@ mod tests {
         let r = rec();
         let mut sp = span("execute_tool a", vec![s(OP, EXEC)]);
         sp.trace_id = vec![1, 2];
-        assert!(matches!(r.recognize("s", "x", &sp), Outcome::Invalid(_)));
+        assert!(matches!(outcome(&r, "x", &sp), Outcome::Invalid(_)));
     }
 }

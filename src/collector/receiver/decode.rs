@@ -7,9 +7,11 @@
 use std::io::Read;
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use prost::Message;
 
+use std::sync::Arc;
+
+use super::wire;
 use crate::collector::recognize::{Outcome, Recognizer, ToolRecord};
 
 /// `service.name` used when a resource has none.
@@ -30,6 +32,9 @@ pub enum DecodeError {
     /// Not a valid protobuf `ExportTraceServiceRequest`.
     #[error("invalid protobuf ExportTraceServiceRequest: {0}")]
     Protobuf(#[from] prost::DecodeError),
+    /// Not a valid protobuf `ExportTraceServiceRequest` (zero-copy reader).
+    #[error(transparent)]
+    Wire(#[from] wire::WireError),
     /// Not a valid OTLP/JSON `ExportTraceServiceRequest`.
     #[error("invalid OTLP/JSON ExportTraceServiceRequest: {0}")]
     Json(#[from] serde_json::Error),
@@ -79,34 +84,36 @@ impl Recognized {
     }
 }
 
-/// Classifies every span of a request.
-pub fn recognize_request(r: &Recognizer, req: &ExportTraceServiceRequest) -> Recognized {
+/// Classifies every span of a protobuf-encoded request, reading it in place (see
+/// [`super::wire`]). A malformed request is an error and nothing of it is kept.
+pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, DecodeError> {
     let mut out = Recognized::default();
-    for rs in &req.resource_spans {
-        let service = rs
-            .resource
-            .as_ref()
-            .and_then(|res| res.attributes.iter().find(|kv| kv.key == "service.name"))
-            .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
-                Value::StringValue(s) if !s.is_empty() => Some(s.as_str()),
-                _ => None,
-            })
-            .unwrap_or(UNKNOWN_SERVICE);
-        for ss in &rs.scope_spans {
-            let scope = ss.scope.as_ref().map(|s| s.name.as_str()).unwrap_or("");
-            for span in &ss.spans {
-                match r.recognize(service, scope, span) {
-                    Outcome::Tool(t) => out.records.push(*t),
-                    Outcome::NotTool => out.not_tool += 1,
-                    Outcome::Invalid(why) => {
-                        out.invalid += 1;
-                        out.invalid_reason.get_or_insert(why);
-                    }
-                }
+    let mut service: Option<(&str, Arc<str>)> = None;
+    wire::for_each_span(body, |svc, scope, span| {
+        let svc = if svc.is_empty() { UNKNOWN_SERVICE } else { svc };
+        let arc = match &service {
+            Some((name, arc)) if *name == svc => arc.clone(),
+            _ => {
+                let arc: Arc<str> = svc.into();
+                service = Some((svc, arc.clone()));
+                arc
+            }
+        };
+        match r.recognize(&arc, scope, span) {
+            Outcome::Tool(t) => out.records.push(*t),
+            Outcome::NotTool => out.not_tool += 1,
+            Outcome::Invalid(why) => {
+                out.invalid += 1;
+                out.invalid_reason.get_or_insert(why);
             }
         }
-    }
-    out
+    })?;
+    Ok(out)
+}
+
+/// Classifies every span of a decoded request (re-encodes it; the JSON path).
+pub fn recognize_request(r: &Recognizer, req: &ExportTraceServiceRequest) -> Recognized {
+    recognize_protobuf(r, &req.encode_to_vec()).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -144,7 +151,7 @@ mod tests {
         let r = Recognizer::new(&Default::default(), 128);
         let rec = recognize_request(&r, &req);
         assert_eq!(rec.records.len(), 1);
-        assert_eq!(rec.records[0].service, "svc");
+        assert_eq!(&*rec.records[0].service, "svc");
         assert!(decode_json(br#"{"resourceSpans":"nope"}"#).is_err());
     }
 }

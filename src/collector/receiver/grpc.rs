@@ -21,8 +21,7 @@ use tonic::codegen::{http, Body, BoxFuture, Bytes, Context, Poll, Service, StdEr
 use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Request, Response, Status};
 
-use super::{decode, Accepted, Ingest};
-use crate::collector::RefusedRequest;
+use super::{Accepted, Ingest, IngestError};
 
 /// Fully qualified gRPC service name.
 pub const SERVICE_NAME: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
@@ -97,16 +96,10 @@ impl UnaryService<Bytes> for Export {
         let ingest = self.0.clone();
         Box::pin(async move {
             ingest.stats().request("grpc");
-            let req = match decode::decode_protobuf(request.get_ref()) {
-                Ok(r) => r,
-                Err(e) => {
-                    ingest.stats().refused_request(RefusedRequest::Decode);
-                    return Err(Status::invalid_argument(e.to_string()));
-                }
-            };
-            match ingest.ingest(&req) {
+            match ingest.ingest_protobuf(request.get_ref()) {
                 Ok(a) => Ok(Response::new(response(a))),
-                Err(e) => Err(Status::unavailable(e.to_string())),
+                Err(e @ IngestError::Decode(_)) => Err(Status::invalid_argument(e.to_string())),
+                Err(e @ IngestError::Overloaded) => Err(Status::unavailable(e.to_string())),
             }
         })
     }

@@ -21,7 +21,7 @@ use axum::Router;
 use prost::Message;
 
 use super::decode::{self, DecodeError};
-use super::{grpc, Ingest};
+use super::{grpc, Ingest, IngestError};
 use crate::collector::RefusedRequest;
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -156,23 +156,17 @@ async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) 
     } else {
         &raw
     };
-    let decoded = match enc {
-        Encoding::Protobuf => decode::decode_protobuf(bytes),
-        Encoding::Json => decode::decode_json(bytes),
+    let result = match enc {
+        Encoding::Protobuf => ing.ingest_protobuf(bytes),
+        Encoding::Json => match decode::decode_json(bytes) {
+            Ok(req) => ing.ingest_request(&req),
+            Err(e) => {
+                refuse(RefusedRequest::Decode);
+                Err(IngestError::Decode(e))
+            }
+        },
     };
-    let req = match decoded {
-        Ok(r) => r,
-        Err(e) => {
-            refuse(RefusedRequest::Decode);
-            return error(
-                enc,
-                StatusCode::BAD_REQUEST,
-                INVALID_ARGUMENT,
-                e.to_string(),
-            );
-        }
-    };
-    match ing.ingest(&req) {
+    match result {
         Ok(a) => {
             let resp = grpc::response(a);
             let body = match enc {
@@ -195,7 +189,13 @@ async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) 
             };
             (StatusCode::OK, [(header::CONTENT_TYPE, ct)], body).into_response()
         }
-        Err(e) => {
+        Err(e @ IngestError::Decode(_)) => error(
+            enc,
+            StatusCode::BAD_REQUEST,
+            INVALID_ARGUMENT,
+            e.to_string(),
+        ),
+        Err(e @ IngestError::Overloaded) => {
             let mut r = error(
                 enc,
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -9,6 +9,7 @@
 pub mod decode;
 pub mod grpc;
 pub mod http;
+pub mod wire;
 
 use std::sync::Arc;
 
@@ -28,10 +29,16 @@ pub struct Accepted {
     pub message: String,
 }
 
-/// The aggregator's queue is full (or it is stopping): retry later.
+/// Why a request was not accepted.
 #[derive(Debug, thiserror::Error)]
-#[error("the aggregator queue is full; retry later")]
-pub struct Overloaded;
+pub enum IngestError {
+    /// The body is not a valid request.
+    #[error(transparent)]
+    Decode(#[from] decode::DecodeError),
+    /// The aggregator's queue is full (or it is stopping): retry later.
+    #[error("the aggregator queue is full; retry later")]
+    Overloaded,
+}
 
 /// The ingest path shared by both receivers.
 #[derive(Debug)]
@@ -68,9 +75,17 @@ impl Ingest {
         &self.stats
     }
 
-    /// Classifies a decoded request and queues its tool records.
-    pub fn ingest(&self, req: &ExportTraceServiceRequest) -> Result<Accepted, Overloaded> {
-        let rec = decode::recognize_request(&self.recognizer, req);
+    /// Classifies a decoded request (the JSON path) and queues its tool records.
+    pub fn ingest_request(&self, req: &ExportTraceServiceRequest) -> Result<Accepted, IngestError> {
+        self.ingest_protobuf(&prost::Message::encode_to_vec(req))
+    }
+
+    /// Classifies a protobuf-encoded request in place and queues its tool records. A decoding
+    /// error is counted as a refused request.
+    pub fn ingest_protobuf(&self, body: &[u8]) -> Result<Accepted, IngestError> {
+        let rec = decode::recognize_protobuf(&self.recognizer, body).inspect_err(|_| {
+            self.stats.refused_request(RefusedRequest::Decode);
+        })?;
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
         if tools > 0
             && self
@@ -82,7 +97,7 @@ impl Ingest {
         {
             self.stats.refused_request(RefusedRequest::Overloaded);
             self.stats.refused_spans_overloaded(tools + other + invalid);
-            return Err(Overloaded);
+            return Err(IngestError::Overloaded);
         }
         self.stats.accepted(tools, other, invalid);
         Ok(match rec.invalid_reason {
