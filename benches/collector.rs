@@ -15,7 +15,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
 use toolsize::collector::aggregator::{now_unix, Limits, State};
-use toolsize::collector::receiver::decode::{decode_protobuf, recognize_request};
+use toolsize::collector::receiver::decode::{decode_protobuf, recognize_protobuf};
 use toolsize::collector::recognize::Recognizer;
 use toolsize::collector::Config;
 
@@ -122,17 +122,18 @@ fn bench(c: &mut Criterion) {
     let now = now_unix();
     let mut g = c.benchmark_group("collector");
     g.throughput(Throughput::Elements(512));
-    g.bench_function("decode", |b| b.iter(|| decode_protobuf(&body).unwrap()));
-    let req = decode_protobuf(&body).unwrap();
-    g.bench_function("recognise", |b| {
-        b.iter(|| recognize_request(&recognizer, &req))
+    // For comparison: decoding into owned prost structs (the daemon does not do this).
+    g.bench_function("prost_decode_only", |b| {
+        b.iter(|| decode_protobuf(&body).unwrap())
     });
-    let recs = recognize_request(&recognizer, &req).records;
+    g.bench_function("read_and_recognise", |b| {
+        b.iter(|| recognize_protobuf(&recognizer, &body).unwrap())
+    });
+    let recs = recognize_protobuf(&recognizer, &body).unwrap().records;
     g.bench_function("record", |b| b.iter(|| state.record_batch(&recs, now)));
     g.bench_function("decode_recognise_record_512_spans", |b| {
         b.iter(|| {
-            let req = decode_protobuf(&body).unwrap();
-            let r = recognize_request(&recognizer, &req);
+            let r = recognize_protobuf(&recognizer, &body).unwrap();
             state.record_batch(&r.records, now);
         })
     });

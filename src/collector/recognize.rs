@@ -408,6 +408,57 @@ impl Keys {
     }
 }
 
+/// Open-addressing table from attribute key bytes to slot: one probe and (usually) one compare
+/// per attribute of a span, instead of a binary search of string compares.
+struct KeyTable {
+    entries: Vec<(&'static [u8], u8)>,
+}
+
+const KEY_TABLE_SIZE: usize = 256;
+
+#[inline]
+fn key_hash(k: &[u8]) -> usize {
+    let n = k.len();
+    if n == 0 {
+        return 0;
+    }
+    let x = (n as u32).wrapping_mul(0x9E37_79B9)
+        ^ (u32::from(k[0]) << 8)
+        ^ (u32::from(k[n - 1]) << 16)
+        ^ u32::from(k[n / 2])
+        ^ (u32::from(k[n * 3 / 4]) << 24);
+    (x.wrapping_mul(0x85EB_CA6B) >> 24) as usize % KEY_TABLE_SIZE
+}
+
+impl KeyTable {
+    fn new(keys: &Keys) -> Self {
+        let mut entries: Vec<(&'static [u8], u8)> = vec![(&[], NONE); KEY_TABLE_SIZE];
+        for (slot, k) in keys.sorted.iter().enumerate() {
+            let mut i = key_hash(k.as_bytes());
+            while entries[i].1 != NONE {
+                i = (i + 1) % KEY_TABLE_SIZE;
+            }
+            entries[i] = (k.as_bytes(), slot as u8);
+        }
+        Self { entries }
+    }
+
+    #[inline]
+    fn get(&self, k: &[u8]) -> Option<u8> {
+        let mut i = key_hash(k);
+        loop {
+            let (key, slot) = self.entries[i];
+            if slot == NONE {
+                return None;
+            }
+            if key == k {
+                return Some(slot);
+            }
+            i = (i + 1) % KEY_TABLE_SIZE;
+        }
+    }
+}
+
 const MAX_SLOTS: usize = 64;
 
 #[derive(Debug, Clone, Copy)]
@@ -424,6 +475,7 @@ enum CCond {
 /// The compiled recognition tables plus the configured limits. Cheap to share (`Arc`).
 pub struct Recognizer {
     keys: Keys,
+    table: KeyTable,
     rules: Vec<(Emitter, Vec<CCond>)>,
     name: Vec<usize>,
     size: Vec<usize>,
@@ -499,15 +551,16 @@ impl Recognizer {
             limits: config.attribute_value_length_limits.clone(),
             placeholders: config.placeholders.clone(),
             max_name: max_tool_name_bytes,
+            table: KeyTable::new(&keys),
             keys,
         }
     }
 
-    fn slots(&self, attrs: &[(&str, AttrValue<'_>)]) -> Slots {
+    fn slots(&self, attrs: &[(&[u8], AttrValue<'_>)]) -> Slots {
         let mut slots = [NONE; MAX_SLOTS];
         for (i, (k, _)) in attrs.iter().enumerate().take(usize::from(NONE)) {
-            if let Ok(s) = self.keys.sorted.binary_search(k) {
-                slots[s] = i as u8;
+            if let Some(s) = self.table.get(k) {
+                slots[usize::from(s)] = i as u8;
             }
         }
         slots
@@ -630,15 +683,15 @@ impl Recognizer {
     fn size_of_content(&self, v: AttrValue<'_>, enc: Encoding, json_mime: bool) -> (Size, bool) {
         match v {
             AttrValue::Str(s) => {
-                if self.placeholders.iter().any(|p| p == s)
-                    || (enc == Encoding::JsonEmptyIsHidden && s.trim() == "{}")
+                if self.placeholders.iter().any(|p| p.as_bytes() == s)
+                    || (enc == Encoding::JsonEmptyIsHidden && s.trim_ascii() == b"{}")
                 {
                     return (Size::Unknown(Unknown::Placeholder), false);
                 }
-                let cut = has_marker(s.as_bytes())
+                let cut = has_marker(s)
                     || self.at_length_limit(s)
                     || ((enc != Encoding::Auto || json_mime || looks_like_json(s))
-                        && serde_json::from_str::<serde::de::IgnoredAny>(s).is_err());
+                        && serde_json::from_slice::<serde::de::IgnoredAny>(s).is_err());
                 let bytes = s.len() as u64;
                 (
                     Size::Known {
@@ -664,10 +717,11 @@ impl Recognizer {
         }
     }
 
-    fn at_length_limit(&self, s: &str) -> bool {
+    fn at_length_limit(&self, s: &[u8]) -> bool {
         if self.limits.is_empty() {
             return false;
         }
+        let s = String::from_utf8_lossy(s);
         let chars = s.chars().count() as u64;
         let utf16 = s.encode_utf16().count() as u64;
         self.limits.iter().any(|&l| l == chars || l == utf16)
@@ -685,22 +739,19 @@ pub fn has_marker(s: &[u8]) -> bool {
     FINDERS.iter().any(|f| f.find(s).is_some())
 }
 
-fn looks_like_json(s: &str) -> bool {
-    matches!(s.trim_start().as_bytes().first(), Some(b'{' | b'['))
+fn looks_like_json(s: &[u8]) -> bool {
+    matches!(s.trim_ascii_start().first(), Some(b'{' | b'['))
 }
 
 fn str_of(v: Option<AttrValue<'_>>) -> Option<&str> {
-    match v {
-        Some(AttrValue::Str(s)) => Some(s),
-        _ => None,
-    }
+    v.and_then(|v| v.as_str())
 }
 
 fn int_of(v: Option<AttrValue<'_>>) -> Option<u64> {
     match v {
         Some(AttrValue::Int(i)) if i >= 0 => Some(i as u64),
         Some(AttrValue::Double(d)) if d.is_finite() && d >= 0.0 => Some(d as u64),
-        Some(AttrValue::Str(s)) => s.trim().parse().ok(),
+        Some(v @ AttrValue::Str(_)) => v.as_str()?.trim().parse().ok(),
         _ => None,
     }
 }
@@ -736,7 +787,7 @@ pub fn sanitize_tool_name(name: &str, max: usize) -> String {
 fn hash_value(v: AttrValue<'_>) -> String {
     let mut h = Sha1::new();
     match v {
-        AttrValue::Str(s) => h.update(s.as_bytes()),
+        AttrValue::Str(s) => h.update(s),
         other => {
             let mut buf = String::new();
             if let Some(v) = other.to_owned_value() {
@@ -928,6 +979,12 @@ mod tests {
     fn table_keys_fit_and_compile() {
         let r = rec();
         assert!(r.keys.sorted.len() <= MAX_SLOTS);
+        for (i, k) in r.keys.sorted.iter().enumerate() {
+            assert_eq!(r.table.get(k.as_bytes()), Some(i as u8), "{k}");
+        }
+        for k in ["", "x", "gen_ai.tool", "gen_ai.tool.names", "service.name"] {
+            assert_eq!(r.table.get(k.as_bytes()), None, "{k}");
+        }
     }
 
     #[test]

@@ -38,7 +38,14 @@ impl<'a> Reader<'a> {
         Self { buf, pos: 0 }
     }
 
+    #[inline]
     fn varint(&mut self) -> R<u64> {
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
         let mut v: u64 = 0;
         for i in 0..10 {
             let b = *self
@@ -54,6 +61,7 @@ impl<'a> Reader<'a> {
         Err(WireError("varint too long"))
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> R<&'a [u8]> {
         let end = self
             .pos
@@ -66,6 +74,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next (field number, value), or `None` at the end.
+    #[inline]
     fn next(&mut self) -> R<Option<(u32, Field<'a>)>> {
         if self.pos >= self.buf.len() {
             return Ok(None);
@@ -109,8 +118,9 @@ fn len(f: Field<'_>) -> R<&[u8]> {
 /// An attribute value, borrowed from the request.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum AttrValue<'a> {
-    /// `string_value`.
-    Str(&'a str),
+    /// `string_value`, raw bytes: not yet checked as UTF-8 (sizes are byte counts, and most
+    /// values are never read as text); see [`AttrValue::as_str`].
+    Str(&'a [u8]),
     /// `bool_value`.
     Bool(bool),
     /// `int_value`.
@@ -125,11 +135,19 @@ pub enum AttrValue<'a> {
     Kvlist(&'a [u8]),
 }
 
-impl AttrValue<'_> {
+impl<'a> AttrValue<'a> {
+    /// The string value, when this is a string and valid UTF-8.
+    pub fn as_str(&self) -> Option<&'a str> {
+        match *self {
+            AttrValue::Str(b) => std::str::from_utf8(b).ok(),
+            _ => None,
+        }
+    }
+
     /// The owned OTLP value (decodes nested arrays and maps); used off the hot path.
     pub fn to_owned_value(&self) -> Option<Value> {
         Some(match *self {
-            AttrValue::Str(s) => Value::StringValue(s.to_string()),
+            AttrValue::Str(s) => Value::StringValue(String::from_utf8_lossy(s).into_owned()),
             AttrValue::Bool(b) => Value::BoolValue(b),
             AttrValue::Int(i) => Value::IntValue(i),
             AttrValue::Double(d) => Value::DoubleValue(d),
@@ -140,14 +158,15 @@ impl AttrValue<'_> {
     }
 }
 
-/// Reads one `KeyValue`; `None` value when the `AnyValue` is empty or unknown.
-fn key_value(b: &[u8]) -> R<(&str, Option<AttrValue<'_>>)> {
+/// Reads one `KeyValue` (key as raw bytes); `None` value when the `AnyValue` is empty or unknown.
+#[inline]
+fn key_value(b: &[u8]) -> R<(&[u8], Option<AttrValue<'_>>)> {
     let mut r = Reader::new(b);
-    let mut key = "";
+    let mut key: &[u8] = &[];
     let mut value = None;
     while let Some((n, f)) = r.next()? {
         match n {
-            1 => key = utf8(len(f)?)?,
+            1 => key = len(f)?,
             2 => value = any_value(len(f)?)?,
             _ => {}
         }
@@ -155,12 +174,13 @@ fn key_value(b: &[u8]) -> R<(&str, Option<AttrValue<'_>>)> {
     Ok((key, value))
 }
 
+#[inline]
 fn any_value(b: &[u8]) -> R<Option<AttrValue<'_>>> {
     let mut r = Reader::new(b);
     let mut out = None;
     while let Some((n, f)) = r.next()? {
         out = match (n, f) {
-            (1, Field::Len(s)) => Some(AttrValue::Str(utf8(s)?)),
+            (1, Field::Len(s)) => Some(AttrValue::Str(s)),
             (2, Field::Varint(v)) => Some(AttrValue::Bool(v != 0)),
             (3, Field::Varint(v)) => Some(AttrValue::Int(v as i64)),
             (4, Field::Fixed64(v)) => Some(AttrValue::Double(f64::from_bits(v))),
@@ -189,8 +209,8 @@ pub struct SpanView<'a> {
     pub end: u64,
     /// Status code (0 unset, 1 ok, 2 error).
     pub status_code: i32,
-    /// Attributes with a value.
-    pub attrs: Vec<(&'a str, AttrValue<'a>)>,
+    /// Attributes with a value; keys as raw bytes.
+    pub attrs: Vec<(&'a [u8], AttrValue<'a>)>,
     /// Encoded events, read lazily.
     pub events: Vec<&'a [u8]>,
 }
@@ -252,7 +272,7 @@ impl<'a> SpanView<'a> {
                     (2, Field::Len(s)) => name = utf8(s).ok()?,
                     (3, Field::Len(s)) if found.is_none() => {
                         if let Ok((k, v)) = key_value(s) {
-                            if k == key {
+                            if k == key.as_bytes() {
                                 found = v;
                             }
                         }
@@ -287,8 +307,8 @@ pub fn for_each_span<'a>(
                 let mut res = Reader::new(len(f)?);
                 while let Some((n, f)) = res.next()? {
                     if n == 1 {
-                        if let ("service.name", Some(AttrValue::Str(s))) = key_value(len(f)?)? {
-                            service = s;
+                        if let (b"service.name", Some(AttrValue::Str(s))) = key_value(len(f)?)? {
+                            service = utf8(s)?;
                         }
                     }
                 }
@@ -399,12 +419,13 @@ mod tests {
             seen += 1;
             assert_eq!((service, scope, v.name), ("svc", "sc", "execute_tool x"));
             assert_eq!((v.trace_id.len(), v.span_id.len(), v.start, v.end, v.status_code), (16, 8, 5, 9, 2));
-            assert_eq!(v.attrs[0], ("a", AttrValue::Str("é")));
-            assert_eq!(v.attrs[1], ("b", AttrValue::Int(-3)));
-            assert_eq!(v.attrs[2], ("c", AttrValue::Double(1.5)));
-            assert_eq!(v.attrs[3], ("d", AttrValue::Bool(true)));
+            assert_eq!(v.attrs[0], (&b"a"[..], AttrValue::Str("é".as_bytes())));
+            assert_eq!(v.attrs[0].1.as_str(), Some("é"));
+            assert_eq!(v.attrs[1], (&b"b"[..], AttrValue::Int(-3)));
+            assert_eq!(v.attrs[2], (&b"c"[..], AttrValue::Double(1.5)));
+            assert_eq!(v.attrs[3], (&b"d"[..], AttrValue::Bool(true)));
             assert!(matches!(v.attrs[4].1.to_owned_value(), Some(Value::ArrayValue(a)) if a.values.len() == 1));
-            assert_eq!(v.event_attr("ev", "m"), Some(AttrValue::Str("hi")));
+            assert_eq!(v.event_attr("ev", "m"), Some(AttrValue::Str(b"hi")));
             assert_eq!(v.event_attr("other", "m"), None);
         })
         .unwrap();
