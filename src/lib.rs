@@ -1,10 +1,23 @@
 //! toolsize: make tool-result size visible in LLM agent loops, and make silent truncation loud.
+//!
+//! The crate documentation is the README, whose examples are compiled and run as doctests.
+#![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
+pub mod args_hash;
+#[cfg(feature = "export")]
+pub mod export;
+pub mod guard;
+pub mod instrument;
+pub mod measure;
 pub mod semconv;
 
 #[cfg(feature = "cli")]
 pub mod cli;
-
 #[cfg(feature = "collector")]
 pub mod collector;
+
+pub use args_hash::{args_hash, canonical_json, ArgsHashError};
+pub use guard::{CeilingGuard, Envelope, Warning};
+pub use instrument::{record_cut, tool_call, ToolCall, ToolCallBuilder};
+pub use measure::{measure, Measurement, Measures};

@@ -7,7 +7,7 @@ mod support;
 use std::io::Write;
 
 use prost::Message;
-use support::*;
+use support::collector::*;
 use toolsize::collector::Daemon;
 
 async fn raw(http: std::net::SocketAddr, ct: &str, enc: Option<&str>, body: Vec<u8>) -> u16 {

@@ -5,7 +5,7 @@
 mod support;
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
-use support::*;
+use support::collector::*;
 use toolsize::collector::Daemon;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@ use std::io::Write;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use prost::Message;
-use support::*;
+use support::collector::*;
 use toolsize::collector::receiver::http::{router, RpcStatus};
 use toolsize::collector::{api, Pipeline};
 use tower::ServiceExt;

@@ -4,7 +4,7 @@
 
 mod support;
 
-use support::*;
+use support::collector::*;
 use toolsize::collector::exposition as names;
 use toolsize::collector::Daemon;
 

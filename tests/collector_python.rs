@@ -7,7 +7,7 @@ mod support;
 
 use std::process::Command;
 
-use support::*;
+use support::collector::*;
 use toolsize::collector::Daemon;
 
 const SDK_CHECK: &str = "import opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.grpc.trace_exporter, opentelemetry.exporter.otlp.proto.http.trace_exporter";

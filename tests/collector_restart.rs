@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::*;
+use support::collector::*;
 
 fn data_dir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("toolsize-{name}-{}", std::process::id()));

@@ -9,8 +9,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod args_hash;
+pub mod check;
 #[cfg(feature = "collector")]
 pub mod serve;
+pub mod wrap;
 
 /// Exit code for bad input, a refused payload or any failure of toolsize itself.
 pub const EXIT_USAGE: u8 = 2;
@@ -27,6 +30,13 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Print the `tool.args_hash` of JSON arguments read on standard input (identical to Python's
+    /// `sha1(json.dumps(args, sort_keys=True, default=str))[:12]`).
+    ArgsHash(args_hash::ArgsHashArgs),
+    /// Validate a JSON payload against declared field limits (exit 2 when refused).
+    Check(check::CheckArgs),
+    /// Run a command-line tool; measure, guard and report its output as an envelope.
+    Wrap(wrap::WrapArgs),
     /// Run the collector daemon: OTLP in, per-tool size histograms out.
     #[cfg(feature = "collector")]
     Serve(Box<serve::ServeArgs>),
@@ -38,6 +48,9 @@ pub enum Command {
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
+        Command::ArgsHash(args) => args_hash::run(&args),
+        Command::Check(args) => check::run(args),
+        Command::Wrap(args) => wrap::run(args),
         #[cfg(feature = "collector")]
         Command::Serve(args) => serve::serve(*args),
         #[cfg(feature = "collector")]

@@ -1,0 +1,693 @@
+//! One span per tool call: the result's size in every unit, truncation, args hash, latency, error.
+//!
+//! [`tool_call`] starts a [`ToolCallBuilder`]; there are three ways in:
+//!
+//! - [`ToolCallBuilder::run`] / [`ToolCallBuilder::instrument`]: a closure or future returning a
+//!   `Result<T, E>` with `T: Serialize`. The result is measured by serializing it into a counting
+//!   writer (the JSON a model would be handed), with no extra allocation.
+//! - [`ToolCallBuilder::run_text`] / [`ToolCallBuilder::instrument_text`]: the tool already returns
+//!   the serialized string or bytes; they are measured as they are.
+//! - [`ToolCallBuilder::start`]: a low-level [`ToolCall`] handle whose
+//!   [`finish`](ToolCall::finish)`(serialized, truncated)` or [`fail`](ToolCall::fail) ends the span.
+//!
+//! The span follows the contract in [`crate::semconv`]: named `execute_tool {tool}`, kind
+//! INTERNAL, fields known only at the end declared empty and recorded when the call ends. It is an
+//! ordinary `tracing` span (target `toolsize`, level INFO), so it reaches OpenTelemetry through
+//! `tracing-opentelemetry` — set up by [`crate::export`] or by the application's own pipeline.
+//!
+//! Failure paths end the span too, and the caller's value is never changed:
+//! - an `Err` records `tool.error`, `error.type` and status ERROR, with no `tool.result.bytes`
+//!   (absent, not 0);
+//! - a panicking tool ends its span with `error.type = "panic"` before the panic continues;
+//! - a future dropped before it completes ends its span with `tool.cancelled = true` and
+//!   `error.type = "cancelled"`.
+//!
+//! A layer that cuts the result while the call runs (the [`crate::guard`]-style ceiling guard, or
+//! any code of the caller's) calls [`record_cut`]; the span then records
+//! `tool.result.truncated = true` and `tool.result.original_bytes` by itself.
+//!
+//! Nothing here blocks, allocates per byte or panics. Argument and result content are never
+//! recorded: only sizes and the arguments' hash. When no subscriber wants the span, the result is
+//! not measured at all.
+
+use std::any::type_name;
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use serde::Serialize;
+use tracing::field::Empty;
+use tracing::Span;
+
+use crate::measure::{Measurement, Measurer, Measures};
+use crate::semconv::*;
+
+/// Results above this many bytes get a `tool.large_result` span event, unless configured
+/// otherwise.
+pub const DEFAULT_LARGE_RESULT_BYTES: u64 = 16 * 1024;
+
+/// Environment variable overriding [`DEFAULT_LARGE_RESULT_BYTES`].
+pub const ENV_LARGE_RESULT_BYTES: &str = "TOOLSIZE_LARGE_RESULT_BYTES";
+
+/// Where an effective setting came from, in precedence order (first wins).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Passed explicitly for one call (builder method).
+    Explicit,
+    /// Set by the application with [`set_defaults`] (typically from its config file).
+    Config,
+    /// Read from the environment.
+    Environment,
+    /// The built-in default.
+    Default,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Source::Explicit => "explicit",
+            Source::Config => "config",
+            Source::Environment => "environment",
+            Source::Default => "default",
+        })
+    }
+}
+
+/// Per-call settings: which measures to take, and the large-result threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// The measures taken of every result. Bytes are always taken.
+    pub measures: Measures,
+    /// Results above this many bytes get a `tool.large_result` event.
+    pub large_result_bytes: u64,
+}
+
+impl Default for Settings {
+    /// All measures, [`DEFAULT_LARGE_RESULT_BYTES`].
+    fn default() -> Self {
+        Settings {
+            measures: Measures::ALL,
+            large_result_bytes: DEFAULT_LARGE_RESULT_BYTES,
+        }
+    }
+}
+
+static DEFAULTS: OnceLock<Settings> = OnceLock::new();
+
+/// Sets the process-wide defaults (for example from the application's config file). They take
+/// precedence over [`ENV_LARGE_RESULT_BYTES`]; a builder method still overrides them for one call.
+///
+/// Returns `Err` with the settings already in force if the defaults were resolved before (by an
+/// earlier call, or by the first tool call).
+pub fn set_defaults(settings: Settings) -> Result<(), Settings> {
+    let mut fresh = false;
+    let now = DEFAULTS.get_or_init(|| {
+        fresh = true;
+        log_effective(settings.large_result_bytes, Source::Config);
+        settings
+    });
+    if fresh {
+        Ok(())
+    } else {
+        Err(*now)
+    }
+}
+
+/// The process-wide defaults, resolved once: [`set_defaults`] > environment > built-in. The
+/// effective large-result threshold is logged once, with its source.
+pub fn defaults() -> Settings {
+    *DEFAULTS.get_or_init(|| {
+        let (bytes, source) =
+            large_result_bytes_from_env(std::env::var(ENV_LARGE_RESULT_BYTES).ok());
+        log_effective(bytes, source);
+        Settings {
+            large_result_bytes: bytes,
+            ..Settings::default()
+        }
+    })
+}
+
+fn large_result_bytes_from_env(value: Option<String>) -> (u64, Source) {
+    match value {
+        None => (DEFAULT_LARGE_RESULT_BYTES, Source::Default),
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(n) if n > 0 => (n, Source::Environment),
+            _ => {
+                tracing::warn!(
+                    target: "toolsize",
+                    variable = ENV_LARGE_RESULT_BYTES,
+                    value = %v,
+                    default = DEFAULT_LARGE_RESULT_BYTES,
+                    "Ignoring invalid large-result threshold: expected a positive whole number of bytes; using the default."
+                );
+                (DEFAULT_LARGE_RESULT_BYTES, Source::Default)
+            }
+        },
+    }
+}
+
+fn log_effective(bytes: u64, source: Source) {
+    tracing::info!(
+        target: "toolsize",
+        large_result_bytes = bytes,
+        source = %source,
+        "Large-result threshold in effect."
+    );
+}
+
+/// Starts describing a tool call named `name`. See the [module docs](self).
+pub fn tool_call(name: &str) -> ToolCallBuilder<'_> {
+    ToolCallBuilder {
+        name,
+        call_id: None,
+        args_hash: None,
+        measures: None,
+        large_result_bytes: None,
+    }
+}
+
+/// A tool call about to run: name, optional call id, arguments' hash, settings.
+#[derive(Debug)]
+#[must_use = "a ToolCallBuilder does nothing until run, instrument or start is called"]
+pub struct ToolCallBuilder<'a> {
+    name: &'a str,
+    call_id: Option<&'a str>,
+    args_hash: Option<String>,
+    measures: Option<Measures>,
+    large_result_bytes: Option<u64>,
+}
+
+impl<'a> ToolCallBuilder<'a> {
+    /// The caller's id for this call (`gen_ai.tool.call.id`).
+    pub fn call_id(mut self, id: &'a str) -> Self {
+        self.call_id = Some(id);
+        self
+    }
+
+    /// The call's arguments: only their hash is recorded (`tool.args_hash`, see
+    /// [`crate::args_hash`]). Arguments that cannot be hashed (a map with keys JSON has no
+    /// string for) leave the attribute absent and are logged once.
+    pub fn args<A: Serialize + ?Sized>(mut self, args: &A) -> Self {
+        match crate::args_hash::args_hash(args) {
+            Ok(hash) => self.args_hash = Some(hash),
+            Err(error) => {
+                static WARNED: AtomicBool = AtomicBool::new(false);
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        target: "toolsize",
+                        tool = self.name,
+                        error = %error,
+                        "Tool arguments could not be hashed; tool.args_hash is left out. Further failures are not logged."
+                    );
+                }
+                self.args_hash = None;
+            }
+        }
+        self
+    }
+
+    /// An arguments hash computed elsewhere (for example by a Python agent's own code).
+    pub fn args_hash(mut self, hash: impl Into<String>) -> Self {
+        self.args_hash = Some(hash.into());
+        self
+    }
+
+    /// The measures taken of this call's result (default: [`defaults`]).
+    pub fn measures(mut self, measures: Measures) -> Self {
+        self.measures = Some(measures);
+        self
+    }
+
+    /// The large-result threshold for this call (default: [`defaults`]).
+    pub fn large_result_bytes(mut self, bytes: u64) -> Self {
+        self.large_result_bytes = Some(bytes);
+        self
+    }
+
+    /// Opens the span and returns the low-level handle.
+    pub fn start(self) -> ToolCall {
+        let defaults = defaults();
+        let settings = Settings {
+            measures: self.measures.unwrap_or(defaults.measures),
+            large_result_bytes: self
+                .large_result_bytes
+                .unwrap_or(defaults.large_result_bytes),
+        };
+        let name = self.name;
+        let span = tracing::info_span!(
+            target: "toolsize",
+            "execute_tool",
+            otel.name = %format_args!("{SPAN_NAME_PREFIX} {name}"),
+            otel.kind = "internal",
+            otel.status_description = Empty,
+            { GEN_AI_OPERATION_NAME } = OPERATION_EXECUTE_TOOL,
+            { GEN_AI_TOOL_NAME } = name,
+            { TOOL_NAME } = name,
+            { GEN_AI_TOOL_CALL_ID } = self.call_id,
+            { TOOL_ARGS_HASH } = self.args_hash.as_deref(),
+            { TOOL_RESULT_BYTES } = Empty,
+            { TOOL_RESULT_TRUNCATED } = Empty,
+            { TOOL_RESULT_ORIGINAL_BYTES } = Empty,
+            { TOOL_RESULT_CHARS } = Empty,
+            { TOOL_RESULT_UTF16_UNITS } = Empty,
+            { TOOL_RESULT_LINES } = Empty,
+            { TOOL_RESULT_JSON_DEPTH } = Empty,
+            { TOOL_RESULT_MAX_STRING_CHARS } = Empty,
+            { TOOL_RESULT_TOKENS_ESTIMATE } = Empty,
+            { TOOL_LATENCY_MS } = Empty,
+            { TOOL_ERROR } = Empty,
+            { ERROR_TYPE } = Empty,
+            { TOOL_CANCELLED } = Empty,
+        );
+        ToolCall {
+            span,
+            started: Instant::now(),
+            settings,
+            cut: Arc::new(AtomicU64::new(0)),
+            done: false,
+        }
+    }
+
+    /// Runs a synchronous tool whose result is serialized as JSON for the model.
+    pub fn run<T, E, F>(self, f: F) -> Result<T, E>
+    where
+        F: FnOnce() -> Result<T, E>,
+        T: Serialize,
+        E: fmt::Display,
+    {
+        self.run_as::<AsJson, T, E, F>(f)
+    }
+
+    /// Runs a synchronous tool that returns the serialized result itself (a `String`,
+    /// `Vec<u8>`, …): measured as it is.
+    pub fn run_text<T, E, F>(self, f: F) -> Result<T, E>
+    where
+        F: FnOnce() -> Result<T, E>,
+        T: AsRef<[u8]>,
+        E: fmt::Display,
+    {
+        self.run_as::<AsText, T, E, F>(f)
+    }
+
+    fn run_as<K, T, E, F>(self, f: F) -> Result<T, E>
+    where
+        F: FnOnce() -> Result<T, E>,
+        T: MeasureAs<K>,
+        E: fmt::Display,
+    {
+        let mut call = self.start();
+        let outcome = call.in_scope(|| catch_unwind(AssertUnwindSafe(f)));
+        match outcome {
+            Ok(Ok(value)) => {
+                call.finish_with(&value);
+                Ok(value)
+            }
+            Ok(Err(error)) => {
+                call.fail(&error, type_name::<E>());
+                Err(error)
+            }
+            Err(panic) => {
+                call.record_panic(&*panic);
+                resume_unwind(panic)
+            }
+        }
+    }
+
+    /// Wraps an async tool whose result is serialized as JSON for the model. The span is entered
+    /// on every poll and never held across an `.await`.
+    pub fn instrument<F, T, E>(self, future: F) -> Instrumented<F, AsJson>
+    where
+        F: Future<Output = Result<T, E>>,
+        T: Serialize,
+        E: fmt::Display,
+    {
+        Instrumented::new(future, self.start())
+    }
+
+    /// Wraps an async tool that returns the serialized result itself.
+    pub fn instrument_text<F, T, E>(self, future: F) -> Instrumented<F, AsText>
+    where
+        F: Future<Output = Result<T, E>>,
+        T: AsRef<[u8]>,
+        E: fmt::Display,
+    {
+        Instrumented::new(future, self.start())
+    }
+}
+
+/// Marker: the result is measured as the JSON `serde_json` makes of it.
+#[derive(Debug)]
+pub enum AsJson {}
+
+/// Marker: the result is already the serialized text or bytes.
+#[derive(Debug)]
+pub enum AsText {}
+
+/// How a result of some kind is measured. Implemented for `Serialize` types ([`AsJson`]) and
+/// `AsRef<[u8]>` types ([`AsText`]).
+pub trait MeasureAs<K> {
+    /// Measures `self`, or `None` if it cannot be serialized.
+    fn measure_as(&self, measures: Measures) -> Option<Measurement>;
+}
+
+impl<T: Serialize + ?Sized> MeasureAs<AsJson> for T {
+    fn measure_as(&self, measures: Measures) -> Option<Measurement> {
+        let mut m = Measurer::new(measures);
+        match serde_json::to_writer(&mut m, self) {
+            Ok(()) => Some(m.finish()),
+            Err(error) => {
+                static WARNED: AtomicBool = AtomicBool::new(false);
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        target: "toolsize",
+                        error = %error,
+                        "Tool result could not be serialized as JSON; its size is unknown and left out. Further failures are not logged."
+                    );
+                }
+                None
+            }
+        }
+    }
+}
+
+impl<T: AsRef<[u8]> + ?Sized> MeasureAs<AsText> for T {
+    fn measure_as(&self, measures: Measures) -> Option<Measurement> {
+        let mut m = Measurer::new(measures);
+        m.update(self.as_ref());
+        Some(m.finish())
+    }
+}
+
+/// An open tool-call span. End it with [`finish`](Self::finish),
+/// [`finish_truncated`](Self::finish_truncated), [`finish_value`](Self::finish_value) or
+/// [`fail`](Self::fail); dropped without either, it ends as cancelled (or as panicked, while a
+/// panic unwinds).
+#[derive(Debug)]
+#[must_use = "a ToolCall should be ended with finish or fail; dropping it records a cancellation"]
+pub struct ToolCall {
+    span: Span,
+    started: Instant,
+    settings: Settings,
+    /// 0: nothing cut; otherwise `original_bytes + 1`, from [`record_cut`].
+    cut: Arc<AtomicU64>,
+    done: bool,
+}
+
+impl ToolCall {
+    /// The call's span, for adding the caller's own fields or children.
+    pub fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// The settings in force for this call.
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    /// Runs `f` inside the span, with this call as the one [`record_cut`] reports to.
+    pub fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _enter = self.span.enter();
+        let _active = Active::push(&self.cut);
+        f()
+    }
+
+    /// Ends the call with its serialized result as handed to the model, and whether something cut
+    /// it. Returns the measurement.
+    pub fn finish(mut self, serialized: impl AsRef<[u8]>, truncated: bool) -> Measurement {
+        let m = crate::measure::measure(serialized.as_ref(), self.settings.measures);
+        self.record_success(m, truncated, None);
+        m
+    }
+
+    /// Ends the call with a result that was cut from `original_bytes`.
+    pub fn finish_truncated(
+        mut self,
+        serialized: impl AsRef<[u8]>,
+        original_bytes: u64,
+    ) -> Measurement {
+        let m = crate::measure::measure(serialized.as_ref(), self.settings.measures);
+        self.record_success(m, true, Some(original_bytes));
+        m
+    }
+
+    /// Ends the call with a result that will be serialized as JSON for the model. Returns `None`
+    /// (and leaves the size out) when the value cannot be serialized.
+    pub fn finish_value<T: Serialize + ?Sized>(mut self, value: &T) -> Option<Measurement> {
+        let m = MeasureAs::<AsJson>::measure_as(value, self.settings.measures);
+        match m {
+            Some(m) => self.record_success(m, false, None),
+            None => self.record_latency(),
+        }
+        self.done = true;
+        m
+    }
+
+    /// Ends the call as failed: `tool.error` = the error's message, `error.type` = `error_type`,
+    /// status ERROR, no result size.
+    pub fn fail(mut self, error: &dyn fmt::Display, error_type: &str) {
+        self.record_error(error, error_type);
+    }
+
+    fn finish_with<K, T: MeasureAs<K> + ?Sized>(&mut self, value: &T) {
+        if self.span.is_disabled() {
+            self.done = true;
+            return;
+        }
+        match value.measure_as(self.settings.measures) {
+            Some(m) => self.record_success(m, false, None),
+            None => {
+                self.record_latency();
+                self.done = true;
+            }
+        }
+    }
+
+    fn record_latency(&self) {
+        let ms = self.started.elapsed().as_secs_f64() * 1e3;
+        self.span.record(TOOL_LATENCY_MS, ms);
+    }
+
+    fn record_success(&mut self, m: Measurement, truncated: bool, original: Option<u64>) {
+        self.done = true;
+        let cut = self.cut.load(Ordering::Relaxed);
+        let (truncated, original) = if cut > 0 {
+            (true, Some(original.map_or(cut - 1, |o| o.max(cut - 1))))
+        } else {
+            (truncated, original)
+        };
+        let span = &self.span;
+        span.record(TOOL_RESULT_BYTES, int(m.bytes));
+        span.record(TOOL_RESULT_TRUNCATED, truncated);
+        if let Some(o) = original {
+            span.record(TOOL_RESULT_ORIGINAL_BYTES, int(o));
+        }
+        if let Some(v) = m.chars {
+            span.record(TOOL_RESULT_CHARS, int(v));
+        }
+        if let Some(v) = m.utf16_units {
+            span.record(TOOL_RESULT_UTF16_UNITS, int(v));
+        }
+        if let Some(v) = m.lines {
+            span.record(TOOL_RESULT_LINES, int(v));
+        }
+        if let Some(v) = m.json_depth {
+            span.record(TOOL_RESULT_JSON_DEPTH, int(v));
+        }
+        if let Some(v) = m.max_string_chars {
+            span.record(TOOL_RESULT_MAX_STRING_CHARS, int(v));
+        }
+        if let Some(v) = m.tokens_estimate {
+            span.record(TOOL_RESULT_TOKENS_ESTIMATE, int(v));
+        }
+        self.record_latency();
+        let threshold = self.settings.large_result_bytes;
+        if m.bytes > threshold {
+            tracing::event!(
+                target: "toolsize",
+                parent: span,
+                tracing::Level::INFO,
+                { TOOL_RESULT_BYTES } = int(m.bytes),
+                { LARGE_RESULT_THRESHOLD_BYTES } = int(threshold),
+                "{EVENT_LARGE_RESULT}"
+            );
+        }
+    }
+
+    fn record_error(&mut self, error: &dyn fmt::Display, error_type: &str) {
+        self.done = true;
+        let message = error.to_string();
+        self.span.record(TOOL_ERROR, message.as_str());
+        self.span.record(ERROR_TYPE, error_type);
+        self.span
+            .record("otel.status_description", message.as_str());
+        self.record_latency();
+    }
+
+    fn record_panic(&mut self, payload: &(dyn std::any::Any + Send)) {
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("non-string panic payload");
+        self.record_error(&format_args!("tool panicked: {message}"), ERROR_TYPE_PANIC);
+    }
+}
+
+/// OTLP integers are signed 64-bit; tracing-opentelemetry would turn a `u64` into a string.
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl Drop for ToolCall {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if std::thread::panicking() {
+            self.record_error(&"tool panicked", ERROR_TYPE_PANIC);
+        } else {
+            self.span.record(TOOL_CANCELLED, true);
+            self.record_error(
+                &"tool call cancelled before it completed",
+                ERROR_TYPE_CANCELLED,
+            );
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A tool's future wrapped in its tool-call span; see [`ToolCallBuilder::instrument`].
+    #[derive(Debug)]
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Instrumented<F, K> {
+        #[pin]
+        inner: F,
+        call: Option<ToolCall>,
+        kind: PhantomData<fn() -> K>,
+    }
+}
+
+impl<F, K> Instrumented<F, K> {
+    fn new(inner: F, call: ToolCall) -> Self {
+        Instrumented {
+            inner,
+            call: Some(call),
+            kind: PhantomData,
+        }
+    }
+
+    /// The call's span (`None` once the call has ended).
+    pub fn span(&self) -> Option<&Span> {
+        self.call.as_ref().map(ToolCall::span)
+    }
+}
+
+impl<F, K, T, E> Future for Instrumented<F, K>
+where
+    F: Future<Output = Result<T, E>>,
+    T: MeasureAs<K>,
+    E: fmt::Display,
+{
+    type Output = Result<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Some(call) = this.call.as_mut() else {
+            // Polled after completion: the inner future decides what that means.
+            return this.inner.poll(cx);
+        };
+        let inner = this.inner;
+        let polled = call.in_scope(|| catch_unwind(AssertUnwindSafe(|| inner.poll(cx))));
+        match polled {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(Ok(value))) => {
+                call.finish_with(&value);
+                *this.call = None;
+                Poll::Ready(Ok(value))
+            }
+            Ok(Poll::Ready(Err(error))) => {
+                call.record_error(&error, type_name::<E>());
+                *this.call = None;
+                Poll::Ready(Err(error))
+            }
+            Err(panic) => {
+                call.record_panic(&*panic);
+                *this.call = None;
+                resume_unwind(panic)
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The cut cells of the tool calls running on this thread, innermost last.
+    static ACTIVE: std::cell::RefCell<Vec<Arc<AtomicU64>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+struct Active;
+
+impl Active {
+    fn push(cut: &Arc<AtomicU64>) -> Active {
+        ACTIVE.with(|a| a.borrow_mut().push(Arc::clone(cut)));
+        Active
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        ACTIVE.with(|a| {
+            a.borrow_mut().pop();
+        });
+    }
+}
+
+/// Tells the tool call running on this thread (inside [`ToolCallBuilder::run`],
+/// [`ToolCallBuilder::instrument`] or [`ToolCall::in_scope`]) that its result was cut from
+/// `original_bytes`. Its span then records `tool.result.truncated = true` and
+/// `tool.result.original_bytes` (the largest original reported) when it ends.
+///
+/// Returns whether a tool call was running; outside one this does nothing.
+pub fn record_cut(original_bytes: u64) -> bool {
+    ACTIVE.with(|a| match a.borrow().last() {
+        Some(cut) => {
+            cut.fetch_max(original_bytes.saturating_add(1), Ordering::Relaxed);
+            true
+        }
+        None => false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_threshold_parsing() {
+        assert_eq!(
+            large_result_bytes_from_env(None),
+            (DEFAULT_LARGE_RESULT_BYTES, Source::Default)
+        );
+        assert_eq!(
+            large_result_bytes_from_env(Some(" 4096 ".into())),
+            (4096, Source::Environment)
+        );
+        for bad in ["", "abc", "-1", "0", "1.5"] {
+            assert_eq!(
+                large_result_bytes_from_env(Some(bad.into())),
+                (DEFAULT_LARGE_RESULT_BYTES, Source::Default),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn record_cut_outside_a_call_does_nothing() {
+        assert!(!record_cut(10));
+    }
+}

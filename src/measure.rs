@@ -1,0 +1,773 @@
+//! Measures of a serialized tool result in every unit a truncating layer counts by.
+//!
+//! Layers between a tool and the model cut by bytes, characters, UTF-16 units, tokens, lines or
+//! JSON depth. [`Measurer`] takes the result's bytes once, in as many chunks as the caller likes
+//! (it is an [`std::io::Write`], so `serde_json::to_writer` can stream into it without building
+//! the string), and yields a [`Measurement`] with each enabled unit:
+//!
+//! | measure | definition |
+//! |---|---|
+//! | `bytes` | UTF-8 bytes; always measured |
+//! | `chars` | Unicode code points (Python `len(str)`, Rust `str::chars().count()`) |
+//! | `utf16_units` | UTF-16 code units (JavaScript `String.length`): code points plus one per astral character |
+//! | `lines` | lines as `str::lines()` counts them: newlines, plus one for a last line without one |
+//! | `json_depth` | deepest nesting of objects and arrays; present only when the result is a JSON document |
+//! | `max_string_chars` | the longest JSON string (keys included), decoded, in code points; for a result that is not JSON, the whole text is one string |
+//! | `tokens_estimate` | `ceil(bytes / 4)`: a rough estimate, not a tokenizer's count |
+//!
+//! The JSON measures come from a structural scan, not a validation: a result counts as a JSON
+//! document when, after leading white space, it opens with `{`, `[` or `"`, its brackets balance
+//! outside strings, and only white space follows the end. Escapes are decoded for string lengths
+//! (`\u00e9` is one code point, a surrogate pair one astral code point).
+//!
+//! Cost: the counts run a word at a time (eight bytes per step), the string scan jumps between
+//! quotes and backslashes with `memchr`, so a measure is a few hundred nanoseconds for a 4 KiB
+//! result. Bytes that are not valid UTF-8 are counted as they come (a stray continuation byte is
+//! not a code point); nothing here allocates, panics or fails.
+
+use std::io;
+
+/// Which measures a [`Measurer`] takes. Bytes are always measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Measures {
+    /// Unicode code points.
+    pub chars: bool,
+    /// UTF-16 code units.
+    pub utf16_units: bool,
+    /// Lines.
+    pub lines: bool,
+    /// JSON nesting depth.
+    pub json_depth: bool,
+    /// Longest string, in code points.
+    pub max_string_chars: bool,
+    /// `ceil(bytes / 4)`.
+    pub tokens_estimate: bool,
+}
+
+impl Measures {
+    /// Every measure.
+    pub const ALL: Measures = Measures {
+        chars: true,
+        utf16_units: true,
+        lines: true,
+        json_depth: true,
+        max_string_chars: true,
+        tokens_estimate: true,
+    };
+
+    /// Bytes only: the cheapest setting.
+    pub const BYTES_ONLY: Measures = Measures {
+        chars: false,
+        utf16_units: false,
+        lines: false,
+        json_depth: false,
+        max_string_chars: false,
+        tokens_estimate: false,
+    };
+
+    fn needs_counts(self) -> bool {
+        self.chars || self.utf16_units || self.lines || self.max_string_chars
+    }
+
+    fn needs_scan(self) -> bool {
+        self.json_depth || self.max_string_chars
+    }
+}
+
+impl Default for Measures {
+    /// [`Measures::ALL`].
+    fn default() -> Self {
+        Measures::ALL
+    }
+}
+
+/// The measures of one result. A measure that was not enabled is `None`; so is `json_depth` for a
+/// result that is not a JSON document.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Measurement {
+    /// UTF-8 bytes.
+    pub bytes: u64,
+    /// Unicode code points.
+    pub chars: Option<u64>,
+    /// UTF-16 code units.
+    pub utf16_units: Option<u64>,
+    /// Lines.
+    pub lines: Option<u64>,
+    /// Deepest nesting of objects and arrays (0 for a top-level JSON string).
+    pub json_depth: Option<u64>,
+    /// The longest string, decoded, in code points.
+    pub max_string_chars: Option<u64>,
+    /// `ceil(bytes / 4)`.
+    pub tokens_estimate: Option<u64>,
+}
+
+/// Measures `bytes` in one call.
+pub fn measure(bytes: &[u8], measures: Measures) -> Measurement {
+    let mut m = Measurer::new(measures);
+    m.update(bytes);
+    m.finish()
+}
+
+/// Where the structural scan stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Doc {
+    /// Only white space so far.
+    Start,
+    /// Inside the top-level value.
+    Open,
+    /// The top-level value has ended; only white space may follow.
+    Done,
+    /// Not a JSON document: the scan has stopped.
+    NotJson,
+}
+
+/// Escape decoding inside a string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Esc {
+    None,
+    /// Just after a backslash.
+    Backslash,
+    /// Inside `\uXXXX`: how many hex digits are still to come, and the value so far.
+    Hex(u8, u16),
+}
+
+/// A streaming measurer: feed it chunks with [`Measurer::update`] (or write to it), then call
+/// [`Measurer::finish`].
+#[derive(Clone, Debug)]
+pub struct Measurer {
+    state: State,
+    /// Small writes (serde_json writes token by token) are gathered here and measured together.
+    pending: [u8; PENDING],
+    pending_len: usize,
+}
+
+/// The running counts and the structural scan.
+#[derive(Clone, Debug)]
+struct State {
+    measures: Measures,
+    bytes: u64,
+    /// Continuation bytes (`10xxxxxx`): code points are `bytes - continuation`.
+    continuation: u64,
+    /// Four-byte leaders (`11110xxx`): each adds a second UTF-16 unit.
+    astral: u64,
+    newlines: u64,
+    last_byte: Option<u8>,
+    // Structural scan.
+    doc: Doc,
+    depth: u64,
+    max_depth: u64,
+    in_string: bool,
+    esc: Esc,
+    prev_high_surrogate: bool,
+    cur_string: u64,
+    /// The current string opened in this chunk and has had no escape so far.
+    cur_simple: bool,
+    max_string: u64,
+}
+
+/// Size of the gathering buffer for small writes.
+const PENDING: usize = 512;
+
+impl Measurer {
+    /// A measurer taking `measures`.
+    pub fn new(measures: Measures) -> Self {
+        Measurer {
+            state: State::new(measures),
+            pending: [0; PENDING],
+            pending_len: 0,
+        }
+    }
+
+    /// Bytes seen so far.
+    pub fn bytes(&self) -> u64 {
+        self.state.bytes + self.pending_len as u64
+    }
+
+    /// Takes the next chunk of the result.
+    pub fn update(&mut self, chunk: &[u8]) {
+        self.flush_pending();
+        self.state.process(chunk);
+    }
+
+    /// Takes a chunk that may be tiny: gathered with its neighbours before it is measured.
+    fn gather(&mut self, chunk: &[u8]) {
+        if self.pending_len + chunk.len() > PENDING {
+            self.flush_pending();
+        }
+        if chunk.len() >= PENDING {
+            self.state.process(chunk);
+        } else {
+            self.pending[self.pending_len..self.pending_len + chunk.len()].copy_from_slice(chunk);
+            self.pending_len += chunk.len();
+        }
+    }
+
+    fn flush_pending(&mut self) {
+        let len = std::mem::take(&mut self.pending_len);
+        self.state.process(&self.pending[..len]);
+    }
+
+    /// The measurement of everything taken so far.
+    pub fn finish(mut self) -> Measurement {
+        self.flush_pending();
+        self.state.finish()
+    }
+}
+
+impl State {
+    fn new(measures: Measures) -> Self {
+        State {
+            measures,
+            bytes: 0,
+            continuation: 0,
+            astral: 0,
+            newlines: 0,
+            last_byte: None,
+            doc: if measures.needs_scan() {
+                Doc::Start
+            } else {
+                Doc::NotJson
+            },
+            depth: 0,
+            max_depth: 0,
+            in_string: false,
+            esc: Esc::None,
+            prev_high_surrogate: false,
+            cur_string: 0,
+            cur_simple: false,
+            max_string: 0,
+        }
+    }
+
+    fn process(&mut self, chunk: &[u8]) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.bytes += chunk.len() as u64;
+        if self.measures.needs_counts() {
+            let c = counts(chunk);
+            self.continuation += c.continuation;
+            self.astral += c.astral;
+            self.newlines += c.newlines;
+            self.last_byte = chunk.last().copied();
+        }
+        if self.doc != Doc::NotJson {
+            self.scan(chunk);
+        }
+    }
+
+    fn finish(self) -> Measurement {
+        let ms = self.measures;
+        let chars = self.bytes - self.continuation;
+        let is_json = self.doc == Doc::Done;
+        let lines = match self.last_byte {
+            None => 0,
+            Some(b'\n') => self.newlines,
+            Some(_) => self.newlines + 1,
+        };
+        Measurement {
+            bytes: self.bytes,
+            chars: ms.chars.then_some(chars),
+            utf16_units: ms.utf16_units.then_some(chars + self.astral),
+            lines: ms.lines.then_some(lines),
+            json_depth: (ms.json_depth && is_json).then_some(self.max_depth),
+            max_string_chars: ms.max_string_chars.then_some(if is_json {
+                self.max_string
+            } else {
+                chars
+            }),
+            tokens_estimate: ms.tokens_estimate.then_some(self.bytes.div_ceil(4)),
+        }
+    }
+
+    fn scan(&mut self, mut s: &[u8]) {
+        while !s.is_empty() {
+            if self.in_string {
+                if self.esc != Esc::None {
+                    self.escape_byte(s[0]);
+                    s = &s[1..];
+                    continue;
+                }
+                let Some(i) = memchr::memchr2(b'"', b'\\', s) else {
+                    self.cur_string += code_points(s);
+                    self.cur_simple = false;
+                    return;
+                };
+                let seg = &s[..i];
+                if i > 0 {
+                    self.prev_high_surrogate = false;
+                }
+                if s[i] == b'"' {
+                    // A string seen whole, with no escape, no longer in bytes than the longest so
+                    // far cannot be longer in code points: skip counting it.
+                    if !(self.cur_simple && seg.len() as u64 <= self.max_string) {
+                        self.cur_string += code_points(seg);
+                        self.max_string = self.max_string.max(self.cur_string);
+                    }
+                    self.in_string = false;
+                    if self.depth == 0 {
+                        self.doc = Doc::Done;
+                    }
+                } else {
+                    // The escape sequence decodes to one code point.
+                    self.cur_string += code_points(seg) + 1;
+                    self.cur_simple = false;
+                    self.esc = Esc::Backslash;
+                }
+                s = &s[i + 1..];
+                continue;
+            }
+            // Outside strings: walk to the next quote, adjusting the depth on the way.
+            let mut i = 0;
+            while i < s.len() {
+                if self.doc == Doc::Open {
+                    // Numbers, literals, commas, colons and white space change nothing.
+                    i += s[i..]
+                        .iter()
+                        .position(|&b| CLASS[b as usize] > C_SPACE)
+                        .unwrap_or(s.len() - i);
+                    if i == s.len() {
+                        break;
+                    }
+                }
+                let b = s[i];
+                i += 1;
+                match CLASS[b as usize] {
+                    C_SPACE => {}
+                    C_OTHER if self.doc == Doc::Open => {}
+                    C_OTHER => {
+                        self.doc = Doc::NotJson;
+                        return;
+                    }
+                    C_QUOTE => {
+                        if self.doc == Doc::Done {
+                            self.doc = Doc::NotJson;
+                            return;
+                        }
+                        self.doc = Doc::Open;
+                        self.in_string = true;
+                        self.cur_simple = true;
+                        self.cur_string = 0;
+                        break;
+                    }
+                    C_OPEN => {
+                        if self.doc == Doc::Done {
+                            self.doc = Doc::NotJson;
+                            return;
+                        }
+                        self.doc = Doc::Open;
+                        self.depth += 1;
+                        self.max_depth = self.max_depth.max(self.depth);
+                    }
+                    _ => {
+                        // C_CLOSE
+                        if self.depth == 0 {
+                            self.doc = Doc::NotJson;
+                            return;
+                        }
+                        self.depth -= 1;
+                        if self.depth == 0 {
+                            self.doc = Doc::Done;
+                        }
+                    }
+                }
+            }
+            s = &s[i..];
+        }
+    }
+
+    fn escape_byte(&mut self, b: u8) {
+        self.esc = match self.esc {
+            Esc::Backslash if b == b'u' => Esc::Hex(4, 0),
+            Esc::Hex(left, value) => {
+                let digit = match b {
+                    b'0'..=b'9' => b - b'0',
+                    b'a'..=b'f' => b - b'a' + 10,
+                    b'A'..=b'F' => b - b'A' + 10,
+                    _ => 0,
+                };
+                let value = (value << 4) | u16::from(digit);
+                if left > 1 {
+                    Esc::Hex(left - 1, value)
+                } else {
+                    // A low surrogate right after a high one completes one astral code point,
+                    // already counted with the high surrogate.
+                    if (0xDC00..=0xDFFF).contains(&value) && self.prev_high_surrogate {
+                        self.cur_string -= 1;
+                        self.prev_high_surrogate = false;
+                    } else {
+                        self.prev_high_surrogate = (0xD800..=0xDBFF).contains(&value);
+                    }
+                    Esc::None
+                }
+            }
+            _ => {
+                self.prev_high_surrogate = false;
+                Esc::None
+            }
+        };
+    }
+}
+
+impl io::Write for Measurer {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.gather(buf);
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.gather(buf);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+const C_OTHER: u8 = 0;
+const C_SPACE: u8 = 1;
+const C_QUOTE: u8 = 2;
+const C_OPEN: u8 = 3;
+const C_CLOSE: u8 = 4;
+
+/// Byte classes outside strings.
+static CLASS: [u8; 256] = {
+    let mut t = [C_OTHER; 256];
+    t[b' ' as usize] = C_SPACE;
+    t[b'\t' as usize] = C_SPACE;
+    t[b'\n' as usize] = C_SPACE;
+    t[b'\r' as usize] = C_SPACE;
+    t[b'"' as usize] = C_QUOTE;
+    t[b'[' as usize] = C_OPEN;
+    t[b'{' as usize] = C_OPEN;
+    t[b']' as usize] = C_CLOSE;
+    t[b'}' as usize] = C_CLOSE;
+    t
+};
+
+#[derive(Default)]
+struct Counts {
+    continuation: u64,
+    astral: u64,
+    newlines: u64,
+}
+
+const HI: u64 = 0x8080_8080_8080_8080;
+const LO7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+const NL: u64 = 0x0A0A_0A0A_0A0A_0A0A;
+
+/// Per-byte flags of one eight-byte word, each as the top bit of its byte.
+#[inline(always)]
+fn word_flags(w: u64) -> (u64, u64, u64) {
+    // Continuation byte: top bits `10`.
+    let cont = w & !(w << 1) & HI;
+    // Four-byte leader: top bits `1111`.
+    let astral = w & (w << 1) & (w << 2) & (w << 3) & HI;
+    // Newline: the byte equals 0x0A (exact zero-byte test on w ^ NL).
+    let t = w ^ NL;
+    let nl = !(((t & LO7) + LO7) | t) & HI;
+    (cont, astral, nl)
+}
+
+/// Sums the eight byte lanes of `acc` (each at most 255).
+#[inline(always)]
+fn lane_sum(acc: u64) -> u64 {
+    const PAIRS: u64 = 0x00FF_00FF_00FF_00FF;
+    let pairs = (acc & PAIRS) + ((acc >> 8) & PAIRS);
+    pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48
+}
+
+/// Words per block: a byte lane gains at most 1 per word, so 255 words cannot overflow it.
+const BLOCK_WORDS: usize = 255;
+
+#[inline(always)]
+fn word(chunk: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(chunk);
+    u64::from_le_bytes(a)
+}
+
+fn counts(s: &[u8]) -> Counts {
+    let mut c = Counts::default();
+    let mut words = s.chunks_exact(8);
+    // Flags are accumulated per byte lane (no popcount: the baseline x86-64 has none) and summed
+    // once per block.
+    loop {
+        let (mut cont, mut astral, mut nl) = (0u64, 0u64, 0u64);
+        let mut n = 0;
+        for chunk in words.by_ref().take(BLOCK_WORDS) {
+            let (fc, fa, fnl) = word_flags(word(chunk));
+            cont += fc >> 7;
+            astral += fa >> 7;
+            nl += fnl >> 7;
+            n += 1;
+        }
+        c.continuation += lane_sum(cont);
+        c.astral += lane_sum(astral);
+        c.newlines += lane_sum(nl);
+        if n < BLOCK_WORDS {
+            break;
+        }
+    }
+    for &b in words.remainder() {
+        c.continuation += u64::from(b & 0xC0 == 0x80);
+        c.astral += u64::from(b >= 0xF0);
+        c.newlines += u64::from(b == b'\n');
+    }
+    c
+}
+
+/// Code points in `s` (bytes that are not continuation bytes).
+fn code_points(s: &[u8]) -> u64 {
+    let mut cont = 0u64;
+    let mut words = s.chunks_exact(8);
+    loop {
+        let mut acc = 0u64;
+        let mut n = 0;
+        for chunk in words.by_ref().take(BLOCK_WORDS) {
+            let w = word(chunk);
+            acc += (w & !(w << 1) & HI) >> 7;
+            n += 1;
+        }
+        cont += lane_sum(acc);
+        if n < BLOCK_WORDS {
+            break;
+        }
+    }
+    for &b in words.remainder() {
+        cont += u64::from(b & 0xC0 == 0x80);
+    }
+    s.len() as u64 - cont
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(s: &str) -> Measurement {
+        measure(s.as_bytes(), Measures::ALL)
+    }
+
+    /// The reference definitions, computed the slow, obvious way.
+    fn reference(s: &str) -> (u64, u64, u64, u64) {
+        (
+            s.len() as u64,
+            s.chars().count() as u64,
+            s.encode_utf16().count() as u64,
+            s.lines().count() as u64,
+        )
+    }
+
+    #[test]
+    fn counts_agree_with_std_on_mixed_text() {
+        for s in [
+            "",
+            "a",
+            "\n",
+            "a\nb",
+            "a\nb\n",
+            "héllo wörld\r\nzweite Zeile\n",
+            "日本語のテキスト\n二行目",
+            "emoji 😀🎉 and 𝄞 clef",
+            "שלום עולם\u{200f} mixed\tRTL",
+            "e\u{301} combining",
+            &"x".repeat(1000),
+            &"ü😀\n".repeat(333),
+        ] {
+            let m = all(s);
+            let (bytes, chars, utf16, lines) = reference(s);
+            assert_eq!(m.bytes, bytes, "{s:?}");
+            assert_eq!(m.chars, Some(chars), "{s:?}");
+            assert_eq!(m.utf16_units, Some(utf16), "{s:?}");
+            assert_eq!(m.lines, Some(lines), "{s:?}");
+            assert_eq!(m.tokens_estimate, Some(bytes.div_ceil(4)), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn chunking_does_not_change_the_measurement() {
+        let s = r#"{"a": ["ü😀\n", {"b\"c": "\ud83d\ude00 x"}], "d": "\\"}"#.repeat(3);
+        let s = format!("[{}]", s.replace("}{", "},{"));
+        let whole = all(&s);
+        for size in 1..9 {
+            let mut m = Measurer::new(Measures::ALL);
+            for chunk in s.as_bytes().chunks(size) {
+                m.update(chunk);
+            }
+            assert_eq!(m.finish(), whole, "chunk size {size}");
+        }
+    }
+
+    #[test]
+    fn json_depth_and_longest_string() {
+        let m = all(r#"{"items": [{"body": "abcdef"}, [[1]]], "k": "xy"}"#);
+        assert_eq!(m.json_depth, Some(4));
+        assert_eq!(m.max_string_chars, Some(6));
+        assert_eq!(all("[]").json_depth, Some(1));
+        assert_eq!(all("  {\"a\":1}\n").json_depth, Some(1));
+        assert_eq!(all("\"top-level string\"").json_depth, Some(0));
+        assert_eq!(all("\"top-level string\"").max_string_chars, Some(16));
+    }
+
+    #[test]
+    fn escapes_decode_to_one_code_point_each() {
+        // "é" escaped, a surrogate pair (one astral code point), "\n" escaped, a quote escaped.
+        let m = all(r#"["\u00e9\ud83d\ude00\n\"x"]"#);
+        assert_eq!(m.max_string_chars, Some(5));
+        let decoded: String = serde_json::from_str::<Vec<String>>(r#"["\u00e9\ud83d\ude00\n\"x"]"#)
+            .unwrap()
+            .remove(0);
+        assert_eq!(decoded.chars().count(), 5);
+    }
+
+    #[test]
+    fn keys_count_as_strings() {
+        let m = all(r#"{"a_rather_long_key": 1}"#);
+        assert_eq!(m.max_string_chars, Some("a_rather_long_key".len() as u64));
+    }
+
+    #[test]
+    fn text_that_is_not_json_has_no_depth_and_one_string() {
+        for s in [
+            "plain text",
+            "[INFO] started] more",
+            "{\"a\": 1} trailing",
+            "}{",
+            "[1, 2",
+            "\"open string",
+            "42",
+        ] {
+            let m = all(s);
+            assert_eq!(m.json_depth, None, "{s:?}");
+            assert_eq!(m.max_string_chars, m.chars, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn brackets_inside_strings_do_not_count() {
+        let m = all(r#"{"a": "[[[{{{", "b": "}}]]"}"#);
+        assert_eq!(m.json_depth, Some(1));
+    }
+
+    #[test]
+    fn disabled_measures_are_absent() {
+        let m = measure(b"{\"a\": [1]}", Measures::BYTES_ONLY);
+        assert_eq!(
+            m,
+            Measurement {
+                bytes: 10,
+                ..Measurement::default()
+            }
+        );
+        let only_depth = Measures {
+            json_depth: true,
+            ..Measures::BYTES_ONLY
+        };
+        let m = measure(b"{\"a\": [1]}", only_depth);
+        assert_eq!(m.json_depth, Some(2));
+        assert_eq!(m.chars, None);
+    }
+
+    #[test]
+    fn serde_json_streaming_matches_the_string() {
+        let value = serde_json::json!({
+            "results": [{"title": "Ünïcödé 😀", "lines": "a\nb\nc"}, {"n": 1.5e300, "deep": [[[[]]]]}],
+            "cursor": null,
+        });
+        let mut m = Measurer::new(Measures::ALL);
+        serde_json::to_writer(&mut m, &value).unwrap();
+        let text = serde_json::to_string(&value).unwrap();
+        assert_eq!(m.finish(), all(&text));
+    }
+
+    /// A deterministic random JSON value with strings of mixed scripts, escapes and lengths.
+    fn next(seed: &mut u64) -> u64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    }
+
+    fn random_string(seed: &mut u64, n: u64) -> String {
+        const PIECES: [&str; 9] = ["a", "é", "😀", "\"", "\\", "\n", "日本", "\u{1}", "xyz"];
+        (0..n).map(|_| PIECES[(next(seed) % 9) as usize]).collect()
+    }
+
+    /// A deterministic random JSON value with strings of mixed scripts, escapes and lengths.
+    fn random_value(seed: &mut u64, depth: u32) -> serde_json::Value {
+        match (next(seed) % 6, depth) {
+            (0, d) if d < 6 => {
+                let n = next(seed) % 5;
+                serde_json::Value::Array((0..n).map(|_| random_value(seed, d + 1)).collect())
+            }
+            (1, d) if d < 6 => {
+                let n = next(seed) % 5;
+                let mut map = serde_json::Map::new();
+                for _ in 0..n {
+                    let len = next(seed) % 12;
+                    map.insert(random_string(seed, len), random_value(seed, d + 1));
+                }
+                serde_json::Value::Object(map)
+            }
+            (2, _) => serde_json::json!(next(seed) % 1000),
+            _ => {
+                let len = next(seed) % 80;
+                serde_json::Value::String(random_string(seed, len))
+            }
+        }
+    }
+
+    fn reference_json(v: &serde_json::Value) -> (u64, u64) {
+        // (depth, longest string in code points, keys included)
+        match v {
+            serde_json::Value::Array(a) => a
+                .iter()
+                .map(reference_json)
+                .fold((1, 0), |(d, m), (cd, cm)| (d.max(cd + 1), m.max(cm))),
+            serde_json::Value::Object(o) => o.iter().fold((1, 0), |(d, m), (k, v)| {
+                let (cd, cm) = reference_json(v);
+                (d.max(cd + 1), m.max(cm).max(k.chars().count() as u64))
+            }),
+            serde_json::Value::String(s) => (0, s.chars().count() as u64),
+            _ => (0, 0),
+        }
+    }
+
+    #[test]
+    fn json_measures_agree_with_a_parsed_reference() {
+        let mut seed = 0x5EED_u64;
+        for _ in 0..500 {
+            let value = random_value(&mut seed, 0);
+            if !(value.is_array() || value.is_object() || value.is_string()) {
+                continue;
+            }
+            let (depth, longest) = reference_json(&value);
+            for text in [
+                serde_json::to_string(&value).unwrap(),
+                serde_json::to_string_pretty(&value).unwrap(),
+            ] {
+                let whole = all(&text);
+                assert_eq!(whole.json_depth, Some(depth), "{text}");
+                assert_eq!(whole.max_string_chars, Some(longest), "{text}");
+                let mut streamed = Measurer::new(Measures::ALL);
+                for chunk in text.as_bytes().chunks(7) {
+                    std::io::Write::write_all(&mut streamed, chunk).unwrap();
+                }
+                assert_eq!(streamed.finish(), whole, "{text}");
+                let mut chunked = Measurer::new(Measures::ALL);
+                for chunk in text.as_bytes().chunks(3) {
+                    chunked.update(chunk);
+                }
+                assert_eq!(chunked.finish(), whole, "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_never_panics() {
+        let m = measure(&[0xFF, 0x80, 0x80, b'\n', 0xF0, 0x9F], Measures::ALL);
+        assert_eq!(m.bytes, 6);
+        assert_eq!(m.lines, Some(2));
+    }
+}

@@ -1,0 +1,80 @@
+//! `toolsize args-hash` against the real python3, and its structured error on bad input.
+#![cfg(feature = "cli")]
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn toolsize(stdin: &str, args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolsize"))
+        .arg("args-hash")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn python_hash(text: &str) -> String {
+    let script = "import sys, json, hashlib\n\
+                  a = json.loads(sys.stdin.read())\n\
+                  print(hashlib.sha1(json.dumps(a, sort_keys=True, default=str).encode()).hexdigest()[:12])";
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 must be installed (scripts/test.sh installs it)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+#[test]
+fn prints_the_same_hash_as_python() {
+    for text in [
+        r#"{"query": "rust", "limit": 10}"#,
+        r#"{"z": {"b": [1.0, 1e-7, 1e16, -0.0]}, "a": "naïve 😀"}"#,
+        r#"{"big": 123456789012345678901234567890, "nan": NaN}"#,
+        "[]",
+        "\"just a string\"",
+    ] {
+        let out = toolsize(text, &[]);
+        assert!(out.status.success(), "{text}: {out:?}");
+        let ours = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(ours.trim(), python_hash(text), "{text}");
+    }
+}
+
+#[test]
+fn canonical_flag_prints_what_was_hashed() {
+    let out = toolsize(r#"{"b":1,"a":"é"}"#, &["--canonical"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[1], r#"{"a": "\u00e9", "b": 1}"#);
+}
+
+#[test]
+fn invalid_json_exits_2_with_a_structured_error() {
+    let out = toolsize("{\"a\": [1, 2", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["ok"], false);
+    assert_eq!(err["error"]["code"], "INVALID_JSON");
+    assert!(err["error"]["message"].as_str().unwrap().contains("line 1"));
+}

@@ -1,0 +1,132 @@
+//! Shared support for the command-line tests: run the built `toolsize` binary, and parse its
+//! output with the real Python `json.loads`.
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// The built binary.
+pub fn toolsize() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_toolsize"))
+}
+
+/// Runs `toolsize args…` with `stdin` and returns its output.
+pub fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = toolsize();
+    cmd.args(args)
+        .env_remove("TOOLSIZE_MAX_TOOL_OUTPUT")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn toolsize");
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        let input = input.to_vec();
+        // Write from another thread so a large input cannot deadlock against the output pipe.
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&input);
+        });
+    }
+    child.wait_with_output().expect("wait for toolsize")
+}
+
+/// The exit code of `out`.
+pub fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited normally")
+}
+
+const LOADS: &str = r#"
+import json, sys
+raw = sys.stdin.buffer.read()
+env = json.loads(raw)
+data = env.get("data") if isinstance(env, dict) else None
+if isinstance(data, str):
+    n = len(data.encode("utf-8"))
+else:
+    n = len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+print(json.dumps({"data_bytes": n, "envelope": env}))
+"#;
+
+/// What Python's `json.loads` made of some output.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The parsed envelope.
+    pub envelope: Value,
+    /// UTF-8 bytes of `data`: the string itself, or its compact JSON.
+    pub data_bytes: u64,
+}
+
+/// Parses `bytes` with the real Python `json.loads`; panics (with Python's message) when it
+/// cannot.
+pub fn python_loads(bytes: &[u8]) -> Loaded {
+    let mut child = Command::new("python3")
+        .args(["-c", LOADS])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 is needed by these tests");
+    let mut pipe = child.stdin.take().unwrap();
+    let input = bytes.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = pipe.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(
+        out.status.success(),
+        "json.loads failed: {}\non output starting {:?}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    Loaded {
+        data_bytes: v["data_bytes"].as_u64().unwrap(),
+        envelope: v["envelope"].clone(),
+    }
+}
+
+/// Asserts `env` has every member of the response envelope.
+pub fn assert_envelope_shape(env: &Value) {
+    for key in ["ok", "data", "error", "warnings", "meta"] {
+        assert!(env.get(key).is_some(), "envelope lacks {key}: {env}");
+    }
+    assert!(env["ok"].is_boolean());
+    assert!(env["warnings"].is_array());
+    assert!(env["meta"]["truncated"].is_boolean());
+    assert!(env["meta"]["duration_ms"].is_u64());
+}
+
+/// The codes of `env`'s warnings.
+pub fn warning_codes(env: &Value) -> Vec<String> {
+    env["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(|w| w["code"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("toolsize-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes `bytes` to `dir/name` and returns the path as a string.
+pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.to_string_lossy().into_owned()
+}
