@@ -45,6 +45,68 @@ pub const LATENCY_BUCKETS_US: &[u64] = &[
     5_000_000, 10_000_000, 30_000_000, 60_000_000,
 ];
 
+/// A fast keyed hasher (the FxHash mix) for the aggregator's maps, seeded per process so tool
+/// names cannot be chosen to collide. SipHash was a visible share of the per-span cost.
+#[derive(Debug, Clone, Copy)]
+pub struct FxBuild(u64);
+
+impl Default for FxBuild {
+    fn default() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        Self(
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish(),
+        )
+    }
+}
+
+impl std::hash::BuildHasher for FxBuild {
+    type Hasher = FxHasher;
+    fn build_hasher(&self) -> FxHasher {
+        FxHasher(self.0)
+    }
+}
+
+/// The hasher of [`FxBuild`].
+#[derive(Debug, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl std::hash::Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut v = [0u8; 8];
+            v[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(v));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// A (service, tool) pair.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SeriesKey {
@@ -222,7 +284,7 @@ pub struct Series {
     /// Largest recent results, largest first.
     pub largest: Vec<Largest>,
     /// Arguments hashes (space-saving top-k).
-    pub args: HashMap<String, ArgsStat>,
+    pub args: HashMap<String, ArgsStat, FxBuild>,
 }
 
 impl Series {
@@ -235,7 +297,7 @@ impl Series {
             size_sum: 0,
             latency_sum_us: 0,
             largest: Vec::new(),
-            args: HashMap::new(),
+            args: HashMap::default(),
         }
     }
 }
@@ -270,7 +332,7 @@ pub struct State {
     /// Limits.
     pub limits: Limits,
     /// Series by key.
-    pub series: HashMap<SeriesKey, Series>,
+    pub series: HashMap<SeriesKey, Series, FxBuild>,
     /// Records routed to the overflow series.
     pub overflow_records: u64,
     /// Unix seconds the state started (kept across restores).
@@ -308,7 +370,7 @@ impl State {
     pub fn new(limits: Limits) -> Self {
         Self {
             limits,
-            series: HashMap::new(),
+            series: HashMap::default(),
             overflow_records: 0,
             started_unix: now_unix(),
             observers: Vec::new(),
@@ -437,7 +499,7 @@ impl State {
     }
 }
 
-fn space_saving(map: &mut HashMap<String, ArgsStat>, h: &str, bytes: u64, cap: usize) {
+fn space_saving(map: &mut HashMap<String, ArgsStat, FxBuild>, h: &str, bytes: u64, cap: usize) {
     if cap == 0 {
         return;
     }
@@ -1154,7 +1216,7 @@ mod tests {
 
     #[test]
     fn space_saving_keeps_heavy_hitters() {
-        let mut m = HashMap::new();
+        let mut m = HashMap::default();
         for _ in 0..30 {
             space_saving(&mut m, "hot", 10, 4);
         }

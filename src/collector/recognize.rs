@@ -24,7 +24,6 @@ use std::sync::Arc;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 use serde::{Deserialize, Serialize};
-use sha1::{Digest, Sha1};
 
 use super::config::RecognitionConfig;
 use super::receiver::wire::{AttrValue, SpanView};
@@ -355,7 +354,7 @@ pub struct ToolRecord {
     pub trace_id: [u8; 16],
     /// Span id.
     pub span_id: [u8; 8],
-    /// 12 hex digits: `tool.args_hash`, or SHA-1 of the recorded arguments' bytes.
+    /// 12 hex digits: `tool.args_hash`, or the canonical hash of the recorded arguments.
     pub args_hash: Option<String>,
 }
 
@@ -784,28 +783,26 @@ pub fn sanitize_tool_name(name: &str, max: usize) -> String {
     out
 }
 
+/// `tool.args_hash` of recorded arguments: when they are JSON, the same canonical hash the
+/// library computes (Python's `json.dumps(args, sort_keys=True, default=str)`), so a tool called
+/// with the same arguments from any emitter gets the same hash; otherwise SHA-1 of the raw bytes.
 fn hash_value(v: AttrValue<'_>) -> String {
-    let mut h = Sha1::new();
-    match v {
-        AttrValue::Str(s) => h.update(s),
+    let text = match v {
+        AttrValue::Str(s) => match std::str::from_utf8(s) {
+            Ok(t) => std::borrow::Cow::Borrowed(t),
+            Err(_) => return crate::args_hash::args_hash_of_canonical(s),
+        },
         other => {
             let mut buf = String::new();
             if let Some(v) = other.to_owned_value() {
                 write_json(&v, &mut buf);
             }
-            h.update(buf.as_bytes());
+            std::borrow::Cow::Owned(buf)
         }
-    }
-    let d = h.finalize();
-    let mut out = String::with_capacity(12);
-    for b in d.iter().take(6) {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 15)]));
-    }
-    out
+    };
+    crate::args_hash::args_hash_json(&text)
+        .unwrap_or_else(|_| crate::args_hash::args_hash_of_canonical(text.as_bytes()))
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Length of the compact JSON serialization of a structured value (no allocation).
 pub fn json_len(v: &Value) -> u64 {
@@ -1179,6 +1176,36 @@ mod tests {
                 source: SizeSource::Derived
             }
         );
+    }
+
+    #[test]
+    fn foreign_arguments_hash_like_the_library() {
+        let r = rec();
+        let lib = crate::args_hash::args_hash(&serde_json::json!({"b": 1, "a": "x"})).unwrap();
+        let a = tool(
+            &r,
+            "x",
+            &span(
+                "execute_tool a",
+                vec![
+                    s(OP, EXEC),
+                    s("gen_ai.tool.call.arguments", r#"{"a":"x","b":1}"#),
+                ],
+            ),
+        );
+        let b = tool(
+            &r,
+            "x",
+            &span(
+                "c",
+                vec![
+                    s("openinference.span.kind", "TOOL"),
+                    s("input.value", r#"{"b": 1, "a": "x"}"#),
+                ],
+            ),
+        );
+        assert_eq!(a.args_hash.as_deref(), Some(lib.as_str()));
+        assert_eq!(b.args_hash.as_deref(), Some(lib.as_str()));
     }
 
     #[test]
