@@ -143,6 +143,15 @@ async fn hostile_input_and_ten_thousand_tool_names() {
         ),
         Some(1.0)
     );
+    // Memory stays bounded: 10,000 names held as 2,000 series + overflow.
+    let rss_kib: u64 = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    eprintln!("test process RSS after the flood: {} MiB", rss_kib / 1024);
+    assert!(rss_kib < 512 * 1024, "RSS {rss_kib} KiB");
     // Still serving.
     assert_eq!(
         raw(h, "application/x-protobuf", None, good.encode_to_vec()).await,

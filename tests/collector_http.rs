@@ -288,3 +288,39 @@ async fn api_errors() {
     assert_eq!(resp.status(), StatusCode::OK);
     p.shutdown().await;
 }
+
+#[tokio::test]
+async fn full_queue_is_refused_as_retryable_and_counted() {
+    use std::sync::Arc;
+    use toolsize::collector::receiver::Ingest;
+    use toolsize::collector::recognize::Recognizer;
+    use toolsize::collector::SelfStats;
+    // A queue of one batch that nobody drains.
+    let (tx, _rx) = tokio::sync::mpsc::channel(1);
+    let stats = Arc::new(SelfStats::default());
+    let ingest = Arc::new(Ingest::new(
+        Arc::new(Recognizer::new(&Default::default(), 128)),
+        tx,
+        stats.clone(),
+        1 << 20,
+    ));
+    let body = request(
+        "agent",
+        vec![own_span(1, "read", 10), own_span(2, "read", 20)],
+    )
+    .encode_to_vec();
+    let send = |b: Vec<u8>| router(ingest.clone()).oneshot(post("application/x-protobuf", None, b));
+    assert_eq!(send(body.clone()).await.unwrap().status(), StatusCode::OK);
+    let resp = send(body).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(RpcStatus::decode(&b[..]).unwrap().code, 14);
+    let v = stats.view();
+    assert_eq!(
+        (v.spans_tool, v.spans_overloaded, v.refused_requests[3]),
+        (2, 2, 1)
+    );
+}
