@@ -38,7 +38,7 @@ impl<'a> Reader<'a> {
         Self { buf, pos: 0 }
     }
 
-    #[inline]
+    #[inline(always)]
     fn varint(&mut self) -> R<u64> {
         if let Some(&b) = self.buf.get(self.pos) {
             if b < 0x80 {
@@ -61,7 +61,7 @@ impl<'a> Reader<'a> {
         Err(WireError("varint too long"))
     }
 
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, n: usize) -> R<&'a [u8]> {
         let end = self
             .pos
@@ -74,7 +74,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next (field number, value), or `None` at the end.
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> R<Option<(u32, Field<'a>)>> {
         if self.pos >= self.buf.len() {
             return Ok(None);
@@ -161,6 +161,21 @@ impl<'a> AttrValue<'a> {
 /// Reads one `KeyValue` (key as raw bytes); `None` value when the `AnyValue` is empty or unknown.
 #[inline]
 fn key_value(b: &[u8]) -> R<(&[u8], Option<AttrValue<'_>>)> {
+    // Fast path for the layout every SDK writes: key (field 1) then value (field 2), both with
+    // one-byte lengths, the value holding exactly one field.
+    if let [0x0a, kl, rest @ ..] = b {
+        let kl = usize::from(*kl);
+        if kl < 0x80 && rest.len() > kl {
+            let (key, rest) = rest.split_at(kl);
+            if let [0x12, vl, v @ ..] = rest {
+                if usize::from(*vl) == v.len() && *vl < 0x80 {
+                    if let Some(value) = any_value_fast(v) {
+                        return Ok((key, value));
+                    }
+                }
+            }
+        }
+    }
     let mut r = Reader::new(b);
     let mut key: &[u8] = &[];
     let mut value = None;
@@ -172,6 +187,27 @@ fn key_value(b: &[u8]) -> R<(&[u8], Option<AttrValue<'_>>)> {
         }
     }
     Ok((key, value))
+}
+
+/// One-field `AnyValue` with a one-byte length or tag; `None` to use the general path.
+#[inline(always)]
+fn any_value_fast(v: &[u8]) -> Option<Option<AttrValue<'_>>> {
+    match v {
+        [] => Some(None),
+        [0x0a, l, s @ ..] if usize::from(*l) == s.len() && *l < 0x80 => {
+            Some(Some(AttrValue::Str(s)))
+        }
+        [0x10, b] if *b < 0x80 => Some(Some(AttrValue::Bool(*b != 0))),
+        [0x18, rest @ ..] => {
+            let mut r = Reader::new(rest);
+            let v = r.varint().ok()?;
+            (r.pos == rest.len()).then_some(Some(AttrValue::Int(v as i64)))
+        }
+        [0x21, d @ ..] if d.len() == 8 => Some(Some(AttrValue::Double(f64::from_le_bytes(
+            d.try_into().ok()?,
+        )))),
+        _ => None,
+    }
 }
 
 #[inline]
@@ -375,6 +411,8 @@ mod tests {
                 kv("b", Value::IntValue(-3)),
                 kv("c", Value::DoubleValue(1.5)),
                 kv("d", Value::BoolValue(true)),
+                kv("f", Value::IntValue(300_000)),
+                kv("g", Value::IntValue(5)),
                 kv(
                     "e",
                     Value::ArrayValue(ArrayValue {
@@ -424,7 +462,9 @@ mod tests {
             assert_eq!(v.attrs[1], (&b"b"[..], AttrValue::Int(-3)));
             assert_eq!(v.attrs[2], (&b"c"[..], AttrValue::Double(1.5)));
             assert_eq!(v.attrs[3], (&b"d"[..], AttrValue::Bool(true)));
-            assert!(matches!(v.attrs[4].1.to_owned_value(), Some(Value::ArrayValue(a)) if a.values.len() == 1));
+            assert_eq!(v.attrs[4], (&b"f"[..], AttrValue::Int(300_000)));
+            assert_eq!(v.attrs[5], (&b"g"[..], AttrValue::Int(5)));
+            assert!(matches!(v.attrs[6].1.to_owned_value(), Some(Value::ArrayValue(a)) if a.values.len() == 1));
             assert_eq!(v.event_attr("ev", "m"), Some(AttrValue::Str(b"hi")));
             assert_eq!(v.event_attr("other", "m"), None);
         })
