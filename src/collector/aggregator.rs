@@ -401,24 +401,32 @@ impl State {
             service: &r.service,
             tool: &r.tool,
         };
+        // Borrowed lookup: a key is allocated only for a new series.
         let known = self.series.contains_key(&probe as &dyn KeyLike);
-        let key = if known || self.series.len() < self.limits.max_series {
-            SeriesKey {
-                service: r.service.to_string(),
-                tool: r.tool.clone(),
-            }
-        } else {
+        let overflow = !known && self.series.len() >= self.limits.max_series;
+        if overflow {
             self.overflow_records += 1;
-            SeriesKey {
-                service: OVERFLOW.into(),
-                tool: OVERFLOW.into(),
-            }
+        }
+        let (service, tool): (&str, &str) = if overflow {
+            (OVERFLOW, OVERFLOW)
+        } else {
+            (&r.service, &r.tool)
         };
         let windows = &self.limits.windows;
+        let probe = SeriesKeyRef { service, tool };
+        if !self.series.contains_key(&probe as &dyn KeyLike) {
+            self.series.insert(
+                SeriesKey {
+                    service: service.to_string(),
+                    tool: tool.to_string(),
+                },
+                Series::new(windows),
+            );
+        }
         let s = self
             .series
-            .entry(key.clone())
-            .or_insert_with(|| Series::new(windows));
+            .get_mut(&probe as &dyn KeyLike)
+            .expect("present or just inserted");
         s.total.record(r);
         for w in &mut s.windows {
             w.current(now).record(r);
@@ -462,8 +470,14 @@ impl State {
             };
             space_saving(&mut s.args, h, bytes, self.limits.top_args_hashes);
         }
-        for o in &mut self.observers {
-            o.observe(&key, r, now);
+        if !self.observers.is_empty() {
+            let key = SeriesKey {
+                service: service.to_string(),
+                tool: tool.to_string(),
+            };
+            for o in &mut self.observers {
+                o.observe(&key, r, now);
+            }
         }
     }
 

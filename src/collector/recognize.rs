@@ -275,20 +275,18 @@ static FINDERS: LazyLock<Vec<memmem::Finder<'static>>> = LazyLock::new(|| {
         .collect()
 });
 
-/// Cheap pre-filter: every marker contains one of these, so most results are scanned only a few
-/// times.
+/// Cheap pre-filter: every marker's text contains one of these (checked by a test), so a result
+/// without any is scanned 9 times instead of once per marker.
 static ANCHORS: LazyLock<Vec<memmem::Finder<'static>>> = LazyLock::new(|| {
     [
         "runcat",
         "omitted",
-        "Output too large",
+        "too l",
         "Preview",
         "PARTIAL",
-        "too long",
         "START_TOOL",
         "clipped",
         "elided",
-        "too large",
         "larger (",
     ]
     .iter()
@@ -1061,6 +1059,34 @@ mod tests {
             }
         );
         assert!(!t.truncated_upstream);
+    }
+
+    #[test]
+    fn every_marker_contains_an_anchor() {
+        let anchors = [
+            "runcat",
+            "omitted",
+            "too l",
+            "Preview",
+            "PARTIAL",
+            "START_TOOL",
+            "clipped",
+            "elided",
+            "larger (",
+        ];
+        for (layer, m) in MARKERS {
+            // " text items ...]" is the tail of Codex's "[omitted N text items ...]".
+            let text = if m.contains("text items") {
+                format!("[omitted 3{m}")
+            } else {
+                m.to_string()
+            };
+            assert!(anchors.iter().any(|a| text.contains(a)), "{layer}: {m}");
+            assert!(
+                has_marker(format!("some output {text} more").as_bytes()),
+                "{layer}: {m}"
+            );
+        }
     }
 
     #[test]
