@@ -396,23 +396,24 @@ impl State {
 
     /// Records one result.
     pub fn record(&mut self, r: &ToolRecord, now: u64) {
-        // Lookup without allocating a key on the hot path.
+        // One borrowed lookup in the common case; a key is allocated only for a new series.
         let probe = SeriesKeyRef {
             service: &r.service,
             tool: &r.tool,
         };
-        // Borrowed lookup: a key is allocated only for a new series.
-        let known = self.series.contains_key(&probe as &dyn KeyLike);
-        let overflow = !known && self.series.len() >= self.limits.max_series;
-        if overflow {
-            self.overflow_records += 1;
+        if let Some(s) = self.series.get_mut(&probe as &dyn KeyLike) {
+            Self::apply(s, &self.limits, r, now);
+            if !self.observers.is_empty() {
+                self.notify(&r.service, &r.tool, r, now);
+            }
+            return;
         }
-        let (service, tool): (&str, &str) = if overflow {
+        let (service, tool): (&str, &str) = if self.series.len() >= self.limits.max_series {
+            self.overflow_records += 1;
             (OVERFLOW, OVERFLOW)
         } else {
             (&r.service, &r.tool)
         };
-        let windows = &self.limits.windows;
         let probe = SeriesKeyRef { service, tool };
         if !self.series.contains_key(&probe as &dyn KeyLike) {
             self.series.insert(
@@ -420,13 +421,31 @@ impl State {
                     service: service.to_string(),
                     tool: tool.to_string(),
                 },
-                Series::new(windows),
+                Series::new(&self.limits.windows),
             );
         }
         let s = self
             .series
             .get_mut(&probe as &dyn KeyLike)
             .expect("present or just inserted");
+        Self::apply(s, &self.limits, r, now);
+        if !self.observers.is_empty() {
+            self.notify(service, tool, r, now);
+        }
+    }
+
+    fn notify(&mut self, service: &str, tool: &str, r: &ToolRecord, now: u64) {
+        let key = SeriesKey {
+            service: service.to_string(),
+            tool: tool.to_string(),
+        };
+        for o in &mut self.observers {
+            o.observe(&key, r, now);
+        }
+    }
+
+    fn apply(s: &mut Series, limits: &Limits, r: &ToolRecord, now: u64) {
+        let windows = &limits.windows;
         s.total.record(r);
         for w in &mut s.windows {
             w.current(now).record(r);
@@ -435,7 +454,7 @@ impl State {
             let i = SIZE_BUCKETS.partition_point(|&b| b < bytes);
             s.size_buckets[i] += 1;
             s.size_sum = s.size_sum.saturating_add(bytes);
-            let keep = self.limits.largest_results;
+            let keep = limits.largest_results;
             let horizon = windows
                 .iter()
                 .map(|(_, d)| d.as_secs())
@@ -468,16 +487,7 @@ impl State {
                 Size::Known { bytes, .. } => bytes,
                 _ => 0,
             };
-            space_saving(&mut s.args, h, bytes, self.limits.top_args_hashes);
-        }
-        if !self.observers.is_empty() {
-            let key = SeriesKey {
-                service: service.to_string(),
-                tool: tool.to_string(),
-            };
-            for o in &mut self.observers {
-                o.observe(&key, r, now);
-            }
+            space_saving(&mut s.args, h, bytes, limits.top_args_hashes);
         }
     }
 
@@ -1202,6 +1212,31 @@ mod tests {
         // A known series keeps recording.
         st.record(&rec("t0", known(1)), 1000);
         assert_eq!(st.overflow_records, 7);
+    }
+
+    #[test]
+    fn observers_see_every_record_with_its_series() {
+        use std::sync::{Arc, Mutex};
+        struct Seen(Arc<Mutex<Vec<(String, u64)>>>);
+        impl ResultObserver for Seen {
+            fn observe(&mut self, key: &SeriesKey, r: &ToolRecord, _now: u64) {
+                let b = match r.size {
+                    Size::Known { bytes, .. } => bytes,
+                    _ => 0,
+                };
+                self.0.lock().unwrap().push((key.tool.clone(), b));
+            }
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut st = State::new(limits(1));
+        st.add_observer(Box::new(Seen(seen.clone())));
+        st.record(&rec("a", known(5)), 1000);
+        st.record(&rec("a", known(6)), 1000);
+        st.record(&rec("b", known(7)), 1000);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![("a".into(), 5), ("a".into(), 6), (OVERFLOW.into(), 7)]
+        );
     }
 
     #[test]
