@@ -10,7 +10,8 @@ log() { printf '==> %s\n' "$*"; }
 
 install_peers() {
   # Debian packages the tests start on loopback ports.
-  local apt_pkgs=(python3 python3-pip)
+  # prometheus: its promtool checks /metrics (tests/collector_metrics.rs).
+  local apt_pkgs=(python3 python3-pip prometheus)
   local missing=()
   for p in "${apt_pkgs[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -14,6 +14,8 @@ pub mod semconv;
 
 #[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "collector")]
+pub mod collector;
 
 pub use args_hash::{args_hash, canonical_json, ArgsHashError};
 pub use guard::{CeilingGuard, Envelope, Warning};

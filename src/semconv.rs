@@ -56,3 +56,7 @@ pub const LARGE_RESULT_THRESHOLD_BYTES: &str = "tool.large_result.threshold_byte
 pub const ERROR_TYPE_PANIC: &str = "panic";
 /// `error.type` of a call that was dropped (cancelled) before it finished.
 pub const ERROR_TYPE_CANCELLED: &str = "cancelled";
+
+/// `gen_ai.tool.call.result.size`: UTF-8 bytes of the serialized result, measured before
+/// truncation (Sentry conventions). The collector reads it as a measured size.
+pub const GEN_AI_TOOL_CALL_RESULT_SIZE: &str = "gen_ai.tool.call.result.size";

@@ -11,6 +11,8 @@ use clap::{Parser, Subcommand};
 
 pub mod args_hash;
 pub mod check;
+#[cfg(feature = "collector")]
+pub mod serve;
 pub mod wrap;
 
 /// Exit code for bad input, a refused payload or any failure of toolsize itself.
@@ -35,6 +37,12 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Run a command-line tool; measure, guard and report its output as an envelope.
     Wrap(wrap::WrapArgs),
+    /// Run the collector daemon: OTLP in, per-tool size histograms out.
+    #[cfg(feature = "collector")]
+    Serve(Box<serve::ServeArgs>),
+    /// Print a complete, commented collector configuration file.
+    #[cfg(feature = "collector")]
+    GenConfig,
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -43,6 +51,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::ArgsHash(args) => args_hash::run(&args),
         Command::Check(args) => check::run(args),
         Command::Wrap(args) => wrap::run(args),
+        #[cfg(feature = "collector")]
+        Command::Serve(args) => serve::serve(*args),
+        #[cfg(feature = "collector")]
+        Command::GenConfig => serve::gen_config(),
     }
 }
 

@@ -3,6 +3,10 @@
 
 pub mod sink;
 
+/// Collector helpers: OTLP request builders, daemons on ephemeral ports, peers.
+#[cfg(feature = "collector")]
+pub mod collector;
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};

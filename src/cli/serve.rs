@@ -1,0 +1,141 @@
+//! `toolsize serve` (the collector daemon) and `toolsize gen-config`.
+//!
+//! `serve` reads the configuration (flags > `TOOLSIZE_*` environment > `--config` file >
+//! defaults), starts the daemon, prints one JSON line on standard output once listening
+//! (`{"event":"listening","otlp_grpc":..,"otlp_http":..,"admin":..}`, useful with port 0), and
+//! stops gracefully on SIGINT or SIGTERM: in-flight requests finish, the queue drains and a final
+//! snapshot is written. Logs go to standard error (`RUST_LOG` overrides the `info` level).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::CliError;
+use crate::collector::config::{Config, Overrides, GENERATED_CONFIG};
+use crate::collector::Daemon;
+
+/// Flags of `toolsize serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// TOML configuration file (`toolsize gen-config` prints a complete one).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// OTLP/gRPC listen address [default: 127.0.0.1:4317].
+    #[arg(long, value_name = "ADDR")]
+    pub otlp_grpc_addr: Option<SocketAddr>,
+    /// OTLP/HTTP listen address [default: 127.0.0.1:4318].
+    #[arg(long, value_name = "ADDR")]
+    pub otlp_http_addr: Option<SocketAddr>,
+    /// Admin HTTP listen address: /metrics, /api/v1/* [default: 127.0.0.1:9464].
+    #[arg(long, value_name = "ADDR")]
+    pub admin_addr: Option<SocketAddr>,
+    /// Directory for state snapshots, restored at start [default: none, memory only].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Interval between snapshots, e.g. 10s [default: 10s].
+    #[arg(long, value_name = "DURATION")]
+    pub snapshot_interval: Option<String>,
+    /// Cardinality cap on (service, tool) series [default: 2000].
+    #[arg(long, value_name = "N")]
+    pub max_series: Option<usize>,
+    /// Sliding window, repeatable, e.g. --window 5m --window 1h [default: 5m, 1h].
+    #[arg(long = "window", value_name = "DURATION")]
+    pub windows: Vec<String>,
+}
+
+impl ServeArgs {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            otlp_grpc_addr: self.otlp_grpc_addr,
+            otlp_http_addr: self.otlp_http_addr,
+            admin_addr: self.admin_addr,
+            data_dir: self.data_dir.clone(),
+            snapshot_interval: self.snapshot_interval.clone(),
+            max_series: self.max_series,
+            windows: (!self.windows.is_empty()).then(|| self.windows.clone()),
+        }
+    }
+}
+
+/// Prints the complete commented configuration file.
+pub fn gen_config() -> ExitCode {
+    print!("{GENERATED_CONFIG}");
+    ExitCode::SUCCESS
+}
+
+/// Runs the daemon until SIGINT or SIGTERM.
+pub fn serve(args: ServeArgs) -> ExitCode {
+    let env = std::env::vars().filter(|(k, _)| k.starts_with("TOOLSIZE_"));
+    let config = match Config::load(args.config.as_deref(), env, &args.overrides()) {
+        Ok(c) => c,
+        Err(e) => return CliError::new("CONFIG", e.to_string()).report(),
+    };
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return CliError::new("RUNTIME", e.to_string()).report(),
+    };
+    runtime.block_on(async move {
+        let daemon = match Daemon::start(&config).await {
+            Ok(d) => d,
+            Err(e) => return CliError::new("START", e.to_string()).report(),
+        };
+        tracing::info!(
+            windows = ?config.aggregation.windows,
+            max_series = config.aggregation.max_series,
+            max_request_bytes = config.otlp.max_request_bytes,
+            data_dir = ?config.store.data_dir,
+            snapshot_interval = %config.store.snapshot_interval,
+            "Effective configuration."
+        );
+        println!(
+            "{}",
+            serde_json::json!({
+                "event": "listening",
+                "otlp_grpc": daemon.otlp_grpc_addr.to_string(),
+                "otlp_http": daemon.otlp_http_addr.to_string(),
+                "admin": daemon.admin_addr.to_string(),
+            })
+        );
+        wait_for_signal().await;
+        tracing::info!("Shutting down.");
+        daemon.shutdown().await;
+        ExitCode::SUCCESS
+    })
+}
+
+fn init_logging() {
+    use tracing_subscriber::{fmt, prelude::*, EnvFilter};
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt::layer().with_writer(std::io::stderr).with_ansi(false))
+        .try_init();
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,165 @@
+//! Admin HTTP: Prometheus metrics, the JSON API and health checks.
+//!
+//! Endpoints:
+//! - `GET /metrics`: Prometheus text format 0.0.4 (see [`super::exposition`]).
+//! - `GET /api/v1/tools?window=5m|1h|all&service=S`: per (service, tool) count, p50, p95, p99,
+//!   max, errors, truncated, truncated upstream, unknown size, latency p95.
+//! - `GET /api/v1/tools/{tool}?window=&service=`: the same plus the largest recent results (trace
+//!   id, span id, args hash) and the most repeated argument hashes; 404 for an unknown tool.
+//! - `GET /healthz`: 200 while the process serves.
+//! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503.
+//!
+//! Every answer is computed by the aggregator task; this module only asks (bounded command
+//! channel) and waits at most 5 s, answering 503 if the aggregator is too busy.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot};
+
+use super::aggregator::Command;
+use super::SelfStats;
+
+/// Content type of `/metrics`.
+pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// What the admin router needs.
+#[derive(Debug, Clone)]
+pub struct ApiState {
+    control: mpsc::Sender<Command>,
+    stats: Arc<SelfStats>,
+}
+
+impl ApiState {
+    /// A state asking the aggregator behind `control`.
+    pub fn new(control: mpsc::Sender<Command>, stats: Arc<SelfStats>) -> Self {
+        Self { control, stats }
+    }
+
+    /// Self-metrics.
+    pub fn stats(&self) -> &SelfStats {
+        &self.stats
+    }
+
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+        wait: Duration,
+    ) -> Result<T, Response> {
+        let busy = || {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({"error": "aggregator unavailable"})),
+            )
+                .into_response()
+        };
+        let (tx, rx) = oneshot::channel();
+        tokio::time::timeout(wait, async {
+            self.control.send(make(tx)).await.ok()?;
+            rx.await.ok()
+        })
+        .await
+        .ok()
+        .flatten()
+        .ok_or_else(busy)
+    }
+}
+
+/// Query parameters of the tools endpoints.
+#[derive(Debug, Default, Deserialize)]
+pub struct ToolsQuery {
+    /// A configured window label, or `all` (default).
+    pub window: Option<String>,
+    /// Only this service.
+    pub service: Option<String>,
+}
+
+/// The admin router.
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/api/v1/tools", get(tools))
+        .route("/api/v1/tools/{tool}", get(tool))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+const WAIT: Duration = Duration::from_secs(5);
+
+fn bad_request(message: String) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(serde_json::json!({ "error": message })),
+    )
+        .into_response()
+}
+
+async fn metrics(State(s): State<ApiState>) -> Response {
+    match s.ask(|reply| Command::Metrics { reply }, WAIT).await {
+        Ok(text) => ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response(),
+        Err(r) => r,
+    }
+}
+
+async fn tools(State(s): State<ApiState>, Query(q): Query<ToolsQuery>) -> Response {
+    let r = s
+        .ask(
+            |reply| Command::Tools {
+                window: q.window,
+                service: q.service,
+                reply,
+            },
+            WAIT,
+        )
+        .await;
+    match r {
+        Ok(Ok(view)) => Json(view).into_response(),
+        Ok(Err(e)) => bad_request(e),
+        Err(r) => r,
+    }
+}
+
+async fn tool(
+    State(s): State<ApiState>,
+    Path(tool): Path<String>,
+    Query(q): Query<ToolsQuery>,
+) -> Response {
+    let r = s
+        .ask(
+            |reply| Command::Tool {
+                tool: tool.clone(),
+                window: q.window,
+                service: q.service,
+                reply,
+            },
+            WAIT,
+        )
+        .await;
+    match r {
+        Ok(Ok(Some(view))) => Json(view).into_response(),
+        Ok(Ok(None)) => (
+            StatusCode::NOT_FOUND,
+            Json(serde_json::json!({ "error": format!("no tool named {tool:?}") })),
+        )
+            .into_response(),
+        Ok(Err(e)) => bad_request(e),
+        Err(r) => r,
+    }
+}
+
+async fn readyz(State(s): State<ApiState>) -> Response {
+    match s
+        .ask(|reply| Command::Ping { reply }, Duration::from_secs(1))
+        .await
+    {
+        Ok(()) => "ready\n".into_response(),
+        Err(r) => r,
+    }
+}

@@ -1,0 +1,648 @@
+//! The daemon's configuration: one typed struct, read from a TOML file, `TOOLSIZE_*` environment
+//! variables and command-line flags.
+//!
+//! Precedence: flags > environment > file > built-in defaults (the `DEFAULT_*` constants). An
+//! unknown key in the file is an error that names the closest known key ("did you mean"); a bad
+//! value (an address that does not parse, a zero interval) is an error, never a panic.
+//! [`GENERATED_CONFIG`] is the complete commented file `toolsize gen-config` prints; a test parses
+//! it back and checks it equals the defaults.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Default OTLP/gRPC listen address.
+pub const DEFAULT_OTLP_GRPC_ADDR: &str = "127.0.0.1:4317";
+/// Default OTLP/HTTP listen address.
+pub const DEFAULT_OTLP_HTTP_ADDR: &str = "127.0.0.1:4318";
+/// Default admin HTTP listen address (`/metrics`, `/api/v1/*`).
+pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9464";
+/// Default request body limit, measured after decompression (the OTLP spec's recommendation).
+pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 64 * 1024 * 1024;
+/// Default capacity of the queue between the receivers and the aggregator, in requests.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
+/// Default sliding windows.
+pub const DEFAULT_WINDOWS: &[&str] = &["5m", "1h"];
+/// Default cardinality cap: (service, tool) series beyond it go to one overflow series.
+pub const DEFAULT_MAX_SERIES: usize = 2000;
+/// Default longest tool name kept, in bytes; longer names are cut on a character boundary.
+pub const DEFAULT_MAX_TOOL_NAME_BYTES: usize = 128;
+/// Default number of largest recent results kept per series.
+pub const DEFAULT_LARGEST_RESULTS: usize = 10;
+/// Default number of argument hashes tracked per series (space-saving top-k).
+pub const DEFAULT_TOP_ARGS_HASHES: usize = 32;
+/// Default snapshot interval.
+pub const DEFAULT_SNAPSHOT_INTERVAL: &str = "10s";
+/// Default placeholders that mean "content hidden", i.e. size unknown.
+pub const DEFAULT_PLACEHOLDERS: &[&str] = &["__REDACTED__", "<not specified>", "<redacted>"];
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// OTLP receivers.
+    pub otlp: OtlpConfig,
+    /// Admin HTTP listener.
+    pub admin: AdminConfig,
+    /// Per-tool aggregation.
+    pub aggregation: AggregationConfig,
+    /// Recognition of tool spans.
+    pub recognition: RecognitionConfig,
+    /// Snapshots on disk.
+    pub store: StoreConfig,
+}
+
+/// `[otlp]`: the OTLP receivers.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OtlpConfig {
+    /// OTLP/gRPC listen address.
+    pub grpc_addr: SocketAddr,
+    /// OTLP/HTTP listen address.
+    pub http_addr: SocketAddr,
+    /// Largest request accepted, after decompression; larger ones get 413 / RESOURCE_EXHAUSTED.
+    pub max_request_bytes: u64,
+    /// Requests queued for the aggregator; when full, receivers answer 503 / UNAVAILABLE.
+    pub queue_capacity: usize,
+}
+
+/// `[admin]`: the admin HTTP listener.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Listen address.
+    pub addr: SocketAddr,
+}
+
+/// `[aggregation]`: per (service, tool) state.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AggregationConfig {
+    /// Sliding windows, e.g. `["5m", "1h"]`.
+    pub windows: Vec<String>,
+    /// Cardinality cap on (service, tool) series.
+    pub max_series: usize,
+    /// Longest tool name kept, in bytes.
+    pub max_tool_name_bytes: usize,
+    /// Largest recent results kept per series.
+    pub largest_results: usize,
+    /// Argument hashes tracked per series.
+    pub top_args_hashes: usize,
+}
+
+/// `[recognition]`: how tool spans and their sizes are read.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecognitionConfig {
+    /// Attribute value length limits (characters) of the SDKs in front of the daemon; content of
+    /// exactly that length is flagged truncated upstream.
+    pub attribute_value_length_limits: Vec<u64>,
+    /// Content values meaning "hidden": the size is unknown, not the placeholder's length.
+    pub placeholders: Vec<String>,
+}
+
+/// `[store]`: snapshots.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Directory for snapshots; empty means state is kept in memory only.
+    pub data_dir: Option<PathBuf>,
+    /// Interval between snapshots, e.g. `"10s"`.
+    pub snapshot_interval: String,
+}
+
+impl Default for OtlpConfig {
+    fn default() -> Self {
+        Self {
+            grpc_addr: DEFAULT_OTLP_GRPC_ADDR.parse().expect("valid default"),
+            http_addr: DEFAULT_OTLP_HTTP_ADDR.parse().expect("valid default"),
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
+        }
+    }
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            addr: DEFAULT_ADMIN_ADDR.parse().expect("valid default"),
+        }
+    }
+}
+
+impl Default for AggregationConfig {
+    fn default() -> Self {
+        Self {
+            windows: DEFAULT_WINDOWS.iter().map(|s| s.to_string()).collect(),
+            max_series: DEFAULT_MAX_SERIES,
+            max_tool_name_bytes: DEFAULT_MAX_TOOL_NAME_BYTES,
+            largest_results: DEFAULT_LARGEST_RESULTS,
+            top_args_hashes: DEFAULT_TOP_ARGS_HASHES,
+        }
+    }
+}
+
+impl Default for RecognitionConfig {
+    fn default() -> Self {
+        Self {
+            attribute_value_length_limits: Vec::new(),
+            placeholders: DEFAULT_PLACEHOLDERS.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: None,
+            snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL.to_string(),
+        }
+    }
+}
+
+#[allow(clippy::derivable_impls)]
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            otlp: OtlpConfig::default(),
+            admin: AdminConfig::default(),
+            aggregation: AggregationConfig::default(),
+            recognition: RecognitionConfig::default(),
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+/// A configuration that could not be read or is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or a value has the wrong type.
+    #[error("invalid config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A key the daemon does not know.
+    #[error("unknown config key `{key}`{}", suggestion.as_ref().map(|s| format!(" (did you mean `{s}`?)")).unwrap_or_default())]
+    UnknownKey {
+        /// The dotted key, e.g. `otlp.grcp_addr`.
+        key: String,
+        /// The closest known key.
+        suggestion: Option<String>,
+    },
+    /// A value that parses but makes no sense.
+    #[error("invalid value for {key} ({origin}): {message}")]
+    Invalid {
+        /// The dotted key or variable name.
+        key: String,
+        /// Where the value came from: file, environment, flag.
+        origin: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Every key the file may hold, dotted. Checked against [`GENERATED_CONFIG`] by a test.
+pub const KNOWN_KEYS: &[&str] = &[
+    "otlp",
+    "otlp.grpc_addr",
+    "otlp.http_addr",
+    "otlp.max_request_bytes",
+    "otlp.queue_capacity",
+    "admin",
+    "admin.addr",
+    "aggregation",
+    "aggregation.windows",
+    "aggregation.max_series",
+    "aggregation.max_tool_name_bytes",
+    "aggregation.largest_results",
+    "aggregation.top_args_hashes",
+    "recognition",
+    "recognition.attribute_value_length_limits",
+    "recognition.placeholders",
+    "store",
+    "store.data_dir",
+    "store.snapshot_interval",
+];
+
+/// Values given on the command line; `None` means "not given".
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--otlp-grpc-addr`.
+    pub otlp_grpc_addr: Option<SocketAddr>,
+    /// `--otlp-http-addr`.
+    pub otlp_http_addr: Option<SocketAddr>,
+    /// `--admin-addr`.
+    pub admin_addr: Option<SocketAddr>,
+    /// `--data-dir`.
+    pub data_dir: Option<PathBuf>,
+    /// `--snapshot-interval`.
+    pub snapshot_interval: Option<String>,
+    /// `--max-series`.
+    pub max_series: Option<usize>,
+    /// `--window` (repeatable).
+    pub windows: Option<Vec<String>>,
+}
+
+/// Environment variables read by [`Config::load`], each with the key it sets.
+pub const ENV_VARS: &[(&str, &str)] = &[
+    ("TOOLSIZE_OTLP_GRPC_ADDR", "otlp.grpc_addr"),
+    ("TOOLSIZE_OTLP_HTTP_ADDR", "otlp.http_addr"),
+    ("TOOLSIZE_ADMIN_ADDR", "admin.addr"),
+    ("TOOLSIZE_MAX_REQUEST_BYTES", "otlp.max_request_bytes"),
+    ("TOOLSIZE_DATA_DIR", "store.data_dir"),
+    ("TOOLSIZE_SNAPSHOT_INTERVAL", "store.snapshot_interval"),
+    ("TOOLSIZE_MAX_SERIES", "aggregation.max_series"),
+    ("TOOLSIZE_WINDOWS", "aggregation.windows"),
+];
+
+impl Config {
+    /// Reads the configuration: defaults, then `file`, then `env` (`TOOLSIZE_*` pairs), then
+    /// `flags`; validates the result.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        flags: &Overrides,
+    ) -> Result<Self, ConfigError> {
+        let mut config = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
+                Self::from_toml(&text).map_err(|e| match e {
+                    ConfigError::Parse { message, .. } => ConfigError::Parse {
+                        path: path.to_owned(),
+                        message,
+                    },
+                    other => other,
+                })?
+            }
+            None => Self::default(),
+        };
+        for (name, value) in env {
+            config.apply_env(&name, &value)?;
+        }
+        config.apply_flags(flags);
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses a TOML document; unknown keys are rejected with a suggestion.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: PathBuf::new(),
+            message: e.to_string(),
+        })?;
+        check_keys(&table, "")?;
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: PathBuf::new(),
+            message: e.to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn apply_env(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            key: name.to_string(),
+            origin: "environment",
+            message,
+        };
+        match name {
+            "TOOLSIZE_OTLP_GRPC_ADDR" => {
+                self.otlp.grpc_addr = value.parse().map_err(|e| invalid(format!("{e}")))?
+            }
+            "TOOLSIZE_OTLP_HTTP_ADDR" => {
+                self.otlp.http_addr = value.parse().map_err(|e| invalid(format!("{e}")))?
+            }
+            "TOOLSIZE_ADMIN_ADDR" => {
+                self.admin.addr = value.parse().map_err(|e| invalid(format!("{e}")))?
+            }
+            "TOOLSIZE_MAX_REQUEST_BYTES" => {
+                self.otlp.max_request_bytes = value.parse().map_err(|e| invalid(format!("{e}")))?
+            }
+            "TOOLSIZE_DATA_DIR" => {
+                self.store.data_dir = (!value.is_empty()).then(|| PathBuf::from(value))
+            }
+            "TOOLSIZE_SNAPSHOT_INTERVAL" => self.store.snapshot_interval = value.to_string(),
+            "TOOLSIZE_MAX_SERIES" => {
+                self.aggregation.max_series = value.parse().map_err(|e| invalid(format!("{e}")))?
+            }
+            "TOOLSIZE_WINDOWS" => {
+                self.aggregation.windows = value
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            }
+            // Other TOOLSIZE_* variables belong to the library or other subcommands.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn apply_flags(&mut self, f: &Overrides) {
+        if let Some(a) = f.otlp_grpc_addr {
+            self.otlp.grpc_addr = a;
+        }
+        if let Some(a) = f.otlp_http_addr {
+            self.otlp.http_addr = a;
+        }
+        if let Some(a) = f.admin_addr {
+            self.admin.addr = a;
+        }
+        if let Some(d) = &f.data_dir {
+            self.store.data_dir = Some(d.clone());
+        }
+        if let Some(i) = &f.snapshot_interval {
+            self.store.snapshot_interval = i.clone();
+        }
+        if let Some(m) = f.max_series {
+            self.aggregation.max_series = m;
+        }
+        if let Some(w) = &f.windows {
+            self.aggregation.windows = w.clone();
+        }
+    }
+
+    /// Checks values that parse but make no sense.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            key: key.to_string(),
+            origin: "config",
+            message,
+        };
+        if self.aggregation.windows.is_empty() {
+            return Err(invalid("aggregation.windows", "at least one window".into()));
+        }
+        for w in &self.aggregation.windows {
+            let d = parse_duration(w).map_err(|m| invalid("aggregation.windows", m))?;
+            if d.as_secs() < 5 {
+                return Err(invalid(
+                    "aggregation.windows",
+                    format!("window {w:?} is shorter than 5s"),
+                ));
+            }
+        }
+        let snap = parse_duration(&self.store.snapshot_interval)
+            .map_err(|m| invalid("store.snapshot_interval", m))?;
+        if snap.is_zero() {
+            return Err(invalid("store.snapshot_interval", "must be above 0".into()));
+        }
+        if self.aggregation.max_series == 0 {
+            return Err(invalid("aggregation.max_series", "must be above 0".into()));
+        }
+        if self.aggregation.max_tool_name_bytes < 8 {
+            return Err(invalid(
+                "aggregation.max_tool_name_bytes",
+                "must be at least 8".into(),
+            ));
+        }
+        if self.otlp.queue_capacity == 0 {
+            return Err(invalid("otlp.queue_capacity", "must be above 0".into()));
+        }
+        if self.otlp.max_request_bytes < 1024 {
+            return Err(invalid(
+                "otlp.max_request_bytes",
+                "must be at least 1024".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The windows as (label, duration), in configured order.
+    pub fn windows(&self) -> Vec<(String, Duration)> {
+        self.aggregation
+            .windows
+            .iter()
+            .filter_map(|w| parse_duration(w).ok().map(|d| (w.clone(), d)))
+            .collect()
+    }
+
+    /// The snapshot interval.
+    pub fn snapshot_interval(&self) -> Duration {
+        parse_duration(&self.store.snapshot_interval).unwrap_or(Duration::from_secs(10))
+    }
+}
+
+/// Parses `"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{s:?} has no unit (use ms, s, m, h or d)"))?;
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} does not start with a number"))?;
+    let secs = match unit {
+        "ms" => return Ok(Duration::from_millis(n)),
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86400,
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
+            ))
+        }
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+fn check_keys(table: &toml::Table, prefix: &str) -> Result<(), ConfigError> {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        if !KNOWN_KEYS.contains(&key.as_str()) {
+            return Err(ConfigError::UnknownKey {
+                suggestion: did_you_mean(&key, KNOWN_KEYS),
+                key,
+            });
+        }
+        if let toml::Value::Table(t) = v {
+            check_keys(t, &key)?;
+        }
+    }
+    Ok(())
+}
+
+/// The closest candidate to `key` by edit distance, if it is close enough to be a typo.
+pub fn did_you_mean(key: &str, candidates: &[&str]) -> Option<String> {
+    let leaf = |s: &str| s.rsplit('.').next().unwrap_or(s).to_string();
+    candidates
+        .iter()
+        .map(|c| {
+            // Compare whole keys, and leaves alone (a key put in the wrong section).
+            let d = levenshtein(key, c).min(levenshtein(&leaf(key), &leaf(c)) + 1);
+            (d, *c)
+        })
+        .min_by_key(|(d, _)| *d)
+        .filter(|(d, c)| *d <= 3.max(c.len() / 3))
+        .map(|(_, c)| c.to_string())
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The complete commented configuration file printed by `toolsize gen-config`; every value is
+/// the default.
+pub const GENERATED_CONFIG: &str = r#"# toolsize collector configuration (`toolsize serve --config FILE`).
+# Precedence: command-line flags > TOOLSIZE_* environment variables > this file > defaults.
+# Every value below is the default. Unknown keys are errors.
+
+[otlp]
+# OTLP/gRPC listen address (env TOOLSIZE_OTLP_GRPC_ADDR, flag --otlp-grpc-addr).
+grpc_addr = "127.0.0.1:4317"
+# OTLP/HTTP listen address, POST /v1/traces (env TOOLSIZE_OTLP_HTTP_ADDR, flag --otlp-http-addr).
+http_addr = "127.0.0.1:4318"
+# Largest request accepted, in bytes, measured after gzip decompression. Larger requests are
+# answered 413 (HTTP) or RESOURCE_EXHAUSTED (gRPC). (env TOOLSIZE_MAX_REQUEST_BYTES)
+max_request_bytes = 67108864
+# Requests queued between the receivers and the aggregator. When the queue is full the
+# receivers answer 503 + Retry-After (HTTP) or UNAVAILABLE (gRPC) and count the refusal.
+queue_capacity = 1024
+
+[admin]
+# Admin HTTP: /metrics, /api/v1/tools, /api/v1/tools/{tool}, /healthz, /readyz
+# (env TOOLSIZE_ADMIN_ADDR, flag --admin-addr).
+addr = "127.0.0.1:9464"
+
+[aggregation]
+# Sliding windows for quantiles and counts (units: s, m, h, d). (env TOOLSIZE_WINDOWS, comma
+# separated; flag --window, repeatable)
+windows = ["5m", "1h"]
+# Cardinality cap on (service, tool) series; results of further series are counted in one
+# overflow series, tool="__overflow__". (env TOOLSIZE_MAX_SERIES, flag --max-series)
+max_series = 2000
+# Longest tool name kept, in bytes; control characters are replaced.
+max_tool_name_bytes = 128
+# Largest recent results kept per series, with trace id, span id and args hash.
+largest_results = 10
+# Argument hashes tracked per series, to find the most repeated calls.
+top_args_hashes = 32
+
+[recognition]
+# Attribute value length limits, in characters, of the tracing SDKs in front of the daemon
+# (e.g. OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT). Result content of exactly that length is
+# flagged "truncated upstream".
+attribute_value_length_limits = []
+# Content values that mean "hidden": the result's size is unknown, never the placeholder's.
+placeholders = ["__REDACTED__", "<not specified>", "<redacted>"]
+
+[store]
+# Directory for snapshots of the aggregated state, restored at start. Unset: memory only.
+# (env TOOLSIZE_DATA_DIR, flag --data-dir)
+# data_dir = "/var/lib/toolsize"
+# Interval between snapshots; one is also written on SIGTERM/SIGINT.
+# (env TOOLSIZE_SNAPSHOT_INTERVAL, flag --snapshot-interval)
+snapshot_interval = "10s"
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_config_parses_back_to_the_defaults() {
+        let parsed = Config::from_toml(GENERATED_CONFIG).unwrap();
+        assert_eq!(parsed, Config::default());
+    }
+
+    #[test]
+    fn generated_config_mentions_every_known_key() {
+        for key in KNOWN_KEYS {
+            let leaf = key.rsplit('.').next().unwrap();
+            let needle = if key.contains('.') {
+                format!("{leaf} =")
+            } else {
+                format!("[{leaf}]")
+            };
+            assert!(GENERATED_CONFIG.contains(&needle), "{key} missing");
+        }
+    }
+
+    #[test]
+    fn unknown_key_suggests_the_closest() {
+        let err = Config::from_toml("[otlp]\ngrcp_addr = \"127.0.0.1:1\"\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown config key `otlp.grcp_addr` (did you mean `otlp.grpc_addr`?)"
+        );
+        let err = Config::from_toml("[agregation]\n").unwrap_err();
+        assert!(
+            err.to_string().contains("did you mean `aggregation`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn precedence_is_flags_env_file_defaults() {
+        let dir = std::env::temp_dir().join(format!("toolsize-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.toml");
+        std::fs::write(
+            &file,
+            "[aggregation]\nmax_series = 10\n[admin]\naddr = \"127.0.0.1:1\"\n[otlp]\nhttp_addr = \"127.0.0.1:7\"\n",
+        )
+        .unwrap();
+        let env = vec![
+            ("TOOLSIZE_MAX_SERIES".to_string(), "20".to_string()),
+            ("TOOLSIZE_ADMIN_ADDR".to_string(), "127.0.0.1:2".to_string()),
+        ];
+        let flags = Overrides {
+            admin_addr: Some("127.0.0.1:3".parse().unwrap()),
+            ..Overrides::default()
+        };
+        let c = Config::load(Some(&file), env, &flags).unwrap();
+        assert_eq!(c.admin.addr.port(), 3, "flag beats env");
+        assert_eq!(c.aggregation.max_series, 20, "env beats file");
+        assert_eq!(c.otlp.http_addr.port(), 7, "file beats default");
+        assert_eq!(c.otlp.grpc_addr.port(), 4317, "default");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        assert!(Config::from_toml("[store]\nsnapshot_interval = \"0s\"\n").is_err());
+        assert!(Config::from_toml("[aggregation]\nwindows = [\"5 minutes\"]\n").is_err());
+        assert!(Config::from_toml("[admin]\naddr = \"nope\"\n").is_err());
+        let env = vec![("TOOLSIZE_MAX_SERIES".to_string(), "many".to_string())];
+        assert!(Config::load(None, env, &Overrides::default()).is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("m").is_err());
+    }
+}

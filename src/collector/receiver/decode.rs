@@ -1,0 +1,157 @@
+//! Decoding OTLP trace requests (protobuf, JSON, gzip) and turning them into tool records.
+//!
+//! Bodies are bounded before and after decompression: a gzip bomb stops at the limit plus one
+//! byte and is refused as too large without inflating the rest. Decoding errors are returned,
+//! never panics; the caller maps them to 400 / INVALID_ARGUMENT.
+
+use std::io::Read;
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use prost::Message;
+
+use std::sync::Arc;
+
+use super::wire;
+use crate::collector::recognize::{Outcome, Recognizer, ToolRecord};
+
+/// `service.name` used when a resource has none.
+pub const UNKNOWN_SERVICE: &str = "unknown_service";
+
+/// A request body that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Larger than the limit after decompression.
+    #[error("request body is larger than {limit} bytes after decompression")]
+    TooLarge {
+        /// The limit.
+        limit: u64,
+    },
+    /// Not valid gzip.
+    #[error("invalid gzip body: {0}")]
+    Gzip(std::io::Error),
+    /// Not a valid protobuf `ExportTraceServiceRequest`.
+    #[error("invalid protobuf ExportTraceServiceRequest: {0}")]
+    Protobuf(#[from] prost::DecodeError),
+    /// Not a valid protobuf `ExportTraceServiceRequest` (zero-copy reader).
+    #[error(transparent)]
+    Wire(#[from] wire::WireError),
+    /// Not a valid OTLP/JSON `ExportTraceServiceRequest`.
+    #[error("invalid OTLP/JSON ExportTraceServiceRequest: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Inflates a gzip body, refusing to produce more than `limit` bytes.
+pub fn gunzip(body: &[u8], limit: u64) -> Result<Vec<u8>, DecodeError> {
+    let mut out = Vec::with_capacity((body.len() * 4).min(limit as usize));
+    flate2::read::MultiGzDecoder::new(body)
+        .take(limit + 1)
+        .read_to_end(&mut out)
+        .map_err(DecodeError::Gzip)?;
+    if out.len() as u64 > limit {
+        return Err(DecodeError::TooLarge { limit });
+    }
+    Ok(out)
+}
+
+/// Decodes a binary protobuf request.
+pub fn decode_protobuf(body: &[u8]) -> Result<ExportTraceServiceRequest, DecodeError> {
+    Ok(ExportTraceServiceRequest::decode(body)?)
+}
+
+/// Decodes an OTLP/JSON request (hex ids, 64-bit integers as strings or numbers, unknown fields
+/// ignored).
+pub fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, DecodeError> {
+    Ok(serde_json::from_slice(body)?)
+}
+
+/// What a request held.
+#[derive(Debug, Default)]
+pub struct Recognized {
+    /// Tool spans.
+    pub records: Vec<ToolRecord>,
+    /// Spans that are not tool spans (ignored, counted).
+    pub not_tool: u64,
+    /// Tool spans that could not be used (rejected, counted).
+    pub invalid: u64,
+    /// Why the first rejected span was rejected.
+    pub invalid_reason: Option<&'static str>,
+}
+
+impl Recognized {
+    /// Every span of the request.
+    pub fn spans(&self) -> u64 {
+        self.records.len() as u64 + self.not_tool + self.invalid
+    }
+}
+
+/// Classifies every span of a protobuf-encoded request, reading it in place (see
+/// [`super::wire`]). A malformed request is an error and nothing of it is kept.
+pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, DecodeError> {
+    let mut out = Recognized::default();
+    let mut service: Option<(&str, Arc<str>)> = None;
+    wire::for_each_span(body, |svc, scope, span| {
+        let svc = if svc.is_empty() { UNKNOWN_SERVICE } else { svc };
+        let arc = match &service {
+            Some((name, arc)) if *name == svc => arc.clone(),
+            _ => {
+                let arc: Arc<str> = svc.into();
+                service = Some((svc, arc.clone()));
+                arc
+            }
+        };
+        match r.recognize(&arc, scope, span) {
+            Outcome::Tool(t) => out.records.push(*t),
+            Outcome::NotTool => out.not_tool += 1,
+            Outcome::Invalid(why) => {
+                out.invalid += 1;
+                out.invalid_reason.get_or_insert(why);
+            }
+        }
+    })?;
+    Ok(out)
+}
+
+/// Classifies every span of a decoded request (re-encodes it; the JSON path).
+pub fn recognize_request(r: &Recognizer, req: &ExportTraceServiceRequest) -> Recognized {
+    recognize_protobuf(r, &req.encode_to_vec()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn gzip_bomb_stops_at_the_limit() {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        enc.write_all(&vec![0u8; 50 << 20]).unwrap();
+        let bomb = enc.finish().unwrap();
+        assert!(bomb.len() < 100_000);
+        assert!(matches!(
+            gunzip(&bomb, 1 << 20),
+            Err(DecodeError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            gunzip(b"not gzip", 1 << 20),
+            Err(DecodeError::Gzip(_))
+        ));
+    }
+
+    #[test]
+    fn json_mapping_hex_ids_and_string_ints() {
+        let body = br#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"svc"}}]},
+          "scopeSpans":[{"scope":{"name":"x"},"spans":[{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708",
+          "name":"execute_tool grep","kind":1,"startTimeUnixNano":"1000000","endTimeUnixNano":"3000000","unknownField":7,
+          "attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"execute_tool"}},
+                        {"key":"tool.result.bytes","value":{"intValue":"4096"}}]}]}]}]}"#;
+        let req = decode_json(body).unwrap();
+        let span = &req.resource_spans[0].scope_spans[0].spans[0];
+        assert_eq!(span.trace_id, (1..=16).collect::<Vec<u8>>());
+        assert_eq!(span.start_time_unix_nano, 1_000_000);
+        let r = Recognizer::new(&Default::default(), 128);
+        let rec = recognize_request(&r, &req);
+        assert_eq!(rec.records.len(), 1);
+        assert_eq!(&*rec.records[0].service, "svc");
+        assert!(decode_json(br#"{"resourceSpans":"nope"}"#).is_err());
+    }
+}

@@ -1,0 +1,1252 @@
+//! Recognition of tool spans from every common emitter: one ordered, data-driven table.
+//!
+//! [`RULES`] says what makes a span a tool span, emitter by emitter (reference/semconv.md,
+//! section 0); the first matching rule names the emitter. [`NAME_KEYS`], [`SIZE_KEYS`],
+//! [`CONTENT_KEYS`], [`EVENT_CONTENT`] and [`ARGS_KEYS`] say, in precedence order, where the tool
+//! name, a measured size, the result content and the arguments live. The tables are compiled
+//! once ([`Recognizer::new`]) into attribute-slot indices, so a span's attributes are scanned once.
+//!
+//! Sizes: a measured size (`tool.result.bytes`, `gen_ai.tool.call.result.size`) wins; otherwise
+//! the size is derived from the content (UTF-8 bytes of a string, compact JSON of a structured
+//! value). Content that shows an upstream cut (a marker of reference/layers.md section 9, a
+//! length equal to a configured attribute limit, JSON that no longer parses, `logfire.truncated`)
+//! flags the record truncated upstream: its size is a lower bound. Placeholders and missing content
+//! make the size unknown — never 0.
+//!
+//! Under load this is pure CPU on the receiving task; it allocates only the record it returns.
+//! It never fails: a span it cannot read is "not a tool span" or "size unknown".
+
+use std::sync::LazyLock;
+
+use memchr::memmem;
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
+use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+use serde::{Deserialize, Serialize};
+
+use super::config::RecognitionConfig;
+use super::receiver::wire::{AttrValue, SpanView};
+use crate::semconv;
+
+/// Who emitted a tool span, as decided by the first matching rule of [`RULES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Emitter {
+    /// toolsize's own span contract.
+    Toolsize,
+    /// Langfuse SDK (`langfuse.observation.type = tool`).
+    Langfuse,
+    /// OpenInference / Arize Phoenix (`openinference.span.kind = TOOL`).
+    OpenInference,
+    /// OpenLLMetry / Traceloop (`traceloop.span.kind = tool`).
+    OpenLlmetry,
+    /// OTel MCP conventions (`mcp.method.name = tools/call`).
+    Mcp,
+    /// pydantic-ai ≥ 2 (format v5), scope `pydantic-ai`.
+    PydanticAi,
+    /// pydantic-ai 1.x (format v2), span `running tool`.
+    PydanticAiV1,
+    /// Google ADK, scope `gcp.vertex.agent`.
+    GoogleAdk,
+    /// Strands Agents (`gen_ai.tool.status`).
+    Strands,
+    /// OTel GenAI conventions (`gen_ai.operation.name = execute_tool`).
+    OtelGenAi,
+    /// Vercel AI SDK legacy telemetry (`ai.toolCall`).
+    VercelAi,
+    /// MLflow (`mlflow.spanType = "TOOL"`).
+    Mlflow,
+    /// Logfire's openai-agents integration (`Function: {name}`).
+    LogfireAgents,
+    /// Only `gen_ai.tool.name` / `gen_ai.tool.call.id` present (Langfuse's rule 7).
+    GenAiFallback,
+}
+
+impl Emitter {
+    /// Stable snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Emitter::Toolsize => "toolsize",
+            Emitter::Langfuse => "langfuse",
+            Emitter::OpenInference => "openinference",
+            Emitter::OpenLlmetry => "openllmetry",
+            Emitter::Mcp => "mcp",
+            Emitter::PydanticAi => "pydantic_ai",
+            Emitter::PydanticAiV1 => "pydantic_ai_v1",
+            Emitter::GoogleAdk => "google_adk",
+            Emitter::Strands => "strands",
+            Emitter::OtelGenAi => "otel_gen_ai",
+            Emitter::VercelAi => "vercel_ai",
+            Emitter::Mlflow => "mlflow",
+            Emitter::LogfireAgents => "logfire_agents",
+            Emitter::GenAiFallback => "gen_ai_fallback",
+        }
+    }
+}
+
+/// One condition of a rule.
+#[derive(Debug, Clone, Copy)]
+pub enum Cond {
+    /// Attribute present (any value).
+    Present(&'static str),
+    /// String attribute equal to the value.
+    Eq(&'static str, &'static str),
+    /// String attribute equal to the value, ASCII case-insensitively.
+    EqIgnoreCase(&'static str, &'static str),
+    /// String attribute starting with the value.
+    Prefix(&'static str, &'static str),
+    /// Span name equal to the value.
+    NameEq(&'static str),
+    /// Span name starting with the value.
+    NamePrefix(&'static str),
+    /// Instrumentation scope name equal to the value.
+    Scope(&'static str),
+}
+
+/// A rule: every condition must hold (AND); rules are tried in order.
+#[derive(Debug, Clone, Copy)]
+pub struct Rule {
+    /// The emitter named when the rule matches.
+    pub emitter: Emitter,
+    /// Conditions, all required.
+    pub all: &'static [Cond],
+}
+
+const OP: &str = semconv::GEN_AI_OPERATION_NAME;
+const EXEC: &str = semconv::OPERATION_EXECUTE_TOOL;
+
+/// What makes a span a tool span, first match wins (reference/semconv.md sections 0 and 8).
+#[rustfmt::skip]
+pub const RULES: &[Rule] = &[
+    Rule { emitter: Emitter::Toolsize, all: &[Cond::Present(semconv::TOOL_ARGS_HASH), Cond::Eq(OP, EXEC)] },
+    Rule { emitter: Emitter::Toolsize, all: &[Cond::Present(semconv::TOOL_RESULT_BYTES)] },
+    Rule { emitter: Emitter::Langfuse, all: &[Cond::Eq("langfuse.observation.type", "tool")] },
+    Rule { emitter: Emitter::OpenInference, all: &[Cond::EqIgnoreCase("openinference.span.kind", "tool")] },
+    Rule { emitter: Emitter::OpenLlmetry, all: &[Cond::Eq("traceloop.span.kind", "tool")] },
+    Rule { emitter: Emitter::Mcp, all: &[Cond::Eq("mcp.method.name", "tools/call")] },
+    Rule { emitter: Emitter::PydanticAi, all: &[Cond::Eq(OP, EXEC), Cond::Scope("pydantic-ai")] },
+    Rule { emitter: Emitter::GoogleAdk, all: &[Cond::Eq(OP, EXEC), Cond::Scope("gcp.vertex.agent")] },
+    Rule { emitter: Emitter::Strands, all: &[Cond::Eq(OP, EXEC), Cond::Present("gen_ai.tool.status")] },
+    Rule { emitter: Emitter::OtelGenAi, all: &[Cond::Eq(OP, EXEC)] },
+    Rule { emitter: Emitter::VercelAi, all: &[Cond::NameEq("ai.toolCall")] },
+    Rule { emitter: Emitter::VercelAi, all: &[Cond::Prefix("ai.operationId", "ai.toolCall")] },
+    Rule { emitter: Emitter::PydanticAiV1, all: &[Cond::NameEq("running tool")] },
+    Rule { emitter: Emitter::OtelGenAi, all: &[Cond::NamePrefix("execute_tool ")] },
+    Rule { emitter: Emitter::Mlflow, all: &[Cond::Eq("mlflow.spanType", "\"TOOL\"")] },
+    Rule { emitter: Emitter::Mlflow, all: &[Cond::Eq("mlflow.spanType", "TOOL")] },
+    Rule { emitter: Emitter::LogfireAgents, all: &[Cond::NamePrefix("Function: ")] },
+    Rule { emitter: Emitter::GenAiFallback, all: &[Cond::Present(semconv::GEN_AI_TOOL_NAME)] },
+    Rule { emitter: Emitter::GenAiFallback, all: &[Cond::Present(semconv::GEN_AI_TOOL_CALL_ID)] },
+];
+
+/// Where the tool name lives, in precedence order; then the span name (see [`name_from_span`]).
+pub const NAME_KEYS: &[&str] = &[
+    semconv::GEN_AI_TOOL_NAME,
+    semconv::TOOL_NAME,
+    "ai.toolCall.name",
+    "traceloop.entity.name",
+    "name",
+];
+
+/// Attributes carrying a size measured by the tool itself, in bytes.
+pub const SIZE_KEYS: &[&str] = &[
+    semconv::TOOL_RESULT_BYTES,
+    semconv::GEN_AI_TOOL_CALL_RESULT_SIZE,
+];
+
+/// How content at a key is encoded by its emitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// Raw string or JSON: checked as JSON when it looks like JSON (`{` or `[`), or when
+    /// `output.mime_type` says `application/json`.
+    Auto,
+    /// Always JSON (the emitter `json.dumps` it): a parse failure means it was cut.
+    Json,
+    /// JSON whose empty map `{}` means "capture off" (Google ADK).
+    JsonEmptyIsHidden,
+}
+
+/// Where result content lives, in precedence order (reference/semconv.md section 8.3).
+pub const CONTENT_KEYS: &[(&str, Encoding)] = &[
+    ("gen_ai.tool.call.result", Encoding::Auto),
+    ("output.value", Encoding::Auto),
+    ("traceloop.entity.output", Encoding::Json),
+    ("tool_response", Encoding::Auto),
+    ("ai.toolCall.result", Encoding::Json),
+    (
+        "gcp.vertex.agent.tool_response",
+        Encoding::JsonEmptyIsHidden,
+    ),
+    ("langfuse.observation.output", Encoding::Auto),
+    ("mlflow.spanOutputs", Encoding::Json),
+    ("output", Encoding::Auto),
+];
+
+/// Span events carrying result content: (event name, attribute), in precedence order (Strands).
+pub const EVENT_CONTENT: &[(&str, &str)] = &[
+    ("gen_ai.choice", "message"),
+    (
+        "gen_ai.client.inference.operation.details",
+        "gen_ai.output.messages",
+    ),
+];
+
+/// Where the arguments live, in precedence order; hashed when `tool.args_hash` is absent.
+pub const ARGS_KEYS: &[&str] = &[
+    "gen_ai.tool.call.arguments",
+    "input.value",
+    "traceloop.entity.input",
+    "tool_arguments",
+    "ai.toolCall.args",
+    "gcp.vertex.agent.tool_call_args",
+    "langfuse.observation.input",
+    "mlflow.spanInputs",
+    "input",
+    "tool.parameters",
+];
+
+/// Other attributes read.
+const OTHER_KEYS: &[&str] = &[
+    semconv::TOOL_ARGS_HASH,
+    semconv::TOOL_RESULT_TRUNCATED,
+    semconv::TOOL_LATENCY_MS,
+    semconv::TOOL_ERROR,
+    semconv::ERROR_TYPE,
+    "error",
+    "gen_ai.tool.status",
+    "logfire.truncated",
+    "output.mime_type",
+];
+
+/// Truncation markers of reference/layers.md section 9 (digits left out): any of these in a
+/// result means a layer already cut it.
+pub const MARKERS: &[(&str, &str)] = &[
+    ("codex", " tokens truncated\u{2026}"),
+    ("codex", " chars truncated\u{2026}"),
+    ("codex", "Warning: truncated output (original token count: "),
+    ("codex", " text items ...]"),
+    ("codex legacy", "[... omitted "),
+    ("codex legacy", "[... output truncated to fit "),
+    ("gemini cli", "Output too large. Showing first "),
+    ("gemini cli", " characters omitted] ..."),
+    ("gemini cli", "... [truncated]"),
+    ("claude code", "Preview (first 2KB)"),
+    ("claude code", "PARTIAL view"),
+    ("cline", "...[truncated "),
+    ("cline", "[... output truncated: "),
+    ("inspect ai", " was too long to be displayed."),
+    ("inspect ai", "<START_TOOL_OUTPUT>"),
+    ("openhands", "[... Observation truncated due to length ...]"),
+    ("openhands", "<response clipped><NOTE>"),
+    ("swe-agent", "<elided_chars>"),
+    (
+        "smolagents",
+        "_This content has been truncated to stay below ",
+    ),
+    (
+        "deepagents",
+        "Tool result too large, the result of this tool call",
+    ),
+    ("deepagents", " lines truncated] ..."),
+    ("opencode", " lines truncated..."),
+    ("opencode", " bytes truncated..."),
+    (
+        "opencode",
+        "The tool call succeeded but the output was truncated.",
+    ),
+    (
+        "goose",
+        "The response returned from the tool call was larger (",
+    ),
+    ("continue cli", " lines truncated)"),
+    ("continue cli", " characters truncated)"),
+    ("langchain shell", "... Output truncated at "),
+    ("langfuse codex", "\u{2026}[truncated "),
+];
+
+/// Marker that only counts at the very start of a result (Codex legacy).
+const LEADING_MARKER: &str = "Total output lines: ";
+
+static FINDERS: LazyLock<Vec<memmem::Finder<'static>>> = LazyLock::new(|| {
+    MARKERS
+        .iter()
+        .map(|(_, m)| memmem::Finder::new(m.as_bytes()))
+        .collect()
+});
+
+/// Cheap pre-filter: every marker's text contains one of these (checked by a test), so a result
+/// without any is scanned 9 times instead of once per marker.
+static ANCHORS: LazyLock<Vec<memmem::Finder<'static>>> = LazyLock::new(|| {
+    [
+        "runcat",
+        "omitted",
+        "too l",
+        "Preview",
+        "PARTIAL",
+        "START_TOOL",
+        "clipped",
+        "elided",
+        "larger (",
+    ]
+    .iter()
+    .map(|a| memmem::Finder::new(a.as_bytes()))
+    .collect()
+});
+
+/// How a record's size was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SizeSource {
+    /// Measured by the tool and reported in a size attribute.
+    Measured,
+    /// Derived from the result content the emitter recorded.
+    Derived,
+}
+
+/// Why a result's size is unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unknown {
+    /// No content and no size attribute (content capture off, or attribute dropped).
+    Missing,
+    /// A placeholder such as `__REDACTED__`.
+    Placeholder,
+}
+
+/// A result size, or why there is none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    /// A size in bytes and where it came from.
+    Known {
+        /// UTF-8 bytes.
+        bytes: u64,
+        /// Measured or derived.
+        source: SizeSource,
+    },
+    /// No usable size.
+    Unknown(Unknown),
+    /// The call failed; a failed call has no result.
+    Failed,
+}
+
+/// What the daemon keeps of one tool span.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolRecord {
+    /// `service.name` of the resource.
+    pub service: Arc<str>,
+    /// Sanitised tool name.
+    pub tool: String,
+    /// The emitter that produced the span.
+    pub emitter: Emitter,
+    /// Result size.
+    pub size: Size,
+    /// The tool reported it cut the result (`tool.result.truncated`).
+    pub truncated: bool,
+    /// The content shows a cut made before the daemon saw it: the size is a lower bound.
+    pub truncated_upstream: bool,
+    /// The call failed.
+    pub error: bool,
+    /// Latency in microseconds.
+    pub latency_us: u64,
+    /// Trace id.
+    pub trace_id: [u8; 16],
+    /// Span id.
+    pub span_id: [u8; 8],
+    /// 12 hex digits: `tool.args_hash`, or the canonical hash of the recorded arguments.
+    pub args_hash: Option<String>,
+}
+
+/// What [`Recognizer::recognize`] made of a span.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A tool span.
+    Tool(Box<ToolRecord>),
+    /// Not a tool span: ignored and counted.
+    NotTool,
+    /// A tool span that cannot be used (bad trace or span id): rejected and counted.
+    Invalid(&'static str),
+}
+
+/// Every attribute key read, sorted for binary search; a span's attributes are mapped onto
+/// slots of this list once.
+struct Keys {
+    sorted: Vec<&'static str>,
+}
+
+impl Keys {
+    fn new() -> Self {
+        let mut all: Vec<&'static str> = Vec::new();
+        for r in RULES {
+            for c in r.all {
+                match c {
+                    Cond::Present(k)
+                    | Cond::Eq(k, _)
+                    | Cond::EqIgnoreCase(k, _)
+                    | Cond::Prefix(k, _) => all.push(k),
+                    _ => {}
+                }
+            }
+        }
+        all.extend(NAME_KEYS);
+        all.extend(SIZE_KEYS);
+        all.extend(CONTENT_KEYS.iter().map(|(k, _)| *k));
+        all.extend(ARGS_KEYS);
+        all.extend(OTHER_KEYS);
+        all.sort_unstable();
+        all.dedup();
+        assert!(all.len() <= MAX_SLOTS, "too many recognised keys");
+        Self { sorted: all }
+    }
+
+    fn idx(&self, key: &str) -> usize {
+        self.sorted
+            .binary_search(&key)
+            .expect("key is in the table")
+    }
+}
+
+/// Open-addressing table from attribute key bytes to slot: one probe and (usually) one compare
+/// per attribute of a span, instead of a binary search of string compares.
+struct KeyTable {
+    entries: Vec<(&'static [u8], u8)>,
+}
+
+const KEY_TABLE_SIZE: usize = 256;
+
+#[inline]
+fn key_hash(k: &[u8]) -> usize {
+    let n = k.len();
+    if n == 0 {
+        return 0;
+    }
+    let x = (n as u32).wrapping_mul(0x9E37_79B9)
+        ^ (u32::from(k[0]) << 8)
+        ^ (u32::from(k[n - 1]) << 16)
+        ^ u32::from(k[n / 2])
+        ^ (u32::from(k[n * 3 / 4]) << 24);
+    (x.wrapping_mul(0x85EB_CA6B) >> 24) as usize % KEY_TABLE_SIZE
+}
+
+impl KeyTable {
+    fn new(keys: &Keys) -> Self {
+        let mut entries: Vec<(&'static [u8], u8)> = vec![(&[], NONE); KEY_TABLE_SIZE];
+        for (slot, k) in keys.sorted.iter().enumerate() {
+            let mut i = key_hash(k.as_bytes());
+            while entries[i].1 != NONE {
+                i = (i + 1) % KEY_TABLE_SIZE;
+            }
+            entries[i] = (k.as_bytes(), slot as u8);
+        }
+        Self { entries }
+    }
+
+    #[inline]
+    fn get(&self, k: &[u8]) -> Option<u8> {
+        let mut i = key_hash(k);
+        loop {
+            let (key, slot) = self.entries[i];
+            if slot == NONE {
+                return None;
+            }
+            if key == k {
+                return Some(slot);
+            }
+            i = (i + 1) % KEY_TABLE_SIZE;
+        }
+    }
+}
+
+const MAX_SLOTS: usize = 64;
+
+#[derive(Debug, Clone, Copy)]
+enum CCond {
+    Present(usize),
+    Eq(usize, &'static str),
+    EqIgnoreCase(usize, &'static str),
+    Prefix(usize, &'static str),
+    NameEq(&'static str),
+    NamePrefix(&'static str),
+    Scope(&'static str),
+}
+
+/// The compiled recognition tables plus the configured limits. Cheap to share (`Arc`).
+pub struct Recognizer {
+    keys: Keys,
+    table: KeyTable,
+    rules: Vec<(Emitter, Vec<CCond>)>,
+    name: Vec<usize>,
+    size: Vec<usize>,
+    content: Vec<(usize, Encoding)>,
+    args: Vec<usize>,
+    args_hash: usize,
+    truncated: usize,
+    latency_ms: usize,
+    errors: [usize; 3],
+    tool_status: usize,
+    logfire_truncated: usize,
+    mime: usize,
+    limits: Vec<u64>,
+    placeholders: Vec<String>,
+    max_name: usize,
+}
+
+impl std::fmt::Debug for Recognizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recognizer")
+            .field("keys", &self.keys.sorted.len())
+            .finish()
+    }
+}
+
+/// Index into a span's attributes per recognised key; `NONE` when absent.
+type Slots = [u8; MAX_SLOTS];
+const NONE: u8 = u8::MAX;
+
+impl Recognizer {
+    /// Compiles the tables with the configured limits and placeholders.
+    pub fn new(config: &RecognitionConfig, max_tool_name_bytes: usize) -> Self {
+        let keys = Keys::new();
+        let rules = RULES
+            .iter()
+            .map(|r| {
+                let conds = r
+                    .all
+                    .iter()
+                    .map(|c| match *c {
+                        Cond::Present(k) => CCond::Present(keys.idx(k)),
+                        Cond::Eq(k, v) => CCond::Eq(keys.idx(k), v),
+                        Cond::EqIgnoreCase(k, v) => CCond::EqIgnoreCase(keys.idx(k), v),
+                        Cond::Prefix(k, v) => CCond::Prefix(keys.idx(k), v),
+                        Cond::NameEq(v) => CCond::NameEq(v),
+                        Cond::NamePrefix(v) => CCond::NamePrefix(v),
+                        Cond::Scope(v) => CCond::Scope(v),
+                    })
+                    .collect();
+                (r.emitter, conds)
+            })
+            .collect();
+        Self {
+            rules,
+            name: NAME_KEYS.iter().map(|k| keys.idx(k)).collect(),
+            size: SIZE_KEYS.iter().map(|k| keys.idx(k)).collect(),
+            content: CONTENT_KEYS
+                .iter()
+                .map(|(k, e)| (keys.idx(k), *e))
+                .collect(),
+            args: ARGS_KEYS.iter().map(|k| keys.idx(k)).collect(),
+            args_hash: keys.idx(semconv::TOOL_ARGS_HASH),
+            truncated: keys.idx(semconv::TOOL_RESULT_TRUNCATED),
+            latency_ms: keys.idx(semconv::TOOL_LATENCY_MS),
+            errors: [
+                keys.idx(semconv::TOOL_ERROR),
+                keys.idx(semconv::ERROR_TYPE),
+                keys.idx("error"),
+            ],
+            tool_status: keys.idx("gen_ai.tool.status"),
+            logfire_truncated: keys.idx("logfire.truncated"),
+            mime: keys.idx("output.mime_type"),
+            limits: config.attribute_value_length_limits.clone(),
+            placeholders: config.placeholders.clone(),
+            max_name: max_tool_name_bytes,
+            table: KeyTable::new(&keys),
+            keys,
+        }
+    }
+
+    fn slots(&self, attrs: &[(&[u8], AttrValue<'_>)]) -> Slots {
+        let mut slots = [NONE; MAX_SLOTS];
+        for (i, (k, _)) in attrs.iter().enumerate().take(usize::from(NONE)) {
+            if let Some(s) = self.table.get(k) {
+                slots[usize::from(s)] = i as u8;
+            }
+        }
+        slots
+    }
+
+    /// Classifies one span of `service`, instrumentation scope `scope`.
+    pub fn recognize(&self, service: &Arc<str>, scope: &str, span: &SpanView<'_>) -> Outcome {
+        let slots = self.slots(&span.attrs);
+        let get = |i: usize| -> Option<AttrValue<'_>> {
+            let at = slots[i];
+            (at != NONE).then(|| span.attrs[usize::from(at)].1)
+        };
+        let Some(emitter) = self.classify(&get, span.name, scope) else {
+            return Outcome::NotTool;
+        };
+        let (Ok(trace_id), Ok(span_id)) = (
+            <[u8; 16]>::try_from(span.trace_id),
+            <[u8; 8]>::try_from(span.span_id),
+        ) else {
+            return Outcome::Invalid("invalid trace_id or span_id length");
+        };
+
+        let raw_name = self
+            .name
+            .iter()
+            .find_map(|&i| str_of(get(i)).filter(|s| !s.is_empty()))
+            .unwrap_or_else(|| name_from_span(span.name));
+        let tool = sanitize_tool_name(raw_name, self.max_name);
+
+        let error = span.status_code == StatusCode::Error as i32
+            || self.errors.iter().any(|&i| get(i).is_some())
+            || str_of(get(self.tool_status)).is_some_and(|s| s.eq_ignore_ascii_case("error"));
+
+        let truncated = matches!(get(self.truncated), Some(AttrValue::Bool(true)));
+        let mut truncated_upstream = get(self.logfire_truncated).is_some();
+
+        let latency_us = match get(self.latency_ms) {
+            Some(AttrValue::Double(ms)) if ms.is_finite() && ms >= 0.0 => (ms * 1000.0) as u64,
+            Some(AttrValue::Int(ms)) if ms >= 0 => ms as u64 * 1000,
+            _ => span.end.saturating_sub(span.start) / 1000,
+        };
+
+        let measured = self.size.iter().find_map(|&i| int_of(get(i)));
+        let size = if let Some(bytes) = measured {
+            Size::Known {
+                bytes,
+                source: SizeSource::Measured,
+            }
+        } else {
+            let json_mime = str_of(get(self.mime)).is_some_and(|m| m.contains("json"));
+            let content = self
+                .content
+                .iter()
+                .find_map(|&(i, enc)| get(i).map(|v| (v, enc)))
+                .or_else(|| {
+                    EVENT_CONTENT
+                        .iter()
+                        .find_map(|(e, k)| span.event_attr(e, k).map(|v| (v, Encoding::Auto)))
+                });
+            match content {
+                Some((v, enc)) => {
+                    let (size, cut) = self.size_of_content(v, enc, json_mime);
+                    truncated_upstream |= cut;
+                    size
+                }
+                None if error => Size::Failed,
+                None => Size::Unknown(Unknown::Missing),
+            }
+        };
+        let size = match size {
+            Size::Unknown(Unknown::Missing) if error => Size::Failed,
+            s => s,
+        };
+
+        let args_hash = match str_of(get(self.args_hash)) {
+            Some(h) if !h.is_empty() => Some(h.get(..12).unwrap_or(h).to_string()),
+            _ => self.args.iter().find_map(|&i| get(i)).map(hash_value),
+        };
+
+        Outcome::Tool(Box::new(ToolRecord {
+            service: service.clone(),
+            tool,
+            emitter,
+            size,
+            truncated,
+            truncated_upstream,
+            error,
+            latency_us,
+            trace_id,
+            span_id,
+            args_hash,
+        }))
+    }
+
+    fn classify<'a>(
+        &self,
+        get: &impl Fn(usize) -> Option<AttrValue<'a>>,
+        name: &str,
+        scope: &str,
+    ) -> Option<Emitter> {
+        self.rules.iter().find_map(|(emitter, conds)| {
+            conds
+                .iter()
+                .all(|c| match *c {
+                    CCond::Present(i) => get(i).is_some(),
+                    CCond::Eq(i, v) => str_of(get(i)) == Some(v),
+                    CCond::EqIgnoreCase(i, v) => {
+                        str_of(get(i)).is_some_and(|s| s.eq_ignore_ascii_case(v))
+                    }
+                    CCond::Prefix(i, v) => str_of(get(i)).is_some_and(|s| s.starts_with(v)),
+                    CCond::NameEq(v) => name == v,
+                    CCond::NamePrefix(v) => name.starts_with(v),
+                    CCond::Scope(v) => scope == v,
+                })
+                .then_some(*emitter)
+        })
+    }
+
+    /// The size of recorded content and whether it shows an upstream cut.
+    fn size_of_content(&self, v: AttrValue<'_>, enc: Encoding, json_mime: bool) -> (Size, bool) {
+        match v {
+            AttrValue::Str(s) => {
+                if self.placeholders.iter().any(|p| p.as_bytes() == s)
+                    || (enc == Encoding::JsonEmptyIsHidden && s.trim_ascii() == b"{}")
+                {
+                    return (Size::Unknown(Unknown::Placeholder), false);
+                }
+                let cut = has_marker(s)
+                    || self.at_length_limit(s)
+                    || ((enc != Encoding::Auto || json_mime || looks_like_json(s))
+                        && serde_json::from_slice::<serde::de::IgnoredAny>(s).is_err());
+                let bytes = s.len() as u64;
+                (
+                    Size::Known {
+                        bytes,
+                        source: SizeSource::Derived,
+                    },
+                    cut,
+                )
+            }
+            AttrValue::Kvlist([]) if enc == Encoding::JsonEmptyIsHidden => {
+                (Size::Unknown(Unknown::Placeholder), false)
+            }
+            other => match other.to_owned_value() {
+                Some(v) => (
+                    Size::Known {
+                        bytes: json_len(&v),
+                        source: SizeSource::Derived,
+                    },
+                    false,
+                ),
+                None => (Size::Unknown(Unknown::Missing), false),
+            },
+        }
+    }
+
+    fn at_length_limit(&self, s: &[u8]) -> bool {
+        if self.limits.is_empty() {
+            return false;
+        }
+        let s = String::from_utf8_lossy(s);
+        let chars = s.chars().count() as u64;
+        let utf16 = s.encode_utf16().count() as u64;
+        self.limits.iter().any(|&l| l == chars || l == utf16)
+    }
+}
+
+/// True when `s` contains a truncation marker of reference/layers.md section 9.
+pub fn has_marker(s: &[u8]) -> bool {
+    if s.starts_with(LEADING_MARKER.as_bytes()) {
+        return true;
+    }
+    if !ANCHORS.iter().any(|a| a.find(s).is_some()) {
+        return false;
+    }
+    FINDERS.iter().any(|f| f.find(s).is_some())
+}
+
+fn looks_like_json(s: &[u8]) -> bool {
+    matches!(s.trim_ascii_start().first(), Some(b'{' | b'['))
+}
+
+fn str_of(v: Option<AttrValue<'_>>) -> Option<&str> {
+    v.and_then(|v| v.as_str())
+}
+
+fn int_of(v: Option<AttrValue<'_>>) -> Option<u64> {
+    match v {
+        Some(AttrValue::Int(i)) if i >= 0 => Some(i as u64),
+        Some(AttrValue::Double(d)) if d.is_finite() && d >= 0.0 => Some(d as u64),
+        Some(v @ AttrValue::Str(_)) => v.as_str()?.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// The tool name from a span name: after `execute_tool ` / `tools/call ` / `Function: `,
+/// before `.tool`, else the whole name.
+pub fn name_from_span(name: &str) -> &str {
+    for p in ["execute_tool ", "tools/call ", "Function: "] {
+        if let Some(rest) = name.strip_prefix(p) {
+            return rest;
+        }
+    }
+    name.strip_suffix(".tool").unwrap_or(name)
+}
+
+/// Cuts a name to `max` bytes on a character boundary and replaces control characters with
+/// `_`; an empty name becomes `unknown`.
+pub fn sanitize_tool_name(name: &str, max: usize) -> String {
+    let mut out = String::with_capacity(name.len().min(max));
+    for c in name.trim().chars() {
+        let c = if c.is_control() { '_' } else { c };
+        if out.len() + c.len_utf8() > max {
+            break;
+        }
+        out.push(c);
+    }
+    if out.is_empty() {
+        out.push_str("unknown");
+    }
+    out
+}
+
+/// `tool.args_hash` of recorded arguments: when they are JSON, the same canonical hash the
+/// library computes (Python's `json.dumps(args, sort_keys=True, default=str)`), so a tool called
+/// with the same arguments from any emitter gets the same hash; otherwise SHA-1 of the raw bytes.
+fn hash_value(v: AttrValue<'_>) -> String {
+    let text = match v {
+        AttrValue::Str(s) => match std::str::from_utf8(s) {
+            Ok(t) => std::borrow::Cow::Borrowed(t),
+            Err(_) => return crate::args_hash::args_hash_of_canonical(s),
+        },
+        other => {
+            let mut buf = String::new();
+            if let Some(v) = other.to_owned_value() {
+                write_json(&v, &mut buf);
+            }
+            std::borrow::Cow::Owned(buf)
+        }
+    };
+    crate::args_hash::args_hash_json(&text)
+        .unwrap_or_else(|_| crate::args_hash::args_hash_of_canonical(text.as_bytes()))
+}
+
+/// Length of the compact JSON serialization of a structured value (no allocation).
+pub fn json_len(v: &Value) -> u64 {
+    match v {
+        Value::StringValue(s) => json_str_len(s),
+        Value::BoolValue(b) => {
+            if *b {
+                4
+            } else {
+                5
+            }
+        }
+        Value::IntValue(i) => i.to_string().len() as u64,
+        Value::DoubleValue(d) => serde_json::to_string(d)
+            .map(|s| s.len() as u64)
+            .unwrap_or(4),
+        // Bytes are base64 in JSON.
+        Value::BytesValue(b) => 2 + (b.len() as u64).div_ceil(3) * 4,
+        // Profiles-only string table index: no content here.
+        Value::StringValueStrindex(_) => 4,
+        Value::ArrayValue(a) => {
+            let items: u64 = a.values.iter().map(any_len).sum();
+            2 + items + (a.values.len() as u64).saturating_sub(1)
+        }
+        Value::KvlistValue(kv) => {
+            let items: u64 = kv
+                .values
+                .iter()
+                .map(|e| json_str_len(&e.key) + 1 + e.value.as_ref().map(any_len).unwrap_or(4))
+                .sum();
+            2 + items + (kv.values.len() as u64).saturating_sub(1)
+        }
+    }
+}
+
+fn any_len(v: &AnyValue) -> u64 {
+    v.value.as_ref().map(json_len).unwrap_or(4)
+}
+
+fn json_str_len(s: &str) -> u64 {
+    let escapes: u64 = s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+            0..=0x1f => 5,
+            _ => 0,
+        })
+        .sum();
+    2 + s.len() as u64 + escapes
+}
+
+fn write_json(v: &Value, out: &mut String) {
+    match v {
+        Value::StringValue(s) => out.push_str(&serde_json::to_string(s).unwrap_or_default()),
+        Value::BoolValue(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::IntValue(i) => out.push_str(&i.to_string()),
+        Value::DoubleValue(d) => out.push_str(&serde_json::to_string(d).unwrap_or_default()),
+        Value::BytesValue(b) => out.push_str(&format!("{b:?}")),
+        Value::StringValueStrindex(_) => out.push_str("null"),
+        Value::ArrayValue(a) => {
+            out.push('[');
+            for (i, x) in a.values.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                match &x.value {
+                    Some(v) => write_json(v, out),
+                    None => out.push_str("null"),
+                }
+            }
+            out.push(']');
+        }
+        Value::KvlistValue(kv) => {
+            out.push('{');
+            for (i, e) in kv.values.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(&e.key).unwrap_or_default());
+                out.push(':');
+                match e.value.as_ref().and_then(|v| v.value.as_ref()) {
+                    Some(v) => write_json(v, out),
+                    None => out.push_str("null"),
+                }
+            }
+            out.push('}');
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValue, KeyValueList};
+    use opentelemetry_proto::tonic::trace::v1::span::Event;
+    use opentelemetry_proto::tonic::trace::v1::Span;
+
+    fn s(k: &str, v: &str) -> KeyValue {
+        KeyValue {
+            key: k.into(),
+            key_strindex: 0,
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(v.into())),
+            }),
+        }
+    }
+    fn i(k: &str, v: i64) -> KeyValue {
+        KeyValue {
+            key: k.into(),
+            key_strindex: 0,
+            value: Some(AnyValue {
+                value: Some(Value::IntValue(v)),
+            }),
+        }
+    }
+    fn span(name: &str, attrs: Vec<KeyValue>) -> Span {
+        Span {
+            name: name.into(),
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            start_time_unix_nano: 1_000_000,
+            end_time_unix_nano: 3_000_000,
+            attributes: attrs,
+            ..Span::default()
+        }
+    }
+    fn rec() -> Recognizer {
+        Recognizer::new(
+            &RecognitionConfig {
+                attribute_value_length_limits: vec![100],
+                ..Default::default()
+            },
+            128,
+        )
+    }
+    fn outcome(r: &Recognizer, scope: &str, sp: &Span) -> Outcome {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
+        use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
+        use prost::Message;
+        let body = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    scope: Some(InstrumentationScope {
+                        name: scope.into(),
+                        ..Default::default()
+                    }),
+                    spans: vec![sp.clone()],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+        .encode_to_vec();
+        let mut out = None;
+        let svc: Arc<str> = "svc".into();
+        crate::collector::receiver::wire::for_each_span(&body, |_, scope, v| {
+            out = Some(r.recognize(&svc, scope, v))
+        })
+        .unwrap();
+        out.unwrap()
+    }
+    fn tool(r: &Recognizer, scope: &str, sp: &Span) -> ToolRecord {
+        match outcome(r, scope, sp) {
+            Outcome::Tool(t) => *t,
+            other => panic!("not a tool: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn table_keys_fit_and_compile() {
+        let r = rec();
+        assert!(r.keys.sorted.len() <= MAX_SLOTS);
+        for (i, k) in r.keys.sorted.iter().enumerate() {
+            assert_eq!(r.table.get(k.as_bytes()), Some(i as u8), "{k}");
+        }
+        for k in ["", "x", "gen_ai.tool", "gen_ai.tool.names", "service.name"] {
+            assert_eq!(r.table.get(k.as_bytes()), None, "{k}");
+        }
+    }
+
+    #[test]
+    fn own_spans_are_measured() {
+        let r = rec();
+        let t = tool(
+            &r,
+            "toolsize",
+            &span(
+                "execute_tool grep",
+                vec![
+                    s(OP, EXEC),
+                    s(semconv::GEN_AI_TOOL_NAME, "grep"),
+                    s(semconv::TOOL_ARGS_HASH, "0123456789ab"),
+                    i(semconv::TOOL_RESULT_BYTES, 4096),
+                ],
+            ),
+        );
+        assert_eq!(t.emitter, Emitter::Toolsize);
+        assert_eq!(t.tool, "grep");
+        assert_eq!(
+            t.size,
+            Size::Known {
+                bytes: 4096,
+                source: SizeSource::Measured
+            }
+        );
+        assert_eq!(t.args_hash.as_deref(), Some("0123456789ab"));
+        assert_eq!(t.latency_us, 2000);
+    }
+
+    #[test]
+    #[rustfmt::skip]
+    fn every_emitter_is_recognised() {
+        let r = rec();
+        let cases: Vec<(&str, &str, Vec<KeyValue>, Emitter, &str)> = vec![
+            ("execute_tool a", "x", vec![s(OP, EXEC), s("gen_ai.tool.name", "a"), s("gen_ai.tool.call.result", "hello")], Emitter::OtelGenAi, "a"),
+            ("tools/call b", "x", vec![s("mcp.method.name", "tools/call"), s("gen_ai.tool.name", "b")], Emitter::Mcp, "b"),
+            ("c", "x", vec![s("openinference.span.kind", "TOOL"), s("tool.name", "c"), s("output.value", "hello")], Emitter::OpenInference, "c"),
+            ("d.tool", "x", vec![s("traceloop.span.kind", "tool"), s("traceloop.entity.name", "d"), s("traceloop.entity.output", "\"hello\"")], Emitter::OpenLlmetry, "d"),
+            ("execute_tool e", "pydantic-ai", vec![s(OP, EXEC), s("gen_ai.tool.name", "e")], Emitter::PydanticAi, "e"),
+            ("running tool", "pydantic-ai", vec![s("gen_ai.tool.name", "f"), s("tool_response", "hello")], Emitter::PydanticAiV1, "f"),
+            ("g", "langfuse-sdk", vec![s("langfuse.observation.type", "tool"), s("langfuse.observation.output", "hello")], Emitter::Langfuse, "g"),
+            ("ai.toolCall", "ai", vec![s("ai.toolCall.name", "h"), s("ai.toolCall.result", "\"hello\"")], Emitter::VercelAi, "h"),
+            ("execute_tool i", "gcp.vertex.agent", vec![s(OP, EXEC), s("gen_ai.tool.name", "i")], Emitter::GoogleAdk, "i"),
+            ("execute_tool j", "strands", vec![s(OP, EXEC), s("gen_ai.tool.name", "j"), s("gen_ai.tool.status", "success")], Emitter::Strands, "j"),
+            ("Function: k", "logfire", vec![s("name", "k"), s("output", "hello")], Emitter::LogfireAgents, "k"),
+            ("l", "mlflow", vec![s("mlflow.spanType", "\"TOOL\""), s("mlflow.spanOutputs", "\"hello\"")], Emitter::Mlflow, "l"),
+            ("whatever", "x", vec![s("gen_ai.tool.call.id", "call_1")], Emitter::GenAiFallback, "whatever"),
+        ];
+        for (name, scope, attrs, emitter, tname) in cases {
+            let t = tool(&r, scope, &span(name, attrs));
+            assert_eq!(t.emitter, emitter, "{name}");
+            assert_eq!(t.tool, tname, "{name}");
+        }
+        assert!(matches!(outcome(&r, "x", &span("chat gpt-4", vec![s(OP, "chat")])), Outcome::NotTool));
+    }
+
+    #[test]
+    fn strands_event_content() {
+        let r = rec();
+        let mut sp = span(
+            "execute_tool j",
+            vec![s(OP, EXEC), s("gen_ai.tool.status", "success")],
+        );
+        sp.events.push(Event {
+            name: "gen_ai.choice".into(),
+            attributes: vec![s("message", "[{\"text\":\"hi\"}]")],
+            ..Event::default()
+        });
+        let t = tool(&r, "strands", &sp);
+        assert_eq!(
+            t.size,
+            Size::Known {
+                bytes: 15,
+                source: SizeSource::Derived
+            }
+        );
+        assert!(!t.truncated_upstream);
+    }
+
+    #[test]
+    fn every_marker_contains_an_anchor() {
+        let anchors = [
+            "runcat",
+            "omitted",
+            "too l",
+            "Preview",
+            "PARTIAL",
+            "START_TOOL",
+            "clipped",
+            "elided",
+            "larger (",
+        ];
+        for (layer, m) in MARKERS {
+            // " text items ...]" is the tail of Codex's "[omitted N text items ...]".
+            let text = if m.contains("text items") {
+                format!("[omitted 3{m}")
+            } else {
+                m.to_string()
+            };
+            assert!(anchors.iter().any(|a| text.contains(a)), "{layer}: {m}");
+            assert!(
+                has_marker(format!("some output {text} more").as_bytes()),
+                "{layer}: {m}"
+            );
+        }
+    }
+
+    #[test]
+    fn upstream_cuts_are_flagged() {
+        let r = rec();
+        let cut = |v: &str| {
+            tool(
+                &r,
+                "x",
+                &span(
+                    "execute_tool a",
+                    vec![s(OP, EXEC), s("gen_ai.tool.call.result", v)],
+                ),
+            )
+            .truncated_upstream
+        };
+        assert!(cut("lots of output ... [truncated]"));
+        assert!(cut("head\n[... omitted 10 of 200 lines ...]\ntail"));
+        assert!(cut("Total output lines: 400\nfoo"));
+        assert!(cut("{\"a\": [1, 2, 3"), "JSON that no longer parses");
+        assert!(cut(&"x".repeat(100)), "length equal to a configured limit");
+        assert!(!cut(&"x".repeat(99)));
+        assert!(!cut("{\"a\": 1}"));
+        assert!(!cut("plain text"));
+    }
+
+    #[test]
+    fn placeholders_and_missing_are_unknown_not_zero() {
+        let r = rec();
+        let t = tool(
+            &r,
+            "x",
+            &span(
+                "c",
+                vec![
+                    s("openinference.span.kind", "TOOL"),
+                    s("output.value", "__REDACTED__"),
+                ],
+            ),
+        );
+        assert_eq!(t.size, Size::Unknown(Unknown::Placeholder));
+        let t = tool(&r, "x", &span("execute_tool a", vec![s(OP, EXEC)]));
+        assert_eq!(t.size, Size::Unknown(Unknown::Missing));
+        let t = tool(
+            &r,
+            "gcp.vertex.agent",
+            &span(
+                "execute_tool a",
+                vec![s(OP, EXEC), s("gcp.vertex.agent.tool_response", "{}")],
+            ),
+        );
+        assert_eq!(t.size, Size::Unknown(Unknown::Placeholder));
+        let t = tool(
+            &r,
+            "x",
+            &span(
+                "execute_tool a",
+                vec![s(OP, EXEC), s("error.type", "Timeout")],
+            ),
+        );
+        assert_eq!(t.size, Size::Failed);
+        assert!(t.error);
+    }
+
+    #[test]
+    fn structured_content_is_measured_as_compact_json() {
+        let r = rec();
+        let kv = KeyValueList {
+            values: vec![
+                s("a", "x\"y"),
+                KeyValue {
+                    key: "b".into(),
+                    key_strindex: 0,
+                    value: Some(AnyValue {
+                        value: Some(Value::ArrayValue(ArrayValue {
+                            values: vec![
+                                AnyValue {
+                                    value: Some(Value::IntValue(12)),
+                                },
+                                AnyValue {
+                                    value: Some(Value::BoolValue(true)),
+                                },
+                            ],
+                        })),
+                    }),
+                },
+            ],
+        };
+        let mut out = String::new();
+        write_json(&Value::KvlistValue(kv.clone()), &mut out);
+        assert_eq!(out, r#"{"a":"x\"y","b":[12,true]}"#);
+        let t = tool(
+            &r,
+            "x",
+            &span(
+                "execute_tool a",
+                vec![
+                    s(OP, EXEC),
+                    KeyValue {
+                        key: "gen_ai.tool.call.result".into(),
+                        key_strindex: 0,
+                        value: Some(AnyValue {
+                            value: Some(Value::KvlistValue(kv)),
+                        }),
+                    },
+                ],
+            ),
+        );
+        assert_eq!(
+            t.size,
+            Size::Known {
+                bytes: out.len() as u64,
+                source: SizeSource::Derived
+            }
+        );
+    }
+
+    #[test]
+    fn foreign_arguments_hash_like_the_library() {
+        let r = rec();
+        let lib = crate::args_hash::args_hash(&serde_json::json!({"b": 1, "a": "x"})).unwrap();
+        let a = tool(
+            &r,
+            "x",
+            &span(
+                "execute_tool a",
+                vec![
+                    s(OP, EXEC),
+                    s("gen_ai.tool.call.arguments", r#"{"a":"x","b":1}"#),
+                ],
+            ),
+        );
+        let b = tool(
+            &r,
+            "x",
+            &span(
+                "c",
+                vec![
+                    s("openinference.span.kind", "TOOL"),
+                    s("input.value", r#"{"b": 1, "a": "x"}"#),
+                ],
+            ),
+        );
+        assert_eq!(a.args_hash.as_deref(), Some(lib.as_str()));
+        assert_eq!(b.args_hash.as_deref(), Some(lib.as_str()));
+    }
+
+    #[test]
+    fn names_are_sanitised() {
+        assert_eq!(sanitize_tool_name("a\u{0}b\nc", 128), "a_b_c");
+        assert_eq!(sanitize_tool_name("", 128), "unknown");
+        assert_eq!(sanitize_tool_name("ééééé", 5), "éé");
+        assert_eq!(name_from_span("foo.tool"), "foo");
+    }
+
+    #[test]
+    fn bad_ids_are_invalid() {
+        let r = rec();
+        let mut sp = span("execute_tool a", vec![s(OP, EXEC)]);
+        sp.trace_id = vec![1, 2];
+        assert!(matches!(outcome(&r, "x", &sp), Outcome::Invalid(_)));
+    }
+}

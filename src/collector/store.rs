@@ -1,0 +1,143 @@
+//! Snapshots of the aggregated state on disk, written atomically and restored at start.
+//!
+//! A write goes to a temporary file in the same directory, is fsynced, renamed over
+//! `toolsize-state.json`, and the directory is fsynced: a crash (even `kill -9` or power loss)
+//! leaves either the previous snapshot or the new one, never a torn file. At start a snapshot that
+//! cannot be read is moved aside (`toolsize-state.json.corrupt-<unix>`) with an error log line and
+//! the daemon starts empty: a bad file never makes it crash-loop. Writes run on a blocking thread,
+//! never on the aggregator.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::aggregator::Snapshot;
+
+/// File name of the snapshot inside the data directory.
+pub const SNAPSHOT_FILE: &str = "toolsize-state.json";
+
+/// A failed store operation.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An I/O error on `path`.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The snapshot file of a data directory.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creates) the data directory.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            op: "create directory",
+            path: dir.to_owned(),
+            source,
+        })?;
+        Ok(Self {
+            dir: dir.to_owned(),
+            path: dir.join(SNAPSHOT_FILE),
+        })
+    }
+
+    /// The snapshot file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads the snapshot. `Ok(None)` when there is none, or when it was corrupt and has been
+    /// moved aside (logged at error level).
+    pub fn load(&self) -> Result<Option<Snapshot>, StoreError> {
+        let bytes = match fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(StoreError::Io {
+                    op: "read",
+                    path: self.path.clone(),
+                    source,
+                })
+            }
+        };
+        match serde_json::from_slice::<Snapshot>(&bytes) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) => {
+                self.move_aside(&e.to_string())?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Moves the snapshot aside after it failed to load; logs why.
+    pub fn move_aside(&self, why: &str) -> Result<PathBuf, StoreError> {
+        let aside = self.dir.join(format!(
+            "{SNAPSHOT_FILE}.corrupt-{}",
+            super::aggregator::now_unix()
+        ));
+        fs::rename(&self.path, &aside).map_err(|source| StoreError::Io {
+            op: "move aside",
+            path: self.path.clone(),
+            source,
+        })?;
+        tracing::error!(
+            error = why,
+            path = %self.path.display(),
+            moved_to = %aside.display(),
+            "Snapshot is corrupt; moved aside, starting with empty state."
+        );
+        Ok(aside)
+    }
+
+    /// Writes `bytes` atomically: temp file, fsync, rename, fsync of the directory.
+    pub fn write(&self, bytes: &[u8]) -> Result<(), StoreError> {
+        let tmp = self.dir.join(format!(".{SNAPSHOT_FILE}.tmp"));
+        let io = |op, path: &Path| {
+            let path = path.to_owned();
+            move |source| StoreError::Io { op, path, source }
+        };
+        let mut f = File::create(&tmp).map_err(io("create", &tmp))?;
+        f.write_all(bytes).map_err(io("write", &tmp))?;
+        f.sync_all().map_err(io("fsync", &tmp))?;
+        drop(f);
+        fs::rename(&tmp, &self.path).map_err(io("rename", &self.path))?;
+        if let Ok(d) = File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_snapshot_is_moved_aside() {
+        let dir = std::env::temp_dir().join(format!("toolsize-store-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let store = Store::open(&dir).unwrap();
+        assert!(store.load().unwrap().is_none());
+        store.write(b"{not json").unwrap();
+        assert!(store.load().unwrap().is_none());
+        assert!(!store.path().exists());
+        let aside: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains("corrupt"))
+            .collect();
+        assert_eq!(aside.len(), 1);
+        fs::remove_dir_all(dir).ok();
+    }
+}

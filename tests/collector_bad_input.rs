@@ -1,0 +1,161 @@
+//! Hostile input over real sockets: the daemon answers each correctly, keeps serving, keeps what
+//! it accepted, and bounds cardinality when 10,000 distinct tool names arrive.
+#![cfg(feature = "collector")]
+
+mod support;
+
+use std::io::Write;
+
+use prost::Message;
+use support::collector::*;
+use toolsize::collector::Daemon;
+
+async fn raw(http: std::net::SocketAddr, ct: &str, enc: Option<&str>, body: Vec<u8>) -> u16 {
+    let mut r = reqwest::Client::new()
+        .post(format!("http://{http}/v1/traces"))
+        .header("content-type", ct);
+    if let Some(e) = enc {
+        r = r.header("content-encoding", e);
+    }
+    r.body(body).send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_input_and_ten_thousand_tool_names() {
+    let mut cfg = loopback_config();
+    cfg.otlp.max_request_bytes = 8 << 20;
+    let d = Daemon::start(&cfg).await.unwrap();
+    let h = d.otlp_http_addr;
+    let good = request("agent", vec![own_span(1, "read", 1234)]);
+    assert_eq!(
+        raw(h, "application/x-protobuf", None, good.encode_to_vec()).await,
+        200
+    );
+
+    let random: Vec<u8> = (0..65536u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 11) as u8)
+        .collect();
+    assert_eq!(raw(h, "application/x-protobuf", None, random).await, 400);
+    let bytes = good.encode_to_vec();
+    assert_eq!(
+        raw(
+            h,
+            "application/x-protobuf",
+            None,
+            bytes[..bytes.len() / 2].to_vec()
+        )
+        .await,
+        400
+    );
+    assert_eq!(raw(h, "text/html", None, bytes.clone()).await, 415);
+    assert_eq!(
+        raw(
+            h,
+            "application/json",
+            None,
+            br#"{"resourceSpans":[{"scopeSpans":{"x":1}}]}"#.to_vec()
+        )
+        .await,
+        400
+    );
+    assert_eq!(raw(h, "application/x-protobuf", None, vec![]).await, 200);
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    for _ in 0..64 {
+        e.write_all(&vec![b'a'; 1 << 20]).unwrap();
+    }
+    assert_eq!(
+        raw(
+            h,
+            "application/x-protobuf",
+            Some("gzip"),
+            e.finish().unwrap()
+        )
+        .await,
+        413
+    );
+    // Not gzip-compressed but over the limit: 413 too.
+    assert_eq!(
+        raw(h, "application/x-protobuf", None, vec![0u8; 9 << 20]).await,
+        413
+    );
+
+    // 10,000 distinct tool names (some with control characters and absurd lengths).
+    for chunk in 0..10 {
+        let spans = (0..1000)
+            .map(|k| {
+                let n = chunk * 1000 + k;
+                let name = if n % 500 == 0 {
+                    format!("t{n}\n\u{7}{}", "x".repeat(1000))
+                } else {
+                    format!("t{n}")
+                };
+                own_span(n as u64, &name, 10)
+            })
+            .collect();
+        assert_eq!(
+            raw(
+                h,
+                "application/x-protobuf",
+                None,
+                request("agent", spans).encode_to_vec()
+            )
+            .await,
+            200
+        );
+    }
+    let v = tools(d.admin_addr, "").await;
+    let rows = v["tools"].as_array().unwrap();
+    assert_eq!(rows.len(), 2001, "2000 series + overflow");
+    assert!(rows
+        .iter()
+        .all(|r| r["tool"].as_str().unwrap().len() <= 128
+            && !r["tool"].as_str().unwrap().contains('\n')));
+    let overflow = rows.iter().find(|r| r["tool"] == "__overflow__").unwrap();
+    let read = rows.iter().find(|r| r["tool"] == "read").unwrap();
+    assert_eq!(read["count"], 1, "accepted before the flood, still there");
+    assert_eq!(read["max"], 1234);
+    let total: u64 = rows.iter().map(|r| r["count"].as_u64().unwrap()).sum();
+    assert_eq!(total, 10_001);
+    assert_eq!(overflow["count"].as_u64().unwrap(), 10_001 - 2000);
+    let text = metrics(d.admin_addr).await;
+    assert_eq!(
+        sample(&text, "toolsize_series_overflow_total"),
+        Some(8001.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "toolsize_otlp_requests_refused_total{reason=\"too_large\"}"
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "toolsize_otlp_requests_refused_total{reason=\"decode\"}"
+        ),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "toolsize_otlp_requests_refused_total{reason=\"unsupported_media_type\"}"
+        ),
+        Some(1.0)
+    );
+    // Memory stays bounded: 10,000 names held as 2,000 series + overflow.
+    let rss_kib: u64 = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    eprintln!("test process RSS after the flood: {} MiB", rss_kib / 1024);
+    assert!(rss_kib < 512 * 1024, "RSS {rss_kib} KiB");
+    // Still serving.
+    assert_eq!(
+        raw(h, "application/x-protobuf", None, good.encode_to_vec()).await,
+        200
+    );
+    d.shutdown().await;
+}

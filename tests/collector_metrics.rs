@@ -1,0 +1,93 @@
+//! `/metrics` passes the real `promtool check metrics`, carries the DESIGN.md names, and its
+//! self-metrics account for every span.
+#![cfg(feature = "collector")]
+
+mod support;
+
+use support::collector::*;
+use toolsize::collector::exposition as names;
+use toolsize::collector::Daemon;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_pass_promtool_and_account_for_every_span() {
+    let d = Daemon::start(&loopback_config()).await.unwrap();
+    let mut spans: Vec<_> = (0..50)
+        .map(|n| own_span(n, "grep", 20_000 + n as i64))
+        .collect();
+    spans.push(span(
+        99,
+        "chat gpt",
+        vec![s("gen_ai.operation.name", "chat")],
+    ));
+    // Label values that need escaping.
+    spans.push(own_span(100, "we\"ird\\name", 5));
+    assert!(post_proto(d.otlp_http_addr, &request("svc \"a\"", spans))
+        .await
+        .status()
+        .is_success());
+    let text = metrics(d.admin_addr).await;
+
+    for n in [
+        names::TOOL_CALLS,
+        names::TOOL_RESULTS_TRUNCATED,
+        names::SPANS_ACCEPTED,
+        names::SERIES_OVERFLOW,
+    ] {
+        assert!(text.contains(&format!("# TYPE {n} counter")), "{n}");
+    }
+    assert!(text.contains("# TYPE toolsize_tool_result_size_bytes histogram"));
+    assert!(text.contains("# TYPE toolsize_tool_call_duration_seconds histogram"));
+    let l = r#"service="svc \"a\"",tool="grep""#;
+    assert_eq!(
+        sample(&text, &format!("toolsize_tool_calls_total{{{l}}}")),
+        Some(50.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("toolsize_tool_result_size_bytes_bucket{{{l},le=\"16384\"}}")
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("toolsize_tool_result_size_bytes_bucket{{{l},le=\"20000\"}}")
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("toolsize_tool_result_size_bytes_bucket{{{l},le=\"+Inf\"}}")
+        ),
+        Some(50.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("toolsize_tool_result_size_bytes_sum{{{l}}}")
+        ),
+        Some((0..50).map(|n| 20_000.0 + n as f64).sum())
+    );
+    assert_eq!(
+        sample(&text, "toolsize_spans_accepted_total{kind=\"tool\"}"),
+        Some(51.0)
+    );
+    assert_eq!(
+        sample(&text, "toolsize_spans_accepted_total{kind=\"other\"}"),
+        Some(1.0)
+    );
+    assert_eq!(sample(&text, "toolsize_series"), Some(2.0));
+    assert!(sample(
+        &text,
+        &format!("toolsize_tool_result_size_p95_bytes{{{l},window=\"5m\"}}")
+    )
+    .is_some());
+
+    if require("promtool", &["--version"]) {
+        promtool_check(&text)
+            .unwrap_or_else(|e| panic!("promtool check metrics failed:\n{e}\n{text}"));
+    }
+    d.shutdown().await;
+}

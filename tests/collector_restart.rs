@@ -1,0 +1,107 @@
+//! Snapshots across restarts of the real binary: SIGTERM keeps everything, `kill -9` loses at
+//! most one snapshot interval, a corrupt snapshot is moved aside and the daemon starts empty.
+#![cfg(feature = "collector")]
+
+mod support;
+
+use std::time::Duration;
+
+use support::collector::*;
+
+fn data_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("toolsize-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+async fn send(b: &Binary, from: u64, n: u64, tool: &str) {
+    let spans = (from..from + n)
+        .map(|k| own_span(k, tool, 100 + k as i64 * 13))
+        .collect();
+    assert!(post_proto(b.http, &request("agent", spans))
+        .await
+        .status()
+        .is_success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_restart_keeps_the_table() {
+    let dir = data_dir("sigterm");
+    let b = Binary::start(&["--snapshot-interval", "1h"], Some(&dir));
+    send(&b, 0, 300, "grep").await;
+    send(&b, 300, 40, "read").await;
+    let before_all = tools(b.admin, "").await;
+    let before_5m = tools(b.admin, "?window=5m").await;
+    let before_detail = reqwest::get(format!("http://{}/api/v1/tools/grep", b.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    b.stop();
+
+    let b = Binary::start(&["--snapshot-interval", "1h"], Some(&dir));
+    assert_eq!(tools(b.admin, "").await, before_all);
+    assert_eq!(tools(b.admin, "?window=5m").await, before_5m);
+    let after_detail = reqwest::get(format!("http://{}/api/v1/tools/grep", b.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(after_detail, before_detail);
+    assert_eq!(before_all["tools"][0]["count"], 300);
+    b.stop();
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_loses_at_most_one_interval() {
+    let dir = data_dir("kill9");
+    let mut b = Binary::start(&["--snapshot-interval", "1s"], Some(&dir));
+    send(&b, 0, 100, "grep").await;
+    // Two intervals: the data is in a snapshot.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let text = metrics(b.admin).await;
+    assert!(sample(&text, "toolsize_snapshot_age_seconds").unwrap() <= 2.0);
+    b.signal("-KILL");
+    let _ = b.child.wait();
+    drop(b);
+
+    let b = Binary::start(&["--snapshot-interval", "1s"], Some(&dir));
+    let v = tools(b.admin, "").await;
+    assert_eq!(v["tools"][0]["count"], 100);
+    b.stop();
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_snapshot_is_moved_aside() {
+    let dir = data_dir("corrupt");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("toolsize-state.json"),
+        b"{\"version\":1,\"series\":[{\"tru",
+    )
+    .unwrap();
+    let b = Binary::start(&[], Some(&dir));
+    let v = tools(b.admin, "").await;
+    assert_eq!(v["tools"].as_array().unwrap().len(), 0);
+    send(&b, 0, 5, "grep").await;
+    b.stop();
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("toolsize-state.json.corrupt-")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n == "toolsize-state.json"),
+        "{names:?}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}

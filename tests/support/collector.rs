@@ -1,0 +1,260 @@
+//! Shared helpers of the collector integration tests: OTLP request builders, a daemon on
+//! ephemeral loopback ports (in process or as the real binary), and peers (promtool, python3)
+//! that must exist in CI.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{
+    any_value::Value, AnyValue, InstrumentationScope, KeyValue,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use toolsize::collector::Config;
+
+/// A configuration listening on ephemeral loopback ports, memory only.
+pub fn loopback_config() -> Config {
+    let mut c = Config::default();
+    c.otlp.grpc_addr = "127.0.0.1:0".parse().unwrap();
+    c.otlp.http_addr = "127.0.0.1:0".parse().unwrap();
+    c.admin.addr = "127.0.0.1:0".parse().unwrap();
+    c
+}
+
+pub fn kv(k: &str, v: Value) -> KeyValue {
+    KeyValue {
+        key: k.into(),
+        value: Some(AnyValue { value: Some(v) }),
+        ..Default::default()
+    }
+}
+pub fn s(k: &str, v: &str) -> KeyValue {
+    kv(k, Value::StringValue(v.into()))
+}
+pub fn i(k: &str, v: i64) -> KeyValue {
+    kv(k, Value::IntValue(v))
+}
+
+/// A span with distinct ids derived from `n`.
+pub fn span(n: u64, name: &str, attrs: Vec<KeyValue>) -> Span {
+    let mut trace_id = vec![0u8; 16];
+    trace_id[8..].copy_from_slice(&(n + 1).to_be_bytes());
+    Span {
+        trace_id,
+        span_id: (n + 1).to_be_bytes().to_vec(),
+        name: name.into(),
+        kind: 1,
+        start_time_unix_nano: 1_700_000_000_000_000_000,
+        end_time_unix_nano: 1_700_000_000_000_000_000 + 2_000_000,
+        attributes: attrs,
+        ..Default::default()
+    }
+}
+
+/// A toolsize-contract tool span: `bytes` measured.
+pub fn own_span(n: u64, tool: &str, bytes: i64) -> Span {
+    span(
+        n,
+        &format!("execute_tool {tool}"),
+        vec![
+            s("gen_ai.operation.name", "execute_tool"),
+            s("gen_ai.tool.name", tool),
+            s("tool.name", tool),
+            s("tool.args_hash", &format!("{:012x}", n % 7)),
+            i("tool.result.bytes", bytes),
+            kv("tool.result.truncated", Value::BoolValue(false)),
+            kv("tool.latency_ms", Value::DoubleValue(2.0)),
+        ],
+    )
+}
+
+/// A request holding `spans` under `service`.
+pub fn request(service: &str, spans: Vec<Span>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![s("service.name", service)],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                scope: Some(InstrumentationScope {
+                    name: "toolsize".into(),
+                    ..Default::default()
+                }),
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// True in CI: a missing peer must fail the test there.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// Whether a peer program runs; in CI its absence panics, elsewhere the test is skipped loudly.
+pub fn require(program: &str, args: &[&str]) -> bool {
+    let ok = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        if in_ci() {
+            panic!("{program} is required in CI (scripts/test.sh installs it)");
+        }
+        eprintln!("SKIPPED: {program} not available (scripts/test.sh installs it)");
+    }
+    ok
+}
+
+/// Runs `promtool check metrics` on an exposition; returns promtool's output on failure.
+pub fn promtool_check(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// The real `toolsize serve` binary on ephemeral ports.
+pub struct Binary {
+    pub child: Child,
+    pub grpc: SocketAddr,
+    pub http: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+impl Binary {
+    pub fn start(extra: &[&str], data_dir: Option<&Path>) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolsize"));
+        cmd.args([
+            "serve",
+            "--otlp-grpc-addr",
+            "127.0.0.1:0",
+            "--otlp-http-addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "127.0.0.1:0",
+        ]);
+        cmd.args(extra);
+        if let Some(d) = data_dir {
+            cmd.arg("--data-dir").arg(d);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn toolsize");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad ready line {line:?}: {e}"));
+        let addr = |k: &str| v[k].as_str().unwrap().parse().unwrap();
+        Self {
+            grpc: addr("otlp_grpc"),
+            http: addr("otlp_http"),
+            admin: addr("admin"),
+            child,
+        }
+    }
+
+    pub fn signal(&mut self, sig: &str) {
+        let st = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn stop(mut self) {
+        self.signal("-TERM");
+        let st = self.child.wait().unwrap();
+        assert!(st.success(), "toolsize serve exited with {st}");
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// POSTs a protobuf request to OTLP/HTTP.
+pub async fn post_proto(http: SocketAddr, req: &ExportTraceServiceRequest) -> reqwest::Response {
+    use prost::Message;
+    reqwest::Client::new()
+        .post(format!("http://{http}/v1/traces"))
+        .header("content-type", "application/x-protobuf")
+        .body(req.encode_to_vec())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// GETs `/api/v1/tools` (JSON).
+pub async fn tools(admin: SocketAddr, query: &str) -> serde_json::Value {
+    reqwest::Client::new()
+        .get(format!("http://{admin}/api/v1/tools{query}"))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .map(|b| serde_json::from_slice(&b).unwrap())
+        .unwrap()
+}
+
+/// GETs `/metrics`.
+pub async fn metrics(admin: SocketAddr) -> String {
+    reqwest::Client::new()
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The value of one sample line of an exposition (`name{labels}` exactly as written).
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Exact nearest-rank quantile.
+pub fn exact_quantile(values: &[u64], q: f64) -> u64 {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
+}
