@@ -24,8 +24,9 @@
 //! The gRPC exporter runs on a small runtime owned by the guard, so it works from synchronous
 //! programs and from any async runtime, and shutdown cannot deadlock on the caller's runtime.
 //!
-//! Only spans, and the `toolsize` events inside them, go to OpenTelemetry: the application's log
-//! lines are not turned into span events, so no content leaves the process by default.
+//! Only toolsize's tool-call spans and their events go to OpenTelemetry by default: the
+//! application's own spans (whose fields may hold arguments) and log lines stay in the process
+//! unless [`ExportBuilder::all_spans`] asks for the spans too.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -145,6 +146,7 @@ pub struct ExportBuilder {
     logs: Option<bool>,
     scheduled_delay: Option<Duration>,
     max_queue_size: Option<usize>,
+    all_spans: bool,
 }
 
 impl ExportBuilder {
@@ -189,6 +191,14 @@ impl ExportBuilder {
     /// (default: `OTEL_BSP_MAX_QUEUE_SIZE`, then 2048).
     pub fn max_queue_size(mut self, spans: usize) -> Self {
         self.max_queue_size = Some(spans);
+        self
+    }
+
+    /// Export the application's other `tracing` spans too, not only toolsize's tool-call spans
+    /// (default: no). Spans made with `#[tracing::instrument]` record function arguments by
+    /// default, so turning this on can send content to the collector.
+    pub fn all_spans(mut self, on: bool) -> Self {
+        self.all_spans = on;
         self
     }
 
@@ -285,10 +295,11 @@ impl ExportBuilder {
     pub fn install(self) -> Result<ExportGuard, ExportError> {
         let guard = self.build()?;
         let tracer = guard.provider.tracer("toolsize");
+        let all_spans = guard.settings.all_spans;
         let otel = tracing_opentelemetry::layer()
             .with_tracer(tracer)
-            .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
-                meta.is_span() || meta.target().starts_with("toolsize")
+            .with_filter(tracing_subscriber::filter::filter_fn(move |meta| {
+                meta.target().starts_with("toolsize") || (all_spans && meta.is_span())
             }))
             .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
         let logs = if guard.settings.logs.unwrap_or(true) {

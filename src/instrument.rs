@@ -16,8 +16,8 @@
 //! `tracing-opentelemetry` — set up by [`crate::export`] or by the application's own pipeline.
 //!
 //! Failure paths end the span too, and the caller's value is never changed:
-//! - an `Err` records `tool.error`, `error.type` and status ERROR, with no `tool.result.bytes`
-//!   (absent, not 0);
+//! - an `Err` records `tool.error` (its message, at most [`MAX_ERROR_MESSAGE_BYTES`], marked
+//!   with `…` when cut), `error.type` and status ERROR, with no `tool.result.bytes` (absent, not 0);
 //! - a panicking tool ends its span with `error.type = "panic"` before the panic continues;
 //! - a future dropped before it completes ends its span with `tool.cancelled = true` and
 //!   `error.type = "cancelled"`.
@@ -539,6 +539,23 @@ impl ToolCall {
     }
 }
 
+/// `tool.error` keeps at most this many bytes of the error's message: enough to tell errors apart,
+/// too little to carry a response body or an argument list that an error happened to include.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 256;
+
+fn bounded_message(error: &dyn fmt::Display) -> String {
+    let mut message = error.to_string();
+    if message.len() > MAX_ERROR_MESSAGE_BYTES {
+        let mut cut = MAX_ERROR_MESSAGE_BYTES - '…'.len_utf8();
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push('…');
+    }
+    message
+}
+
 /// OTLP integers are signed 64-bit; tracing-opentelemetry would turn a `u64` into a string.
 fn int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
@@ -684,6 +701,18 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn error_messages_are_bounded_at_a_char_boundary() {
+        assert_eq!(bounded_message(&"short"), "short");
+        let long = "é".repeat(1000);
+        let m = bounded_message(&long);
+        assert!(m.len() <= MAX_ERROR_MESSAGE_BYTES, "{}", m.len());
+        assert!(m.ends_with('…'));
+        assert!(m.starts_with("éé"));
+        let exact = "x".repeat(MAX_ERROR_MESSAGE_BYTES);
+        assert_eq!(bounded_message(&exact), exact);
     }
 
     #[test]

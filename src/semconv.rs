@@ -2,7 +2,7 @@
 //!
 //! Every name the library writes and the collector reads is a constant here, so the two cannot
 //! drift apart. The OpenTelemetry GenAI names are used where they exist; `tool.*` names are
-//! toolsize's own. See DESIGN.md, "The span contract".
+//! toolsize's own. The README's "The span" section says when each is present.
 
 /// Span name prefix: a tool-call span is named `execute_tool {tool}`.
 pub const SPAN_NAME_PREFIX: &str = "execute_tool";

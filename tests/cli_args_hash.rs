@@ -78,3 +78,23 @@ fn invalid_json_exits_2_with_a_structured_error() {
     assert_eq!(err["error"]["code"], "INVALID_JSON");
     assert!(err["error"]["message"].as_str().unwrap().contains("line 1"));
 }
+
+#[test]
+fn bad_flags_are_a_structured_usage_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolsize"))
+        .args(["args-hash", "--canonicle"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["error"]["code"], "USAGE");
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(message.contains("--canonical"), "did you mean: {message}");
+
+    let help = Command::new(env!("CARGO_BIN_EXE_toolsize"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("args-hash"));
+}

@@ -28,9 +28,12 @@ fn init_honours_the_otel_environment() {
 
     let guard = toolsize::export::init().expect("init");
     assert_eq!(guard.protocol(), toolsize::export::Protocol::Grpc);
-    tool_call("lookup")
-        .run_text(|| Ok::<_, String>("eleven byte".to_string()))
-        .unwrap();
+    // An application span around the call, with a field holding content: not exported by default.
+    tracing::info_span!(target: "app", "handler", user_query = "private words").in_scope(|| {
+        tool_call("lookup")
+            .run_text(|| Ok::<_, String>("eleven byte".to_string()))
+            .unwrap();
+    });
     assert!(matches!(
         toolsize::export::init(),
         Err(toolsize::export::ExportError::SubscriberAlreadySet)
@@ -38,7 +41,12 @@ fn init_honours_the_otel_environment() {
     drop(guard); // flushes
 
     let spans = received.spans();
-    assert_eq!(spans.len(), 1);
+    assert_eq!(
+        spans.len(),
+        1,
+        "only the tool-call span leaves the process: {spans:#?}"
+    );
+    assert!(!format!("{spans:?}").contains("private words"));
     let (resource, span) = &spans[0];
     assert_eq!(
         str_attr(resource, "service.name").as_deref(),

@@ -45,6 +45,27 @@ pub enum Command {
     GenConfig,
 }
 
+/// Parses the process's arguments and runs them. `--help` and `--version` print as usual and exit
+/// 0; any other argument error is a structured `USAGE` error (exit 2) whose message is clap's,
+/// with its suggestions.
+pub fn main() -> ExitCode {
+    match Cli::try_parse() {
+        Ok(cli) => run(cli),
+        Err(e) => usage_error(e),
+    }
+}
+
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        _ => CliError::new("USAGE", e.render().to_string().trim_end()).report(),
+    }
+}
+
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
