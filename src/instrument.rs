@@ -521,7 +521,7 @@ impl ToolCall {
 
     fn record_error(&mut self, error: &dyn fmt::Display, error_type: &str) {
         self.done = true;
-        let message = error.to_string();
+        let message = bounded_message(error);
         self.span.record(TOOL_ERROR, message.as_str());
         self.span.record(ERROR_TYPE, error_type);
         self.span

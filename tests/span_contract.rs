@@ -249,6 +249,19 @@ fn an_error_is_recorded_and_returned_unchanged() {
 }
 
 #[test]
+fn long_error_messages_are_bounded() {
+    let cap = Capture::new();
+    let body = format!("upstream said: {}", "<html>private page</html>".repeat(100));
+    let out = cap.run(|| tool_call("fetch").run_text(|| Err::<String, _>(body.clone())));
+    assert_eq!(out.unwrap_err(), body, "the caller's error is unchanged");
+    let span = cap.one_span();
+    let recorded = string(&span, TOOL_ERROR).unwrap();
+    assert!(recorded.len() <= toolsize::instrument::MAX_ERROR_MESSAGE_BYTES);
+    assert!(recorded.starts_with("upstream said: <html>"));
+    assert!(recorded.ends_with('…'));
+}
+
+#[test]
 fn a_panicking_tool_ends_its_span_before_the_panic_continues() {
     let cap = Capture::new();
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
