@@ -360,7 +360,7 @@ pub struct ToolRecord {
 #[derive(Debug)]
 pub enum Outcome {
     /// A tool span.
-    Tool(Box<ToolRecord>),
+    Tool(ToolRecord),
     /// Not a tool span: ignored and counted.
     NotTool,
     /// A tool span that cannot be used (bad trace or span id): rejected and counted.
@@ -637,7 +637,7 @@ impl Recognizer {
             _ => self.args.iter().find_map(|&i| get(i)).map(hash_value),
         };
 
-        Outcome::Tool(Box::new(ToolRecord {
+        Outcome::Tool(ToolRecord {
             service: service.clone(),
             tool,
             emitter,
@@ -649,7 +649,7 @@ impl Recognizer {
             trace_id,
             span_id,
             args_hash,
-        }))
+        })
     }
 
     fn classify<'a>(
@@ -663,11 +663,14 @@ impl Recognizer {
                 .iter()
                 .all(|c| match *c {
                     CCond::Present(i) => get(i).is_some(),
-                    CCond::Eq(i, v) => str_of(get(i)) == Some(v),
+                    // Byte comparisons: no UTF-8 check needed to compare with a constant.
+                    CCond::Eq(i, v) => bytes_of(get(i)) == Some(v.as_bytes()),
                     CCond::EqIgnoreCase(i, v) => {
-                        str_of(get(i)).is_some_and(|s| s.eq_ignore_ascii_case(v))
+                        bytes_of(get(i)).is_some_and(|s| s.eq_ignore_ascii_case(v.as_bytes()))
                     }
-                    CCond::Prefix(i, v) => str_of(get(i)).is_some_and(|s| s.starts_with(v)),
+                    CCond::Prefix(i, v) => {
+                        bytes_of(get(i)).is_some_and(|s| s.starts_with(v.as_bytes()))
+                    }
                     CCond::NameEq(v) => name == v,
                     CCond::NamePrefix(v) => name.starts_with(v),
                     CCond::Scope(v) => scope == v,
@@ -738,6 +741,13 @@ pub fn has_marker(s: &[u8]) -> bool {
 
 fn looks_like_json(s: &[u8]) -> bool {
     matches!(s.trim_ascii_start().first(), Some(b'{' | b'['))
+}
+
+fn bytes_of(v: Option<AttrValue<'_>>) -> Option<&[u8]> {
+    match v {
+        Some(AttrValue::Str(b)) => Some(b),
+        _ => None,
+    }
 }
 
 fn str_of(v: Option<AttrValue<'_>>) -> Option<&str> {
@@ -965,7 +975,7 @@ mod tests {
     }
     fn tool(r: &Recognizer, scope: &str, sp: &Span) -> ToolRecord {
         match outcome(r, scope, sp) {
-            Outcome::Tool(t) => *t,
+            Outcome::Tool(t) => t,
             other => panic!("not a tool: {other:?}"),
         }
     }
