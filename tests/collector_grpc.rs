@@ -150,6 +150,11 @@ async fn grpc_bad_input_gets_otlp_status_codes() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e}");
+    // Over the limit without compression: refused before it is buffered.
+    let e = raw_export(d.otlp_grpc_addr, vec![0u8; 2 << 20], false)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e}");
     // Empty message: success.
     raw_export(d.otlp_grpc_addr, vec![], false).await.unwrap();
     let text = metrics(d.admin_addr).await;
@@ -159,6 +164,13 @@ async fn grpc_bad_input_gets_otlp_status_codes() {
             "toolsize_otlp_requests_refused_total{reason=\"decode\"}"
         ),
         Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "toolsize_otlp_requests_refused_total{reason=\"too_large\"}"
+        ),
+        Some(2.0)
     );
     d.shutdown().await;
 }

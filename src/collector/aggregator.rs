@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::config::Config;
 use super::histogram::{Hist, HistSnapshot, MAX_BYTES, MAX_LATENCY_US};
-use super::recognize::{Size, SizeSource, ToolRecord};
+use super::recognize::{ArgsHash, Size, SizeSource, ToolRecord};
 use super::store::Store;
 use super::SelfStats;
 
@@ -284,7 +284,7 @@ pub struct Series {
     /// Largest recent results, largest first.
     pub largest: Vec<Largest>,
     /// Arguments hashes (space-saving top-k).
-    pub args: HashMap<String, ArgsStat, FxBuild>,
+    pub args: HashMap<ArgsHash, ArgsStat, FxBuild>,
 }
 
 impl Series {
@@ -471,7 +471,7 @@ impl State {
                         bytes,
                         trace_id: hex(&r.trace_id),
                         span_id: hex(&r.span_id),
-                        args_hash: r.args_hash.clone(),
+                        args_hash: r.args_hash.map(|h| h.to_string()),
                         at_unix: now,
                         truncated_upstream: r.truncated_upstream,
                     },
@@ -482,7 +482,7 @@ impl State {
         let i = LATENCY_BUCKETS_US.partition_point(|&b| b < r.latency_us);
         s.latency_buckets[i] += 1;
         s.latency_sum_us = s.latency_sum_us.saturating_add(r.latency_us);
-        if let Some(h) = &r.args_hash {
+        if let Some(h) = r.args_hash {
             let bytes = match r.size {
                 Size::Known { bytes, .. } => bytes,
                 _ => 0,
@@ -523,11 +523,16 @@ impl State {
     }
 }
 
-fn space_saving(map: &mut HashMap<String, ArgsStat, FxBuild>, h: &str, bytes: u64, cap: usize) {
+fn space_saving(
+    map: &mut HashMap<ArgsHash, ArgsStat, FxBuild>,
+    h: ArgsHash,
+    bytes: u64,
+    cap: usize,
+) {
     if cap == 0 {
         return;
     }
-    if let Some(e) = map.get_mut(h) {
+    if let Some(e) = map.get_mut(&h) {
         e.count += 1;
         e.max_bytes = e.max_bytes.max(bytes);
         return;
@@ -537,14 +542,14 @@ fn space_saving(map: &mut HashMap<String, ArgsStat, FxBuild>, h: &str, bytes: u6
         if let Some(min) = map
             .iter()
             .min_by_key(|(_, v)| v.count)
-            .map(|(k, v)| (k.clone(), v.count))
+            .map(|(k, v)| (*k, v.count))
         {
             map.remove(&min.0);
             count = min.1 + 1;
         }
     }
     map.insert(
-        h.to_string(),
+        h,
         ArgsStat {
             count,
             max_bytes: bytes,
@@ -755,7 +760,7 @@ impl State {
                     .args
                     .iter()
                     .map(|(h, a)| TopArgs {
-                        args_hash: h.clone(),
+                        args_hash: h.to_string(),
                         count: a.count,
                         max_bytes: a.max_bytes,
                     })
@@ -894,7 +899,11 @@ impl State {
                     size_sum: s.size_sum,
                     latency_sum_us: s.latency_sum_us,
                     largest: s.largest.clone(),
-                    args: s.args.iter().map(|(h, a)| (h.clone(), a.clone())).collect(),
+                    args: s
+                        .args
+                        .iter()
+                        .map(|(h, a)| (h.to_string(), a.clone()))
+                        .collect(),
                 })
                 .collect(),
         }
@@ -928,7 +937,11 @@ impl State {
             s.size_sum = ss.size_sum;
             s.latency_sum_us = ss.latency_sum_us;
             s.largest = ss.largest;
-            s.args = ss.args.into_iter().collect();
+            s.args = ss
+                .args
+                .into_iter()
+                .map(|(h, a)| (ArgsHash::new(&h), a))
+                .collect();
             self.series.insert(ss.key, s);
         }
         Ok(())
@@ -1139,7 +1152,7 @@ mod tests {
             latency_us: 1500,
             trace_id: [1; 16],
             span_id: [2; 8],
-            args_hash: Some(format!("{tool}-args")),
+            args_hash: Some(ArgsHash::new(&format!("{tool}-args"))),
         }
     }
 
@@ -1267,12 +1280,12 @@ mod tests {
     fn space_saving_keeps_heavy_hitters() {
         let mut m = HashMap::default();
         for _ in 0..30 {
-            space_saving(&mut m, "hot", 10, 4);
+            space_saving(&mut m, ArgsHash::new("hot"), 10, 4);
         }
         for i in 0..20 {
-            space_saving(&mut m, &format!("cold{i}"), 1, 4);
+            space_saving(&mut m, ArgsHash::new(&format!("cold{i}")), 1, 4);
         }
-        assert_eq!(m["hot"].count, 30);
+        assert_eq!(m[&ArgsHash::new("hot")].count, 30);
         assert_eq!(m.len(), 4);
     }
 }

@@ -329,6 +329,47 @@ pub enum Size {
     Failed,
 }
 
+/// An arguments hash held inline (no allocation per span): up to 12 bytes of UTF-8, normally
+/// 12 lowercase hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ArgsHash {
+    len: u8,
+    bytes: [u8; 12],
+}
+
+impl ArgsHash {
+    /// The first 12 bytes of `s`, cut on a character boundary.
+    pub fn new(s: &str) -> Self {
+        let mut end = s.len().min(12);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut bytes = [0u8; 12];
+        bytes[..end].copy_from_slice(&s.as_bytes()[..end]);
+        Self {
+            len: end as u8,
+            bytes,
+        }
+    }
+
+    /// The hash as text.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
+    }
+}
+
+impl std::fmt::Debug for ArgsHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl std::fmt::Display for ArgsHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What the daemon keeps of one tool span.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolRecord {
@@ -353,14 +394,14 @@ pub struct ToolRecord {
     /// Span id.
     pub span_id: [u8; 8],
     /// 12 hex digits: `tool.args_hash`, or the canonical hash of the recorded arguments.
-    pub args_hash: Option<String>,
+    pub args_hash: Option<ArgsHash>,
 }
 
 /// What [`Recognizer::recognize`] made of a span.
 #[derive(Debug)]
 pub enum Outcome {
     /// A tool span.
-    Tool(Box<ToolRecord>),
+    Tool(ToolRecord),
     /// Not a tool span: ignored and counted.
     NotTool,
     /// A tool span that cannot be used (bad trace or span id): rejected and counted.
@@ -633,11 +674,15 @@ impl Recognizer {
         };
 
         let args_hash = match str_of(get(self.args_hash)) {
-            Some(h) if !h.is_empty() => Some(h.get(..12).unwrap_or(h).to_string()),
-            _ => self.args.iter().find_map(|&i| get(i)).map(hash_value),
+            Some(h) if !h.is_empty() => Some(ArgsHash::new(h)),
+            _ => self
+                .args
+                .iter()
+                .find_map(|&i| get(i))
+                .map(|v| ArgsHash::new(&hash_value(v))),
         };
 
-        Outcome::Tool(Box::new(ToolRecord {
+        Outcome::Tool(ToolRecord {
             service: service.clone(),
             tool,
             emitter,
@@ -649,7 +694,7 @@ impl Recognizer {
             trace_id,
             span_id,
             args_hash,
-        }))
+        })
     }
 
     fn classify<'a>(
@@ -663,11 +708,14 @@ impl Recognizer {
                 .iter()
                 .all(|c| match *c {
                     CCond::Present(i) => get(i).is_some(),
-                    CCond::Eq(i, v) => str_of(get(i)) == Some(v),
+                    // Byte comparisons: no UTF-8 check needed to compare with a constant.
+                    CCond::Eq(i, v) => bytes_of(get(i)) == Some(v.as_bytes()),
                     CCond::EqIgnoreCase(i, v) => {
-                        str_of(get(i)).is_some_and(|s| s.eq_ignore_ascii_case(v))
+                        bytes_of(get(i)).is_some_and(|s| s.eq_ignore_ascii_case(v.as_bytes()))
                     }
-                    CCond::Prefix(i, v) => str_of(get(i)).is_some_and(|s| s.starts_with(v)),
+                    CCond::Prefix(i, v) => {
+                        bytes_of(get(i)).is_some_and(|s| s.starts_with(v.as_bytes()))
+                    }
                     CCond::NameEq(v) => name == v,
                     CCond::NamePrefix(v) => name.starts_with(v),
                     CCond::Scope(v) => scope == v,
@@ -738,6 +786,13 @@ pub fn has_marker(s: &[u8]) -> bool {
 
 fn looks_like_json(s: &[u8]) -> bool {
     matches!(s.trim_ascii_start().first(), Some(b'{' | b'['))
+}
+
+fn bytes_of(v: Option<AttrValue<'_>>) -> Option<&[u8]> {
+    match v {
+        Some(AttrValue::Str(b)) => Some(b),
+        _ => None,
+    }
 }
 
 fn str_of(v: Option<AttrValue<'_>>) -> Option<&str> {
@@ -965,7 +1020,7 @@ mod tests {
     }
     fn tool(r: &Recognizer, scope: &str, sp: &Span) -> ToolRecord {
         match outcome(r, scope, sp) {
-            Outcome::Tool(t) => *t,
+            Outcome::Tool(t) => t,
             other => panic!("not a tool: {other:?}"),
         }
     }
@@ -1007,7 +1062,10 @@ mod tests {
                 source: SizeSource::Measured
             }
         );
-        assert_eq!(t.args_hash.as_deref(), Some("0123456789ab"));
+        assert_eq!(
+            t.args_hash.map(|h| h.to_string()).as_deref(),
+            Some("0123456789ab")
+        );
         assert_eq!(t.latency_us, 2000);
     }
 
@@ -1230,8 +1288,9 @@ mod tests {
                 ],
             ),
         );
-        assert_eq!(a.args_hash.as_deref(), Some(lib.as_str()));
-        assert_eq!(b.args_hash.as_deref(), Some(lib.as_str()));
+        assert_eq!(a.args_hash.map(|h| h.to_string()), Some(lib.clone()));
+        assert_eq!(b.args_hash.map(|h| h.to_string()), Some(lib));
+        assert_eq!(ArgsHash::new("ééééééé").as_str(), "éééééé");
     }
 
     #[test]

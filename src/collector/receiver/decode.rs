@@ -100,7 +100,7 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
             }
         };
         match r.recognize(&arc, scope, span) {
-            Outcome::Tool(t) => out.records.push(*t),
+            Outcome::Tool(t) => out.records.push(t),
             Outcome::NotTool => out.not_tool += 1,
             Outcome::Invalid(why) => {
                 out.invalid += 1;

@@ -4,8 +4,8 @@
 //! prost codec) so that a message that does not decode is answered `INVALID_ARGUMENT`, as OTLP
 //! requires (tonic's codec says `INTERNAL`), and is counted in the self-metrics like on HTTP.
 //! Gzip is accepted; the message size limit (`otlp.max_request_bytes`, raised from tonic's 4 MiB
-//! default) applies after decompression (`RESOURCE_EXHAUSTED`). An uncompressed message over the
-//! limit is refused by tonic's framing before it is buffered, with `OUT_OF_RANGE`. Under overload
+//! default) applies after decompression. Both an uncompressed message over the limit (refused by
+//! tonic's framing before it is buffered) and a gzip bomb get `RESOURCE_EXHAUSTED`. Under overload
 //! the answer is `UNAVAILABLE` (retryable); partial success carries `rejected_spans` and a message.
 
 use std::convert::Infallible;
@@ -22,6 +22,7 @@ use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Request, Response, Status};
 
 use super::{Accepted, Ingest, IngestError};
+use crate::collector::RefusedRequest;
 
 /// Fully qualified gRPC service name.
 pub const SERVICE_NAME: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
@@ -82,7 +83,25 @@ where
             .send_compressed(CompressionEncoding::Gzip)
             .max_decoding_message_size(self.limit)
             .max_encoding_message_size(4 << 20);
-        Box::pin(async move { Ok(grpc.unary(export, req).await) })
+        let ingest = self.ingest.clone();
+        Box::pin(async move {
+            let mut res = grpc.unary(export, req).await;
+            // tonic refuses a message whose length prefix passes the limit before buffering it,
+            // with OUT_OF_RANGE; OTLP says RESOURCE_EXHAUSTED (non-retryable without RetryInfo).
+            // Decompression over the limit already comes back as RESOURCE_EXHAUSTED.
+            let code = res
+                .headers()
+                .get("grpc-status")
+                .map(|v| v.as_bytes().to_vec());
+            if code.as_deref() == Some(b"11") {
+                res.headers_mut()
+                    .insert("grpc-status", http::HeaderValue::from_static("8"));
+            }
+            if matches!(code.as_deref(), Some(b"11") | Some(b"8")) {
+                ingest.stats().refused_request(RefusedRequest::TooLarge);
+            }
+            Ok(res)
+        })
     }
 }
 
