@@ -90,14 +90,12 @@ fn check_received(received: &Received, service: &str) {
     assert_eq!(large.events[0].name, EVENT_LARGE_RESULT);
 }
 
-#[test]
-fn grpc_export_reaches_the_receiver() {
-    let rt = runtime();
-    let (addr, received) = rt.block_on(sink::grpc());
+/// Sends three calls to `addr` over `protocol` and checks what arrived and what was counted.
+fn round_trip(protocol: Protocol, addr: std::net::SocketAddr, received: &Received, service: &str) {
     let guard = export::builder()
-        .protocol(Protocol::Grpc)
+        .protocol(protocol)
         .endpoint(format!("http://{addr}"))
-        .service_name("e2e-grpc")
+        .service_name(service)
         .build()
         .unwrap();
     let n = three_calls(&guard) as u64;
@@ -105,34 +103,35 @@ fn grpc_export_reaches_the_receiver() {
     assert_eq!(stats.spans_ended, n);
     assert_eq!(stats.spans_exported, n);
     assert_eq!(stats.spans_lost(), 0);
-    check_received(&received, "e2e-grpc");
+    check_received(received, service);
+}
+
+#[test]
+fn grpc_export_reaches_the_receiver() {
+    let rt = runtime();
+    let (addr, received) = rt.block_on(sink::grpc());
+    round_trip(Protocol::Grpc, addr, &received, "e2e-grpc");
 }
 
 #[test]
 fn http_export_reaches_the_receiver() {
     let rt = runtime();
     let (addr, received) = rt.block_on(sink::http());
-    let guard = export::builder()
-        .protocol(Protocol::HttpProtobuf)
-        .endpoint(format!("http://{addr}"))
-        .service_name("e2e-http")
-        .build()
-        .unwrap();
-    let n = three_calls(&guard) as u64;
-    let stats = guard.flush().unwrap();
-    assert_eq!(stats.spans_exported, n);
-    assert_eq!(stats.spans_lost(), 0);
-    check_received(&received, "e2e-http");
+    round_trip(Protocol::HttpProtobuf, addr, &received, "e2e-http");
+}
+
+/// A loopback port that was free a moment ago: nothing listens there.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[test]
 fn spans_that_cannot_be_delivered_are_counted() {
-    // A port that was just free: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     let guard = export::builder()
         .protocol(Protocol::HttpProtobuf)
         .endpoint(format!("http://127.0.0.1:{port}"))
@@ -149,11 +148,7 @@ fn spans_that_cannot_be_delivered_are_counted() {
 
 #[test]
 fn spans_dropped_on_a_full_queue_are_counted() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     let guard = export::builder()
         .protocol(Protocol::HttpProtobuf)
         .endpoint(format!("http://127.0.0.1:{port}"))
