@@ -2,7 +2,7 @@
 //! non-ASCII and multi-line text, exact and estimated values.
 
 use toolsize::layers::{
-    Action, Cut, CustomLayer, ResultMeasures, Scope, Source, Stack, StackConfig, Unit, Verdict,
+    Action, CustomLayer, Cut, ResultMeasures, Scope, Source, Stack, StackConfig, Unit, Verdict,
 };
 use toolsize::{measure, Measures};
 
@@ -73,7 +73,10 @@ fn emoji_heavy_result_against_chars_and_utf16_layers() {
     assert_eq!(ids(&v), ["cline.message-builder", "js-units", "default"]);
     assert_eq!(v.weakest.unwrap().layer_id, "cline.message-builder");
     let c = s.ceiling_bytes().unwrap();
-    assert_eq!((c.layer_id, c.bytes, c.source), ("cline.message-builder", 8_000, Source::Catalog));
+    assert_eq!(
+        (c.layer_id, c.bytes, c.source),
+        ("cline.message-builder", 8_000, Source::Catalog)
+    );
 
     // Bytes only: code points and units are estimated as bytes (an upper bound), so the chars
     // layer now reports a cut, marked estimated.
@@ -108,7 +111,10 @@ fn three_thousand_lines_against_line_layers() {
     let s = stack("codex.legacy.lines,gemini-cli.read-file.lines", vec![]);
     let v = s.verdict(&m, false);
     let codex = cut(&v, "codex.legacy.lines").unwrap();
-    assert_eq!((codex.value, codex.estimated, codex.limit), (3_000, false, 256));
+    assert_eq!(
+        (codex.value, codex.estimated, codex.limit),
+        (3_000, false, 256)
+    );
     let gemini = cut(&v, "gemini-cli.read-file.lines").unwrap();
     assert_eq!((gemini.value, gemini.margin), (3_000, 1_000));
     assert_eq!(v.weakest.unwrap().layer_id, "codex.legacy.lines");
@@ -131,9 +137,15 @@ fn long_lines_against_a_per_line_layer() {
     let one = "\u{e9}".repeat(2_500);
     let v = s.verdict(&measured(&one), false);
     let c = cut(&v, width).unwrap();
-    assert_eq!((c.value, c.estimated, c.scope), (2_500, false, Scope::PerLine));
+    assert_eq!(
+        (c.value, c.estimated, c.scope),
+        (2_500, false, Scope::PerLine)
+    );
     // One line of 1,500: passes.
-    assert!(s.verdict(&measured(&"x".repeat(1_500)), false).cuts.is_empty());
+    assert!(s
+        .verdict(&measured(&"x".repeat(1_500)), false)
+        .cuts
+        .is_empty());
     // Several lines: the longest line is bounded by the whole minus the other lines' newlines.
     let text = format!("{}\nshort\nshort\n", "\u{e9}".repeat(2_500));
     let v = s.verdict(&measured(&text), false);
@@ -226,10 +238,16 @@ fn tokens_are_estimated_as_bytes_over_four() {
     let s = stack("codex.tool-output.tokens,claude-code.mcp.max", vec![]);
     let v = s.verdict(&measured(&text), false);
     let c = cut(&v, "codex.tool-output.tokens").unwrap();
-    assert_eq!((c.value, c.estimated, c.limit_bytes), (12_500, true, Some(40_000)));
+    assert_eq!(
+        (c.value, c.estimated, c.limit_bytes),
+        (12_500, true, Some(40_000))
+    );
     assert!(cut(&v, "claude-code.mcp.max").is_none());
     let c = s.ceiling_bytes().unwrap();
-    assert_eq!((c.layer_id, c.bytes, c.estimated), ("codex.tool-output.tokens", 40_000, true));
+    assert_eq!(
+        (c.layer_id, c.bytes, c.estimated),
+        ("codex.tool-output.tokens", 40_000, true)
+    );
 }
 
 #[test]
@@ -241,7 +259,12 @@ fn attribute_layers_apply_only_to_results_sent_as_attributes() {
     let c = v.weakest.unwrap();
     assert_eq!(
         (c.layer_id, c.value, c.action, c.scope),
-        ("tempo.attr-bytes", 3_000, Action::TruncateSilent, Scope::PerAttribute)
+        (
+            "tempo.attr-bytes",
+            3_000,
+            Action::TruncateSilent,
+            Scope::PerAttribute
+        )
     );
     // The ceiling counts the attribute layer: it is in the stack because results are exported.
     assert_eq!(s.ceiling_bytes().unwrap().bytes, 2_048);
@@ -255,5 +278,8 @@ fn overrides_move_the_weakest_layer() {
     let v = s.verdict(&measured(&text), false);
     assert_eq!(ids(&v), ["default"]);
     let c = s.ceiling_bytes().unwrap();
-    assert_eq!((c.layer_id, c.bytes, c.source), ("default", 16_384, Source::Default));
+    assert_eq!(
+        (c.layer_id, c.bytes, c.source),
+        ("default", 16_384, Source::Default)
+    );
 }

@@ -307,7 +307,6 @@ fn load(text: &str) -> Result<Vec<Layer>, String> {
 pub fn catalog() -> &'static [Layer] {
     static CATALOG: OnceLock<Vec<Layer>> = OnceLock::new();
     CATALOG.get_or_init(|| {
-        #[allow(clippy::expect_used)]
         load(CATALOG_JSON).expect("the embedded layer catalog is valid (checked by unit tests)")
     })
 }

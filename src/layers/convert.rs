@@ -271,6 +271,9 @@ mod tests {
         assert_eq!(limit_in_bytes(10_000, Unit::Tokens).unwrap().bytes, 40_000);
         assert_eq!(limit_in_bytes(100, Unit::Lines).unwrap().bytes, 4_000);
         assert_eq!(limit_in_bytes(64, Unit::Depth), None);
-        assert_eq!(limit_in_bytes(u64::MAX, Unit::Tokens).unwrap().bytes, u64::MAX);
+        assert_eq!(
+            limit_in_bytes(u64::MAX, Unit::Tokens).unwrap().bytes,
+            u64::MAX
+        );
     }
 }

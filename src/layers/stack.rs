@@ -405,9 +405,7 @@ impl Stack {
                     });
                 }
                 ceiling.get_or_insert((limit, source));
-                overrides
-                    .entry(DEFAULT_LAYER_ID)
-                    .or_insert((limit, source));
+                overrides.entry(DEFAULT_LAYER_ID).or_insert((limit, source));
             }
         }
 
@@ -579,7 +577,10 @@ mod tests {
             None
         );
         let c = StackConfig::from_env(&env(&[
-            (ENV_STACK, "codex.tool-output.tokens, cline.message-builder=6000"),
+            (
+                ENV_STACK,
+                "codex.tool-output.tokens, cline.message-builder=6000",
+            ),
             (ENV_CEILING_BYTES, "8192"),
         ]))
         .unwrap()
@@ -596,7 +597,10 @@ mod tests {
     #[test]
     fn precedence_is_flag_then_env_then_file_then_default() {
         let file = StackConfig {
-            ids: vec!["cline.message-builder".into(), "codex.tool-output.tokens".into()],
+            ids: vec![
+                "cline.message-builder".into(),
+                "codex.tool-output.tokens".into(),
+            ],
             ceiling_bytes: Some(4096),
             overrides: [("cline.message-builder".to_owned(), 7000)].into(),
             custom: vec![],
@@ -608,7 +612,11 @@ mod tests {
         };
         // File alone.
         let s = Stack::resolve(None, None, Some(&file)).unwrap();
-        let got: Vec<_> = s.layers().iter().map(|l| (l.id(), l.limit, l.source)).collect();
+        let got: Vec<_> = s
+            .layers()
+            .iter()
+            .map(|l| (l.id(), l.limit, l.source))
+            .collect();
         assert_eq!(
             got,
             [
@@ -620,7 +628,11 @@ mod tests {
         // Env names the list (replacing the file's) and overrides the limit; the flag's ceiling
         // wins over the file's.
         let s = Stack::resolve(Some(&flag), Some(&env_cfg), Some(&file)).unwrap();
-        let got: Vec<_> = s.layers().iter().map(|l| (l.id(), l.limit, l.source)).collect();
+        let got: Vec<_> = s
+            .layers()
+            .iter()
+            .map(|l| (l.id(), l.limit, l.source))
+            .collect();
         assert_eq!(
             got,
             [
@@ -629,7 +641,10 @@ mod tests {
             ]
         );
         let c = s.ceiling_bytes().unwrap();
-        assert_eq!((c.layer_id, c.bytes, c.source), ("default", 2048, Source::Flag));
+        assert_eq!(
+            (c.layer_id, c.bytes, c.source),
+            ("default", 2048, Source::Flag)
+        );
     }
 
     #[test]
@@ -643,10 +658,18 @@ mod tests {
                 suggestion: Some("cline.message-builder".into())
             }
         );
-        assert!(e.to_string().contains("did you mean \"cline.message-builder\""));
+        assert!(e
+            .to_string()
+            .contains("did you mean \"cline.message-builder\""));
         let cfg = StackConfig::parse_list("zzzzzzzzzzzzzzzz").unwrap();
         let e = Stack::resolve(Some(&cfg), None, None).unwrap_err();
-        assert!(matches!(e, StackError::UnknownId { suggestion: None, .. }));
+        assert!(matches!(
+            e,
+            StackError::UnknownId {
+                suggestion: None,
+                ..
+            }
+        ));
         // Overrides are checked too, even in a losing source.
         let bad = StackConfig {
             overrides: [("defualt".to_owned(), 1)].into(),
@@ -677,10 +700,17 @@ mod tests {
         // Named in the list and overridden by the flag.
         let flag = StackConfig::parse_list("my-proxy=3000,default").unwrap();
         let s = Stack::resolve(Some(&flag), None, Some(&file)).unwrap();
-        let got: Vec<_> = s.layers().iter().map(|l| (l.id(), l.limit, l.source)).collect();
+        let got: Vec<_> = s
+            .layers()
+            .iter()
+            .map(|l| (l.id(), l.limit, l.source))
+            .collect();
         assert_eq!(
             got,
-            [("my-proxy", 3000, Source::Flag), ("default", 16384, Source::Default)]
+            [
+                ("my-proxy", 3000, Source::Flag),
+                ("default", 16384, Source::Default)
+            ]
         );
         // A custom name may not shadow a catalog id.
         let mut clash = file.clone();
