@@ -283,3 +283,33 @@ fn overrides_move_the_weakest_layer() {
         ("default", 16_384, Source::Default)
     );
 }
+
+#[test]
+fn item_layers_need_the_item_count() {
+    let s = stack("otel.attr-count,default", vec![]);
+    let text = "{}";
+    // Items are not measured from a result's text: the layer is skipped.
+    assert!(s.verdict(&measured(text), false).cuts.is_empty());
+    // A carrier that counts them (e.g. attributes on a span) supplies the count.
+    let m = ResultMeasures {
+        items: Some(200),
+        ..measured(text)
+    };
+    let v = s.verdict(&m, false);
+    let c = v.weakest.unwrap();
+    assert_eq!(
+        (c.layer_id, c.unit, c.value, c.estimated, c.limit_bytes),
+        ("otel.attr-count", Unit::Items, 200, false, None)
+    );
+    assert_eq!(s.ceiling_bytes().unwrap().layer_id, "default");
+}
+
+#[test]
+fn from_layers_keeps_byte_limits_consistent() {
+    use toolsize::layers::{Layer, StackLayer};
+    let layer = Layer::user("t", 100, Unit::Tokens, Scope::PerResult, Action::Reject);
+    let mut l = StackLayer::new(layer, 100, Source::Flag);
+    l.limit = 50;
+    let s = Stack::from_layers(vec![l]);
+    assert_eq!(s.ceiling_bytes().unwrap().bytes, 200);
+}

@@ -220,7 +220,8 @@ pub struct StackLayer {
 }
 
 impl StackLayer {
-    fn new(layer: Layer, limit: u64, source: Source) -> StackLayer {
+    /// `layer` at an effective `limit` (in `layer.unit`) from `source`.
+    pub fn new(layer: Layer, limit: u64, source: Source) -> StackLayer {
         StackLayer {
             limit_bytes: limit_in_bytes(limit, layer.unit),
             layer,
@@ -311,8 +312,12 @@ fn default_layer(limit: u64, source: Source) -> StackLayer {
 }
 
 impl Stack {
-    /// A stack of exactly these layers, in this order.
-    pub fn from_layers(layers: Vec<StackLayer>) -> Stack {
+    /// A stack of exactly these layers, in this order (each `limit_bytes` is recomputed from its
+    /// limit and unit).
+    pub fn from_layers(mut layers: Vec<StackLayer>) -> Stack {
+        for l in &mut layers {
+            l.limit_bytes = limit_in_bytes(l.limit, l.layer.unit);
+        }
         let mut order: Vec<usize> = (0..layers.len()).collect();
         // Stable sort: ties keep stack order.
         order.sort_by_key(|&i| layers[i].limit_bytes.map_or(u64::MAX, |b| b.bytes));
