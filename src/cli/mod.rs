@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 pub mod args_hash;
 pub mod check;
+pub mod layers;
 #[cfg(feature = "collector")]
 pub mod serve;
 pub mod wrap;
@@ -37,6 +38,8 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Run a command-line tool; measure, guard and report its output as an envelope.
     Wrap(wrap::WrapArgs),
+    /// List the built-in catalog of truncation layers (limits, units, scopes, actions).
+    Layers(layers::LayersArgs),
     /// Run the collector daemon: OTLP in, per-tool size histograms out.
     #[cfg(feature = "collector")]
     Serve(Box<serve::ServeArgs>),
@@ -72,6 +75,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::ArgsHash(args) => args_hash::run(&args),
         Command::Check(args) => check::run(args),
         Command::Wrap(args) => wrap::run(args),
+        Command::Layers(args) => layers::run(&args),
         #[cfg(feature = "collector")]
         Command::Serve(args) => serve::serve(*args),
         #[cfg(feature = "collector")]

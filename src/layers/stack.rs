@@ -1,0 +1,739 @@
+//! The stack: the layers a deployment declares, their effective limits, and per-result verdicts.
+//!
+//! A [`Stack`] is resolved once, at start, from up to three [`StackConfig`]s (command-line flags,
+//! environment, configuration file) over the built-in default; resolution fails on an unknown
+//! layer id (with a "did you mean") or a zero limit, never at verdict time. Each layer's limit is
+//! converted to bytes at resolution, and the layers are pre-sorted by that byte limit, so
+//! [`Stack::verdict`] is a loop of integer comparisons that allocates only when a layer cuts.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::catalog::{self, Action, Layer, Scope, Unit};
+use super::convert::{limit_in_bytes, value_for, ByteLimit, ResultMeasures};
+
+/// The default ceiling when no layer is named: 16 KiB.
+pub const DEFAULT_CEILING_BYTES: u64 = 16 * 1024;
+
+/// The id of toolsize's own default layer (a byte ceiling on the whole result).
+pub const DEFAULT_LAYER_ID: &str = "default";
+
+/// Environment variable naming the stack: `id,id,…`, each optionally `id=limit`.
+pub const ENV_STACK: &str = "TOOLSIZE_STACK";
+
+/// Environment variable setting the default layer's byte ceiling.
+pub const ENV_CEILING_BYTES: &str = "TOOLSIZE_CEILING_BYTES";
+
+/// Where an effective limit came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// A command-line flag.
+    Flag,
+    /// An environment variable.
+    Env,
+    /// The configuration file.
+    File,
+    /// toolsize's built-in default ([`DEFAULT_CEILING_BYTES`]).
+    Default,
+    /// The built-in catalog.
+    Catalog,
+}
+
+impl Source {
+    /// The name used in logs and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Flag => "flag",
+            Source::Env => "env",
+            Source::File => "file",
+            Source::Default => "default",
+            Source::Catalog => "catalog",
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A layer declared by the user.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomLayer {
+    /// Its id; must not clash with a catalog id or `default`.
+    pub name: String,
+    /// The limit, in `unit`.
+    pub limit: u64,
+    /// The unit of `limit`.
+    pub unit: Unit,
+    /// What the limit is compared with (default `per_result`).
+    #[serde(default = "default_scope")]
+    pub scope: Scope,
+    /// What happens over the limit (default `unknown`).
+    #[serde(default = "default_action")]
+    pub action: Action,
+}
+
+fn default_scope() -> Scope {
+    Scope::PerResult
+}
+
+fn default_action() -> Action {
+    Action::Unknown
+}
+
+/// One source's stack settings: the `[layers]` table of the configuration file, the environment,
+/// or the command-line flags.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackConfig {
+    /// Layer ids making up the stack, in order (catalog ids, custom names or `default`). Empty:
+    /// not set here. The highest-precedence source that names ids decides the whole list.
+    #[serde(default, rename = "stack")]
+    pub ids: Vec<String>,
+    /// The default layer's byte ceiling; setting it keeps the default layer in the stack.
+    #[serde(default)]
+    pub ceiling_bytes: Option<u64>,
+    /// Limit overrides by layer id, in the layer's own unit; merged key by key.
+    #[serde(default)]
+    pub overrides: BTreeMap<String, u64>,
+    /// Layers declared by the user; merged by name. Always part of the stack.
+    #[serde(default)]
+    pub custom: Vec<CustomLayer>,
+}
+
+impl StackConfig {
+    /// Whether this source sets nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+            && self.ceiling_bytes.is_none()
+            && self.overrides.is_empty()
+            && self.custom.is_empty()
+    }
+
+    /// Parses a stack list as the `--stack` flag and [`ENV_STACK`] take it: ids separated by
+    /// commas, each optionally `id=limit` to override its limit. Blank items are ignored.
+    pub fn parse_list(text: &str) -> Result<StackConfig, StackError> {
+        let mut config = StackConfig::default();
+        for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (id, limit) = match item.split_once('=') {
+                Some((id, limit)) => (id.trim(), Some(limit.trim())),
+                None => (item, None),
+            };
+            if let Some(limit) = limit {
+                let n = parse_limit(limit).ok_or_else(|| StackError::InvalidLimit {
+                    what: id.to_owned(),
+                    value: limit.to_owned(),
+                })?;
+                config.overrides.insert(id.to_owned(), n);
+            }
+            config.ids.push(id.to_owned());
+        }
+        Ok(config)
+    }
+
+    /// The stack settings in an environment (a pure function of the map given, so it is testable):
+    /// [`ENV_STACK`] and [`ENV_CEILING_BYTES`]. `None` when neither is set (or both are blank).
+    pub fn from_env(env: &HashMap<String, String>) -> Result<Option<StackConfig>, StackError> {
+        let mut config = match env.get(ENV_STACK) {
+            Some(list) => StackConfig::parse_list(list)?,
+            None => StackConfig::default(),
+        };
+        if let Some(value) = env.get(ENV_CEILING_BYTES).filter(|v| !v.trim().is_empty()) {
+            let n = parse_limit(value.trim()).ok_or_else(|| StackError::InvalidLimit {
+                what: ENV_CEILING_BYTES.to_owned(),
+                value: value.clone(),
+            })?;
+            config.ceiling_bytes = Some(n);
+        }
+        Ok((!config.is_empty()).then_some(config))
+    }
+}
+
+fn parse_limit(text: &str) -> Option<u64> {
+    text.parse::<u64>().ok().filter(|&n| n > 0)
+}
+
+/// Why a stack could not be resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StackError {
+    /// A layer id that is neither in the catalog, nor a custom layer, nor `default`.
+    UnknownId {
+        /// The id as given.
+        id: String,
+        /// The closest known id, if one is close.
+        suggestion: Option<String>,
+    },
+    /// A limit that is not a positive integer.
+    InvalidLimit {
+        /// The layer id or variable it was given for.
+        what: String,
+        /// The value as given.
+        value: String,
+    },
+    /// A custom layer whose name is a catalog id, `default`, or declared twice in one source.
+    DuplicateName(String),
+}
+
+impl fmt::Display for StackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StackError::UnknownId { id, suggestion } => {
+                write!(f, "unknown layer id {id:?}")?;
+                match suggestion {
+                    Some(s) => write!(f, "; did you mean {s:?}?"),
+                    None => write!(f, "; `toolsize layers` lists the known ids"),
+                }
+            }
+            StackError::InvalidLimit { what, value } => {
+                write!(
+                    f,
+                    "invalid limit {value:?} for {what}: expected a positive integer"
+                )
+            }
+            StackError::DuplicateName(name) => write!(
+                f,
+                "custom layer name {name:?} is already a layer id; choose another name"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StackError {}
+
+/// One layer of a resolved stack, with its effective limit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StackLayer {
+    /// The layer's facts (its `limit` is the catalog's or the declared one).
+    pub layer: Layer,
+    /// The effective limit, in `layer.unit`.
+    pub limit: u64,
+    /// Where the effective limit came from.
+    pub source: Source,
+    /// The effective limit converted to bytes; `None` for depth and item limits.
+    pub limit_bytes: Option<ByteLimit>,
+}
+
+impl StackLayer {
+    /// `layer` at an effective `limit` (in `layer.unit`) from `source`.
+    pub fn new(layer: Layer, limit: u64, source: Source) -> StackLayer {
+        StackLayer {
+            limit_bytes: limit_in_bytes(limit, layer.unit),
+            layer,
+            limit,
+            source,
+        }
+    }
+
+    /// The layer's id.
+    pub fn id(&self) -> &str {
+        &self.layer.id
+    }
+}
+
+/// The weakest layer's limit in bytes: the ceiling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Ceiling<'a> {
+    /// The weakest layer's id.
+    pub layer_id: &'a str,
+    /// Its limit converted to bytes.
+    pub bytes: u64,
+    /// Whether the conversion is an estimate.
+    pub estimated: bool,
+    /// Where its limit came from.
+    pub source: Source,
+}
+
+/// One layer that would cut a result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Cut<'a> {
+    /// The layer's id.
+    pub layer_id: &'a str,
+    /// The unit compared.
+    pub unit: Unit,
+    /// The scope compared.
+    pub scope: Scope,
+    /// What the layer does over its limit.
+    pub action: Action,
+    /// The effective limit, in `unit`.
+    pub limit: u64,
+    /// The result's size in `unit` and `scope`.
+    pub value: u64,
+    /// Whether `value` was estimated.
+    pub estimated: bool,
+    /// How far over: `value - limit` (always positive).
+    pub margin: u64,
+    /// The limit in bytes, when it has one.
+    pub limit_bytes: Option<u64>,
+}
+
+/// Every layer of a stack that would cut one result.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Verdict<'a> {
+    /// The cuts, weakest first: ascending limit in bytes, layers without one last, ties in stack
+    /// order. Empty (and unallocated) when nothing cuts.
+    pub cuts: Vec<Cut<'a>>,
+    /// The layer that cuts first: the cut with the smallest limit in bytes.
+    pub weakest: Option<Cut<'a>>,
+}
+
+/// The resolved stack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stack {
+    layers: Vec<StackLayer>,
+    /// Indices into `layers`, weakest first (see [`Verdict::cuts`]).
+    order: Vec<usize>,
+}
+
+impl Default for Stack {
+    /// The default stack: one `default` layer of [`DEFAULT_CEILING_BYTES`].
+    fn default() -> Stack {
+        Stack::from_layers(vec![default_layer(DEFAULT_CEILING_BYTES, Source::Default)])
+    }
+}
+
+fn default_layer(limit: u64, source: Source) -> StackLayer {
+    let mut layer = Layer::user(
+        DEFAULT_LAYER_ID,
+        limit,
+        Unit::Bytes,
+        Scope::PerResult,
+        Action::Warn,
+    );
+    layer.product = "toolsize".to_owned();
+    layer.applies_to = "every tool result (toolsize's own ceiling)".to_owned();
+    layer.verified = None;
+    StackLayer::new(layer, limit, source)
+}
+
+impl Stack {
+    /// A stack of exactly these layers, in this order (each `limit_bytes` is recomputed from its
+    /// limit and unit).
+    pub fn from_layers(mut layers: Vec<StackLayer>) -> Stack {
+        for l in &mut layers {
+            l.limit_bytes = limit_in_bytes(l.limit, l.layer.unit);
+        }
+        let mut order: Vec<usize> = (0..layers.len()).collect();
+        // Stable sort: ties keep stack order.
+        order.sort_by_key(|&i| layers[i].limit_bytes.map_or(u64::MAX, |b| b.bytes));
+        order.sort_by_key(|&i| layers[i].limit_bytes.is_none());
+        Stack { layers, order }
+    }
+
+    /// Resolves the stack from the flag, environment and file settings (each optional), with
+    /// precedence flag > env > file > default:
+    ///
+    /// * the layer list comes from the highest-precedence source naming ids; with none, the
+    ///   stack is the custom layers, or, with none either, the `default` layer;
+    /// * overrides, `ceiling_bytes` and custom layers merge key by key, the higher source winning;
+    /// * setting `ceiling_bytes` anywhere keeps the `default` layer in the stack (appended last).
+    ///
+    /// Every id named in any source must be known, in every source, even one that loses.
+    pub fn resolve(
+        flag: Option<&StackConfig>,
+        env: Option<&StackConfig>,
+        file: Option<&StackConfig>,
+    ) -> Result<Stack, StackError> {
+        let sources: Vec<(Source, &StackConfig)> = [
+            (Source::Flag, flag),
+            (Source::Env, env),
+            (Source::File, file),
+        ]
+        .into_iter()
+        .filter_map(|(s, c)| c.map(|c| (s, c)))
+        .collect();
+
+        // Custom layers, first definition (highest precedence) winning.
+        let mut custom: Vec<(&CustomLayer, Source)> = Vec::new();
+        for &(source, config) in &sources {
+            for (i, c) in config.custom.iter().enumerate() {
+                if c.name == DEFAULT_LAYER_ID
+                    || catalog::find(&c.name).is_some()
+                    || config.custom[..i].iter().any(|o| o.name == c.name)
+                {
+                    return Err(StackError::DuplicateName(c.name.clone()));
+                }
+                if c.limit == 0 {
+                    return Err(StackError::InvalidLimit {
+                        what: c.name.clone(),
+                        value: "0".to_owned(),
+                    });
+                }
+                if !custom.iter().any(|(o, _)| o.name == c.name) {
+                    custom.push((c, source));
+                }
+            }
+        }
+        let known = |id: &str| {
+            id == DEFAULT_LAYER_ID
+                || catalog::find(id).is_some()
+                || custom.iter().any(|(c, _)| c.name == id)
+        };
+        let check = |id: &str| -> Result<(), StackError> {
+            if known(id) {
+                Ok(())
+            } else {
+                let extra = custom.iter().map(|(c, _)| c.name.as_str());
+                Err(StackError::UnknownId {
+                    id: id.to_owned(),
+                    suggestion: suggest(id, extra).map(str::to_owned),
+                })
+            }
+        };
+
+        let mut overrides: BTreeMap<&str, (u64, Source)> = BTreeMap::new();
+        let mut ceiling: Option<(u64, Source)> = None;
+        for &(source, config) in &sources {
+            for id in &config.ids {
+                check(id)?;
+            }
+            for (id, &limit) in &config.overrides {
+                check(id)?;
+                if limit == 0 {
+                    return Err(StackError::InvalidLimit {
+                        what: id.clone(),
+                        value: "0".to_owned(),
+                    });
+                }
+                overrides.entry(id.as_str()).or_insert((limit, source));
+            }
+            if let Some(limit) = config.ceiling_bytes {
+                if limit == 0 {
+                    return Err(StackError::InvalidLimit {
+                        what: "ceiling_bytes".to_owned(),
+                        value: "0".to_owned(),
+                    });
+                }
+                ceiling.get_or_insert((limit, source));
+                overrides.entry(DEFAULT_LAYER_ID).or_insert((limit, source));
+            }
+        }
+
+        let mut ids: Vec<&str> = sources
+            .iter()
+            .find(|(_, c)| !c.ids.is_empty())
+            .map(|(_, c)| c.ids.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        for (c, _) in &custom {
+            ids.push(&c.name);
+        }
+        if ids.is_empty() || ceiling.is_some() {
+            ids.push(DEFAULT_LAYER_ID);
+        }
+
+        let mut layers: Vec<StackLayer> = Vec::with_capacity(ids.len());
+        for id in ids {
+            if layers.iter().any(|l| l.id() == id) {
+                continue;
+            }
+            let over = overrides.get(id).copied();
+            let layer = if id == DEFAULT_LAYER_ID {
+                let (limit, source) = over.unwrap_or((DEFAULT_CEILING_BYTES, Source::Default));
+                default_layer(limit, source)
+            } else if let Some((c, source)) = custom.iter().find(|(c, _)| c.name == id) {
+                let layer = Layer::user(&c.name, c.limit, c.unit, c.scope, c.action);
+                let (limit, source) = over.unwrap_or((c.limit, *source));
+                StackLayer::new(layer, limit, source)
+            } else {
+                // Checked above: a catalog id.
+                let Some(layer) = catalog::find(id) else {
+                    continue;
+                };
+                let (limit, source) = over.unwrap_or((layer.limit, Source::Catalog));
+                StackLayer::new(layer.clone(), limit, source)
+            };
+            layers.push(layer);
+        }
+        Ok(Stack::from_layers(layers))
+    }
+
+    /// The layers, in stack order.
+    pub fn layers(&self) -> &[StackLayer] {
+        &self.layers
+    }
+
+    /// The layers, weakest first (ascending limit in bytes; depth and item layers last).
+    pub fn weakest_first(&self) -> impl Iterator<Item = &StackLayer> + '_ {
+        self.order.iter().map(|&i| &self.layers[i])
+    }
+
+    /// The ceiling: the weakest layer's limit in bytes, with its id. Every layer counts, whatever
+    /// its scope (a per-attribute layer is in the stack because results travel as attributes).
+    /// `None` only for a stack of depth and item layers alone.
+    pub fn ceiling_bytes(&self) -> Option<Ceiling<'_>> {
+        let l = self.weakest_first().next()?;
+        let b = l.limit_bytes?;
+        Some(Ceiling {
+            layer_id: l.id(),
+            bytes: b.bytes,
+            estimated: b.estimated,
+            source: l.source,
+        })
+    }
+
+    /// Every layer that would cut a result with these measures, weakest first. `via_attribute`:
+    /// whether the result travels as an attribute value (per-attribute layers apply only then).
+    /// Integer comparisons only; allocates only when a layer cuts.
+    pub fn verdict(&self, measures: &ResultMeasures, via_attribute: bool) -> Verdict<'_> {
+        let mut verdict = Verdict::default();
+        for &i in &self.order {
+            let l = &self.layers[i];
+            let Some(v) = value_for(measures, l.layer.unit, l.layer.scope, via_attribute) else {
+                continue;
+            };
+            if v.value > l.limit {
+                verdict.cuts.push(Cut {
+                    layer_id: l.id(),
+                    unit: l.layer.unit,
+                    scope: l.layer.scope,
+                    action: l.layer.action,
+                    limit: l.limit,
+                    value: v.value,
+                    estimated: v.estimated,
+                    margin: v.value - l.limit,
+                    limit_bytes: l.limit_bytes.map(|b| b.bytes),
+                });
+            }
+        }
+        verdict.weakest = verdict.cuts.first().copied();
+        verdict
+    }
+}
+
+/// The known id closest to `id` (catalog ids, `default`, and `extra`), if close enough to be a
+/// likely typo: edit distance at most a third of the length (at least 2), or containing `id`.
+pub fn suggest<'a>(id: &str, extra: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let candidates = catalog::catalog()
+        .iter()
+        .map(|l| l.id.as_str())
+        .chain(std::iter::once(DEFAULT_LAYER_ID))
+        .chain(extra);
+    let threshold = (id.chars().count() / 3).max(2);
+    let mut best: Option<(usize, &str)> = None;
+    let mut containing: Option<&str> = None;
+    for c in candidates {
+        let d = edit_distance(id, c);
+        if d <= threshold && best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, c));
+        }
+        if containing.is_none() && !id.is_empty() && c.contains(id) {
+            containing = Some(c);
+        }
+    }
+    best.map(|(_, c)| c).or(containing)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == cb {
+                prev
+            } else {
+                1 + prev.min(row[j]).min(cur)
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn no_stack_is_the_16_kib_default() {
+        let stack = Stack::resolve(None, None, None).unwrap();
+        assert_eq!(stack, Stack::default());
+        let c = stack.ceiling_bytes().unwrap();
+        assert_eq!(
+            (c.layer_id, c.bytes, c.estimated, c.source),
+            ("default", 16 * 1024, false, Source::Default)
+        );
+        let v = stack.verdict(&ResultMeasures::from_bytes(16 * 1024), false);
+        assert!(v.cuts.is_empty() && v.weakest.is_none());
+        assert_eq!(v.cuts.capacity(), 0);
+        let v = stack.verdict(&ResultMeasures::from_bytes(16 * 1024 + 1), false);
+        assert_eq!(v.weakest.unwrap().margin, 1);
+    }
+
+    #[test]
+    fn env_is_parsed_purely() {
+        assert_eq!(StackConfig::from_env(&env(&[])).unwrap(), None);
+        assert_eq!(
+            StackConfig::from_env(&env(&[(ENV_STACK, " , ")])).unwrap(),
+            None
+        );
+        let c = StackConfig::from_env(&env(&[
+            (
+                ENV_STACK,
+                "codex.tool-output.tokens, cline.message-builder=6000",
+            ),
+            (ENV_CEILING_BYTES, "8192"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(c.ids, ["codex.tool-output.tokens", "cline.message-builder"]);
+        assert_eq!(c.overrides["cline.message-builder"], 6000);
+        assert_eq!(c.ceiling_bytes, Some(8192));
+        for bad in ["0", "-1", "12k"] {
+            let e = StackConfig::from_env(&env(&[(ENV_CEILING_BYTES, bad)])).unwrap_err();
+            assert!(matches!(e, StackError::InvalidLimit { .. }), "{bad}");
+        }
+    }
+
+    #[test]
+    fn precedence_is_flag_then_env_then_file_then_default() {
+        let file = StackConfig {
+            ids: vec![
+                "cline.message-builder".into(),
+                "codex.tool-output.tokens".into(),
+            ],
+            ceiling_bytes: Some(4096),
+            overrides: [("cline.message-builder".to_owned(), 7000)].into(),
+            custom: vec![],
+        };
+        let env_cfg = StackConfig::parse_list("cline.message-builder=5000").unwrap();
+        let flag = StackConfig {
+            ceiling_bytes: Some(2048),
+            ..StackConfig::default()
+        };
+        // File alone.
+        let s = Stack::resolve(None, None, Some(&file)).unwrap();
+        let got: Vec<_> = s
+            .layers()
+            .iter()
+            .map(|l| (l.id(), l.limit, l.source))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("cline.message-builder", 7000, Source::File),
+                ("codex.tool-output.tokens", 10_000, Source::Catalog),
+                ("default", 4096, Source::File),
+            ]
+        );
+        // Env names the list (replacing the file's) and overrides the limit; the flag's ceiling
+        // wins over the file's.
+        let s = Stack::resolve(Some(&flag), Some(&env_cfg), Some(&file)).unwrap();
+        let got: Vec<_> = s
+            .layers()
+            .iter()
+            .map(|l| (l.id(), l.limit, l.source))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("cline.message-builder", 5000, Source::Env),
+                ("default", 2048, Source::Flag),
+            ]
+        );
+        let c = s.ceiling_bytes().unwrap();
+        assert_eq!(
+            (c.layer_id, c.bytes, c.source),
+            ("default", 2048, Source::Flag)
+        );
+    }
+
+    #[test]
+    fn unknown_ids_suggest_the_closest() {
+        let cfg = StackConfig::parse_list("cline.mesage-builder").unwrap();
+        let e = Stack::resolve(None, None, Some(&cfg)).unwrap_err();
+        assert_eq!(
+            e,
+            StackError::UnknownId {
+                id: "cline.mesage-builder".into(),
+                suggestion: Some("cline.message-builder".into())
+            }
+        );
+        assert!(e
+            .to_string()
+            .contains("did you mean \"cline.message-builder\""));
+        let cfg = StackConfig::parse_list("zzzzzzzzzzzzzzzz").unwrap();
+        let e = Stack::resolve(Some(&cfg), None, None).unwrap_err();
+        assert!(matches!(
+            e,
+            StackError::UnknownId {
+                suggestion: None,
+                ..
+            }
+        ));
+        // Overrides are checked too, even in a losing source.
+        let bad = StackConfig {
+            overrides: [("defualt".to_owned(), 1)].into(),
+            ..StackConfig::default()
+        };
+        let e = Stack::resolve(None, None, Some(&bad)).unwrap_err();
+        assert!(
+            matches!(e, StackError::UnknownId { suggestion: Some(ref s), .. } if s == "default")
+        );
+    }
+
+    #[test]
+    fn custom_layers_join_the_stack() {
+        let file = StackConfig {
+            custom: vec![CustomLayer {
+                name: "my-proxy".into(),
+                limit: 2000,
+                unit: Unit::Chars,
+                scope: Scope::PerResult,
+                action: Action::TruncateSilent,
+            }],
+            ..StackConfig::default()
+        };
+        let s = Stack::resolve(None, None, Some(&file)).unwrap();
+        assert_eq!(s.layers().len(), 1);
+        assert_eq!(s.layers()[0].source, Source::File);
+        assert_eq!(s.ceiling_bytes().unwrap().layer_id, "my-proxy");
+        // Named in the list and overridden by the flag.
+        let flag = StackConfig::parse_list("my-proxy=3000,default").unwrap();
+        let s = Stack::resolve(Some(&flag), None, Some(&file)).unwrap();
+        let got: Vec<_> = s
+            .layers()
+            .iter()
+            .map(|l| (l.id(), l.limit, l.source))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("my-proxy", 3000, Source::Flag),
+                ("default", 16384, Source::Default)
+            ]
+        );
+        // A custom name may not shadow a catalog id.
+        let mut clash = file.clone();
+        clash.custom[0].name = "cline.message-builder".into();
+        assert!(matches!(
+            Stack::resolve(None, None, Some(&clash)),
+            Err(StackError::DuplicateName(_))
+        ));
+    }
+
+    #[test]
+    fn config_file_keys() {
+        let cfg: StackConfig = serde_json::from_str(
+            r#"{"stack":["default"],"ceiling_bytes":1,"overrides":{"default":2},
+                "custom":[{"name":"x","limit":3,"unit":"lines"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(cfg.custom[0].scope, Scope::PerResult);
+        assert!(serde_json::from_str::<StackConfig>(r#"{"stak":[]}"#).is_err());
+    }
+}
