@@ -191,7 +191,7 @@ impl<'a> ToolCallBuilder<'a> {
     }
 
     /// The call's arguments: only their hash is recorded (`tool.args_hash`, see
-    /// [`crate::args_hash`]). Arguments that cannot be hashed (a map with keys JSON has no
+    /// [`crate::args_hash()`]). Arguments that cannot be hashed (a map with keys JSON has no
     /// string for) leave the attribute absent and are logged once.
     pub fn args<A: Serialize + ?Sized>(mut self, args: &A) -> Self {
         match crate::args_hash::args_hash(args) {
