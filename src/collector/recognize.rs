@@ -352,6 +352,21 @@ impl ArgsHash {
         }
     }
 
+    /// A client-supplied hash: accepted only when its first 12 bytes are ASCII hex digits
+    /// (lowercased; anything after them dropped), else `None`. Never copies more than 12 bytes,
+    /// whatever the length of the value.
+    pub fn from_hex(s: &[u8]) -> Option<Self> {
+        let head = s.get(..12)?;
+        if !head.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        let mut bytes = [0u8; 12];
+        for (d, c) in bytes.iter_mut().zip(head) {
+            *d = c.to_ascii_lowercase();
+        }
+        Some(Self { len: 12, bytes })
+    }
+
     /// The hash as text.
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
@@ -673,9 +688,12 @@ impl Recognizer {
             s => s,
         };
 
-        let args_hash = match str_of(get(self.args_hash)) {
-            Some(h) if !h.is_empty() => Some(ArgsHash::new(h)),
-            _ => self
+        // A supplied `tool.args_hash` counts only when it starts with 12 hex digits; any
+        // other value (empty, non-hex, non-ASCII, megabytes long) is ignored as if absent,
+        // and the hash is computed from the recorded arguments, if any.
+        let args_hash = match bytes_of(get(self.args_hash)).and_then(ArgsHash::from_hex) {
+            Some(h) => Some(h),
+            None => self
                 .args
                 .iter()
                 .find_map(|&i| get(i))
@@ -1291,6 +1309,37 @@ mod tests {
         assert_eq!(a.args_hash.map(|h| h.to_string()), Some(lib.clone()));
         assert_eq!(b.args_hash.map(|h| h.to_string()), Some(lib));
         assert_eq!(ArgsHash::new("ééééééé").as_str(), "éééééé");
+    }
+
+    #[test]
+    fn supplied_arguments_hash_must_be_hex() {
+        let r = rec();
+        let with = |h: &str| {
+            tool(
+                &r,
+                "toolsize",
+                &span(
+                    "execute_tool grep",
+                    vec![
+                        s(OP, EXEC),
+                        s(semconv::GEN_AI_TOOL_NAME, "grep"),
+                        s(semconv::TOOL_ARGS_HASH, h),
+                    ],
+                ),
+            )
+            .args_hash
+            .map(|h| h.to_string())
+        };
+        // A megabyte of non-hex, and of non-ASCII whose byte 12 is not a char boundary.
+        assert_eq!(with(&"z".repeat(1 << 20)), None);
+        assert_eq!(with(&format!("a{}", "é".repeat(1 << 19))), None);
+        assert_eq!(with(""), None);
+        assert_eq!(with("0123456789a"), None);
+        assert_eq!(with("0123456789ABzz").as_deref(), Some("0123456789ab"));
+        assert_eq!(
+            with(&format!("0123456789ab{}", "x".repeat(1 << 20))).as_deref(),
+            Some("0123456789ab")
+        );
     }
 
     #[test]
