@@ -14,7 +14,8 @@
 //!
 //! Cardinality: at most `max_series` series; records of further series go to one overflow series
 //! (`tool="__overflow__"`, `service="__overflow__"`) and are counted. Memory is therefore bounded
-//! by `max_series` × (histograms of one series), histograms being bounded and auto-sized.
+//! by `max_series` × (histograms of one series): at most 11 size + latency pairs with the default
+//! two windows, ≈ 281 KiB (see [`super::histogram`] for the computation).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -337,6 +338,8 @@ pub struct State {
     pub overflow_records: u64,
     /// Unix seconds the state started (kept across restores).
     pub started_unix: u64,
+    /// Values above the histogram ceilings, clamped: (sizes, latencies).
+    pub clamped: [u64; 2],
     observers: Vec<Box<dyn ResultObserver>>,
 }
 
@@ -373,6 +376,7 @@ impl State {
             series: HashMap::default(),
             overflow_records: 0,
             started_unix: now_unix(),
+            clamped: [0; 2],
             observers: Vec::new(),
         }
     }
@@ -396,6 +400,10 @@ impl State {
 
     /// Records one result.
     pub fn record(&mut self, r: &ToolRecord, now: u64) {
+        if let Size::Known { bytes, .. } = r.size {
+            self.clamped[0] += u64::from(bytes > MAX_BYTES);
+        }
+        self.clamped[1] += u64::from(r.latency_us > MAX_LATENCY_US);
         // One borrowed lookup in the common case; a key is allocated only for a new series.
         let probe = SeriesKeyRef {
             service: &r.service,
@@ -830,8 +838,8 @@ impl From<&StatsSnap> for Stats {
             unknown_size: s.unknown_size,
             measured: s.measured,
             derived: s.derived,
-            size: Hist::from_snapshot(&s.size),
-            latency: Hist::from_snapshot(&s.latency),
+            size: Hist::from_snapshot(&s.size, MAX_BYTES),
+            latency: Hist::from_snapshot(&s.latency, MAX_LATENCY_US),
         }
     }
 }

@@ -58,6 +58,8 @@ pub const SERIES: &str = "toolsize_series";
 pub const SERIES_LIMIT: &str = "toolsize_series_limit";
 /// Records routed to the overflow series.
 pub const SERIES_OVERFLOW: &str = "toolsize_series_overflow_total";
+/// Values above a histogram ceiling, clamped to it, by histogram (size, latency).
+pub const VALUES_CLAMPED: &str = "toolsize_values_clamped_total";
 /// Age of the last snapshot.
 pub const SNAPSHOT_AGE: &str = "toolsize_snapshot_age_seconds";
 /// Snapshots written.
@@ -318,6 +320,15 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "Tool results recorded in the overflow series because the cap was reached.",
     );
     let _ = writeln!(out, "{SERIES_OVERFLOW} {}", state.overflow_records);
+    head(
+        &mut out,
+        VALUES_CLAMPED,
+        "counter",
+        "Values above a histogram's highest trackable value (1 GiB, one hour), recorded at it.",
+    );
+    for (h, n) in ["size", "latency"].iter().zip(state.clamped) {
+        let _ = writeln!(out, "{VALUES_CLAMPED}{{histogram=\"{h}\"}} {n}");
+    }
     if v.snapshot_last_unix > 0 {
         head(
             &mut out,

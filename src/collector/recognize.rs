@@ -652,7 +652,7 @@ impl Recognizer {
 
         let latency_us = match get(self.latency_ms) {
             Some(AttrValue::Double(ms)) if ms.is_finite() && ms >= 0.0 => (ms * 1000.0) as u64,
-            Some(AttrValue::Int(ms)) if ms >= 0 => ms as u64 * 1000,
+            Some(AttrValue::Int(ms)) if ms >= 0 => (ms as u64).saturating_mul(1000),
             _ => span.end.saturating_sub(span.start) / 1000,
         };
 
