@@ -267,7 +267,8 @@ impl Pipeline {
             data_tx,
             stats.clone(),
             config.otlp.max_request_bytes,
-        ));
+        )
+        .with_max_concurrent_requests(config.otlp.max_concurrent_requests));
         Ok(Self {
             api: api::ApiState::new(control.clone(), stats.clone()),
             ingest,
@@ -354,8 +355,11 @@ impl Daemon {
         let sig = signal();
         servers.push(tokio::spawn(async move {
             let incoming = tonic::transport::server::TcpIncoming::from(grpc_l);
+            // Every path reaches the receiver, so calls to other services are answered and
+            // counted there too (tonic's own fallback would answer without counting).
+            let routes = tonic::service::Routes::from(axum::Router::new().fallback_service(grpc));
             if let Err(e) = tonic::transport::Server::builder()
-                .add_service(grpc)
+                .add_routes(routes)
                 .serve_with_incoming_shutdown(incoming, sig)
                 .await
             {
