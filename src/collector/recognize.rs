@@ -158,8 +158,8 @@ pub const SIZE_KEYS: &[&str] = &[
 /// How content at a key is encoded by its emitter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
-    /// Raw string or JSON: checked as JSON when it looks like JSON (`{` or `[`), or when
-    /// `output.mime_type` says `application/json`.
+    /// Raw string or JSON: checked as JSON when `output.mime_type` says JSON, or when it starts
+    /// with `{` or `[` (see `json_cut` for when such text counts as a cut document).
     Auto,
     /// Always JSON (the emitter `json.dumps` it): a parse failure means it was cut.
     Json,
@@ -753,8 +753,7 @@ impl Recognizer {
                 }
                 let cut = has_marker(s)
                     || self.at_length_limit(s)
-                    || ((enc != Encoding::Auto || json_mime || looks_like_json(s))
-                        && serde_json::from_slice::<serde::de::IgnoredAny>(s).is_err());
+                    || json_cut(s, enc != Encoding::Auto || json_mime);
                 let bytes = s.len() as u64;
                 (
                     Size::Known {
@@ -802,8 +801,31 @@ pub fn has_marker(s: &[u8]) -> bool {
     FINDERS.iter().any(|f| f.find(s).is_some())
 }
 
-fn looks_like_json(s: &[u8]) -> bool {
-    matches!(s.trim_ascii_start().first(), Some(b'{' | b'['))
+/// True when `s`, JSON or text that starts like a JSON document, shows a cut.
+///
+/// - `declared` (the emitter always writes JSON, or `output.mime_type` says JSON): any parse
+///   failure is a cut.
+/// - Otherwise only text starting with `{` or `[` is checked. It is cut when the parser ran out
+///   of input mid-document (`{"a": [1, 2`), or when it looks like a whole document (ends with
+///   the matching `}` / `]`) yet does not parse. Text such as `[INFO] started` fails with a
+///   syntax error before its end and is plain text, not a cut JSON document.
+///
+/// Valid JSON nested deeper than the parser's recursion limit (128) is never flagged.
+fn json_cut(s: &[u8], declared: bool) -> bool {
+    let t = s.trim_ascii();
+    let whole = match (t.first(), t.last()) {
+        (Some(b'{'), Some(b'}')) | (Some(b'['), Some(b']')) => true,
+        (Some(b'{' | b'['), _) => false,
+        _ if declared => true,
+        _ => return false,
+    };
+    let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(t) else {
+        return false;
+    };
+    if e.to_string().starts_with("recursion limit exceeded") {
+        return false;
+    }
+    declared || whole || e.is_eof()
 }
 
 fn bytes_of(v: Option<AttrValue<'_>>) -> Option<&[u8]> {
@@ -1187,6 +1209,33 @@ mod tests {
         assert!(!cut(&"x".repeat(99)));
         assert!(!cut("{\"a\": 1}"));
         assert!(!cut("plain text"));
+    }
+
+    #[test]
+    fn text_in_brackets_and_deep_json_are_not_cut() {
+        let r = rec();
+        let cut = |v: &str| {
+            tool(
+                &r,
+                "x",
+                &span(
+                    "execute_tool a",
+                    vec![s(OP, EXEC), s("gen_ai.tool.call.result", v)],
+                ),
+            )
+            .truncated_upstream
+        };
+        assert!(!cut("[INFO] started"), "a log line is not JSON");
+        assert!(!cut("{name} was replaced"));
+        assert!(!cut("[2024-01-01 10:00] job done\n[INFO] bye"));
+        assert!(cut("{\"a\": [1, 2"), "a JSON document cut short");
+        assert!(cut("[{\"path\": \"/etc/pass"), "cut inside a string");
+        assert!(cut("{\"a\": 1,, \"b\": 2}"), "a whole document that does not parse");
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert!(!cut(&deep), "valid JSON deeper than the parser's recursion limit");
+        // Declared JSON: any failure is a cut, text or not.
+        assert!(json_cut(b"[INFO] started", true));
+        assert!(!json_cut(deep.as_bytes(), true));
     }
 
     #[test]
