@@ -644,7 +644,7 @@ impl Recognizer {
         let tool = sanitize_tool_name(raw_name, self.max_name);
 
         let error = span.status_code == StatusCode::Error as i32
-            || self.errors.iter().any(|&i| get(i).is_some())
+            || self.errors.iter().any(|&i| truthy(get(i)))
             || str_of(get(self.tool_status)).is_some_and(|s| s.eq_ignore_ascii_case("error"));
 
         let truncated = matches!(get(self.truncated), Some(AttrValue::Bool(true)));
@@ -826,6 +826,24 @@ fn json_cut(s: &[u8], declared: bool) -> bool {
         return false;
     }
     declared || whole || e.is_eof()
+}
+
+/// An error attribute that says the call failed: `true`, a non-zero number, or a non-empty
+/// string other than `false` / `0` (an error message or type). `error=false` and an empty
+/// `tool.error` say it did not.
+fn truthy(v: Option<AttrValue<'_>>) -> bool {
+    match v {
+        Some(AttrValue::Bool(b)) => b,
+        Some(AttrValue::Int(i)) => i != 0,
+        Some(AttrValue::Double(d)) => d != 0.0,
+        Some(AttrValue::Str(s)) => {
+            let s = s.trim_ascii();
+            !s.is_empty() && !s.eq_ignore_ascii_case(b"false") && s != b"0"
+        }
+        Some(AttrValue::Bytes(b)) => !b.is_empty(),
+        Some(_) => true,
+        None => false,
+    }
 }
 
 fn bytes_of(v: Option<AttrValue<'_>>) -> Option<&[u8]> {
@@ -1209,6 +1227,37 @@ mod tests {
         assert!(!cut(&"x".repeat(99)));
         assert!(!cut("{\"a\": 1}"));
         assert!(!cut("plain text"));
+    }
+
+    #[test]
+    fn only_truthy_error_attributes_mark_a_failure() {
+        let r = rec();
+        let failed = |a: KeyValue| {
+            tool(
+                &r,
+                "x",
+                &span(
+                    "execute_tool a",
+                    vec![s(OP, EXEC), s("gen_ai.tool.call.result", "ok"), a],
+                ),
+            )
+            .error
+        };
+        let b = |k: &str, v: bool| KeyValue {
+            key: k.into(),
+            key_strindex: 0,
+            value: Some(AnyValue {
+                value: Some(Value::BoolValue(v)),
+            }),
+        };
+        assert!(!failed(b("error", false)));
+        assert!(!failed(s(semconv::TOOL_ERROR, "")));
+        assert!(!failed(s(semconv::TOOL_ERROR, "false")));
+        assert!(!failed(s(semconv::ERROR_TYPE, " ")));
+        assert!(!failed(i("error", 0)));
+        assert!(failed(b("error", true)));
+        assert!(failed(s(semconv::TOOL_ERROR, "file not found")));
+        assert!(failed(s(semconv::ERROR_TYPE, "TimeoutError")));
     }
 
     #[test]
