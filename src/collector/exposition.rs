@@ -6,7 +6,7 @@
 //! `promtool check metrics` in the tests. Rendering runs on the aggregator task; with the default
 //! 2,000-series cap it takes a few milliseconds.
 //!
-//! Names follow `toolsize_<name>_<unit>[_total]` in base units (DESIGN.md). Per-tool series carry
+//! Names follow `toolsize_<name>_<unit>[_total]` in base units (the Prometheus naming conventions). Per-tool series carry
 //! `service` and `tool` labels, bounded by the cardinality cap (overflow series
 //! `tool="__overflow__"`). Classic histograms are cumulative since start (mergeable across
 //! daemons with `histogram_quantile`); the daemon-computed quantile gauges are exact to 1 % per

@@ -1,14 +1,15 @@
 //! Recognition of tool spans from every common emitter: one ordered, data-driven table.
 //!
-//! [`RULES`] says what makes a span a tool span, emitter by emitter (reference/semconv.md,
-//! section 0); the first matching rule names the emitter. [`NAME_KEYS`], [`SIZE_KEYS`],
+//! [`RULES`] says what makes a span a tool span, emitter by emitter (the OTel GenAI semantic
+//! conventions, MCP, OpenInference, OpenLLMetry and the other instrumentations listed in
+//! [`Emitter`]); the first matching rule names the emitter. [`NAME_KEYS`], [`SIZE_KEYS`],
 //! [`CONTENT_KEYS`], [`EVENT_CONTENT`] and [`ARGS_KEYS`] say, in precedence order, where the tool
 //! name, a measured size, the result content and the arguments live. The tables are compiled
 //! once ([`Recognizer::new`]) into attribute-slot indices, so a span's attributes are scanned once.
 //!
 //! Sizes: a measured size (`tool.result.bytes`, `gen_ai.tool.call.result.size`) wins; otherwise
 //! the size is derived from the content (UTF-8 bytes of a string, compact JSON of a structured
-//! value). Content that shows an upstream cut (a marker of reference/layers.md section 9, a
+//! value). Content that shows an upstream cut (a truncation marker from [`MARKERS`], a
 //! length equal to a configured attribute limit, JSON that no longer parses, `logfire.truncated`)
 //! flags the record truncated upstream: its size is a lower bound. Placeholders and missing content
 //! make the size unknown — never 0.
@@ -59,7 +60,8 @@ pub enum Emitter {
     Mlflow,
     /// Logfire's openai-agents integration (`Function: {name}`).
     LogfireAgents,
-    /// Only `gen_ai.tool.name` / `gen_ai.tool.call.id` present (Langfuse's rule 7).
+    /// Only `gen_ai.tool.name` / `gen_ai.tool.call.id` present: the last-resort rule Langfuse's
+    /// ingestion also applies to spans of unknown emitters.
     GenAiFallback,
 }
 
@@ -116,7 +118,9 @@ pub struct Rule {
 const OP: &str = semconv::GEN_AI_OPERATION_NAME;
 const EXEC: &str = semconv::OPERATION_EXECUTE_TOOL;
 
-/// What makes a span a tool span, first match wins (reference/semconv.md sections 0 and 8).
+/// What makes a span a tool span, first match wins: the most specific emitters first, the
+/// generic OTel GenAI semantic conventions (`gen_ai.operation.name = execute_tool`) after them,
+/// and the bare `gen_ai.tool.*` fallback last.
 #[rustfmt::skip]
 pub const RULES: &[Rule] = &[
     Rule { emitter: Emitter::Toolsize, all: &[Cond::Present(semconv::TOOL_ARGS_HASH), Cond::Eq(OP, EXEC)] },
@@ -167,7 +171,8 @@ pub enum Encoding {
     JsonEmptyIsHidden,
 }
 
-/// Where result content lives, in precedence order (reference/semconv.md section 8.3).
+/// Where result content lives, in precedence order: the OTel GenAI attribute first, then each
+/// instrumentation's own attribute.
 pub const CONTENT_KEYS: &[(&str, Encoding)] = &[
     ("gen_ai.tool.call.result", Encoding::Auto),
     ("output.value", Encoding::Auto),
@@ -219,8 +224,9 @@ const OTHER_KEYS: &[&str] = &[
     "output.mime_type",
 ];
 
-/// Truncation markers of reference/layers.md section 9 (digits left out): any of these in a
-/// result means a layer already cut it.
+/// Truncation markers that agent runtimes (Codex, Gemini CLI, Claude Code, Cline, OpenHands
+/// and the others named per entry) insert when they cut a tool result, digits left
+/// out: any of these in a result means a layer already cut it.
 pub const MARKERS: &[(&str, &str)] = &[
     ("codex", " tokens truncated\u{2026}"),
     ("codex", " chars truncated\u{2026}"),
@@ -790,7 +796,7 @@ impl Recognizer {
     }
 }
 
-/// True when `s` contains a truncation marker of reference/layers.md section 9.
+/// True when `s` contains one of the truncation markers of [`MARKERS`].
 pub fn has_marker(s: &[u8]) -> bool {
     if s.starts_with(LEADING_MARKER.as_bytes()) {
         return true;
