@@ -358,3 +358,28 @@ async fn too_many_bodies_at_once_are_refused_as_retryable_and_counted() {
     assert_eq!(send(body).await.unwrap().status(), StatusCode::OK);
     assert_eq!(stats.view().spans_tool, 1);
 }
+
+#[tokio::test]
+async fn attributes_past_the_255th_are_counted() {
+    use std::sync::Arc;
+    use toolsize::collector::receiver::Ingest;
+    use toolsize::collector::recognize::Recognizer;
+    use toolsize::collector::SelfStats;
+    let (tx, _rx) = tokio::sync::mpsc::channel(16);
+    let stats = Arc::new(SelfStats::default());
+    let ingest = Ingest::new(
+        Arc::new(Recognizer::new(&Default::default(), 128)),
+        tx,
+        stats.clone(),
+        1 << 20,
+    );
+    let mut sp = own_span(1, "read", 10);
+    for n in 0..300 {
+        sp.attributes.push(s(&format!("x.{n}"), "v"));
+    }
+    let total = sp.attributes.len() as u64;
+    ingest.ingest_request(&request("agent", vec![sp])).unwrap();
+    let v = stats.view();
+    assert_eq!(v.spans_tool, 1);
+    assert_eq!(v.attributes_ignored, total - 255);
+}

@@ -275,6 +275,34 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("TOOLSIZE_WINDOWS", "aggregation.windows"),
 ];
 
+/// `TOOLSIZE_*` variables that other parts of toolsize read (the library, `wrap`, the tests);
+/// `serve` ignores them without a warning.
+pub const OTHER_ENV_VARS: &[&str] = &[
+    "TOOLSIZE_LARGE_RESULT_BYTES",
+    "TOOLSIZE_MAX_TOOL_OUTPUT",
+    "TOOLSIZE_SPILL_DIR",
+    "TOOLSIZE_ALLOW_MISSING_PEERS",
+];
+
+/// One warning per `TOOLSIZE_*` name in `names` that no part of toolsize reads, with the
+/// closest known variable when it looks like a typo. Warnings, not errors: the prefix may be
+/// shared with other tools, and a stray variable must not stop the daemon from starting.
+pub fn unknown_env_warnings<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let known: Vec<&str> = ENV_VARS
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(OTHER_ENV_VARS.iter().copied())
+        .collect();
+    names
+        .into_iter()
+        .filter(|n| n.starts_with("TOOLSIZE_") && !known.contains(n))
+        .map(|n| match did_you_mean(n, &known) {
+            Some(s) => format!("unknown environment variable `{n}` ignored (did you mean `{s}`?)"),
+            None => format!("unknown environment variable `{n}` ignored"),
+        })
+        .collect()
+}
+
 impl Config {
     /// Reads the configuration: defaults, then `file`, then `env` (`TOOLSIZE_*` pairs), then
     /// `flags`; validates the result.
@@ -662,5 +690,23 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn unknown_toolsize_variables_warn_with_a_suggestion() {
+        let w = unknown_env_warnings([
+            "TOOLSIZE_MAX_SERIE",
+            "TOOLSIZE_SPILL_DIR",
+            "TOOLSIZE_DATA_DIR",
+            "TOOLSIZE_ZZZZZZZZZZZZZZZZZZZZZZZZ",
+            "PATH",
+        ]);
+        assert_eq!(
+            w,
+            [
+                "unknown environment variable `TOOLSIZE_MAX_SERIE` ignored (did you mean `TOOLSIZE_MAX_SERIES`?)",
+                "unknown environment variable `TOOLSIZE_ZZZZZZZZZZZZZZZZZZZZZZZZ` ignored",
+            ]
+        );
     }
 }

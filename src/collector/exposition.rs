@@ -60,6 +60,8 @@ pub const SERIES_LIMIT: &str = "toolsize_series_limit";
 pub const SERIES_OVERFLOW: &str = "toolsize_series_overflow_total";
 /// Values above a histogram ceiling, clamped to it, by histogram (size, latency).
 pub const VALUES_CLAMPED: &str = "toolsize_values_clamped_total";
+/// Span attributes past the first 255 of their span, not looked at by recognition.
+pub const SPAN_ATTRIBUTES_IGNORED: &str = "toolsize_span_attributes_ignored_total";
 /// Age of the last snapshot.
 pub const SNAPSHOT_AGE: &str = "toolsize_snapshot_age_seconds";
 /// Snapshots written.
@@ -329,6 +331,13 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
     for (h, n) in ["size", "latency"].iter().zip(state.clamped) {
         let _ = writeln!(out, "{VALUES_CLAMPED}{{histogram=\"{h}\"}} {n}");
     }
+    head(
+        &mut out,
+        SPAN_ATTRIBUTES_IGNORED,
+        "counter",
+        "Span attributes past the first 255 of their span, not looked at by recognition.",
+    );
+    let _ = writeln!(out, "{SPAN_ATTRIBUTES_IGNORED} {}", v.attributes_ignored);
     if v.snapshot_last_unix > 0 {
         head(
             &mut out,

@@ -564,6 +564,10 @@ impl std::fmt::Debug for Recognizer {
 type Slots = [u8; MAX_SLOTS];
 const NONE: u8 = u8::MAX;
 
+/// Attributes of one span that recognition looks at (slot indices are one byte); later ones
+/// are ignored and counted in `toolsize_span_attributes_ignored_total`.
+pub const MAX_ATTRIBUTES_READ: usize = NONE as usize;
+
 impl Recognizer {
     /// Compiles the tables with the configured limits and placeholders.
     pub fn new(config: &RecognitionConfig, max_tool_name_bytes: usize) -> Self {
@@ -896,6 +900,10 @@ pub fn sanitize_tool_name(name: &str, max: usize) -> String {
     }
     if out.is_empty() {
         out.push_str("unknown");
+    }
+    // A real tool must not merge with the overflow series in dashboards.
+    if out == crate::collector::aggregator::OVERFLOW {
+        out.push_str("_tool");
     }
     out
 }
@@ -1452,6 +1460,7 @@ mod tests {
         assert_eq!(sanitize_tool_name("", 128), "unknown");
         assert_eq!(sanitize_tool_name("ééééé", 5), "éé");
         assert_eq!(name_from_span("foo.tool"), "foo");
+        assert_eq!(sanitize_tool_name("__overflow__", 128), "__overflow___tool");
     }
 
     #[test]

@@ -110,6 +110,7 @@ impl Ingest {
             self.stats.refused_request(RefusedRequest::Decode);
         })?;
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
+        self.stats.attributes_ignored(rec.attributes_ignored);
         if tools > 0
             && self
                 .tx
