@@ -73,7 +73,10 @@ async fn huge_values_keep_histograms_bounded_and_are_counted() {
         Some(N as f64)
     );
     assert_eq!(
-        sample(&text, "toolsize_values_clamped_total{histogram=\"latency\"}"),
+        sample(
+            &text,
+            "toolsize_values_clamped_total{histogram=\"latency\"}"
+        ),
         Some(N as f64)
     );
     // The exact maximum survives the clamp.

@@ -310,7 +310,7 @@ impl Series {
         self.size_sum += o.size_sum;
         self.latency_sum_us += o.latency_sum_us;
         self.largest.extend(o.largest);
-        self.largest.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        self.largest.sort_by_key(|l| std::cmp::Reverse(l.bytes));
         self.largest.truncate(limits.largest_results);
         for (h, a) in o.args {
             let e = self.args.entry(h).or_default();
@@ -319,7 +319,7 @@ impl Series {
         }
         if self.args.len() > limits.top_args_hashes {
             let mut v: Vec<_> = self.args.drain().collect();
-            v.sort_by(|a, b| b.1.count.cmp(&a.1.count));
+            v.sort_by_key(|e| std::cmp::Reverse(e.1.count));
             v.truncate(limits.top_args_hashes);
             self.args.extend(v);
         }
@@ -978,7 +978,10 @@ impl State {
             .is_some_and(|s| s.key.service == OVERFLOW && s.key.tool == OVERFLOW);
         // Room for the overflow series itself when anything must be merged into it.
         let keep = if series.len() > self.limits.max_series {
-            self.limits.max_series.saturating_sub(usize::from(!has_overflow)).max(1)
+            self.limits
+                .max_series
+                .saturating_sub(usize::from(!has_overflow))
+                .max(1)
         } else {
             series.len()
         };
@@ -1358,7 +1361,11 @@ mod tests {
         assert_eq!(calls("d"), Some(4));
         assert_eq!(calls(OVERFLOW), Some(6));
         assert_eq!(back.overflow_records, 6);
-        assert_eq!(view.iter().map(|r| r.count).sum::<u64>(), 15, "no call lost");
+        assert_eq!(
+            view.iter().map(|r| r.count).sum::<u64>(),
+            15,
+            "no call lost"
+        );
     }
 
     #[test]

@@ -121,7 +121,8 @@ impl Hist {
         match &self.h {
             Some(h) if !h.is_empty() => {
                 // The middle of the bucket halves the worst-case error (≤ 1/256).
-                h.median_equivalent(h.value_at_quantile(q)).min(self.ceiling)
+                h.median_equivalent(h.value_at_quantile(q))
+                    .min(self.ceiling)
             }
             _ => 0,
         }

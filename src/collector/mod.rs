@@ -271,13 +271,15 @@ impl Pipeline {
             &config.recognition,
             config.aggregation.max_tool_name_bytes,
         ));
-        let ingest = Arc::new(Ingest::new(
-            recognizer,
-            data_tx,
-            stats.clone(),
-            config.otlp.max_request_bytes,
-        )
-        .with_max_concurrent_requests(config.otlp.max_concurrent_requests));
+        let ingest = Arc::new(
+            Ingest::new(
+                recognizer,
+                data_tx,
+                stats.clone(),
+                config.otlp.max_request_bytes,
+            )
+            .with_max_concurrent_requests(config.otlp.max_concurrent_requests),
+        );
         Ok(Self {
             api: api::ApiState::new(control.clone(), stats.clone()),
             ingest,

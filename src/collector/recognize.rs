@@ -1293,9 +1293,15 @@ mod tests {
         assert!(!cut("[2024-01-01 10:00] job done\n[INFO] bye"));
         assert!(cut("{\"a\": [1, 2"), "a JSON document cut short");
         assert!(cut("[{\"path\": \"/etc/pass"), "cut inside a string");
-        assert!(cut("{\"a\": 1,, \"b\": 2}"), "a whole document that does not parse");
+        assert!(
+            cut("{\"a\": 1,, \"b\": 2}"),
+            "a whole document that does not parse"
+        );
         let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
-        assert!(!cut(&deep), "valid JSON deeper than the parser's recursion limit");
+        assert!(
+            !cut(&deep),
+            "valid JSON deeper than the parser's recursion limit"
+        );
         // Declared JSON: any failure is a cut, text or not.
         assert!(json_cut(b"[INFO] started", true));
         assert!(!json_cut(deep.as_bytes(), true));
