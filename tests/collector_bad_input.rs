@@ -47,6 +47,17 @@ async fn flood(h: std::net::SocketAddr, prefix: &str, n: u64, bytes: i64, ms: i6
     }
 }
 
+/// Waits until the aggregator holds `n` series (accepted records are queued, not yet applied).
+async fn wait_for_series(admin: std::net::SocketAddr, n: u64) {
+    for _ in 0..200 {
+        if sample(&metrics(admin).await, "toolsize_series") == Some(n as f64) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the aggregator never reached {n} series");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_values_keep_histograms_bounded_and_are_counted() {
     let d = Daemon::start(&loopback_config()).await.unwrap();
@@ -55,17 +66,22 @@ async fn huge_values_keep_histograms_bounded_and_are_counted() {
     // Baseline: N series of ordinary values (1 KiB, 2 ms).
     let before = rss_kib();
     flood(h, "small", N, 1024, 2).await;
+    wait_for_series(d.admin_addr, N).await;
     let small = rss_kib().saturating_sub(before);
     // N more series claiming 1 TiB results and 115-day latencies.
     let before = rss_kib();
     flood(h, "huge", N, 1 << 40, 10_000_000_000).await;
+    wait_for_series(d.admin_addr, 2 * N).await;
     let huge = rss_kib().saturating_sub(before);
     eprintln!("RSS growth for {N} series: ordinary {small} KiB, huge values {huge} KiB");
-    // Histograms have a fixed size: huge values cost what ordinary ones do (slack for the
-    // allocator), and far less than histograms grown to 1 TiB (≈ 200 KiB per series).
+    // Histograms stop growing at their ceiling: each new series holds 3 size + latency pairs
+    // (since start, one 5m slot, one 1h slot), each at most `max_histogram_bytes`; histograms
+    // grown to 1 TiB / one day would cost 2.6 times that.
+    let pairs = (N * 3) as usize * toolsize::collector::histogram::max_histogram_bytes();
+    let bound = small + (pairs / 1024) as u64 + 16 * 1024;
     assert!(
-        huge < small + 16 * 1024,
-        "huge values grew RSS by {huge} KiB, ordinary ones by {small} KiB"
+        huge < bound,
+        "huge values grew RSS by {huge} KiB (bound {bound} KiB), ordinary ones by {small} KiB"
     );
     let text = metrics(d.admin_addr).await;
     assert_eq!(
