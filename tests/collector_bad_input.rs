@@ -20,6 +20,93 @@ async fn raw(http: std::net::SocketAddr, ct: &str, enc: Option<&str>, body: Vec<
     r.body(body).send().await.unwrap().status().as_u16()
 }
 
+/// This process's resident set, KiB. Fails the test when /proc cannot be read.
+fn rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_else(|e| panic!("cannot read /proc/self/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS line in /proc/self/status"))
+}
+
+/// `n` series, one span each, under `prefix`; sizes `bytes`, latency `ms`.
+async fn flood(h: std::net::SocketAddr, prefix: &str, n: u64, bytes: i64, ms: i64) {
+    let spans: Vec<_> = (0..n)
+        .map(|k| {
+            let mut sp = own_span(k + 1, &format!("{prefix}{k}"), bytes);
+            sp.attributes.retain(|a| a.key != "tool.latency_ms");
+            sp.attributes.push(i("tool.latency_ms", ms));
+            sp
+        })
+        .collect();
+    for chunk in spans.chunks(250) {
+        let r = post_proto(h, &request("agent", chunk.to_vec())).await;
+        assert_eq!(r.status().as_u16(), 200);
+    }
+}
+
+/// Waits until the aggregator holds `n` series (accepted records are queued, not yet applied).
+async fn wait_for_series(admin: std::net::SocketAddr, n: u64) {
+    for _ in 0..200 {
+        if sample(&metrics(admin).await, "toolsize_series") == Some(n as f64) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the aggregator never reached {n} series");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_values_keep_histograms_bounded_and_are_counted() {
+    let d = Daemon::start(&loopback_config()).await.unwrap();
+    let h = d.otlp_http_addr;
+    const N: u64 = 600;
+    // Baseline: N series of ordinary values (1 KiB, 2 ms).
+    let before = rss_kib();
+    flood(h, "small", N, 1024, 2).await;
+    wait_for_series(d.admin_addr, N).await;
+    let small = rss_kib().saturating_sub(before);
+    // N more series claiming 1 TiB results and 115-day latencies.
+    let before = rss_kib();
+    flood(h, "huge", N, 1 << 40, 10_000_000_000).await;
+    wait_for_series(d.admin_addr, 2 * N).await;
+    let huge = rss_kib().saturating_sub(before);
+    eprintln!("RSS growth for {N} series: ordinary {small} KiB, huge values {huge} KiB");
+    // Histograms stop growing at their ceiling: each new series holds 3 size + latency pairs
+    // (since start, one 5m slot, one 1h slot), each at most `max_histogram_bytes`; histograms
+    // grown to 1 TiB / one day would cost 2.6 times that.
+    let pairs = (N * 3) as usize * toolsize::collector::histogram::max_histogram_bytes();
+    let bound = small + (pairs / 1024) as u64 + 16 * 1024;
+    assert!(
+        huge < bound,
+        "huge values grew RSS by {huge} KiB (bound {bound} KiB), ordinary ones by {small} KiB"
+    );
+    let text = metrics(d.admin_addr).await;
+    assert_eq!(
+        sample(&text, "toolsize_values_clamped_total{histogram=\"size\"}"),
+        Some(N as f64)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "toolsize_values_clamped_total{histogram=\"latency\"}"
+        ),
+        Some(N as f64)
+    );
+    // The exact maximum survives the clamp.
+    let t = tools(d.admin_addr, "").await;
+    let row = t["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tool"] == "huge0")
+        .unwrap_or_else(|| panic!("no huge0 in {t}"));
+    assert_eq!(row["max"], serde_json::json!(1u64 << 40), "{row}");
+    d.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_input_and_ten_thousand_tool_names() {
     let mut cfg = loopback_config();
@@ -144,12 +231,7 @@ async fn hostile_input_and_ten_thousand_tool_names() {
         Some(1.0)
     );
     // Memory stays bounded: 10,000 names held as 2,000 series + overflow.
-    let rss_kib: u64 = std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0);
+    let rss_kib = rss_kib();
     eprintln!("test process RSS after the flood: {} MiB", rss_kib / 1024);
     assert!(rss_kib < 512 * 1024, "RSS {rss_kib} KiB");
     // Still serving.

@@ -115,6 +115,21 @@ async fn raw_export(
     body: Vec<u8>,
     gzip: bool,
 ) -> Result<(), tonic::Status> {
+    raw_call(
+        addr,
+        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+        body,
+        gzip,
+    )
+    .await
+}
+
+async fn raw_call(
+    addr: std::net::SocketAddr,
+    path: &'static str,
+    body: Vec<u8>,
+    gzip: bool,
+) -> Result<(), tonic::Status> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .unwrap()
         .connect()
@@ -125,9 +140,7 @@ async fn raw_export(
         grpc = grpc.send_compressed(tonic::codec::CompressionEncoding::Gzip);
     }
     grpc.ready().await.unwrap();
-    let path = tonic::codegen::http::uri::PathAndQuery::from_static(
-        "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
-    );
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static(path);
     grpc.unary(tonic::Request::new(body), path, RawCodec)
         .await
         .map(|_| ())
@@ -157,6 +170,16 @@ async fn grpc_bad_input_gets_otlp_status_codes() {
     assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e}");
     // Empty message: success.
     raw_export(d.otlp_grpc_addr, vec![], false).await.unwrap();
+    // A method that is not served: refused before any handler, still counted.
+    let e = raw_call(
+        d.otlp_grpc_addr,
+        "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+        vec![],
+        false,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unimplemented, "{e}");
     let text = metrics(d.admin_addr).await;
     assert_eq!(
         sample(
@@ -171,6 +194,18 @@ async fn grpc_bad_input_gets_otlp_status_codes() {
             "toolsize_otlp_requests_refused_total{reason=\"too_large\"}"
         ),
         Some(2.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "toolsize_otlp_requests_refused_total{reason=\"unsupported_media_type\"}"
+        ),
+        Some(1.0)
+    );
+    // Every call counts as a request, those refused before the handler included.
+    assert_eq!(
+        sample(&text, "toolsize_otlp_requests_total{transport=\"grpc\"}"),
+        Some(5.0)
     );
     d.shutdown().await;
 }

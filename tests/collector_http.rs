@@ -324,3 +324,62 @@ async fn full_queue_is_refused_as_retryable_and_counted() {
         (2, 2, 1)
     );
 }
+
+#[tokio::test]
+async fn too_many_bodies_at_once_are_refused_as_retryable_and_counted() {
+    use std::sync::Arc;
+    use toolsize::collector::receiver::Ingest;
+    use toolsize::collector::recognize::Recognizer;
+    use toolsize::collector::SelfStats;
+    let (tx, _rx) = tokio::sync::mpsc::channel(16);
+    let stats = Arc::new(SelfStats::default());
+    let ingest = Arc::new(
+        Ingest::new(
+            Arc::new(Recognizer::new(&Default::default(), 128)),
+            tx,
+            stats.clone(),
+            1 << 20,
+        )
+        .with_max_concurrent_requests(1),
+    );
+    let body = request("agent", vec![own_span(1, "read", 10)]).encode_to_vec();
+    let send = |b: Vec<u8>| router(ingest.clone()).oneshot(post("application/x-protobuf", None, b));
+    // Another request is reading its body: this one must not buffer a second one.
+    let busy = ingest.body_permit().expect("one permit free");
+    let resp = send(body.clone()).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(RpcStatus::decode(&b[..]).unwrap().code, 14);
+    assert_eq!(stats.view().refused_requests[3], 1, "counted as overloaded");
+    drop(busy);
+    assert_eq!(send(body).await.unwrap().status(), StatusCode::OK);
+    assert_eq!(stats.view().spans_tool, 1);
+}
+
+#[tokio::test]
+async fn attributes_past_the_255th_are_counted() {
+    use std::sync::Arc;
+    use toolsize::collector::receiver::Ingest;
+    use toolsize::collector::recognize::Recognizer;
+    use toolsize::collector::SelfStats;
+    let (tx, _rx) = tokio::sync::mpsc::channel(16);
+    let stats = Arc::new(SelfStats::default());
+    let ingest = Ingest::new(
+        Arc::new(Recognizer::new(&Default::default(), 128)),
+        tx,
+        stats.clone(),
+        1 << 20,
+    );
+    let mut sp = own_span(1, "read", 10);
+    for n in 0..300 {
+        sp.attributes.push(s(&format!("x.{n}"), "v"));
+    }
+    let total = sp.attributes.len() as u64;
+    ingest.ingest_request(&request("agent", vec![sp])).unwrap();
+    let v = stats.view();
+    assert_eq!(v.spans_tool, 1);
+    assert_eq!(v.attributes_ignored, total - 255);
+}

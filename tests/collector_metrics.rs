@@ -1,4 +1,4 @@
-//! `/metrics` passes the real `promtool check metrics`, carries the DESIGN.md names, and its
+//! `/metrics` passes the real `promtool check metrics`, carries the documented metric names, and its
 //! self-metrics account for every span.
 #![cfg(feature = "collector")]
 
@@ -90,4 +90,15 @@ async fn metrics_pass_promtool_and_account_for_every_span() {
             .unwrap_or_else(|e| panic!("promtool check metrics failed:\n{e}\n{text}"));
     }
     d.shutdown().await;
+}
+
+#[test]
+fn a_missing_peer_fails_the_test() {
+    if missing_peers_allowed() {
+        // The skip path is the one under test elsewhere; nothing to check here.
+        assert!(!require("toolsize-test-no-such-peer", &[]));
+        return;
+    }
+    let r = std::panic::catch_unwind(|| require("toolsize-test-no-such-peer", &[]));
+    assert!(r.is_err(), "a missing peer must fail, not skip");
 }

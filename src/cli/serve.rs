@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::CliError;
-use crate::collector::config::{Config, Overrides, GENERATED_CONFIG};
+use crate::collector::config::{unknown_env_warnings, Config, Overrides, GENERATED_CONFIG};
 use crate::collector::Daemon;
 
 /// Flags of `toolsize serve`.
@@ -73,6 +73,12 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         Err(e) => return CliError::new("CONFIG", e.to_string()).report(),
     };
     init_logging();
+    let names: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .collect();
+    for w in unknown_env_warnings(names.iter().map(String::as_str)) {
+        tracing::warn!(warning = %w, "Unknown TOOLSIZE_ variable.");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -14,7 +14,8 @@
 //!
 //! Cardinality: at most `max_series` series; records of further series go to one overflow series
 //! (`tool="__overflow__"`, `service="__overflow__"`) and are counted. Memory is therefore bounded
-//! by `max_series` × (histograms of one series), histograms being bounded and auto-sized.
+//! by `max_series` × (histograms of one series): at most 11 size + latency pairs with the default
+//! two windows, ≈ 281 KiB (see [`super::histogram`] for the computation).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -288,6 +289,42 @@ pub struct Series {
 }
 
 impl Series {
+    /// Adds everything of `o` (a series merged into the overflow one on restore).
+    fn merge(&mut self, o: Series, limits: &Limits) {
+        self.total.add(&o.total);
+        for (ring, or) in self.windows.iter_mut().zip(o.windows) {
+            for (idx, st) in or.slots {
+                match ring.slots.iter_mut().find(|(i, _)| *i == idx) {
+                    Some((_, mine)) => mine.add(&st),
+                    None => ring.slots.push_back((idx, st)),
+                }
+            }
+            ring.slots.make_contiguous().sort_by_key(|(i, _)| *i);
+        }
+        for (a, b) in self.size_buckets.iter_mut().zip(&o.size_buckets) {
+            *a += b;
+        }
+        for (a, b) in self.latency_buckets.iter_mut().zip(&o.latency_buckets) {
+            *a += b;
+        }
+        self.size_sum += o.size_sum;
+        self.latency_sum_us += o.latency_sum_us;
+        self.largest.extend(o.largest);
+        self.largest.sort_by_key(|l| std::cmp::Reverse(l.bytes));
+        self.largest.truncate(limits.largest_results);
+        for (h, a) in o.args {
+            let e = self.args.entry(h).or_default();
+            e.count += a.count;
+            e.max_bytes = e.max_bytes.max(a.max_bytes);
+        }
+        if self.args.len() > limits.top_args_hashes {
+            let mut v: Vec<_> = self.args.drain().collect();
+            v.sort_by_key(|e| std::cmp::Reverse(e.1.count));
+            v.truncate(limits.top_args_hashes);
+            self.args.extend(v);
+        }
+    }
+
     fn new(windows: &[(String, Duration)]) -> Self {
         Self {
             total: Stats::default(),
@@ -337,6 +374,8 @@ pub struct State {
     pub overflow_records: u64,
     /// Unix seconds the state started (kept across restores).
     pub started_unix: u64,
+    /// Values above the histogram ceilings, clamped: (sizes, latencies).
+    pub clamped: [u64; 2],
     observers: Vec<Box<dyn ResultObserver>>,
 }
 
@@ -373,6 +412,7 @@ impl State {
             series: HashMap::default(),
             overflow_records: 0,
             started_unix: now_unix(),
+            clamped: [0; 2],
             observers: Vec::new(),
         }
     }
@@ -396,6 +436,10 @@ impl State {
 
     /// Records one result.
     pub fn record(&mut self, r: &ToolRecord, now: u64) {
+        if let Size::Known { bytes, .. } = r.size {
+            self.clamped[0] += u64::from(bytes > MAX_BYTES);
+        }
+        self.clamped[1] += u64::from(r.latency_us > MAX_LATENCY_US);
         // One borrowed lookup in the common case; a key is allocated only for a new series.
         let probe = SeriesKeyRef {
             service: &r.service,
@@ -830,8 +874,8 @@ impl From<&StatsSnap> for Stats {
             unknown_size: s.unknown_size,
             measured: s.measured,
             derived: s.derived,
-            size: Hist::from_snapshot(&s.size),
-            latency: Hist::from_snapshot(&s.latency),
+            size: Hist::from_snapshot(&s.size, MAX_BYTES),
+            latency: Hist::from_snapshot(&s.latency, MAX_LATENCY_US),
         }
     }
 }
@@ -920,7 +964,30 @@ impl State {
         }
         self.started_unix = snap.started_unix;
         self.overflow_records = snap.overflow_records;
-        for ss in snap.series {
+        // `max_series` may have been lowered since the snapshot was written: the busiest series
+        // are restored as they were, the rest merged into the overflow series (and logged).
+        let mut series = snap.series;
+        series.sort_by(|a, b| {
+            let overflow = |k: &SeriesKey| k.service == OVERFLOW && k.tool == OVERFLOW;
+            overflow(&b.key)
+                .cmp(&overflow(&a.key))
+                .then(b.total.calls.cmp(&a.total.calls))
+        });
+        let has_overflow = series
+            .first()
+            .is_some_and(|s| s.key.service == OVERFLOW && s.key.tool == OVERFLOW);
+        // Room for the overflow series itself when anything must be merged into it.
+        let keep = if series.len() > self.limits.max_series {
+            self.limits
+                .max_series
+                .saturating_sub(usize::from(!has_overflow))
+                .max(1)
+        } else {
+            series.len()
+        };
+        let mut merged = 0usize;
+        let mut merged_calls = 0u64;
+        for (n, ss) in series.into_iter().enumerate() {
             let mut s = Series::new(&self.limits.windows);
             s.total = (&ss.total).into();
             for (ring, rs) in s.windows.iter_mut().zip(&ss.windows) {
@@ -942,7 +1009,29 @@ impl State {
                 .into_iter()
                 .map(|(h, a)| (ArgsHash::new(&h), a))
                 .collect();
-            self.series.insert(ss.key, s);
+            if n < keep {
+                self.series.insert(ss.key, s);
+                continue;
+            }
+            merged += 1;
+            merged_calls += s.total.calls;
+            self.overflow_records += s.total.calls;
+            let limits = &self.limits;
+            self.series
+                .entry(SeriesKey {
+                    service: OVERFLOW.to_string(),
+                    tool: OVERFLOW.to_string(),
+                })
+                .or_insert_with(|| Series::new(&limits.windows))
+                .merge(s, limits);
+        }
+        if merged > 0 {
+            tracing::warn!(
+                merged,
+                calls = merged_calls,
+                max_series = self.limits.max_series,
+                "Snapshot holds more series than max_series; the least used were merged into the overflow series."
+            );
         }
         Ok(())
     }
@@ -1249,6 +1338,33 @@ mod tests {
         assert_eq!(
             *seen.lock().unwrap(),
             vec![("a".into(), 5), ("a".into(), 6), (OVERFLOW.into(), 7)]
+        );
+    }
+
+    #[test]
+    fn restore_after_max_series_was_lowered_keeps_the_cap() {
+        let mut st = State::new(limits(10));
+        for (k, tool) in ["a", "b", "c", "d", "e"].iter().enumerate() {
+            for _ in 0..=k {
+                st.record(&rec(tool, known(100)), 1000);
+            }
+        }
+        let json = serde_json::to_vec(&st.snapshot(1000)).unwrap();
+        let mut back = State::new(limits(3));
+        back.restore(serde_json::from_slice(&json).unwrap())
+            .unwrap();
+        assert_eq!(back.series.len(), 3, "at most max_series series");
+        let view = back.tools_view(None, None, 1001).unwrap().tools;
+        let calls = |t: &str| view.iter().find(|r| r.tool == t).map(|r| r.count);
+        // The two busiest kept as they were; a, b and c (1 + 2 + 3 calls) merged.
+        assert_eq!(calls("e"), Some(5));
+        assert_eq!(calls("d"), Some(4));
+        assert_eq!(calls(OVERFLOW), Some(6));
+        assert_eq!(back.overflow_records, 6);
+        assert_eq!(
+            view.iter().map(|r| r.count).sum::<u64>(),
+            15,
+            "no call lost"
         );
     }
 

@@ -23,6 +23,9 @@ pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9464";
 pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 64 * 1024 * 1024;
 /// Default capacity of the queue between the receivers and the aggregator, in requests.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
+/// Default number of OTLP requests (HTTP and gRPC together) whose bodies may be read at once;
+/// each may buffer up to `max_request_bytes` twice (compressed and inflated).
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 16;
 /// Default sliding windows.
 pub const DEFAULT_WINDOWS: &[&str] = &["5m", "1h"];
 /// Default cardinality cap: (service, tool) series beyond it go to one overflow series.
@@ -66,6 +69,8 @@ pub struct OtlpConfig {
     pub max_request_bytes: u64,
     /// Requests queued for the aggregator; when full, receivers answer 503 / UNAVAILABLE.
     pub queue_capacity: usize,
+    /// Requests whose bodies are read at once; more get 503 / UNAVAILABLE (reason `overloaded`).
+    pub max_concurrent_requests: usize,
 }
 
 /// `[admin]`: the admin HTTP listener.
@@ -120,6 +125,7 @@ impl Default for OtlpConfig {
             http_addr: DEFAULT_OTLP_HTTP_ADDR.parse().expect("valid default"),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
         }
     }
 }
@@ -221,6 +227,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "otlp.http_addr",
     "otlp.max_request_bytes",
     "otlp.queue_capacity",
+    "otlp.max_concurrent_requests",
     "admin",
     "admin.addr",
     "aggregation",
@@ -267,6 +274,34 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("TOOLSIZE_MAX_SERIES", "aggregation.max_series"),
     ("TOOLSIZE_WINDOWS", "aggregation.windows"),
 ];
+
+/// `TOOLSIZE_*` variables that other parts of toolsize read (the library, `wrap`, the tests);
+/// `serve` ignores them without a warning.
+pub const OTHER_ENV_VARS: &[&str] = &[
+    "TOOLSIZE_LARGE_RESULT_BYTES",
+    "TOOLSIZE_MAX_TOOL_OUTPUT",
+    "TOOLSIZE_SPILL_DIR",
+    "TOOLSIZE_ALLOW_MISSING_PEERS",
+];
+
+/// One warning per `TOOLSIZE_*` name in `names` that no part of toolsize reads, with the
+/// closest known variable when it looks like a typo. Warnings, not errors: the prefix may be
+/// shared with other tools, and a stray variable must not stop the daemon from starting.
+pub fn unknown_env_warnings<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let known: Vec<&str> = ENV_VARS
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(OTHER_ENV_VARS.iter().copied())
+        .collect();
+    names
+        .into_iter()
+        .filter(|n| n.starts_with("TOOLSIZE_") && !known.contains(n))
+        .map(|n| match did_you_mean(n, &known) {
+            Some(s) => format!("unknown environment variable `{n}` ignored (did you mean `{s}`?)"),
+            None => format!("unknown environment variable `{n}` ignored"),
+        })
+        .collect()
+}
 
 impl Config {
     /// Reads the configuration: defaults, then `file`, then `env` (`TOOLSIZE_*` pairs), then
@@ -411,6 +446,12 @@ impl Config {
                 "must be at least 8".into(),
             ));
         }
+        if self.otlp.max_concurrent_requests == 0 {
+            return Err(invalid(
+                "otlp.max_concurrent_requests",
+                "must be above 0".into(),
+            ));
+        }
         if self.otlp.queue_capacity == 0 {
             return Err(invalid("otlp.queue_capacity", "must be above 0".into()));
         }
@@ -529,6 +570,11 @@ max_request_bytes = 67108864
 # Requests queued between the receivers and the aggregator. When the queue is full the
 # receivers answer 503 + Retry-After (HTTP) or UNAVAILABLE (gRPC) and count the refusal.
 queue_capacity = 1024
+# OTLP requests (HTTP and gRPC together) whose bodies are read at the same time; each may hold
+# up to max_request_bytes twice (compressed and inflated), so this bounds that memory. Further
+# requests are answered 503 + Retry-After (HTTP) or UNAVAILABLE (gRPC), counted as refused with
+# reason "overloaded".
+max_concurrent_requests = 16
 
 [admin]
 # Admin HTTP: /metrics, /api/v1/tools, /api/v1/tools/{tool}, /healthz, /readyz
@@ -644,5 +690,23 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn unknown_toolsize_variables_warn_with_a_suggestion() {
+        let w = unknown_env_warnings([
+            "TOOLSIZE_MAX_SERIE",
+            "TOOLSIZE_SPILL_DIR",
+            "TOOLSIZE_DATA_DIR",
+            "TOOLSIZE_ZZZZZZZZZZZZZZZZZZZZZZZZ",
+            "PATH",
+        ]);
+        assert_eq!(
+            w,
+            [
+                "unknown environment variable `TOOLSIZE_MAX_SERIE` ignored (did you mean `TOOLSIZE_MAX_SERIES`?)",
+                "unknown environment variable `TOOLSIZE_ZZZZZZZZZZZZZZZZZZZZZZZZ` ignored",
+            ]
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! `promtool check metrics` in the tests. Rendering runs on the aggregator task; with the default
 //! 2,000-series cap it takes a few milliseconds.
 //!
-//! Names follow `toolsize_<name>_<unit>[_total]` in base units (DESIGN.md). Per-tool series carry
+//! Names follow `toolsize_<name>_<unit>[_total]` in base units (the Prometheus naming conventions). Per-tool series carry
 //! `service` and `tool` labels, bounded by the cardinality cap (overflow series
 //! `tool="__overflow__"`). Classic histograms are cumulative since start (mergeable across
 //! daemons with `histogram_quantile`); the daemon-computed quantile gauges are exact to 1 % per
@@ -58,6 +58,10 @@ pub const SERIES: &str = "toolsize_series";
 pub const SERIES_LIMIT: &str = "toolsize_series_limit";
 /// Records routed to the overflow series.
 pub const SERIES_OVERFLOW: &str = "toolsize_series_overflow_total";
+/// Values above a histogram ceiling, clamped to it, by histogram (size, latency).
+pub const VALUES_CLAMPED: &str = "toolsize_values_clamped_total";
+/// Span attributes past the first 255 of their span, not looked at by recognition.
+pub const SPAN_ATTRIBUTES_IGNORED: &str = "toolsize_span_attributes_ignored_total";
 /// Age of the last snapshot.
 pub const SNAPSHOT_AGE: &str = "toolsize_snapshot_age_seconds";
 /// Snapshots written.
@@ -318,6 +322,22 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "Tool results recorded in the overflow series because the cap was reached.",
     );
     let _ = writeln!(out, "{SERIES_OVERFLOW} {}", state.overflow_records);
+    head(
+        &mut out,
+        VALUES_CLAMPED,
+        "counter",
+        "Values above a histogram's highest trackable value (1 GiB, one hour), recorded at it.",
+    );
+    for (h, n) in ["size", "latency"].iter().zip(state.clamped) {
+        let _ = writeln!(out, "{VALUES_CLAMPED}{{histogram=\"{h}\"}} {n}");
+    }
+    head(
+        &mut out,
+        SPAN_ATTRIBUTES_IGNORED,
+        "counter",
+        "Span attributes past the first 255 of their span, not looked at by recognition.",
+    );
+    let _ = writeln!(out, "{SPAN_ATTRIBUTES_IGNORED} {}", v.attributes_ignored);
     if v.snapshot_last_unix > 0 {
         head(
             &mut out,

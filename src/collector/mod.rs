@@ -101,6 +101,7 @@ pub struct SelfStats {
     snapshot_last_unix: AtomicU64,
     snapshots_written: AtomicU64,
     snapshot_failures: AtomicU64,
+    attributes_ignored: AtomicU64,
 }
 
 /// A plain copy of [`SelfStats`].
@@ -132,6 +133,8 @@ pub struct SelfStatsView {
     pub snapshots_written: u64,
     /// Snapshot writes that failed.
     pub snapshot_failures: u64,
+    /// Span attributes past the first 255 of their span, not looked at.
+    pub attributes_ignored: u64,
 }
 
 impl SelfStats {
@@ -165,6 +168,11 @@ impl SelfStats {
         self.snapshot_last_unix.store(now, Relaxed);
         self.snapshots_written.fetch_add(1, Relaxed);
     }
+    pub(crate) fn attributes_ignored(&self, n: u64) {
+        if n > 0 {
+            self.attributes_ignored.fetch_add(n, Relaxed);
+        }
+    }
     pub(crate) fn snapshot_failed(&self) {
         self.snapshot_failures.fetch_add(1, Relaxed);
     }
@@ -185,6 +193,7 @@ impl SelfStats {
             snapshot_last_unix: self.snapshot_last_unix.load(Relaxed),
             snapshots_written: self.snapshots_written.load(Relaxed),
             snapshot_failures: self.snapshot_failures.load(Relaxed),
+            attributes_ignored: self.attributes_ignored.load(Relaxed),
         }
     }
 }
@@ -262,12 +271,15 @@ impl Pipeline {
             &config.recognition,
             config.aggregation.max_tool_name_bytes,
         ));
-        let ingest = Arc::new(Ingest::new(
-            recognizer,
-            data_tx,
-            stats.clone(),
-            config.otlp.max_request_bytes,
-        ));
+        let ingest = Arc::new(
+            Ingest::new(
+                recognizer,
+                data_tx,
+                stats.clone(),
+                config.otlp.max_request_bytes,
+            )
+            .with_max_concurrent_requests(config.otlp.max_concurrent_requests),
+        );
         Ok(Self {
             api: api::ApiState::new(control.clone(), stats.clone()),
             ingest,
@@ -354,8 +366,11 @@ impl Daemon {
         let sig = signal();
         servers.push(tokio::spawn(async move {
             let incoming = tonic::transport::server::TcpIncoming::from(grpc_l);
+            // Every path reaches the receiver, so calls to other services are answered and
+            // counted there too (tonic's own fallback would answer without counting).
+            let routes = tonic::service::Routes::from(axum::Router::new().fallback_service(grpc));
             if let Err(e) = tonic::transport::Server::builder()
-                .add_service(grpc)
+                .add_routes(routes)
                 .serve_with_incoming_shutdown(incoming, sig)
                 .await
             {

@@ -1,14 +1,15 @@
 //! Recognition of tool spans from every common emitter: one ordered, data-driven table.
 //!
-//! [`RULES`] says what makes a span a tool span, emitter by emitter (reference/semconv.md,
-//! section 0); the first matching rule names the emitter. [`NAME_KEYS`], [`SIZE_KEYS`],
+//! [`RULES`] says what makes a span a tool span, emitter by emitter (the OTel GenAI semantic
+//! conventions, MCP, OpenInference, OpenLLMetry and the other instrumentations listed in
+//! [`Emitter`]); the first matching rule names the emitter. [`NAME_KEYS`], [`SIZE_KEYS`],
 //! [`CONTENT_KEYS`], [`EVENT_CONTENT`] and [`ARGS_KEYS`] say, in precedence order, where the tool
 //! name, a measured size, the result content and the arguments live. The tables are compiled
 //! once ([`Recognizer::new`]) into attribute-slot indices, so a span's attributes are scanned once.
 //!
 //! Sizes: a measured size (`tool.result.bytes`, `gen_ai.tool.call.result.size`) wins; otherwise
 //! the size is derived from the content (UTF-8 bytes of a string, compact JSON of a structured
-//! value). Content that shows an upstream cut (a marker of reference/layers.md section 9, a
+//! value). Content that shows an upstream cut (a truncation marker from [`MARKERS`], a
 //! length equal to a configured attribute limit, JSON that no longer parses, `logfire.truncated`)
 //! flags the record truncated upstream: its size is a lower bound. Placeholders and missing content
 //! make the size unknown — never 0.
@@ -59,7 +60,8 @@ pub enum Emitter {
     Mlflow,
     /// Logfire's openai-agents integration (`Function: {name}`).
     LogfireAgents,
-    /// Only `gen_ai.tool.name` / `gen_ai.tool.call.id` present (Langfuse's rule 7).
+    /// Only `gen_ai.tool.name` / `gen_ai.tool.call.id` present: the last-resort rule Langfuse's
+    /// ingestion also applies to spans of unknown emitters.
     GenAiFallback,
 }
 
@@ -116,7 +118,9 @@ pub struct Rule {
 const OP: &str = semconv::GEN_AI_OPERATION_NAME;
 const EXEC: &str = semconv::OPERATION_EXECUTE_TOOL;
 
-/// What makes a span a tool span, first match wins (reference/semconv.md sections 0 and 8).
+/// What makes a span a tool span, first match wins: the most specific emitters first, the
+/// generic OTel GenAI semantic conventions (`gen_ai.operation.name = execute_tool`) after them,
+/// and the bare `gen_ai.tool.*` fallback last.
 #[rustfmt::skip]
 pub const RULES: &[Rule] = &[
     Rule { emitter: Emitter::Toolsize, all: &[Cond::Present(semconv::TOOL_ARGS_HASH), Cond::Eq(OP, EXEC)] },
@@ -158,8 +162,8 @@ pub const SIZE_KEYS: &[&str] = &[
 /// How content at a key is encoded by its emitter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
-    /// Raw string or JSON: checked as JSON when it looks like JSON (`{` or `[`), or when
-    /// `output.mime_type` says `application/json`.
+    /// Raw string or JSON: checked as JSON when `output.mime_type` says JSON, or when it starts
+    /// with `{` or `[` (see `json_cut` for when such text counts as a cut document).
     Auto,
     /// Always JSON (the emitter `json.dumps` it): a parse failure means it was cut.
     Json,
@@ -167,7 +171,8 @@ pub enum Encoding {
     JsonEmptyIsHidden,
 }
 
-/// Where result content lives, in precedence order (reference/semconv.md section 8.3).
+/// Where result content lives, in precedence order: the OTel GenAI attribute first, then each
+/// instrumentation's own attribute.
 pub const CONTENT_KEYS: &[(&str, Encoding)] = &[
     ("gen_ai.tool.call.result", Encoding::Auto),
     ("output.value", Encoding::Auto),
@@ -219,8 +224,9 @@ const OTHER_KEYS: &[&str] = &[
     "output.mime_type",
 ];
 
-/// Truncation markers of reference/layers.md section 9 (digits left out): any of these in a
-/// result means a layer already cut it.
+/// Truncation markers that agent runtimes (Codex, Gemini CLI, Claude Code, Cline, OpenHands
+/// and the others named per entry) insert when they cut a tool result, digits left
+/// out: any of these in a result means a layer already cut it.
 pub const MARKERS: &[(&str, &str)] = &[
     ("codex", " tokens truncated\u{2026}"),
     ("codex", " chars truncated\u{2026}"),
@@ -350,6 +356,21 @@ impl ArgsHash {
             len: end as u8,
             bytes,
         }
+    }
+
+    /// A client-supplied hash: accepted only when its first 12 bytes are ASCII hex digits
+    /// (lowercased; anything after them dropped), else `None`. Never copies more than 12 bytes,
+    /// whatever the length of the value.
+    pub fn from_hex(s: &[u8]) -> Option<Self> {
+        let head = s.get(..12)?;
+        if !head.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        let mut bytes = [0u8; 12];
+        for (d, c) in bytes.iter_mut().zip(head) {
+            *d = c.to_ascii_lowercase();
+        }
+        Some(Self { len: 12, bytes })
     }
 
     /// The hash as text.
@@ -543,6 +564,10 @@ impl std::fmt::Debug for Recognizer {
 type Slots = [u8; MAX_SLOTS];
 const NONE: u8 = u8::MAX;
 
+/// Attributes of one span that recognition looks at (slot indices are one byte); later ones
+/// are ignored and counted in `toolsize_span_attributes_ignored_total`.
+pub const MAX_ATTRIBUTES_READ: usize = NONE as usize;
+
 impl Recognizer {
     /// Compiles the tables with the configured limits and placeholders.
     pub fn new(config: &RecognitionConfig, max_tool_name_bytes: usize) -> Self {
@@ -629,7 +654,7 @@ impl Recognizer {
         let tool = sanitize_tool_name(raw_name, self.max_name);
 
         let error = span.status_code == StatusCode::Error as i32
-            || self.errors.iter().any(|&i| get(i).is_some())
+            || self.errors.iter().any(|&i| truthy(get(i)))
             || str_of(get(self.tool_status)).is_some_and(|s| s.eq_ignore_ascii_case("error"));
 
         let truncated = matches!(get(self.truncated), Some(AttrValue::Bool(true)));
@@ -637,7 +662,7 @@ impl Recognizer {
 
         let latency_us = match get(self.latency_ms) {
             Some(AttrValue::Double(ms)) if ms.is_finite() && ms >= 0.0 => (ms * 1000.0) as u64,
-            Some(AttrValue::Int(ms)) if ms >= 0 => ms as u64 * 1000,
+            Some(AttrValue::Int(ms)) if ms >= 0 => (ms as u64).saturating_mul(1000),
             _ => span.end.saturating_sub(span.start) / 1000,
         };
 
@@ -673,9 +698,12 @@ impl Recognizer {
             s => s,
         };
 
-        let args_hash = match str_of(get(self.args_hash)) {
-            Some(h) if !h.is_empty() => Some(ArgsHash::new(h)),
-            _ => self
+        // A supplied `tool.args_hash` counts only when it starts with 12 hex digits; any
+        // other value (empty, non-hex, non-ASCII, megabytes long) is ignored as if absent,
+        // and the hash is computed from the recorded arguments, if any.
+        let args_hash = match bytes_of(get(self.args_hash)).and_then(ArgsHash::from_hex) {
+            Some(h) => Some(h),
+            None => self
                 .args
                 .iter()
                 .find_map(|&i| get(i))
@@ -735,8 +763,7 @@ impl Recognizer {
                 }
                 let cut = has_marker(s)
                     || self.at_length_limit(s)
-                    || ((enc != Encoding::Auto || json_mime || looks_like_json(s))
-                        && serde_json::from_slice::<serde::de::IgnoredAny>(s).is_err());
+                    || json_cut(s, enc != Encoding::Auto || json_mime);
                 let bytes = s.len() as u64;
                 (
                     Size::Known {
@@ -773,7 +800,7 @@ impl Recognizer {
     }
 }
 
-/// True when `s` contains a truncation marker of reference/layers.md section 9.
+/// True when `s` contains one of the truncation markers of [`MARKERS`].
 pub fn has_marker(s: &[u8]) -> bool {
     if s.starts_with(LEADING_MARKER.as_bytes()) {
         return true;
@@ -784,8 +811,49 @@ pub fn has_marker(s: &[u8]) -> bool {
     FINDERS.iter().any(|f| f.find(s).is_some())
 }
 
-fn looks_like_json(s: &[u8]) -> bool {
-    matches!(s.trim_ascii_start().first(), Some(b'{' | b'['))
+/// True when `s`, JSON or text that starts like a JSON document, shows a cut.
+///
+/// - `declared` (the emitter always writes JSON, or `output.mime_type` says JSON): any parse
+///   failure is a cut.
+/// - Otherwise only text starting with `{` or `[` is checked. It is cut when the parser ran out
+///   of input mid-document (`{"a": [1, 2`), or when it looks like a whole document (ends with
+///   the matching `}` / `]`) yet does not parse. Text such as `[INFO] started` fails with a
+///   syntax error before its end and is plain text, not a cut JSON document.
+///
+/// Valid JSON nested deeper than the parser's recursion limit (128) is never flagged.
+fn json_cut(s: &[u8], declared: bool) -> bool {
+    let t = s.trim_ascii();
+    let whole = match (t.first(), t.last()) {
+        (Some(b'{'), Some(b'}')) | (Some(b'['), Some(b']')) => true,
+        (Some(b'{' | b'['), _) => false,
+        _ if declared => true,
+        _ => return false,
+    };
+    let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(t) else {
+        return false;
+    };
+    if e.to_string().starts_with("recursion limit exceeded") {
+        return false;
+    }
+    declared || whole || e.is_eof()
+}
+
+/// An error attribute that says the call failed: `true`, a non-zero number, or a non-empty
+/// string other than `false` / `0` (an error message or type). `error=false` and an empty
+/// `tool.error` say it did not.
+fn truthy(v: Option<AttrValue<'_>>) -> bool {
+    match v {
+        Some(AttrValue::Bool(b)) => b,
+        Some(AttrValue::Int(i)) => i != 0,
+        Some(AttrValue::Double(d)) => d != 0.0,
+        Some(AttrValue::Str(s)) => {
+            let s = s.trim_ascii();
+            !s.is_empty() && !s.eq_ignore_ascii_case(b"false") && s != b"0"
+        }
+        Some(AttrValue::Bytes(b)) => !b.is_empty(),
+        Some(_) => true,
+        None => false,
+    }
 }
 
 fn bytes_of(v: Option<AttrValue<'_>>) -> Option<&[u8]> {
@@ -832,6 +900,10 @@ pub fn sanitize_tool_name(name: &str, max: usize) -> String {
     }
     if out.is_empty() {
         out.push_str("unknown");
+    }
+    // A real tool must not merge with the overflow series in dashboards.
+    if out == crate::collector::aggregator::OVERFLOW {
+        out.push_str("_tool");
     }
     out
 }
@@ -1172,6 +1244,70 @@ mod tests {
     }
 
     #[test]
+    fn only_truthy_error_attributes_mark_a_failure() {
+        let r = rec();
+        let failed = |a: KeyValue| {
+            tool(
+                &r,
+                "x",
+                &span(
+                    "execute_tool a",
+                    vec![s(OP, EXEC), s("gen_ai.tool.call.result", "ok"), a],
+                ),
+            )
+            .error
+        };
+        let b = |k: &str, v: bool| KeyValue {
+            key: k.into(),
+            key_strindex: 0,
+            value: Some(AnyValue {
+                value: Some(Value::BoolValue(v)),
+            }),
+        };
+        assert!(!failed(b("error", false)));
+        assert!(!failed(s(semconv::TOOL_ERROR, "")));
+        assert!(!failed(s(semconv::TOOL_ERROR, "false")));
+        assert!(!failed(s(semconv::ERROR_TYPE, " ")));
+        assert!(!failed(i("error", 0)));
+        assert!(failed(b("error", true)));
+        assert!(failed(s(semconv::TOOL_ERROR, "file not found")));
+        assert!(failed(s(semconv::ERROR_TYPE, "TimeoutError")));
+    }
+
+    #[test]
+    fn text_in_brackets_and_deep_json_are_not_cut() {
+        let r = rec();
+        let cut = |v: &str| {
+            tool(
+                &r,
+                "x",
+                &span(
+                    "execute_tool a",
+                    vec![s(OP, EXEC), s("gen_ai.tool.call.result", v)],
+                ),
+            )
+            .truncated_upstream
+        };
+        assert!(!cut("[INFO] started"), "a log line is not JSON");
+        assert!(!cut("{name} was replaced"));
+        assert!(!cut("[2024-01-01 10:00] job done\n[INFO] bye"));
+        assert!(cut("{\"a\": [1, 2"), "a JSON document cut short");
+        assert!(cut("[{\"path\": \"/etc/pass"), "cut inside a string");
+        assert!(
+            cut("{\"a\": 1,, \"b\": 2}"),
+            "a whole document that does not parse"
+        );
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert!(
+            !cut(&deep),
+            "valid JSON deeper than the parser's recursion limit"
+        );
+        // Declared JSON: any failure is a cut, text or not.
+        assert!(json_cut(b"[INFO] started", true));
+        assert!(!json_cut(deep.as_bytes(), true));
+    }
+
+    #[test]
     fn placeholders_and_missing_are_unknown_not_zero() {
         let r = rec();
         let t = tool(
@@ -1294,11 +1430,43 @@ mod tests {
     }
 
     #[test]
+    fn supplied_arguments_hash_must_be_hex() {
+        let r = rec();
+        let with = |h: &str| {
+            tool(
+                &r,
+                "toolsize",
+                &span(
+                    "execute_tool grep",
+                    vec![
+                        s(OP, EXEC),
+                        s(semconv::GEN_AI_TOOL_NAME, "grep"),
+                        s(semconv::TOOL_ARGS_HASH, h),
+                    ],
+                ),
+            )
+            .args_hash
+            .map(|h| h.to_string())
+        };
+        // A megabyte of non-hex, and of non-ASCII whose byte 12 is not a char boundary.
+        assert_eq!(with(&"z".repeat(1 << 20)), None);
+        assert_eq!(with(&format!("a{}", "é".repeat(1 << 19))), None);
+        assert_eq!(with(""), None);
+        assert_eq!(with("0123456789a"), None);
+        assert_eq!(with("0123456789ABzz").as_deref(), Some("0123456789ab"));
+        assert_eq!(
+            with(&format!("0123456789ab{}", "x".repeat(1 << 20))).as_deref(),
+            Some("0123456789ab")
+        );
+    }
+
+    #[test]
     fn names_are_sanitised() {
         assert_eq!(sanitize_tool_name("a\u{0}b\nc", 128), "a_b_c");
         assert_eq!(sanitize_tool_name("", 128), "unknown");
         assert_eq!(sanitize_tool_name("ééééé", 5), "éé");
         assert_eq!(name_from_span("foo.tool"), "foo");
+        assert_eq!(sanitize_tool_name("__overflow__", 128), "__overflow___tool");
     }
 
     #[test]

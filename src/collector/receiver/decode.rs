@@ -75,7 +75,12 @@ pub struct Recognized {
     pub invalid: u64,
     /// Why the first rejected span was rejected.
     pub invalid_reason: Option<&'static str>,
+    /// Attributes past a span's first [`MAX_ATTRIBUTES_READ`], not looked at.
+    pub attributes_ignored: u64,
 }
+
+/// Attributes of one span that recognition looks at; later ones are ignored and counted.
+pub const MAX_ATTRIBUTES_READ: usize = crate::collector::recognize::MAX_ATTRIBUTES_READ;
 
 impl Recognized {
     /// Every span of the request.
@@ -99,6 +104,7 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
                 arc
             }
         };
+        out.attributes_ignored += span.attrs.len().saturating_sub(MAX_ATTRIBUTES_READ) as u64;
         match r.recognize(&arc, scope, span) {
             Outcome::Tool(t) => out.records.push(t),
             Outcome::NotTool => out.not_tool += 1,

@@ -6,7 +6,14 @@
 //! Gzip is accepted; the message size limit (`otlp.max_request_bytes`, raised from tonic's 4 MiB
 //! default) applies after decompression. Both an uncompressed message over the limit (refused by
 //! tonic's framing before it is buffered) and a gzip bomb get `RESOURCE_EXHAUSTED`. Under overload
-//! the answer is `UNAVAILABLE` (retryable); partial success carries `rejected_spans` and a message.
+//! (aggregator queue full, or `otlp.max_concurrent_requests` bodies already being read) the
+//! answer is `UNAVAILABLE` (retryable); partial success carries `rejected_spans` and a message.
+//!
+//! Every call is counted as a request, whatever its path. Refusals tonic makes before the
+//! handler runs are counted by the status it answered: `OUT_OF_RANGE` / `RESOURCE_EXHAUSTED` as
+//! `too_large`, `UNIMPLEMENTED` (unsupported `grpc-encoding`) as `unsupported_media_type`, any
+//! other error as `decode`. A path other than Export is answered `UNIMPLEMENTED` and counted as
+//! `unsupported_media_type`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -72,12 +79,26 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        self.ingest.stats().request("grpc");
         if req.uri().path() != EXPORT_PATH {
+            self.ingest
+                .stats()
+                .refused_request(RefusedRequest::UnsupportedMediaType);
             return Box::pin(async {
                 Ok(Status::unimplemented("only TraceService/Export is served").into_http())
             });
         }
-        let export = Export(self.ingest.clone());
+        // Counted as refused (overloaded) by `body_permit`.
+        let Some(permit) = self.ingest.body_permit() else {
+            return Box::pin(async {
+                Ok(
+                    Status::unavailable("too many requests being read at once; retry later")
+                        .into_http(),
+                )
+            });
+        };
+        let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let export = Export(self.ingest.clone(), reached.clone());
         let mut grpc = Grpc::new(RawCodec)
             .accept_compressed(CompressionEncoding::Gzip)
             .send_compressed(CompressionEncoding::Gzip)
@@ -86,6 +107,7 @@ where
         let ingest = self.ingest.clone();
         Box::pin(async move {
             let mut res = grpc.unary(export, req).await;
+            drop(permit);
             // tonic refuses a message whose length prefix passes the limit before buffering it,
             // with OUT_OF_RANGE; OTLP says RESOURCE_EXHAUSTED (non-retryable without RetryInfo).
             // Decompression over the limit already comes back as RESOURCE_EXHAUSTED.
@@ -97,15 +119,26 @@ where
                 res.headers_mut()
                     .insert("grpc-status", http::HeaderValue::from_static("8"));
             }
-            if matches!(code.as_deref(), Some(b"11") | Some(b"8")) {
-                ingest.stats().refused_request(RefusedRequest::TooLarge);
+            // The handler counts its own refusals; count those tonic made before it ran.
+            if !reached.load(std::sync::atomic::Ordering::Relaxed) {
+                match code.as_deref() {
+                    None | Some(b"0") => {}
+                    Some(b"11") | Some(b"8") => {
+                        ingest.stats().refused_request(RefusedRequest::TooLarge)
+                    }
+                    Some(b"12") => ingest
+                        .stats()
+                        .refused_request(RefusedRequest::UnsupportedMediaType),
+                    Some(_) => ingest.stats().refused_request(RefusedRequest::Decode),
+                }
             }
             Ok(res)
         })
     }
 }
 
-struct Export(Arc<Ingest>);
+/// The handler, and a flag it sets once tonic has handed it a message.
+struct Export(Arc<Ingest>, Arc<std::sync::atomic::AtomicBool>);
 
 impl UnaryService<Bytes> for Export {
     type Response = ExportTraceServiceResponse;
@@ -113,8 +146,8 @@ impl UnaryService<Bytes> for Export {
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let ingest = self.0.clone();
+        self.1.store(true, std::sync::atomic::Ordering::Relaxed);
         Box::pin(async move {
-            ingest.stats().request("grpc");
             match ingest.ingest_protobuf(request.get_ref()) {
                 Ok(a) => Ok(Response::new(response(a))),
                 Err(e @ IngestError::Decode(_)) => Err(Status::invalid_argument(e.to_string())),

@@ -6,7 +6,9 @@
 //!   `ExportTraceServiceResponse` (partial success when spans were rejected), 400 with a
 //!   `google.rpc.Status` on bad data, 413 when the body passes `otlp.max_request_bytes` (measured
 //!   after decompression; a gzip bomb is stopped at the limit), 415 on an unknown content type or
-//!   encoding, 503 + `Retry-After` when the aggregator queue is full. Other methods get 405.
+//!   encoding, 503 + `Retry-After` when the aggregator queue is full or when
+//!   `otlp.max_concurrent_requests` bodies are already being read (each may buffer up to
+//!   `max_request_bytes` compressed plus as much inflated). Other methods get 405.
 //!
 //! Every refusal is counted in the self-metrics by reason.
 
@@ -109,6 +111,12 @@ async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) 
             );
         }
     };
+    let Some(_permit) = ing.body_permit() else {
+        return unavailable(
+            enc,
+            "too many requests being read at once; retry later".into(),
+        );
+    };
     let limit = ing.max_request_bytes();
     let too_large = |ing: &Ingest| {
         ing.stats().refused_request(RefusedRequest::TooLarge);
@@ -195,16 +203,14 @@ async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) 
             INVALID_ARGUMENT,
             e.to_string(),
         ),
-        Err(e @ IngestError::Overloaded) => {
-            let mut r = error(
-                enc,
-                StatusCode::SERVICE_UNAVAILABLE,
-                UNAVAILABLE,
-                e.to_string(),
-            );
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            r
-        }
+        Err(e @ IngestError::Overloaded) => unavailable(enc, e.to_string()),
     }
+}
+
+/// 503 + `Retry-After: 1`.
+fn unavailable(enc: Encoding, message: String) -> Response {
+    let mut r = error(enc, StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, message);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
 }

@@ -47,6 +47,7 @@ pub struct Ingest {
     tx: mpsc::Sender<Batch>,
     stats: Arc<SelfStats>,
     max_request_bytes: u64,
+    bodies: Arc<tokio::sync::Semaphore>,
 }
 
 impl Ingest {
@@ -62,7 +63,29 @@ impl Ingest {
             tx,
             stats,
             max_request_bytes,
+            bodies: Arc::new(tokio::sync::Semaphore::new(
+                crate::collector::config::DEFAULT_MAX_CONCURRENT_REQUESTS,
+            )),
         }
+    }
+
+    /// Allows at most `n` requests to read their bodies at once (default
+    /// [`DEFAULT_MAX_CONCURRENT_REQUESTS`](crate::collector::config::DEFAULT_MAX_CONCURRENT_REQUESTS)).
+    #[must_use]
+    pub fn with_max_concurrent_requests(mut self, n: usize) -> Self {
+        self.bodies = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
+        self
+    }
+
+    /// A permit to read one request body, held until the request is answered; `None` when
+    /// `max_concurrent_requests` bodies are already being read. The caller answers 503 /
+    /// UNAVAILABLE; the refusal is counted here (reason `overloaded`).
+    pub fn body_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let p = self.bodies.clone().try_acquire_owned().ok();
+        if p.is_none() {
+            self.stats.refused_request(RefusedRequest::Overloaded);
+        }
+        p
     }
 
     /// Largest request accepted, after decompression.
@@ -87,6 +110,7 @@ impl Ingest {
             self.stats.refused_request(RefusedRequest::Decode);
         })?;
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
+        self.stats.attributes_ignored(rec.attributes_ignored);
         if tools > 0
             && self
                 .tx
