@@ -9,7 +9,8 @@
 //! ```
 //!
 //! It starts the daemon itself on ephemeral loopback ports, sends pre-encoded requests (the
-//! 512-span mix of `benches/collector.rs`: 60 % measured tool spans, 20 % tool spans with ~2 KiB
+//! 512-span mix of `examples/common/workload.rs`, as `benches/collector.rs` does: 60 % measured
+//! tool spans, 20 % tool spans with ~2 KiB
 //! of content, 20 % LLM spans) on keep-alive HTTP/1.1 connections, then reads `/metrics`.
 
 use std::io::{BufRead, BufReader};
@@ -18,109 +19,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{
-    any_value::Value, AnyValue, InstrumentationScope, KeyValue,
-};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-fn kv(k: &str, v: Value) -> KeyValue {
-    KeyValue {
-        key: k.into(),
-        value: Some(AnyValue { value: Some(v) }),
-        ..Default::default()
-    }
-}
-
-fn request(seed: u64, spans: u64) -> Vec<u8> {
-    let content: String = (0..2048).map(|i| (b'a' + (i % 26) as u8) as char).collect();
-    let spans = (0..spans)
-        .map(|i| {
-            let n = seed * 100_000 + i;
-            let tool = format!("tool_{}", n % 40);
-            let mut attrs = vec![
-                kv(
-                    "gen_ai.operation.name",
-                    Value::StringValue("execute_tool".into()),
-                ),
-                kv("gen_ai.tool.name", Value::StringValue(tool.clone())),
-                kv(
-                    "gen_ai.tool.call.id",
-                    Value::StringValue(format!("call_{n:08}")),
-                ),
-            ];
-            let name = match n % 10 {
-                0..=5 => {
-                    attrs.extend([
-                        kv("tool.name", Value::StringValue(tool.clone())),
-                        kv(
-                            "tool.args_hash",
-                            Value::StringValue(format!("{:012x}", n % 97)),
-                        ),
-                        kv(
-                            "tool.result.bytes",
-                            Value::IntValue(((n * 7919) % 100_000) as i64),
-                        ),
-                        kv("tool.result.truncated", Value::BoolValue(false)),
-                        kv("tool.latency_ms", Value::DoubleValue(12.5)),
-                        kv(
-                            "tool.result.chars",
-                            Value::IntValue(((n * 7919) % 100_000) as i64),
-                        ),
-                    ]);
-                    format!("execute_tool {tool}")
-                }
-                6 | 7 => {
-                    attrs.push(kv(
-                        "gen_ai.tool.call.result",
-                        Value::StringValue(content.clone()),
-                    ));
-                    format!("execute_tool {tool}")
-                }
-                _ => {
-                    attrs = vec![
-                        kv("gen_ai.operation.name", Value::StringValue("chat".into())),
-                        kv("gen_ai.request.model", Value::StringValue("gpt-4o".into())),
-                        kv("gen_ai.usage.input_tokens", Value::IntValue(1234)),
-                    ];
-                    "chat gpt-4o".into()
-                }
-            };
-            Span {
-                trace_id: [(n as u8).wrapping_add(1); 16].to_vec(),
-                span_id: (n + 1).to_be_bytes().to_vec(),
-                name,
-                kind: 1,
-                start_time_unix_nano: 1_700_000_000_000_000_000,
-                end_time_unix_nano: 1_700_000_000_012_500_000,
-                attributes: attrs,
-                ..Default::default()
-            }
-        })
-        .collect();
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(Resource {
-                attributes: vec![kv("service.name", Value::StringValue("loadgen".into()))],
-                ..Default::default()
-            }),
-            scope_spans: vec![ScopeSpans {
-                scope: Some(InstrumentationScope {
-                    name: "toolsize".into(),
-                    ..Default::default()
-                }),
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
-    .encode_to_vec()
-}
+#[path = "common/workload.rs"]
+mod workload;
 
 fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
     let args: Vec<String> = std::env::args().collect();
@@ -247,8 +150,11 @@ async fn main() {
     let admin = ready["admin"].as_str().unwrap().to_string();
     let pid = child.id();
 
-    let bodies: Arc<Vec<Vec<u8>>> =
-        Arc::new((0..16).map(|s| request(s, spans_per_request)).collect());
+    let bodies: Arc<Vec<Vec<u8>>> = Arc::new(
+        (0..16)
+            .map(|s| workload::request("loadgen", s, spans_per_request))
+            .collect(),
+    );
     println!(
         "daemon pid {pid}; {connections} connections, {spans_per_request} spans/request ({} bytes), {seconds}s",
         bodies[0].len()
