@@ -10,8 +10,8 @@
 //!
 //! It starts the daemon itself on ephemeral loopback ports, sends pre-encoded requests (the
 //! 512-span mix of `examples/common/workload.rs`, as `benches/collector.rs` does: 60 % measured
-//! tool spans, 20 % tool spans with ~2 KiB
-//! of content, 20 % LLM spans) on keep-alive HTTP/1.1 connections, then reads `/metrics`.
+//! tool spans, 20 % tool spans with ~2 KiB of content, 20 % LLM spans) on keep-alive HTTP/1.1
+//! connections, then reads `/metrics`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
