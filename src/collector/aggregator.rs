@@ -1538,6 +1538,69 @@ mod tests {
         );
     }
 
+    fn stacked(ceiling: u64) -> Limits {
+        let flag = crate::layers::StackConfig {
+            ceiling_bytes: Some(ceiling),
+            ..crate::layers::StackConfig::parse_list("codex.tool-output.tokens,default").unwrap()
+        };
+        let stack = Stack::resolve(Some(&flag), None, None).unwrap();
+        Limits {
+            size_bounds: size_bounds(&stack).into(),
+            stack: Arc::new(stack),
+            ..limits(10)
+        }
+    }
+
+    #[test]
+    fn ceilings_are_bucket_bounds() {
+        let l = stacked(12_345);
+        assert!(l.size_bounds.contains(&12_345));
+        assert!(l.size_bounds.contains(&40_000));
+        assert!(l.size_bounds.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(size_bounds(&Stack::default()), SIZE_BUCKETS);
+    }
+
+    #[test]
+    fn over_ceiling_counts_the_weakest_layer_and_survive_a_restore() {
+        let mut st = State::new(stacked(1000));
+        for b in [50_000, 2000, 10] {
+            st.record(&rec("a", known(b)), 1000);
+        }
+        for n in 0..(OVER_CEILING_RECENT as u64 + 5) {
+            st.record(&rec("b", known(5000 + n)), 1000 + n);
+        }
+        let key = |t: &str| SeriesKey {
+            service: "svc".into(),
+            tool: t.into(),
+        };
+        assert_eq!(st.series[&key("a")].over_ceiling, [("default".into(), 2)]);
+        let b = &st.series[&key("b")];
+        assert_eq!(b.over_recent.len(), OVER_CEILING_RECENT);
+        assert_eq!(b.over_recent.back().unwrap().bytes, 5000 + 24);
+        let json = serde_json::to_vec(&st.snapshot(2000)).unwrap();
+        let mut back = State::new(stacked(1000));
+        back.restore(serde_json::from_slice(&json).unwrap())
+            .unwrap();
+        for t in ["a", "b"] {
+            assert_eq!(
+                back.tool_view(t, None, None, 2001),
+                st.tool_view(t, None, None, 2001)
+            );
+        }
+        assert_eq!(
+            back.series[&key("a")].size_buckets,
+            st.series[&key("a")].size_buckets
+        );
+        // Other ceilings: the bucket counts are dropped, the over-ceiling counts kept.
+        let mut other = State::new(stacked(3000));
+        other
+            .restore(serde_json::from_slice(&json).unwrap())
+            .unwrap();
+        let a = &other.series[&key("a")];
+        assert_eq!(a.over_ceiling, [("default".into(), 2)]);
+        assert!(a.size_buckets.iter().all(|&n| n == 0));
+    }
+
     #[test]
     fn space_saving_keeps_heavy_hitters() {
         let mut m = HashMap::default();
