@@ -13,8 +13,11 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::CliError;
-use crate::collector::config::{unknown_env_warnings, Config, Overrides, GENERATED_CONFIG};
+use crate::collector::config::{
+    unknown_env_warnings, Config, ConfigError, Overrides, GENERATED_CONFIG,
+};
 use crate::collector::Daemon;
+use crate::layers::{Stack, StackConfig, StackError};
 
 /// Flags of `toolsize serve`.
 #[derive(Debug, Clone, Args)]
@@ -43,11 +46,23 @@ pub struct ServeArgs {
     /// Sliding window, repeatable, e.g. --window 5m --window 1h [default: 5m, 1h].
     #[arg(long = "window", value_name = "DURATION")]
     pub windows: Vec<String>,
+    /// Truncation layers in front of the model, by id, each optionally `id=limit` (in the
+    /// layer's unit); `toolsize layers` lists them [default: one 16384-byte `default` layer].
+    #[arg(long, value_name = "ID[=LIMIT],...")]
+    pub stack: Option<String>,
+    /// The `default` layer's byte ceiling; keeps `default` in the stack [default: 16384].
+    #[arg(long, value_name = "N")]
+    pub ceiling_bytes: Option<u64>,
 }
 
 impl ServeArgs {
-    fn overrides(&self) -> Overrides {
-        Overrides {
+    fn overrides(&self) -> Result<Overrides, StackError> {
+        let mut stack = match &self.stack {
+            Some(list) => StackConfig::parse_list(list)?,
+            None => StackConfig::default(),
+        };
+        stack.ceiling_bytes = self.ceiling_bytes;
+        Ok(Overrides {
             otlp_grpc_addr: self.otlp_grpc_addr,
             otlp_http_addr: self.otlp_http_addr,
             admin_addr: self.admin_addr,
@@ -55,7 +70,8 @@ impl ServeArgs {
             snapshot_interval: self.snapshot_interval.clone(),
             max_series: self.max_series,
             windows: (!self.windows.is_empty()).then(|| self.windows.clone()),
-        }
+            stack: (!stack.is_empty() || self.ceiling_bytes.is_some()).then_some(stack),
+        })
     }
 }
 
@@ -68,8 +84,13 @@ pub fn gen_config() -> ExitCode {
 /// Runs the daemon until SIGINT or SIGTERM.
 pub fn serve(args: ServeArgs) -> ExitCode {
     let env = std::env::vars().filter(|(k, _)| k.starts_with("TOOLSIZE_"));
-    let config = match Config::load(args.config.as_deref(), env, &args.overrides()) {
+    let overrides = match args.overrides() {
+        Ok(o) => o,
+        Err(e) => return stack_error(&e).report(),
+    };
+    let config = match Config::load(args.config.as_deref(), env, &overrides) {
         Ok(c) => c,
+        Err(ConfigError::Stack(e)) => return stack_error(&e).report(),
         Err(e) => return CliError::new("CONFIG", e.to_string()).report(),
     };
     init_logging();
@@ -99,6 +120,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
             snapshot_interval = %config.store.snapshot_interval,
             "Effective configuration."
         );
+        log_stack(&config.stack);
         println!(
             "{}",
             serde_json::json!({
@@ -113,6 +135,40 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         daemon.shutdown().await;
         ExitCode::SUCCESS
     })
+}
+
+/// A stack that does not resolve: `UNKNOWN_LAYER` (with its "did you mean") or `INVALID_STACK`.
+fn stack_error(e: &StackError) -> CliError {
+    let code = match e {
+        StackError::UnknownId { .. } => "UNKNOWN_LAYER",
+        _ => "INVALID_STACK",
+    };
+    CliError::new(code, format!("invalid layer stack: {e}"))
+}
+
+/// Logs the effective stack once: every layer with its limit and source, then the ceiling.
+fn log_stack(stack: &Stack) {
+    for l in stack.layers() {
+        tracing::info!(
+            layer = l.id(),
+            limit = l.limit,
+            unit = l.layer.unit.as_str(),
+            scope = l.layer.scope.as_str(),
+            limit_bytes = ?l.limit_bytes.map(|b| b.bytes),
+            estimated = l.limit_bytes.is_some_and(|b| b.estimated),
+            source = l.source.as_str(),
+            "Effective layer."
+        );
+    }
+    if let Some(c) = stack.ceiling_bytes() {
+        tracing::info!(
+            layer = c.layer_id,
+            bytes = c.bytes,
+            estimated = c.estimated,
+            source = c.source.as_str(),
+            "Effective ceiling."
+        );
+    }
 }
 
 fn init_logging() {

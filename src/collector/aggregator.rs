@@ -29,6 +29,7 @@ use super::histogram::{Hist, HistSnapshot, MAX_BYTES, MAX_LATENCY_US};
 use super::recognize::{ArgsHash, Size, SizeSource, ToolRecord};
 use super::store::Store;
 use super::SelfStats;
+use crate::layers::{ResultMeasures, Stack};
 
 /// Time slots per sliding window.
 pub const SLOTS_PER_WINDOW: u64 = 5;
@@ -40,6 +41,28 @@ pub const SIZE_BUCKETS: &[u64] = &[
     256, 1024, 4096, 8000, 10_000, 16_384, 20_000, 25_000, 32_768, 65_536, 131_072, 262_144,
     1_048_576, 4_194_304, 16_777_216,
 ];
+/// Over-ceiling results kept per series for `/api/v1/tools/{tool}`, most recent last.
+pub const OVER_CEILING_RECENT: usize = 20;
+
+/// [`SIZE_BUCKETS`] with every byte limit of `stack` added, sorted and deduplicated: the classic
+/// histogram can then answer "how many results were over this layer's limit" exactly.
+pub fn size_bounds(stack: &Stack) -> Vec<u64> {
+    let mut b: Vec<u64> = SIZE_BUCKETS
+        .iter()
+        .copied()
+        .chain(
+            stack
+                .layers()
+                .iter()
+                .filter_map(|l| l.limit_bytes.map(|b| b.bytes)),
+        )
+        .filter(|&b| b > 0 && b <= MAX_BYTES)
+        .collect();
+    b.sort_unstable();
+    b.dedup();
+    b
+}
+
 /// Upper bounds of the classic `toolsize_tool_call_duration_seconds` buckets, in microseconds.
 pub const LATENCY_BUCKETS_US: &[u64] = &[
     1_000, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
@@ -259,6 +282,31 @@ pub struct Largest {
     pub truncated_upstream: bool,
 }
 
+/// One recent result over the ceiling of its weakest cutting layer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverCeiling {
+    /// Result bytes.
+    pub bytes: u64,
+    /// The weakest layer that cuts it.
+    pub layer: String,
+    /// That layer's effective limit, in `unit`.
+    pub limit: u64,
+    /// The layer's unit.
+    pub unit: String,
+    /// The result's size in `unit`.
+    pub value: u64,
+    /// Whether `value` was estimated from bytes.
+    pub estimated: bool,
+    /// Trace id, hex.
+    pub trace_id: String,
+    /// Span id, hex.
+    pub span_id: String,
+    /// Arguments hash, when known.
+    pub args_hash: Option<String>,
+    /// When the daemon received it, Unix seconds.
+    pub at_unix: u64,
+}
+
 /// How often one arguments hash was seen (space-saving estimate: an upper bound).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ArgsStat {
@@ -286,6 +334,11 @@ pub struct Series {
     pub largest: Vec<Largest>,
     /// Arguments hashes (space-saving top-k).
     pub args: HashMap<ArgsHash, ArgsStat, FxBuild>,
+    /// Results over a ceiling since start, by the weakest layer that cut them (few layers: a
+    /// vector).
+    pub over_ceiling: Vec<(String, u64)>,
+    /// The most recent over-ceiling results, oldest first, at most [`OVER_CEILING_RECENT`].
+    pub over_recent: VecDeque<OverCeiling>,
 }
 
 impl Series {
@@ -323,19 +376,38 @@ impl Series {
             v.truncate(limits.top_args_hashes);
             self.args.extend(v);
         }
+        for (id, n) in o.over_ceiling {
+            add_over(&mut self.over_ceiling, &id, n);
+        }
+        self.over_recent.extend(o.over_recent);
+        self.over_recent
+            .make_contiguous()
+            .sort_by_key(|r| r.at_unix);
+        while self.over_recent.len() > OVER_CEILING_RECENT {
+            self.over_recent.pop_front();
+        }
     }
 
-    fn new(windows: &[(String, Duration)]) -> Self {
+    fn new(limits: &Limits) -> Self {
         Self {
             total: Stats::default(),
-            windows: windows.iter().map(|(_, d)| Ring::new(*d)).collect(),
-            size_buckets: vec![0; SIZE_BUCKETS.len() + 1],
+            windows: limits.windows.iter().map(|(_, d)| Ring::new(*d)).collect(),
+            size_buckets: vec![0; limits.size_bounds.len() + 1],
             latency_buckets: vec![0; LATENCY_BUCKETS_US.len() + 1],
             size_sum: 0,
             latency_sum_us: 0,
             largest: Vec::new(),
             args: HashMap::default(),
+            over_ceiling: Vec::new(),
+            over_recent: VecDeque::new(),
         }
+    }
+}
+
+fn add_over(counts: &mut Vec<(String, u64)>, id: &str, n: u64) {
+    match counts.iter_mut().find(|(l, _)| l == id) {
+        Some((_, c)) => *c += n,
+        None => counts.push((id.to_string(), n)),
     }
 }
 
@@ -350,6 +422,10 @@ pub struct Limits {
     pub largest_results: usize,
     /// Argument hashes kept per series.
     pub top_args_hashes: usize,
+    /// The effective layer stack; every result of known size is checked against it.
+    pub stack: Arc<Stack>,
+    /// Upper bounds of the classic size histogram: [`size_bounds`] of the stack.
+    pub size_bounds: Arc<[u64]>,
 }
 
 impl Limits {
@@ -360,6 +436,8 @@ impl Limits {
             max_series: c.aggregation.max_series,
             largest_results: c.aggregation.largest_results,
             top_args_hashes: c.aggregation.top_args_hashes,
+            size_bounds: size_bounds(&c.stack).into(),
+            stack: Arc::new(c.stack.clone()),
         }
     }
 }
@@ -465,7 +543,7 @@ impl State {
                     service: service.to_string(),
                     tool: tool.to_string(),
                 },
-                Series::new(&self.limits.windows),
+                Series::new(&self.limits),
             );
         }
         let s = self
@@ -494,8 +572,33 @@ impl State {
         for w in &mut s.windows {
             w.current(now).record(r);
         }
-        if let Size::Known { bytes, .. } = r.size {
-            let i = SIZE_BUCKETS.partition_point(|&b| b < bytes);
+        if let Size::Known { bytes, source } = r.size {
+            // The record carries bytes only (a measured size attribute or content-derived
+            // bytes); other units are estimated from them. Content-derived sizes travel as an
+            // attribute value, so per-attribute layers apply to them.
+            let verdict = limits.stack.verdict(
+                &ResultMeasures::from_bytes(bytes),
+                source == SizeSource::Derived,
+            );
+            if let Some(cut) = verdict.weakest {
+                add_over(&mut s.over_ceiling, cut.layer_id, 1);
+                if s.over_recent.len() >= OVER_CEILING_RECENT {
+                    s.over_recent.pop_front();
+                }
+                s.over_recent.push_back(OverCeiling {
+                    bytes,
+                    layer: cut.layer_id.to_string(),
+                    limit: cut.limit,
+                    unit: cut.unit.as_str().to_string(),
+                    value: cut.value,
+                    estimated: cut.estimated,
+                    trace_id: hex(&r.trace_id),
+                    span_id: hex(&r.span_id),
+                    args_hash: r.args_hash.map(|h| h.to_string()),
+                    at_unix: now,
+                });
+            }
+            let i = limits.size_bounds.partition_point(|&b| b < bytes);
             s.size_buckets[i] += 1;
             s.size_sum = s.size_sum.saturating_add(bytes);
             let keep = limits.largest_results;
@@ -702,6 +805,19 @@ pub struct ToolDetail {
     pub largest: Vec<Largest>,
     /// Most repeated argument hashes.
     pub top_args: Vec<TopArgs>,
+    /// Results over a ceiling since start, by the weakest layer that cut them.
+    pub over_ceiling: Vec<OverCeilingCount>,
+    /// The most recent over-ceiling results (at most [`OVER_CEILING_RECENT`]), newest first.
+    pub recent_over_ceiling: Vec<OverCeiling>,
+}
+
+/// Over-ceiling results of one layer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverCeilingCount {
+    /// The layer id.
+    pub layer: String,
+    /// Results whose weakest cutting layer it was.
+    pub count: u64,
 }
 
 /// A repeated arguments hash.
@@ -820,6 +936,15 @@ impl State {
                         .cloned()
                         .collect(),
                     top_args: top,
+                    over_ceiling: s
+                        .over_ceiling
+                        .iter()
+                        .map(|(layer, count)| OverCeilingCount {
+                            layer: layer.clone(),
+                            count: *count,
+                        })
+                        .collect(),
+                    recent_over_ceiling: s.over_recent.iter().rev().cloned().collect(),
                 }
             })
             .collect();
@@ -897,6 +1022,10 @@ struct SeriesSnap {
     latency_sum_us: u64,
     largest: Vec<Largest>,
     args: Vec<(String, ArgsStat)>,
+    #[serde(default)]
+    over_ceiling: Vec<(String, u64)>,
+    #[serde(default)]
+    over_recent: Vec<OverCeiling>,
 }
 
 /// The on-disk form of [`State`].
@@ -910,6 +1039,9 @@ pub struct Snapshot {
     pub started_unix: u64,
     /// Records routed to the overflow series.
     pub overflow_records: u64,
+    /// Upper bounds of the size buckets (absent in older snapshots: [`SIZE_BUCKETS`]).
+    #[serde(default)]
+    size_bounds: Option<Vec<u64>>,
     series: Vec<SeriesSnap>,
 }
 
@@ -924,6 +1056,7 @@ impl State {
             written_unix: now,
             started_unix: self.started_unix,
             overflow_records: self.overflow_records,
+            size_bounds: Some(self.limits.size_bounds.to_vec()),
             series: self
                 .series
                 .iter()
@@ -948,6 +1081,8 @@ impl State {
                         .iter()
                         .map(|(h, a)| (h.to_string(), a.clone()))
                         .collect(),
+                    over_ceiling: s.over_ceiling.clone(),
+                    over_recent: s.over_recent.iter().cloned().collect(),
                 })
                 .collect(),
         }
@@ -985,17 +1120,21 @@ impl State {
         } else {
             series.len()
         };
+        let same_bounds = match &snap.size_bounds {
+            Some(b) => b[..] == self.limits.size_bounds[..],
+            None => SIZE_BUCKETS == &self.limits.size_bounds[..],
+        };
         let mut merged = 0usize;
         let mut merged_calls = 0u64;
         for (n, ss) in series.into_iter().enumerate() {
-            let mut s = Series::new(&self.limits.windows);
+            let mut s = Series::new(&self.limits);
             s.total = (&ss.total).into();
             for (ring, rs) in s.windows.iter_mut().zip(&ss.windows) {
                 if ring.slot_secs == rs.slot_secs {
                     ring.slots = rs.slots.iter().map(|(i, st)| (*i, st.into())).collect();
                 }
             }
-            if ss.size_buckets.len() == s.size_buckets.len() {
+            if same_bounds && ss.size_buckets.len() == s.size_buckets.len() {
                 s.size_buckets = ss.size_buckets;
             }
             if ss.latency_buckets.len() == s.latency_buckets.len() {
@@ -1009,6 +1148,11 @@ impl State {
                 .into_iter()
                 .map(|(h, a)| (ArgsHash::new(&h), a))
                 .collect();
+            s.over_ceiling = ss.over_ceiling;
+            s.over_recent = ss.over_recent.into_iter().collect();
+            while s.over_recent.len() > OVER_CEILING_RECENT {
+                s.over_recent.pop_front();
+            }
             if n < keep {
                 self.series.insert(ss.key, s);
                 continue;
@@ -1022,7 +1166,7 @@ impl State {
                     service: OVERFLOW.to_string(),
                     tool: OVERFLOW.to_string(),
                 })
-                .or_insert_with(|| Series::new(&limits.windows))
+                .or_insert_with(|| Series::new(limits))
                 .merge(s, limits);
         }
         if merged > 0 {
@@ -1226,6 +1370,8 @@ mod tests {
             max_series,
             largest_results: 3,
             top_args_hashes: 2,
+            stack: Arc::new(Stack::default()),
+            size_bounds: SIZE_BUCKETS.into(),
         }
     }
 
@@ -1390,6 +1536,69 @@ mod tests {
             back.tool_view("a", None, None, 1001),
             st.tool_view("a", None, None, 1001)
         );
+    }
+
+    fn stacked(ceiling: u64) -> Limits {
+        let flag = crate::layers::StackConfig {
+            ceiling_bytes: Some(ceiling),
+            ..crate::layers::StackConfig::parse_list("codex.tool-output.tokens,default").unwrap()
+        };
+        let stack = Stack::resolve(Some(&flag), None, None).unwrap();
+        Limits {
+            size_bounds: size_bounds(&stack).into(),
+            stack: Arc::new(stack),
+            ..limits(10)
+        }
+    }
+
+    #[test]
+    fn ceilings_are_bucket_bounds() {
+        let l = stacked(12_345);
+        assert!(l.size_bounds.contains(&12_345));
+        assert!(l.size_bounds.contains(&40_000));
+        assert!(l.size_bounds.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(size_bounds(&Stack::default()), SIZE_BUCKETS);
+    }
+
+    #[test]
+    fn over_ceiling_counts_the_weakest_layer_and_survive_a_restore() {
+        let mut st = State::new(stacked(1000));
+        for b in [50_000, 2000, 10] {
+            st.record(&rec("a", known(b)), 1000);
+        }
+        for n in 0..(OVER_CEILING_RECENT as u64 + 5) {
+            st.record(&rec("b", known(5000 + n)), 1000 + n);
+        }
+        let key = |t: &str| SeriesKey {
+            service: "svc".into(),
+            tool: t.into(),
+        };
+        assert_eq!(st.series[&key("a")].over_ceiling, [("default".into(), 2)]);
+        let b = &st.series[&key("b")];
+        assert_eq!(b.over_recent.len(), OVER_CEILING_RECENT);
+        assert_eq!(b.over_recent.back().unwrap().bytes, 5000 + 24);
+        let json = serde_json::to_vec(&st.snapshot(2000)).unwrap();
+        let mut back = State::new(stacked(1000));
+        back.restore(serde_json::from_slice(&json).unwrap())
+            .unwrap();
+        for t in ["a", "b"] {
+            assert_eq!(
+                back.tool_view(t, None, None, 2001),
+                st.tool_view(t, None, None, 2001)
+            );
+        }
+        assert_eq!(
+            back.series[&key("a")].size_buckets,
+            st.series[&key("a")].size_buckets
+        );
+        // Other ceilings: the bucket counts are dropped, the over-ceiling counts kept.
+        let mut other = State::new(stacked(3000));
+        other
+            .restore(serde_json::from_slice(&json).unwrap())
+            .unwrap();
+        let a = &other.series[&key("a")];
+        assert_eq!(a.over_ceiling, [("default".into(), 2)]);
+        assert!(a.size_buckets.iter().all(|&n| n == 0));
     }
 
     #[test]

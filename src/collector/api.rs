@@ -6,6 +6,9 @@
 //!   max, errors, truncated, truncated upstream, unknown size, latency p95.
 //! - `GET /api/v1/tools/{tool}?window=&service=`: the same plus the largest recent results (trace
 //!   id, span id, args hash) and the most repeated argument hashes; 404 for an unknown tool.
+//! - `GET /api/v1/layers`: the effective layer stack, in stack order: each layer's id, product,
+//!   limit, unit, scope, action, limit in bytes (and whether that is an estimate) and the source
+//!   of its limit (flag, env, file, default, catalog); plus the ceiling (the weakest layer).
 //! - `GET /healthz`: 200 while the process serves.
 //! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503.
 //!
@@ -25,6 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::aggregator::Command;
 use super::SelfStats;
+use crate::layers::Stack;
 
 /// Content type of `/metrics`.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -34,12 +38,24 @@ pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8
 pub struct ApiState {
     control: mpsc::Sender<Command>,
     stats: Arc<SelfStats>,
+    stack: Arc<Stack>,
 }
 
 impl ApiState {
     /// A state asking the aggregator behind `control`.
     pub fn new(control: mpsc::Sender<Command>, stats: Arc<SelfStats>) -> Self {
-        Self { control, stats }
+        Self {
+            control,
+            stats,
+            stack: Arc::new(Stack::default()),
+        }
+    }
+
+    /// The effective layer stack served on `/api/v1/layers` (default: the default stack).
+    #[must_use]
+    pub fn with_stack(mut self, stack: Arc<Stack>) -> Self {
+        self.stack = stack;
+        self
     }
 
     /// Self-metrics.
@@ -86,6 +102,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/v1/tools", get(tools))
         .route("/api/v1/tools/{tool}", get(tool))
+        .route("/api/v1/layers", get(layers))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .with_state(state)
@@ -152,6 +169,41 @@ async fn tool(
         Ok(Err(e)) => bad_request(e),
         Err(r) => r,
     }
+}
+
+/// `/api/v1/layers`: answered from the resolved stack, without asking the aggregator.
+async fn layers(State(s): State<ApiState>) -> Response {
+    Json(layers_json(&s.stack)).into_response()
+}
+
+/// The JSON of `/api/v1/layers`.
+pub fn layers_json(stack: &Stack) -> serde_json::Value {
+    let layers: Vec<serde_json::Value> = stack
+        .layers()
+        .iter()
+        .map(|l| {
+            serde_json::json!({
+                "id": l.id(),
+                "product": l.layer.product,
+                "limit": l.limit,
+                "unit": l.layer.unit.as_str(),
+                "scope": l.layer.scope.as_str(),
+                "action": l.layer.action.as_str(),
+                "limit_bytes": l.limit_bytes.map(|b| b.bytes),
+                "estimated": l.limit_bytes.is_some_and(|b| b.estimated),
+                "source": l.source.as_str(),
+            })
+        })
+        .collect();
+    let ceiling = stack.ceiling_bytes().map(|c| {
+        serde_json::json!({
+            "layer": c.layer_id,
+            "bytes": c.bytes,
+            "estimated": c.estimated,
+            "source": c.source.as_str(),
+        })
+    });
+    serde_json::json!({ "layers": layers, "ceiling": ceiling })
 }
 
 async fn readyz(State(s): State<ApiState>) -> Response {

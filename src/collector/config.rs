@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::layers::{Stack, StackConfig, StackError, ENV_CEILING_BYTES, ENV_STACK};
+
 /// Default OTLP/gRPC listen address.
 pub const DEFAULT_OTLP_GRPC_ADDR: &str = "127.0.0.1:4317";
 /// Default OTLP/HTTP listen address.
@@ -55,6 +57,12 @@ pub struct Config {
     pub recognition: RecognitionConfig,
     /// Snapshots on disk.
     pub store: StoreConfig,
+    /// `[layers]`: the truncation layers in front of the model, as the file declares them.
+    pub layers: StackConfig,
+    /// The effective stack, resolved from flags > environment > file > default by
+    /// [`Config::load`] (from the file alone by [`Config::from_toml`]).
+    #[serde(skip)]
+    pub stack: Stack,
 }
 
 /// `[otlp]`: the OTLP receivers.
@@ -177,6 +185,8 @@ impl Default for Config {
             aggregation: AggregationConfig::default(),
             recognition: RecognitionConfig::default(),
             store: StoreConfig::default(),
+            layers: StackConfig::default(),
+            stack: Stack::default(),
         }
     }
 }
@@ -218,6 +228,9 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
+    /// The layer stack does not resolve (an unknown id, with a "did you mean", or a zero limit).
+    #[error("invalid layer stack: {0}")]
+    Stack(StackError),
 }
 
 /// Every key the file may hold, dotted. Checked against [`GENERATED_CONFIG`] by a test.
@@ -242,7 +255,15 @@ pub const KNOWN_KEYS: &[&str] = &[
     "store",
     "store.data_dir",
     "store.snapshot_interval",
+    "layers",
+    "layers.stack",
+    "layers.ceiling_bytes",
+    "layers.overrides",
+    "layers.custom",
 ];
+
+/// Tables whose keys are free (layer ids), not checked against [`KNOWN_KEYS`].
+const FREE_TABLES: &[&str] = &["layers.overrides"];
 
 /// Values given on the command line; `None` means "not given".
 #[derive(Debug, Clone, Default)]
@@ -261,6 +282,8 @@ pub struct Overrides {
     pub max_series: Option<usize>,
     /// `--window` (repeatable).
     pub windows: Option<Vec<String>>,
+    /// `--stack` and `--ceiling-bytes`, as one source of stack settings.
+    pub stack: Option<StackConfig>,
 }
 
 /// Environment variables read by [`Config::load`], each with the key it sets.
@@ -273,6 +296,8 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("TOOLSIZE_SNAPSHOT_INTERVAL", "store.snapshot_interval"),
     ("TOOLSIZE_MAX_SERIES", "aggregation.max_series"),
     ("TOOLSIZE_WINDOWS", "aggregation.windows"),
+    (ENV_STACK, "layers.stack"),
+    (ENV_CEILING_BYTES, "layers.ceiling_bytes"),
 ];
 
 /// `TOOLSIZE_*` variables that other parts of toolsize read (the library, `wrap`, the tests);
@@ -327,11 +352,21 @@ impl Config {
             }
             None => Self::default(),
         };
-        for (name, value) in env {
-            config.apply_env(&name, &value)?;
+        let env: std::collections::HashMap<String, String> = env.into_iter().collect();
+        let mut names: Vec<&String> = env.keys().collect();
+        names.sort();
+        for name in names {
+            config.apply_env(name, &env[name])?;
         }
         config.apply_flags(flags);
         config.validate()?;
+        let env_stack = StackConfig::from_env(&env).map_err(ConfigError::Stack)?;
+        config.stack = Stack::resolve(
+            flags.stack.as_ref(),
+            env_stack.as_ref(),
+            Some(&config.layers),
+        )
+        .map_err(ConfigError::Stack)?;
         Ok(config)
     }
 
@@ -342,11 +377,13 @@ impl Config {
             message: e.to_string(),
         })?;
         check_keys(&table, "")?;
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: PathBuf::new(),
             message: e.to_string(),
         })?;
         config.validate()?;
+        config.stack =
+            Stack::resolve(None, None, Some(&config.layers)).map_err(ConfigError::Stack)?;
         Ok(config)
     }
 
@@ -518,6 +555,9 @@ fn check_keys(table: &toml::Table, prefix: &str) -> Result<(), ConfigError> {
             });
         }
         if let toml::Value::Table(t) = v {
+            if FREE_TABLES.contains(&key.as_str()) {
+                continue;
+            }
             check_keys(t, &key)?;
         }
     }
@@ -577,7 +617,7 @@ queue_capacity = 1024
 max_concurrent_requests = 16
 
 [admin]
-# Admin HTTP: /metrics, /api/v1/tools, /api/v1/tools/{tool}, /healthz, /readyz
+# Admin HTTP: /metrics, /api/v1/tools, /api/v1/tools/{tool}, /api/v1/layers, /healthz, /readyz
 # (env TOOLSIZE_ADMIN_ADDR, flag --admin-addr).
 addr = "127.0.0.1:9464"
 
@@ -610,6 +650,29 @@ placeholders = ["__REDACTED__", "<not specified>", "<redacted>"]
 # Interval between snapshots; one is also written on SIGTERM/SIGINT.
 # (env TOOLSIZE_SNAPSHOT_INTERVAL, flag --snapshot-interval)
 snapshot_interval = "10s"
+
+[layers]
+# The truncation layers between your tools and the model (`toolsize layers` lists the catalog).
+# Each result is compared with every layer, in its unit; the weakest layer that cuts it is
+# counted in toolsize_tool_results_over_ceiling_total{layer}. With no layer named, the stack is
+# one `default` layer of 16384 bytes. Precedence: flag > environment > this file > default.
+# Layer ids, e.g. ["claude-code.mcp.max", "default"]
+# (env TOOLSIZE_STACK="id[=limit],...", flag --stack id[=limit],...)
+# stack = []
+# The `default` layer's byte ceiling; setting it keeps `default` in the stack.
+# (env TOOLSIZE_CEILING_BYTES, flag --ceiling-bytes)
+# ceiling_bytes = 16384
+# Limit overrides by layer id, in the layer's own unit:
+# [layers.overrides]
+# "cline.message-builder" = 6000
+# Your own layers (always part of the stack); unit: bytes, chars, utf16_units, tokens, lines,
+# depth or items; scope: per_result (default), per_string, per_attribute or per_line.
+# [[layers.custom]]
+# name = "my-proxy"
+# limit = 2000
+# unit = "chars"
+# scope = "per_result"
+# action = "truncate_silent"
 "#;
 
 #[cfg(test)]
@@ -626,12 +689,21 @@ mod tests {
     fn generated_config_mentions_every_known_key() {
         for key in KNOWN_KEYS {
             let leaf = key.rsplit('.').next().unwrap();
-            let needle = if key.contains('.') {
-                format!("{leaf} =")
+            let needles = if key.contains('.') {
+                vec![
+                    format!("{leaf} ="),
+                    format!("[{key}]"),
+                    format!("[[{key}]]"),
+                ]
             } else {
-                format!("[{leaf}]")
+                vec![format!("[{leaf}]")]
             };
-            assert!(GENERATED_CONFIG.contains(&needle), "{key} missing");
+            assert!(
+                needles
+                    .iter()
+                    .any(|n| GENERATED_CONFIG.contains(n.as_str())),
+                "{key} missing"
+            );
         }
     }
 

@@ -14,7 +14,7 @@
 
 use std::fmt::Write;
 
-use super::aggregator::{SeriesKey, State, LATENCY_BUCKETS_US, SIZE_BUCKETS};
+use super::aggregator::{SeriesKey, State, LATENCY_BUCKETS_US};
 use super::{RefusedRequest, SelfStats};
 
 /// Tool calls.
@@ -29,6 +29,10 @@ pub const TOOL_RESULTS_TRUNCATED_UPSTREAM: &str = "toolsize_tool_results_truncat
 pub const TOOL_RESULTS_SIZE_UNKNOWN: &str = "toolsize_tool_results_size_unknown_total";
 /// Results with a known size, by how it was obtained.
 pub const TOOL_RESULTS_SIZED: &str = "toolsize_tool_results_sized_total";
+/// Results over a ceiling, by the weakest layer that cuts them (`layer` label).
+pub const TOOL_RESULTS_OVER_CEILING: &str = "toolsize_tool_results_over_ceiling_total";
+/// Each layer's effective limit in bytes (`layer` label); estimated for non-byte units.
+pub const CEILING_BYTES: &str = "toolsize_ceiling_bytes";
 /// Result size histogram.
 pub const TOOL_RESULT_SIZE: &str = "toolsize_tool_result_size_bytes";
 /// Call duration histogram.
@@ -160,6 +164,57 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
 
     head(
         &mut out,
+        TOOL_RESULTS_OVER_CEILING,
+        "counter",
+        "Results over a ceiling, counted once under the weakest layer of the stack that cuts them.",
+    );
+    let stack = &state.limits.stack;
+    for (k, l) in keys.iter().zip(&labels) {
+        let s = &state.series[*k];
+        let count = |id: &str| {
+            s.over_ceiling
+                .iter()
+                .find(|(l, _)| l == id)
+                .map_or(0, |(_, n)| *n)
+        };
+        for layer in stack.layers() {
+            let _ = writeln!(
+                out,
+                "{TOOL_RESULTS_OVER_CEILING}{{{l},layer=\"{}\"}} {}",
+                escape(layer.id()),
+                count(layer.id())
+            );
+        }
+        // Counts restored from a snapshot for layers no longer in the stack.
+        for (id, n) in &s.over_ceiling {
+            if !stack.layers().iter().any(|x| x.id() == id) {
+                let _ = writeln!(
+                    out,
+                    "{TOOL_RESULTS_OVER_CEILING}{{{l},layer=\"{}\"}} {n}",
+                    escape(id)
+                );
+            }
+        }
+    }
+    head(
+        &mut out,
+        CEILING_BYTES,
+        "gauge",
+        "Effective limit of each layer of the stack, in bytes (estimated from tokens, characters or lines for layers counting in those units).",
+    );
+    for layer in stack.layers() {
+        if let Some(b) = layer.limit_bytes {
+            let _ = writeln!(
+                out,
+                "{CEILING_BYTES}{{layer=\"{}\"}} {}",
+                escape(layer.id()),
+                b.bytes
+            );
+        }
+    }
+
+    head(
+        &mut out,
         TOOL_RESULT_SIZE,
         "histogram",
         "UTF-8 bytes of tool results as handed to the model.",
@@ -167,7 +222,7 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
     for (k, l) in keys.iter().zip(&labels) {
         let s = &state.series[*k];
         let mut cum = 0;
-        for (b, n) in SIZE_BUCKETS.iter().zip(&s.size_buckets) {
+        for (b, n) in state.limits.size_bounds.iter().zip(&s.size_buckets) {
             cum += n;
             let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"{b}\"}} {cum}");
         }

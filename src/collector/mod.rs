@@ -15,7 +15,10 @@
 //!   repeated argument hashes, a cardinality cap with an overflow series. Readers ask it through a
 //!   command channel and get computed views.
 //! - **Admin HTTP** ([`api`]) serves `/metrics` ([`exposition`]), `/api/v1/tools`,
-//!   `/api/v1/tools/{tool}`, `/healthz`, `/readyz`.
+//!   `/api/v1/tools/{tool}`, `/api/v1/layers`, `/healthz`, `/readyz`.
+//! - **Layers**: the effective stack ([`crate::layers::Stack`], resolved once in
+//!   [`Config::load`]) is checked by the aggregator for every result of known size; the weakest
+//!   layer that cuts it is counted per series and the result listed among the recent ones.
 //! - **Store** ([`store`]): snapshots every `store.snapshot_interval` and at shutdown, atomic on
 //!   disk, restored at start; a corrupt file is moved aside and the daemon starts empty.
 //!
@@ -281,7 +284,8 @@ impl Pipeline {
             .with_max_concurrent_requests(config.otlp.max_concurrent_requests),
         );
         Ok(Self {
-            api: api::ApiState::new(control.clone(), stats.clone()),
+            api: api::ApiState::new(control.clone(), stats.clone())
+                .with_stack(Arc::new(config.stack.clone())),
             ingest,
             stats,
             control,

@@ -160,7 +160,13 @@ pub struct Binary {
 
 impl Binary {
     pub fn start(extra: &[&str], data_dir: Option<&Path>) -> Self {
+        Self::start_with_env(extra, data_dir, &[])
+    }
+
+    /// [`Binary::start`] with extra environment variables.
+    pub fn start_with_env(extra: &[&str], data_dir: Option<&Path>, env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolsize"));
+        cmd.envs(env.iter().copied());
         cmd.args([
             "serve",
             "--otlp-grpc-addr",
@@ -240,6 +246,13 @@ pub async fn tools(admin: SocketAddr, query: &str) -> serde_json::Value {
         .await
         .map(|b| serde_json::from_slice(&b).unwrap())
         .unwrap()
+}
+
+/// GETs an admin path as JSON, e.g. `/api/v1/layers`.
+pub async fn get_json(admin: SocketAddr, path: &str) -> serde_json::Value {
+    let r = reqwest::get(format!("http://{admin}{path}")).await.unwrap();
+    assert!(r.status().is_success(), "GET {path}: {}", r.status());
+    serde_json::from_slice(&r.bytes().await.unwrap()).unwrap()
 }
 
 /// GETs `/metrics`.
