@@ -53,6 +53,10 @@ pub struct ServeArgs {
     /// The `default` layer's byte ceiling; keeps `default` in the stack [default: 16384].
     #[arg(long, value_name = "N")]
     pub ceiling_bytes: Option<u64>,
+    /// Alertmanager base URL (http://host:port), repeatable: alerts are posted to every one
+    /// [default: none].
+    #[arg(long = "alertmanager-url", value_name = "URL")]
+    pub alertmanager_urls: Vec<String>,
 }
 
 impl ServeArgs {
@@ -69,6 +73,8 @@ impl ServeArgs {
             data_dir: self.data_dir.clone(),
             snapshot_interval: self.snapshot_interval.clone(),
             max_series: self.max_series,
+            alertmanager_urls: (!self.alertmanager_urls.is_empty())
+                .then(|| self.alertmanager_urls.clone()),
             windows: (!self.windows.is_empty()).then(|| self.windows.clone()),
             stack: (!stack.is_empty() || self.ceiling_bytes.is_some()).then_some(stack),
         })

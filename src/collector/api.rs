@@ -9,6 +9,9 @@
 //! - `GET /api/v1/layers`: the effective layer stack, in stack order: each layer's id, product,
 //!   limit, unit, scope, action, limit in bytes (and whether that is an estimate) and the source
 //!   of its limit (flag, env, file, default, catalog); plus the ceiling (the weakest layer).
+//! - `GET /api/v1/alerts`: `{"firing": [...], "resolved": [...]}`, each alert with its name,
+//!   state, fingerprint, labels, annotations, `startsAt` and `endsAt`; answered from the alert
+//!   task's last published set, without asking the aggregator.
 //! - `GET /healthz`: 200 while the process serves.
 //! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503.
 //!
@@ -27,6 +30,7 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
 use super::aggregator::Command;
+use super::alerts::AlertsHandle;
 use super::SelfStats;
 use crate::layers::Stack;
 
@@ -39,6 +43,7 @@ pub struct ApiState {
     control: mpsc::Sender<Command>,
     stats: Arc<SelfStats>,
     stack: Arc<Stack>,
+    alerts: AlertsHandle,
 }
 
 impl ApiState {
@@ -48,7 +53,15 @@ impl ApiState {
             control,
             stats,
             stack: Arc::new(Stack::default()),
+            alerts: AlertsHandle::default(),
         }
+    }
+
+    /// The alerts served on `/api/v1/alerts` (default: none).
+    #[must_use]
+    pub fn with_alerts(mut self, alerts: AlertsHandle) -> Self {
+        self.alerts = alerts;
+        self
     }
 
     /// The effective layer stack served on `/api/v1/layers` (default: the default stack).
@@ -103,6 +116,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/tools", get(tools))
         .route("/api/v1/tools/{tool}", get(tool))
         .route("/api/v1/layers", get(layers))
+        .route("/api/v1/alerts", get(alerts))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .with_state(state)
@@ -169,6 +183,11 @@ async fn tool(
         Ok(Err(e)) => bad_request(e),
         Err(r) => r,
     }
+}
+
+/// `/api/v1/alerts`: firing alerts, then those resolved in the last five minutes.
+async fn alerts(State(s): State<ApiState>) -> Response {
+    Json(s.alerts.to_json()).into_response()
 }
 
 /// `/api/v1/layers`: answered from the resolved stack, without asking the aggregator.

@@ -40,6 +40,19 @@ pub const DEFAULT_LARGEST_RESULTS: usize = 10;
 pub const DEFAULT_TOP_ARGS_HASHES: usize = 32;
 /// Default snapshot interval.
 pub const DEFAULT_SNAPSHOT_INTERVAL: &str = "10s";
+/// Default interval between resends of every firing alert to Alertmanager and webhooks.
+pub const DEFAULT_ALERT_RESEND_INTERVAL: &str = "1m";
+/// Default severity of `ToolResultOverCeiling`.
+pub const DEFAULT_OVER_CEILING_SEVERITY: &str = "page";
+/// Default quiet period after which `ToolResultOverCeiling` resolves.
+pub const DEFAULT_OVER_CEILING_QUIET_PERIOD: &str = "5m";
+/// Default severity of `ToolArgsRepeatedlyOversize`.
+pub const DEFAULT_REPEATED_OVERSIZE_SEVERITY: &str = "warning";
+/// Default number of over-ceiling results with the same arguments hash that fire
+/// `ToolArgsRepeatedlyOversize`.
+pub const DEFAULT_REPEATED_OVERSIZE_COUNT: u32 = 3;
+/// Default window in which those results are counted.
+pub const DEFAULT_REPEATED_OVERSIZE_WINDOW: &str = "10m";
 /// Default placeholders that mean "content hidden", i.e. size unknown.
 pub const DEFAULT_PLACEHOLDERS: &[&str] = &["__REDACTED__", "<not specified>", "<redacted>"];
 
@@ -57,6 +70,8 @@ pub struct Config {
     pub recognition: RecognitionConfig,
     /// Snapshots on disk.
     pub store: StoreConfig,
+    /// Alert rules and sinks.
+    pub alerts: AlertsConfig,
     /// `[layers]`: the truncation layers in front of the model, as the file declares them.
     pub layers: StackConfig,
     /// The effective stack, resolved from flags > environment > file > default by
@@ -114,6 +129,84 @@ pub struct RecognitionConfig {
     pub attribute_value_length_limits: Vec<u64>,
     /// Content values meaning "hidden": the size is unknown, not the placeholder's length.
     pub placeholders: Vec<String>,
+}
+
+/// `[alerts]`: alert rules and where alerts go.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AlertsConfig {
+    /// Alertmanager base URLs (`http://host:port`); alerts are posted to every one.
+    pub alertmanager_urls: Vec<String>,
+    /// Interval between resends of every firing alert.
+    pub resend_interval: String,
+    /// A URL receiving the same JSON list as Alertmanager.
+    pub webhook_url: Option<String>,
+    /// Bearer token sent to the webhook.
+    pub webhook_token: Option<String>,
+    /// `ToolResultOverCeiling`.
+    pub over_ceiling: OverCeilingConfig,
+    /// `ToolArgsRepeatedlyOversize`.
+    pub repeated_oversize: RepeatedOversizeConfig,
+}
+
+/// `[alerts.over_ceiling]`: a result over the ceiling of a layer.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OverCeilingConfig {
+    /// Whether the rule runs.
+    pub enabled: bool,
+    /// The `severity` label.
+    pub severity: String,
+    /// Resolves after this long without an over-ceiling result.
+    pub quiet_period: String,
+}
+
+/// `[alerts.repeated_oversize]`: the same arguments over the ceiling again and again.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RepeatedOversizeConfig {
+    /// Whether the rule runs.
+    pub enabled: bool,
+    /// The `severity` label.
+    pub severity: String,
+    /// Over-ceiling results with one arguments hash that fire it.
+    pub count: u32,
+    /// Window in which they are counted; the alert resolves after a window without any.
+    pub window: String,
+}
+
+impl Default for AlertsConfig {
+    fn default() -> Self {
+        Self {
+            alertmanager_urls: Vec::new(),
+            resend_interval: DEFAULT_ALERT_RESEND_INTERVAL.to_string(),
+            webhook_url: None,
+            webhook_token: None,
+            over_ceiling: OverCeilingConfig::default(),
+            repeated_oversize: RepeatedOversizeConfig::default(),
+        }
+    }
+}
+
+impl Default for OverCeilingConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            severity: DEFAULT_OVER_CEILING_SEVERITY.to_string(),
+            quiet_period: DEFAULT_OVER_CEILING_QUIET_PERIOD.to_string(),
+        }
+    }
+}
+
+impl Default for RepeatedOversizeConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            severity: DEFAULT_REPEATED_OVERSIZE_SEVERITY.to_string(),
+            count: DEFAULT_REPEATED_OVERSIZE_COUNT,
+            window: DEFAULT_REPEATED_OVERSIZE_WINDOW.to_string(),
+        }
+    }
 }
 
 /// `[store]`: snapshots.
@@ -185,6 +278,7 @@ impl Default for Config {
             aggregation: AggregationConfig::default(),
             recognition: RecognitionConfig::default(),
             store: StoreConfig::default(),
+            alerts: AlertsConfig::default(),
             layers: StackConfig::default(),
             stack: Stack::default(),
         }
@@ -255,6 +349,20 @@ pub const KNOWN_KEYS: &[&str] = &[
     "store",
     "store.data_dir",
     "store.snapshot_interval",
+    "alerts",
+    "alerts.alertmanager_urls",
+    "alerts.resend_interval",
+    "alerts.webhook_url",
+    "alerts.webhook_token",
+    "alerts.over_ceiling",
+    "alerts.over_ceiling.enabled",
+    "alerts.over_ceiling.severity",
+    "alerts.over_ceiling.quiet_period",
+    "alerts.repeated_oversize",
+    "alerts.repeated_oversize.enabled",
+    "alerts.repeated_oversize.severity",
+    "alerts.repeated_oversize.count",
+    "alerts.repeated_oversize.window",
     "layers",
     "layers.stack",
     "layers.ceiling_bytes",
@@ -284,6 +392,8 @@ pub struct Overrides {
     pub windows: Option<Vec<String>>,
     /// `--stack` and `--ceiling-bytes`, as one source of stack settings.
     pub stack: Option<StackConfig>,
+    /// `--alertmanager-url` (repeatable).
+    pub alertmanager_urls: Option<Vec<String>>,
 }
 
 /// Environment variables read by [`Config::load`], each with the key it sets.
@@ -296,6 +406,8 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("TOOLSIZE_SNAPSHOT_INTERVAL", "store.snapshot_interval"),
     ("TOOLSIZE_MAX_SERIES", "aggregation.max_series"),
     ("TOOLSIZE_WINDOWS", "aggregation.windows"),
+    ("TOOLSIZE_ALERTMANAGER_URLS", "alerts.alertmanager_urls"),
+    ("TOOLSIZE_WEBHOOK_TOKEN", "alerts.webhook_token"),
     (ENV_STACK, "layers.stack"),
     (ENV_CEILING_BYTES, "layers.ceiling_bytes"),
 ];
@@ -420,6 +532,16 @@ impl Config {
                     .filter(|s| !s.is_empty())
                     .collect()
             }
+            "TOOLSIZE_ALERTMANAGER_URLS" => {
+                self.alerts.alertmanager_urls = value
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            }
+            "TOOLSIZE_WEBHOOK_TOKEN" => {
+                self.alerts.webhook_token = (!value.is_empty()).then(|| value.to_string())
+            }
             // Other TOOLSIZE_* variables belong to the library or other subcommands.
             _ => {}
         }
@@ -447,6 +569,9 @@ impl Config {
         }
         if let Some(w) = &f.windows {
             self.aggregation.windows = w.clone();
+        }
+        if let Some(u) = &f.alertmanager_urls {
+            self.alerts.alertmanager_urls = u.clone();
         }
     }
 
@@ -492,6 +617,34 @@ impl Config {
         if self.otlp.queue_capacity == 0 {
             return Err(invalid("otlp.queue_capacity", "must be above 0".into()));
         }
+        let positive = |key: &str, v: &str| match parse_duration(v) {
+            Ok(d) if d.is_zero() => Err(invalid(key, "must be above 0".into())),
+            Ok(d) => Ok(d),
+            Err(m) => Err(invalid(key, m)),
+        };
+        positive("alerts.resend_interval", &self.alerts.resend_interval)?;
+        positive(
+            "alerts.over_ceiling.quiet_period",
+            &self.alerts.over_ceiling.quiet_period,
+        )?;
+        positive(
+            "alerts.repeated_oversize.window",
+            &self.alerts.repeated_oversize.window,
+        )?;
+        if self.alerts.repeated_oversize.count == 0 {
+            return Err(invalid(
+                "alerts.repeated_oversize.count",
+                "must be above 0".into(),
+            ));
+        }
+        for url in &self.alerts.alertmanager_urls {
+            crate::collector::alerts::sink::Target::parse(url)
+                .map_err(|m| invalid("alerts.alertmanager_urls", m))?;
+        }
+        if let Some(url) = &self.alerts.webhook_url {
+            crate::collector::alerts::sink::Target::parse(url)
+                .map_err(|m| invalid("alerts.webhook_url", m))?;
+        }
         if self.otlp.max_request_bytes < 1024 {
             return Err(invalid(
                 "otlp.max_request_bytes",
@@ -508,6 +661,11 @@ impl Config {
             .iter()
             .filter_map(|w| parse_duration(w).ok().map(|d| (w.clone(), d)))
             .collect()
+    }
+
+    /// The alert resend interval.
+    pub fn alert_resend_interval(&self) -> Duration {
+        parse_duration(&self.alerts.resend_interval).unwrap_or(Duration::from_secs(60))
     }
 
     /// The snapshot interval.
@@ -650,6 +808,33 @@ placeholders = ["__REDACTED__", "<not specified>", "<redacted>"]
 # Interval between snapshots; one is also written on SIGTERM/SIGINT.
 # (env TOOLSIZE_SNAPSHOT_INTERVAL, flag --snapshot-interval)
 snapshot_interval = "10s"
+
+[alerts]
+# Alertmanager base URLs (http://host:port); every alert is posted to each one
+# (POST /api/v2/alerts). (env TOOLSIZE_ALERTMANAGER_URLS, comma-separated;
+# flag --alertmanager-url, repeatable)
+alertmanager_urls = []
+# Interval between resends of every firing alert; each send sets endsAt = now + 4 x this.
+resend_interval = "1m"
+# A URL receiving the same JSON list of alerts as Alertmanager.
+# webhook_url = "http://127.0.0.1:8080/alerts"
+# Bearer token sent to the webhook. (env TOOLSIZE_WEBHOOK_TOKEN)
+# webhook_token = ""
+
+[alerts.over_ceiling]
+# ToolResultOverCeiling: a result over the ceiling of a layer, per (service, tool, layer).
+enabled = true
+severity = "page"
+# Resolves after this long without an over-ceiling result.
+quiet_period = "5m"
+
+[alerts.repeated_oversize]
+# ToolArgsRepeatedlyOversize: `count` over-ceiling results with the same arguments hash within
+# `window` (an agent retrying the same huge call); resolves after a window without any.
+enabled = true
+severity = "warning"
+count = 3
+window = "10m"
 
 [layers]
 # The truncation layers between your tools and the model (`toolsize layers` lists the catalog).

@@ -15,6 +15,7 @@
 use std::fmt::Write;
 
 use super::aggregator::{SeriesKey, State, LATENCY_BUCKETS_US};
+use super::alerts::sink::SinkKind;
 use super::{RefusedRequest, SelfStats};
 
 /// Tool calls.
@@ -72,6 +73,11 @@ pub const SNAPSHOT_AGE: &str = "toolsize_snapshot_age_seconds";
 pub const SNAPSHOTS_WRITTEN: &str = "toolsize_snapshots_written_total";
 /// Snapshot writes failed.
 pub const SNAPSHOT_FAILURES: &str = "toolsize_snapshot_failures_total";
+
+/// Alert notifications, by sink (log, alertmanager, webhook) and outcome (success, failure).
+pub const ALERT_NOTIFICATIONS: &str = "toolsize_alert_notifications_total";
+/// Alert rule matches dropped (alert queue full, or too many alerts held).
+pub const ALERT_EVENTS_DROPPED: &str = "toolsize_alert_events_dropped_total";
 
 /// Escapes a label value.
 pub fn escape(v: &str) -> String {
@@ -420,6 +426,33 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "Snapshot writes that failed.",
     );
     let _ = writeln!(out, "{SNAPSHOT_FAILURES} {}", v.snapshot_failures);
+    head(
+        &mut out,
+        ALERT_NOTIFICATIONS,
+        "counter",
+        "Alert notifications, by sink and outcome.",
+    );
+    for sink in SinkKind::ALL {
+        for (ok, outcome) in [(true, "success"), (false, "failure")] {
+            let _ = writeln!(
+                out,
+                "{ALERT_NOTIFICATIONS}{{sink=\"{}\",outcome=\"{outcome}\"}} {}",
+                sink.as_str(),
+                stats.alerts.notifications(sink, ok)
+            );
+        }
+    }
+    head(
+        &mut out,
+        ALERT_EVENTS_DROPPED,
+        "counter",
+        "Alert rule matches dropped: alert queue full or too many alerts held.",
+    );
+    let _ = writeln!(
+        out,
+        "{ALERT_EVENTS_DROPPED} {}",
+        stats.alerts.events_dropped()
+    );
     out
 }
 

@@ -15,10 +15,13 @@
 //!   repeated argument hashes, a cardinality cap with an overflow series. Readers ask it through a
 //!   command channel and get computed views.
 //! - **Admin HTTP** ([`api`]) serves `/metrics` ([`exposition`]), `/api/v1/tools`,
-//!   `/api/v1/tools/{tool}`, `/api/v1/layers`, `/healthz`, `/readyz`.
+//!   `/api/v1/tools/{tool}`, `/api/v1/layers`, `/api/v1/alerts`, `/healthz`, `/readyz`.
 //! - **Layers**: the effective stack ([`crate::layers::Stack`], resolved once in
 //!   [`Config::load`]) is checked by the aggregator for every result of known size; the weakest
 //!   layer that cuts it is counted per series and the result listed among the recent ones.
+//! - **Alerts** ([`alerts`]): rules run on the aggregator for every result and `try_send` their
+//!   matches to the alert task, which deduplicates, resolves after a quiet period and publishes
+//!   the current set to the log, Alertmanager and a webhook (`/api/v1/alerts` lists it).
 //! - **Store** ([`store`]): snapshots every `store.snapshot_interval` and at shutdown, atomic on
 //!   disk, restored at start; a corrupt file is moved aside and the daemon starts empty.
 //!
@@ -31,6 +34,7 @@
 //! snapshot.
 
 pub mod aggregator;
+pub mod alerts;
 pub mod api;
 pub mod config;
 pub mod exposition;
@@ -105,6 +109,8 @@ pub struct SelfStats {
     snapshots_written: AtomicU64,
     snapshot_failures: AtomicU64,
     attributes_ignored: AtomicU64,
+    /// Alert counters.
+    pub alerts: Arc<alerts::AlertStats>,
 }
 
 /// A plain copy of [`SelfStats`].
@@ -260,6 +266,14 @@ impl Pipeline {
             None => None,
         };
         stats.set_series(state.series_count() as u64, state.overflow_records);
+        let (rules, alerts) = alerts::spawn(
+            config,
+            format!("http://{}/api/v1/alerts", config.admin.addr),
+            stats.alerts.clone(),
+        );
+        if let Some(rules) = rules {
+            state.add_observer(Box::new(rules));
+        }
         let (data_tx, data_rx) = mpsc::channel(config.otlp.queue_capacity);
         let (control, control_rx) = mpsc::channel(64);
         let aggregator = tokio::spawn(aggregator::run(
@@ -285,7 +299,8 @@ impl Pipeline {
         );
         Ok(Self {
             api: api::ApiState::new(control.clone(), stats.clone())
-                .with_stack(Arc::new(config.stack.clone())),
+                .with_stack(Arc::new(config.stack.clone()))
+                .with_alerts(alerts),
             ingest,
             stats,
             control,
@@ -340,7 +355,10 @@ impl Daemon {
             local(&http_l, config.otlp.http_addr),
             local(&admin_l, config.admin.addr),
         );
-        let pipeline = Pipeline::spawn(config)?;
+        // Alerts link back to the admin address actually bound.
+        let mut bound = config.clone();
+        bound.admin.addr = admin_addr;
+        let pipeline = Pipeline::spawn(&bound)?;
         let (stop, stop_rx) = watch::channel(false);
         let signal = move || {
             let mut rx = stop_rx.clone();

@@ -1,0 +1,512 @@
+//! Built-in alerts: rules fed by the aggregator, deduplicated firing/resolved state, delivery to
+//! the log, Alertmanager (API v2) and a webhook.
+//!
+//! ```text
+//!  aggregator ── try_send ──▶ alert task ── watch (current set) ──▶ one task per HTTP sink
+//!  (rules.rs: verdict)  (bounded) (Engine: dedup, resolve)           (sink.rs: send, resend, retry)
+//!                                  └─▶ log line per state change, /api/v1/alerts view
+//! ```
+//!
+//! - **States.** An alert is identified by its labels (the [`Alert::fingerprint`] is a hash of
+//!   them). The first matching event fires it; later events with the same labels only refresh
+//!   its annotations and its last-seen time. It resolves when no event came for its quiet period
+//!   (`ToolResultOverCeiling`: `alerts.over_ceiling.quiet_period`; `ToolArgsRepeatedlyOversize`:
+//!   its window). A resolved alert that fires again starts a new episode with a new `startsAt`.
+//! - **Delivery off the hot path.** The aggregator only computes the verdict and `try_send`s an
+//!   event on a bounded channel ([`EVENT_QUEUE_CAPACITY`]); when the channel is full the event is
+//!   dropped and counted (`toolsize_alert_events_dropped_total`), the aggregator never waits.
+//! - **Sinks are state-based.** The alert task publishes the whole current set (firing alerts,
+//!   and resolved ones for [`RESOLVED_RESEND`]) on a watch channel. Each HTTP sink posts that set
+//!   when it changes and every resend interval (firing alerts with `endsAt = now + 4 × interval`,
+//!   resolved ones with their resolution time). A failed post is retried with exponential backoff
+//!   from the latest set, so an outage shorter than `4 × interval` loses nothing and the retry
+//!   "queue" is bounded by the number of alerts ([`MAX_ALERTS`]). Sends and failures are counted
+//!   in `toolsize_alert_notifications_total{sink,outcome}`.
+//! - The log sink writes one structured line per state change, with sizes and hashes only.
+
+pub mod rules;
+pub mod sink;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, watch};
+
+use super::config::{parse_duration, Config};
+
+/// Alert name of a result over the ceiling of a layer.
+pub const OVER_CEILING: &str = "ToolResultOverCeiling";
+/// Alert name of one arguments hash over the ceiling again and again.
+pub const REPEATED_OVERSIZE: &str = "ToolArgsRepeatedlyOversize";
+/// Capacity of the channel from the aggregator to the alert task, in events.
+pub const EVENT_QUEUE_CAPACITY: usize = 1024;
+/// Most alerts held at once (firing plus recently resolved); new ones beyond it are dropped and
+/// counted with the events.
+pub const MAX_ALERTS: usize = 1000;
+/// How long a resolved alert is still sent (and listed on `/api/v1/alerts`), so an Alertmanager
+/// restarted meanwhile still learns the resolution.
+pub const RESOLVED_RESEND: Duration = Duration::from_secs(300);
+/// How often the alert task looks for alerts to resolve.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// Firing or resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlertState {
+    /// Still matching.
+    Firing,
+    /// Quiet for its quiet period.
+    Resolved,
+}
+
+impl AlertState {
+    /// `firing` or `resolved`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertState::Firing => "firing",
+            AlertState::Resolved => "resolved",
+        }
+    }
+}
+
+/// One alert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Alert {
+    /// `alertname`.
+    pub name: String,
+    /// Identifying labels, `alertname` included.
+    pub labels: BTreeMap<String, String>,
+    /// Non-identifying details; the latest event's win.
+    pub annotations: BTreeMap<String, String>,
+    /// When this episode started.
+    pub starts_at: SystemTime,
+    /// When it resolved (`None` while firing).
+    pub ends_at: Option<SystemTime>,
+    /// Firing or resolved.
+    pub state: AlertState,
+    /// Hash of the labels, hex.
+    pub fingerprint: String,
+}
+
+/// The fingerprint of a label set: the first 16 hex digits of the SHA-1 of `k=v\n` lines.
+pub fn fingerprint(labels: &BTreeMap<String, String>) -> String {
+    use sha1::{Digest, Sha1};
+    let mut h = Sha1::new();
+    for (k, v) in labels {
+        h.update(k.as_bytes());
+        h.update(b"=");
+        h.update(v.as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// RFC 3339 UTC with milliseconds, e.g. `2026-01-01T00:00:00.000Z`.
+pub fn rfc3339(t: SystemTime) -> String {
+    let ms = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let (secs, ms) = (ms / 1000, ms % 1000);
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+impl Alert {
+    /// The Alertmanager API v2 `postableAlert`: firing alerts end at `now + 4 × resend`, resolved
+    /// ones at their resolution time.
+    pub fn postable(&self, now: SystemTime, resend: Duration, generator_url: &str) -> Value {
+        let ends_at = match (self.state, self.ends_at) {
+            (AlertState::Resolved, Some(t)) => t,
+            _ => now + resend * 4,
+        };
+        json!({
+            "labels": self.labels,
+            "annotations": self.annotations,
+            "startsAt": rfc3339(self.starts_at),
+            "endsAt": rfc3339(ends_at),
+            "generatorURL": generator_url,
+        })
+    }
+
+    /// The `/api/v1/alerts` entry.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "state": self.state.as_str(),
+            "fingerprint": self.fingerprint,
+            "labels": self.labels,
+            "annotations": self.annotations,
+            "startsAt": rfc3339(self.starts_at),
+            "endsAt": self.ends_at.map(rfc3339),
+        })
+    }
+}
+
+/// What a rule matched: the alert's labels and annotations, and how long it stays firing
+/// without another match.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matched {
+    /// Labels, `alertname` included.
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// Resolves after this long without a match.
+    pub quiet_period: Duration,
+}
+
+struct Held {
+    alert: Alert,
+    last_seen: SystemTime,
+    quiet_period: Duration,
+}
+
+/// The alert state machine, clock-free (every call takes `now`): deduplication by fingerprint,
+/// resolution after the quiet period, recently resolved alerts kept for [`RESOLVED_RESEND`].
+#[derive(Default)]
+pub struct Engine {
+    firing: HashMap<String, Held>,
+    resolved: VecDeque<Alert>,
+    /// Matches dropped because [`MAX_ALERTS`] alerts were held.
+    pub dropped: u64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("firing", &self.firing.len())
+            .field("resolved", &self.resolved.len())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Applies a match; returns the alert when it starts firing (a state change).
+    pub fn on_match(&mut self, m: Matched, now: SystemTime) -> Option<Alert> {
+        let fp = fingerprint(&m.labels);
+        if let Some(h) = self.firing.get_mut(&fp) {
+            h.alert.annotations = m.annotations;
+            h.last_seen = now;
+            h.quiet_period = m.quiet_period;
+            return None;
+        }
+        if self.firing.len() + self.resolved.len() >= MAX_ALERTS {
+            self.resolved.pop_front();
+            if self.firing.len() >= MAX_ALERTS {
+                self.dropped += 1;
+                return None;
+            }
+        }
+        let alert = Alert {
+            name: m.labels.get("alertname").cloned().unwrap_or_default(),
+            labels: m.labels,
+            annotations: m.annotations,
+            starts_at: now,
+            ends_at: None,
+            state: AlertState::Firing,
+            fingerprint: fp.clone(),
+        };
+        self.resolved.retain(|a| a.fingerprint != fp);
+        self.firing.insert(
+            fp,
+            Held {
+                alert: alert.clone(),
+                last_seen: now,
+                quiet_period: m.quiet_period,
+            },
+        );
+        Some(alert)
+    }
+
+    /// Resolves the alerts quiet for their quiet period and forgets resolutions older than
+    /// [`RESOLVED_RESEND`]; returns the newly resolved alerts.
+    pub fn tick(&mut self, now: SystemTime) -> Vec<Alert> {
+        let quiet: Vec<String> = self
+            .firing
+            .iter()
+            .filter(|(_, h)| h.last_seen + h.quiet_period <= now)
+            .map(|(fp, _)| fp.clone())
+            .collect();
+        let mut out = Vec::with_capacity(quiet.len());
+        for fp in quiet {
+            if let Some(h) = self.firing.remove(&fp) {
+                let mut a = h.alert;
+                a.state = AlertState::Resolved;
+                a.ends_at = Some(now);
+                self.resolved.push_back(a.clone());
+                out.push(a);
+            }
+        }
+        while self
+            .resolved
+            .front()
+            .is_some_and(|a| a.ends_at.is_some_and(|t| t + RESOLVED_RESEND <= now))
+        {
+            self.resolved.pop_front();
+        }
+        out
+    }
+
+    /// Firing alerts (oldest first), then recently resolved ones (latest first).
+    pub fn current(&self) -> Vec<Alert> {
+        let mut firing: Vec<Alert> = self.firing.values().map(|h| h.alert.clone()).collect();
+        firing.sort_by(|a, b| (a.starts_at, &a.fingerprint).cmp(&(b.starts_at, &b.fingerprint)));
+        firing.extend(self.resolved.iter().rev().cloned());
+        firing
+    }
+}
+
+/// The alert counters, shared lock-free with `/metrics`.
+#[derive(Debug, Default)]
+pub struct AlertStats {
+    events_dropped: AtomicU64,
+    /// By [`sink::SinkKind::ALL`] × (success, failure).
+    notifications: [[AtomicU64; 2]; 3],
+}
+
+impl AlertStats {
+    pub(crate) fn event_dropped(&self) {
+        self.events_dropped.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn notification(&self, sink: sink::SinkKind, ok: bool) {
+        self.notifications[sink as usize][usize::from(!ok)].fetch_add(1, Relaxed);
+    }
+    /// Events dropped because the alert queue was full or too many alerts were held.
+    pub fn events_dropped(&self) -> u64 {
+        self.events_dropped.load(Relaxed)
+    }
+    /// Notifications of `sink` that succeeded (`ok`) or failed.
+    pub fn notifications(&self, sink: sink::SinkKind, ok: bool) -> u64 {
+        self.notifications[sink as usize][usize::from(!ok)].load(Relaxed)
+    }
+}
+
+/// The current alerts, readable by the admin API.
+#[derive(Debug, Clone, Default)]
+pub struct AlertsHandle {
+    current: Arc<RwLock<Vec<Alert>>>,
+    /// Counters.
+    pub stats: Arc<AlertStats>,
+}
+
+impl AlertsHandle {
+    /// Firing alerts, then recently resolved ones.
+    pub fn current(&self) -> Vec<Alert> {
+        self.current.read().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// The `/api/v1/alerts` body.
+    pub fn to_json(&self) -> Value {
+        let current = self.current();
+        let (firing, resolved): (Vec<&Alert>, Vec<&Alert>) =
+            current.iter().partition(|a| a.state == AlertState::Firing);
+        json!({
+            "firing": firing.iter().map(|a| a.to_json()).collect::<Vec<_>>(),
+            "resolved": resolved.iter().map(|a| a.to_json()).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// A rule's match sent from the aggregator.
+pub type Event = Matched;
+
+/// Starts the alert task and its sinks; returns the observer to add to the aggregator (`None`
+/// when every rule is off) and the handle for the admin API.
+pub fn spawn(
+    config: &Config,
+    generator_url: String,
+    stats: Arc<AlertStats>,
+) -> (Option<rules::Rules>, AlertsHandle) {
+    let handle = AlertsHandle {
+        current: Arc::default(),
+        stats,
+    };
+    let Some(rules) = rules::Rules::from_config(config) else {
+        return (None, handle);
+    };
+    let (tx, rx) = mpsc::channel(EVENT_QUEUE_CAPACITY);
+    let (publish, watch_rx) = watch::channel(Arc::new(Vec::<Alert>::new()));
+    let resend = config.alert_resend_interval();
+    for url in &config.alerts.alertmanager_urls {
+        if let Ok(target) = sink::Target::parse(url) {
+            tokio::spawn(sink::run(
+                sink::HttpSink {
+                    kind: sink::SinkKind::Alertmanager,
+                    target: target.with_path("/api/v2/alerts"),
+                    token: None,
+                    resend,
+                    generator_url: generator_url.clone(),
+                },
+                watch_rx.clone(),
+                handle.stats.clone(),
+            ));
+        }
+    }
+    if let Some(Ok(target)) = config
+        .alerts
+        .webhook_url
+        .as_deref()
+        .map(sink::Target::parse)
+    {
+        tokio::spawn(sink::run(
+            sink::HttpSink {
+                kind: sink::SinkKind::Webhook,
+                target,
+                token: config.alerts.webhook_token.clone(),
+                resend,
+                generator_url,
+            },
+            watch_rx,
+            handle.stats.clone(),
+        ));
+    }
+    tokio::spawn(run(rx, publish, handle.clone()));
+    (Some(rules.with_sender(tx, handle.stats.clone())), handle)
+}
+
+async fn run(
+    mut events: mpsc::Receiver<Event>,
+    publish: watch::Sender<Arc<Vec<Alert>>>,
+    handle: AlertsHandle,
+) {
+    let mut engine = Engine::default();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut dropped = 0;
+    loop {
+        let changed = tokio::select! {
+            ev = events.recv() => match ev {
+                Some(m) => {
+                    let mut changed = Vec::new();
+                    changed.extend(engine.on_match(m, SystemTime::now()));
+                    // Take what else is queued before publishing once.
+                    while let Ok(m) = events.try_recv() {
+                        changed.extend(engine.on_match(m, SystemTime::now()));
+                    }
+                    changed
+                }
+                None => return,
+            },
+            _ = tick.tick() => engine.tick(SystemTime::now()),
+        };
+        while dropped < engine.dropped {
+            dropped += 1;
+            handle.stats.event_dropped();
+        }
+        for a in &changed {
+            sink::log(a);
+            handle.stats.notification(sink::SinkKind::Log, true);
+        }
+        // Resolutions also age out of the resend set silently; publish on every tick with a
+        // change only, the sinks resend on their own schedule.
+        if !changed.is_empty() {
+            let current = engine.current();
+            if let Ok(mut c) = handle.current.write() {
+                c.clone_from(&current);
+            }
+            let _ = publish.send(Arc::new(current));
+        }
+    }
+}
+
+/// Parses a configured duration, falling back on `default` (values are validated at load).
+pub(crate) fn duration_or(s: &str, default: Duration) -> Duration {
+    parse_duration(s).unwrap_or(default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(tool: &str, quiet: u64) -> Matched {
+        let labels: BTreeMap<String, String> = [
+            ("alertname", OVER_CEILING),
+            ("service", "svc"),
+            ("tool", tool),
+            ("layer", "default"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        Matched {
+            labels,
+            annotations: BTreeMap::new(),
+            quiet_period: Duration::from_secs(quiet),
+        }
+    }
+
+    #[test]
+    fn deduplicates_and_resolves_after_the_quiet_period() {
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let s = Duration::from_secs;
+        let mut e = Engine::default();
+        assert!(e.on_match(m("a", 10), t0).is_some(), "first match fires");
+        assert!(e.on_match(m("a", 10), t0 + s(5)).is_none(), "deduplicated");
+        assert!(e.on_match(m("b", 10), t0 + s(5)).is_some(), "other labels");
+        assert!(
+            e.tick(t0 + s(14)).is_empty(),
+            "a seen at 5 s: quiet until 15 s"
+        );
+        let resolved = e.tick(t0 + s(15));
+        assert_eq!(resolved.len(), 2);
+        assert!(resolved.iter().all(|a| a.state == AlertState::Resolved));
+        assert_eq!(resolved[0].ends_at, Some(t0 + s(15)));
+        assert_eq!(e.current().len(), 2, "resolved ones are still resent");
+        let again = e.on_match(m("a", 10), t0 + s(20)).unwrap();
+        assert_eq!(again.starts_at, t0 + s(20), "a new episode");
+        assert_eq!(e.current().len(), 2, "its resolution is replaced");
+        e.tick(t0 + s(15) + RESOLVED_RESEND);
+        assert_eq!(e.current().len(), 1, "old resolutions are forgotten");
+    }
+
+    #[test]
+    fn postable_alert_has_the_alertmanager_v2_shape() {
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_767_225_600); // 2026-01-01T00:00:00Z
+        let mut e = Engine::default();
+        let mut a = e.on_match(m("web_fetch", 60), t0).unwrap();
+        let p = a.postable(
+            t0,
+            Duration::from_secs(60),
+            "http://127.0.0.1:9464/api/v1/alerts",
+        );
+        assert_eq!(p["labels"]["alertname"], OVER_CEILING);
+        assert_eq!(p["labels"]["tool"], "web_fetch");
+        assert_eq!(p["startsAt"], "2026-01-01T00:00:00.000Z");
+        assert_eq!(p["endsAt"], "2026-01-01T00:04:00.000Z", "now + 4 x resend");
+        assert_eq!(p["generatorURL"], "http://127.0.0.1:9464/api/v1/alerts");
+        assert!(p["annotations"].is_object());
+        a.state = AlertState::Resolved;
+        a.ends_at = Some(t0 + Duration::from_secs(90));
+        let p = a.postable(t0 + Duration::from_secs(120), Duration::from_secs(60), "");
+        assert_eq!(
+            p["endsAt"], "2026-01-01T00:01:30.000Z",
+            "resolved: its resolution time"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_millis(951_827_696_789)),
+            "2000-02-29T12:34:56.789Z"
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! Where alerts go: the log (always), Alertmanager API v2 and a webhook (HTTP/1.1 POST of a
+//! JSON list of `postableAlert`s).
+//!
+//! Each HTTP sink is one task holding the latest alert set from a watch channel. It posts the set
+//! when it changes and every resend interval; a failure (connection refused, timeout, non-2xx) is
+//! retried after a backoff doubling from [`BACKOFF_MIN`] up to [`BACKOFF_MAX`] (or the resend
+//! interval if shorter), always with the latest set. Each post is bounded by [`POST_TIMEOUT`].
+//! Only `http://` URLs are supported.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::body::Body;
+use axum::http::{header, Request, Uri};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{Alert, AlertState, AlertStats};
+
+/// First retry delay after a failed post.
+pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// Longest retry delay.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// Longest time one post may take (connect included).
+pub const POST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A sink, as the `sink` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkKind {
+    /// The daemon's log.
+    Log = 0,
+    /// Alertmanager API v2.
+    Alertmanager = 1,
+    /// The webhook.
+    Webhook = 2,
+}
+
+impl SinkKind {
+    /// Every sink, in exposition order.
+    pub const ALL: [SinkKind; 3] = [SinkKind::Log, SinkKind::Alertmanager, SinkKind::Webhook];
+
+    /// The `sink` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SinkKind::Log => "log",
+            SinkKind::Alertmanager => "alertmanager",
+            SinkKind::Webhook => "webhook",
+        }
+    }
+}
+
+/// Writes one log line for a state change: names, labels, sizes and hashes only.
+pub fn log(a: &Alert) {
+    let get = |k: &str| {
+        a.labels
+            .get(k)
+            .or_else(|| a.annotations.get(k))
+            .map(String::as_str)
+            .unwrap_or("")
+    };
+    match a.state {
+        AlertState::Firing => tracing::warn!(
+            alertname = %a.name,
+            state = a.state.as_str(),
+            fingerprint = %a.fingerprint,
+            service = get("service"),
+            tool = get("tool"),
+            layer = get("layer"),
+            severity = get("severity"),
+            bytes = get("bytes"),
+            ceiling = get("ceiling"),
+            unit = get("unit"),
+            trace_id = get("trace_id"),
+            args_hash = get("args_hash"),
+            "Alert firing."
+        ),
+        AlertState::Resolved => tracing::info!(
+            alertname = %a.name,
+            state = a.state.as_str(),
+            fingerprint = %a.fingerprint,
+            service = get("service"),
+            tool = get("tool"),
+            layer = get("layer"),
+            args_hash = get("args_hash"),
+            "Alert resolved."
+        ),
+    }
+}
+
+/// An `http://host:port/path` target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// `host:port`.
+    pub authority: String,
+    /// Path and query.
+    pub path: String,
+}
+
+impl Target {
+    /// Parses an `http://` URL; other schemes are errors.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let uri: Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
+        if uri.scheme_str() != Some("http") {
+            return Err(format!("{url:?}: only http:// URLs are supported"));
+        }
+        let host = uri.host().ok_or_else(|| format!("{url:?}: no host"))?;
+        let port = uri.port_u16().unwrap_or(80);
+        Ok(Self {
+            authority: format!("{host}:{port}"),
+            path: uri
+                .path_and_query()
+                .map(|p| p.as_str().to_string())
+                .unwrap_or_else(|| "/".into()),
+        })
+    }
+
+    /// The same host with `suffix` appended to its path (a base URL's API endpoint).
+    #[must_use]
+    pub fn with_path(mut self, suffix: &str) -> Self {
+        self.path = format!("{}{suffix}", self.path.trim_end_matches('/'));
+        self
+    }
+}
+
+/// One HTTP sink.
+#[derive(Debug, Clone)]
+pub struct HttpSink {
+    /// Alertmanager or webhook.
+    pub kind: SinkKind,
+    /// Where to post.
+    pub target: Target,
+    /// Bearer token.
+    pub token: Option<String>,
+    /// Resend interval.
+    pub resend: Duration,
+    /// `generatorURL` of every alert.
+    pub generator_url: String,
+}
+
+/// The body posted: every alert of `alerts` as a `postableAlert`.
+pub fn payload(
+    alerts: &[Alert],
+    now: SystemTime,
+    resend: Duration,
+    generator_url: &str,
+) -> Vec<u8> {
+    let list: Vec<serde_json::Value> = alerts
+        .iter()
+        .map(|a| a.postable(now, resend, generator_url))
+        .collect();
+    serde_json::to_vec(&list).unwrap_or_else(|_| b"[]".to_vec())
+}
+
+async fn post(sink: &HttpSink, body: Vec<u8>) -> Result<(), String> {
+    let stream = TcpStream::connect(sink.target.authority.as_str())
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut req = Request::post(sink.target.path.as_str())
+        .header(header::HOST, sink.target.authority.as_str())
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(
+            header::USER_AGENT,
+            concat!("toolsize/", env!("CARGO_PKG_VERSION")),
+        );
+    if let Some(t) = &sink.token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = req.body(Body::from(body)).map_err(|e| e.to_string())?;
+    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    if resp.status().is_success() {
+        Ok(())
+    } else {
+        Err(format!("HTTP {}", resp.status()))
+    }
+}
+
+/// Runs one HTTP sink until the alert task stops.
+pub async fn run(
+    sink: HttpSink,
+    mut alerts: watch::Receiver<Arc<Vec<Alert>>>,
+    stats: Arc<AlertStats>,
+) {
+    let cap = BACKOFF_MAX.min(sink.resend).max(BACKOFF_MIN);
+    let mut backoff = BACKOFF_MIN;
+    let mut pending = false;
+    let mut next = Instant::now() + sink.resend;
+    loop {
+        tokio::select! {
+            changed = alerts.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                if pending {
+                    // Backing off: the next attempt takes the latest set anyway.
+                    continue;
+                }
+            }
+            _ = tokio::time::sleep_until(next) => {}
+        }
+        let current = alerts.borrow_and_update().clone();
+        if current.is_empty() {
+            pending = false;
+            next = Instant::now() + sink.resend;
+            continue;
+        }
+        let body = payload(
+            &current,
+            SystemTime::now(),
+            sink.resend,
+            &sink.generator_url,
+        );
+        let outcome = match tokio::time::timeout(POST_TIMEOUT, post(&sink, body)).await {
+            Ok(r) => r,
+            Err(_) => Err("timed out".into()),
+        };
+        stats.notification(sink.kind, outcome.is_ok());
+        match outcome {
+            Ok(()) => {
+                if pending {
+                    tracing::info!(
+                        sink = sink.kind.as_str(),
+                        target = %sink.target.authority,
+                        alerts = current.len(),
+                        "Alert sink recovered."
+                    );
+                }
+                pending = false;
+                backoff = BACKOFF_MIN;
+                next = Instant::now() + sink.resend;
+            }
+            Err(error) => {
+                if !pending {
+                    tracing::warn!(
+                        sink = sink.kind.as_str(),
+                        target = %sink.target.authority,
+                        alerts = current.len(),
+                        %error,
+                        "Alert notification failed; retrying with backoff."
+                    );
+                }
+                pending = true;
+                next = Instant::now() + backoff;
+                backoff = (backoff * 2).min(cap);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        let t = Target::parse("http://127.0.0.1:9093").unwrap();
+        assert_eq!(t.authority, "127.0.0.1:9093");
+        assert_eq!(t.with_path("/api/v2/alerts").path, "/api/v2/alerts");
+        let t = Target::parse("http://am.local/prefix/").unwrap();
+        assert_eq!(t.authority, "am.local:80");
+        assert_eq!(t.with_path("/api/v2/alerts").path, "/prefix/api/v2/alerts");
+        assert!(Target::parse("https://am.local").is_err());
+        assert!(Target::parse("not a url").is_err());
+    }
+}
