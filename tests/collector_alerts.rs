@@ -1,0 +1,218 @@
+//! Alerts reach a real Alertmanager (`prometheus-alertmanager`, API v2): an over-ceiling result
+//! fires `ToolResultOverCeiling` within a second, it resolves after the quiet period, and an alert
+//! raised while Alertmanager is down arrives once it is back on the same port.
+#![cfg(feature = "collector")]
+
+mod support;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::collector::*;
+
+const ALERTMANAGER: &str = "prometheus-alertmanager";
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("toolsize-alerts-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A real Alertmanager on a loopback port, clustering off, routing to a receiver that does
+/// nothing.
+struct Alertmanager {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Alertmanager {
+    async fn start(dir: &Path, port: u16) -> Self {
+        let config = dir.join("alertmanager.yml");
+        std::fs::write(
+            &config,
+            "route:\n  receiver: blackhole\nreceivers:\n  - name: blackhole\n",
+        )
+        .unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let child = Command::new(ALERTMANAGER)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--cluster.listen-address=")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn alertmanager");
+        let am = Self { child, addr };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(r) = reqwest::get(format!("http://{addr}/-/ready")).await {
+                if r.status().is_success() {
+                    return am;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "alertmanager not ready on {addr}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Active alerts (`GET /api/v2/alerts`: resolved ones are left out).
+    async fn alerts(&self) -> Vec<serde_json::Value> {
+        let r = reqwest::get(format!("http://{}/api/v2/alerts", self.addr))
+            .await
+            .unwrap();
+        assert!(r.status().is_success());
+        serde_json::from_slice(&r.bytes().await.unwrap()).unwrap()
+    }
+
+    async fn find(&self, tool: &str) -> Option<serde_json::Value> {
+        self.alerts().await.into_iter().find(|a| {
+            a["labels"]["alertname"] == "ToolResultOverCeiling" && a["labels"]["tool"] == tool
+        })
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Alertmanager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_ceiling_alert_reaches_alertmanager_resolves_and_survives_an_outage() {
+    if !require(ALERTMANAGER, &["--version"]) {
+        return;
+    }
+    let dir = temp_dir("am");
+    let port = free_port();
+    let am = Alertmanager::start(&dir, port).await;
+    let config = dir.join("toolsize.toml");
+    std::fs::write(
+        &config,
+        "[alerts]\nresend_interval = \"2s\"\n[alerts.over_ceiling]\nquiet_period = \"1s\"\n",
+    )
+    .unwrap();
+    let url = format!("http://{}", am.addr);
+    let daemon = Binary::start(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--alertmanager-url",
+            &url,
+        ],
+        None,
+    );
+
+    // 50,000 bytes over the default 16,384-byte ceiling.
+    let sent = Instant::now();
+    let r = post_proto(
+        daemon.http,
+        &request("agent", vec![own_span(1, "fetch", 50_000)]),
+    )
+    .await;
+    assert!(r.status().is_success());
+    let alert = wait_for("the alert in alertmanager", Duration::from_secs(10), || {
+        am.find("fetch")
+    })
+    .await;
+    let delay = sent.elapsed();
+    println!("alertmanager delay: {} ms", delay.as_millis());
+    eprintln!("alertmanager delay: {} ms", delay.as_millis());
+    assert!(delay < Duration::from_secs(1), "delay {delay:?}");
+    assert_eq!(alert["labels"]["service"], "agent");
+    assert_eq!(alert["labels"]["layer"], "default");
+    assert_eq!(alert["labels"]["severity"], "page");
+    assert_eq!(alert["annotations"]["bytes"], "50000");
+    assert_eq!(alert["annotations"]["ceiling"], "16384");
+    assert_eq!(alert["annotations"]["unit"], "bytes");
+    assert_eq!(
+        alert["annotations"]["trace_id"],
+        "00000000000000000000000000000002"
+    );
+    assert!(alert["annotations"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("paginate"));
+    assert!(alert["generatorURL"]
+        .as_str()
+        .unwrap()
+        .ends_with("/api/v1/alerts"));
+
+    let api = get_json(daemon.admin, "/api/v1/alerts").await;
+    assert_eq!(api["firing"][0]["labels"]["tool"], "fetch", "{api}");
+
+    // Quiet for 1 s: resolved, i.e. gone from Alertmanager's active alerts.
+    wait_for("the resolution", Duration::from_secs(10), || async {
+        am.find("fetch").await.is_none().then_some(())
+    })
+    .await;
+    let api = get_json(daemon.admin, "/api/v1/alerts").await;
+    assert_eq!(api["firing"].as_array().unwrap().len(), 0, "{api}");
+    assert_eq!(api["resolved"][0]["labels"]["tool"], "fetch", "{api}");
+    let text = metrics(daemon.admin).await;
+    let ok = r#"toolsize_alert_notifications_total{sink="alertmanager",outcome="success"}"#;
+    assert!(sample(&text, ok).unwrap() >= 2.0, "{text}");
+
+    // Alertmanager down while an alert fires: it arrives once Alertmanager is back.
+    // Over-ceiling results keep arriving, so the alert stays firing throughout.
+    am.stop();
+    let http = daemon.http;
+    let feeder = tokio::spawn(async move {
+        for n in 2.. {
+            let r = post_proto(http, &request("agent", vec![own_span(n, "search", 40_000)])).await;
+            assert!(r.status().is_success());
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let am = Alertmanager::start(&dir, port).await;
+    let back = Instant::now();
+    let alert = wait_for(
+        "the alert after the outage",
+        Duration::from_secs(10),
+        || am.find("search"),
+    )
+    .await;
+    println!("after the outage: {} ms", back.elapsed().as_millis());
+    feeder.abort();
+    assert_eq!(alert["annotations"]["bytes"], "40000");
+    let text = metrics(daemon.admin).await;
+    let failed = r#"toolsize_alert_notifications_total{sink="alertmanager",outcome="failure"}"#;
+    assert!(sample(&text, failed).unwrap() >= 1.0, "{text}");
+    daemon.stop();
+}
