@@ -216,3 +216,58 @@ async fn over_ceiling_alert_reaches_alertmanager_resolves_and_survives_an_outage
     assert!(sample(&text, failed).unwrap() >= 1.0, "{text}");
     daemon.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_receives_the_same_list_with_the_bearer_token() {
+    use axum::http::HeaderMap;
+    use std::sync::{Arc, Mutex};
+
+    let got: Arc<Mutex<Vec<(Option<String>, serde_json::Value)>>> = Arc::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap, body: String| {
+            let sink = sink.clone();
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                sink.lock()
+                    .unwrap()
+                    .push((auth, serde_json::from_str(&body).unwrap()));
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let mut config = loopback_config();
+    config.alerts.webhook_url = Some(format!("http://{hook}/hook"));
+    config.alerts.webhook_token = Some("s3cret".into());
+    config.alerts.over_ceiling.severity = "ticket".into();
+    let d = toolsize::collector::Daemon::start(&config).await.unwrap();
+    let r = post_proto(
+        d.otlp_http_addr,
+        &request("agent", vec![own_span(1, "fetch", 30_000)]),
+    )
+    .await;
+    assert!(r.status().is_success());
+    let (auth, body) = wait_for("the webhook", Duration::from_secs(5), || async {
+        got.lock().unwrap().first().cloned()
+    })
+    .await;
+    assert_eq!(auth.as_deref(), Some("Bearer s3cret"));
+    let list = body.as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["labels"]["alertname"], "ToolResultOverCeiling");
+    assert_eq!(list[0]["labels"]["severity"], "ticket");
+    assert!(list[0]["startsAt"].as_str().unwrap().ends_with('Z'));
+    assert!(list[0]["endsAt"].as_str().unwrap() > list[0]["startsAt"].as_str().unwrap());
+    let text = metrics(d.admin_addr).await;
+    let ok = r#"toolsize_alert_notifications_total{sink="webhook",outcome="success"}"#;
+    assert_eq!(sample(&text, ok), Some(1.0), "{text}");
+    d.shutdown().await;
+}

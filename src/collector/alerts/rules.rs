@@ -218,3 +218,71 @@ impl ResultObserver for Rules {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collector::recognize::{ArgsHash, Emitter};
+
+    fn rec(bytes: u64) -> ToolRecord {
+        ToolRecord {
+            service: "svc".into(),
+            tool: "fetch".into(),
+            emitter: Emitter::Toolsize,
+            size: Size::Known {
+                bytes,
+                source: SizeSource::Measured,
+            },
+            truncated: false,
+            truncated_upstream: false,
+            error: false,
+            latency_us: 1500,
+            trace_id: [0xab; 16],
+            span_id: [2; 8],
+            args_hash: Some(ArgsHash::new("0123456789ab")),
+        }
+    }
+
+    fn key() -> SeriesKey {
+        SeriesKey {
+            service: "svc".into(),
+            tool: "fetch".into(),
+        }
+    }
+
+    #[test]
+    fn over_ceiling_names_the_layer_and_steers() {
+        let mut rules = Rules::from_config(&Config::default()).unwrap();
+        assert!(rules.evaluate(&key(), &rec(100), 1000).is_empty());
+        let m = rules.evaluate(&key(), &rec(20_000), 1000);
+        assert_eq!(m.len(), 1, "repeated oversize needs 3");
+        let m = &m[0];
+        assert_eq!(m.labels["alertname"], OVER_CEILING);
+        assert_eq!(m.labels["layer"], "default");
+        assert_eq!(m.labels["severity"], "page");
+        assert_eq!(m.annotations["bytes"], "20000");
+        assert_eq!(m.annotations["ceiling"], "16384");
+        assert_eq!(m.annotations["args_hash"], "0123456789ab");
+        assert_eq!(m.annotations["trace_id"], "ab".repeat(16));
+        assert_eq!(m.annotations["hint"], HINT);
+        assert_eq!(m.quiet_period, Duration::from_secs(300));
+    }
+
+    #[test]
+    fn repeated_oversize_needs_count_within_the_window() {
+        let mut config = Config::default();
+        config.alerts.over_ceiling.enabled = false;
+        let mut rules = Rules::from_config(&config).unwrap();
+        assert!(rules.evaluate(&key(), &rec(20_000), 0).is_empty());
+        assert!(rules.evaluate(&key(), &rec(20_000), 100).is_empty());
+        // The first one is out of the 10-minute window by now.
+        assert!(rules.evaluate(&key(), &rec(20_000), 650).is_empty());
+        let m = rules.evaluate(&key(), &rec(20_000), 690);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].labels["alertname"], REPEATED_OVERSIZE);
+        assert_eq!(m[0].labels["args_hash"], "0123456789ab");
+        assert_eq!(m[0].annotations["count"], "3");
+        config.alerts.repeated_oversize.enabled = false;
+        assert!(Rules::from_config(&config).is_none(), "every rule off");
+    }
+}
