@@ -222,7 +222,8 @@ async fn webhook_receives_the_same_list_with_the_bearer_token() {
     use axum::http::HeaderMap;
     use std::sync::{Arc, Mutex};
 
-    let got: Arc<Mutex<Vec<(Option<String>, serde_json::Value)>>> = Arc::default();
+    type Received = Vec<(Option<String>, serde_json::Value)>;
+    let got: Arc<Mutex<Received>> = Arc::default();
     let sink = got.clone();
     let app = axum::Router::new().route(
         "/hook",
