@@ -937,8 +937,34 @@ mod tests {
         assert!(Config::from_toml("[store]\nsnapshot_interval = \"0s\"\n").is_err());
         assert!(Config::from_toml("[aggregation]\nwindows = [\"5 minutes\"]\n").is_err());
         assert!(Config::from_toml("[admin]\naddr = \"nope\"\n").is_err());
+        assert!(Config::from_toml("[alerts]\nalertmanager_urls = [\"https://am\"]\n").is_err());
+        assert!(Config::from_toml("[alerts.over_ceiling]\nquiet_period = \"0s\"\n").is_err());
+        assert!(Config::from_toml("[alerts.over_ceiling]\nquiet_perod = \"1s\"\n").is_err());
         let env = vec![("TOOLSIZE_MAX_SERIES".to_string(), "many".to_string())];
         assert!(Config::load(None, env, &Overrides::default()).is_err());
+    }
+
+    #[test]
+    fn alertmanager_urls_from_env_and_flags() {
+        let env = vec![(
+            "TOOLSIZE_ALERTMANAGER_URLS".to_string(),
+            "http://a:9093, http://b:9093".to_string(),
+        )];
+        let c = Config::load(None, env.clone(), &Overrides::default()).unwrap();
+        assert_eq!(
+            c.alerts.alertmanager_urls,
+            ["http://a:9093", "http://b:9093"]
+        );
+        let flags = Overrides {
+            alertmanager_urls: Some(vec!["http://c:9093".into()]),
+            ..Overrides::default()
+        };
+        let c = Config::load(None, env, &flags).unwrap();
+        assert_eq!(
+            c.alerts.alertmanager_urls,
+            ["http://c:9093"],
+            "flag beats env"
+        );
     }
 
     #[test]
