@@ -144,6 +144,15 @@ pub struct SeriesKey {
 pub trait ResultObserver: Send + 'static {
     /// Called once per tool record, after it was added to `key`'s series.
     fn observe(&mut self, key: &SeriesKey, record: &ToolRecord, now_unix: u64);
+
+    /// Called every evaluation interval with the whole state (window rules go here).
+    fn periodic(
+        &mut self,
+        _series: &HashMap<SeriesKey, Series, FxBuild>,
+        _limits: &Limits,
+        _now_unix: u64,
+    ) {
+    }
 }
 
 /// Counters and histograms of one series over one period.
@@ -253,6 +262,18 @@ impl Ring {
         }
     }
 
+    /// The slots of the window that ended by `end` (Unix seconds).
+    fn merged_ending_by(&self, now: u64, end: u64) -> Stats {
+        let idx = now / self.slot_secs;
+        let mut out = Stats::default();
+        for (i, s) in &self.slots {
+            if i + SLOTS_PER_WINDOW > idx && (i + 1) * self.slot_secs <= end {
+                out.add(s);
+            }
+        }
+        out
+    }
+
     fn merged(&self, now: u64) -> Stats {
         let idx = now / self.slot_secs;
         let mut out = Stats::default();
@@ -342,6 +363,23 @@ pub struct Series {
 }
 
 impl Series {
+    /// The stats of window `i` (an index into [`Limits::windows`]) at `now`.
+    pub fn window_stats(&self, i: usize, now: u64) -> Stats {
+        self.windows
+            .get(i)
+            .map(|w| w.merged(now))
+            .unwrap_or_default()
+    }
+
+    /// The stats of the slots of window `i` that ended by `end`: with the 1h window and
+    /// `end = now - 5 min`, between 36 and 48 minutes of data ending 5 to 17 minutes ago.
+    pub fn window_stats_ending_by(&self, i: usize, now: u64, end: u64) -> Stats {
+        self.windows
+            .get(i)
+            .map(|w| w.merged_ending_by(now, end))
+            .unwrap_or_default()
+    }
+
     /// Adds everything of `o` (a series merged into the overflow one on restore).
     fn merge(&mut self, o: Series, limits: &Limits) {
         self.total.add(&o.total);
@@ -498,6 +536,13 @@ impl State {
     /// Adds an observer told about every record (ceiling checks go here).
     pub fn add_observer(&mut self, o: Box<dyn ResultObserver>) {
         self.observers.push(o);
+    }
+
+    /// Runs the observers' window evaluations at `now`.
+    pub fn evaluate_observers(&mut self, now: u64) {
+        for o in &mut self.observers {
+            o.periodic(&self.series, &self.limits, now);
+        }
     }
 
     /// Number of series, the overflow series included.
@@ -1242,10 +1287,14 @@ pub(crate) async fn run(
     store: Option<Arc<Store>>,
     stats: Arc<SelfStats>,
     snapshot_interval: Duration,
+    evaluation_interval: Duration,
 ) {
     let mut tick = tokio::time::interval(snapshot_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let mut evaluate = tokio::time::interval(evaluation_interval.max(Duration::from_millis(10)));
+    evaluate.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    evaluate.tick().await;
     let mut writing: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         tokio::select! {
@@ -1282,6 +1331,7 @@ pub(crate) async fn run(
                 Some(b) => ingest(&mut state, &stats, b),
                 None => return,
             },
+            _ = evaluate.tick() => state.evaluate_observers(now_unix()),
             _ = tick.tick() => {
                 if let Some(store) = &store {
                     if writing.as_ref().is_none_or(|w| w.is_finished()) {

@@ -283,6 +283,7 @@ impl Pipeline {
             store,
             stats.clone(),
             config.snapshot_interval(),
+            config.alert_evaluation_interval(),
         ));
         let recognizer = Arc::new(Recognizer::new(
             &config.recognition,

@@ -41,6 +41,12 @@ use super::config::{parse_duration, Config};
 pub const OVER_CEILING: &str = "ToolResultOverCeiling";
 /// Alert name of one arguments hash over the ceiling again and again.
 pub const REPEATED_OVERSIZE: &str = "ToolArgsRepeatedlyOversize";
+/// Alert name of a jump of the recent p95 of result bytes.
+pub const P95_JUMP: &str = "ToolResultSizeP95Jump";
+/// Alert name of a recent p95 of result bytes close to the ceiling.
+pub const NEAR_CEILING: &str = "ToolResultSizeNearCeiling";
+/// Alert name of a high share of truncated results.
+pub const TRUNCATION_RATE: &str = "ToolResultTruncationRate";
 /// Capacity of the channel from the aggregator to the alert task, in events.
 pub const EVENT_QUEUE_CAPACITY: usize = 1024;
 /// Most alerts held at once (firing plus recently resolved); new ones beyond it are dropped and
