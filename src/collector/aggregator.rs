@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+use super::alerts::SavedAlert;
 use super::config::Config;
 use super::histogram::{Hist, HistSnapshot, MAX_BYTES, MAX_LATENCY_US};
 use super::recognize::{ArgsHash, Size, SizeSource, ToolRecord};
@@ -492,6 +493,10 @@ pub struct State {
     pub started_unix: u64,
     /// Values above the histogram ceilings, clamped: (sizes, latencies).
     pub clamped: [u64; 2],
+    /// The firing alerts written into every snapshot (shared with the alert task).
+    pub saved_alerts: Arc<std::sync::RwLock<Vec<SavedAlert>>>,
+    /// The firing alerts of the restored snapshot, for the alert task to take.
+    pub restored_alerts: Vec<SavedAlert>,
     observers: Vec<Box<dyn ResultObserver>>,
 }
 
@@ -529,6 +534,8 @@ impl State {
             overflow_records: 0,
             started_unix: now_unix(),
             clamped: [0; 2],
+            saved_alerts: Arc::default(),
+            restored_alerts: Vec::new(),
             observers: Vec::new(),
         }
     }
@@ -1088,6 +1095,9 @@ pub struct Snapshot {
     #[serde(default)]
     size_bounds: Option<Vec<u64>>,
     series: Vec<SeriesSnap>,
+    /// Firing alerts (absent in older snapshots: none).
+    #[serde(default)]
+    alerts: Vec<SavedAlert>,
 }
 
 /// The snapshot format version this build writes and reads.
@@ -1130,6 +1140,11 @@ impl State {
                     over_recent: s.over_recent.iter().cloned().collect(),
                 })
                 .collect(),
+            alerts: self
+                .saved_alerts
+                .read()
+                .map(|a| a.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -1144,6 +1159,7 @@ impl State {
         }
         self.started_unix = snap.started_unix;
         self.overflow_records = snap.overflow_records;
+        self.restored_alerts = snap.alerts;
         // `max_series` may have been lowered since the snapshot was written: the busiest series
         // are restored as they were, the rest merged into the overflow series (and logged).
         let mut series = snap.series;
