@@ -11,7 +11,9 @@
 //!   them). The first matching event fires it; later events with the same labels only refresh
 //!   its annotations and its last-seen time. It resolves when no event came for its quiet period
 //!   (`ToolResultOverCeiling`: `alerts.over_ceiling.quiet_period`; `ToolArgsRepeatedlyOversize`:
-//!   its window). A resolved alert that fires again starts a new episode with a new `startsAt`.
+//!   its window; the window rules: 3 × `alerts.evaluation_interval`). A resolved alert that
+//!   fires again starts a new episode with a new `startsAt`. Firing alerts are kept in the
+//!   snapshot ([`SavedAlert`]) and restored silently with their `startsAt`.
 //! - **Delivery off the hot path.** The aggregator only computes the verdict and `try_send`s an
 //!   event on a bounded channel ([`EVENT_QUEUE_CAPACITY`]); when the channel is full the event is
 //!   dropped and counted (`toolsize_alert_events_dropped_total`), the aggregator never waits.

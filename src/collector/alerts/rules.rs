@@ -1,6 +1,8 @@
 //! The built-in rules, run on the aggregator for every record: `ToolResultOverCeiling` (a result
 //! over the ceiling of a layer of the stack) and `ToolArgsRepeatedlyOversize` (the same arguments
-//! hash over the ceiling `count` times within `window`).
+//! hash over the ceiling `count` times within `window`); and, every `alerts.evaluation_interval`
+//! on the aggregated windows, `ToolResultSizeP95Jump`, `ToolResultSizeNearCeiling` and
+//! `ToolResultTruncationRate` (see [`Rules::evaluate_windows`]).
 //!
 //! Cost on the hot path: one stack verdict per result of known size, and for results over the
 //! ceiling a label map and a `try_send`. A full queue drops the match and counts it. The
