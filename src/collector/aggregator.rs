@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+use super::alerts::SavedAlert;
 use super::config::Config;
 use super::histogram::{Hist, HistSnapshot, MAX_BYTES, MAX_LATENCY_US};
 use super::recognize::{ArgsHash, Size, SizeSource, ToolRecord};
@@ -144,6 +145,15 @@ pub struct SeriesKey {
 pub trait ResultObserver: Send + 'static {
     /// Called once per tool record, after it was added to `key`'s series.
     fn observe(&mut self, key: &SeriesKey, record: &ToolRecord, now_unix: u64);
+
+    /// Called every evaluation interval with the whole state (window rules go here).
+    fn periodic(
+        &mut self,
+        _series: &HashMap<SeriesKey, Series, FxBuild>,
+        _limits: &Limits,
+        _now_unix: u64,
+    ) {
+    }
 }
 
 /// Counters and histograms of one series over one period.
@@ -253,6 +263,18 @@ impl Ring {
         }
     }
 
+    /// The slots of the window that ended by `end` (Unix seconds).
+    fn merged_ending_by(&self, now: u64, end: u64) -> Stats {
+        let idx = now / self.slot_secs;
+        let mut out = Stats::default();
+        for (i, s) in &self.slots {
+            if i + SLOTS_PER_WINDOW > idx && (i + 1) * self.slot_secs <= end {
+                out.add(s);
+            }
+        }
+        out
+    }
+
     fn merged(&self, now: u64) -> Stats {
         let idx = now / self.slot_secs;
         let mut out = Stats::default();
@@ -342,6 +364,23 @@ pub struct Series {
 }
 
 impl Series {
+    /// The stats of window `i` (an index into [`Limits::windows`]) at `now`.
+    pub fn window_stats(&self, i: usize, now: u64) -> Stats {
+        self.windows
+            .get(i)
+            .map(|w| w.merged(now))
+            .unwrap_or_default()
+    }
+
+    /// The stats of the slots of window `i` that ended by `end`: with the 1h window and
+    /// `end = now - 5 min`, between 36 and 48 minutes of data ending 5 to 17 minutes ago.
+    pub fn window_stats_ending_by(&self, i: usize, now: u64, end: u64) -> Stats {
+        self.windows
+            .get(i)
+            .map(|w| w.merged_ending_by(now, end))
+            .unwrap_or_default()
+    }
+
     /// Adds everything of `o` (a series merged into the overflow one on restore).
     fn merge(&mut self, o: Series, limits: &Limits) {
         self.total.add(&o.total);
@@ -454,6 +493,10 @@ pub struct State {
     pub started_unix: u64,
     /// Values above the histogram ceilings, clamped: (sizes, latencies).
     pub clamped: [u64; 2],
+    /// The firing alerts written into every snapshot (shared with the alert task).
+    pub saved_alerts: Arc<std::sync::RwLock<Vec<SavedAlert>>>,
+    /// The firing alerts of the restored snapshot, for the alert task to take.
+    pub restored_alerts: Vec<SavedAlert>,
     observers: Vec<Box<dyn ResultObserver>>,
 }
 
@@ -491,6 +534,8 @@ impl State {
             overflow_records: 0,
             started_unix: now_unix(),
             clamped: [0; 2],
+            saved_alerts: Arc::default(),
+            restored_alerts: Vec::new(),
             observers: Vec::new(),
         }
     }
@@ -498,6 +543,13 @@ impl State {
     /// Adds an observer told about every record (ceiling checks go here).
     pub fn add_observer(&mut self, o: Box<dyn ResultObserver>) {
         self.observers.push(o);
+    }
+
+    /// Runs the observers' window evaluations at `now`.
+    pub fn evaluate_observers(&mut self, now: u64) {
+        for o in &mut self.observers {
+            o.periodic(&self.series, &self.limits, now);
+        }
     }
 
     /// Number of series, the overflow series included.
@@ -1043,6 +1095,9 @@ pub struct Snapshot {
     #[serde(default)]
     size_bounds: Option<Vec<u64>>,
     series: Vec<SeriesSnap>,
+    /// Firing alerts (absent in older snapshots: none).
+    #[serde(default)]
+    alerts: Vec<SavedAlert>,
 }
 
 /// The snapshot format version this build writes and reads.
@@ -1085,6 +1140,11 @@ impl State {
                     over_recent: s.over_recent.iter().cloned().collect(),
                 })
                 .collect(),
+            alerts: self
+                .saved_alerts
+                .read()
+                .map(|a| a.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -1099,6 +1159,7 @@ impl State {
         }
         self.started_unix = snap.started_unix;
         self.overflow_records = snap.overflow_records;
+        self.restored_alerts = snap.alerts;
         // `max_series` may have been lowered since the snapshot was written: the busiest series
         // are restored as they were, the rest merged into the overflow series (and logged).
         let mut series = snap.series;
@@ -1242,10 +1303,14 @@ pub(crate) async fn run(
     store: Option<Arc<Store>>,
     stats: Arc<SelfStats>,
     snapshot_interval: Duration,
+    evaluation_interval: Duration,
 ) {
     let mut tick = tokio::time::interval(snapshot_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let mut evaluate = tokio::time::interval(evaluation_interval.max(Duration::from_millis(10)));
+    evaluate.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    evaluate.tick().await;
     let mut writing: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         tokio::select! {
@@ -1282,6 +1347,7 @@ pub(crate) async fn run(
                 Some(b) => ingest(&mut state, &stats, b),
                 None => return,
             },
+            _ = evaluate.tick() => state.evaluate_observers(now_unix()),
             _ = tick.tick() => {
                 if let Some(store) = &store {
                     if writing.as_ref().is_none_or(|w| w.is_finished()) {

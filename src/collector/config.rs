@@ -53,6 +53,22 @@ pub const DEFAULT_REPEATED_OVERSIZE_SEVERITY: &str = "warning";
 pub const DEFAULT_REPEATED_OVERSIZE_COUNT: u32 = 3;
 /// Default window in which those results are counted.
 pub const DEFAULT_REPEATED_OVERSIZE_WINDOW: &str = "10m";
+/// Default interval between evaluations of the window rules (`ToolResultSizeP95Jump`,
+/// `ToolResultSizeNearCeiling`, `ToolResultTruncationRate`).
+pub const DEFAULT_ALERT_EVALUATION_INTERVAL: &str = "10s";
+/// Default ratio of the recent p95 to the baseline p95 that fires `ToolResultSizeP95Jump`.
+pub const DEFAULT_P95_JUMP_FACTOR: f64 = 3.0;
+/// Default minimum sized results in the recent window for `ToolResultSizeP95Jump`.
+pub const DEFAULT_P95_JUMP_MIN_RECENT: u64 = 20;
+/// Default minimum sized results in the baseline for `ToolResultSizeP95Jump`.
+pub const DEFAULT_P95_JUMP_MIN_BASELINE: u64 = 50;
+/// Default share of the ceiling the recent p95 reaches to fire `ToolResultSizeNearCeiling`.
+pub const DEFAULT_NEAR_CEILING_RATIO: f64 = 0.8;
+/// Default minimum count of the window rules `ToolResultSizeNearCeiling` and
+/// `ToolResultTruncationRate`.
+pub const DEFAULT_WINDOW_RULE_MIN_COUNT: u64 = 20;
+/// Default truncated share of calls above which `ToolResultTruncationRate` fires.
+pub const DEFAULT_TRUNCATION_RATE_THRESHOLD: f64 = 0.05;
 /// Default placeholders that mean "content hidden", i.e. size unknown.
 pub const DEFAULT_PLACEHOLDERS: &[&str] = &["__REDACTED__", "<not specified>", "<redacted>"];
 
@@ -147,6 +163,92 @@ pub struct AlertsConfig {
     pub over_ceiling: OverCeilingConfig,
     /// `ToolArgsRepeatedlyOversize`.
     pub repeated_oversize: RepeatedOversizeConfig,
+    /// Interval between evaluations of the window rules.
+    pub evaluation_interval: String,
+    /// `ToolResultSizeP95Jump`.
+    pub p95_jump: P95JumpConfig,
+    /// `ToolResultSizeNearCeiling`.
+    pub near_ceiling: NearCeilingConfig,
+    /// `ToolResultTruncationRate`.
+    pub truncation_rate: TruncationRateConfig,
+}
+
+/// `[alerts.p95_jump]`: the recent p95 of result bytes jumped against the hour before.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct P95JumpConfig {
+    /// Whether the rule runs.
+    pub enabled: bool,
+    /// The `severity` label.
+    pub severity: String,
+    /// Fires when the recent p95 is at least this many times the baseline p95.
+    pub factor: f64,
+    /// Minimum sized results in the recent (shortest) window.
+    pub min_recent: u64,
+    /// Minimum sized results in the baseline.
+    pub min_baseline: u64,
+}
+
+/// `[alerts.near_ceiling]`: the recent p95 of result bytes close to the ceiling.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NearCeilingConfig {
+    /// Whether the rule runs.
+    pub enabled: bool,
+    /// The `severity` label.
+    pub severity: String,
+    /// Fires when the recent p95 is at least this share of the ceiling in bytes.
+    pub ratio: f64,
+    /// Minimum sized results in the recent window.
+    pub min_count: u64,
+}
+
+/// `[alerts.truncation_rate]`: too many truncated results.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TruncationRateConfig {
+    /// Whether the rule runs.
+    pub enabled: bool,
+    /// The `severity` label.
+    pub severity: String,
+    /// Fires when (truncated + truncated upstream) / calls in the recent window is above this.
+    pub threshold: f64,
+    /// Minimum calls in the recent window.
+    pub min_count: u64,
+}
+
+impl Default for P95JumpConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            severity: "warning".to_string(),
+            factor: DEFAULT_P95_JUMP_FACTOR,
+            min_recent: DEFAULT_P95_JUMP_MIN_RECENT,
+            min_baseline: DEFAULT_P95_JUMP_MIN_BASELINE,
+        }
+    }
+}
+
+impl Default for NearCeilingConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            severity: "warning".to_string(),
+            ratio: DEFAULT_NEAR_CEILING_RATIO,
+            min_count: DEFAULT_WINDOW_RULE_MIN_COUNT,
+        }
+    }
+}
+
+impl Default for TruncationRateConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            severity: "warning".to_string(),
+            threshold: DEFAULT_TRUNCATION_RATE_THRESHOLD,
+            min_count: DEFAULT_WINDOW_RULE_MIN_COUNT,
+        }
+    }
 }
 
 /// `[alerts.over_ceiling]`: a result over the ceiling of a layer.
@@ -184,6 +286,10 @@ impl Default for AlertsConfig {
             webhook_token: None,
             over_ceiling: OverCeilingConfig::default(),
             repeated_oversize: RepeatedOversizeConfig::default(),
+            evaluation_interval: DEFAULT_ALERT_EVALUATION_INTERVAL.to_string(),
+            p95_jump: P95JumpConfig::default(),
+            near_ceiling: NearCeilingConfig::default(),
+            truncation_rate: TruncationRateConfig::default(),
         }
     }
 }
@@ -363,6 +469,23 @@ pub const KNOWN_KEYS: &[&str] = &[
     "alerts.repeated_oversize.severity",
     "alerts.repeated_oversize.count",
     "alerts.repeated_oversize.window",
+    "alerts.evaluation_interval",
+    "alerts.p95_jump",
+    "alerts.p95_jump.enabled",
+    "alerts.p95_jump.severity",
+    "alerts.p95_jump.factor",
+    "alerts.p95_jump.min_recent",
+    "alerts.p95_jump.min_baseline",
+    "alerts.near_ceiling",
+    "alerts.near_ceiling.enabled",
+    "alerts.near_ceiling.severity",
+    "alerts.near_ceiling.ratio",
+    "alerts.near_ceiling.min_count",
+    "alerts.truncation_rate",
+    "alerts.truncation_rate.enabled",
+    "alerts.truncation_rate.severity",
+    "alerts.truncation_rate.threshold",
+    "alerts.truncation_rate.min_count",
     "layers",
     "layers.stack",
     "layers.ceiling_bytes",
@@ -631,6 +754,31 @@ impl Config {
             "alerts.repeated_oversize.window",
             &self.alerts.repeated_oversize.window,
         )?;
+        positive(
+            "alerts.evaluation_interval",
+            &self.alerts.evaluation_interval,
+        )?;
+        let p = &self.alerts.p95_jump.factor;
+        if !(p.is_finite() && *p > 1.0) {
+            return Err(invalid(
+                "alerts.p95_jump.factor",
+                "must be a number above 1".into(),
+            ));
+        }
+        let r = &self.alerts.near_ceiling.ratio;
+        if !(r.is_finite() && *r > 0.0 && *r <= 1.0) {
+            return Err(invalid(
+                "alerts.near_ceiling.ratio",
+                "must be above 0 and at most 1".into(),
+            ));
+        }
+        let t = &self.alerts.truncation_rate.threshold;
+        if !(t.is_finite() && (0.0..1.0).contains(t)) {
+            return Err(invalid(
+                "alerts.truncation_rate.threshold",
+                "must be at least 0 and below 1".into(),
+            ));
+        }
         if self.alerts.repeated_oversize.count == 0 {
             return Err(invalid(
                 "alerts.repeated_oversize.count",
@@ -661,6 +809,11 @@ impl Config {
             .iter()
             .filter_map(|w| parse_duration(w).ok().map(|d| (w.clone(), d)))
             .collect()
+    }
+
+    /// The interval between evaluations of the window alert rules.
+    pub fn alert_evaluation_interval(&self) -> Duration {
+        parse_duration(&self.alerts.evaluation_interval).unwrap_or(Duration::from_secs(10))
     }
 
     /// The alert resend interval.
@@ -820,6 +973,10 @@ resend_interval = "1m"
 # webhook_url = "http://127.0.0.1:8080/alerts"
 # Bearer token sent to the webhook. (env TOOLSIZE_WEBHOOK_TOKEN)
 # webhook_token = ""
+# Interval between evaluations of the window rules (p95_jump, near_ceiling, truncation_rate).
+# They read the aggregated windows ("recent" = the shortest of [aggregation] windows, 5m by
+# default) and resolve within 3 x this once their condition no longer holds.
+evaluation_interval = "10s"
 
 [alerts.over_ceiling]
 # ToolResultOverCeiling: a result over the ceiling of a layer, per (service, tool, layer).
@@ -835,6 +992,35 @@ enabled = true
 severity = "warning"
 count = 3
 window = "10m"
+
+[alerts.p95_jump]
+# ToolResultSizeP95Jump: per (service, tool), the p95 of result bytes in the recent window is at
+# least `factor` x the p95 of the baseline: the slots of the longest window (1h) that ended
+# before the recent window began (a deploy or a changed query made results larger).
+enabled = true
+severity = "warning"
+factor = 3.0
+# Minimum sized results in the recent window and in the baseline.
+min_recent = 20
+min_baseline = 50
+
+[alerts.near_ceiling]
+# ToolResultSizeNearCeiling: the p95 of result bytes in the recent window is at least `ratio` of
+# the stack's ceiling in bytes (results about to be cut).
+enabled = true
+severity = "warning"
+ratio = 0.8
+# Minimum sized results in the recent window.
+min_count = 20
+
+[alerts.truncation_rate]
+# ToolResultTruncationRate: (truncated + truncated upstream) / calls in the recent window is
+# above `threshold`.
+enabled = true
+severity = "warning"
+threshold = 0.05
+# Minimum calls in the recent window.
+min_count = 20
 
 [layers]
 # The truncation layers between your tools and the model (`toolsize layers` lists the catalog).
@@ -899,6 +1085,12 @@ mod tests {
             err.to_string(),
             "unknown config key `otlp.grcp_addr` (did you mean `otlp.grpc_addr`?)"
         );
+        let err = Config::from_toml("[alerts.p95_jump]\nmin_recnt = 3\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown config key `alerts.p95_jump.min_recnt` \
+             (did you mean `alerts.p95_jump.min_recent`?)"
+        );
         let err = Config::from_toml("[agregation]\n").unwrap_err();
         assert!(
             err.to_string().contains("did you mean `aggregation`"),
@@ -940,6 +1132,24 @@ mod tests {
         assert!(Config::from_toml("[alerts]\nalertmanager_urls = [\"https://am\"]\n").is_err());
         assert!(Config::from_toml("[alerts.over_ceiling]\nquiet_period = \"0s\"\n").is_err());
         assert!(Config::from_toml("[alerts.over_ceiling]\nquiet_perod = \"1s\"\n").is_err());
+        assert!(Config::from_toml("[alerts]\nevaluation_interval = \"0s\"\n").is_err());
+        assert!(Config::from_toml("[alerts.p95_jump]\nfactor = 1.0\n").is_err());
+        assert!(Config::from_toml("[alerts.p95_jump]\nfactr = 3.0\n").is_err());
+        assert!(Config::from_toml("[alerts.near_ceiling]\nratio = 1.5\n").is_err());
+        assert!(Config::from_toml("[alerts.truncation_rate]\nthreshold = 1.0\n").is_err());
+        let c = Config::from_toml(
+            "[alerts]\nevaluation_interval = \"2s\"\n[alerts.p95_jump]\nfactor = 4.5\n\
+             min_recent = 5\n[alerts.near_ceiling]\nenabled = false\n\
+             [alerts.truncation_rate]\nthreshold = 0.1\nmin_count = 7\n",
+        )
+        .unwrap();
+        assert_eq!(c.alert_evaluation_interval(), Duration::from_secs(2));
+        assert_eq!(c.alerts.p95_jump.factor, 4.5);
+        assert_eq!(c.alerts.p95_jump.min_recent, 5);
+        assert_eq!(c.alerts.p95_jump.min_baseline, 50);
+        assert!(!c.alerts.near_ceiling.enabled);
+        assert_eq!(c.alerts.truncation_rate.threshold, 0.1);
+        assert_eq!(c.alerts.truncation_rate.min_count, 7);
         let env = vec![("TOOLSIZE_MAX_SERIES".to_string(), "many".to_string())];
         assert!(Config::load(None, env, &Overrides::default()).is_err());
     }

@@ -270,7 +270,9 @@ impl Pipeline {
             config,
             format!("http://{}/api/v1/alerts", config.admin.addr),
             stats.alerts.clone(),
+            std::mem::take(&mut state.restored_alerts),
         );
+        state.saved_alerts = alerts.saved.clone();
         if let Some(rules) = rules {
             state.add_observer(Box::new(rules));
         }
@@ -283,6 +285,7 @@ impl Pipeline {
             store,
             stats.clone(),
             config.snapshot_interval(),
+            config.alert_evaluation_interval(),
         ));
         let recognizer = Arc::new(Recognizer::new(
             &config.recognition,

@@ -11,7 +11,9 @@
 //!   them). The first matching event fires it; later events with the same labels only refresh
 //!   its annotations and its last-seen time. It resolves when no event came for its quiet period
 //!   (`ToolResultOverCeiling`: `alerts.over_ceiling.quiet_period`; `ToolArgsRepeatedlyOversize`:
-//!   its window). A resolved alert that fires again starts a new episode with a new `startsAt`.
+//!   its window; the window rules: 3 × `alerts.evaluation_interval`). A resolved alert that
+//!   fires again starts a new episode with a new `startsAt`. Firing alerts are kept in the
+//!   snapshot ([`SavedAlert`]) and restored silently with their `startsAt`.
 //! - **Delivery off the hot path.** The aggregator only computes the verdict and `try_send`s an
 //!   event on a bounded channel ([`EVENT_QUEUE_CAPACITY`]); when the channel is full the event is
 //!   dropped and counted (`toolsize_alert_events_dropped_total`), the aggregator never waits.
@@ -32,6 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
@@ -41,6 +44,12 @@ use super::config::{parse_duration, Config};
 pub const OVER_CEILING: &str = "ToolResultOverCeiling";
 /// Alert name of one arguments hash over the ceiling again and again.
 pub const REPEATED_OVERSIZE: &str = "ToolArgsRepeatedlyOversize";
+/// Alert name of a jump of the recent p95 of result bytes.
+pub const P95_JUMP: &str = "ToolResultSizeP95Jump";
+/// Alert name of a recent p95 of result bytes close to the ceiling.
+pub const NEAR_CEILING: &str = "ToolResultSizeNearCeiling";
+/// Alert name of a high share of truncated results.
+pub const TRUNCATION_RATE: &str = "ToolResultTruncationRate";
 /// Capacity of the channel from the aggregator to the alert task, in events.
 pub const EVENT_QUEUE_CAPACITY: usize = 1024;
 /// Most alerts held at once (firing plus recently resolved); new ones beyond it are dropped and
@@ -177,6 +186,26 @@ pub struct Matched {
     pub quiet_period: Duration,
 }
 
+/// A firing alert as kept in the snapshot, so a restart neither re-pages (same labels, same
+/// `startsAt`) nor loses it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedAlert {
+    /// Labels, `alertname` included.
+    pub labels: BTreeMap<String, String>,
+    /// The latest annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// When the episode started, Unix milliseconds.
+    pub starts_at_unix_ms: u64,
+    /// Its quiet period, milliseconds.
+    pub quiet_period_ms: u64,
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 struct Held {
     alert: Alert,
     last_seen: SystemTime,
@@ -269,6 +298,48 @@ impl Engine {
         out
     }
 
+    /// The firing alerts to keep in the snapshot.
+    pub fn saved(&self) -> Vec<SavedAlert> {
+        let mut out: Vec<SavedAlert> = self
+            .firing
+            .values()
+            .map(|h| SavedAlert {
+                labels: h.alert.labels.clone(),
+                annotations: h.alert.annotations.clone(),
+                starts_at_unix_ms: unix_ms(h.alert.starts_at),
+                quiet_period_ms: h.quiet_period.as_millis() as u64,
+            })
+            .collect();
+        out.sort_by_key(|a| a.starts_at_unix_ms);
+        out
+    }
+
+    /// Restores firing alerts from a snapshot, silently (no state change): each keeps its
+    /// `startsAt` and is considered seen at `now`, so it resolves after its quiet period unless
+    /// its rule matches again.
+    pub fn restore(&mut self, saved: Vec<SavedAlert>, now: SystemTime) {
+        for s in saved.into_iter().take(MAX_ALERTS) {
+            let fp = fingerprint(&s.labels);
+            let alert = Alert {
+                name: s.labels.get("alertname").cloned().unwrap_or_default(),
+                labels: s.labels,
+                annotations: s.annotations,
+                starts_at: UNIX_EPOCH + Duration::from_millis(s.starts_at_unix_ms),
+                ends_at: None,
+                state: AlertState::Firing,
+                fingerprint: fp.clone(),
+            };
+            self.firing.insert(
+                fp,
+                Held {
+                    alert,
+                    last_seen: now,
+                    quiet_period: Duration::from_millis(s.quiet_period_ms),
+                },
+            );
+        }
+    }
+
     /// Firing alerts (oldest first), then recently resolved ones (latest first).
     pub fn current(&self) -> Vec<Alert> {
         let mut firing: Vec<Alert> = self.firing.values().map(|h| h.alert.clone()).collect();
@@ -307,6 +378,8 @@ impl AlertStats {
 #[derive(Debug, Clone, Default)]
 pub struct AlertsHandle {
     current: Arc<RwLock<Vec<Alert>>>,
+    /// The firing alerts as the snapshot keeps them, updated on every state change.
+    pub saved: Arc<RwLock<Vec<SavedAlert>>>,
     /// Counters.
     pub stats: Arc<AlertStats>,
 }
@@ -334,13 +407,18 @@ pub type Event = Matched;
 
 /// Starts the alert task and its sinks; returns the observer to add to the aggregator (`None`
 /// when every rule is off) and the handle for the admin API.
+///
+/// `restored` are the firing alerts of the snapshot: they are held again without a new
+/// notification (same `startsAt`) and published to the sinks at once.
 pub fn spawn(
     config: &Config,
     generator_url: String,
     stats: Arc<AlertStats>,
+    restored: Vec<SavedAlert>,
 ) -> (Option<rules::Rules>, AlertsHandle) {
     let handle = AlertsHandle {
         current: Arc::default(),
+        saved: Arc::default(),
         stats,
     };
     let Some(rules) = rules::Rules::from_config(config) else {
@@ -382,16 +460,30 @@ pub fn spawn(
             handle.stats.clone(),
         ));
     }
-    tokio::spawn(run(rx, publish, handle.clone()));
+    let mut engine = Engine::default();
+    engine.restore(restored, SystemTime::now());
+    publish_state(&engine, &publish, &handle);
+    tokio::spawn(run(engine, rx, publish, handle.clone()));
     (Some(rules.with_sender(tx, handle.stats.clone())), handle)
 }
 
+fn publish_state(engine: &Engine, publish: &watch::Sender<Arc<Vec<Alert>>>, handle: &AlertsHandle) {
+    let current = engine.current();
+    if let Ok(mut c) = handle.current.write() {
+        c.clone_from(&current);
+    }
+    if let Ok(mut s) = handle.saved.write() {
+        *s = engine.saved();
+    }
+    let _ = publish.send(Arc::new(current));
+}
+
 async fn run(
+    mut engine: Engine,
     mut events: mpsc::Receiver<Event>,
     publish: watch::Sender<Arc<Vec<Alert>>>,
     handle: AlertsHandle,
 ) {
-    let mut engine = Engine::default();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut dropped = 0;
@@ -422,11 +514,7 @@ async fn run(
         // Resolutions also age out of the resend set silently; publish on every tick with a
         // change only, the sinks resend on their own schedule.
         if !changed.is_empty() {
-            let current = engine.current();
-            if let Ok(mut c) = handle.current.write() {
-                c.clone_from(&current);
-            }
-            let _ = publish.send(Arc::new(current));
+            publish_state(&engine, &publish, &handle);
         }
     }
 }
@@ -508,5 +596,61 @@ mod tests {
             rfc3339(UNIX_EPOCH + Duration::from_millis(951_827_696_789)),
             "2000-02-29T12:34:56.789Z"
         );
+    }
+
+    #[test]
+    fn firing_alerts_survive_a_restart_through_the_store() {
+        use crate::collector::aggregator::{Limits, State};
+        use crate::collector::store::Store;
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let s = Duration::from_secs;
+        let mut e = Engine::default();
+        e.on_match(m("a", 300), t0).unwrap();
+        e.on_match(m("b", 10), t0 + s(1)).unwrap();
+        e.tick(t0 + s(20)); // b resolved: not kept
+        let st = State::new(Limits::from_config(&Config::default()));
+        *st.saved_alerts.write().unwrap() = e.saved();
+
+        let dir = std::env::temp_dir().join(format!("toolsize-alerts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir).unwrap();
+        store
+            .write(&serde_json::to_vec(&st.snapshot(1_800_000_030)).unwrap())
+            .unwrap();
+        let mut back = State::new(Limits::from_config(&Config::default()));
+        back.restore(store.load().unwrap().unwrap()).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(back.restored_alerts, e.saved());
+        assert_eq!(back.restored_alerts.len(), 1);
+
+        let mut after = Engine::default();
+        let restart = t0 + s(60);
+        after.restore(std::mem::take(&mut back.restored_alerts), restart);
+        let cur = after.current();
+        assert_eq!(cur.len(), 1);
+        assert_eq!(cur[0].state, AlertState::Firing);
+        assert_eq!(cur[0].starts_at, t0, "same episode: no re-page");
+        assert_eq!(cur[0].labels["tool"], "a");
+        assert!(
+            after.on_match(m("a", 300), restart + s(1)).is_none(),
+            "deduplicated"
+        );
+        assert!(after.tick(restart + s(300)).is_empty());
+        assert_eq!(
+            after.tick(restart + s(301)).len(),
+            1,
+            "resolves after its quiet period"
+        );
+    }
+
+    #[test]
+    fn older_snapshots_without_alerts_restore_none() {
+        use crate::collector::aggregator::{Limits, State};
+        let st = State::new(Limits::from_config(&Config::default()));
+        let mut v = serde_json::to_value(st.snapshot(1)).unwrap();
+        v.as_object_mut().unwrap().remove("alerts");
+        let mut back = State::new(Limits::from_config(&Config::default()));
+        back.restore(serde_json::from_value(v).unwrap()).unwrap();
+        assert!(back.restored_alerts.is_empty());
     }
 }
