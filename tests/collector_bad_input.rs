@@ -10,14 +10,24 @@ use prost::Message;
 use support::collector::*;
 use toolsize::collector::Daemon;
 
+/// What the daemon answered to a body the client managed to write whole.
 async fn raw(http: std::net::SocketAddr, ct: &str, enc: Option<&str>, body: Vec<u8>) -> u16 {
+    send(http, ct, enc, body).await.unwrap().status().as_u16()
+}
+
+async fn send(
+    http: std::net::SocketAddr,
+    ct: &str,
+    enc: Option<&str>,
+    body: Vec<u8>,
+) -> reqwest::Result<reqwest::Response> {
     let mut r = reqwest::Client::new()
         .post(format!("http://{http}/v1/traces"))
         .header("content-type", ct);
     if let Some(e) = enc {
         r = r.header("content-encoding", e);
     }
-    r.body(body).send().await.unwrap().status().as_u16()
+    r.body(body).send().await
 }
 
 /// This process's resident set, KiB. Fails the test when /proc cannot be read.
@@ -160,11 +170,24 @@ async fn hostile_input_and_ten_thousand_tool_names() {
         .await,
         413
     );
-    // Not gzip-compressed but over the limit: 413 too.
-    assert_eq!(
-        raw(h, "application/x-protobuf", None, vec![0u8; 9 << 20]).await,
-        413
-    );
+    // Not gzip-compressed but over the limit: 413 too. The daemon answers as soon as the declared
+    // length is over the limit and closes the connection, so the client may still be writing and
+    // see the close (broken pipe) instead of the answer; the refusal is counted either way.
+    let refused_before = sample(
+        &metrics(d.admin_addr).await,
+        "toolsize_otlp_requests_refused_total{reason=\"too_large\"}",
+    )
+    .unwrap_or(0.0);
+    match send(h, "application/x-protobuf", None, vec![0u8; 9 << 20]).await {
+        Ok(resp) => assert_eq!(resp.status().as_u16(), 413),
+        Err(e) => assert!(e.is_request(), "not a closed connection: {e}"),
+    }
+    let refused_after = sample(
+        &metrics(d.admin_addr).await,
+        "toolsize_otlp_requests_refused_total{reason=\"too_large\"}",
+    )
+    .unwrap_or(0.0);
+    assert_eq!(refused_after, refused_before + 1.0, "refused as too large");
 
     // 10,000 distinct tool names (some with control characters and absurd lengths).
     for chunk in 0..10 {
