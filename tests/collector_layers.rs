@@ -325,3 +325,66 @@ async fn the_binary_applies_env_over_file_and_flag_over_env() {
     b.stop();
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_chars_on_the_span_decide_a_chars_layer() {
+    use toolsize::layers::{Action, CustomLayer, Scope, Unit};
+    let flag = StackConfig {
+        custom: vec![CustomLayer {
+            name: "my-chars".into(),
+            limit: 1000,
+            unit: Unit::Chars,
+            scope: Scope::PerResult,
+            action: Action::TruncateSilent,
+        }],
+        ..StackConfig::default()
+    };
+    let mut config = Config::load(
+        None,
+        Vec::new(),
+        &Overrides {
+            stack: Some(flag),
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    let ports = loopback_config();
+    config.otlp = ports.otlp;
+    config.admin = ports.admin;
+    let d = Daemon::start(&config).await.unwrap();
+    // 3,000 bytes of non-ASCII text, 900 chars: under the 1,000-char limit when the span says
+    // so; without `tool.result.chars`, chars are estimated from bytes (3,000) and over it.
+    let mut exact = own_span(1, "exact", 3000);
+    exact.attributes.push(i("tool.result.chars", 900));
+    let spans = vec![exact, own_span(2, "estimated", 3000)];
+    assert!(post_proto(d.otlp_http_addr, &request("agent", spans))
+        .await
+        .status()
+        .is_success());
+
+    let text = metrics(d.admin_addr).await;
+    let over = |tool: &str| {
+        sample(
+            &text,
+            &format!(
+                "toolsize_tool_results_over_ceiling_total{{service=\"agent\",tool=\"{tool}\",layer=\"my-chars\"}}"
+            ),
+        )
+    };
+    assert_eq!(over("exact"), Some(0.0), "{text}");
+    assert_eq!(over("estimated"), Some(1.0), "{text}");
+
+    let exact = get_json(d.admin_addr, "/api/v1/tools/exact").await;
+    assert_eq!(
+        exact["series"][0]["recent_over_ceiling"],
+        serde_json::json!([])
+    );
+    let est = get_json(d.admin_addr, "/api/v1/tools/estimated").await;
+    let recent = est["series"][0]["recent_over_ceiling"].as_array().unwrap();
+    assert_eq!(recent.len(), 1);
+    assert_eq!(recent[0]["layer"], "my-chars");
+    assert_eq!(recent[0]["unit"], "chars");
+    assert_eq!(recent[0]["value"], 3000);
+    assert_eq!(recent[0]["estimated"], true);
+    d.shutdown().await;
+}

@@ -30,7 +30,7 @@ use super::histogram::{Hist, HistSnapshot, MAX_BYTES, MAX_LATENCY_US};
 use super::recognize::{ArgsHash, Size, SizeSource, ToolRecord};
 use super::store::Store;
 use super::SelfStats;
-use crate::layers::{ResultMeasures, Stack};
+use crate::layers::Stack;
 
 /// Time slots per sliding window.
 pub const SLOTS_PER_WINDOW: u64 = 5;
@@ -625,13 +625,12 @@ impl State {
             w.current(now).record(r);
         }
         if let Size::Known { bytes, source } = r.size {
-            // The record carries bytes only (a measured size attribute or content-derived
-            // bytes); other units are estimated from them. Content-derived sizes travel as an
-            // attribute value, so per-attribute layers apply to them.
-            let verdict = limits.stack.verdict(
-                &ResultMeasures::from_bytes(bytes),
-                source == SizeSource::Derived,
-            );
+            // Exact where the span carries the measure (measured sizes only), estimated from
+            // bytes otherwise. Content-derived sizes travel as an attribute value, so
+            // per-attribute layers apply to them.
+            let verdict = limits
+                .stack
+                .verdict(&r.measures.measures(bytes), source == SizeSource::Derived);
             if let Some(cut) = verdict.weakest {
                 add_over(&mut s.over_ceiling, cut.layer_id, 1);
                 if s.over_recent.len() >= OVER_CEILING_RECENT {
@@ -1425,7 +1424,7 @@ fn store_write(store: &Store, bytes: &[u8], stats: &SelfStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::recognize::{Emitter, Unknown};
+    use crate::collector::recognize::{Emitter, Extra, Unknown};
 
     fn limits(max_series: usize) -> Limits {
         Limits {
@@ -1454,6 +1453,7 @@ mod tests {
             trace_id: [1; 16],
             span_id: [2; 8],
             args_hash: Some(ArgsHash::new(&format!("{tool}-args"))),
+            measures: Extra::default(),
         }
     }
 

@@ -12,7 +12,9 @@
 //! value). Content that shows an upstream cut (a truncation marker from [`MARKERS`], a
 //! length equal to a configured attribute limit, JSON that no longer parses, `logfire.truncated`)
 //! flags the record truncated upstream: its size is a lower bound. Placeholders and missing content
-//! make the size unknown — never 0.
+//! make the size unknown — never 0. Alongside a measured size, the other measures the span
+//! carries as ints ([`MEASURE_KEYS`]: chars, UTF-16 units, lines, …) are kept exactly; the layer
+//! verdict estimates the missing ones from bytes.
 //!
 //! Under load this is pure CPU on the receiving task; it allocates only the record it returns.
 //! It never fails: a span it cannot read is "not a tool span" or "size unknown".
@@ -157,6 +159,17 @@ pub const NAME_KEYS: &[&str] = &[
 pub const SIZE_KEYS: &[&str] = &[
     semconv::TOOL_RESULT_BYTES,
     semconv::GEN_AI_TOOL_CALL_RESULT_SIZE,
+];
+
+/// Attributes carrying other measures taken by the tool itself (toolsize's span contract), in
+/// the field order of [`Extra`]: read only alongside a measured size, as non-negative ints.
+pub const MEASURE_KEYS: [&str; 6] = [
+    semconv::TOOL_RESULT_CHARS,
+    semconv::TOOL_RESULT_UTF16_UNITS,
+    semconv::TOOL_RESULT_LINES,
+    semconv::TOOL_RESULT_JSON_DEPTH,
+    semconv::TOOL_RESULT_MAX_STRING_CHARS,
+    semconv::TOOL_RESULT_TOKENS_ESTIMATE,
 ];
 
 /// How content at a key is encoded by its emitter.
@@ -391,6 +404,40 @@ impl std::fmt::Display for ArgsHash {
     }
 }
 
+/// Measures other than bytes that the span carries exactly ([`MEASURE_KEYS`]); `None` where
+/// absent (then estimated from bytes by the layer verdict). Only read for measured sizes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extra {
+    /// Unicode code points (`tool.result.chars`).
+    pub chars: Option<u64>,
+    /// UTF-16 code units (`tool.result.utf16_units`).
+    pub utf16_units: Option<u64>,
+    /// Lines (`tool.result.lines`).
+    pub lines: Option<u64>,
+    /// Deepest JSON nesting (`tool.result.json_depth`).
+    pub json_depth: Option<u64>,
+    /// Longest string in code points (`tool.result.max_string_chars`).
+    pub max_string_chars: Option<u64>,
+    /// Estimated tokens (`tool.result.tokens_estimate`).
+    pub tokens_estimate: Option<u64>,
+}
+
+impl Extra {
+    /// The layer measures of a result of `bytes` bytes with these exact measures.
+    pub fn measures(&self, bytes: u64) -> crate::layers::ResultMeasures {
+        crate::layers::ResultMeasures {
+            bytes,
+            chars: self.chars,
+            utf16_units: self.utf16_units,
+            lines: self.lines,
+            json_depth: self.json_depth,
+            max_string_chars: self.max_string_chars,
+            tokens_estimate: self.tokens_estimate,
+            items: None,
+        }
+    }
+}
+
 /// What the daemon keeps of one tool span.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolRecord {
@@ -416,6 +463,8 @@ pub struct ToolRecord {
     pub span_id: [u8; 8],
     /// 12 hex digits: `tool.args_hash`, or the canonical hash of the recorded arguments.
     pub args_hash: Option<ArgsHash>,
+    /// Exact measures other than bytes the span carries (measured sizes only).
+    pub measures: Extra,
 }
 
 /// What [`Recognizer::recognize`] made of a span.
@@ -451,6 +500,7 @@ impl Keys {
         }
         all.extend(NAME_KEYS);
         all.extend(SIZE_KEYS);
+        all.extend(MEASURE_KEYS);
         all.extend(CONTENT_KEYS.iter().map(|(k, _)| *k));
         all.extend(ARGS_KEYS);
         all.extend(OTHER_KEYS);
@@ -538,6 +588,7 @@ pub struct Recognizer {
     rules: Vec<(Emitter, Vec<CCond>)>,
     name: Vec<usize>,
     size: Vec<usize>,
+    measures: [usize; 6],
     content: Vec<(usize, Encoding)>,
     args: Vec<usize>,
     args_hash: usize,
@@ -595,6 +646,7 @@ impl Recognizer {
             rules,
             name: NAME_KEYS.iter().map(|k| keys.idx(k)).collect(),
             size: SIZE_KEYS.iter().map(|k| keys.idx(k)).collect(),
+            measures: MEASURE_KEYS.map(|k| keys.idx(k)),
             content: CONTENT_KEYS
                 .iter()
                 .map(|(k, e)| (keys.idx(k), *e))
@@ -667,6 +719,22 @@ impl Recognizer {
         };
 
         let measured = self.size.iter().find_map(|&i| int_of(get(i)));
+        let measures = if measured.is_some() {
+            let m = |n: usize| match get(self.measures[n]) {
+                Some(AttrValue::Int(v)) if v >= 0 => Some(v as u64),
+                _ => None,
+            };
+            Extra {
+                chars: m(0),
+                utf16_units: m(1),
+                lines: m(2),
+                json_depth: m(3),
+                max_string_chars: m(4),
+                tokens_estimate: m(5),
+            }
+        } else {
+            Extra::default()
+        };
         let size = if let Some(bytes) = measured {
             Size::Known {
                 bytes,
@@ -722,6 +790,7 @@ impl Recognizer {
             trace_id,
             span_id,
             args_hash,
+            measures,
         })
     }
 
@@ -1139,6 +1208,82 @@ mod tests {
             Some("0123456789ab")
         );
         assert_eq!(t.latency_us, 2000);
+    }
+
+    #[test]
+    fn own_spans_carry_exact_measures() {
+        let r = rec();
+        let t = tool(
+            &r,
+            "toolsize",
+            &span(
+                "execute_tool grep",
+                vec![
+                    s(OP, EXEC),
+                    s(semconv::GEN_AI_TOOL_NAME, "grep"),
+                    i(semconv::TOOL_RESULT_BYTES, 3000),
+                    i(semconv::TOOL_RESULT_CHARS, 900),
+                    i(semconv::TOOL_RESULT_UTF16_UNITS, 950),
+                    i(semconv::TOOL_RESULT_LINES, 12),
+                    i(semconv::TOOL_RESULT_JSON_DEPTH, 3),
+                    i(semconv::TOOL_RESULT_MAX_STRING_CHARS, 400),
+                    i(semconv::TOOL_RESULT_TOKENS_ESTIMATE, 750),
+                ],
+            ),
+        );
+        assert_eq!(
+            t.measures,
+            Extra {
+                chars: Some(900),
+                utf16_units: Some(950),
+                lines: Some(12),
+                json_depth: Some(3),
+                max_string_chars: Some(400),
+                tokens_estimate: Some(750),
+            }
+        );
+        let m = t.measures.measures(3000);
+        assert_eq!((m.bytes, m.chars), (3000, Some(900)));
+
+        // Absent, negative or non-int values are ignored.
+        let t = tool(
+            &r,
+            "toolsize",
+            &span(
+                "execute_tool grep",
+                vec![
+                    s(OP, EXEC),
+                    s(semconv::GEN_AI_TOOL_NAME, "grep"),
+                    i(semconv::TOOL_RESULT_BYTES, 3000),
+                    i(semconv::TOOL_RESULT_CHARS, -1),
+                    s(semconv::TOOL_RESULT_LINES, "12"),
+                ],
+            ),
+        );
+        assert_eq!(t.measures, Extra::default());
+
+        // Derived sizes stay bytes-only.
+        let t = tool(
+            &r,
+            "x",
+            &span(
+                "execute_tool a",
+                vec![
+                    s(OP, EXEC),
+                    s("gen_ai.tool.name", "a"),
+                    s("gen_ai.tool.call.result", "héllo"),
+                    i(semconv::TOOL_RESULT_CHARS, 5),
+                ],
+            ),
+        );
+        assert!(matches!(
+            t.size,
+            Size::Known {
+                source: SizeSource::Derived,
+                ..
+            }
+        ));
+        assert_eq!(t.measures, Extra::default());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use super::{
 use crate::collector::aggregator::{FxBuild, Limits, ResultObserver, Series, SeriesKey};
 use crate::collector::config::Config;
 use crate::collector::recognize::{Size, SizeSource, ToolRecord};
-use crate::layers::{ResultMeasures, Stack};
+use crate::layers::Stack;
 
 /// The hint every over-ceiling alert carries.
 pub const HINT: &str =
@@ -158,10 +158,9 @@ impl Rules {
         let Size::Known { bytes, source } = r.size else {
             return Vec::new();
         };
-        let verdict = self.stack.verdict(
-            &ResultMeasures::from_bytes(bytes),
-            source == SizeSource::Derived,
-        );
+        let verdict = self
+            .stack
+            .verdict(&r.measures.measures(bytes), source == SizeSource::Derived);
         let Some(cut) = verdict.weakest else {
             return Vec::new();
         };
@@ -487,7 +486,7 @@ impl ResultObserver for Rules {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::recognize::{ArgsHash, Emitter};
+    use crate::collector::recognize::{ArgsHash, Emitter, Extra};
 
     fn rec(bytes: u64) -> ToolRecord {
         ToolRecord {
@@ -505,6 +504,7 @@ mod tests {
             trace_id: [0xab; 16],
             span_id: [2; 8],
             args_hash: Some(ArgsHash::new("0123456789ab")),
+            measures: Extra::default(),
         }
     }
 
