@@ -42,6 +42,23 @@ fn rows(r: &[(&str, u64, &str)]) -> Vec<(String, u64, String)> {
         .collect()
 }
 
+/// Starts the daemon on loopback ports with `flag` as the `--stack`/`--ceiling-bytes` flags.
+async fn start_with_stack(flag: StackConfig) -> Daemon {
+    let mut config = Config::load(
+        None,
+        Vec::new(),
+        &Overrides {
+            stack: Some(flag),
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    let ports = loopback_config();
+    config.otlp = ports.otlp;
+    config.admin = ports.admin;
+    Daemon::start(&config).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stack_named_by_flag_is_served_with_sources() {
     let b = Binary::start_with_env(
@@ -81,19 +98,7 @@ async fn oversized_results_are_counted_under_the_weakest_layer() {
         ceiling_bytes: Some(12_345),
         ..StackConfig::parse_list("codex.tool-output.tokens,default").unwrap()
     };
-    let mut config = Config::load(
-        None,
-        Vec::new(),
-        &Overrides {
-            stack: Some(flag),
-            ..Overrides::default()
-        },
-    )
-    .unwrap();
-    let ports = loopback_config();
-    config.otlp = ports.otlp;
-    config.admin = ports.admin;
-    let d = Daemon::start(&config).await.unwrap();
+    let d = start_with_stack(flag).await;
     // 50,000 bytes: over codex's 10,000 tokens (≈ 40,000 bytes) and over default's 12,345; the
     // weakest is default. 13,000: over default only. 100: under every limit.
     let spans = vec![
@@ -339,19 +344,7 @@ async fn exact_chars_on_the_span_decide_a_chars_layer() {
         }],
         ..StackConfig::default()
     };
-    let mut config = Config::load(
-        None,
-        Vec::new(),
-        &Overrides {
-            stack: Some(flag),
-            ..Overrides::default()
-        },
-    )
-    .unwrap();
-    let ports = loopback_config();
-    config.otlp = ports.otlp;
-    config.admin = ports.admin;
-    let d = Daemon::start(&config).await.unwrap();
+    let d = start_with_stack(flag).await;
     // 3,000 bytes of non-ASCII text, 900 chars: under the 1,000-char limit when the span says
     // so; without `tool.result.chars`, chars are estimated from bytes (3,000) and over it.
     let mut exact = own_span(1, "exact", 3000);
