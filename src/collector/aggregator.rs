@@ -36,27 +36,49 @@ use crate::layers::Stack;
 pub const SLOTS_PER_WINDOW: u64 = 5;
 /// Name of the overflow series' service and tool.
 pub const OVERFLOW: &str = "__overflow__";
-/// Upper bounds of the classic `toolsize_tool_result_size_bytes` buckets (bytes). They include
-/// the most common ceilings: 8,000 / 10,000 / 16 KiB / 20,000 / 25,000 / 32 KiB.
+/// Upper bounds of the classic `toolsize_tool_result_size_bytes` buckets (bytes), before the
+/// stack's ceilings are added ([`size_bounds`]).
+///
+/// Prometheus' `histogram_quantile` interpolates linearly inside a bucket, so its error grows
+/// with the bucket's width. The grid is quarter-octave (×1.25, ×1.5, ×1.75 between powers of
+/// two) from 4 KiB to 1 MiB, where layer ceilings live, and half-octave (×1.5) below and above.
+/// `examples/fleet_p95.rs` and `tests/fleet_p95.rs` measure the fleet p95 against the exact one.
 pub const SIZE_BUCKETS: &[u64] = &[
+    256, 384, 512, 768, 1_024, 1_536, 2_048, 3_072, 4_096, 5_120, 6_144, 7_168, 8_192, 10_240,
+    12_288, 14_336, 16_384, 20_480, 24_576, 28_672, 32_768, 40_960, 49_152, 57_344, 65_536, 81_920,
+    98_304, 114_688, 131_072, 163_840, 196_608, 229_376, 262_144, 327_680, 393_216, 458_752,
+    524_288, 655_360, 786_432, 917_504, 1_048_576, 1_572_864, 2_097_152, 3_145_728, 4_194_304,
+    6_291_456, 8_388_608, 12_582_912, 16_777_216,
+];
+/// The bucket layout of snapshots written before they recorded theirs.
+const LEGACY_SIZE_BUCKETS: &[u64] = &[
     256, 1024, 4096, 8000, 10_000, 16_384, 20_000, 25_000, 32_768, 65_536, 131_072, 262_144,
     1_048_576, 4_194_304, 16_777_216,
 ];
+/// Fractions of each byte ceiling added as bucket bounds beside the ceiling itself, so the
+/// size distribution just under a ceiling (where `ToolResultSizeNearCeiling` looks, at 0.8 by
+/// default) is read without interpolating across a wide bucket.
+pub const NEAR_CEILING_BOUNDS: &[(u64, u64)] = &[(4, 5), (9, 10)];
 /// Over-ceiling results kept per series for `/api/v1/tools/{tool}`, most recent last.
 pub const OVER_CEILING_RECENT: usize = 20;
 
-/// [`SIZE_BUCKETS`] with every byte limit of `stack` added, sorted and deduplicated: the classic
-/// histogram can then answer "how many results were over this layer's limit" exactly.
+/// [`SIZE_BUCKETS`] with every byte limit of `stack` added, and 80 % and 90 % of it
+/// ([`NEAR_CEILING_BOUNDS`]), sorted and deduplicated: the classic histogram can then answer
+/// "how many results were over this layer's limit" exactly.
 pub fn size_bounds(stack: &Stack) -> Vec<u64> {
+    let ceilings = stack
+        .layers()
+        .iter()
+        .filter_map(|l| l.limit_bytes.map(|b| b.bytes));
     let mut b: Vec<u64> = SIZE_BUCKETS
         .iter()
         .copied()
-        .chain(
-            stack
-                .layers()
+        .chain(ceilings.flat_map(|c| {
+            NEAR_CEILING_BOUNDS
                 .iter()
-                .filter_map(|l| l.limit_bytes.map(|b| b.bytes)),
-        )
+                .map(move |(n, d)| c / d * n + c % d * n / d)
+                .chain([c])
+        }))
         .filter(|&b| b > 0 && b <= MAX_BYTES)
         .collect();
     b.sort_unstable();
@@ -1182,7 +1204,7 @@ impl State {
         };
         let same_bounds = match &snap.size_bounds {
             Some(b) => b[..] == self.limits.size_bounds[..],
-            None => SIZE_BUCKETS == &self.limits.size_bounds[..],
+            None => LEGACY_SIZE_BUCKETS == &self.limits.size_bounds[..],
         };
         let mut merged = 0usize;
         let mut merged_calls = 0u64;
@@ -1196,6 +1218,10 @@ impl State {
             }
             if same_bounds && ss.size_buckets.len() == s.size_buckets.len() {
                 s.size_buckets = ss.size_buckets;
+            } else {
+                // The layout changed (another stack, or an older version): rebuild the counts
+                // from the since-start HDR histogram rather than start them at zero.
+                s.size_buckets = s.total.size.bucket_counts(&self.limits.size_bounds);
             }
             if ss.latency_buckets.len() == s.latency_buckets.len() {
                 s.latency_buckets = ss.latency_buckets;
@@ -1623,7 +1649,11 @@ mod tests {
         assert!(l.size_bounds.contains(&12_345));
         assert!(l.size_bounds.contains(&40_000));
         assert!(l.size_bounds.windows(2).all(|w| w[0] < w[1]));
-        assert_eq!(size_bounds(&Stack::default()), SIZE_BUCKETS);
+        let d = size_bounds(&Stack::default());
+        for b in [16_384, 13_107, 14_745] {
+            assert!(d.contains(&b), "{b} in {d:?}");
+        }
+        assert_eq!(d.len(), SIZE_BUCKETS.len() + 2);
     }
 
     #[test]
@@ -1657,14 +1687,22 @@ mod tests {
             back.series[&key("a")].size_buckets,
             st.series[&key("a")].size_buckets
         );
-        // Other ceilings: the bucket counts are dropped, the over-ceiling counts kept.
+        // Other ceilings: the bucket counts are rebuilt for the new layout from the HDR
+        // histogram, the over-ceiling counts kept.
         let mut other = State::new(stacked(3000));
         other
             .restore(serde_json::from_slice(&json).unwrap())
             .unwrap();
         let a = &other.series[&key("a")];
         assert_eq!(a.over_ceiling, [("default".into(), 2)]);
-        assert!(a.size_buckets.iter().all(|&n| n == 0));
+        assert_ne!(other.limits.size_bounds, st.limits.size_bounds);
+        let bounds = &other.limits.size_bounds;
+        let at = |v: u64| bounds.partition_point(|&b| b < v);
+        let mut want = vec![0; bounds.len() + 1];
+        for v in [50_000, 2000, 10] {
+            want[at(v)] += 1;
+        }
+        assert_eq!(a.size_buckets, want);
     }
 
     #[test]

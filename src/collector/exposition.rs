@@ -45,6 +45,8 @@ pub const TOOL_RESULT_SIZE_P50: &str = "toolsize_tool_result_size_p50_bytes";
 pub const TOOL_RESULT_SIZE_P95: &str = "toolsize_tool_result_size_p95_bytes";
 /// Daemon-computed result size 99th percentile per window.
 pub const TOOL_RESULT_SIZE_P99: &str = "toolsize_tool_result_size_p99_bytes";
+/// Largest result size per window (exact).
+pub const TOOL_RESULT_SIZE_MAX: &str = "toolsize_tool_result_size_max_bytes";
 /// Daemon-computed duration 95th percentile per window.
 pub const TOOL_CALL_DURATION_P95: &str = "toolsize_tool_call_duration_p95_seconds";
 /// OTLP requests received.
@@ -76,6 +78,8 @@ pub const SNAPSHOT_FAILURES: &str = "toolsize_snapshot_failures_total";
 
 /// Alert notifications, by sink (log, alertmanager, webhook) and outcome (success, failure).
 pub const ALERT_NOTIFICATIONS: &str = "toolsize_alert_notifications_total";
+/// Alerts the daemon holds firing, by `alertname` and `severity` (every enabled rule, 0 when quiet).
+pub const ALERTS_FIRING: &str = "toolsize_alerts_firing";
 /// Alert rule matches dropped (alert queue full, or too many alerts held).
 pub const ALERT_EVENTS_DROPPED: &str = "toolsize_alert_events_dropped_total";
 
@@ -270,11 +274,12 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         .map(|(i, (w, _))| (Some(i), w.as_str()))
         .chain([(None, "all")])
         .collect();
-    let mut sections: [(String, &str, &str); 4] = [
+    let mut sections: [(String, &str, &str); 5] = [
         (String::new(), TOOL_RESULT_SIZE_P50, "Median result size over a sliding window, computed by the daemon from HDR histograms (1% precision)."),
         (String::new(), TOOL_RESULT_SIZE_P95, "95th percentile result size over a sliding window, computed by the daemon (1% precision)."),
         (String::new(), TOOL_RESULT_SIZE_P99, "99th percentile result size over a sliding window, computed by the daemon (1% precision)."),
         (String::new(), TOOL_CALL_DURATION_P95, "95th percentile call duration over a sliding window, computed by the daemon."),
+        (String::new(), TOOL_RESULT_SIZE_MAX, "Largest result size over a sliding window (exact)."),
     ];
     for (k, l) in keys.iter().zip(&labels) {
         let s = &state.series[*k];
@@ -293,6 +298,8 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
                 "{name}{{{l},window=\"{wl}\"}} {}",
                 f64_text(st.latency.quantile(0.95) as f64 / 1e6)
             );
+            let (buf, name, _) = &mut sections[4];
+            let _ = writeln!(buf, "{name}{{{l},window=\"{wl}\"}} {}", st.size.max());
         }
     }
     for (buf, name, help) in &sections {
@@ -453,6 +460,20 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "{ALERT_EVENTS_DROPPED} {}",
         stats.alerts.events_dropped()
     );
+    head(
+        &mut out,
+        ALERTS_FIRING,
+        "gauge",
+        "Alerts the daemon holds firing, by rule and severity.",
+    );
+    for ((name, severity), n) in stats.alerts.firing() {
+        let _ = writeln!(
+            out,
+            "{ALERTS_FIRING}{{alertname=\"{}\",severity=\"{}\"}} {n}",
+            escape(&name),
+            escape(&severity)
+        );
+    }
     out
 }
 

@@ -143,6 +143,21 @@ impl Hist {
         self.max_seen
     }
 
+    /// Non-cumulative counts of the recorded values per classic bucket with upper bounds
+    /// `bounds` (sorted), plus the `+Inf` bucket last. A value lands by its HDR bucket's middle,
+    /// so one within the stated precision of a bound may land on the other side of it.
+    pub fn bucket_counts(&self, bounds: &[u64]) -> Vec<u64> {
+        let mut counts = vec![0; bounds.len() + 1];
+        for v in self.h.iter().flat_map(|h| h.iter_recorded()) {
+            let value = self
+                .h
+                .as_ref()
+                .map_or(0, |h| h.median_equivalent(v.value_iterated_to()));
+            counts[bounds.partition_point(|&b| b < value)] += u64::from(v.count_at_value());
+        }
+        counts
+    }
+
     /// A serializable form: (value, count) of every non-empty bucket.
     pub fn to_snapshot(&self) -> HistSnapshot {
         HistSnapshot {

@@ -355,6 +355,8 @@ pub struct AlertStats {
     events_dropped: AtomicU64,
     /// By [`sink::SinkKind::ALL`] × (success, failure).
     notifications: [[AtomicU64; 2]; 3],
+    /// Firing alerts by (alertname, severity), one entry per enabled rule.
+    firing: RwLock<BTreeMap<(String, String), u64>>,
 }
 
 impl AlertStats {
@@ -371,6 +373,27 @@ impl AlertStats {
     /// Notifications of `sink` that succeeded (`ok`) or failed.
     pub fn notifications(&self, sink: sink::SinkKind, ok: bool) -> u64 {
         self.notifications[sink as usize][usize::from(!ok)].load(Relaxed)
+    }
+    /// Alerts held firing, by (alertname, severity): every enabled rule, 0 when quiet.
+    pub fn firing(&self) -> Vec<((String, String), u64)> {
+        self.firing
+            .read()
+            .map(|f| f.iter().map(|(k, n)| (k.clone(), *n)).collect())
+            .unwrap_or_default()
+    }
+    /// Sets the firing counts from the enabled rules and the current alerts.
+    fn set_firing(&self, rules: &[(&str, &str)], current: &[Alert]) {
+        let mut counts: BTreeMap<(String, String), u64> = rules
+            .iter()
+            .map(|(n, s)| ((n.to_string(), s.to_string()), 0))
+            .collect();
+        for a in current.iter().filter(|a| a.state == AlertState::Firing) {
+            let severity = a.labels.get("severity").cloned().unwrap_or_default();
+            *counts.entry((a.name.clone(), severity)).or_default() += 1;
+        }
+        if let Ok(mut f) = self.firing.write() {
+            *f = counts;
+        }
     }
 }
 
@@ -462,26 +485,28 @@ pub fn spawn(
     }
     let mut engine = Engine::default();
     engine.restore(restored, SystemTime::now());
-    publish_state(&engine, &publish, &handle);
-    tokio::spawn(run(engine, rx, publish, handle.clone()));
+    let enabled: Vec<(&'static str, String)> = rules.enabled();
+    let publish_state = move |engine: &Engine, handle: &AlertsHandle| {
+        let current = engine.current();
+        let names: Vec<(&str, &str)> = enabled.iter().map(|(n, s)| (*n, s.as_str())).collect();
+        handle.stats.set_firing(&names, &current);
+        if let Ok(mut c) = handle.current.write() {
+            c.clone_from(&current);
+        }
+        if let Ok(mut s) = handle.saved.write() {
+            *s = engine.saved();
+        }
+        let _ = publish.send(Arc::new(current));
+    };
+    publish_state(&engine, &handle);
+    tokio::spawn(run(engine, rx, publish_state, handle.clone()));
     (Some(rules.with_sender(tx, handle.stats.clone())), handle)
-}
-
-fn publish_state(engine: &Engine, publish: &watch::Sender<Arc<Vec<Alert>>>, handle: &AlertsHandle) {
-    let current = engine.current();
-    if let Ok(mut c) = handle.current.write() {
-        c.clone_from(&current);
-    }
-    if let Ok(mut s) = handle.saved.write() {
-        *s = engine.saved();
-    }
-    let _ = publish.send(Arc::new(current));
 }
 
 async fn run(
     mut engine: Engine,
     mut events: mpsc::Receiver<Event>,
-    publish: watch::Sender<Arc<Vec<Alert>>>,
+    publish_state: impl Fn(&Engine, &AlertsHandle),
     handle: AlertsHandle,
 ) {
     let mut tick = tokio::time::interval(TICK);
@@ -514,7 +539,7 @@ async fn run(
         // Resolutions also age out of the resend set silently; publish on every tick with a
         // change only, the sinks resend on their own schedule.
         if !changed.is_empty() {
-            publish_state(&engine, &publish, &handle);
+            publish_state(&engine, &handle);
         }
     }
 }

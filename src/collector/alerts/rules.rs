@@ -98,6 +98,32 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 impl Rules {
+    /// The alert name and severity of every enabled rule.
+    pub fn enabled(&self) -> Vec<(&'static str, String)> {
+        [
+            (
+                OVER_CEILING,
+                self.over_ceiling.as_ref().map(|r| &r.severity),
+            ),
+            (
+                REPEATED_OVERSIZE,
+                self.repeated.as_ref().map(|r| &r.severity),
+            ),
+            (P95_JUMP, self.p95_jump.as_ref().map(|r| &r.severity)),
+            (
+                NEAR_CEILING,
+                self.near_ceiling.as_ref().map(|r| &r.severity),
+            ),
+            (
+                TRUNCATION_RATE,
+                self.truncation_rate.as_ref().map(|r| &r.severity),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(n, s)| Some((n, s?.clone())))
+        .collect()
+    }
+
     /// The enabled rules of `config` (`None` when all are off).
     pub fn from_config(config: &Config) -> Option<Self> {
         let a = &config.alerts;
