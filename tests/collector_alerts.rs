@@ -5,29 +5,14 @@
 
 mod support;
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::collector::*;
 
 const ALERTMANAGER: &str = "prometheus-alertmanager";
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("toolsize-alerts-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A real Alertmanager on a loopback port, clustering off, routing to a receiver that does
 /// nothing.
@@ -98,27 +83,12 @@ impl Drop for Alertmanager {
     }
 }
 
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_ceiling_alert_reaches_alertmanager_resolves_and_survives_an_outage() {
     if !require(ALERTMANAGER, &["--version"]) {
         return;
     }
-    let dir = temp_dir("am");
+    let dir = temp_dir("alerts-am");
     let port = free_port();
     let am = Alertmanager::start(&dir, port).await;
     let config = dir.join("toolsize.toml");

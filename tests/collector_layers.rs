@@ -13,13 +13,6 @@ use toolsize::collector::config::{Config, Overrides};
 use toolsize::collector::Daemon;
 use toolsize::layers::{Source, StackConfig};
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("toolsize-layers-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// (id, limit, source) of every layer served on `/api/v1/layers`.
 fn layer_rows(v: &serde_json::Value) -> Vec<(String, u64, String)> {
     v["layers"]
@@ -189,7 +182,7 @@ fn unknown_stack_id_exits_2_with_a_suggestion() {
     );
 
     // In the file and the environment too.
-    let dir = temp_dir("unknown");
+    let dir = temp_dir("layers-unknown");
     let file = dir.join("c.toml");
     std::fs::write(&file, "[layers]\nstack = [\"defualt\"]\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_toolsize"))
@@ -216,7 +209,7 @@ fn unknown_stack_id_exits_2_with_a_suggestion() {
 
 #[test]
 fn stack_precedence_is_flag_env_file() {
-    let dir = temp_dir("precedence");
+    let dir = temp_dir("layers-precedence");
     let file = dir.join("c.toml");
     std::fs::write(
         &file,
@@ -306,7 +299,7 @@ fn stack_precedence_is_flag_env_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_applies_env_over_file_and_flag_over_env() {
-    let dir = temp_dir("binary");
+    let dir = temp_dir("layers-binary");
     let file = dir.join("c.toml");
     std::fs::write(
         &file,

@@ -52,9 +52,17 @@ async fn metrics_pass_promtool_and_account_for_every_span() {
     assert_eq!(
         sample(
             &text,
-            &format!("toolsize_tool_result_size_bytes_bucket{{{l},le=\"20000\"}}")
+            &format!("toolsize_tool_result_size_bytes_bucket{{{l},le=\"20480\"}}")
         ),
-        Some(1.0)
+        Some(50.0)
+    );
+    // 90 % of the default 16,384-byte ceiling is a bound too.
+    assert_eq!(
+        sample(
+            &text,
+            &format!("toolsize_tool_result_size_bytes_bucket{{{l},le=\"14745\"}}")
+        ),
+        Some(0.0)
     );
     assert_eq!(
         sample(

@@ -42,7 +42,8 @@ pub const OVERFLOW: &str = "__overflow__";
 /// Prometheus' `histogram_quantile` interpolates linearly inside a bucket, so its error grows
 /// with the bucket's width. The grid is quarter-octave (×1.25, ×1.5, ×1.75 between powers of
 /// two) from 4 KiB to 1 MiB, where layer ceilings live, and half-octave (×1.5) below and above.
-/// `examples/fleet_p95.rs` and `tests/fleet_p95.rs` measure the fleet p95 against the exact one.
+/// `tests/fleet_p95.rs` measures the fleet p95 Prometheus computes from them against the exact
+/// one (within 1.5 % on its workload; up to 80 % on the previous 15-bucket layout).
 pub const SIZE_BUCKETS: &[u64] = &[
     256, 384, 512, 768, 1_024, 1_536, 2_048, 3_072, 4_096, 5_120, 6_144, 7_168, 8_192, 10_240,
     12_288, 14_336, 16_384, 20_480, 24_576, 28_672, 32_768, 40_960, 49_152, 57_344, 65_536, 81_920,

@@ -92,6 +92,42 @@ pub fn request(service: &str, spans: Vec<Span>) -> ExportTraceServiceRequest {
     }
 }
 
+/// A fresh, empty directory for one test (`prefix` and the process id make it unique).
+pub fn temp_dir(prefix: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("toolsize-{prefix}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A loopback port free at the time of the call.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, failing the test after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: std::time::Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// True when `TOOLSIZE_ALLOW_MISSING_PEERS=1`: a missing peer then skips its test loudly instead
 /// of failing it. Never set in CI.
 pub fn missing_peers_allowed() -> bool {

@@ -7,6 +7,13 @@ pub mod sink;
 #[cfg(feature = "collector")]
 pub mod collector;
 
+/// Dashboard queries with their variables filled in.
+pub mod queries;
+
+/// A real Prometheus scraping daemons, and its query API.
+#[cfg(feature = "collector")]
+pub mod prometheus;
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};

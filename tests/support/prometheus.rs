@@ -1,0 +1,206 @@
+//! A real Prometheus (Debian's `prometheus`) on a loopback port, scraping daemons every second,
+//! with the query API the dashboard and fleet tests use. A missing `prometheus` fails the test
+//! unless `TOOLSIZE_ALLOW_MISSING_PEERS=1`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::collector::{free_port, require, wait_for};
+
+/// The program.
+pub const PROMETHEUS: &str = "prometheus";
+
+/// Whether `prometheus` runs (see [`require`]).
+pub fn available() -> bool {
+    require(PROMETHEUS, &["--version"])
+}
+
+/// One Prometheus server, killed on drop.
+pub struct Prometheus {
+    child: Child,
+    /// Its HTTP address.
+    pub addr: SocketAddr,
+    /// Its directory (configuration, TSDB, log).
+    pub dir: PathBuf,
+}
+
+impl Prometheus {
+    /// Starts Prometheus in `dir`, scraping `targets` every second as `job="toolsize"` and
+    /// evaluating `rule_files` every second; returns once it is ready.
+    pub async fn start(dir: &Path, targets: &[SocketAddr], rule_files: &[PathBuf]) -> Self {
+        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        let rules: Vec<String> = rule_files
+            .iter()
+            .map(|f| format!("  - '{}'\n", f.canonicalize().unwrap().display()))
+            .collect();
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n\
+             rule_files:\n{}\
+             scrape_configs:\n  - job_name: toolsize\n    static_configs:\n      - targets: [{}]\n",
+            if rules.is_empty() {
+                "  []\n".to_string()
+            } else {
+                rules.concat()
+            },
+            targets.join(", ")
+        );
+        let file = dir.join("prometheus.yml");
+        std::fs::write(&file, config).unwrap();
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new(PROMETHEUS)
+            .arg(format!("--config.file={}", file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn prometheus");
+        let p = Self {
+            child,
+            addr,
+            dir: dir.to_path_buf(),
+        };
+        wait_for("prometheus ready", Duration::from_secs(30), || async {
+            let r = reqwest::get(format!("http://{addr}/-/ready")).await.ok()?;
+            r.status().is_success().then_some(())
+        })
+        .await;
+        p
+    }
+
+    async fn api(&self, path: &str, params: &[(&str, &str)]) -> Value {
+        let url = reqwest::Url::parse_with_params(&format!("http://{}{path}", self.addr), params)
+            .unwrap();
+        let r = reqwest::get(url).await.unwrap();
+        let status = r.status();
+        let body: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+        assert!(
+            status.is_success() && body["status"] == "success",
+            "prometheus {path} {params:?}: {status} {body}"
+        );
+        body["data"].clone()
+    }
+
+    /// An instant query at `time` (Unix seconds; now when `None`): the result vector.
+    pub async fn query_at(&self, expr: &str, time: Option<f64>) -> Vec<Value> {
+        let t = time.map(|t| format!("{t:.3}"));
+        let mut params = vec![("query", expr)];
+        if let Some(t) = &t {
+            params.push(("time", t));
+        }
+        let data = self.api("/api/v1/query", &params).await;
+        match data["resultType"].as_str() {
+            Some("vector") | Some("matrix") => data["result"].as_array().unwrap().clone(),
+            // A scalar or string: one value.
+            _ => vec![data["result"].clone()],
+        }
+    }
+
+    /// An instant query now.
+    pub async fn query(&self, expr: &str) -> Vec<Value> {
+        self.query_at(expr, None).await
+    }
+
+    /// A range query over the last `secs` seconds with a 1 s step: the result matrix.
+    pub async fn query_range(&self, expr: &str, secs: u64) -> Vec<Value> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let (start, end) = (format!("{:.3}", now - secs as f64), format!("{now:.3}"));
+        let data = self
+            .api(
+                "/api/v1/query_range",
+                &[
+                    ("query", expr),
+                    ("start", &start),
+                    ("end", &end),
+                    ("step", "1"),
+                ],
+            )
+            .await;
+        data["result"].as_array().unwrap().clone()
+    }
+
+    /// The values of `label` on series matching `matcher` (`label_values(matcher, label)`).
+    pub async fn label_values(&self, matcher: &str, label: &str) -> Vec<String> {
+        let url = reqwest::Url::parse_with_params(
+            &format!("http://{}/api/v1/label/{label}/values", self.addr),
+            [("match[]", matcher)],
+        )
+        .unwrap();
+        let r = reqwest::get(url).await.unwrap();
+        let body: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+        assert_eq!(body["status"], "success", "label values: {body}");
+        body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// The rule groups Prometheus loaded (`/api/v1/rules`).
+    pub async fn rules(&self) -> Vec<Value> {
+        let r = reqwest::get(format!("http://{}/api/v1/rules", self.addr))
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+        body["data"]["groups"].as_array().unwrap().clone()
+    }
+
+    /// The scrape targets' health (`/api/v1/targets`): (scrape URL, health).
+    pub async fn targets(&self) -> Vec<(String, String)> {
+        let r = reqwest::get(format!("http://{}/api/v1/targets", self.addr))
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+        body["data"]["activeTargets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["scrapeUrl"].as_str().unwrap().to_string(),
+                    t["health"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// Waits until every target was scraped successfully.
+    pub async fn wait_targets_up(&self) {
+        wait_for("every target up", Duration::from_secs(30), || async {
+            let t = self.targets().await;
+            (!t.is_empty() && t.iter().all(|(_, h)| h == "up")).then_some(())
+        })
+        .await;
+    }
+
+    /// The first value of an instant query's first sample, as a number.
+    pub async fn scalar(&self, expr: &str) -> Option<f64> {
+        let v = self.query(expr).await;
+        sample_value(v.first()?)
+    }
+}
+
+/// The numeric value of one result sample (`{"metric":…, "value": [t, "v"]}`).
+pub fn sample_value(s: &Value) -> Option<f64> {
+    s["value"][1].as_str()?.parse().ok()
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
