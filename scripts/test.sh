@@ -12,13 +12,17 @@ log() { printf '==> %s\n' "$*"; }
 install_peers() {
   # Debian packages for the peers the tests run, by the command each provides:
   #   python3: the Python OpenTelemetry SDK clients and the CPython comparisons;
-  #   promtool (package prometheus): checks /metrics (tests/collector_metrics.rs).
-  #   prometheus-alertmanager: receives the daemon's alerts (tests/collector_alerts.rs).
+  #   prometheus, promtool (package prometheus): checks /metrics and the alert rules, scrapes
+  #     the daemons for the dashboard and fleet tests (tests/collector_metrics.rs,
+  #     tests/alerts_rules.rs, tests/dashboard_live.rs, tests/fleet_p95.rs);
+  #   prometheus-alertmanager, amtool (package prometheus-alertmanager): receives the daemon's
+  #     alerts, checks alerts/alertmanager.example.yml (tests/collector_alerts.rs).
   local missing=()
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
   python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
-  command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
-  command -v prometheus-alertmanager >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
+  { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
+  { command -v prometheus-alertmanager && command -v amtool; } >/dev/null 2>&1 ||
+    missing+=(prometheus-alertmanager)
   if [ ${#missing[@]} -gt 0 ]; then
     log "apt-get install ${missing[*]}"
     apt-get update -qq

@@ -164,10 +164,7 @@ async fn fleet_p95_from_the_dashboard_query_is_close_to_the_exact_p95() {
 
     // The dashboard's p95 panel query, over a window that holds the whole run.
     let window = format!("{}s", started.elapsed().as_secs() + 10);
-    let dashboard: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string("dashboards/toolsize.json").unwrap())
-            .unwrap();
-    let expr = queries::p95_size_query(&dashboard);
+    let expr = queries::p95_size_query(&support::dashboard::load());
     let expr = queries::fill(
         &expr,
         &[

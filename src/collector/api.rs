@@ -12,6 +12,7 @@
 //! - `GET /api/v1/alerts`: `{"firing": [...], "resolved": [...]}`, each alert with its name,
 //!   state, fingerprint, labels, annotations, `startsAt` and `endsAt`; answered from the alert
 //!   task's last published set, without asking the aggregator.
+//! - `GET /runbook`: the alert runbook as HTML, one section per alert (`#<alertname lowercased>`).
 //! - `GET /healthz`: 200 while the process serves.
 //! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503.
 //!
@@ -117,6 +118,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/tools/{tool}", get(tool))
         .route("/api/v1/layers", get(layers))
         .route("/api/v1/alerts", get(alerts))
+        .route("/runbook", get(runbook))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .with_state(state)
@@ -183,6 +185,15 @@ async fn tool(
         Ok(Err(e)) => bad_request(e),
         Err(r) => r,
     }
+}
+
+/// `/runbook`: the alert runbook.
+async fn runbook() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        super::runbook::html(),
+    )
+        .into_response()
 }
 
 /// `/api/v1/alerts`: firing alerts, then those resolved in the last five minutes.

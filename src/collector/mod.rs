@@ -41,6 +41,7 @@ pub mod exposition;
 pub mod histogram;
 pub mod receiver;
 pub mod recognize;
+pub mod runbook;
 pub mod store;
 
 use std::net::SocketAddr;

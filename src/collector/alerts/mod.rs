@@ -145,15 +145,22 @@ pub fn rfc3339(t: SystemTime) -> String {
 
 impl Alert {
     /// The Alertmanager API v2 `postableAlert`: firing alerts end at `now + 4 × resend`, resolved
-    /// ones at their resolution time.
+    /// ones at their resolution time. A `runbook_url` annotation points at the daemon's own
+    /// `/runbook` section for the alert.
     pub fn postable(&self, now: SystemTime, resend: Duration, generator_url: &str) -> Value {
         let ends_at = match (self.state, self.ends_at) {
             (AlertState::Resolved, Some(t)) => t,
             _ => now + resend * 4,
         };
+        let mut annotations = self.annotations.clone();
+        if let Some(base) = generator_url.strip_suffix("/api/v1/alerts") {
+            annotations.entry("runbook_url".into()).or_insert_with(|| {
+                format!("{base}/runbook#{}", super::runbook::anchor(&self.name))
+            });
+        }
         json!({
             "labels": self.labels,
-            "annotations": self.annotations,
+            "annotations": annotations,
             "startsAt": rfc3339(self.starts_at),
             "endsAt": rfc3339(ends_at),
             "generatorURL": generator_url,
@@ -609,6 +616,10 @@ mod tests {
         assert_eq!(p["startsAt"], "2026-01-01T00:00:00.000Z");
         assert_eq!(p["endsAt"], "2026-01-01T00:04:00.000Z", "now + 4 x resend");
         assert_eq!(p["generatorURL"], "http://127.0.0.1:9464/api/v1/alerts");
+        assert_eq!(
+            p["annotations"]["runbook_url"],
+            "http://127.0.0.1:9464/runbook#toolresultoverceiling"
+        );
         assert!(p["annotations"].is_object());
         a.state = AlertState::Resolved;
         a.ends_at = Some(t0 + Duration::from_secs(90));
