@@ -12,8 +12,10 @@ log() { printf '==> %s\n' "$*"; }
 install_peers() {
   # Debian packages for the peers the tests run, by the command each provides:
   #   python3: the Python OpenTelemetry SDK clients and the CPython comparisons;
-  #   promtool (package prometheus): checks /metrics (tests/collector_metrics.rs).
-  #   prometheus-alertmanager: receives the daemon's alerts (tests/collector_alerts.rs).
+  #   promtool (package prometheus): checks /metrics (tests/collector_metrics.rs) and the alert
+  #     rules and their unit tests (tests/alerts_rules.rs).
+  #   prometheus-alertmanager: receives the daemon's alerts (tests/collector_alerts.rs); its amtool
+  #     checks alerts/alertmanager.example.yml (tests/alerts_rules.rs).
   local missing=()
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
   python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
