@@ -3,6 +3,9 @@
 
 pub mod sink;
 
+/// The Grafana dashboard: its panels, queries and template variables.
+pub mod dashboard;
+
 /// Collector helpers: OTLP request builders, daemons on ephemeral ports, peers.
 #[cfg(feature = "collector")]
 pub mod collector;
