@@ -45,8 +45,8 @@ fn failed_span(n: u64, tool: &str) -> opentelemetry_proto::tonic::trace::v1::Spa
 }
 
 /// One round of traffic: every service calls every tool a few times (fetch_page over the
-/// 10,000-byte ceiling, some results truncated, one failure), plus a span without a tool name
-/// that the daemon refuses.
+/// 10,000-byte ceiling, some results truncated, one failure), plus a tool span with a bad
+/// span id that the daemon refuses.
 async fn round(http: SocketAddr, n: &mut u64) {
     for service in SERVICES {
         let mut spans = Vec::new();
@@ -55,8 +55,7 @@ async fn round(http: SocketAddr, n: &mut u64) {
                 *n += 1;
                 let mut sp = own_span(*n, tool, bytes + k * 97);
                 if k == 0 {
-                    sp.attributes
-                        .retain(|a| a.key != "tool.result.truncated");
+                    sp.attributes.retain(|a| a.key != "tool.result.truncated");
                     sp.attributes.push(kv(
                         "tool.result.truncated",
                         opentelemetry_proto::tonic::common::v1::any_value::Value::BoolValue(true),
@@ -68,46 +67,47 @@ async fn round(http: SocketAddr, n: &mut u64) {
             spans.push(failed_span(*n, tool));
         }
         *n += 1;
-        spans.push(span(
-            *n,
-            "execute_tool",
-            vec![s("gen_ai.operation.name", "execute_tool")],
-        ));
+        let mut bad = own_span(*n, "search", 10);
+        bad.span_id = vec![1, 2, 3];
+        spans.push(bad);
+        // A partial success: the bad span is refused, the others recorded.
         let r = post_proto(http, &request(service, spans)).await;
         assert!(r.status().is_success(), "{}", r.status());
     }
 }
 
-/// The daemon with a two-layer stack, its ceiling 10,000 bytes.
-fn daemon() -> Binary {
+/// The daemon with a two-layer stack, its ceiling 10,000 bytes, and a data directory (the
+/// snapshot metrics exist only with one).
+fn daemon(name: &str) -> Binary {
+    let data = temp_dir(name);
     Binary::start_with_env(
         &[
             "--stack",
             "codex.tool-output.bytes-fallback,claude-code.mcp.max",
+            "--snapshot-interval",
+            "1s",
         ],
-        None,
+        Some(&data),
         &[("RUST_LOG", "error")],
     )
 }
 
 /// Every query the dashboard and the rules hold, with where it comes from.
-fn all_queries() -> Vec<(String, String)> {
-    let d = dashboard::load();
-    let mut out: Vec<(String, String)> = dashboard::targets(&d)
+fn all_queries(d: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = dashboard::targets(d)
         .into_iter()
         .map(|(title, ref_id, expr, _)| (format!("panel {title:?} {ref_id}"), expr))
         .collect();
-    for (name, q) in dashboard::variable_queries(&d) {
+    for (name, q) in dashboard::variable_queries(d) {
         out.push((format!("variable {name}"), q));
     }
     out
 }
 
 /// Label names the dashboard's legends name (`{{label}}`), by panel title.
-fn legend_labels() -> Vec<(String, String, String)> {
-    let d = dashboard::load();
+fn legend_labels(d: &Value) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
-    for p in dashboard::panels(&d) {
+    for p in dashboard::panels(d) {
         for t in p["targets"].as_array().into_iter().flatten() {
             let legend = t["legendFormat"].as_str().unwrap_or("");
             for part in legend.split("{{").skip(1) {
@@ -142,14 +142,14 @@ async fn loaded_rules(prom: &Prometheus) -> Vec<(String, String, Value)> {
 type Exported = BTreeMap<String, BTreeSet<String>>;
 
 /// Every drift problem of the dashboard, its legends and the rules, against `exported`.
-fn problems(exported: &Exported, rules: &[(String, String, Value)]) -> Vec<String> {
+fn problems(d: &Value, exported: &Exported, rules: &[(String, String, Value)]) -> Vec<String> {
     let mut out = Vec::new();
-    for (what, q) in all_queries() {
+    for (what, q) in all_queries(d) {
         for p in drift(&q, exported) {
             out.push(format!("{what}: {p} in {q}"));
         }
     }
-    for (title, expr, label) in legend_labels() {
+    for (title, expr, label) in legend_labels(d) {
         let r = refs(&expr);
         let on_result = r.labels.contains(&label)
             || r.metrics
@@ -165,15 +165,28 @@ fn problems(exported: &Exported, rules: &[(String, String, Value)]) -> Vec<Strin
         for p in drift(q, exported) {
             out.push(format!("rule {name}: {p} in {q}"));
         }
-        // `{{ $labels.x }}` in an annotation must be a label the query keeps.
+        // `{{ $labels.x }}` in an annotation must be a label the result keeps: those of `by`
+        // clauses when the query aggregates, else the series' own; and what label_replace
+        // writes.
         let r = refs(q);
+        let mut kept: BTreeSet<String> = r.kept.iter().chain(&r.written).cloned().collect();
+        if r.kept.is_empty() {
+            kept.extend(
+                support::queries::TARGET_LABELS
+                    .iter()
+                    .map(|l| l.to_string()),
+            );
+            for m in &r.metrics {
+                kept.extend(exported.get(m).into_iter().flatten().cloned());
+            }
+        }
         for text in annotations.as_object().into_iter().flatten() {
             for part in text.1.as_str().unwrap_or("").split("$labels.").skip(1) {
                 let label: String = part
                     .chars()
                     .take_while(|c| c.is_alphanumeric() || *c == '_')
                     .collect();
-                if !r.labels.contains(&label) {
+                if !kept.contains(&label) {
                     out.push(format!(
                         "rule {name}: annotation {} uses $labels.{label}, which {q} does not keep",
                         text.0
@@ -190,16 +203,23 @@ async fn dashboard_and_rules_name_only_what_the_daemon_exports() {
     if !support::prometheus::available() {
         return;
     }
-    let d = daemon();
+    let d = daemon("drift-data");
     let mut n = 0;
     round(d.http, &mut n).await;
     // The alert task publishes on its own tick: wait for the firing gauge to move.
-    let text = wait_for("a firing alert counted", Duration::from_secs(10), || async {
-        let text = metrics(d.admin).await;
-        text.lines()
-            .any(|l| l.starts_with("toolsize_alerts_firing{") && !l.ends_with(" 0"))
-            .then_some(text)
-    })
+    // The alert task publishes on its own tick, the first snapshot comes after a second: wait
+    // for the firing gauge to move and the snapshot age to appear.
+    let text = wait_for(
+        "a firing alert, a snapshot",
+        Duration::from_secs(10),
+        || async {
+            let text = metrics(d.admin).await;
+            let firing = text
+                .lines()
+                .any(|l| l.starts_with("toolsize_alerts_firing{") && !l.ends_with(" 0"));
+            (firing && text.contains("\ntoolsize_snapshot_age_seconds ")).then_some(text)
+        },
+    )
     .await;
     let exported = exported(&text);
     // Prometheus parses the rules (a syntax error fails here) and hands back each query.
@@ -208,23 +228,47 @@ async fn dashboard_and_rules_name_only_what_the_daemon_exports() {
     let rules = loaded_rules(&prom).await;
     assert!(rules.len() >= 5, "rules loaded: {rules:?}");
 
-    let found = problems(&exported, &rules);
+    let dash = dashboard::load();
+    let found = problems(&dash, &exported, &rules);
     assert!(found.is_empty(), "drift:\n{}", found.join("\n"));
 
     // The check itself catches a renamed metric, label, legend and annotation label.
     let mut broken = exported.clone();
     broken.remove("toolsize_tool_result_size_bytes_bucket");
-    assert!(!problems(&broken, &rules).is_empty(), "a removed histogram");
+    let found = problems(&dash, &broken, &rules);
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("toolsize_tool_result_size_bytes_bucket\" is not exported")),
+        "{found:?}"
+    );
     let mut broken = exported.clone();
     for labels in broken.values_mut() {
         labels.remove("tool");
     }
-    let found = problems(&broken, &rules);
-    assert!(found.iter().any(|p| p.contains("label \"tool\"")), "{found:?}");
-    assert!(found.iter().any(|p| p.contains("legend label \"tool\"")), "{found:?}");
+    let found = problems(&dash, &broken, &rules);
+    assert!(
+        found.iter().any(|p| p.contains("label \"tool\"")),
+        "{found:?}"
+    );
+    let mut bad = dash.clone();
+    let target = bad["panels"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find_map(|p| p["targets"].as_array_mut()?.first_mut())
+        .unwrap();
+    target["legendFormat"] = "{{no_such_label}}".into();
+    let found = problems(&bad, &exported, &rules);
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains("legend label \"no_such_label\"")),
+        "{found:?}"
+    );
     let mut bad_rules = rules.clone();
     bad_rules[0].2 = serde_json::json!({"summary": "{{ $labels.no_such_label }}"});
-    assert!(problems(&exported, &bad_rules)
+    assert!(problems(&dash, &exported, &bad_rules)
         .iter()
         .any(|p| p.contains("no_such_label")));
     d.stop();
@@ -237,13 +281,22 @@ fn the_reference_finder_sees_selectors_matchers_and_groupings() {
     );
     assert_eq!(
         r.metrics,
-        ["toolsize_ceiling_bytes", "toolsize_tool_result_size_bytes_bucket"]
+        [
+            "toolsize_ceiling_bytes",
+            "toolsize_tool_result_size_bytes_bucket"
+        ]
     );
     assert_eq!(r.labels, ["le", "service", "tool"]);
+    assert_eq!(r.kept, ["le", "tool"]);
+    let r = refs(r#"label_replace(sum by (instance) (x{a="1", b="2"}) > 0, "what", "v", "", "")"#);
+    assert_eq!(r.written, ["what"]);
+    assert_eq!(r.labels, ["a", "b", "instance"]);
     let r = refs(r#"label_values(toolsize_tool_calls_total{service=~"$service"}, tool)"#);
     assert_eq!(r.metrics, ["toolsize_tool_calls_total"]);
     assert_eq!(r.labels, ["service", "tool"]);
-    let r = refs(r#"ALERTS{alertstate="firing"} or absent(up{job="toolsize"}) unless sum without (instance) (x)"#);
+    let r = refs(
+        r#"ALERTS{alertstate="firing"} or absent(up{job="toolsize"}) unless sum without (instance) (x)"#,
+    );
     assert_eq!(r.metrics, ["ALERTS", "up", "x"]);
     assert_eq!(r.labels, ["alertstate", "instance", "job"]);
 }
@@ -272,7 +325,7 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     if !support::prometheus::available() {
         return;
     }
-    let d = daemon();
+    let d = daemon("live-data");
     let dir = temp_dir("live");
     let prom = Prometheus::start(&dir, &[d.admin], &[PathBuf::from(RULES)]).await;
     prom.wait_targets_up().await;
@@ -301,15 +354,20 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             _ => continue,
         };
         for w in want {
-            assert!(values.iter().any(|v| v == w), "variable {name}: {values:?} lacks {w}");
+            assert!(
+                values.iter().any(|v| v == w),
+                "variable {name}: {values:?} lacks {w}"
+            );
         }
     }
 
     // The fleet over-ceiling rule fires (no `for`): ALERTS has it.
     let alerts = r#"ALERTS{alertname="ToolsizeResultOverCeiling", alertstate="firing"}"#;
-    wait_for("ToolsizeResultOverCeiling firing", Duration::from_secs(20), || async {
-        (!prom.query(alerts).await.is_empty()).then_some(())
-    })
+    wait_for(
+        "ToolsizeResultOverCeiling firing",
+        Duration::from_secs(20),
+        || async { (!prom.query(alerts).await.is_empty()).then_some(()) },
+    )
     .await;
 
     let selections: [&[(&str, &str)]; 2] = [

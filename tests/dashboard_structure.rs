@@ -7,13 +7,14 @@
 //! Each check is a function of the parsed files returning every problem it finds; the `broken`
 //! module feeds each one a damaged copy and expects that problem.
 
-#[path = "support/dashboard.rs"]
-mod dashboard;
+mod support;
 
 use std::collections::{HashMap, HashSet};
 
-use dashboard::{all_panels, is_row, panels, title, variable, variable_queries, variables};
 use serde_json::Value;
+use support::dashboard::{
+    self, all_panels, is_row, panels, title, variable, variable_queries, variables,
+};
 
 /// The dashboard schema version Grafana 12.0 and 12.1 write (their latest migration is to 41).
 /// Later versions migrate 41 upward on load (the migration to 42 only copies `hideFrom.viz` to

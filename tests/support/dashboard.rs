@@ -2,7 +2,6 @@
 //! flattened), every query, every template variable query, and the values a query's variables
 //! take when everything is selected. Shared by the structure test and the test that runs every
 //! query against a real Prometheus.
-#![allow(dead_code, unreachable_pub)]
 
 use std::path::PathBuf;
 
@@ -116,10 +115,13 @@ pub fn variable_queries(d: &Value) -> Vec<(String, String)> {
 /// `expr` as Prometheus receives it with every service and tool selected (their "All" value is
 /// `.*`), `$__rate_interval` = `rate_interval` and `$__range` = `range`, e.g. `"1m"` and `"1h"`.
 pub fn interpolate(expr: &str, rate_interval: &str, range: &str) -> String {
-    expr.replace("$__rate_interval", rate_interval)
-        .replace("$__range", range)
-        .replace("${service}", ".*")
-        .replace("${tool}", ".*")
-        .replace("$service", ".*")
-        .replace("$tool", ".*")
+    super::queries::fill(
+        expr,
+        &[
+            ("$__rate_interval", rate_interval),
+            ("$__range", range),
+            ("$service", ".*"),
+            ("$tool", ".*"),
+        ],
+    )
 }

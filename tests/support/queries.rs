@@ -46,6 +46,10 @@ pub struct Refs {
     pub metrics: Vec<String>,
     /// Label names in matchers, grouping clauses and `label_values`.
     pub labels: Vec<String>,
+    /// Label names of `by (…)` clauses: what an aggregation keeps.
+    pub kept: Vec<String>,
+    /// Labels that `label_replace` writes.
+    pub written: Vec<String>,
 }
 
 const KEYWORDS: &[&str] = &[
@@ -56,7 +60,23 @@ const KEYWORDS: &[&str] = &[
     "group_left",
     "group_right",
 ];
-const OPERATORS: &[&str] = &["and", "or", "unless", "bool", "offset", "atan2", "inf", "nan"];
+const OPERATORS: &[&str] = &[
+    "and", "or", "unless", "bool", "offset", "atan2", "inf", "nan",
+];
+const AGGREGATIONS: &[&str] = &[
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "group",
+    "stddev",
+    "stdvar",
+    "count",
+    "count_values",
+    "bottomk",
+    "topk",
+    "quantile",
+];
 
 /// The names `expr` refers to. Strings are skipped (their contents are values), as are range
 /// and subquery brackets and the duration after `offset`.
@@ -143,7 +163,8 @@ pub fn refs(expr: &str) -> Refs {
                         Tok::Punct('}') => braces = false,
                         Tok::Ident(m) if !braces => r.metrics.push(m.clone()),
                         Tok::Ident(l)
-                            if braces && matches!(inner.get(k + 1), Some(Tok::Punct('=' | '!'))) =>
+                            if braces
+                                && matches!(inner.get(k + 1), Some(Tok::Punct('=' | '!'))) =>
                         {
                             r.labels.push(l.clone())
                         }
@@ -158,6 +179,9 @@ pub fn refs(expr: &str) -> Refs {
                     while j < toks.len() && toks[j] != Tok::Punct(')') {
                         if let Tok::Ident(l) = &toks[j] {
                             r.labels.push(l.clone());
+                            if id == "by" {
+                                r.kept.push(l.clone());
+                            }
                         }
                         j += 1;
                     }
@@ -166,22 +190,38 @@ pub fn refs(expr: &str) -> Refs {
             }
             Tok::Ident(id) if id == "offset" => i += 1,
             Tok::Ident(id) if OPERATORS.contains(&id.as_str()) => {}
+            // `sum by (…) (…)`: the grouping clause comes next.
+            Tok::Ident(id)
+                if AGGREGATIONS.contains(&id.as_str())
+                    && matches!(next, Some(Tok::Ident(k)) if k == "by" || k == "without") => {}
             Tok::Ident(_) if next == Some(&Tok::Punct('(')) => {} // a function
             Tok::Ident(id) => r.metrics.push(id.clone()),
             _ => {}
         }
         i += 1;
     }
-    r.metrics.sort();
-    r.metrics.dedup();
-    r.labels.sort();
-    r.labels.dedup();
+    // label_replace(v, "dst", …): the destination is the first string after `, `.
+    for (at, _) in expr.match_indices("label_replace(") {
+        if let Some(rest) = expr[at..].split_once(", \"").map(|(_, r)| r) {
+            let dst: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            r.written.push(dst);
+        }
+    }
+    for v in [&mut r.metrics, &mut r.labels, &mut r.kept, &mut r.written] {
+        v.sort();
+        v.dedup();
+    }
     r
 }
 
 /// Series names of a `/metrics` exposition (histograms as their `_bucket`, `_sum` and `_count`
 /// series) with the label names seen on each.
-pub fn exported(text: &str) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+pub fn exported(
+    text: &str,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
     let mut out: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
         Default::default();
     for line in text.lines() {
