@@ -173,21 +173,21 @@ pub fn refs(expr: &str) -> Refs {
                 }
                 i = close;
             }
-            Tok::Ident(id) if KEYWORDS.contains(&id.as_str()) => {
-                if next == Some(&Tok::Punct('(')) {
-                    let mut j = i + 2;
-                    while j < toks.len() && toks[j] != Tok::Punct(')') {
-                        if let Tok::Ident(l) = &toks[j] {
-                            r.labels.push(l.clone());
-                            if id == "by" {
-                                r.kept.push(l.clone());
-                            }
+            Tok::Ident(id) if KEYWORDS.contains(&id.as_str()) && next == Some(&Tok::Punct('(')) => {
+                let mut j = i + 2;
+                while j < toks.len() && toks[j] != Tok::Punct(')') {
+                    if let Tok::Ident(l) = &toks[j] {
+                        r.labels.push(l.clone());
+                        if id == "by" {
+                            r.kept.push(l.clone());
                         }
-                        j += 1;
                     }
-                    i = j;
+                    j += 1;
                 }
+                i = j;
             }
+            // `group_left` without a label list.
+            Tok::Ident(id) if KEYWORDS.contains(&id.as_str()) => {}
             Tok::Ident(id) if id == "offset" => i += 1,
             Tok::Ident(id) if OPERATORS.contains(&id.as_str()) => {}
             // `sum by (…) (…)`: the grouping clause comes next.
