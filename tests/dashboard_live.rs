@@ -233,24 +233,23 @@ async fn dashboard_and_rules_name_only_what_the_daemon_exports() {
     assert!(found.is_empty(), "drift:\n{}", found.join("\n"));
 
     // The check itself catches a renamed metric, label, legend and annotation label.
+    let caught = |d: &Value, e: &Exported, r: &[(String, String, Value)], what: &str| {
+        let found = problems(d, e, r);
+        assert!(found.iter().any(|p| p.contains(what)), "{what}: {found:?}");
+    };
     let mut broken = exported.clone();
     broken.remove("toolsize_tool_result_size_bytes_bucket");
-    let found = problems(&dash, &broken, &rules);
-    assert!(
-        found
-            .iter()
-            .any(|p| p.contains("toolsize_tool_result_size_bytes_bucket\" is not exported")),
-        "{found:?}"
+    caught(
+        &dash,
+        &broken,
+        &rules,
+        "toolsize_tool_result_size_bytes_bucket\" is not exported",
     );
     let mut broken = exported.clone();
     for labels in broken.values_mut() {
         labels.remove("tool");
     }
-    let found = problems(&dash, &broken, &rules);
-    assert!(
-        found.iter().any(|p| p.contains("label \"tool\"")),
-        "{found:?}"
-    );
+    caught(&dash, &broken, &rules, "label \"tool\"");
     let mut bad = dash.clone();
     let target = bad["panels"]
         .as_array_mut()
@@ -259,18 +258,10 @@ async fn dashboard_and_rules_name_only_what_the_daemon_exports() {
         .find_map(|p| p["targets"].as_array_mut()?.first_mut())
         .unwrap();
     target["legendFormat"] = "{{no_such_label}}".into();
-    let found = problems(&bad, &exported, &rules);
-    assert!(
-        found
-            .iter()
-            .any(|p| p.contains("legend label \"no_such_label\"")),
-        "{found:?}"
-    );
+    caught(&bad, &exported, &rules, "legend label \"no_such_label\"");
     let mut bad_rules = rules.clone();
     bad_rules[0].2 = serde_json::json!({"summary": "{{ $labels.no_such_label }}"});
-    assert!(problems(&dash, &exported, &bad_rules)
-        .iter()
-        .any(|p| p.contains("no_such_label")));
+    caught(&dash, &exported, &bad_rules, "$labels.no_such_label");
     d.stop();
 }
 

@@ -75,15 +75,9 @@ fn histogram_quantile(q: f64, bounds: &[u64], values: &[u64]) -> f64 {
 /// A tool span with no size: the series exists (its buckets at zero) before the sizes arrive,
 /// so `rate` sees every sized result.
 fn sizeless_span(n: u64, tool: &str) -> opentelemetry_proto::tonic::trace::v1::Span {
-    span(
-        n,
-        &format!("execute_tool {tool}"),
-        vec![
-            s("gen_ai.operation.name", "execute_tool"),
-            s("gen_ai.tool.name", tool),
-            s("tool.name", tool),
-        ],
-    )
+    let mut sp = own_span(n, tool, 0);
+    sp.attributes.retain(|a| a.key != "tool.result.bytes");
+    sp
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -77,7 +77,8 @@ impl Prometheus {
         p
     }
 
-    async fn api(&self, path: &str, params: &[(&str, &str)]) -> Value {
+    /// GETs an API path with query parameters: the whole JSON answer, checked for success.
+    async fn get(&self, path: &str, params: &[(&str, &str)]) -> Value {
         let url = reqwest::Url::parse_with_params(&format!("http://{}{path}", self.addr), params)
             .unwrap();
         let r = reqwest::get(url).await.unwrap();
@@ -87,7 +88,12 @@ impl Prometheus {
             status.is_success() && body["status"] == "success",
             "prometheus {path} {params:?}: {status} {body}"
         );
-        body["data"].clone()
+        body
+    }
+
+    /// The `data` of an API answer.
+    async fn api(&self, path: &str, params: &[(&str, &str)]) -> Value {
+        self.get(path, params).await["data"].take()
     }
 
     /// An instant query at `time` (Unix seconds; now when `None`): the result vector.
@@ -133,38 +139,29 @@ impl Prometheus {
 
     /// The values of `label` on series matching `matcher` (`label_values(matcher, label)`).
     pub async fn label_values(&self, matcher: &str, label: &str) -> Vec<String> {
-        let url = reqwest::Url::parse_with_params(
-            &format!("http://{}/api/v1/label/{label}/values", self.addr),
-            [("match[]", matcher)],
+        self.api(
+            &format!("/api/v1/label/{label}/values"),
+            &[("match[]", matcher)],
         )
-        .unwrap();
-        let r = reqwest::get(url).await.unwrap();
-        let body: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
-        assert_eq!(body["status"], "success", "label values: {body}");
-        body["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_string())
-            .collect()
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
     }
 
     /// The rule groups Prometheus loaded (`/api/v1/rules`).
     pub async fn rules(&self) -> Vec<Value> {
-        let r = reqwest::get(format!("http://{}/api/v1/rules", self.addr))
-            .await
-            .unwrap();
-        let body: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
-        body["data"]["groups"].as_array().unwrap().clone()
+        self.api("/api/v1/rules", &[]).await["groups"]
+            .as_array()
+            .unwrap()
+            .clone()
     }
 
     /// The scrape targets' health (`/api/v1/targets`): (scrape URL, health).
     pub async fn targets(&self) -> Vec<(String, String)> {
-        let r = reqwest::get(format!("http://{}/api/v1/targets", self.addr))
-            .await
-            .unwrap();
-        let body: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
-        body["data"]["activeTargets"]
+        self.api("/api/v1/targets", &[]).await["activeTargets"]
             .as_array()
             .unwrap()
             .iter()
