@@ -16,13 +16,15 @@ install_peers() {
   #     the daemons for the dashboard and fleet tests (tests/collector_metrics.rs,
   #     tests/alerts_rules.rs, tests/dashboard_live.rs, tests/fleet_p95.rs);
   #   prometheus-alertmanager, amtool (package prometheus-alertmanager): receives the daemon's
-  #     alerts, checks alerts/alertmanager.example.yml (tests/collector_alerts.rs).
+  #     alerts, checks alerts/alertmanager.example.yml (tests/collector_alerts.rs);
+  #   chromium: renders the status page at / headless (tests/status_page.rs).
   local missing=()
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
   python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
   { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
   { command -v prometheus-alertmanager && command -v amtool; } >/dev/null 2>&1 ||
     missing+=(prometheus-alertmanager)
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   if [ ${#missing[@]} -gt 0 ]; then
     log "apt-get install ${missing[*]}"
     apt-get update -qq

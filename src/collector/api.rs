@@ -1,6 +1,10 @@
-//! Admin HTTP: Prometheus metrics, the JSON API and health checks.
+//! Admin HTTP: the status page, Prometheus metrics, the JSON API and health checks.
 //!
 //! Endpoints:
+//! - `GET /`: the status page, one self-contained HTML page (`status.html`, compiled in) that
+//!   reads the three JSON endpoints below every 2 s: the ceiling and the layer stack, p95 per tool
+//!   against the ceiling for a window, firing and recently resolved alerts. It shows only what
+//!   the JSON API serves, and builds its DOM from text nodes, never from markup.
 //! - `GET /metrics`: Prometheus text format 0.0.4 (see [`super::exposition`]).
 //! - `GET /api/v1/tools?window=5m|1h|all&service=S`: per (service, tool) count, p50, p95, p99,
 //!   max, errors, truncated, truncated upstream, unknown size, latency p95.
@@ -19,6 +23,7 @@
 //! Every answer is computed by the aggregator task; this module only asks (bounded command
 //! channel) and waits at most 5 s, answering 503 if the aggregator is too busy.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +43,25 @@ use crate::layers::Stack;
 /// Content type of `/metrics`.
 pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// Content type of `/` and `/runbook`.
+pub const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
+
+/// The status page's template: `{{otlp_http}}` and `{{otlp_grpc}}` stand for the OTLP addresses.
+const STATUS_TEMPLATE: &str = include_str!("status.html");
+
+/// The status page's Content-Security-Policy: its own inline style and script, requests to its
+/// own origin only.
+const STATUS_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; \
+    script-src 'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; \
+    form-action 'none'";
+
+/// The status page served on `/`, naming the OTLP addresses an exporter should point at.
+pub fn status_page(otlp_grpc: SocketAddr, otlp_http: SocketAddr) -> String {
+    STATUS_TEMPLATE
+        .replace("{{otlp_http}}", &otlp_http.to_string())
+        .replace("{{otlp_grpc}}", &otlp_grpc.to_string())
+}
+
 /// What the admin router needs.
 #[derive(Debug, Clone)]
 pub struct ApiState {
@@ -45,6 +69,8 @@ pub struct ApiState {
     stats: Arc<SelfStats>,
     stack: Arc<Stack>,
     alerts: AlertsHandle,
+    /// OTLP/gRPC and OTLP/HTTP addresses, named by the status page.
+    otlp: [SocketAddr; 2],
 }
 
 impl ApiState {
@@ -55,7 +81,19 @@ impl ApiState {
             stats,
             stack: Arc::new(Stack::default()),
             alerts: AlertsHandle::default(),
+            otlp: [
+                super::config::DEFAULT_OTLP_GRPC_ADDR,
+                super::config::DEFAULT_OTLP_HTTP_ADDR,
+            ]
+            .map(|a| a.parse().expect("default address")),
         }
+    }
+
+    /// The OTLP addresses the status page tells exporters to use (default: the default ones).
+    #[must_use]
+    pub fn with_otlp_addrs(mut self, grpc: SocketAddr, http: SocketAddr) -> Self {
+        self.otlp = [grpc, http];
+        self
     }
 
     /// The alerts served on `/api/v1/alerts` (default: none).
@@ -113,6 +151,7 @@ pub struct ToolsQuery {
 /// The admin router.
 pub fn router(state: ApiState) -> Router {
     Router::new()
+        .route("/", get(status))
         .route("/metrics", get(metrics))
         .route("/api/v1/tools", get(tools))
         .route("/api/v1/tools/{tool}", get(tool))
@@ -187,10 +226,23 @@ async fn tool(
     }
 }
 
+/// `/`: the status page. `no-cache` so that a new daemon's page replaces an old one at once.
+async fn status(State(s): State<ApiState>) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HTML_CONTENT_TYPE),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::CONTENT_SECURITY_POLICY, STATUS_CSP),
+        ],
+        status_page(s.otlp[0], s.otlp[1]),
+    )
+        .into_response()
+}
+
 /// `/runbook`: the alert runbook.
 async fn runbook() -> Response {
     (
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        [(header::CONTENT_TYPE, HTML_CONTENT_TYPE)],
         super::runbook::html(),
     )
         .into_response()
@@ -243,5 +295,79 @@ async fn readyz(State(s): State<ApiState>) -> Response {
     {
         Ok(()) => "ready\n".into_response(),
         Err(r) => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn status_page_is_served_as_html_naming_the_otlp_addresses() {
+        let (control, _rx) = mpsc::channel(1);
+        let state = ApiState::new(control, Arc::default()).with_otlp_addrs(
+            "127.0.0.1:14317".parse().unwrap(),
+            "127.0.0.1:14318".parse().unwrap(),
+        );
+        let resp = router(state)
+            .oneshot(Request::get("/").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let h = resp.headers();
+        assert_eq!(h[header::CONTENT_TYPE], HTML_CONTENT_TYPE);
+        assert_eq!(h[header::CACHE_CONTROL], "no-cache");
+        assert!(h[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap()
+            .contains("connect-src 'self'"));
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let page = std::str::from_utf8(&body).unwrap();
+        assert!(page.starts_with("<!doctype html>"));
+        assert!(page.contains("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:14318"));
+        assert!(page.contains("<code>127.0.0.1:14317</code>"));
+        assert!(!page.contains("{{"), "a placeholder is left");
+    }
+
+    /// The page is self-contained (no external asset) and never turns data into markup.
+    #[test]
+    fn status_page_loads_nothing_external_and_parses_no_markup() {
+        let page = status_page(
+            "127.0.0.1:4317".parse().unwrap(),
+            "127.0.0.1:4318".parse().unwrap(),
+        );
+        for needle in [
+            "src=\"http",
+            "href=\"http",
+            "href=\"/",
+            "src=\"/",
+            "@import",
+            "url(",
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+            "new Function",
+        ] {
+            assert!(
+                !page.contains(needle),
+                "the status page contains {needle:?}"
+            );
+        }
+        // Every request goes to the same origin, relative to the page.
+        for path in [
+            "\"api/v1/layers\"",
+            "\"api/v1/alerts\"",
+            "\"api/v1/tools?window=\"",
+        ] {
+            assert!(page.contains(path), "the status page does not fetch {path}");
+        }
     }
 }

@@ -928,8 +928,8 @@ queue_capacity = 1024
 max_concurrent_requests = 16
 
 [admin]
-# Admin HTTP: /metrics, /api/v1/tools, /api/v1/tools/{tool}, /api/v1/layers, /healthz, /readyz
-# (env TOOLSIZE_ADMIN_ADDR, flag --admin-addr).
+# Admin HTTP: the status page /, /metrics, /api/v1/tools, /api/v1/tools/{tool}, /api/v1/layers,
+# /api/v1/alerts, /runbook, /healthz, /readyz (env TOOLSIZE_ADMIN_ADDR, flag --admin-addr).
 addr = "127.0.0.1:9464"
 
 [aggregation]

@@ -14,8 +14,9 @@
 //!   histograms of bytes and latency ([`histogram`]), counters, sliding windows, largest results,
 //!   repeated argument hashes, a cardinality cap with an overflow series. Readers ask it through a
 //!   command channel and get computed views.
-//! - **Admin HTTP** ([`api`]) serves `/metrics` ([`exposition`]), `/api/v1/tools`,
-//!   `/api/v1/tools/{tool}`, `/api/v1/layers`, `/api/v1/alerts`, `/healthz`, `/readyz`.
+//! - **Admin HTTP** ([`api`]) serves the status page `/`, `/metrics` ([`exposition`]),
+//!   `/api/v1/tools`, `/api/v1/tools/{tool}`, `/api/v1/layers`, `/api/v1/alerts`, `/runbook`,
+//!   `/healthz`, `/readyz`.
 //! - **Layers**: the effective stack ([`crate::layers::Stack`], resolved once in
 //!   [`Config::load`]) is checked by the aggregator for every result of known size; the weakest
 //!   layer that cuts it is counted per series and the result listed among the recent ones.
@@ -304,7 +305,8 @@ impl Pipeline {
         Ok(Self {
             api: api::ApiState::new(control.clone(), stats.clone())
                 .with_stack(Arc::new(config.stack.clone()))
-                .with_alerts(alerts),
+                .with_alerts(alerts)
+                .with_otlp_addrs(config.otlp.grpc_addr, config.otlp.http_addr),
             ingest,
             stats,
             control,
@@ -359,9 +361,12 @@ impl Daemon {
             local(&http_l, config.otlp.http_addr),
             local(&admin_l, config.admin.addr),
         );
-        // Alerts link back to the admin address actually bound.
+        // Alerts link back to the admin address actually bound; the status page names the OTLP
+        // addresses actually bound.
         let mut bound = config.clone();
         bound.admin.addr = admin_addr;
+        bound.otlp.grpc_addr = otlp_grpc_addr;
+        bound.otlp.http_addr = otlp_http_addr;
         let pipeline = Pipeline::spawn(&bound)?;
         let (stop, stop_rx) = watch::channel(false);
         let signal = move || {

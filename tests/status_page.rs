@@ -1,0 +1,455 @@
+//! The status page at `/`, rendered by a real headless Chromium against the real daemon: every
+//! tool row with the p95 the API serves, sorted by p95, the row over the ceiling marked, the
+//! firing alert with its runbook link, a tool name that is markup shown as text (nothing
+//! injected, nothing run); the empty state naming the OTLP address; the error banner while the
+//! daemon does not answer, cleared once it does. Chromium is a required peer (`scripts/test.sh`
+//! installs it).
+#![cfg(feature = "collector")]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{header, StatusCode, Uri};
+use axum::response::IntoResponse;
+use support::collector::*;
+
+/// A tool name that runs script if the page ever parses data as markup.
+const XSS: &str = "<img src=x onerror=document.title='pwned'>";
+/// The page's own title, which the probe would replace.
+const TITLE: &str = "<title>toolsize status</title>";
+
+/// Loads `url` in headless Chromium for 5 s of virtual time (two refreshes of the page, every
+/// request answered before time moves on) and returns the DOM; writes a screenshot too when
+/// asked.
+async fn chromium_dom(url: &str, profile: &str, screenshot: Option<&Path>) -> String {
+    let profile = temp_dir(profile);
+    let mut cmd = tokio::process::Command::new("chromium");
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    if let Some(png) = screenshot {
+        cmd.arg(format!("--screenshot={}", png.display()))
+            .arg("--window-size=1280,900");
+    }
+    cmd.arg(url).kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("chromium did not finish within 120 s")
+        .expect("run chromium");
+    let _ = std::fs::remove_dir_all(&profile);
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && dom.contains("</html>"),
+        "chromium failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dom
+}
+
+/// Text as Chromium serializes it in a text node.
+fn escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\u{a0}', "&nbsp;")
+}
+
+/// `n` with thousands separators, as the page writes exact sizes.
+fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The start tag of the element with this id.
+fn start_tag<'a>(dom: &'a str, id: &str) -> &'a str {
+    let at = dom
+        .find(&format!(" id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no element #{id} in the DOM:\n{dom}"));
+    let open = dom[..at].rfind('<').unwrap();
+    let close = at + dom[at..].find('>').unwrap();
+    &dom[open..=close]
+}
+
+/// What lies between the start tag of the element with this id and the closing `</tag>`
+/// (elements of the page's lists and tables hold no element of their own tag).
+fn inner<'a>(dom: &'a str, id: &str, tag: &str) -> &'a str {
+    let start = start_tag(dom, id);
+    let from = start.as_ptr() as usize - dom.as_ptr() as usize + start.len();
+    let to = from + dom[from..].find(&format!("</{tag}>")).unwrap();
+    &dom[from..to]
+}
+
+/// The rows (`<tr …>…</tr>`) of a table body.
+fn rows(tbody: &str) -> Vec<&str> {
+    tbody
+        .split("<tr")
+        .skip(1)
+        .map(|r| r.split("</tr>").next().unwrap())
+        .collect()
+}
+
+/// The `<td>` of a row whose class list holds `class`: (its start tag, its content).
+fn cell<'a>(row: &'a str, class: &str) -> (&'a str, &'a str) {
+    let at = row
+        .match_indices("<td class=\"")
+        .map(|(i, _)| i)
+        .find(|&i| {
+            let classes = &row[i + 11..];
+            classes[..classes.find('"').unwrap()]
+                .split(' ')
+                .any(|c| c == class)
+        })
+        .unwrap_or_else(|| panic!("no cell .{class} in row {row}"));
+    let tag_end = at + row[at..].find('>').unwrap();
+    let end = tag_end + row[tag_end..].find("</td>").unwrap();
+    (&row[at..=tag_end], &row[tag_end + 1..end])
+}
+
+/// Markup without its tags: the serialized text.
+fn text(markup: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in markup.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let key = format!(" {name}=\"");
+    let at = tag.find(&key)? + key.len();
+    Some(&tag[at..at + tag[at..].find('"')?])
+}
+
+fn is_hidden(tag: &str) -> bool {
+    tag.contains(" hidden")
+}
+
+async fn post_tools(daemon: &Binary) {
+    // (tool, bytes of its calls): one over the 10,000-byte ceiling, one near it, small ones,
+    // and the markup probe.
+    let tools: [(&str, &[i64]); 5] = [
+        ("web_fetch", &[30_000, 31_000, 29_500, 32_000]),
+        ("grep", &[8_200, 8_400, 8_300]),
+        ("read_file", &[1_200, 2_400, 3_600, 4_800, 900, 2_000]),
+        (XSS, &[500, 520]),
+        ("list_dir", &[120, 150, 90]),
+    ];
+    let mut n = 0;
+    let mut spans = Vec::new();
+    for (tool, sizes) in tools {
+        for &b in sizes {
+            spans.push(own_span(n, tool, b));
+            n += 1;
+        }
+    }
+    let r = post_proto(daemon.http, &request("agent", spans)).await;
+    assert!(r.status().is_success(), "OTLP export: {}", r.status());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_in_chromium_shows_tools_ceiling_and_alerts() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    let daemon = Binary::start_with_env(
+        &["--stack", "codex.tool-output.bytes-fallback"],
+        None,
+        &[("RUST_LOG", "error")],
+    );
+    post_tools(&daemon).await;
+    let admin = daemon.admin;
+    let api = wait_for("the five tools", Duration::from_secs(10), || async move {
+        let v = tools(admin, "?window=5m").await;
+        (v["tools"].as_array()?.len() == 5).then_some(v)
+    })
+    .await;
+    let alerts = wait_for(
+        "the over-ceiling alert",
+        Duration::from_secs(10),
+        || async move {
+            let v = get_json(admin, "/api/v1/alerts").await;
+            v["firing"]
+                .as_array()?
+                .iter()
+                .any(|a| a["name"] == "ToolResultOverCeiling")
+                .then_some(v)
+        },
+    )
+    .await;
+    let ceiling = get_json(admin, "/api/v1/layers").await["ceiling"]["bytes"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(ceiling, 10_000);
+
+    let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join("status_page.png");
+    let dom = chromium_dom(&format!("http://{admin}/"), "status-page", Some(&png)).await;
+    eprintln!("screenshot: {}", png.display());
+
+    // The three answers arrived and were drawn.
+    assert!(
+        dom.contains("<body data-state=\"ok\""),
+        "the page did not render every answer:\n{dom}"
+    );
+    assert!(is_hidden(start_tag(&dom, "banner")), "error banner shown");
+    assert!(is_hidden(start_tag(&dom, "empty")), "empty state shown");
+
+    // Nothing injected, nothing run: the probe is text, no <img> exists, the title is intact.
+    assert!(dom.contains(TITLE), "the title changed:\n{dom}");
+    assert!(
+        !dom.to_ascii_lowercase().contains("<img"),
+        "an element was injected:\n{dom}"
+    );
+    assert!(dom.contains(&format!(">{}</a>", escaped(XSS))));
+
+    // The ceiling and its layer.
+    let c = start_tag(&dom, "ceiling-bytes");
+    assert_eq!(attr(c, "data-bytes"), Some("10000"));
+    assert_eq!(attr(c, "title"), Some("10,000 bytes"));
+    assert!(text(inner(&dom, "layers-body", "tbody")).contains("codex.tool-output.bytes-fallback"));
+
+    // Every row the API serves, with its p95, sorted by p95 descending; over the ceiling marked.
+    let page_rows = rows(inner(&dom, "tools-body", "tbody"));
+    let api_rows = api["tools"].as_array().unwrap();
+    assert_eq!(page_rows.len(), api_rows.len(), "rows:\n{page_rows:#?}");
+    let p95 = |row: &str| -> u64 {
+        attr(cell(row, "c-p95").0, "data-bytes")
+            .unwrap_or_else(|| panic!("no p95 in {row}"))
+            .parse()
+            .unwrap()
+    };
+    for want in api_rows {
+        let (service, tool) = (
+            want["service"].as_str().unwrap(),
+            want["tool"].as_str().unwrap(),
+        );
+        let row = page_rows
+            .iter()
+            .find(|r| {
+                cell(r, "c-tool")
+                    .1
+                    .contains(&format!(">{}</a>", escaped(tool)))
+            })
+            .unwrap_or_else(|| panic!("no row for {tool:?}:\n{page_rows:#?}"));
+        assert_eq!(text(cell(row, "c-service").1), escaped(service));
+        let want_p95 = want["p95"].as_u64().unwrap();
+        assert_eq!(p95(row), want_p95, "p95 of {tool:?}");
+        assert_eq!(
+            attr(cell(row, "c-p95").0, "title"),
+            Some(format!("{} bytes", group(want_p95)).as_str())
+        );
+        assert_eq!(
+            text(cell(row, "c-calls").1),
+            want["count"].as_u64().unwrap().to_string()
+        );
+        let over = want_p95 > ceiling || want["max"].as_u64().unwrap() > ceiling;
+        assert_eq!(
+            row.starts_with(" class=\"over\""),
+            over,
+            "row of {tool:?}: {row}"
+        );
+        assert_eq!(
+            text(cell(row, "c-mark").1) == "over ceiling",
+            over,
+            "mark of {tool:?}"
+        );
+    }
+    assert!(
+        page_rows
+            .iter()
+            .filter(|r| r.starts_with(" class=\"over\""))
+            .count()
+            == 1,
+        "exactly web_fetch is over the ceiling"
+    );
+    let order: Vec<u64> = page_rows.iter().map(|r| p95(r)).collect();
+    assert!(
+        order.windows(2).all(|w| w[0] >= w[1]),
+        "not sorted by p95: {order:?}"
+    );
+    assert!(page_rows[0].contains(">web_fetch</a>"));
+
+    // The firing alert, its labels and its runbook section, which exists.
+    let firing = inner(&dom, "alerts-firing", "ul");
+    for a in alerts["firing"].as_array().unwrap() {
+        let name = a["name"].as_str().unwrap();
+        let link = format!(
+            "<a class=\"alert-name\" href=\"runbook#{}\">{name}</a>",
+            name.to_lowercase()
+        );
+        let item = firing
+            .split("<li")
+            .find(|li| li.contains(&link))
+            .unwrap_or_else(|| panic!("no firing {name} with {link}:\n{firing}"));
+        for (k, v) in a["labels"].as_object().unwrap() {
+            if k != "alertname" && k != "severity" {
+                let chip = format!("{k}=</span>{}</span>", escaped(v.as_str().unwrap()));
+                assert!(item.contains(&chip), "label {chip} missing in {item}");
+            }
+        }
+    }
+    assert!(firing.contains("href=\"runbook#toolresultoverceiling\""));
+    assert!(is_hidden(start_tag(&dom, "alerts-none")));
+    let runbook = reqwest::get(format!("http://{admin}/runbook"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(runbook.contains("id=\"toolresultoverceiling\""));
+
+    daemon.stop();
+}
+
+/// A front for the daemon, as a reverse proxy would be: serves `page` at `/`, forwards every
+/// other GET to the daemon and answers 502 when the daemon does not answer or while
+/// `fail_next` requests remain to be failed.
+async fn front(page: String, daemon: SocketAddr, fail_next: Arc<AtomicUsize>) -> SocketAddr {
+    let client = reqwest::Client::new();
+    let app = axum::Router::new()
+        .route(
+            "/",
+            axum::routing::get(move || {
+                let page = page.clone();
+                async move { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], page) }
+            }),
+        )
+        .fallback(move |uri: Uri| {
+            let (client, fail_next) = (client.clone(), fail_next.clone());
+            async move {
+                let bad_gateway =
+                    || (StatusCode::BAD_GATEWAY, "daemon unreachable").into_response();
+                if fail_next
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok()
+                {
+                    return bad_gateway();
+                }
+                match client.get(format!("http://{daemon}{uri}")).send().await {
+                    Ok(r) => {
+                        let status = StatusCode::from_u16(r.status().as_u16()).unwrap();
+                        let body = r.bytes().await.unwrap_or_default();
+                        let json = [(header::CONTENT_TYPE, "application/json")];
+                        (status, json, body).into_response()
+                    }
+                    Err(_) => bad_gateway(),
+                }
+            }
+        });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+fn banner_text(dom: &str) -> String {
+    text(inner(dom, "banner", "div"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_empty_state_error_banner_and_recovery() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    let daemon = Binary::start_with_env(
+        &["--stack", "codex.tool-output.bytes-fallback"],
+        None,
+        &[("RUST_LOG", "error")],
+    );
+    let admin = daemon.admin;
+    let page = reqwest::get(format!("http://{admin}/"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let fail_next = Arc::new(AtomicUsize::new(0));
+    let url = format!("http://{}/", front(page, admin, fail_next.clone()).await);
+
+    // No tool call yet: the page says where to send spans, the daemon's own OTLP address.
+    let dom = chromium_dom(&url, "status-page-empty", None).await;
+    assert!(dom.contains("<body data-state=\"ok\""), "{dom}");
+    assert!(
+        !is_hidden(start_tag(&dom, "empty")),
+        "no empty state:\n{dom}"
+    );
+    assert!(is_hidden(start_tag(&dom, "tools")));
+    let empty = text(inner(&dom, "empty", "div"));
+    assert!(
+        empty.contains("No tool calls in the last 5 minutes")
+            && empty.contains(&format!(
+                "OTEL_EXPORTER_OTLP_ENDPOINT=http://{}",
+                daemon.http
+            ))
+            && empty.contains(&daemon.grpc.to_string()),
+        "empty state: {empty}"
+    );
+
+    post_tools(&daemon).await;
+    wait_for("the five tools", Duration::from_secs(10), || async move {
+        (tools(admin, "?window=5m").await["tools"].as_array()?.len() == 5).then_some(())
+    })
+    .await;
+
+    // The first refresh (three requests) fails, the next ones pass: the banner goes away and
+    // the rows come.
+    fail_next.store(3, Ordering::SeqCst);
+    let dom = chromium_dom(&url, "status-page-recovers", None).await;
+    assert_eq!(fail_next.load(Ordering::SeqCst), 0, "the page did not ask");
+    assert!(dom.contains("<body data-state=\"ok\""), "{dom}");
+    assert!(
+        is_hidden(start_tag(&dom, "banner")),
+        "{}",
+        banner_text(&dom)
+    );
+    assert_eq!(rows(inner(&dom, "tools-body", "tbody")).len(), 5);
+
+    // The daemon stops: every refresh fails, the banner says so and names what failed (here
+    // with the window of the page's URL).
+    daemon.stop();
+    let dom = chromium_dom(&format!("{url}?window=1h"), "status-page-down", None).await;
+    assert!(dom.contains("<body data-state=\"error\""), "{dom}");
+    assert!(!is_hidden(start_tag(&dom, "banner")), "no banner:\n{dom}");
+    let banner = banner_text(&dom);
+    assert!(
+        banner.contains("The daemon did not answer")
+            && banner.contains("api/v1/tools?window=1h: HTTP 502")
+            && banner.contains("api/v1/layers: HTTP 502")
+            && banner.contains("api/v1/alerts: HTTP 502")
+            && banner.contains("retrying every 2 s"),
+        "banner: {banner}"
+    );
+    assert!(rows(inner(&dom, "tools-body", "tbody")).is_empty());
+    assert!(
+        dom.contains("data-window=\"1h\" aria-pressed=\"true\""),
+        "{dom}"
+    );
+}
