@@ -130,9 +130,11 @@ impl Hist {
     pub fn quantile(&self, q: f64) -> u64 {
         match &self.h {
             Some(h) if !h.is_empty() => {
-                // The middle of the bucket halves the worst-case error (≤ 1/256).
+                // The middle of the bucket halves the worst-case error (≤ 1/256); no quantile
+                // is above the largest value seen.
                 h.median_equivalent(h.value_at_quantile(q))
                     .min(self.ceiling)
+                    .min(self.max_seen)
             }
             _ => 0,
         }
@@ -216,6 +218,17 @@ mod tests {
                 "q{q}: {got} vs {exact}"
             );
         }
+    }
+
+    #[test]
+    fn no_quantile_above_the_largest_value() {
+        let mut h = Hist::new(MAX_BYTES);
+        for v in [2_040, 2_040, 100] {
+            h.record(v);
+        }
+        // 2,040 sits in a bucket whose middle is above it.
+        assert_eq!(h.quantile(0.99), 2_040);
+        assert_eq!(h.quantile(1.0), h.max());
     }
 
     #[test]
