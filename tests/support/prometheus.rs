@@ -196,8 +196,13 @@ pub fn sample_value(s: &Value) -> Option<f64> {
 }
 
 impl Drop for Prometheus {
+    /// Stops Prometheus; its directory (configuration, TSDB, log) is kept only when the test
+    /// failed, for its log.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
