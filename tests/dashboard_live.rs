@@ -80,15 +80,10 @@ async fn round(http: SocketAddr, n: &mut u64) {
 /// snapshot metrics exist only with one).
 fn daemon(name: &str) -> Binary {
     let data = temp_dir(name);
-    Binary::start_with_env(
-        &[
-            "--stack",
-            "codex.tool-output.bytes-fallback,claude-code.mcp.max",
-            "--snapshot-interval",
-            "1s",
-        ],
+    Binary::start_quiet(
+        "codex.tool-output.bytes-fallback,claude-code.mcp.max",
+        &["--snapshot-interval", "1s"],
         Some(&data),
-        &[("RUST_LOG", "error")],
     )
 }
 

@@ -86,15 +86,10 @@ async fn fleet_p95_from_the_dashboard_query_is_close_to_the_exact_p95() {
         return;
     }
     let started = Instant::now();
-    let stack = [
-        "--stack",
-        "codex.tool-output.bytes-fallback,claude-code.mcp.max",
-    ];
-    // Over-ceiling alerts would log a line each: errors only.
-    let quiet = [("RUST_LOG", "error")];
+    let stack = "codex.tool-output.bytes-fallback,claude-code.mcp.max";
     let daemons = [
-        Binary::start_with_env(&stack, None, &quiet),
-        Binary::start_with_env(&stack, None, &quiet),
+        Binary::start_quiet(stack, &[], None),
+        Binary::start_quiet(stack, &[], None),
     ];
     let dir = temp_dir("fleet-p95");
     let prom = Prometheus::start(&dir, &[daemons[0].admin, daemons[1].admin], &[]).await;

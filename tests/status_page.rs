@@ -180,11 +180,7 @@ async fn status_page_in_chromium_shows_tools_ceiling_and_alerts() {
     if !require("chromium", &["--version"]) {
         return;
     }
-    let daemon = Binary::start_with_env(
-        &["--stack", "codex.tool-output.bytes-fallback"],
-        None,
-        &[("RUST_LOG", "error")],
-    );
+    let daemon = Binary::start_quiet("codex.tool-output.bytes-fallback", &[], None);
     post_tools(&daemon).await;
     let admin = daemon.admin;
     let api = wait_for("the five tools", Duration::from_secs(10), || async move {
@@ -379,11 +375,7 @@ async fn status_page_empty_state_error_banner_and_recovery() {
     if !require("chromium", &["--version"]) {
         return;
     }
-    let daemon = Binary::start_with_env(
-        &["--stack", "codex.tool-output.bytes-fallback"],
-        None,
-        &[("RUST_LOG", "error")],
-    );
+    let daemon = Binary::start_quiet("codex.tool-output.bytes-fallback", &[], None);
     let admin = daemon.admin;
     let page = reqwest::get(format!("http://{admin}/"))
         .await

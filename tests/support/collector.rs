@@ -199,6 +199,14 @@ impl Binary {
         Self::start_with_env(extra, data_dir, &[])
     }
 
+    /// The binary with the layer stack `stack` and `extra` flags, logging errors only (an
+    /// over-ceiling alert would log a line per result).
+    pub fn start_quiet(stack: &str, extra: &[&str], data_dir: Option<&Path>) -> Self {
+        let mut args = vec!["--stack", stack];
+        args.extend_from_slice(extra);
+        Self::start_with_env(&args, data_dir, &[("RUST_LOG", "error")])
+    }
+
     /// [`Binary::start`] with extra environment variables.
     pub fn start_with_env(extra: &[&str], data_dir: Option<&Path>, env: &[(&str, &str)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolsize"));
