@@ -104,6 +104,8 @@ async fn over_ceiling_alert_reaches_alertmanager_resolves_and_survives_an_outage
             config.to_str().unwrap(),
             "--alertmanager-url",
             &url,
+            "--external-url",
+            "https://toolsize-1.example/",
         ],
         None,
     );
@@ -137,10 +139,15 @@ async fn over_ceiling_alert_reaches_alertmanager_resolves_and_survives_an_outage
         .as_str()
         .unwrap()
         .contains("paginate"));
-    assert!(alert["generatorURL"]
-        .as_str()
-        .unwrap()
-        .ends_with("/api/v1/alerts"));
+    // Links go to the external URL (its trailing slash dropped).
+    assert_eq!(
+        alert["generatorURL"],
+        "https://toolsize-1.example/api/v1/alerts"
+    );
+    assert_eq!(
+        alert["annotations"]["runbook_url"],
+        "https://toolsize-1.example/runbook#toolresultoverceiling"
+    );
 
     let api = get_json(daemon.admin, "/api/v1/alerts").await;
     assert_eq!(api["firing"][0]["labels"]["tool"], "fetch", "{api}");

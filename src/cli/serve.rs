@@ -34,6 +34,10 @@ pub struct ServeArgs {
     /// Admin HTTP listen address: /metrics, /api/v1/* [default: 127.0.0.1:9464].
     #[arg(long, value_name = "ADDR")]
     pub admin_addr: Option<SocketAddr>,
+    /// The URL under which others reach the admin HTTP, for the links alerts carry
+    /// (generatorURL, runbook_url) [default: http://<admin addr>].
+    #[arg(long, value_name = "URL")]
+    pub external_url: Option<String>,
     /// Directory for state snapshots, restored at start [default: none, memory only].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -70,6 +74,7 @@ impl ServeArgs {
             otlp_grpc_addr: self.otlp_grpc_addr,
             otlp_http_addr: self.otlp_http_addr,
             admin_addr: self.admin_addr,
+            external_url: self.external_url.clone(),
             data_dir: self.data_dir.clone(),
             snapshot_interval: self.snapshot_interval.clone(),
             max_series: self.max_series,

@@ -118,6 +118,9 @@ pub struct OtlpConfig {
 pub struct AdminConfig {
     /// Listen address.
     pub addr: SocketAddr,
+    /// The URL under which others reach the admin HTTP (`http(s)://host[:port][/prefix]`), for
+    /// the links in alerts (`generatorURL`, `runbook_url`); `None`: `http://<addr>`.
+    pub external_url: Option<String>,
 }
 
 /// `[aggregation]`: per (service, tool) state.
@@ -341,6 +344,7 @@ impl Default for AdminConfig {
     fn default() -> Self {
         Self {
             addr: DEFAULT_ADMIN_ADDR.parse().expect("valid default"),
+            external_url: None,
         }
     }
 }
@@ -443,6 +447,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "otlp.max_concurrent_requests",
     "admin",
     "admin.addr",
+    "admin.external_url",
     "aggregation",
     "aggregation.windows",
     "aggregation.max_series",
@@ -505,6 +510,8 @@ pub struct Overrides {
     pub otlp_http_addr: Option<SocketAddr>,
     /// `--admin-addr`.
     pub admin_addr: Option<SocketAddr>,
+    /// `--external-url`.
+    pub external_url: Option<String>,
     /// `--data-dir`.
     pub data_dir: Option<PathBuf>,
     /// `--snapshot-interval`.
@@ -524,6 +531,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("TOOLSIZE_OTLP_GRPC_ADDR", "otlp.grpc_addr"),
     ("TOOLSIZE_OTLP_HTTP_ADDR", "otlp.http_addr"),
     ("TOOLSIZE_ADMIN_ADDR", "admin.addr"),
+    ("TOOLSIZE_EXTERNAL_URL", "admin.external_url"),
     ("TOOLSIZE_MAX_REQUEST_BYTES", "otlp.max_request_bytes"),
     ("TOOLSIZE_DATA_DIR", "store.data_dir"),
     ("TOOLSIZE_SNAPSHOT_INTERVAL", "store.snapshot_interval"),
@@ -638,6 +646,9 @@ impl Config {
             "TOOLSIZE_ADMIN_ADDR" => {
                 self.admin.addr = value.parse().map_err(|e| invalid(format!("{e}")))?
             }
+            "TOOLSIZE_EXTERNAL_URL" => {
+                self.admin.external_url = (!value.is_empty()).then(|| value.to_string())
+            }
             "TOOLSIZE_MAX_REQUEST_BYTES" => {
                 self.otlp.max_request_bytes = value.parse().map_err(|e| invalid(format!("{e}")))?
             }
@@ -680,6 +691,9 @@ impl Config {
         }
         if let Some(a) = f.admin_addr {
             self.admin.addr = a;
+        }
+        if let Some(u) = &f.external_url {
+            self.admin.external_url = Some(u.clone());
         }
         if let Some(d) = &f.data_dir {
             self.store.data_dir = Some(d.clone());
@@ -785,6 +799,17 @@ impl Config {
                 "must be above 0".into(),
             ));
         }
+        if let Some(url) = &self.admin.external_url {
+            let rest = url
+                .strip_prefix("http://")
+                .or_else(|| url.strip_prefix("https://"));
+            if !rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/')) {
+                return Err(invalid(
+                    "admin.external_url",
+                    format!("{url:?} is not an http:// or https:// URL with a host"),
+                ));
+            }
+        }
         for url in &self.alerts.alertmanager_urls {
             crate::collector::alerts::sink::Target::parse(url)
                 .map_err(|m| invalid("alerts.alertmanager_urls", m))?;
@@ -814,6 +839,15 @@ impl Config {
     /// The interval between evaluations of the window alert rules.
     pub fn alert_evaluation_interval(&self) -> Duration {
         parse_duration(&self.alerts.evaluation_interval).unwrap_or(Duration::from_secs(10))
+    }
+
+    /// The admin HTTP's base URL for links: `admin.external_url` without a trailing `/`, or
+    /// `http://<admin.addr>`.
+    pub fn admin_base_url(&self) -> String {
+        match &self.admin.external_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => format!("http://{}", self.admin.addr),
+        }
     }
 
     /// The alert resend interval.
@@ -931,6 +965,10 @@ max_concurrent_requests = 16
 # Admin HTTP: the status page /, /metrics, /api/v1/tools, /api/v1/tools/{tool}, /api/v1/layers,
 # /api/v1/alerts, /runbook, /healthz, /readyz (env TOOLSIZE_ADMIN_ADDR, flag --admin-addr).
 addr = "127.0.0.1:9464"
+# The URL under which others reach the admin HTTP, for the links alerts carry (generatorURL and
+# runbook_url, e.g. https://toolsize-1.internal/runbook#toolresultoverceiling); unset, the links
+# use http://<addr>. (env TOOLSIZE_EXTERNAL_URL, flag --external-url)
+# external_url = "https://toolsize-1.internal"
 
 [aggregation]
 # Sliding windows for quantiles and counts (units: s, m, h, d). (env TOOLSIZE_WINDOWS, comma
@@ -1152,6 +1190,54 @@ mod tests {
         assert_eq!(c.alerts.truncation_rate.min_count, 7);
         let env = vec![("TOOLSIZE_MAX_SERIES".to_string(), "many".to_string())];
         assert!(Config::load(None, env, &Overrides::default()).is_err());
+    }
+
+    #[test]
+    fn external_url_precedence_and_validation() {
+        let dir = std::env::temp_dir().join(format!("toolsize-cfg-url-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.toml");
+        std::fs::write(&path, "[admin]\nexternal_url = \"http://file:9464\"\n").unwrap();
+        let file = Some(path.as_path());
+        let env = vec![(
+            "TOOLSIZE_EXTERNAL_URL".to_string(),
+            "https://env.example/toolsize".to_string(),
+        )];
+        let from_file = Config::load(file, vec![], &Overrides::default()).unwrap();
+        assert_eq!(
+            from_file.admin.external_url.as_deref(),
+            Some("http://file:9464")
+        );
+        let c = Config::load(file, env.clone(), &Overrides::default()).unwrap();
+        assert_eq!(
+            c.admin.external_url.as_deref(),
+            Some("https://env.example/toolsize"),
+            "env beats file"
+        );
+        let flags = Overrides {
+            external_url: Some("http://flag:1".into()),
+            ..Overrides::default()
+        };
+        let c = Config::load(file, env, &flags).unwrap();
+        assert_eq!(
+            c.admin.external_url.as_deref(),
+            Some("http://flag:1"),
+            "flag beats env"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        for bad in [
+            "toolsize.internal",
+            "ftp://x",
+            "http://",
+            "https:///runbook",
+        ] {
+            let f = Overrides {
+                external_url: Some(bad.into()),
+                ..Overrides::default()
+            };
+            let e = Config::load(None, vec![], &f).unwrap_err().to_string();
+            assert!(e.contains("admin.external_url"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -270,7 +270,7 @@ impl Pipeline {
         stats.set_series(state.series_count() as u64, state.overflow_records);
         let (rules, alerts) = alerts::spawn(
             config,
-            format!("http://{}/api/v1/alerts", config.admin.addr),
+            format!("{}/api/v1/alerts", config.admin_base_url()),
             stats.alerts.clone(),
             std::mem::take(&mut state.restored_alerts),
         );
