@@ -838,6 +838,45 @@ fn provisioning_files() -> (String, String, String) {
     )
 }
 
+/// Panel and row titles that `docs/runbook.md` quotes on its "The dashboard's …" lines exist.
+fn check_runbook_titles(d: &Value, runbook: &str) -> Check {
+    let titles: HashSet<&str> = all_panels(d).into_iter().map(title).collect();
+    let mut problems = Vec::new();
+    // A bullet may wrap: join each bullet's lines before looking for quoted titles.
+    for bullet in runbook
+        .split("\n- ")
+        .filter(|b| b.starts_with("The dashboard's"))
+    {
+        let text = bullet
+            .split("\n\n")
+            .next()
+            .unwrap_or("")
+            .replace("\n  ", " ");
+        for quoted in text.split('"').skip(1).step_by(2) {
+            if !titles.contains(quoted) {
+                problems.push(format!(
+                    "runbook names a panel {quoted:?} the dashboard lacks"
+                ));
+            }
+        }
+    }
+    verdict(problems)
+}
+
+fn runbook() -> String {
+    std::fs::read_to_string(dashboard::dir().join("../docs/runbook.md")).unwrap()
+}
+
+#[test]
+fn the_runbook_names_panels_that_exist() {
+    let r = runbook();
+    assert!(
+        r.matches("The dashboard's \"").count() >= 4,
+        "no quoted panel found"
+    );
+    pass(check_runbook_titles(&dashboard::load(), &r));
+}
+
 fn pass(check: Check) {
     if let Err(e) = check {
         panic!("{}:\n{e}", dashboard::path().display());
@@ -1414,6 +1453,17 @@ mod broken {
                     .retain(|p| p["type"] != "stat");
             })),
             "toolsize_alerts_firing",
+        );
+    }
+
+    #[test]
+    fn runbook_titles() {
+        fails(
+            check_runbook_titles(
+                &dashboard::load(),
+                &runbook().replace("\"Truncated results per tool\"", "\"Truncations\""),
+            ),
+            "\"Truncations\"",
         );
     }
 
