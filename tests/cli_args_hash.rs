@@ -1,25 +1,18 @@
 //! `toolsize args-hash` against the real python3, and its structured error on bad input.
 #![cfg(feature = "cli")]
 
+#[path = "support/cli.rs"]
+mod cli;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use cli::{run, structured_error};
+
 fn toolsize(stdin: &str, args: &[&str]) -> std::process::Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolsize"))
-        .arg("args-hash")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    let mut all = vec!["args-hash"];
+    all.extend_from_slice(args);
+    run(&all, Some(stdin.as_bytes()))
 }
 
 fn python_hash(text: &str) -> String {
@@ -70,31 +63,19 @@ fn canonical_flag_prints_what_was_hashed() {
 
 #[test]
 fn invalid_json_exits_2_with_a_structured_error() {
-    let out = toolsize("{\"a\": [1, 2", &[]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(out.stdout.is_empty());
-    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
-    assert_eq!(err["ok"], false);
-    assert_eq!(err["error"]["code"], "INVALID_JSON");
-    assert!(err["error"]["message"].as_str().unwrap().contains("line 1"));
+    let err = structured_error(&toolsize("{\"a\": [1, 2", &[]));
+    assert_eq!(err["code"], "INVALID_JSON");
+    assert!(err["message"].as_str().unwrap().contains("line 1"));
 }
 
 #[test]
 fn bad_flags_are_a_structured_usage_error() {
-    let out = Command::new(env!("CARGO_BIN_EXE_toolsize"))
-        .args(["args-hash", "--canonicle"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
-    assert_eq!(err["error"]["code"], "USAGE");
-    let message = err["error"]["message"].as_str().unwrap();
+    let err = structured_error(&run(&["args-hash", "--canonicle"], None));
+    assert_eq!(err["code"], "USAGE");
+    let message = err["message"].as_str().unwrap();
     assert!(message.contains("--canonical"), "did you mean: {message}");
 
-    let help = Command::new(env!("CARGO_BIN_EXE_toolsize"))
-        .arg("--help")
-        .output()
-        .unwrap();
+    let help = run(&["--help"], None);
     assert_eq!(help.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&help.stdout).contains("args-hash"));
 }

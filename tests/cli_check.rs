@@ -5,7 +5,7 @@
 #[path = "support/cli.rs"]
 mod cli;
 
-use cli::{assert_envelope_shape, code, python_loads, run, scratch, write};
+use cli::{assert_envelope_shape, code, python_loads, run, scratch, structured_error, write};
 use serde_json::json;
 
 const SCHEMA: &str = r#"{
@@ -112,9 +112,7 @@ fn a_bad_schema_is_a_usage_error_on_stderr() {
     let dir = scratch("check-bad-schema");
     let schema = write(&dir, "schema.json", br#"{"fields": {"a": {"max_len": 3}}}"#);
     let out = run(&["check", "--schema", &schema], Some(b"{}"));
-    assert_eq!(code(&out), 2);
-    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
-    assert_eq!(err["error"]["code"], json!("SCHEMA_INVALID"));
+    assert_eq!(structured_error(&out)["code"], json!("SCHEMA_INVALID"));
 }
 
 #[test]

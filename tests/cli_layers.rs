@@ -2,14 +2,15 @@
 //! unknown filter values.
 #![cfg(feature = "cli")]
 
-use std::process::{Command, Output};
+#[path = "support/cli.rs"]
+mod cli;
+
+use std::process::Output;
 
 fn toolsize(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolsize"))
-        .arg("layers")
-        .args(args)
-        .output()
-        .unwrap()
+    let mut all = vec!["layers"];
+    all.extend_from_slice(args);
+    cli::run(&all, None)
 }
 
 fn json(args: &[&str]) -> Vec<serde_json::Value> {
@@ -21,12 +22,7 @@ fn json(args: &[&str]) -> Vec<serde_json::Value> {
 }
 
 fn error(args: &[&str]) -> serde_json::Value {
-    let out = toolsize(args);
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(out.stdout.is_empty());
-    let body: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
-    assert_eq!(body["ok"], false);
-    body["error"].clone()
+    cli::structured_error(&toolsize(args))
 }
 
 #[test]

@@ -307,9 +307,7 @@ fn the_limit_comes_from_the_environment_and_bad_values_are_refused() {
         .env("TOOLSIZE_MAX_TOOL_OUTPUT", "16k")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
-    assert_eq!(err["error"]["code"], json!("INVALID_LIMIT"));
+    assert_eq!(cli::structured_error(&out)["code"], json!("INVALID_LIMIT"));
 
     // Explicit beats environment.
     let out = cli::toolsize()

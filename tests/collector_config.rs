@@ -2,7 +2,11 @@
 //! a "did you mean", and the error is the structured JSON of the CLI (exit 2).
 #![cfg(feature = "collector")]
 
+mod support;
+
 use std::process::Command;
+
+use support::cli::structured_error;
 
 use toolsize::collector::Config;
 
@@ -19,8 +23,7 @@ fn gen_config_parses_back_to_the_defaults() {
 
 #[test]
 fn unknown_key_is_a_structured_error_with_a_suggestion() {
-    let dir = std::env::temp_dir().join(format!("toolsize-cfg-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = support::collector::temp_dir("cfg-cli");
     let file = dir.join("bad.toml");
     std::fs::write(&file, "[aggregation]\nmax_serie = 10\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_toolsize"))
@@ -29,10 +32,9 @@ fn unknown_key_is_a_structured_error_with_a_suggestion() {
         .arg(&file)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
-    assert_eq!(err["error"]["code"], "CONFIG");
-    let msg = err["error"]["message"].as_str().unwrap();
+    let err = structured_error(&out);
+    assert_eq!(err["code"], "CONFIG");
+    let msg = err["message"].as_str().unwrap();
     assert!(
         msg.contains("did you mean `aggregation.max_series`"),
         "{msg}"

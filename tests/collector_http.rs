@@ -60,6 +60,17 @@ fn gzip(b: &[u8]) -> Vec<u8> {
     e.finish().unwrap()
 }
 
+/// 503 with `Retry-After: 1` and a `google.rpc.Status` of code UNAVAILABLE (14): a refusal
+/// the exporter retries.
+async fn assert_retryable(resp: axum::response::Response) {
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    assert_eq!(RpcStatus::decode(&b[..]).unwrap().code, 14);
+}
+
 #[tokio::test]
 async fn protobuf_json_and_gzip_are_recorded_with_exact_sizes() {
     let p = Pipeline::spawn(&loopback_config()).unwrap();
@@ -312,12 +323,7 @@ async fn full_queue_is_refused_as_retryable_and_counted() {
     let send = |b: Vec<u8>| router(ingest.clone()).oneshot(post("application/x-protobuf", None, b));
     assert_eq!(send(body.clone()).await.unwrap().status(), StatusCode::OK);
     let resp = send(body).await.unwrap();
-    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(resp.headers()["retry-after"], "1");
-    let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    assert_eq!(RpcStatus::decode(&b[..]).unwrap().code, 14);
+    assert_retryable(resp).await;
     let v = stats.view();
     assert_eq!(
         (v.spans_tool, v.spans_overloaded, v.refused_requests[3]),
@@ -347,12 +353,7 @@ async fn too_many_bodies_at_once_are_refused_as_retryable_and_counted() {
     // Another request is reading its body: this one must not buffer a second one.
     let busy = ingest.body_permit().expect("one permit free");
     let resp = send(body.clone()).await.unwrap();
-    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(resp.headers()["retry-after"], "1");
-    let b = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    assert_eq!(RpcStatus::decode(&b[..]).unwrap().code, 14);
+    assert_retryable(resp).await;
     assert_eq!(stats.view().refused_requests[3], 1, "counted as overloaded");
     drop(busy);
     assert_eq!(send(body).await.unwrap().status(), StatusCode::OK);

@@ -8,6 +8,7 @@ mod support;
 
 use std::process::Command;
 
+use support::cli::structured_error;
 use support::collector::*;
 use toolsize::collector::config::{Config, Overrides};
 use toolsize::collector::Daemon;
@@ -171,11 +172,9 @@ fn unknown_stack_id_exits_2_with_a_suggestion() {
         .env_remove("TOOLSIZE_STACK")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
-    assert_eq!(err["ok"], false);
-    assert_eq!(err["error"]["code"], "UNKNOWN_LAYER");
-    let msg = err["error"]["message"].as_str().unwrap();
+    let err = structured_error(&out);
+    assert_eq!(err["code"], "UNKNOWN_LAYER");
+    let msg = err["message"].as_str().unwrap();
     assert!(
         msg.contains("did you mean \"cline.message-builder\""),
         "{msg}"
@@ -191,10 +190,9 @@ fn unknown_stack_id_exits_2_with_a_suggestion() {
         .arg(&file)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
-    assert_eq!(err["error"]["code"], "UNKNOWN_LAYER");
-    assert!(err["error"]["message"]
+    let err = structured_error(&out);
+    assert_eq!(err["code"], "UNKNOWN_LAYER");
+    assert!(err["message"]
         .as_str()
         .unwrap()
         .contains("did you mean \"default\""));
@@ -203,7 +201,7 @@ fn unknown_stack_id_exits_2_with_a_suggestion() {
         .env("TOOLSIZE_STACK", "codex.tool-output.tokenz")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(structured_error(&out)["code"], "UNKNOWN_LAYER");
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -1,5 +1,6 @@
 //! The request mix shared by the collector bench and the load generator, so both measure the same
-//! workload. Included with `#[path]`; not an example of its own.
+//! workload, and the OTLP envelope the tests build their requests with. Included with `#[path]`;
+//! not an example of its own.
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{
@@ -9,6 +10,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use prost::Message;
 
+/// One attribute.
 pub(crate) fn kv(k: &str, v: Value) -> KeyValue {
     KeyValue {
         key: k.into(),
@@ -86,6 +88,12 @@ pub(crate) fn request(service: &str, seed: u64, spans: u64) -> Vec<u8> {
             }
         })
         .collect();
+    envelope(service, spans).encode_to_vec()
+}
+
+/// An OTLP request holding `spans` under the resource `service.name = service` and the scope
+/// `toolsize`.
+pub(crate) fn envelope(service: &str, spans: Vec<Span>) -> ExportTraceServiceRequest {
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {
@@ -103,5 +111,4 @@ pub(crate) fn request(service: &str, seed: u64, spans: u64) -> Vec<u8> {
             ..Default::default()
         }],
     }
-    .encode_to_vec()
 }

@@ -406,6 +406,9 @@ impl std::fmt::Display for ArgsHash {
 
 /// Measures other than bytes that the span carries exactly ([`MEASURE_KEYS`]); `None` where
 /// absent (then estimated from bytes by the layer verdict). Only read for measured sizes.
+///
+/// [`crate::layers::ResultMeasures`] less `bytes` (the record's [`Size`] holds them) and `items`:
+/// it travels in every record, and the two unused fields would grow a record by 24 bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Extra {
     /// Unicode code points (`tool.result.chars`).
@@ -1166,6 +1169,13 @@ mod tests {
         }
     }
 
+    /// A recognised OTel GenAI `execute_tool a` span with `attrs` after its operation name.
+    fn genai(r: &Recognizer, attrs: Vec<KeyValue>) -> ToolRecord {
+        let mut all = vec![s(OP, EXEC)];
+        all.extend(attrs);
+        tool(r, "x", &span("execute_tool a", all))
+    }
+
     #[test]
     fn table_keys_fit_and_compile() {
         let r = rec();
@@ -1263,18 +1273,13 @@ mod tests {
         assert_eq!(t.measures, Extra::default());
 
         // Derived sizes stay bytes-only.
-        let t = tool(
+        let t = genai(
             &r,
-            "x",
-            &span(
-                "execute_tool a",
-                vec![
-                    s(OP, EXEC),
-                    s("gen_ai.tool.name", "a"),
-                    s("gen_ai.tool.call.result", "héllo"),
-                    i(semconv::TOOL_RESULT_CHARS, 5),
-                ],
-            ),
+            vec![
+                s("gen_ai.tool.name", "a"),
+                s("gen_ai.tool.call.result", "héllo"),
+                i(semconv::TOOL_RESULT_CHARS, 5),
+            ],
         );
         assert!(matches!(
             t.size,
@@ -1367,17 +1372,7 @@ mod tests {
     #[test]
     fn upstream_cuts_are_flagged() {
         let r = rec();
-        let cut = |v: &str| {
-            tool(
-                &r,
-                "x",
-                &span(
-                    "execute_tool a",
-                    vec![s(OP, EXEC), s("gen_ai.tool.call.result", v)],
-                ),
-            )
-            .truncated_upstream
-        };
+        let cut = |v: &str| genai(&r, vec![s("gen_ai.tool.call.result", v)]).truncated_upstream;
         assert!(cut("lots of output ... [truncated]"));
         assert!(cut("head\n[... omitted 10 of 200 lines ...]\ntail"));
         assert!(cut("Total output lines: 400\nfoo"));
@@ -1391,17 +1386,7 @@ mod tests {
     #[test]
     fn only_truthy_error_attributes_mark_a_failure() {
         let r = rec();
-        let failed = |a: KeyValue| {
-            tool(
-                &r,
-                "x",
-                &span(
-                    "execute_tool a",
-                    vec![s(OP, EXEC), s("gen_ai.tool.call.result", "ok"), a],
-                ),
-            )
-            .error
-        };
+        let failed = |a: KeyValue| genai(&r, vec![s("gen_ai.tool.call.result", "ok"), a]).error;
         let b = |k: &str, v: bool| KeyValue {
             key: k.into(),
             key_strindex: 0,
@@ -1422,17 +1407,7 @@ mod tests {
     #[test]
     fn text_in_brackets_and_deep_json_are_not_cut() {
         let r = rec();
-        let cut = |v: &str| {
-            tool(
-                &r,
-                "x",
-                &span(
-                    "execute_tool a",
-                    vec![s(OP, EXEC), s("gen_ai.tool.call.result", v)],
-                ),
-            )
-            .truncated_upstream
-        };
+        let cut = |v: &str| genai(&r, vec![s("gen_ai.tool.call.result", v)]).truncated_upstream;
         assert!(!cut("[INFO] started"), "a log line is not JSON");
         assert!(!cut("{name} was replaced"));
         assert!(!cut("[2024-01-01 10:00] job done\n[INFO] bye"));
@@ -1467,7 +1442,7 @@ mod tests {
             ),
         );
         assert_eq!(t.size, Size::Unknown(Unknown::Placeholder));
-        let t = tool(&r, "x", &span("execute_tool a", vec![s(OP, EXEC)]));
+        let t = genai(&r, vec![]);
         assert_eq!(t.size, Size::Unknown(Unknown::Missing));
         let t = tool(
             &r,
@@ -1478,14 +1453,7 @@ mod tests {
             ),
         );
         assert_eq!(t.size, Size::Unknown(Unknown::Placeholder));
-        let t = tool(
-            &r,
-            "x",
-            &span(
-                "execute_tool a",
-                vec![s(OP, EXEC), s("error.type", "Timeout")],
-            ),
-        );
+        let t = genai(&r, vec![s("error.type", "Timeout")]);
         assert_eq!(t.size, Size::Failed);
         assert!(t.error);
     }
@@ -1517,22 +1485,15 @@ mod tests {
         let mut out = String::new();
         write_json(&Value::KvlistValue(kv.clone()), &mut out);
         assert_eq!(out, r#"{"a":"x\"y","b":[12,true]}"#);
-        let t = tool(
+        let t = genai(
             &r,
-            "x",
-            &span(
-                "execute_tool a",
-                vec![
-                    s(OP, EXEC),
-                    KeyValue {
-                        key: "gen_ai.tool.call.result".into(),
-                        key_strindex: 0,
-                        value: Some(AnyValue {
-                            value: Some(Value::KvlistValue(kv)),
-                        }),
-                    },
-                ],
-            ),
+            vec![KeyValue {
+                key: "gen_ai.tool.call.result".into(),
+                key_strindex: 0,
+                value: Some(AnyValue {
+                    value: Some(Value::KvlistValue(kv)),
+                }),
+            }],
         );
         assert_eq!(
             t.size,
@@ -1547,16 +1508,9 @@ mod tests {
     fn foreign_arguments_hash_like_the_library() {
         let r = rec();
         let lib = crate::args_hash::args_hash(&serde_json::json!({"b": 1, "a": "x"})).unwrap();
-        let a = tool(
+        let a = genai(
             &r,
-            "x",
-            &span(
-                "execute_tool a",
-                vec![
-                    s(OP, EXEC),
-                    s("gen_ai.tool.call.arguments", r#"{"a":"x","b":1}"#),
-                ],
-            ),
+            vec![s("gen_ai.tool.call.arguments", r#"{"a":"x","b":1}"#)],
         );
         let b = tool(
             &r,

@@ -551,6 +551,14 @@ fn edit_distance(a: &str, b: &str) -> usize {
 mod tests {
     use super::*;
 
+    /// (id, limit, source) of every layer, in stack order.
+    fn rows(s: &Stack) -> Vec<(&str, u64, Source)> {
+        s.layers()
+            .iter()
+            .map(|l| (l.id(), l.limit, l.source))
+            .collect()
+    }
+
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs
             .iter()
@@ -617,11 +625,7 @@ mod tests {
         };
         // File alone.
         let s = Stack::resolve(None, None, Some(&file)).unwrap();
-        let got: Vec<_> = s
-            .layers()
-            .iter()
-            .map(|l| (l.id(), l.limit, l.source))
-            .collect();
+        let got = rows(&s);
         assert_eq!(
             got,
             [
@@ -633,11 +637,7 @@ mod tests {
         // Env names the list (replacing the file's) and overrides the limit; the flag's ceiling
         // wins over the file's.
         let s = Stack::resolve(Some(&flag), Some(&env_cfg), Some(&file)).unwrap();
-        let got: Vec<_> = s
-            .layers()
-            .iter()
-            .map(|l| (l.id(), l.limit, l.source))
-            .collect();
+        let got = rows(&s);
         assert_eq!(
             got,
             [
@@ -705,11 +705,7 @@ mod tests {
         // Named in the list and overridden by the flag.
         let flag = StackConfig::parse_list("my-proxy=3000,default").unwrap();
         let s = Stack::resolve(Some(&flag), None, Some(&file)).unwrap();
-        let got: Vec<_> = s
-            .layers()
-            .iter()
-            .map(|l| (l.id(), l.limit, l.source))
-            .collect();
+        let got = rows(&s);
         assert_eq!(
             got,
             [

@@ -37,6 +37,17 @@ pub fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
     child.wait_with_output().expect("wait for toolsize")
 }
 
+/// The structured error of a command refused on bad input: exit code 2, nothing on standard
+/// output, `{"ok": false, "error": {...}}` on standard error. Returns the `error` object.
+pub fn structured_error(out: &Output) -> Value {
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let body: Value = serde_json::from_slice(&out.stderr)
+        .unwrap_or_else(|e| panic!("standard error is not JSON ({e}): {out:?}"));
+    assert_eq!(body["ok"], false, "{body}");
+    body["error"].clone()
+}
+
 /// The exit code of `out`.
 pub fn code(out: &Output) -> i32 {
     out.status.code().expect("exited normally")

@@ -8,12 +8,12 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{
-    any_value::Value, AnyValue, InstrumentationScope, KeyValue,
-};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, KeyValue};
+use opentelemetry_proto::tonic::trace::v1::Span;
 use toolsize::collector::Config;
+
+#[path = "../../examples/common/workload.rs"]
+mod workload;
 
 /// A configuration listening on ephemeral loopback ports, memory only.
 pub fn loopback_config() -> Config {
@@ -24,13 +24,8 @@ pub fn loopback_config() -> Config {
     c
 }
 
-pub fn kv(k: &str, v: Value) -> KeyValue {
-    KeyValue {
-        key: k.into(),
-        value: Some(AnyValue { value: Some(v) }),
-        ..Default::default()
-    }
-}
+pub(crate) use workload::kv;
+
 pub fn s(k: &str, v: &str) -> KeyValue {
     kv(k, Value::StringValue(v.into()))
 }
@@ -73,23 +68,7 @@ pub fn own_span(n: u64, tool: &str, bytes: i64) -> Span {
 
 /// A request holding `spans` under `service`.
 pub fn request(service: &str, spans: Vec<Span>) -> ExportTraceServiceRequest {
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(Resource {
-                attributes: vec![s("service.name", service)],
-                ..Default::default()
-            }),
-            scope_spans: vec![ScopeSpans {
-                scope: Some(InstrumentationScope {
-                    name: "toolsize".into(),
-                    ..Default::default()
-                }),
-                spans,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
+    workload::envelope(service, spans)
 }
 
 /// A fresh, empty directory for one test (`prefix` and the process id make it unique).

@@ -3,6 +3,9 @@
 
 pub mod sink;
 
+/// Running the `toolsize` binary and reading its structured errors.
+pub mod cli;
+
 /// The Grafana dashboard: its panels, queries and template variables.
 pub mod dashboard;
 
