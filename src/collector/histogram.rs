@@ -150,12 +150,11 @@ impl Hist {
     /// so one within the stated precision of a bound may land on the other side of it.
     pub fn bucket_counts(&self, bounds: &[u64]) -> Vec<u64> {
         let mut counts = vec![0; bounds.len() + 1];
-        for v in self.h.iter().flat_map(|h| h.iter_recorded()) {
-            let value = self
-                .h
-                .as_ref()
-                .map_or(0, |h| h.median_equivalent(v.value_iterated_to()));
-            counts[bounds.partition_point(|&b| b < value)] += u64::from(v.count_at_value());
+        if let Some(h) = &self.h {
+            for v in h.iter_recorded() {
+                let value = h.median_equivalent(v.value_iterated_to());
+                counts[bounds.partition_point(|&b| b < value)] += u64::from(v.count_at_value());
+            }
         }
         counts
     }
