@@ -194,8 +194,15 @@ pub struct Stats {
     pub unknown_size: u64,
     /// Sizes measured by the tool.
     pub measured: u64,
-    /// Sizes derived from content.
+    /// Sizes derived from content, counted as recorded.
     pub derived: u64,
+    /// Sizes derived from content with the tracer's envelope removed.
+    pub unwrapped: u64,
+    /// Sizes that are lower bounds (the content showed an upstream cut).
+    pub lower_bound: u64,
+    /// The largest attribute value length limit results were seen cut at (configured or
+    /// learned), characters or UTF-16 units.
+    pub upstream_limit: Option<u64>,
     /// Result bytes.
     pub size: Hist,
     /// Latency, microseconds.
@@ -212,6 +219,9 @@ impl Default for Stats {
             unknown_size: 0,
             measured: 0,
             derived: 0,
+            unwrapped: 0,
+            lower_bound: 0,
+            upstream_limit: None,
             size: Hist::new(MAX_BYTES),
             latency: Hist::new(MAX_LATENCY_US),
         }
@@ -227,14 +237,17 @@ impl Stats {
         match r.size {
             Size::Known { bytes, source } => {
                 self.size.record(bytes);
-                match source {
-                    SizeSource::Measured => self.measured += 1,
-                    SizeSource::Derived => self.derived += 1,
+                match (source, r.truncated_upstream) {
+                    (_, true) => self.lower_bound += 1,
+                    (SizeSource::Measured, false) => self.measured += 1,
+                    (SizeSource::Derived, false) => self.derived += 1,
+                    (SizeSource::Unwrapped, false) => self.unwrapped += 1,
                 }
             }
             Size::Unknown(_) => self.unknown_size += 1,
             Size::Failed => {}
         }
+        self.upstream_limit = self.upstream_limit.max(r.upstream_limit);
         self.latency.record(r.latency_us);
     }
 
@@ -246,6 +259,9 @@ impl Stats {
         self.unknown_size += o.unknown_size;
         self.measured += o.measured;
         self.derived += o.derived;
+        self.unwrapped += o.unwrapped;
+        self.lower_bound += o.lower_bound;
+        self.upstream_limit = self.upstream_limit.max(o.upstream_limit);
         self.size.add(&o.size);
         self.latency.add(&o.latency);
     }
@@ -653,7 +669,7 @@ impl State {
             // per-attribute layers apply to them.
             let verdict = limits
                 .stack
-                .verdict(&r.measures.measures(bytes), source == SizeSource::Derived);
+                .verdict(&r.measures.measures(bytes), source != SizeSource::Measured);
             if let Some(cut) = verdict.weakest {
                 add_over(&mut s.over_ceiling, cut.layer_id, 1);
                 if s.over_recent.len() >= OVER_CEILING_RECENT {
@@ -854,8 +870,16 @@ pub struct ToolRow {
     pub unknown_size: u64,
     /// Sizes measured by the tool.
     pub measured: u64,
-    /// Sizes derived from content.
+    /// Sizes derived from content, counted as recorded.
     pub derived: u64,
+    /// Sizes derived from content with the tracer's envelope removed.
+    pub unwrapped: u64,
+    /// Sizes that are lower bounds (the content showed an upstream cut).
+    pub lower_bound: u64,
+    /// The attribute value length limit results were seen cut at, configured or learned from
+    /// the data (characters or UTF-16 units); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_limit: Option<u64>,
     /// Latency, 95th percentile, milliseconds.
     pub latency_p95_ms: f64,
 }
@@ -932,6 +956,9 @@ fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
         unknown_size: st.unknown_size,
         measured: st.measured,
         derived: st.derived,
+        unwrapped: st.unwrapped,
+        lower_bound: st.lower_bound,
+        upstream_limit: st.upstream_limit,
         latency_p95_ms: st.latency.quantile(0.95) as f64 / 1000.0,
     }
 }
@@ -1043,6 +1070,12 @@ struct StatsSnap {
     unknown_size: u64,
     measured: u64,
     derived: u64,
+    #[serde(default)]
+    unwrapped: u64,
+    #[serde(default)]
+    lower_bound: u64,
+    #[serde(default)]
+    upstream_limit: Option<u64>,
     size: HistSnapshot,
     latency: HistSnapshot,
 }
@@ -1057,6 +1090,9 @@ impl From<&Stats> for StatsSnap {
             unknown_size: s.unknown_size,
             measured: s.measured,
             derived: s.derived,
+            unwrapped: s.unwrapped,
+            lower_bound: s.lower_bound,
+            upstream_limit: s.upstream_limit,
             size: s.size.to_snapshot(),
             latency: s.latency.to_snapshot(),
         }
@@ -1073,6 +1109,9 @@ impl From<&StatsSnap> for Stats {
             unknown_size: s.unknown_size,
             measured: s.measured,
             derived: s.derived,
+            unwrapped: s.unwrapped,
+            lower_bound: s.lower_bound,
+            upstream_limit: s.upstream_limit,
             size: Hist::from_snapshot(&s.size, MAX_BYTES),
             latency: Hist::from_snapshot(&s.latency, MAX_LATENCY_US),
         }
@@ -1481,6 +1520,7 @@ mod tests {
             span_id: [2; 8],
             args_hash: Some(ArgsHash::new(&format!("{tool}-args"))),
             measures: Extra::default(),
+            upstream_limit: None,
         }
     }
 

@@ -30,6 +30,8 @@ pub const TOOL_RESULTS_TRUNCATED_UPSTREAM: &str = "toolsize_tool_results_truncat
 pub const TOOL_RESULTS_SIZE_UNKNOWN: &str = "toolsize_tool_results_size_unknown_total";
 /// Results with a known size, by how it was obtained.
 pub const TOOL_RESULTS_SIZED: &str = "toolsize_tool_results_sized_total";
+/// Attribute value length limit a tool's results were seen cut at (configured or learned).
+pub const TOOL_RESULT_UPSTREAM_LIMIT: &str = "toolsize_tool_result_upstream_limit_chars";
 /// Results over a ceiling, by the weakest layer that cuts them (`layer` label).
 pub const TOOL_RESULTS_OVER_CEILING: &str = "toolsize_tool_results_over_ceiling_total";
 /// Each layer's effective limit in bytes (`layer` label); estimated for non-byte units.
@@ -156,20 +158,29 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         &mut out,
         TOOL_RESULTS_SIZED,
         "counter",
-        "Results of known size, by source: measured by the tool or derived from content.",
+        "Results of known size, by source: measured by the tool, derived from content as recorded, unwrapped from the tracer's envelope, or a lower bound (cut upstream).",
     );
     for (k, l) in keys.iter().zip(&labels) {
         let t = &state.series[*k].total;
-        let _ = writeln!(
-            out,
-            "{TOOL_RESULTS_SIZED}{{{l},source=\"measured\"}} {}",
-            t.measured
-        );
-        let _ = writeln!(
-            out,
-            "{TOOL_RESULTS_SIZED}{{{l},source=\"derived\"}} {}",
-            t.derived
-        );
+        for (source, n) in [
+            ("measured", t.measured),
+            ("derived", t.derived),
+            ("unwrapped", t.unwrapped),
+            ("lower_bound", t.lower_bound),
+        ] {
+            let _ = writeln!(out, "{TOOL_RESULTS_SIZED}{{{l},source=\"{source}\"}} {n}");
+        }
+    }
+    head(
+        &mut out,
+        TOOL_RESULT_UPSTREAM_LIMIT,
+        "gauge",
+        "Attribute value length limit (characters or UTF-16 units) the tool's results were seen cut at upstream, configured or learned from the data.",
+    );
+    for (k, l) in keys.iter().zip(&labels) {
+        if let Some(n) = state.series[*k].total.upstream_limit {
+            let _ = writeln!(out, "{TOOL_RESULT_UPSTREAM_LIMIT}{{{l}}} {n}");
+        }
     }
 
     head(

@@ -40,6 +40,7 @@ pub mod api;
 pub mod config;
 pub mod exposition;
 pub mod histogram;
+pub mod learn;
 pub mod receiver;
 pub mod recognize;
 pub mod runbook;

@@ -186,7 +186,7 @@ impl Rules {
         };
         let verdict = self
             .stack
-            .verdict(&r.measures.measures(bytes), source == SizeSource::Derived);
+            .verdict(&r.measures.measures(bytes), source != SizeSource::Measured);
         let Some(cut) = verdict.weakest else {
             return Vec::new();
         };
@@ -531,6 +531,7 @@ mod tests {
             span_id: [2; 8],
             args_hash: Some(ArgsHash::new("0123456789ab")),
             measures: Extra::default(),
+            upstream_limit: None,
         }
     }
 

@@ -107,7 +107,7 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
         out.attributes_ignored += span.attrs.len().saturating_sub(MAX_ATTRIBUTES_READ) as u64;
         match r.recognize(&arc, scope, span) {
             Outcome::Tool(t) => out.records.push(t),
-            Outcome::NotTool => out.not_tool += 1,
+            Outcome::NotTool | Outcome::Summary => out.not_tool += 1,
             Outcome::Invalid(why) => {
                 out.invalid += 1;
                 out.invalid_reason.get_or_insert(why);
