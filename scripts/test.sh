@@ -21,6 +21,7 @@ install_peers() {
   local missing=()
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
   python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
   { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
   { command -v prometheus-alertmanager && command -v amtool; } >/dev/null 2>&1 ||
     missing+=(prometheus-alertmanager)
@@ -35,6 +36,11 @@ install_peers() {
   # (Debian's own python3 marks its site-packages as externally managed; this is a test machine.)
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check \
     --root-user-action=ignore -r tests/requirements.txt
+  # Agent frameworks (tests/collector_frameworks.rs), in a virtualenv of their own.
+  log "pip install -r tests/requirements-frameworks.txt (target/frameworks-venv)"
+  [ -x target/frameworks-venv/bin/python ] || python3 -m venv target/frameworks-venv
+  target/frameworks-venv/bin/python -m pip install -q --disable-pip-version-check \
+    -r tests/requirements-frameworks.txt
 }
 
 if [ "${TOOLSIZE_SKIP_INSTALL:-0}" != 1 ]; then

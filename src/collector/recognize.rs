@@ -969,8 +969,9 @@ pub enum Envelope {
     /// `json.dumps` with `\uXXXX` escapes; the Vercel AI SDK's `JSON.stringify`). Other JSON is
     /// counted as recorded.
     JsonString,
-    /// OpenInference's `output.value`: a serialised LangChain `ToolMessage` (alone, or under
-    /// `output`, or LangChain's `{"lc": 1, "kwargs": …}` form) is replaced by its `content`; a
+    /// OpenInference's `output.value`: a serialised LangChain `ToolMessage` (`{"type": "tool",
+    /// "data": {…}}`, alone, under `output`, or LangChain's `{"lc": 1, "kwargs": …}` form) is
+    /// replaced by its `content`; a
     /// JSON string is decoded; anything else is counted as recorded.
     ToolMessage,
     /// Google ADK's `{"result": …}` around a non-dict return value.
@@ -1010,10 +1011,13 @@ pub fn unwrap_content(env: Envelope, s: &[u8]) -> Option<u64> {
         (_, J::String(s)) => Some(s.len() as u64),
         (Envelope::ToolMessage, J::Object(o)) => {
             let msg = |o: &serde_json::Map<String, J>| -> Option<u64> {
-                let is_tool = o.get("type").and_then(J::as_str) == Some("tool")
-                    || o.contains_key("tool_call_id");
+                let is_tool = o.get("type").and_then(J::as_str) == Some("tool");
+                // `message_to_dict` form: {"type": "tool", "data": {"content": …}}.
+                if let (true, Some(J::Object(d))) = (is_tool, o.get("data")) {
+                    return d.get("content").map(text_len);
+                }
                 let content = o.get("content")?;
-                is_tool.then(|| text_len(content))
+                (is_tool || o.contains_key("tool_call_id")).then(|| text_len(content))
             };
             let lc = |o: &serde_json::Map<String, J>| -> Option<u64> {
                 let id = o.get("id")?.as_array()?;
@@ -1780,6 +1784,8 @@ mod tests {
         );
         let lc = r#"{"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "ToolMessage"], "kwargs": {"content": "abc", "tool_call_id": "c1"}}"#;
         assert_eq!(u(Envelope::ToolMessage, lc), Some(3));
+        let data = r#"{"type": "tool", "data": {"content": "abcd", "type": "tool", "tool_call_id": "c1"}}"#;
+        assert_eq!(u(Envelope::ToolMessage, data), Some(4));
         // A plain JSON result of an OpenInference tool is counted as recorded.
         assert_eq!(u(Envelope::ToolMessage, r#"{"content": "x"}"#), None);
         assert_eq!(u(Envelope::ToolMessage, "plain text"), None);

@@ -1,0 +1,242 @@
+//! Real agent frameworks, each traced by its own official OpenTelemetry instrumentation and
+//! driven by its own fake model (`tests/frameworks/agents.py`, installed from
+//! `tests/requirements-frameworks.txt` by `scripts/test.sh`), export OTLP/HTTP to a daemon.
+//!
+//! Per tool call, matched by span id in `/api/v1/tools/{tool}`, the daemon's size equals the
+//! bytes the framework handed to the model (read from the messages the fake model received),
+//! within 1 %; failed calls are not sized; every tool has one series and nothing else does.
+//! Run again with `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT=1000` in the agent, the cut results are
+//! flagged truncated upstream with the limit, under the daemon's default settings.
+//!
+//! The test prints the framework table of `docs/collector.md` and checks the document holds it.
+//! In CI a missing framework fails the test.
+#![cfg(feature = "collector")]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use support::collector::*;
+use toolsize::collector::Daemon;
+
+/// Frameworks run, with the size rule the daemon applies to their tool spans.
+const FRAMEWORKS: &[(&str, &str, &str)] = &[
+    (
+        "pydantic_ai",
+        "pydantic-ai 2.68.0 (own instrumentation, FunctionModel)",
+        "`gen_ai.tool.call.result` as recorded",
+    ),
+    (
+        "langchain",
+        "LangChain core 1.7.2 + openinference-instrumentation-langchain 0.1.80 (GenericFakeChatModel)",
+        "`output.value`: the ToolMessage's `content`",
+    ),
+];
+
+/// Agent calls per run: every 4th fails.
+const CALLS: usize = 12;
+/// The attribute value length limit set in the agent for the cut run.
+const LIMIT: u64 = 1000;
+
+fn python() -> PathBuf {
+    std::env::var_os("TOOLSIZE_FRAMEWORKS_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/target/frameworks-venv/bin/python"
+            ))
+        })
+}
+
+fn run_agent(
+    framework: &str,
+    endpoint: &str,
+    service: &str,
+    env: &[(&str, &str)],
+) -> serde_json::Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/frameworks/agents.py");
+    let out = Command::new(python())
+        .args([
+            script,
+            "--framework",
+            framework,
+            "--endpoint",
+            endpoint,
+            "--service",
+            service,
+            "--calls",
+            &CALLS.to_string(),
+        ])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "agents.py {framework} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The rows of `service` in `/api/v1/tools`, by tool.
+async fn rows(
+    admin: std::net::SocketAddr,
+    service: &str,
+) -> BTreeMap<String, serde_json::Value> {
+    let table = tools(admin, "").await;
+    table["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["service"] == service)
+        .map(|r| (r["tool"].as_str().unwrap().to_string(), r.clone()))
+        .collect()
+}
+
+/// The largest results of `tool` for `service`: span id → (bytes, truncated upstream).
+async fn largest(
+    admin: std::net::SocketAddr,
+    service: &str,
+    tool: &str,
+) -> BTreeMap<String, (u64, bool)> {
+    let v = get_json(admin, &format!("/api/v1/tools/{tool}?service={service}")).await;
+    let series = v["series"].as_array().unwrap();
+    assert_eq!(series.len(), 1, "{tool}: {v}");
+    series[0]["largest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["span_id"].as_str().unwrap().to_string(),
+                (
+                    l["bytes"].as_u64().unwrap(),
+                    l["truncated_upstream"].as_bool().unwrap(),
+                ),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_frameworks_sizes_are_what_the_model_got() {
+    if !require(python().to_str().unwrap(), &["-c", "import pydantic_ai, langchain_core, openinference.instrumentation.langchain"]) {
+        return;
+    }
+    let mut config = loopback_config();
+    config.aggregation.largest_results = 4 * CALLS;
+    let d = Daemon::start(&config).await.unwrap();
+    let endpoint = format!("http://{}", d.otlp_http_addr);
+    let mut table = String::from(
+        "| framework | recognised | size rule | exactness | failed calls | SDK cut at 1,000 chars |\n|---|---|---|---|---|---|\n",
+    );
+    for &(fw, label, rule) in FRAMEWORKS {
+        // Whole results.
+        let service = format!("{fw}-whole");
+        let got = run_agent(fw, &endpoint, &service, &[]);
+        let calls = got["calls"].as_array().unwrap();
+        assert_eq!(calls.len(), CALLS, "{fw}: one tool span per call: {got}");
+        let by_tool = rows(d.admin_addr, &service).await;
+        let mut expected_tools: Vec<&str> = calls.iter().map(|c| c["tool"].as_str().unwrap()).collect();
+        expected_tools.sort_unstable();
+        expected_tools.dedup();
+        assert_eq!(
+            by_tool.keys().map(String::as_str).collect::<Vec<_>>(),
+            expected_tools,
+            "{fw}: one series per tool, no phantom"
+        );
+        let mut worst = 0.0f64;
+        let mut failed = 0;
+        for (tool, row) in &by_tool {
+            let big = largest(d.admin_addr, &service, tool).await;
+            let mine: Vec<_> = calls.iter().filter(|c| c["tool"] == tool.as_str()).collect();
+            let fails = mine.iter().filter(|c| c["failed"] == true).count();
+            failed += fails;
+            assert_eq!(row["count"], mine.len() as u64, "{fw}/{tool} calls");
+            assert_eq!(row["errors"], fails as u64, "{fw}/{tool} errors");
+            assert_eq!(row["sized"], (mine.len() - fails) as u64, "{fw}/{tool}: failed calls unsized");
+            assert_eq!(row["truncated_upstream"], 0, "{fw}/{tool}");
+            for c in mine {
+                let span = c["span_id"].as_str().unwrap();
+                if c["failed"] == true {
+                    assert!(!big.contains_key(span), "{fw}/{tool}: failed call {span} sized");
+                    continue;
+                }
+                let handed = c["bytes"].as_u64().unwrap();
+                let (bytes, _) = big
+                    .get(span)
+                    .unwrap_or_else(|| panic!("{fw}/{tool}: span {span} not among {big:?}"));
+                let err = (*bytes as f64 - handed as f64).abs() / handed as f64;
+                assert!(
+                    err <= 0.01,
+                    "{fw}/{tool} span {span}: daemon {bytes} B, model got {handed} B"
+                );
+                worst = worst.max(err);
+            }
+        }
+
+        // Cut by the SDK in the agent; the daemon is not told.
+        let service = format!("{fw}-cut");
+        let limit = LIMIT.to_string();
+        let got = run_agent(
+            fw,
+            &endpoint,
+            &service,
+            &[("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", &limit)],
+        );
+        let calls = got["calls"].as_array().unwrap();
+        let by_tool = rows(d.admin_addr, &service).await;
+        let mut cut = 0;
+        let mut flagged = 0;
+        let mut limits = Vec::new();
+        for (tool, row) in &by_tool {
+            let big = largest(d.admin_addr, &service, tool).await;
+            for c in calls.iter().filter(|c| c["tool"] == tool.as_str() && c["failed"] == false) {
+                let handed = c["bytes"].as_u64().unwrap();
+                let (bytes, up) = big[c["span_id"].as_str().unwrap()];
+                // A result of more than LIMIT bytes may still fit in LIMIT characters only
+                // when it is non-ASCII; these payloads have more characters than LIMIT then.
+                if handed > LIMIT + LIMIT / 5 {
+                    cut += 1;
+                    flagged += usize::from(up);
+                    assert!(bytes < handed, "{fw}/{tool}: cut result larger than whole");
+                } else if handed <= LIMIT {
+                    assert!(!up, "{fw}/{tool}: a whole result of {handed} B flagged");
+                }
+            }
+            if let Some(l) = row.get("upstream_limit").and_then(|v| v.as_u64()) {
+                limits.push(l);
+            }
+        }
+        assert!(cut >= 4, "{fw}: the cut run cut {cut} results");
+        assert!(
+            flagged + 2 >= cut,
+            "{fw}: {flagged} of {cut} cut results flagged (all but the first two expected)"
+        );
+        assert!(
+            limits.contains(&LIMIT),
+            "{fw}: inferred limit {LIMIT} not shown: {limits:?}"
+        );
+        let text = metrics(d.admin_addr).await;
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!(
+                "toolsize_tool_result_upstream_limit_chars{{service=\"{service}\""
+            )) && l.ends_with(&format!(" {LIMIT}"))),
+            "{fw}: limit not in /metrics"
+        );
+        table.push_str(&format!(
+            "| {label} | {} of {} tool calls, no other span | {rule} | exact (worst {:.2} %) | {failed} of {failed} unsized | {flagged} of {cut} flagged, limit {LIMIT} inferred |\n",
+            CALLS, CALLS, worst * 100.0,
+        ));
+    }
+    println!("{table}");
+    let doc = include_str!("../docs/collector.md");
+    assert!(
+        doc.contains(&table),
+        "docs/collector.md must hold the table this test measured:\n{table}"
+    );
+    d.shutdown().await;
+}

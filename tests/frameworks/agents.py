@@ -1,0 +1,194 @@
+"""Runs a small agent per framework, traced by the framework's own OpenTelemetry
+instrumentation and driven by the framework's own fake model, exporting OTLP/HTTP to a daemon.
+
+Prints one JSON object: per tool call, the span id of its tool span (taken from the spans the
+SDK exported), the tool name, whether it failed, and the UTF-8 bytes of the result as the
+framework handed it to the model (taken from the messages the fake model received).
+
+    agents.py --framework pydantic_ai --endpoint http://127.0.0.1:4318 --service svc
+"""
+
+import argparse
+import json
+import sys
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+# Results from 300 B to 40 KB, non-ASCII text included; the size of call i.
+SIZES = [300, 1200, 5000, 9000, 16000, 40000]
+FAIL_EVERY = 4  # every 4th call fails
+
+
+def payload(n, seed):
+    """Text of about n UTF-8 bytes, non-ASCII included."""
+    words = ["déjà", "vu", "naïve", "café", "日本語", "tool", "result", str(seed)]
+    out, size, i = [], 0, 0
+    while size < n:
+        w = words[(i + seed) % len(words)]
+        out.append(w)
+        size += len(w.encode()) + 1
+        i += 1
+    return " ".join(out)
+
+
+class Keep(SpanExporter):
+    """Keeps the exported spans to read their ids."""
+
+    def __init__(self):
+        self.spans = []
+
+    def export(self, spans):
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self):
+        pass
+
+
+def provider(endpoint, service):
+    tp = TracerProvider(resource=Resource.create({"service.name": service}))
+    keep = Keep()
+    tp.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint + "/v1/traces")))
+    tp.add_span_processor(SimpleSpanProcessor(keep))
+    return tp, keep
+
+
+def hexid(i):
+    return format(i, "016x")
+
+
+def run_pydantic_ai(tp, keep, calls):
+    from pydantic_ai import Agent, ModelRetry
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.capabilities.instrumentation import Instrumentation
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    handed = {}
+    plan = []
+    for i in range(calls):
+        tool = "fetch_page" if i % 2 == 0 else "search_docs"
+        plan.append((f"call_{i}", tool, i))
+
+    def model(messages, info):
+        # Record every tool return the model was handed, by call id.
+        for m in messages:
+            for p in getattr(m, "parts", []):
+                if isinstance(p, ToolReturnPart):
+                    handed[p.tool_call_id] = len(p.model_response_str().encode())
+        step = sum(1 for m in messages if isinstance(m, ModelResponse))
+        if step < len(plan):
+            cid, tool, i = plan[step]
+            return ModelResponse(parts=[ToolCallPart(tool, {"i": i}, tool_call_id=cid)])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(model), capabilities=[Instrumentation(settings=InstrumentationSettings(tracer_provider=tp))],
+                  retries=calls)
+
+    def body(i):
+        if i % FAIL_EVERY == FAIL_EVERY - 1:
+            raise ModelRetry(f"call {i} failed")
+        return payload(SIZES[i % len(SIZES)], i)
+
+    @agent.tool_plain
+    def fetch_page(i: int) -> str:
+        return body(i)
+
+    @agent.tool_plain
+    def search_docs(i: int) -> str:
+        return body(i)
+
+    agent.run_sync("go")
+    out = []
+    for s in keep.spans:
+        cid = (s.attributes or {}).get("gen_ai.tool.call.id")
+        if cid is None or not s.name.startswith("execute_tool"):
+            continue
+        failed = int(cid.split("_")[1]) % FAIL_EVERY == FAIL_EVERY - 1
+        out.append({"span_id": hexid(s.context.span_id), "tool": s.attributes.get("gen_ai.tool.name"),
+                    "failed": failed, "bytes": None if failed else handed[cid]})
+    return out
+
+
+def run_langchain(tp, keep, calls):
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import tool as lc_tool
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    LangChainInstrumentor().instrument(tracer_provider=tp)
+
+    @lc_tool
+    def fetch_page(i: int) -> str:
+        """Fetches page i."""
+        if i % FAIL_EVERY == FAIL_EVERY - 1:
+            raise ValueError(f"call {i} failed")
+        return payload(SIZES[i % len(SIZES)], i)
+
+    @lc_tool
+    def search_docs(i: int) -> dict:
+        """Searches docs; returns a dict (serialised by LangChain for the model)."""
+        if i % FAIL_EVERY == FAIL_EVERY - 1:
+            raise ValueError(f"call {i} failed")
+        return {"hits": [payload(SIZES[i % len(SIZES)] // 2, i)], "i": i}
+
+    tools = {"fetch_page": fetch_page, "search_docs": search_docs}
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="ok")] * (calls + 1)))
+    messages = []
+    handed = {}
+    for i in range(calls):
+        name = "fetch_page" if i % 2 == 0 else "search_docs"
+        cid = f"call_{i}"
+        call = {"name": name, "args": {"i": i}, "id": cid, "type": "tool_call"}
+        try:
+            msg = tools[name].invoke(call)
+        except ValueError:
+            handed[cid] = None
+            continue
+        assert isinstance(msg, ToolMessage)
+        messages.append(msg)
+        # What the model is handed: the ToolMessage, read back from the model's own input.
+        model.invoke(messages)
+        handed[cid] = len(msg.content.encode()) if isinstance(msg.content, str) else len(
+            json.dumps(msg.content, ensure_ascii=False).encode())
+    out = []
+    for s in keep.spans:
+        a = s.attributes or {}
+        if a.get("openinference.span.kind") != "TOOL":
+            continue
+        # The span does not carry the call id: runs are in call order.
+        out.append({"span_id": hexid(s.context.span_id), "tool": s.name})
+    for o, i in zip(out, range(calls)):
+        o["failed"] = handed[f"call_{i}"] is None
+        o["bytes"] = handed[f"call_{i}"]
+    return out
+
+
+RUNNERS = {"pydantic_ai": run_pydantic_ai, "langchain": run_langchain}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--framework", required=True, choices=sorted(RUNNERS))
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--service", required=True)
+    ap.add_argument("--calls", type=int, default=12)
+    ap.add_argument("--dump", action="store_true", help="print the tool spans' attributes to stderr")
+    a = ap.parse_args()
+    tp, keep = provider(a.endpoint, a.service)
+    calls = RUNNERS[a.framework](tp, keep, a.calls)
+    tp.force_flush()
+    if a.dump:
+        for s in keep.spans:
+            print(s.name, s.status.status_code, {k: (v if len(str(v)) < 300 else str(v)[:300] + "…")
+                                                 for k, v in (s.attributes or {}).items()},
+                  file=sys.stderr)
+    json.dump({"framework": a.framework, "service": a.service, "calls": calls}, sys.stdout)
+    tp.shutdown()
+
+
+if __name__ == "__main__":
+    main()
