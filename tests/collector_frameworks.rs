@@ -82,10 +82,7 @@ fn run_agent(
 }
 
 /// The rows of `service` in `/api/v1/tools`, by tool.
-async fn rows(
-    admin: std::net::SocketAddr,
-    service: &str,
-) -> BTreeMap<String, serde_json::Value> {
+async fn rows(admin: std::net::SocketAddr, service: &str) -> BTreeMap<String, serde_json::Value> {
     let table = tools(admin, "").await;
     table["tools"]
         .as_array()
@@ -123,7 +120,13 @@ async fn largest(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_frameworks_sizes_are_what_the_model_got() {
-    if !require(python().to_str().unwrap(), &["-c", "import pydantic_ai, langchain_core, openinference.instrumentation.langchain"]) {
+    if !require(
+        python().to_str().unwrap(),
+        &[
+            "-c",
+            "import pydantic_ai, langchain_core, openinference.instrumentation.langchain",
+        ],
+    ) {
         return;
     }
     let mut config = loopback_config();
@@ -140,7 +143,8 @@ async fn real_frameworks_sizes_are_what_the_model_got() {
         let calls = got["calls"].as_array().unwrap();
         assert_eq!(calls.len(), CALLS, "{fw}: one tool span per call: {got}");
         let by_tool = rows(d.admin_addr, &service).await;
-        let mut expected_tools: Vec<&str> = calls.iter().map(|c| c["tool"].as_str().unwrap()).collect();
+        let mut expected_tools: Vec<&str> =
+            calls.iter().map(|c| c["tool"].as_str().unwrap()).collect();
         expected_tools.sort_unstable();
         expected_tools.dedup();
         assert_eq!(
@@ -152,17 +156,27 @@ async fn real_frameworks_sizes_are_what_the_model_got() {
         let mut failed = 0;
         for (tool, row) in &by_tool {
             let big = largest(d.admin_addr, &service, tool).await;
-            let mine: Vec<_> = calls.iter().filter(|c| c["tool"] == tool.as_str()).collect();
+            let mine: Vec<_> = calls
+                .iter()
+                .filter(|c| c["tool"] == tool.as_str())
+                .collect();
             let fails = mine.iter().filter(|c| c["failed"] == true).count();
             failed += fails;
             assert_eq!(row["count"], mine.len() as u64, "{fw}/{tool} calls");
             assert_eq!(row["errors"], fails as u64, "{fw}/{tool} errors");
-            assert_eq!(row["sized"], (mine.len() - fails) as u64, "{fw}/{tool}: failed calls unsized");
+            assert_eq!(
+                row["sized"],
+                (mine.len() - fails) as u64,
+                "{fw}/{tool}: failed calls unsized"
+            );
             assert_eq!(row["truncated_upstream"], 0, "{fw}/{tool}");
             for c in mine {
                 let span = c["span_id"].as_str().unwrap();
                 if c["failed"] == true {
-                    assert!(!big.contains_key(span), "{fw}/{tool}: failed call {span} sized");
+                    assert!(
+                        !big.contains_key(span),
+                        "{fw}/{tool}: failed call {span} sized"
+                    );
                     continue;
                 }
                 let handed = c["bytes"].as_u64().unwrap();
@@ -194,7 +208,10 @@ async fn real_frameworks_sizes_are_what_the_model_got() {
         let mut limits = Vec::new();
         for (tool, row) in &by_tool {
             let big = largest(d.admin_addr, &service, tool).await;
-            for c in calls.iter().filter(|c| c["tool"] == tool.as_str() && c["failed"] == false) {
+            for c in calls
+                .iter()
+                .filter(|c| c["tool"] == tool.as_str() && c["failed"] == false)
+            {
                 let handed = c["bytes"].as_u64().unwrap();
                 let (bytes, up) = big[c["span_id"].as_str().unwrap()];
                 // A result of more than LIMIT bytes may still fit in LIMIT characters only
