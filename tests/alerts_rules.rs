@@ -579,6 +579,7 @@ fn exported() -> BTreeSet<String> {
         names::TOOL_RESULTS_TRUNCATED_UPSTREAM,
         names::TOOL_RESULTS_SIZE_UNKNOWN,
         names::TOOL_RESULTS_SIZED,
+        names::TOOL_RESULT_UPSTREAM_LIMIT,
         names::TOOL_RESULTS_OVER_CEILING,
         names::CEILING_BYTES,
         names::TOOL_RESULT_SIZE_P50,

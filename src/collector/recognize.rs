@@ -987,6 +987,7 @@ pub const ENVELOPES: &[(&str, Envelope)] = &[
     ("traceloop.entity.output", Envelope::JsonString),
     ("ai.toolCall.result", Envelope::JsonString),
     ("gcp.vertex.agent.tool_response", Envelope::AdkResult),
+    ("mlflow.spanOutputs", Envelope::JsonString),
 ];
 
 /// The UTF-8 bytes of the result inside recorded content `s` wrapped by `env`, or `None` when
