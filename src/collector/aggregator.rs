@@ -30,7 +30,7 @@ use super::histogram::{Hist, HistSnapshot, MAX_BYTES, MAX_LATENCY_US};
 use super::recognize::{ArgsHash, Size, SizeSource, ToolRecord};
 use super::store::Store;
 use super::SelfStats;
-use crate::layers::Stack;
+use crate::layers::{Cut, Stack};
 
 /// Time slots per sliding window.
 pub const SLOTS_PER_WINDOW: u64 = 5;
@@ -164,10 +164,26 @@ pub struct SeriesKey {
     pub tool: String,
 }
 
-/// Something told about every recorded result; the seam where ceiling checks and alerts plug in.
+/// One recorded result as an observer sees it: its series and the verdict the aggregator
+/// computed once for it.
+#[derive(Debug)]
+pub struct Observed<'a> {
+    /// The series it was added to.
+    pub key: &'a SeriesKey,
+    /// The series' id, stable for the life of the process (a cheap key for observers' maps).
+    pub series: u32,
+    /// The record.
+    pub record: &'a ToolRecord,
+    /// The weakest layer that cuts it, with its index in the stack, when one does.
+    pub over: Option<(usize, Cut<'a>)>,
+    /// When it was recorded, Unix milliseconds.
+    pub now_ms: u64,
+}
+
+/// Something told about every recorded result; the seam where alert rules plug in.
 pub trait ResultObserver: Send + 'static {
-    /// Called once per tool record, after it was added to `key`'s series.
-    fn observe(&mut self, key: &SeriesKey, record: &ToolRecord, now_unix: u64);
+    /// Called once per tool record, after it was added to its series.
+    fn observe(&mut self, seen: &Observed<'_>);
 
     /// Called every evaluation interval with the whole state (window rules go here).
     fn periodic(
@@ -175,8 +191,12 @@ pub trait ResultObserver: Send + 'static {
         _series: &HashMap<SeriesKey, Series, FxBuild>,
         _limits: &Limits,
         _now_unix: u64,
+        _now_ms: u64,
     ) {
     }
+
+    /// Called after every batch.
+    fn tick(&mut self) {}
 }
 
 /// Counters and histograms of one series over one period.
@@ -364,6 +384,8 @@ pub struct ArgsStat {
 /// Everything kept for one series.
 #[derive(Debug, Clone)]
 pub struct Series {
+    /// Its id, given at creation, stable for the life of the process.
+    pub id: u32,
     /// Since start (or since the restored snapshot's start).
     pub total: Stats,
     windows: Vec<Ring>,
@@ -450,8 +472,9 @@ impl Series {
         }
     }
 
-    fn new(limits: &Limits) -> Self {
+    fn new(limits: &Limits, id: u32) -> Self {
         Self {
+            id,
             total: Stats::default(),
             windows: limits.windows.iter().map(|(_, d)| Ring::new(*d)).collect(),
             size_buckets: vec![0; limits.size_bounds.len() + 1],
@@ -521,6 +544,7 @@ pub struct State {
     /// The firing alerts of the restored snapshot, for the alert task to take.
     pub restored_alerts: Vec<SavedAlert>,
     observers: Vec<Box<dyn ResultObserver>>,
+    next_id: u32,
 }
 
 impl std::fmt::Debug for State {
@@ -529,6 +553,14 @@ impl std::fmt::Debug for State {
             .field("series", &self.series.len())
             .finish()
     }
+}
+
+/// Current time, Unix milliseconds.
+pub fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Current time, Unix seconds.
@@ -560,7 +592,17 @@ impl State {
             saved_alerts: Arc::default(),
             restored_alerts: Vec::new(),
             observers: Vec::new(),
+            next_id: 0,
         }
+    }
+
+    fn new_series(&mut self) -> Series {
+        Self::next_series(&self.limits, &mut self.next_id)
+    }
+
+    fn next_series(limits: &Limits, next_id: &mut u32) -> Series {
+        *next_id = next_id.wrapping_add(1);
+        Series::new(limits, *next_id)
     }
 
     /// Adds an observer told about every record (ceiling checks go here).
@@ -568,10 +610,15 @@ impl State {
         self.observers.push(o);
     }
 
-    /// Runs the observers' window evaluations at `now`.
+    /// Runs the observers' window evaluations at `now` (Unix seconds).
     pub fn evaluate_observers(&mut self, now: u64) {
+        self.evaluate_observers_ms(now * 1000);
+    }
+
+    /// Runs the observers' window evaluations at `now_ms` (Unix milliseconds).
+    pub fn evaluate_observers_ms(&mut self, now_ms: u64) {
         for o in &mut self.observers {
-            o.periodic(&self.series, &self.limits, now);
+            o.periodic(&self.series, &self.limits, now_ms / 1000, now_ms);
         }
     }
 
@@ -582,79 +629,101 @@ impl State {
 
     /// Records a batch received at `now` (Unix seconds).
     pub fn record_batch(&mut self, records: &[ToolRecord], now: u64) {
+        self.record_batch_ms(records, now * 1000);
+    }
+
+    /// Records a batch received at `now_ms` (Unix milliseconds), then lets the observers send
+    /// what they queued.
+    pub fn record_batch_ms(&mut self, records: &[ToolRecord], now_ms: u64) {
         for r in records {
-            self.record(r, now);
+            self.record_ms(r, now_ms);
+        }
+        for o in &mut self.observers {
+            o.tick();
         }
     }
 
-    /// Records one result.
+    /// Records one result received at `now` (Unix seconds).
     pub fn record(&mut self, r: &ToolRecord, now: u64) {
+        self.record_ms(r, now * 1000);
+    }
+
+    /// Records one result received at `now_ms` (Unix milliseconds).
+    pub fn record_ms(&mut self, r: &ToolRecord, now_ms: u64) {
+        let now = now_ms / 1000;
         if let Size::Known { bytes, .. } = r.size {
             self.clamped[0] += u64::from(bytes > MAX_BYTES);
         }
         self.clamped[1] += u64::from(r.latency_us > MAX_LATENCY_US);
-        // One borrowed lookup in the common case; a key is allocated only for a new series.
-        let probe = SeriesKeyRef {
+        // One verdict per record, shared by the counters and the observers. Exact where the
+        // span carries the measure (measured sizes only), estimated from bytes otherwise.
+        // Content-derived sizes travel as an attribute value, so per-attribute layers apply.
+        let limits = &self.limits;
+        let over = match r.size {
+            Size::Known { bytes, source } => limits
+                .stack
+                .weakest(&r.measures.measures(bytes), source == SizeSource::Derived),
+            _ => None,
+        };
+        // One borrowed lookup in the common case (two with observers); a key is allocated
+        // only for a new series.
+        let mut probe = SeriesKeyRef {
             service: &r.service,
             tool: &r.tool,
         };
+        let cut = over.as_ref().map(|(_, c)| c);
         if let Some(s) = self.series.get_mut(&probe as &dyn KeyLike) {
-            Self::apply(s, &self.limits, r, now);
-            if !self.observers.is_empty() {
-                self.notify(&r.service, &r.tool, r, now);
-            }
-            return;
-        }
-        let (service, tool): (&str, &str) = if self.series.len() >= self.limits.max_series {
-            self.overflow_records += 1;
-            (OVERFLOW, OVERFLOW)
+            Self::apply(s, &self.limits, r, cut, now);
         } else {
-            (&r.service, &r.tool)
-        };
-        let probe = SeriesKeyRef { service, tool };
-        if !self.series.contains_key(&probe as &dyn KeyLike) {
-            self.series.insert(
-                SeriesKey {
-                    service: service.to_string(),
-                    tool: tool.to_string(),
-                },
-                Series::new(&self.limits),
-            );
+            if self.series.len() >= self.limits.max_series {
+                self.overflow_records += 1;
+                probe = SeriesKeyRef {
+                    service: OVERFLOW,
+                    tool: OVERFLOW,
+                };
+            }
+            if !self.series.contains_key(&probe as &dyn KeyLike) {
+                let s = Self::next_series(&self.limits, &mut self.next_id);
+                self.series.insert(
+                    SeriesKey {
+                        service: probe.service.to_string(),
+                        tool: probe.tool.to_string(),
+                    },
+                    s,
+                );
+            }
+            let s = self
+                .series
+                .get_mut(&probe as &dyn KeyLike)
+                .expect("present or just inserted");
+            Self::apply(s, &self.limits, r, cut, now);
         }
-        let s = self
-            .series
-            .get_mut(&probe as &dyn KeyLike)
-            .expect("present or just inserted");
-        Self::apply(s, &self.limits, r, now);
         if !self.observers.is_empty() {
-            self.notify(service, tool, r, now);
+            let (key, s) = self
+                .series
+                .get_key_value(&probe as &dyn KeyLike)
+                .expect("present");
+            let seen = Observed {
+                key,
+                series: s.id,
+                record: r,
+                over,
+                now_ms,
+            };
+            for o in &mut self.observers {
+                o.observe(&seen);
+            }
         }
     }
 
-    fn notify(&mut self, service: &str, tool: &str, r: &ToolRecord, now: u64) {
-        let key = SeriesKey {
-            service: service.to_string(),
-            tool: tool.to_string(),
-        };
-        for o in &mut self.observers {
-            o.observe(&key, r, now);
-        }
-    }
-
-    fn apply(s: &mut Series, limits: &Limits, r: &ToolRecord, now: u64) {
+    fn apply(s: &mut Series, limits: &Limits, r: &ToolRecord, cut: Option<&Cut<'_>>, now: u64) {
         let windows = &limits.windows;
         s.total.record(r);
         for w in &mut s.windows {
             w.current(now).record(r);
         }
-        if let Size::Known { bytes, source } = r.size {
-            // Exact where the span carries the measure (measured sizes only), estimated from
-            // bytes otherwise. Content-derived sizes travel as an attribute value, so
-            // per-attribute layers apply to them.
-            let verdict = limits
-                .stack
-                .verdict(&r.measures.measures(bytes), source == SizeSource::Derived);
-            if let Some(cut) = verdict.weakest {
+        if let Size::Known { bytes, .. } = r.size {
+            if let Some(cut) = cut {
                 add_over(&mut s.over_ceiling, cut.layer_id, 1);
                 if s.over_recent.len() >= OVER_CEILING_RECENT {
                     s.over_recent.pop_front();
@@ -1210,7 +1279,7 @@ impl State {
         let mut merged = 0usize;
         let mut merged_calls = 0u64;
         for (n, ss) in series.into_iter().enumerate() {
-            let mut s = Series::new(&self.limits);
+            let mut s = self.new_series();
             s.total = (&ss.total).into();
             for (ring, rs) in s.windows.iter_mut().zip(&ss.windows) {
                 if ring.slot_secs == rs.slot_secs {
@@ -1247,14 +1316,18 @@ impl State {
             merged += 1;
             merged_calls += s.total.calls;
             self.overflow_records += s.total.calls;
+            let overflow = SeriesKey {
+                service: OVERFLOW.to_string(),
+                tool: OVERFLOW.to_string(),
+            };
+            if !self.series.contains_key(&overflow) {
+                let o = self.new_series();
+                self.series.insert(overflow.clone(), o);
+            }
             let limits = &self.limits;
-            self.series
-                .entry(SeriesKey {
-                    service: OVERFLOW.to_string(),
-                    tool: OVERFLOW.to_string(),
-                })
-                .or_insert_with(|| Series::new(limits))
-                .merge(s, limits);
+            if let Some(o) = self.series.get_mut(&overflow) {
+                o.merge(s, limits);
+            }
         }
         if merged > 0 {
             tracing::warn!(
@@ -1373,7 +1446,7 @@ pub(crate) async fn run(
                 Some(b) => ingest(&mut state, &stats, b),
                 None => return,
             },
-            _ = evaluate.tick() => state.evaluate_observers(now_unix()),
+            _ = evaluate.tick() => state.evaluate_observers_ms(now_unix_ms()),
             _ = tick.tick() => {
                 if let Some(store) = &store {
                     if writing.as_ref().is_none_or(|w| w.is_finished()) {
@@ -1392,7 +1465,7 @@ pub(crate) async fn run(
 }
 
 fn ingest(state: &mut State, stats: &SelfStats, b: Batch) {
-    state.record_batch(&b.records, now_unix());
+    state.record_batch_ms(&b.records, now_unix_ms());
     stats.set_series(state.series_count() as u64, state.overflow_records);
 }
 
@@ -1558,25 +1631,32 @@ mod tests {
     #[test]
     fn observers_see_every_record_with_its_series() {
         use std::sync::{Arc, Mutex};
-        struct Seen(Arc<Mutex<Vec<(String, u64)>>>);
+        type Log = Arc<Mutex<Vec<(String, u32, u64, Option<String>)>>>;
+        struct Seen(Log);
         impl ResultObserver for Seen {
-            fn observe(&mut self, key: &SeriesKey, r: &ToolRecord, _now: u64) {
-                let b = match r.size {
-                    Size::Known { bytes, .. } => bytes,
-                    _ => 0,
-                };
-                self.0.lock().unwrap().push((key.tool.clone(), b));
+            fn observe(&mut self, seen: &Observed<'_>) {
+                self.0.lock().unwrap().push((
+                    seen.key.tool.clone(),
+                    seen.series,
+                    seen.record.size.bytes().unwrap_or(0),
+                    seen.over.as_ref().map(|(_, c)| c.layer_id.to_string()),
+                ));
             }
         }
         let seen = Arc::new(Mutex::new(Vec::new()));
         let mut st = State::new(limits(1));
         st.add_observer(Box::new(Seen(seen.clone())));
         st.record(&rec("a", known(5)), 1000);
-        st.record(&rec("a", known(6)), 1000);
+        st.record(&rec("a", known(60_000)), 1000);
         st.record(&rec("b", known(7)), 1000);
+        let got = seen.lock().unwrap().clone();
         assert_eq!(
-            *seen.lock().unwrap(),
-            vec![("a".into(), 5), ("a".into(), 6), (OVERFLOW.into(), 7)]
+            got,
+            vec![
+                ("a".into(), 1, 5, None),
+                ("a".into(), 1, 60_000, Some("default".into())),
+                (OVERFLOW.into(), 2, 7, None)
+            ]
         );
     }
 

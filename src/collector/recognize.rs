@@ -348,6 +348,16 @@ pub enum Size {
     Failed,
 }
 
+impl Size {
+    /// The bytes of a known size.
+    pub fn bytes(&self) -> Option<u64> {
+        match self {
+            Size::Known { bytes, .. } => Some(*bytes),
+            _ => None,
+        }
+    }
+}
+
 /// An arguments hash held inline (no allocation per span): up to 12 bytes of UTF-8, normally
 /// 12 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

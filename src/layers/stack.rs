@@ -481,27 +481,43 @@ impl Stack {
     /// Integer comparisons only; allocates only when a layer cuts.
     pub fn verdict(&self, measures: &ResultMeasures, via_attribute: bool) -> Verdict<'_> {
         let mut verdict = Verdict::default();
-        for &i in &self.order {
-            let l = &self.layers[i];
-            let Some(v) = value_for(measures, l.layer.unit, l.layer.scope, via_attribute) else {
-                continue;
-            };
-            if v.value > l.limit {
-                verdict.cuts.push(Cut {
-                    layer_id: l.id(),
-                    unit: l.layer.unit,
-                    scope: l.layer.scope,
-                    action: l.layer.action,
-                    limit: l.limit,
-                    value: v.value,
-                    estimated: v.estimated,
-                    margin: v.value - l.limit,
-                    limit_bytes: l.limit_bytes.map(|b| b.bytes),
-                });
-            }
-        }
+        verdict.cuts.extend(
+            self.order
+                .iter()
+                .filter_map(|&i| self.cut_by(i, measures, via_attribute)),
+        );
         verdict.weakest = verdict.cuts.first().copied();
         verdict
+    }
+
+    /// The layer that cuts first, with its index in [`Stack::layers`]: the first cut of
+    /// [`Stack::verdict`], found without allocating and without looking at stronger layers. The
+    /// collector asks this once per result.
+    pub fn weakest(
+        &self,
+        measures: &ResultMeasures,
+        via_attribute: bool,
+    ) -> Option<(usize, Cut<'_>)> {
+        self.order
+            .iter()
+            .find_map(|&i| Some((i, self.cut_by(i, measures, via_attribute)?)))
+    }
+
+    /// The cut of layer `i`, if it cuts.
+    fn cut_by(&self, i: usize, measures: &ResultMeasures, via_attribute: bool) -> Option<Cut<'_>> {
+        let l = &self.layers[i];
+        let v = value_for(measures, l.layer.unit, l.layer.scope, via_attribute)?;
+        (v.value > l.limit).then(|| Cut {
+            layer_id: l.id(),
+            unit: l.layer.unit,
+            scope: l.layer.scope,
+            action: l.layer.action,
+            limit: l.limit,
+            value: v.value,
+            estimated: v.estimated,
+            margin: v.value - l.limit,
+            limit_bytes: l.limit_bytes.map(|b| b.bytes),
+        })
     }
 }
 

@@ -1,12 +1,15 @@
 //! Where alerts go: the log (always), Alertmanager API v2 and a webhook (HTTP/1.1 POST of a
 //! JSON list of `postableAlert`s).
 //!
-//! Each HTTP sink is one task holding the latest alert set from a watch channel. It posts the set
-//! when it changes and every resend interval; a failure (connection refused, timeout, non-2xx) is
-//! retried after a backoff doubling from [`BACKOFF_MIN`] up to [`BACKOFF_MAX`] (or the resend
-//! interval if shorter), always with the latest set. Each post is bounded by [`POST_TIMEOUT`].
-//! Only `http://` URLs are supported.
+//! Each HTTP sink is one task holding the latest alert set from a watch channel. When the set
+//! changes it posts the alerts whose state it has not posted yet (a new alert goes out at once,
+//! whatever the size of the set), and every resend interval it posts the whole set; either way
+//! in posts of at most [`MAX_ALERTS_PER_POST`] alerts. A failure (connection refused, timeout,
+//! non-2xx) is retried after a backoff doubling from [`BACKOFF_MIN`] up to [`BACKOFF_MAX`] (or
+//! the resend interval if shorter), always with the latest whole set. Each post is bounded by
+//! [`POST_TIMEOUT`]. Only `http://` URLs are supported.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -25,6 +28,8 @@ pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// Longest time one post may take (connect included).
 pub const POST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most alerts in one post (about 1.5 KB each: a post stays under 1 MB).
+pub const MAX_ALERTS_PER_POST: usize = 500;
 
 /// A sink, as the `sink` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,14 +145,14 @@ pub struct HttpSink {
 }
 
 /// The body posted: every alert of `alerts` as a `postableAlert`.
-pub fn payload(
-    alerts: &[Alert],
+pub fn payload<'a>(
+    alerts: impl IntoIterator<Item = &'a Alert>,
     now: SystemTime,
     resend: Duration,
     generator_url: &str,
 ) -> Vec<u8> {
     let list: Vec<serde_json::Value> = alerts
-        .iter()
+        .into_iter()
         .map(|a| a.postable(now, resend, generator_url))
         .collect();
     serde_json::to_vec(&list).unwrap_or_else(|_| b"[]".to_vec())
@@ -182,6 +187,20 @@ async fn post(sink: &HttpSink, body: Vec<u8>) -> Result<(), String> {
     }
 }
 
+/// Posts `alerts` in posts of at most [`MAX_ALERTS_PER_POST`]; stops at the first failure.
+async fn post_all(sink: &HttpSink, alerts: &[&Alert], stats: &AlertStats) -> Result<(), String> {
+    for chunk in alerts.chunks(MAX_ALERTS_PER_POST) {
+        let body = payload(chunk.iter().copied(), SystemTime::now(), sink.resend, &sink.generator_url);
+        let outcome = match tokio::time::timeout(POST_TIMEOUT, post(sink, body)).await {
+            Ok(r) => r,
+            Err(_) => Err("timed out".into()),
+        };
+        stats.notification(sink.kind, outcome.is_ok());
+        outcome?;
+    }
+    Ok(())
+}
+
 /// Runs one HTTP sink until the alert task stops.
 pub async fn run(
     sink: HttpSink,
@@ -192,8 +211,10 @@ pub async fn run(
     let mut backoff = BACKOFF_MIN;
     let mut pending = false;
     let mut next = Instant::now() + sink.resend;
+    // The state each alert had when it was last posted, by fingerprint.
+    let mut posted: HashMap<String, AlertState> = HashMap::new();
     loop {
-        tokio::select! {
+        let whole = tokio::select! {
             changed = alerts.changed() => {
                 if changed.is_err() {
                     return;
@@ -202,27 +223,27 @@ pub async fn run(
                     // Backing off: the next attempt takes the latest set anyway.
                     continue;
                 }
+                false
             }
-            _ = tokio::time::sleep_until(next) => {}
-        }
+            _ = tokio::time::sleep_until(next) => true,
+        };
         let current = alerts.borrow_and_update().clone();
-        if current.is_empty() {
-            pending = false;
-            next = Instant::now() + sink.resend;
+        let send: Vec<&Alert> = if whole || pending {
+            current.iter().collect()
+        } else {
+            current
+                .iter()
+                .filter(|a| posted.get(&a.fingerprint) != Some(&a.state))
+                .collect()
+        };
+        if send.is_empty() {
+            if whole {
+                pending = false;
+                next = Instant::now() + sink.resend;
+            }
             continue;
         }
-        let body = payload(
-            &current,
-            SystemTime::now(),
-            sink.resend,
-            &sink.generator_url,
-        );
-        let outcome = match tokio::time::timeout(POST_TIMEOUT, post(&sink, body)).await {
-            Ok(r) => r,
-            Err(_) => Err("timed out".into()),
-        };
-        stats.notification(sink.kind, outcome.is_ok());
-        match outcome {
+        match post_all(&sink, &send, &stats).await {
             Ok(()) => {
                 if pending {
                     tracing::info!(
@@ -232,9 +253,19 @@ pub async fn run(
                         "Alert sink recovered."
                     );
                 }
+                if whole || pending {
+                    posted.clear();
+                    next = Instant::now() + sink.resend;
+                }
+                posted.extend(send.iter().map(|a| (a.fingerprint.clone(), a.state)));
+                // Forget alerts no longer in the set.
+                if posted.len() > current.len() {
+                    let live: std::collections::HashSet<&str> =
+                        current.iter().map(|a| a.fingerprint.as_str()).collect();
+                    posted.retain(|fp, _| live.contains(fp.as_str()));
+                }
                 pending = false;
                 backoff = BACKOFF_MIN;
-                next = Instant::now() + sink.resend;
             }
             Err(error) => {
                 if !pending {
