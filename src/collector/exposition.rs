@@ -15,6 +15,7 @@
 use std::fmt::Write;
 
 use super::aggregator::{SeriesKey, State, LATENCY_BUCKETS_US};
+use super::alerts::rules::{MatchOutcome, REGISTRY};
 use super::alerts::sink::SinkKind;
 use super::{RefusedRequest, SelfStats};
 
@@ -82,6 +83,8 @@ pub const ALERT_NOTIFICATIONS: &str = "toolsize_alert_notifications_total";
 pub const ALERTS_FIRING: &str = "toolsize_alerts_firing";
 /// Alert rule matches dropped (alert queue full, or too many alerts held).
 pub const ALERT_EVENTS_DROPPED: &str = "toolsize_alert_events_dropped_total";
+/// Alert rule matches, by rule (`alertname`) and `outcome` (sent, merged, deferred, dropped).
+pub const ALERT_MATCHES: &str = "toolsize_alert_matches_total";
 
 /// Escapes a label value.
 pub fn escape(v: &str) -> String {
@@ -453,13 +456,29 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         &mut out,
         ALERT_EVENTS_DROPPED,
         "counter",
-        "Alert rule matches dropped: alert queue full or too many alerts held.",
+        "Alert rule matches dropped because the alert table was full.",
     );
     let _ = writeln!(
         out,
         "{ALERT_EVENTS_DROPPED} {}",
         stats.alerts.events_dropped()
     );
+    head(
+        &mut out,
+        ALERT_MATCHES,
+        "counter",
+        "Alert rule matches, by rule and outcome: sent (a new alert or a resend), merged into an alert already firing, deferred while the alert queue was full, dropped past the retry queue.",
+    );
+    for (i, name) in REGISTRY.iter().enumerate() {
+        for outcome in MatchOutcome::ALL {
+            let _ = writeln!(
+                out,
+                "{ALERT_MATCHES}{{alertname=\"{name}\",outcome=\"{}\"}} {}",
+                outcome.as_str(),
+                stats.alerts.matches(i, outcome)
+            );
+        }
+    }
     head(
         &mut out,
         ALERTS_FIRING,

@@ -190,7 +190,12 @@ async fn post(sink: &HttpSink, body: Vec<u8>) -> Result<(), String> {
 /// Posts `alerts` in posts of at most [`MAX_ALERTS_PER_POST`]; stops at the first failure.
 async fn post_all(sink: &HttpSink, alerts: &[&Alert], stats: &AlertStats) -> Result<(), String> {
     for chunk in alerts.chunks(MAX_ALERTS_PER_POST) {
-        let body = payload(chunk.iter().copied(), SystemTime::now(), sink.resend, &sink.generator_url);
+        let body = payload(
+            chunk.iter().copied(),
+            SystemTime::now(),
+            sink.resend,
+            &sink.generator_url,
+        );
         let outcome = match tokio::time::timeout(POST_TIMEOUT, post(sink, body)).await {
             Ok(r) => r,
             Err(_) => Err("timed out".into()),

@@ -464,7 +464,9 @@ impl Rules {
                     return;
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => return,
-                Err(mpsc::error::TrySendError::Full(back)) => return self.defer(rule, back, urgent),
+                Err(mpsc::error::TrySendError::Full(back)) => {
+                    return self.defer(rule, back, urgent)
+                }
             }
         }
         self.defer(rule, m, urgent);
@@ -643,7 +645,11 @@ mod tests {
         assert_eq!(f.hit(1, 1000), Hit::Resend);
         assert_eq!(f.hit(2, 1000), Hit::New, "another key");
         assert_eq!(f.hit(1, 1500), Hit::Merged);
-        assert_eq!(f.hit(1, 4500), Hit::New, "quiet for 3 s: resolved, a new episode");
+        assert_eq!(
+            f.hit(1, 4500),
+            Hit::New,
+            "quiet for 3 s: resolved, a new episode"
+        );
         f.sweep(7499);
         assert_eq!(f.len(), 1, "key 2 quiet since 1000");
         f.sweep(7500);
@@ -694,8 +700,15 @@ mod tests {
         let over = REGISTRY.iter().position(|n| *n == OVER_CEILING).unwrap();
         assert_eq!(stats.matches(over, MatchOutcome::Sent), 1);
         assert_eq!(stats.matches(over, MatchOutcome::Merged), 9_999);
-        let rep = REGISTRY.iter().position(|n| *n == REPEATED_OVERSIZE).unwrap();
-        assert_eq!(stats.matches(rep, MatchOutcome::Sent), 0, "no hash repeated");
+        let rep = REGISTRY
+            .iter()
+            .position(|n| *n == REPEATED_OVERSIZE)
+            .unwrap();
+        assert_eq!(
+            stats.matches(rep, MatchOutcome::Sent),
+            0,
+            "no hash repeated"
+        );
     }
 
     #[test]

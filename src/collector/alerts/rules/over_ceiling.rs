@@ -89,7 +89,10 @@ impl RecordRule for Rule {
     }
 
     fn over(&mut self, o: &Over<'_>) -> Decision {
-        match self.firing.hit((o.seen.series, o.layer as u32), o.seen.now_ms) {
+        match self
+            .firing
+            .hit((o.seen.series, o.layer as u32), o.seen.now_ms)
+        {
             Hit::Merged => Decision::Merged,
             Hit::New => Decision::Due(self.payload(o, true)),
             Hit::Resend => Decision::Due(self.payload(o, false)),

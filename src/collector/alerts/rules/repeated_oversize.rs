@@ -236,11 +236,17 @@ mod tests {
         let mut c = Config::default();
         c.alerts.over_ceiling.enabled = false;
         c.alerts.repeated_oversize.enabled = false;
-        assert!(super::super::Rules::from_config(&c).is_some(), "window rules still on");
+        assert!(
+            super::super::Rules::from_config(&c).is_some(),
+            "window rules still on"
+        );
         c.alerts.p95_jump.enabled = false;
         c.alerts.near_ceiling.enabled = false;
         c.alerts.truncation_rate.enabled = false;
-        assert!(super::super::Rules::from_config(&c).is_none(), "every rule off");
+        assert!(
+            super::super::Rules::from_config(&c).is_none(),
+            "every rule off"
+        );
     }
 
     #[test]
@@ -287,7 +293,10 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
         assert_eq!(got.len(), 40, "one alert per tool");
         let m = got.iter().find(|m| m.labels["tool"] == "tool_7").unwrap();
-        assert_eq!(m.annotations["count"], "3", "sent when the first hash reached 3");
+        assert_eq!(
+            m.annotations["count"], "3",
+            "sent when the first hash reached 3"
+        );
         assert_eq!(m.annotations["hashes"], "1");
         assert_eq!(m.annotations["args_hashes"], "000700000000 ×3");
     }
