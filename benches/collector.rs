@@ -1,18 +1,24 @@
-//! Collector hot path per span: decode + recognise + record, on a realistic 512-span request.
+//! Collector hot path per span: decode + recognise + record, on a realistic 512-span request,
+//! with the alert rules attached as the daemon runs them.
 //!
 //! The request mixes what a daemon sees from an agent fleet: 60 % toolsize-contract tool spans
 //! (measured sizes), 20 % OTel GenAI tool spans carrying ~2 KiB of result content (size derived
 //! from content, markers scanned, JSON checked), 20 % non-tool spans (LLM calls), over 40 tools.
+//! Two mixes side by side: `storm` (half of the measured results over the 16 KiB ceiling, 4,099
+//! argument hashes) and `quiet` (none over it); the ratio of the two is printed.
 //!
 //! Also `/metrics` rendering of 2,000 series with the current size buckets against the previous
 //! 15-bucket layout, run side by side, with the ratio and the exposition sizes printed.
 //!
-//! `cargo bench --bench collector`
+//! `cargo bench --features collector --bench collector`
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use toolsize::collector::aggregator::{now_unix, size_bounds, Limits, State};
+use toolsize::collector::aggregator::{now_unix, now_unix_ms, size_bounds, Limits, State};
+use toolsize::collector::alerts::rules::Rules;
+use toolsize::collector::alerts::{AlertStats, EVENT_QUEUE_CAPACITY};
 use toolsize::collector::exposition::render;
 use toolsize::collector::receiver::decode::{decode_protobuf, recognize_protobuf};
 use toolsize::collector::recognize::Recognizer;
@@ -22,30 +28,76 @@ use toolsize::collector::SelfStats;
 #[path = "../examples/common/workload.rs"]
 mod workload;
 
+use workload::Mix;
+
+/// A state with the default rules attached, their events drained by a thread as the alert
+/// task would.
+fn state_with_rules(config: &Config) -> State {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(EVENT_QUEUE_CAPACITY);
+    std::thread::spawn(move || while rx.blocking_recv().is_some() {});
+    let mut state = State::new(Limits::from_config(config));
+    let rules = Rules::from_config(config)
+        .expect("default rules")
+        .with_sender(tx, Arc::new(AlertStats::default()));
+    state.add_observer(Box::new(rules));
+    state
+}
+
 fn bench(c: &mut Criterion) {
-    let body = workload::request("agent", 0, 512);
     let config = Config::default();
     let recognizer = Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes);
-    let mut state = State::new(Limits::from_config(&config));
-    let now = now_unix();
     let mut g = c.benchmark_group("collector");
     g.throughput(Throughput::Elements(512));
+    let storm = workload::request_mix("agent", 0, 512, Mix::Storm);
     // For comparison: decoding into owned prost structs (the daemon does not do this).
     g.bench_function("prost_decode_only", |b| {
-        b.iter(|| decode_protobuf(&body).unwrap())
+        b.iter(|| decode_protobuf(&storm).unwrap())
     });
     g.bench_function("read_and_recognise", |b| {
-        b.iter(|| recognize_protobuf(&recognizer, &body).unwrap())
+        b.iter(|| recognize_protobuf(&recognizer, &storm).unwrap())
     });
-    let recs = recognize_protobuf(&recognizer, &body).unwrap().records;
-    g.bench_function("record", |b| b.iter(|| state.record_batch(&recs, now)));
-    g.bench_function("decode_recognise_record_512_spans", |b| {
-        b.iter(|| {
-            let r = recognize_protobuf(&recognizer, &body).unwrap();
-            state.record_batch(&r.records, now);
-        })
-    });
+    let mut per_span = Vec::new();
+    for (name, mix) in [("quiet", Mix::Quiet), ("storm", Mix::Storm)] {
+        let bodies: Vec<Vec<u8>> = (0..16)
+            .map(|s| workload::request_mix("agent", s, 512, mix))
+            .collect();
+        let recs: Vec<_> = bodies
+            .iter()
+            .map(|b| recognize_protobuf(&recognizer, b).unwrap().records)
+            .collect();
+        let mut state = state_with_rules(&config);
+        let mut i = 0;
+        g.bench_function(format!("record_with_rules_{name}"), |b| {
+            b.iter(|| {
+                i += 1;
+                state.record_batch_ms(&recs[i % recs.len()], now_unix_ms())
+            })
+        });
+        let mut state = state_with_rules(&config);
+        g.bench_function(format!("decode_recognise_record_with_rules_{name}"), |b| {
+            b.iter(|| {
+                i += 1;
+                let r = recognize_protobuf(&recognizer, &bodies[i % bodies.len()]).unwrap();
+                state.record_batch_ms(&r.records, now_unix_ms());
+            })
+        });
+        // Side by side, same process: mean time per span over 2,000 requests.
+        let mut state = state_with_rules(&config);
+        let t = Instant::now();
+        for k in 0..2000 {
+            let r = recognize_protobuf(&recognizer, &bodies[k % bodies.len()]).unwrap();
+            state.record_batch_ms(&r.records, now_unix_ms());
+        }
+        per_span.push((name, t.elapsed().as_secs_f64() / (2000.0 * 512.0)));
+    }
     g.finish();
+    let (quiet, storm) = (per_span[0].1, per_span[1].1);
+    eprintln!(
+        "decode + recognise + record with rules: quiet {:.3} µs/span, storm {:.3} µs/span: storm ×{:.2}",
+        quiet * 1e6,
+        storm * 1e6,
+        storm / quiet
+    );
 }
 
 /// The size bucket bounds before the quarter-octave grid (with the default 16 KiB ceiling).
@@ -57,9 +109,12 @@ const PREVIOUS_SIZE_BOUNDS: &[u64] = &[
 fn exposition(c: &mut Criterion) {
     let config = Config::default();
     let recognizer = Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes);
-    let base = recognize_protobuf(&recognizer, &workload::request("agent", 0, 512))
-        .unwrap()
-        .records;
+    let base = recognize_protobuf(
+        &recognizer,
+        &workload::request_mix("agent", 0, 512, Mix::Storm),
+    )
+    .unwrap()
+    .records;
     let records: Vec<_> = (0..2000)
         .map(|i| {
             let mut r = base[i % base.len()].clone();

@@ -22,14 +22,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, oneshot};
 
-use super::alerts::SavedAlert;
 use super::config::Config;
-use super::histogram::{Hist, HistSnapshot, MAX_BYTES, MAX_LATENCY_US};
+use super::histogram::{Hist, MAX_BYTES, MAX_LATENCY_US};
 use super::recognize::{ArgsHash, Size, SizeSource, ToolRecord};
-use super::store::Store;
-use super::SelfStats;
 use crate::layers::{Cut, Stack};
 
 /// Time slots per sliding window.
@@ -50,11 +46,6 @@ pub const SIZE_BUCKETS: &[u64] = &[
     98_304, 114_688, 131_072, 163_840, 196_608, 229_376, 262_144, 327_680, 393_216, 458_752,
     524_288, 655_360, 786_432, 917_504, 1_048_576, 1_572_864, 2_097_152, 3_145_728, 4_194_304,
     6_291_456, 8_388_608, 12_582_912, 16_777_216,
-];
-/// The bucket layout of snapshots written before they recorded theirs.
-const LEGACY_SIZE_BUCKETS: &[u64] = &[
-    256, 1024, 4096, 8000, 10_000, 16_384, 20_000, 25_000, 32_768, 65_536, 131_072, 262_144,
-    1_048_576, 4_194_304, 16_777_216,
 ];
 /// Fractions of each byte ceiling added as bucket bounds beside the ceiling itself, so the
 /// size distribution just under a ceiling (where `ToolResultSizeNearCeiling` looks, at 0.8 by
@@ -273,9 +264,9 @@ impl Stats {
 
 /// One sliding window: the most recent [`SLOTS_PER_WINDOW`] slots.
 #[derive(Debug, Clone)]
-struct Ring {
-    slot_secs: u64,
-    slots: VecDeque<(u64, Stats)>,
+pub(crate) struct Ring {
+    pub(crate) slot_secs: u64,
+    pub(crate) slots: VecDeque<(u64, Stats)>,
 }
 
 impl Ring {
@@ -388,7 +379,7 @@ pub struct Series {
     pub id: u32,
     /// Since start (or since the restored snapshot's start).
     pub total: Stats,
-    windows: Vec<Ring>,
+    pub(crate) windows: Vec<Ring>,
     /// Non-cumulative counts per [`SIZE_BUCKETS`] bound, plus +Inf last.
     pub size_buckets: Vec<u64>,
     /// Non-cumulative counts per [`LATENCY_BUCKETS_US`] bound, plus +Inf last.
@@ -426,8 +417,47 @@ impl Series {
             .unwrap_or_default()
     }
 
+    /// Heap bytes held by the series: histogram counts, bucket counts, largest and recent
+    /// over-ceiling results with their strings, arguments hashes. (The key and the map entry
+    /// are not counted; the rules keep up to 14 KiB more per series whose results repeat
+    /// oversized arguments, see `alerts::rules::repeated_oversize`.)
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let stats = |s: &Stats| s.size.heap_bytes() + s.latency.heap_bytes();
+        let mut n = stats(&self.total);
+        for w in &self.windows {
+            n += w.slots.capacity() * size_of::<(u64, Stats)>();
+            n += w.slots.iter().map(|(_, s)| stats(s)).sum::<usize>();
+        }
+        n += (self.size_buckets.capacity() + self.latency_buckets.capacity()) * size_of::<u64>();
+        let strings = |t: &str, sp: &str, a: &Option<String>| {
+            t.len() + sp.len() + a.as_ref().map_or(0, String::len)
+        };
+        n += self.largest.capacity() * size_of::<Largest>();
+        n += self
+            .largest
+            .iter()
+            .map(|l| strings(&l.trace_id, &l.span_id, &l.args_hash))
+            .sum::<usize>();
+        n += self.over_recent.capacity() * size_of::<OverCeiling>();
+        n += self
+            .over_recent
+            .iter()
+            .map(|o| strings(&o.trace_id, &o.span_id, &o.args_hash) + o.layer.len() + o.unit.len())
+            .sum::<usize>();
+        // A hash map entry: key, value and one control byte.
+        n += self.args.capacity() * (size_of::<ArgsHash>() + size_of::<ArgsStat>() + 1);
+        n += self.over_ceiling.capacity() * size_of::<(String, u64)>()
+            + self
+                .over_ceiling
+                .iter()
+                .map(|(l, _)| l.len())
+                .sum::<usize>();
+        n
+    }
+
     /// Adds everything of `o` (a series merged into the overflow one on restore).
-    fn merge(&mut self, o: Series, limits: &Limits) {
+    pub(crate) fn merge(&mut self, o: Series, limits: &Limits) {
         self.total.add(&o.total);
         for (ring, or) in self.windows.iter_mut().zip(o.windows) {
             for (idx, st) in or.slots {
@@ -539,10 +569,6 @@ pub struct State {
     pub started_unix: u64,
     /// Values above the histogram ceilings, clamped: (sizes, latencies).
     pub clamped: [u64; 2],
-    /// The firing alerts written into every snapshot (shared with the alert task).
-    pub saved_alerts: Arc<std::sync::RwLock<Vec<SavedAlert>>>,
-    /// The firing alerts of the restored snapshot, for the alert task to take.
-    pub restored_alerts: Vec<SavedAlert>,
     observers: Vec<Box<dyn ResultObserver>>,
     next_id: u32,
 }
@@ -589,14 +615,12 @@ impl State {
             overflow_records: 0,
             started_unix: now_unix(),
             clamped: [0; 2],
-            saved_alerts: Arc::default(),
-            restored_alerts: Vec::new(),
             observers: Vec::new(),
             next_id: 0,
         }
     }
 
-    fn new_series(&mut self) -> Series {
+    pub(crate) fn new_series(&mut self) -> Series {
         Self::next_series(&self.limits, &mut self.next_id)
     }
 
@@ -891,642 +915,12 @@ impl std::hash::Hash for SeriesKey {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Views served by the admin API.
-
-/// One row of `/api/v1/tools`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolRow {
-    /// Service.
-    pub service: String,
-    /// Tool.
-    pub tool: String,
-    /// Calls.
-    pub count: u64,
-    /// Calls with a known size.
-    pub sized: u64,
-    /// Result bytes, median.
-    pub p50: u64,
-    /// Result bytes, 95th percentile.
-    pub p95: u64,
-    /// Result bytes, 99th percentile.
-    pub p99: u64,
-    /// Largest result bytes.
-    pub max: u64,
-    /// Failed calls.
-    pub errors: u64,
-    /// Results the tool reported truncated.
-    pub truncated: u64,
-    /// Results cut upstream (size is a lower bound).
-    pub truncated_upstream: u64,
-    /// Successful calls of unknown size.
-    pub unknown_size: u64,
-    /// Sizes measured by the tool.
-    pub measured: u64,
-    /// Sizes derived from content.
-    pub derived: u64,
-    /// Latency, 95th percentile, milliseconds.
-    pub latency_p95_ms: f64,
-}
-
-/// `/api/v1/tools`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolsView {
-    /// The window: a configured label or `all`.
-    pub window: String,
-    /// Rows sorted by service then tool.
-    pub tools: Vec<ToolRow>,
-}
-
-/// One series of `/api/v1/tools/{tool}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolDetail {
-    /// The summary row.
-    #[serde(flatten)]
-    pub row: ToolRow,
-    /// Largest recent results.
-    pub largest: Vec<Largest>,
-    /// Most repeated argument hashes.
-    pub top_args: Vec<TopArgs>,
-    /// Results over a ceiling since start, by the weakest layer that cut them.
-    pub over_ceiling: Vec<OverCeilingCount>,
-    /// The most recent over-ceiling results (at most [`OVER_CEILING_RECENT`]), newest first.
-    pub recent_over_ceiling: Vec<OverCeiling>,
-}
-
-/// Over-ceiling results of one layer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OverCeilingCount {
-    /// The layer id.
-    pub layer: String,
-    /// Results whose weakest cutting layer it was.
-    pub count: u64,
-}
-
-/// A repeated arguments hash.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TopArgs {
-    /// The hash.
-    pub args_hash: String,
-    /// Calls (upper bound).
-    pub count: u64,
-    /// Largest result with it.
-    pub max_bytes: u64,
-}
-
-/// `/api/v1/tools/{tool}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolView {
-    /// The window.
-    pub window: String,
-    /// The tool.
-    pub tool: String,
-    /// One entry per service that called it.
-    pub series: Vec<ToolDetail>,
-}
-
-fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
-    ToolRow {
-        service: key.service.clone(),
-        tool: key.tool.clone(),
-        count: st.calls,
-        sized: st.size.len(),
-        p50: st.size.quantile(0.5),
-        p95: st.size.quantile(0.95),
-        p99: st.size.quantile(0.99),
-        max: st.size.max(),
-        errors: st.errors,
-        truncated: st.truncated,
-        truncated_upstream: st.truncated_upstream,
-        unknown_size: st.unknown_size,
-        measured: st.measured,
-        derived: st.derived,
-        latency_p95_ms: st.latency.quantile(0.95) as f64 / 1000.0,
-    }
-}
-
-impl State {
-    /// The `/api/v1/tools` view.
-    pub fn tools_view(
-        &self,
-        window: Option<&str>,
-        service: Option<&str>,
-        now: u64,
-    ) -> Result<ToolsView, String> {
-        let w = self.window_index(window)?;
-        let mut keys: Vec<&SeriesKey> = self
-            .series
-            .keys()
-            .filter(|k| service.is_none_or(|s| s == k.service))
-            .collect();
-        keys.sort();
-        let tools = keys
-            .into_iter()
-            .map(|k| row(k, &self.stats(&self.series[k], w, now)))
-            .collect();
-        Ok(ToolsView {
-            window: window.unwrap_or("all").to_string(),
-            tools,
-        })
-    }
-
-    /// The `/api/v1/tools/{tool}` view; `Ok(None)` when no series has that tool.
-    pub fn tool_view(
-        &self,
-        tool: &str,
-        window: Option<&str>,
-        service: Option<&str>,
-        now: u64,
-    ) -> Result<Option<ToolView>, String> {
-        let w = self.window_index(window)?;
-        let mut keys: Vec<&SeriesKey> = self
-            .series
-            .keys()
-            .filter(|k| k.tool == tool && service.is_none_or(|s| s == k.service))
-            .collect();
-        if keys.is_empty() {
-            return Ok(None);
-        }
-        keys.sort();
-        let horizon = self
-            .limits
-            .windows
-            .iter()
-            .map(|(_, d)| d.as_secs())
-            .max()
-            .unwrap_or(3600);
-        let series = keys
-            .into_iter()
-            .map(|k| {
-                let s = &self.series[k];
-                let mut top: Vec<TopArgs> = s
-                    .args
-                    .iter()
-                    .map(|(h, a)| TopArgs {
-                        args_hash: h.to_string(),
-                        count: a.count,
-                        max_bytes: a.max_bytes,
-                    })
-                    .collect();
-                top.sort_by(|a, b| b.count.cmp(&a.count).then(a.args_hash.cmp(&b.args_hash)));
-                top.truncate(10);
-                ToolDetail {
-                    row: row(k, &self.stats(s, w, now)),
-                    largest: s
-                        .largest
-                        .iter()
-                        .filter(|l| l.at_unix + horizon > now)
-                        .cloned()
-                        .collect(),
-                    top_args: top,
-                    over_ceiling: s
-                        .over_ceiling
-                        .iter()
-                        .map(|(layer, count)| OverCeilingCount {
-                            layer: layer.clone(),
-                            count: *count,
-                        })
-                        .collect(),
-                    recent_over_ceiling: s.over_recent.iter().rev().cloned().collect(),
-                }
-            })
-            .collect();
-        Ok(Some(ToolView {
-            window: window.unwrap_or("all").to_string(),
-            tool: tool.to_string(),
-            series,
-        }))
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Snapshots.
-
-/// Serialized [`Stats`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct StatsSnap {
-    calls: u64,
-    errors: u64,
-    truncated: u64,
-    truncated_upstream: u64,
-    unknown_size: u64,
-    measured: u64,
-    derived: u64,
-    size: HistSnapshot,
-    latency: HistSnapshot,
-}
-
-impl From<&Stats> for StatsSnap {
-    fn from(s: &Stats) -> Self {
-        Self {
-            calls: s.calls,
-            errors: s.errors,
-            truncated: s.truncated,
-            truncated_upstream: s.truncated_upstream,
-            unknown_size: s.unknown_size,
-            measured: s.measured,
-            derived: s.derived,
-            size: s.size.to_snapshot(),
-            latency: s.latency.to_snapshot(),
-        }
-    }
-}
-
-impl From<&StatsSnap> for Stats {
-    fn from(s: &StatsSnap) -> Self {
-        Self {
-            calls: s.calls,
-            errors: s.errors,
-            truncated: s.truncated,
-            truncated_upstream: s.truncated_upstream,
-            unknown_size: s.unknown_size,
-            measured: s.measured,
-            derived: s.derived,
-            size: Hist::from_snapshot(&s.size, MAX_BYTES),
-            latency: Hist::from_snapshot(&s.latency, MAX_LATENCY_US),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct RingSnap {
-    slot_secs: u64,
-    slots: Vec<(u64, StatsSnap)>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct SeriesSnap {
-    key: SeriesKey,
-    total: StatsSnap,
-    windows: Vec<RingSnap>,
-    size_buckets: Vec<u64>,
-    latency_buckets: Vec<u64>,
-    size_sum: u64,
-    latency_sum_us: u64,
-    largest: Vec<Largest>,
-    args: Vec<(String, ArgsStat)>,
-    #[serde(default)]
-    over_ceiling: Vec<(String, u64)>,
-    #[serde(default)]
-    over_recent: Vec<OverCeiling>,
-}
-
-/// The on-disk form of [`State`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Snapshot {
-    /// Format version.
-    pub version: u32,
-    /// When it was written, Unix seconds.
-    pub written_unix: u64,
-    /// When the state started.
-    pub started_unix: u64,
-    /// Records routed to the overflow series.
-    pub overflow_records: u64,
-    /// Upper bounds of the size buckets (absent in older snapshots: [`SIZE_BUCKETS`]).
-    #[serde(default)]
-    size_bounds: Option<Vec<u64>>,
-    series: Vec<SeriesSnap>,
-    /// Firing alerts (absent in older snapshots: none).
-    #[serde(default)]
-    alerts: Vec<SavedAlert>,
-}
-
-/// The snapshot format version this build writes and reads.
-pub const SNAPSHOT_VERSION: u32 = 1;
-
-impl State {
-    /// A snapshot of the whole state.
-    pub fn snapshot(&self, now: u64) -> Snapshot {
-        Snapshot {
-            version: SNAPSHOT_VERSION,
-            written_unix: now,
-            started_unix: self.started_unix,
-            overflow_records: self.overflow_records,
-            size_bounds: Some(self.limits.size_bounds.to_vec()),
-            series: self
-                .series
-                .iter()
-                .map(|(k, s)| SeriesSnap {
-                    key: k.clone(),
-                    total: (&s.total).into(),
-                    windows: s
-                        .windows
-                        .iter()
-                        .map(|r| RingSnap {
-                            slot_secs: r.slot_secs,
-                            slots: r.slots.iter().map(|(i, st)| (*i, st.into())).collect(),
-                        })
-                        .collect(),
-                    size_buckets: s.size_buckets.clone(),
-                    latency_buckets: s.latency_buckets.clone(),
-                    size_sum: s.size_sum,
-                    latency_sum_us: s.latency_sum_us,
-                    largest: s.largest.clone(),
-                    args: s
-                        .args
-                        .iter()
-                        .map(|(h, a)| (h.to_string(), a.clone()))
-                        .collect(),
-                    over_ceiling: s.over_ceiling.clone(),
-                    over_recent: s.over_recent.iter().cloned().collect(),
-                })
-                .collect(),
-            alerts: self
-                .saved_alerts
-                .read()
-                .map(|a| a.clone())
-                .unwrap_or_default(),
-        }
-    }
-
-    /// Restores a snapshot into an empty state. Windows whose length changed since the snapshot
-    /// start empty; bucket layouts that changed are dropped (the HDR histograms are kept).
-    pub fn restore(&mut self, snap: Snapshot) -> Result<(), String> {
-        if snap.version != SNAPSHOT_VERSION {
-            return Err(format!(
-                "snapshot version {} (this build reads {SNAPSHOT_VERSION})",
-                snap.version
-            ));
-        }
-        self.started_unix = snap.started_unix;
-        self.overflow_records = snap.overflow_records;
-        self.restored_alerts = snap.alerts;
-        // `max_series` may have been lowered since the snapshot was written: the busiest series
-        // are restored as they were, the rest merged into the overflow series (and logged).
-        let mut series = snap.series;
-        series.sort_by(|a, b| {
-            let overflow = |k: &SeriesKey| k.service == OVERFLOW && k.tool == OVERFLOW;
-            overflow(&b.key)
-                .cmp(&overflow(&a.key))
-                .then(b.total.calls.cmp(&a.total.calls))
-        });
-        let has_overflow = series
-            .first()
-            .is_some_and(|s| s.key.service == OVERFLOW && s.key.tool == OVERFLOW);
-        // Room for the overflow series itself when anything must be merged into it.
-        let keep = if series.len() > self.limits.max_series {
-            self.limits
-                .max_series
-                .saturating_sub(usize::from(!has_overflow))
-                .max(1)
-        } else {
-            series.len()
-        };
-        let same_bounds = match &snap.size_bounds {
-            Some(b) => b[..] == self.limits.size_bounds[..],
-            None => LEGACY_SIZE_BUCKETS == &self.limits.size_bounds[..],
-        };
-        let mut merged = 0usize;
-        let mut merged_calls = 0u64;
-        for (n, ss) in series.into_iter().enumerate() {
-            let mut s = self.new_series();
-            s.total = (&ss.total).into();
-            for (ring, rs) in s.windows.iter_mut().zip(&ss.windows) {
-                if ring.slot_secs == rs.slot_secs {
-                    ring.slots = rs.slots.iter().map(|(i, st)| (*i, st.into())).collect();
-                }
-            }
-            if same_bounds && ss.size_buckets.len() == s.size_buckets.len() {
-                s.size_buckets = ss.size_buckets;
-            } else {
-                // The layout changed (another stack, or an older version): rebuild the counts
-                // from the since-start HDR histogram rather than start them at zero.
-                s.size_buckets = s.total.size.bucket_counts(&self.limits.size_bounds);
-            }
-            if ss.latency_buckets.len() == s.latency_buckets.len() {
-                s.latency_buckets = ss.latency_buckets;
-            }
-            s.size_sum = ss.size_sum;
-            s.latency_sum_us = ss.latency_sum_us;
-            s.largest = ss.largest;
-            s.args = ss
-                .args
-                .into_iter()
-                .map(|(h, a)| (ArgsHash::new(&h), a))
-                .collect();
-            s.over_ceiling = ss.over_ceiling;
-            s.over_recent = ss.over_recent.into_iter().collect();
-            while s.over_recent.len() > OVER_CEILING_RECENT {
-                s.over_recent.pop_front();
-            }
-            if n < keep {
-                self.series.insert(ss.key, s);
-                continue;
-            }
-            merged += 1;
-            merged_calls += s.total.calls;
-            self.overflow_records += s.total.calls;
-            let overflow = SeriesKey {
-                service: OVERFLOW.to_string(),
-                tool: OVERFLOW.to_string(),
-            };
-            if !self.series.contains_key(&overflow) {
-                let o = self.new_series();
-                self.series.insert(overflow.clone(), o);
-            }
-            let limits = &self.limits;
-            if let Some(o) = self.series.get_mut(&overflow) {
-                o.merge(s, limits);
-            }
-        }
-        if merged > 0 {
-            tracing::warn!(
-                merged,
-                calls = merged_calls,
-                max_series = self.limits.max_series,
-                "Snapshot holds more series than max_series; the least used were merged into the overflow series."
-            );
-        }
-        Ok(())
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The task.
-
-/// A batch of records from one OTLP request.
-#[derive(Debug)]
-pub struct Batch {
-    /// The tool records.
-    pub records: Vec<ToolRecord>,
-}
-
-/// A question for the aggregator.
-#[derive(Debug)]
-pub enum Command {
-    /// `/api/v1/tools`.
-    Tools {
-        /// Window label.
-        window: Option<String>,
-        /// Service filter.
-        service: Option<String>,
-        /// Answer.
-        reply: oneshot::Sender<Result<ToolsView, String>>,
-    },
-    /// `/api/v1/tools/{tool}`.
-    Tool {
-        /// Tool name.
-        tool: String,
-        /// Window label.
-        window: Option<String>,
-        /// Service filter.
-        service: Option<String>,
-        /// Answer.
-        reply: oneshot::Sender<Result<Option<ToolView>, String>>,
-    },
-    /// `/metrics` text.
-    Metrics {
-        /// Answer.
-        reply: oneshot::Sender<String>,
-    },
-    /// Answer when the aggregator is running (readiness).
-    Ping {
-        /// Answer.
-        reply: oneshot::Sender<()>,
-    },
-    /// Drain the queue, write a final snapshot, stop.
-    Shutdown {
-        /// Answered once stopped.
-        reply: oneshot::Sender<()>,
-    },
-}
-
-/// Batches drained before answering a command.
-const DRAIN_BEFORE_ANSWER: usize = 4096;
-
-/// Runs the aggregator until a [`Command::Shutdown`] or until every sender is gone.
-pub(crate) async fn run(
-    mut state: State,
-    mut data: mpsc::Receiver<Batch>,
-    mut control: mpsc::Receiver<Command>,
-    store: Option<Arc<Store>>,
-    stats: Arc<SelfStats>,
-    snapshot_interval: Duration,
-    evaluation_interval: Duration,
-) {
-    let mut tick = tokio::time::interval(snapshot_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    let mut evaluate = tokio::time::interval(evaluation_interval.max(Duration::from_millis(10)));
-    evaluate.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    evaluate.tick().await;
-    let mut writing: Option<tokio::task::JoinHandle<()>> = None;
-    loop {
-        tokio::select! {
-            biased;
-            cmd = control.recv() => match cmd {
-                Some(Command::Shutdown { reply }) => {
-                    while let Ok(b) = data.try_recv() {
-                        ingest(&mut state, &stats, b);
-                    }
-                    if let Some(w) = writing.take() {
-                        let _ = w.await;
-                    }
-                    if let Some(store) = &store {
-                        let bytes = serde_json::to_vec(&state.snapshot(now_unix()));
-                        write_snapshot(bytes, store.clone(), &stats).await;
-                    }
-                    let _ = reply.send(());
-                    return;
-                }
-                Some(cmd) => {
-                    // Read-your-writes: everything acknowledged before the question is counted
-                    // in the answer (bounded, so a flood cannot starve readers).
-                    for _ in 0..DRAIN_BEFORE_ANSWER {
-                        match data.try_recv() {
-                            Ok(b) => ingest(&mut state, &stats, b),
-                            Err(_) => break,
-                        }
-                    }
-                    answer(&state, &stats, cmd)
-                }
-                None => {}
-            },
-            batch = data.recv() => match batch {
-                Some(b) => ingest(&mut state, &stats, b),
-                None => return,
-            },
-            _ = evaluate.tick() => state.evaluate_observers_ms(now_unix_ms()),
-            _ = tick.tick() => {
-                if let Some(store) = &store {
-                    if writing.as_ref().is_none_or(|w| w.is_finished()) {
-                        let bytes = serde_json::to_vec(&state.snapshot(now_unix()));
-                        let store = store.clone();
-                        let stats = stats.clone();
-                        writing = Some(tokio::task::spawn_blocking(move || match bytes {
-                            Ok(b) => store_write(&store, &b, &stats),
-                            Err(e) => tracing::error!(error = %e, "Snapshot serialization failed."),
-                        }));
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn ingest(state: &mut State, stats: &SelfStats, b: Batch) {
-    state.record_batch_ms(&b.records, now_unix_ms());
-    stats.set_series(state.series_count() as u64, state.overflow_records);
-}
-
-fn answer(state: &State, stats: &SelfStats, cmd: Command) {
-    let now = now_unix();
-    match cmd {
-        Command::Tools {
-            window,
-            service,
-            reply,
-        } => {
-            let _ = reply.send(state.tools_view(window.as_deref(), service.as_deref(), now));
-        }
-        Command::Tool {
-            tool,
-            window,
-            service,
-            reply,
-        } => {
-            let _ = reply.send(state.tool_view(&tool, window.as_deref(), service.as_deref(), now));
-        }
-        Command::Metrics { reply } => {
-            let _ = reply.send(super::exposition::render(state, stats, now));
-        }
-        Command::Ping { reply } => {
-            let _ = reply.send(());
-        }
-        Command::Shutdown { .. } => {}
-    }
-}
-
-async fn write_snapshot(
-    bytes: Result<Vec<u8>, serde_json::Error>,
-    store: Arc<Store>,
-    stats: &Arc<SelfStats>,
-) {
-    match bytes {
-        Ok(b) => {
-            let stats = stats.clone();
-            let _ = tokio::task::spawn_blocking(move || store_write(&store, &b, &stats)).await;
-        }
-        Err(e) => tracing::error!(error = %e, "Snapshot serialization failed."),
-    }
-}
-
-fn store_write(store: &Store, bytes: &[u8], stats: &SelfStats) {
-    match store.write(bytes) {
-        Ok(()) => stats.snapshot_written(now_unix()),
-        Err(e) => {
-            stats.snapshot_failed();
-            tracing::error!(error = %e, path = %store.path().display(), "Snapshot write failed.");
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::collector::recognize::{Emitter, Extra, Unknown};
 
-    fn limits(max_series: usize) -> Limits {
+    pub(crate) fn limits(max_series: usize) -> Limits {
         Limits {
             windows: vec![
                 ("5m".into(), Duration::from_secs(300)),
@@ -1540,7 +934,7 @@ mod tests {
         }
     }
 
-    fn rec(tool: &str, size: Size) -> ToolRecord {
+    pub(crate) fn rec(tool: &str, size: Size) -> ToolRecord {
         ToolRecord {
             service: "svc".into(),
             tool: tool.into(),
@@ -1557,7 +951,7 @@ mod tests {
         }
     }
 
-    fn known(b: u64) -> Size {
+    pub(crate) fn known(b: u64) -> Size {
         Size::Known {
             bytes: b,
             source: SizeSource::Measured,
@@ -1660,58 +1054,7 @@ mod tests {
         );
     }
 
-    #[test]
-    fn restore_after_max_series_was_lowered_keeps_the_cap() {
-        let mut st = State::new(limits(10));
-        for (k, tool) in ["a", "b", "c", "d", "e"].iter().enumerate() {
-            for _ in 0..=k {
-                st.record(&rec(tool, known(100)), 1000);
-            }
-        }
-        let json = serde_json::to_vec(&st.snapshot(1000)).unwrap();
-        let mut back = State::new(limits(3));
-        back.restore(serde_json::from_slice(&json).unwrap())
-            .unwrap();
-        assert_eq!(back.series.len(), 3, "at most max_series series");
-        let view = back.tools_view(None, None, 1001).unwrap().tools;
-        let calls = |t: &str| view.iter().find(|r| r.tool == t).map(|r| r.count);
-        // The two busiest kept as they were; a, b and c (1 + 2 + 3 calls) merged.
-        assert_eq!(calls("e"), Some(5));
-        assert_eq!(calls("d"), Some(4));
-        assert_eq!(calls(OVERFLOW), Some(6));
-        assert_eq!(back.overflow_records, 6);
-        assert_eq!(
-            view.iter().map(|r| r.count).sum::<u64>(),
-            15,
-            "no call lost"
-        );
-    }
-
-    #[test]
-    fn snapshot_round_trip() {
-        let mut st = State::new(limits(10));
-        for b in [5, 500, 50_000] {
-            st.record(&rec("a", known(b)), 1000);
-        }
-        let json = serde_json::to_vec(&st.snapshot(1000)).unwrap();
-        let mut back = State::new(limits(10));
-        back.restore(serde_json::from_slice(&json).unwrap())
-            .unwrap();
-        assert_eq!(
-            back.tools_view(None, None, 1001),
-            st.tools_view(None, None, 1001)
-        );
-        assert_eq!(
-            back.tools_view(Some("5m"), None, 1001),
-            st.tools_view(Some("5m"), None, 1001)
-        );
-        assert_eq!(
-            back.tool_view("a", None, None, 1001),
-            st.tool_view("a", None, None, 1001)
-        );
-    }
-
-    fn stacked(ceiling: u64) -> Limits {
+    pub(crate) fn stacked(ceiling: u64) -> Limits {
         let flag = crate::layers::StackConfig {
             ceiling_bytes: Some(ceiling),
             ..crate::layers::StackConfig::parse_list("codex.tool-output.tokens,default").unwrap()
@@ -1738,55 +1081,6 @@ mod tests {
     }
 
     #[test]
-    fn over_ceiling_counts_the_weakest_layer_and_survive_a_restore() {
-        let mut st = State::new(stacked(1000));
-        for b in [50_000, 2000, 10] {
-            st.record(&rec("a", known(b)), 1000);
-        }
-        for n in 0..(OVER_CEILING_RECENT as u64 + 5) {
-            st.record(&rec("b", known(5000 + n)), 1000 + n);
-        }
-        let key = |t: &str| SeriesKey {
-            service: "svc".into(),
-            tool: t.into(),
-        };
-        assert_eq!(st.series[&key("a")].over_ceiling, [("default".into(), 2)]);
-        let b = &st.series[&key("b")];
-        assert_eq!(b.over_recent.len(), OVER_CEILING_RECENT);
-        assert_eq!(b.over_recent.back().unwrap().bytes, 5000 + 24);
-        let json = serde_json::to_vec(&st.snapshot(2000)).unwrap();
-        let mut back = State::new(stacked(1000));
-        back.restore(serde_json::from_slice(&json).unwrap())
-            .unwrap();
-        for t in ["a", "b"] {
-            assert_eq!(
-                back.tool_view(t, None, None, 2001),
-                st.tool_view(t, None, None, 2001)
-            );
-        }
-        assert_eq!(
-            back.series[&key("a")].size_buckets,
-            st.series[&key("a")].size_buckets
-        );
-        // Other ceilings: the bucket counts are rebuilt for the new layout from the HDR
-        // histogram, the over-ceiling counts kept.
-        let mut other = State::new(stacked(3000));
-        other
-            .restore(serde_json::from_slice(&json).unwrap())
-            .unwrap();
-        let a = &other.series[&key("a")];
-        assert_eq!(a.over_ceiling, [("default".into(), 2)]);
-        assert_ne!(other.limits.size_bounds, st.limits.size_bounds);
-        let bounds = &other.limits.size_bounds;
-        let at = |v: u64| bounds.partition_point(|&b| b < v);
-        let mut want = vec![0; bounds.len() + 1];
-        for v in [50_000, 2000, 10] {
-            want[at(v)] += 1;
-        }
-        assert_eq!(a.size_buckets, want);
-    }
-
-    #[test]
     fn space_saving_keeps_heavy_hitters() {
         let mut m = HashMap::default();
         for _ in 0..30 {
@@ -1797,5 +1091,47 @@ mod tests {
         }
         assert_eq!(m[&ArgsHash::new("hot")].count, 30);
         assert_eq!(m.len(), 4);
+    }
+
+    #[test]
+    fn memory_per_series_at_steady_state() {
+        // Every slot of both default windows populated, as after an hour of the load
+        // generator's storm mix: sizes uniform in 0..32 KiB (half over the ceiling), latencies
+        // log-normal around 50 ms, 4,099 argument hashes, 12 calls a second.
+        let config = Config::default();
+        let mut st = State::new(Limits::from_config(&config));
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let t0 = 1_800_000_000;
+        for i in 0..3600 * 12u64 {
+            let mut r = rec("fetch", known(next() % 32_768));
+            let z: f64 = (0..12)
+                .map(|_| (next() >> 11) as f64 / (1u64 << 53) as f64)
+                .sum::<f64>()
+                - 6.0;
+            r.latency_us = (50_000.0 * (0.8 * z).exp()) as u64;
+            r.args_hash = Some(ArgsHash::new(&format!("{:012x}", next() % 4099)));
+            r.trace_id = [i as u8; 16];
+            st.record(&r, t0 + i / 12);
+        }
+        let s = st.series.values().next().unwrap();
+        assert!(s
+            .windows
+            .iter()
+            .all(|w| w.slots.len() == SLOTS_PER_WINDOW as usize));
+        let bytes = s.heap_bytes();
+        eprintln!(
+            "one series at steady state: {bytes} bytes ({:.1} KiB)",
+            bytes as f64 / 1024.0
+        );
+        // The bound of `docs/collector.md`: 11 histogram pairs at their ceilings plus the rest.
+        let bound = 11 * super::super::histogram::max_histogram_bytes() + 16 * 1024;
+        assert!(bytes < bound, "{bytes} >= {bound}");
+        assert!(bytes > 11 * 4096, "{bytes}: every pair holds counts");
     }
 }

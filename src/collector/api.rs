@@ -35,8 +35,8 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
-use super::aggregator::Command;
 use super::alerts::AlertsHandle;
+use super::task::Command;
 use super::SelfStats;
 use crate::layers::Stack;
 
@@ -174,9 +174,16 @@ fn bad_request(message: String) -> Response {
 }
 
 async fn metrics(State(s): State<ApiState>) -> Response {
-    match s.ask(|reply| Command::Metrics { reply }, WAIT).await {
+    let frame = match s.ask(|reply| Command::Metrics { reply }, WAIT).await {
+        Ok(frame) => frame,
+        Err(r) => return r,
+    };
+    // The text is rendered here, on a blocking thread, not on the aggregator task.
+    let stats = s.stats.clone();
+    match tokio::task::spawn_blocking(move || super::exposition::render_frame(&frame, &stats)).await
+    {
         Ok(text) => ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response(),
-        Err(r) => r,
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 

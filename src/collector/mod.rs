@@ -43,7 +43,10 @@ pub mod histogram;
 pub mod receiver;
 pub mod recognize;
 pub mod runbook;
+pub mod snapshot;
 pub mod store;
+pub mod task;
+pub mod views;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -56,10 +59,11 @@ use tokio::task::JoinHandle;
 
 pub use config::Config;
 
-use aggregator::{Command, Limits, State};
+use aggregator::{Limits, State};
 use receiver::Ingest;
 use recognize::Recognizer;
 use store::Store;
+use task::Command;
 
 /// Why a whole request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,21 +250,26 @@ impl Pipeline {
     pub fn spawn(config: &Config) -> Result<Self, CollectorError> {
         let stats = Arc::new(SelfStats::default());
         let mut state = State::new(Limits::from_config(config));
+        let mut restored = Vec::new();
         let store = match &config.store.data_dir {
             Some(dir) => {
                 let store = Store::open(dir)?;
                 if let Some(snap) = store.load()? {
                     let written = snap.written_unix;
-                    if let Err(e) = state.restore(snap) {
-                        store.move_aside(&e)?;
-                        state = State::new(Limits::from_config(config));
-                    } else {
-                        stats.snapshot_written(written);
-                        tracing::info!(
-                            series = state.series_count(),
-                            path = %store.path().display(),
-                            "Restored snapshot."
-                        );
+                    match state.restore(snap) {
+                        Err(e) => {
+                            store.move_aside(&e)?;
+                            state = State::new(Limits::from_config(config));
+                        }
+                        Ok(alerts) => {
+                            restored = alerts;
+                            stats.snapshot_written(written);
+                            tracing::info!(
+                                series = state.series_count(),
+                                path = %store.path().display(),
+                                "Restored snapshot."
+                            );
+                        }
                     }
                 }
                 Some(Arc::new(store))
@@ -272,19 +281,19 @@ impl Pipeline {
             config,
             format!("{}/api/v1/alerts", config.admin_base_url()),
             stats.alerts.clone(),
-            std::mem::take(&mut state.restored_alerts),
+            restored,
         );
-        state.saved_alerts = alerts.saved.clone();
         if let Some(rules) = rules {
             state.add_observer(Box::new(rules));
         }
         let (data_tx, data_rx) = mpsc::channel(config.otlp.queue_capacity);
         let (control, control_rx) = mpsc::channel(64);
-        let aggregator = tokio::spawn(aggregator::run(
+        let aggregator = tokio::spawn(task::run(
             state,
             data_rx,
             control_rx,
             store,
+            alerts.saved.clone(),
             stats.clone(),
             config.snapshot_interval(),
             config.alert_evaluation_interval(),

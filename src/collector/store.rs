@@ -11,7 +11,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::aggregator::Snapshot;
+use super::snapshot::Snapshot;
 
 /// File name of the snapshot inside the data directory.
 pub const SNAPSHOT_FILE: &str = "toolsize-state.json";

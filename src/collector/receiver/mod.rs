@@ -16,8 +16,8 @@ use std::sync::Arc;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::sync::mpsc;
 
-use super::aggregator::Batch;
 use super::recognize::Recognizer;
+use super::task::Batch;
 use super::{RefusedRequest, SelfStats};
 
 /// What a receiver answers after a request was accepted.

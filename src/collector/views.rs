@@ -1,0 +1,212 @@
+//! The views the admin API serves (`/api/v1/tools`, `/api/v1/tools/{tool}`), computed from the
+//! aggregator's [`State`] on the aggregator task when a reader asks (the answer is small: one
+//! row per series, or the detail of one tool).
+
+use serde::{Deserialize, Serialize};
+
+use super::aggregator::{Largest, OverCeiling, SeriesKey, State, Stats};
+
+/// One row of `/api/v1/tools`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRow {
+    /// Service.
+    pub service: String,
+    /// Tool.
+    pub tool: String,
+    /// Calls.
+    pub count: u64,
+    /// Calls with a known size.
+    pub sized: u64,
+    /// Result bytes, median.
+    pub p50: u64,
+    /// Result bytes, 95th percentile.
+    pub p95: u64,
+    /// Result bytes, 99th percentile.
+    pub p99: u64,
+    /// Largest result bytes.
+    pub max: u64,
+    /// Failed calls.
+    pub errors: u64,
+    /// Results the tool reported truncated.
+    pub truncated: u64,
+    /// Results cut upstream (size is a lower bound).
+    pub truncated_upstream: u64,
+    /// Successful calls of unknown size.
+    pub unknown_size: u64,
+    /// Sizes measured by the tool.
+    pub measured: u64,
+    /// Sizes derived from content.
+    pub derived: u64,
+    /// Latency, 95th percentile, milliseconds.
+    pub latency_p95_ms: f64,
+}
+
+/// `/api/v1/tools`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolsView {
+    /// The window: a configured label or `all`.
+    pub window: String,
+    /// Rows sorted by service then tool.
+    pub tools: Vec<ToolRow>,
+}
+
+/// One series of `/api/v1/tools/{tool}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDetail {
+    /// The summary row.
+    #[serde(flatten)]
+    pub row: ToolRow,
+    /// Largest recent results.
+    pub largest: Vec<Largest>,
+    /// Most repeated argument hashes.
+    pub top_args: Vec<TopArgs>,
+    /// Results over a ceiling since start, by the weakest layer that cut them.
+    pub over_ceiling: Vec<OverCeilingCount>,
+    /// The most recent over-ceiling results (at most [`OVER_CEILING_RECENT`]), newest first.
+    pub recent_over_ceiling: Vec<OverCeiling>,
+}
+
+/// Over-ceiling results of one layer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverCeilingCount {
+    /// The layer id.
+    pub layer: String,
+    /// Results whose weakest cutting layer it was.
+    pub count: u64,
+}
+
+/// A repeated arguments hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopArgs {
+    /// The hash.
+    pub args_hash: String,
+    /// Calls (upper bound).
+    pub count: u64,
+    /// Largest result with it.
+    pub max_bytes: u64,
+}
+
+/// `/api/v1/tools/{tool}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolView {
+    /// The window.
+    pub window: String,
+    /// The tool.
+    pub tool: String,
+    /// One entry per service that called it.
+    pub series: Vec<ToolDetail>,
+}
+
+fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
+    ToolRow {
+        service: key.service.clone(),
+        tool: key.tool.clone(),
+        count: st.calls,
+        sized: st.size.len(),
+        p50: st.size.quantile(0.5),
+        p95: st.size.quantile(0.95),
+        p99: st.size.quantile(0.99),
+        max: st.size.max(),
+        errors: st.errors,
+        truncated: st.truncated,
+        truncated_upstream: st.truncated_upstream,
+        unknown_size: st.unknown_size,
+        measured: st.measured,
+        derived: st.derived,
+        latency_p95_ms: st.latency.quantile(0.95) as f64 / 1000.0,
+    }
+}
+
+impl State {
+    /// The `/api/v1/tools` view.
+    pub fn tools_view(
+        &self,
+        window: Option<&str>,
+        service: Option<&str>,
+        now: u64,
+    ) -> Result<ToolsView, String> {
+        let w = self.window_index(window)?;
+        let mut keys: Vec<&SeriesKey> = self
+            .series
+            .keys()
+            .filter(|k| service.is_none_or(|s| s == k.service))
+            .collect();
+        keys.sort();
+        let tools = keys
+            .into_iter()
+            .map(|k| row(k, &self.stats(&self.series[k], w, now)))
+            .collect();
+        Ok(ToolsView {
+            window: window.unwrap_or("all").to_string(),
+            tools,
+        })
+    }
+
+    /// The `/api/v1/tools/{tool}` view; `Ok(None)` when no series has that tool.
+    pub fn tool_view(
+        &self,
+        tool: &str,
+        window: Option<&str>,
+        service: Option<&str>,
+        now: u64,
+    ) -> Result<Option<ToolView>, String> {
+        let w = self.window_index(window)?;
+        let mut keys: Vec<&SeriesKey> = self
+            .series
+            .keys()
+            .filter(|k| k.tool == tool && service.is_none_or(|s| s == k.service))
+            .collect();
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        keys.sort();
+        let horizon = self
+            .limits
+            .windows
+            .iter()
+            .map(|(_, d)| d.as_secs())
+            .max()
+            .unwrap_or(3600);
+        let series = keys
+            .into_iter()
+            .map(|k| {
+                let s = &self.series[k];
+                let mut top: Vec<TopArgs> = s
+                    .args
+                    .iter()
+                    .map(|(h, a)| TopArgs {
+                        args_hash: h.to_string(),
+                        count: a.count,
+                        max_bytes: a.max_bytes,
+                    })
+                    .collect();
+                top.sort_by(|a, b| b.count.cmp(&a.count).then(a.args_hash.cmp(&b.args_hash)));
+                top.truncate(10);
+                ToolDetail {
+                    row: row(k, &self.stats(s, w, now)),
+                    largest: s
+                        .largest
+                        .iter()
+                        .filter(|l| l.at_unix + horizon > now)
+                        .cloned()
+                        .collect(),
+                    top_args: top,
+                    over_ceiling: s
+                        .over_ceiling
+                        .iter()
+                        .map(|(layer, count)| OverCeilingCount {
+                            layer: layer.clone(),
+                            count: *count,
+                        })
+                        .collect(),
+                    recent_over_ceiling: s.over_recent.iter().rev().cloned().collect(),
+                }
+            })
+            .collect();
+        Ok(Some(ToolView {
+            window: window.unwrap_or("all").to_string(),
+            tool: tool.to_string(),
+            series,
+        }))
+    }
+}
