@@ -30,8 +30,7 @@ use crate::layers::{Cut, Stack};
 
 /// Time slots per sliding window.
 pub const SLOTS_PER_WINDOW: u64 = 5;
-/// Name of the overflow series' service and tool.
-pub const OVERFLOW: &str = "__overflow__";
+pub use super::recognize::OVERFLOW;
 /// Upper bounds of the classic `toolsize_tool_result_size_bytes` buckets (bytes), before the
 /// stack's ceilings are added ([`size_bounds`]).
 ///

@@ -811,12 +811,11 @@ impl Config {
             }
         }
         for url in &self.alerts.alertmanager_urls {
-            crate::collector::alerts::sink::Target::parse(url)
+            super::target::Target::parse(url)
                 .map_err(|m| invalid("alerts.alertmanager_urls", m))?;
         }
         if let Some(url) = &self.alerts.webhook_url {
-            crate::collector::alerts::sink::Target::parse(url)
-                .map_err(|m| invalid("alerts.webhook_url", m))?;
+            super::target::Target::parse(url).map_err(|m| invalid("alerts.webhook_url", m))?;
         }
         if self.otlp.max_request_bytes < 1024 {
             return Err(invalid(

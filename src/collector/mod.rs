@@ -45,6 +45,7 @@ pub mod recognize;
 pub mod runbook;
 pub mod snapshot;
 pub mod store;
+pub mod target;
 pub mod task;
 pub mod views;
 

@@ -358,6 +358,9 @@ impl Size {
     }
 }
 
+/// Service and tool name of the series that takes the records past the cardinality cap.
+pub const OVERFLOW: &str = "__overflow__";
+
 /// An arguments hash held inline (no allocation per span): up to 12 bytes of UTF-8, normally
 /// 12 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -984,7 +987,7 @@ pub fn sanitize_tool_name(name: &str, max: usize) -> String {
         out.push_str("unknown");
     }
     // A real tool must not merge with the overflow series in dashboards.
-    if out == crate::collector::aggregator::OVERFLOW {
+    if out == OVERFLOW {
         out.push_str("_tool");
     }
     out

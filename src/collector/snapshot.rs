@@ -269,7 +269,6 @@ mod tests {
     use crate::collector::aggregator::Limits;
     use crate::collector::alerts::{AlertState, Engine, Matched, OVER_CEILING};
     use crate::collector::config::Config;
-    use crate::collector::store::Store;
 
     fn m(tool: &str, quiet: u64) -> Matched {
         Matched {
@@ -389,7 +388,7 @@ mod tests {
     }
 
     #[test]
-    fn firing_alerts_survive_a_restart_through_the_store() {
+    fn firing_alerts_survive_a_restart_through_the_snapshot() {
         let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let s = Duration::from_secs;
         let mut e = Engine::default();
@@ -398,15 +397,11 @@ mod tests {
         e.tick(t0 + s(20)); // b resolved: not kept
         let st = State::new(Limits::from_config(&Config::default()));
 
-        let dir = std::env::temp_dir().join(format!("toolsize-alerts-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let store = Store::open(&dir).unwrap();
-        store
-            .write(&serde_json::to_vec(&st.snapshot(1_800_000_030, e.saved())).unwrap())
-            .unwrap();
+        let bytes = serde_json::to_vec(&st.snapshot(1_800_000_030, e.saved())).unwrap();
         let mut back = State::new(Limits::from_config(&Config::default()));
-        let restored = back.restore(store.load().unwrap().unwrap()).unwrap();
-        std::fs::remove_dir_all(&dir).ok();
+        let restored = back
+            .restore(serde_json::from_slice(&bytes).unwrap())
+            .unwrap();
         assert_eq!(restored, e.saved());
         assert_eq!(restored.len(), 1);
 

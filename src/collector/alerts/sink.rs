@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
-use axum::http::{header, Request, Uri};
+use axum::http::{header, Request};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -94,40 +94,7 @@ pub fn log(a: &Alert) {
     }
 }
 
-/// An `http://host:port/path` target.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// `host:port`.
-    pub authority: String,
-    /// Path and query.
-    pub path: String,
-}
-
-impl Target {
-    /// Parses an `http://` URL; other schemes are errors.
-    pub fn parse(url: &str) -> Result<Self, String> {
-        let uri: Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
-        if uri.scheme_str() != Some("http") {
-            return Err(format!("{url:?}: only http:// URLs are supported"));
-        }
-        let host = uri.host().ok_or_else(|| format!("{url:?}: no host"))?;
-        let port = uri.port_u16().unwrap_or(80);
-        Ok(Self {
-            authority: format!("{host}:{port}"),
-            path: uri
-                .path_and_query()
-                .map(|p| p.as_str().to_string())
-                .unwrap_or_else(|| "/".into()),
-        })
-    }
-
-    /// The same host with `suffix` appended to its path (a base URL's API endpoint).
-    #[must_use]
-    pub fn with_path(mut self, suffix: &str) -> Self {
-        self.path = format!("{}{suffix}", self.path.trim_end_matches('/'));
-        self
-    }
-}
+pub use crate::collector::target::Target;
 
 /// One HTTP sink.
 #[derive(Debug, Clone)]
@@ -287,22 +254,5 @@ pub async fn run(
                 backoff = (backoff * 2).min(cap);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn targets() {
-        let t = Target::parse("http://127.0.0.1:9093").unwrap();
-        assert_eq!(t.authority, "127.0.0.1:9093");
-        assert_eq!(t.with_path("/api/v2/alerts").path, "/api/v2/alerts");
-        let t = Target::parse("http://am.local/prefix/").unwrap();
-        assert_eq!(t.authority, "am.local:80");
-        assert_eq!(t.with_path("/api/v2/alerts").path, "/prefix/api/v2/alerts");
-        assert!(Target::parse("https://am.local").is_err());
-        assert!(Target::parse("not a url").is_err());
     }
 }
