@@ -15,7 +15,12 @@ fn node(path: &Path, root: &Path) -> String {
 
 /// The module a path like `receiver::wire::SpanView` names, as a node that exists.
 fn target(segments: &[&str], nodes: &BTreeSet<String>) -> Option<String> {
-    let two = segments.iter().take(2).copied().collect::<Vec<_>>().join("/");
+    let two = segments
+        .iter()
+        .take(2)
+        .copied()
+        .collect::<Vec<_>>()
+        .join("/");
     if nodes.contains(&two) {
         return Some(two);
     }
@@ -48,7 +53,10 @@ fn graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
         let supers_to_collector = if depth == 1 || in_dir_mod { 1 } else { 2 };
         for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
             let mut rest = line;
-            while let Some(i) = rest.find("super::").or_else(|| rest.find("crate::collector::")) {
+            while let Some(i) = rest
+                .find("super::")
+                .or_else(|| rest.find("crate::collector::"))
+            {
                 let tail = &rest[i..];
                 let (path, n_super) = if let Some(t) = tail.strip_prefix("crate::collector::") {
                     (t, supers_to_collector)
@@ -125,10 +133,21 @@ fn the_collector_modules_form_a_dag() {
     assert!(edges["task"].contains("aggregator"), "{edges:?}");
     assert!(edges["snapshot"].contains("aggregator"), "{edges:?}");
     if let Some(c) = cycle(&edges) {
-        panic!("the collector's modules import each other in a circle: {}", c.join(" → "));
+        panic!(
+            "the collector's modules import each other in a circle: {}",
+            c.join(" → ")
+        );
     }
     // The aggregator owns state and knows nothing of its readers.
-    for reader in ["api", "exposition", "views", "snapshot", "store", "task", "alerts"] {
+    for reader in [
+        "api",
+        "exposition",
+        "views",
+        "snapshot",
+        "store",
+        "task",
+        "alerts",
+    ] {
         assert!(
             !edges["aggregator"].contains(reader),
             "aggregator imports {reader}"

@@ -362,6 +362,80 @@ pub struct OverCeiling {
     pub at_unix: u64,
 }
 
+/// One recent result over the ceiling of its weakest cutting layer, as kept per series: plain
+/// numbers and ids, nothing allocated per record. [`OverRecent::view`] gives the API's form.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OverRecent {
+    /// Result bytes.
+    pub bytes: u64,
+    /// Index of the weakest cutting layer in the stack's layers.
+    pub layer: u16,
+    /// That layer's effective limit, in its unit.
+    pub limit: u64,
+    /// The result's size in that unit.
+    pub value: u64,
+    /// Whether `value` was estimated from bytes.
+    pub estimated: bool,
+    /// Trace id.
+    pub trace_id: [u8; 16],
+    /// Span id.
+    pub span_id: [u8; 8],
+    /// Arguments hash, when known.
+    pub args_hash: Option<ArgsHash>,
+    /// When the daemon received it, Unix seconds.
+    pub at_unix: u64,
+}
+
+impl OverRecent {
+    /// The API's form, with the layer's id and unit from `stack` (`None` if the stack has no
+    /// such layer).
+    pub fn view(&self, stack: &Stack) -> Option<OverCeiling> {
+        let l = stack.layers().get(usize::from(self.layer))?;
+        Some(OverCeiling {
+            bytes: self.bytes,
+            layer: l.id().to_string(),
+            limit: self.limit,
+            unit: l.layer.unit.as_str().to_string(),
+            value: self.value,
+            estimated: self.estimated,
+            trace_id: hex(&self.trace_id),
+            span_id: hex(&self.span_id),
+            args_hash: self.args_hash.map(|h| h.to_string()),
+            at_unix: self.at_unix,
+        })
+    }
+
+    /// Back from the API's form (a snapshot), when `stack` still has its layer and the ids are
+    /// hex of the right length.
+    pub fn from_view(v: &OverCeiling, stack: &Stack) -> Option<Self> {
+        let layer = stack.layers().iter().position(|l| l.id() == v.layer)?;
+        Some(Self {
+            bytes: v.bytes,
+            layer: u16::try_from(layer).ok()?,
+            limit: v.limit,
+            value: v.value,
+            estimated: v.estimated,
+            trace_id: unhex(&v.trace_id)?,
+            span_id: unhex(&v.span_id)?,
+            args_hash: v.args_hash.as_deref().map(ArgsHash::new),
+            at_unix: v.at_unix,
+        })
+    }
+}
+
+/// `N` bytes from `2 × N` hex digits.
+fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    let b = s.as_bytes();
+    if b.len() != 2 * N {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
 /// How often one arguments hash was seen (space-saving estimate: an upper bound).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ArgsStat {
@@ -395,7 +469,7 @@ pub struct Series {
     /// vector).
     pub over_ceiling: Vec<(String, u64)>,
     /// The most recent over-ceiling results, oldest first, at most [`OVER_CEILING_RECENT`].
-    pub over_recent: VecDeque<OverCeiling>,
+    pub over_recent: VecDeque<OverRecent>,
 }
 
 impl Series {
@@ -438,12 +512,7 @@ impl Series {
             .iter()
             .map(|l| strings(&l.trace_id, &l.span_id, &l.args_hash))
             .sum::<usize>();
-        n += self.over_recent.capacity() * size_of::<OverCeiling>();
-        n += self
-            .over_recent
-            .iter()
-            .map(|o| strings(&o.trace_id, &o.span_id, &o.args_hash) + o.layer.len() + o.unit.len())
-            .sum::<usize>();
+        n += self.over_recent.capacity() * size_of::<OverRecent>();
         // A hash map entry: key, value and one control byte.
         n += self.args.capacity() * (size_of::<ArgsHash>() + size_of::<ArgsStat>() + 1);
         n += self.over_ceiling.capacity() * size_of::<(String, u64)>()
@@ -694,7 +763,7 @@ impl State {
             service: &r.service,
             tool: &r.tool,
         };
-        let cut = over.as_ref().map(|(_, c)| c);
+        let cut = over.as_ref();
         if let Some(s) = self.series.get_mut(&probe as &dyn KeyLike) {
             Self::apply(s, &self.limits, r, cut, now);
         } else {
@@ -739,28 +808,33 @@ impl State {
         }
     }
 
-    fn apply(s: &mut Series, limits: &Limits, r: &ToolRecord, cut: Option<&Cut<'_>>, now: u64) {
+    fn apply(
+        s: &mut Series,
+        limits: &Limits,
+        r: &ToolRecord,
+        over: Option<&(usize, Cut<'_>)>,
+        now: u64,
+    ) {
         let windows = &limits.windows;
         s.total.record(r);
         for w in &mut s.windows {
             w.current(now).record(r);
         }
         if let Size::Known { bytes, .. } = r.size {
-            if let Some(cut) = cut {
+            if let Some((layer, cut)) = over {
                 add_over(&mut s.over_ceiling, cut.layer_id, 1);
                 if s.over_recent.len() >= OVER_CEILING_RECENT {
                     s.over_recent.pop_front();
                 }
-                s.over_recent.push_back(OverCeiling {
+                s.over_recent.push_back(OverRecent {
                     bytes,
-                    layer: cut.layer_id.to_string(),
+                    layer: u16::try_from(*layer).unwrap_or(u16::MAX),
                     limit: cut.limit,
-                    unit: cut.unit.as_str().to_string(),
                     value: cut.value,
                     estimated: cut.estimated,
-                    trace_id: hex(&r.trace_id),
-                    span_id: hex(&r.span_id),
-                    args_hash: r.args_hash.map(|h| h.to_string()),
+                    trace_id: r.trace_id,
+                    span_id: r.span_id,
+                    args_hash: r.args_hash,
                     at_unix: now,
                 });
             }

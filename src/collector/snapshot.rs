@@ -11,7 +11,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::aggregator::{
-    ArgsStat, Largest, OverCeiling, SeriesKey, State, Stats, OVERFLOW, OVER_CEILING_RECENT,
+    ArgsStat, Largest, OverCeiling, OverRecent, SeriesKey, State, Stats, OVERFLOW,
+    OVER_CEILING_RECENT,
 };
 use super::alerts::SavedAlert;
 use super::histogram::{Hist, HistSnapshot, MAX_BYTES, MAX_LATENCY_US};
@@ -149,7 +150,11 @@ impl State {
                         .map(|(h, a)| (h.to_string(), a.clone()))
                         .collect(),
                     over_ceiling: s.over_ceiling.clone(),
-                    over_recent: s.over_recent.iter().cloned().collect(),
+                    over_recent: s
+                        .over_recent
+                        .iter()
+                        .filter_map(|o| o.view(&self.limits.stack))
+                        .collect(),
                 })
                 .collect(),
             alerts,
@@ -224,7 +229,11 @@ impl State {
                 .map(|(h, a)| (ArgsHash::new(&h), a))
                 .collect();
             s.over_ceiling = ss.over_ceiling;
-            s.over_recent = ss.over_recent.into_iter().collect();
+            s.over_recent = ss
+                .over_recent
+                .iter()
+                .filter_map(|o| OverRecent::from_view(o, &self.limits.stack))
+                .collect();
             while s.over_recent.len() > OVER_CEILING_RECENT {
                 s.over_recent.pop_front();
             }

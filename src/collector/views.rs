@@ -199,7 +199,12 @@ impl State {
                             count: *count,
                         })
                         .collect(),
-                    recent_over_ceiling: s.over_recent.iter().rev().cloned().collect(),
+                    recent_over_ceiling: s
+                        .over_recent
+                        .iter()
+                        .rev()
+                        .filter_map(|o| o.view(&self.limits.stack))
+                        .collect(),
                 }
             })
             .collect();
