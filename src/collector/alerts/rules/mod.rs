@@ -500,7 +500,21 @@ impl ResultObserver for Rules {
         if !self.urgent.is_empty() || !self.deferred.is_empty() {
             self.flush();
         }
-        for (rule, decision) in self.evaluate(seen) {
+        let (Some((layer, cut)), Some(bytes)) = (&seen.over, seen.record.size.bytes()) else {
+            return;
+        };
+        let over = Over {
+            seen,
+            bytes,
+            layer: *layer,
+            cut,
+        };
+        // No allocation here: one decision at a time, sent before the next.
+        for k in 0..self.records.len() {
+            let (rule, decision) = {
+                let (i, r) = &mut self.records[k];
+                (*i, r.over(&over))
+            };
             match decision {
                 Decision::Quiet => {}
                 Decision::Merged => self.stats.matched(rule, MatchOutcome::Merged),
