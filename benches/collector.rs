@@ -19,7 +19,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use toolsize::collector::aggregator::{now_unix, now_unix_ms, size_bounds, Limits, State};
 use toolsize::collector::alerts::rules::Rules;
 use toolsize::collector::alerts::{AlertStats, EVENT_QUEUE_CAPACITY};
-use toolsize::collector::exposition::render;
+use toolsize::collector::exposition::{render, Frame};
 use toolsize::collector::receiver::decode::{decode_protobuf, recognize_protobuf};
 use toolsize::collector::recognize::Recognizer;
 use toolsize::collector::Config;
@@ -154,7 +154,19 @@ fn exposition(c: &mut Criterion) {
         }
         (t.elapsed().as_secs_f64() / 20.0, bytes)
     };
+    // What a scrape holds the aggregator for (the capture) against the whole render.
+    let t = Instant::now();
+    for _ in 0..20 {
+        std::hint::black_box(Frame::capture(&states[0].1, now));
+    }
+    let capture = t.elapsed().as_secs_f64() / 20.0;
     let (t_cur, b_cur) = measure(&states[0].1);
+    eprintln!(
+        "exposition, 2000 series: the aggregator is held {:.1} ms for the capture, {:.0} % of the {:.1} ms of capture + render",
+        capture * 1e3,
+        100.0 * capture / t_cur,
+        t_cur * 1e3
+    );
     let (t_prev, b_prev) = measure(&states[1].1);
     eprintln!(
         "exposition, 2000 series: current buckets {:.1} ms {:.1} MB, previous {:.1} ms {:.1} MB: \

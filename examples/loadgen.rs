@@ -6,7 +6,7 @@
 //! ```text
 //! cargo build --release --features collector --bin toolsize --example loadgen
 //! target/release/examples/loadgen [--mix storm|quiet|both] [--seconds 10] [--connections 4]
-//!     [--spans-per-request 512] [--rate SPANS_PER_S] [--scrape-ms MS]
+//!     [--spans-per-request 512] [--tools 40] [--rate SPANS_PER_S] [--scrape-ms MS]
 //!     [--alertmanager URL] [--bin target/release/toolsize]
 //! target/release/examples/loadgen --target 127.0.0.1:4318 --pid PID   # another receiver
 //! ```
@@ -14,6 +14,7 @@
 //! - `--mix storm`: half of the measured results over the 16 KiB ceiling with 4,099 argument
 //!   hashes; `quiet`: none over it; `both` runs quiet, then storm, each on a fresh daemon, and
 //!   prints the ratio of CPU per accepted span (the storm's cost).
+//! - `--tools`: how many tools the spans spread over (one series each); 40 by default.
 //! - `--rate`: paces the offered load (spans/s over all connections); unpaced by default.
 //! - `--scrape-ms`: scrapes `/metrics` every MS milliseconds during the run (the cost of
 //!   continuous scraping shows as a lower accepted rate).
@@ -303,6 +304,7 @@ struct Run {
     seconds: u64,
     connections: usize,
     spans_per_request: u64,
+    tools: u64,
     rate: u64,
     scrape_ms: u64,
     alertmanager: Option<String>,
@@ -311,12 +313,13 @@ struct Run {
 async fn run(run: &Run, mix: Mix, target: SocketAddr, pid: u32, admin: Option<&str>) -> Outcome {
     let bodies: Arc<Vec<Vec<u8>>> = Arc::new(
         (0..16)
-            .map(|s| workload::request_mix("loadgen", s, run.spans_per_request, mix))
+            .map(|s| workload::request_tools("loadgen", s, run.spans_per_request, mix, run.tools))
             .collect(),
     );
     println!(
-        "{mix:?}: {} connections, {} spans/request ({} bytes), {}s, {}",
+        "{mix:?}: {} connections, {} tools, {} spans/request ({} bytes), {}s, {}",
         run.connections,
+        run.tools,
         run.spans_per_request,
         bodies[0].len(),
         run.seconds,
@@ -449,6 +452,7 @@ async fn main() {
         seconds: arg("--seconds", 10),
         connections: arg("--connections", 4),
         spans_per_request: arg("--spans-per-request", 512),
+        tools: arg("--tools", 40),
         rate: arg("--rate", 0),
         scrape_ms: arg("--scrape-ms", 0),
         alertmanager: std::env::args()

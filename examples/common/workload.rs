@@ -40,15 +40,21 @@ pub(crate) fn request(service: &str, seed: u64, spans: u64) -> Vec<u8> {
 
 /// [`request`] with the sizes of `mix`.
 pub(crate) fn request_mix(service: &str, seed: u64, spans: u64, mix: Mix) -> Vec<u8> {
+    request_tools(service, seed, spans, mix, 40)
+}
+
+/// [`request_mix`] over `tools` tools.
+pub(crate) fn request_tools(service: &str, seed: u64, spans: u64, mix: Mix, tools: u64) -> Vec<u8> {
     let (size_mod, hashes) = match mix {
         Mix::Storm => (32_768, 4_099),
         Mix::Quiet => (16_000, 97),
     };
     let content: String = (0..2048).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    let per_request = spans;
     let spans = (0..spans)
         .map(|i| {
             let n = seed * 100_000 + i;
-            let tool = format!("tool_{}", n % 40);
+            let tool = format!("tool_{}", (seed * per_request + i) % tools.max(1));
             let mut attrs = vec![
                 kv(
                     "gen_ai.operation.name",

@@ -109,8 +109,9 @@ pub(crate) async fn run(
                 }
                 Some(cmd) => {
                     // Read-your-writes: everything acknowledged before the question is counted
-                    // in the answer (bounded, so a flood cannot starve readers).
-                    for _ in 0..DRAIN_BEFORE_ANSWER {
+                    // in the answer: the batches queued when it came (at most the queue's
+                    // capacity), not those that keep arriving, so a flood cannot starve readers.
+                    for _ in 0..data.len().min(DRAIN_BEFORE_ANSWER) {
                         match data.try_recv() {
                             Ok(b) => ingest(&mut state, &stats, b),
                             Err(_) => break,
