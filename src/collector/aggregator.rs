@@ -206,6 +206,8 @@ pub struct Stats {
     pub measured: u64,
     /// Sizes derived from content.
     pub derived: u64,
+    /// Results over the ceiling of a layer.
+    pub over_ceiling: u64,
     /// Result bytes.
     pub size: Hist,
     /// Latency, microseconds.
@@ -222,6 +224,7 @@ impl Default for Stats {
             unknown_size: 0,
             measured: 0,
             derived: 0,
+            over_ceiling: 0,
             size: Hist::new(MAX_BYTES),
             latency: Hist::new(MAX_LATENCY_US),
         }
@@ -229,7 +232,8 @@ impl Default for Stats {
 }
 
 impl Stats {
-    fn record(&mut self, r: &ToolRecord) {
+    fn record(&mut self, r: &ToolRecord, over: bool) {
+        self.over_ceiling += u64::from(over);
         self.calls += 1;
         self.errors += u64::from(r.error);
         self.truncated += u64::from(r.truncated);
@@ -256,8 +260,55 @@ impl Stats {
         self.unknown_size += o.unknown_size;
         self.measured += o.measured;
         self.derived += o.derived;
+        self.over_ceiling += o.over_ceiling;
         self.size.add(&o.size);
         self.latency.add(&o.latency);
+    }
+}
+
+/// One point of a series' history: one slot of the shortest window, summarised when it closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Point {
+    /// Start of the slot, Unix seconds.
+    pub at_unix: u64,
+    /// Tool calls.
+    pub count: u64,
+    /// Results of known size.
+    pub sized: u64,
+    /// Median result bytes.
+    pub p50: u64,
+    /// 95th percentile result bytes.
+    pub p95: u64,
+    /// 99th percentile result bytes.
+    pub p99: u64,
+    /// Largest result bytes.
+    pub max: u64,
+    /// Failed calls.
+    pub errors: u64,
+    /// Results the tool reported truncated.
+    pub truncated: u64,
+    /// Results that showed an upstream cut.
+    pub truncated_upstream: u64,
+    /// Results over the ceiling of a layer.
+    pub over_ceiling: u64,
+}
+
+impl Point {
+    /// The point of a slot starting at `at_unix`.
+    pub fn of(at_unix: u64, s: &Stats) -> Self {
+        Self {
+            at_unix,
+            count: s.calls,
+            sized: s.size.len(),
+            p50: s.size.quantile(0.5),
+            p95: s.size.quantile(0.95),
+            p99: s.size.quantile(0.99),
+            max: s.size.max(),
+            errors: s.errors,
+            truncated: s.truncated,
+            truncated_upstream: s.truncated_upstream,
+            over_ceiling: s.over_ceiling,
+        }
     }
 }
 
@@ -274,6 +325,18 @@ impl Ring {
             slot_secs: (window.as_secs() / SLOTS_PER_WINDOW).max(1),
             slots: VecDeque::new(),
         }
+    }
+
+    /// The point of the newest slot when `now` falls in a later one (it is about to close).
+    fn closing(&self, now: u64) -> Option<Point> {
+        let (idx, s) = self.slots.back()?;
+        (*idx != now / self.slot_secs).then(|| Point::of(idx * self.slot_secs, s))
+    }
+
+    /// The point of the newest slot, still open or not yet closed by a later record.
+    pub(crate) fn open_point(&self) -> Option<Point> {
+        let (idx, s) = self.slots.back()?;
+        Some(Point::of(idx * self.slot_secs, s))
     }
 
     fn current(&mut self, now: u64) -> &mut Stats {
@@ -470,6 +533,9 @@ pub struct Series {
     pub over_ceiling: Vec<(String, u64)>,
     /// The most recent over-ceiling results, oldest first, at most [`OVER_CEILING_RECENT`].
     pub over_recent: VecDeque<OverRecent>,
+    /// Closed slots of the shortest window, oldest first, over the longest window
+    /// ([`Limits::history`]).
+    pub history: VecDeque<Point>,
 }
 
 impl Series {
@@ -513,6 +579,7 @@ impl Series {
             .map(|l| strings(&l.trace_id, &l.span_id, &l.args_hash))
             .sum::<usize>();
         n += self.over_recent.capacity() * size_of::<OverRecent>();
+        n += self.history.capacity() * size_of::<Point>();
         // A hash map entry: key, value and one control byte.
         n += self.args.capacity() * (size_of::<ArgsHash>() + size_of::<ArgsStat>() + 1);
         n += self.over_ceiling.capacity() * size_of::<(String, u64)>()
@@ -583,7 +650,26 @@ impl Series {
             args: HashMap::default(),
             over_ceiling: Vec::new(),
             over_recent: VecDeque::new(),
+            history: VecDeque::new(),
         }
+    }
+
+    /// The history at `now`: closed points within the retention, then the newest slot.
+    pub fn history(&self, limits: &Limits, now: u64) -> Vec<Point> {
+        let (w, _, retention) = limits.history();
+        let from = now.saturating_sub(retention);
+        let mut out: Vec<Point> = self
+            .history
+            .iter()
+            .filter(|p| p.at_unix >= from)
+            .copied()
+            .collect();
+        if let Some(p) = self.windows.get(w).and_then(Ring::open_point) {
+            if p.at_unix >= from && out.last().is_none_or(|l| l.at_unix < p.at_unix) {
+                out.push(p);
+            }
+        }
+        out
     }
 }
 
@@ -612,6 +698,31 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// The history: the index of the shortest window (whose slots are its points), its
+    /// resolution (slot length) and its retention (the longest window), in seconds.
+    pub fn history(&self) -> (usize, u64, u64) {
+        let shortest = self
+            .windows
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, (_, d))| *d)
+            .map(|(i, (_, d))| (i, (d.as_secs() / SLOTS_PER_WINDOW).max(1)))
+            .unwrap_or((0, 60));
+        let longest = self
+            .windows
+            .iter()
+            .map(|(_, d)| d.as_secs())
+            .max()
+            .unwrap_or(3600);
+        (shortest.0, shortest.1, longest.max(shortest.1))
+    }
+
+    /// Points kept per series: the retention over the resolution.
+    pub fn history_points(&self) -> usize {
+        let (_, resolution, retention) = self.history();
+        (retention / resolution).max(1) as usize
+    }
+
     /// The limits of a configuration.
     pub fn from_config(c: &Config) -> Self {
         Self {
@@ -816,9 +927,20 @@ impl State {
         now: u64,
     ) {
         let windows = &limits.windows;
-        s.total.record(r);
-        for w in &mut s.windows {
-            w.current(now).record(r);
+        let is_over = over.is_some();
+        s.total.record(r, is_over);
+        let (h, _, _) = limits.history();
+        let cap = limits.history_points();
+        for (i, w) in s.windows.iter_mut().enumerate() {
+            if i == h {
+                if let Some(p) = w.closing(now) {
+                    if s.history.len() >= cap {
+                        s.history.pop_front();
+                    }
+                    s.history.push_back(p);
+                }
+            }
+            w.current(now).record(r, is_over);
         }
         if let Size::Known { bytes, .. } = r.size {
             if let Some((layer, cut)) = over {

@@ -10,6 +10,10 @@
 //!   max, errors, truncated, truncated upstream, unknown size, latency p95.
 //! - `GET /api/v1/tools/{tool}?window=&service=`: the same plus the largest recent results (trace
 //!   id, span id, args hash) and the most repeated argument hashes; 404 for an unknown tool.
+//! - `GET /api/v1/tools/{tool}/history?service=`: per series, one point per slot of the shortest
+//!   window (1 minute by default) over the longest (1 hour): count, sized, p50, p95, p99, max,
+//!   errors, truncated, truncated upstream, over ceiling; the open slot last. 404 for an unknown
+//!   tool.
 //! - `GET /api/v1/layers`: the effective layer stack, in stack order: each layer's id, product,
 //!   limit, unit, scope, action, limit in bytes (and whether that is an estimate) and the source
 //!   of its limit (flag, env, file, default, catalog); plus the ceiling (the weakest layer).
@@ -21,7 +25,8 @@
 //! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503.
 //!
 //! Every answer is computed by the aggregator task; this module only asks (bounded command
-//! channel) and waits at most 5 s, answering 503 if the aggregator is too busy.
+//! channel) and waits at most 5 s, answering 503 if the aggregator is too busy. `/metrics` is
+//! the exception: the aggregator hands out the numbers and the text is rendered here.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -155,6 +160,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/v1/tools", get(tools))
         .route("/api/v1/tools/{tool}", get(tool))
+        .route("/api/v1/tools/{tool}/history", get(history))
         .route("/api/v1/layers", get(layers))
         .route("/api/v1/alerts", get(alerts))
         .route("/runbook", get(runbook))
@@ -229,6 +235,32 @@ async fn tool(
         )
             .into_response(),
         Ok(Err(e)) => bad_request(e),
+        Err(r) => r,
+    }
+}
+
+async fn history(
+    State(s): State<ApiState>,
+    Path(tool): Path<String>,
+    Query(q): Query<ToolsQuery>,
+) -> Response {
+    let r = s
+        .ask(
+            |reply| Command::History {
+                tool: tool.clone(),
+                service: q.service,
+                reply,
+            },
+            WAIT,
+        )
+        .await;
+    match r {
+        Ok(Some(view)) => Json(view).into_response(),
+        Ok(None) => (
+            StatusCode::NOT_FOUND,
+            Json(serde_json::json!({ "error": format!("no tool named {tool:?}") })),
+        )
+            .into_response(),
         Err(r) => r,
     }
 }

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::aggregator::{
-    ArgsStat, Largest, OverCeiling, OverRecent, SeriesKey, State, Stats, OVERFLOW,
+    ArgsStat, Largest, OverCeiling, OverRecent, Point, SeriesKey, State, Stats, OVERFLOW,
     OVER_CEILING_RECENT,
 };
 use super::alerts::SavedAlert;
@@ -34,6 +34,8 @@ struct StatsSnap {
     unknown_size: u64,
     measured: u64,
     derived: u64,
+    #[serde(default)]
+    over_ceiling: u64,
     size: HistSnapshot,
     latency: HistSnapshot,
 }
@@ -48,6 +50,7 @@ impl From<&Stats> for StatsSnap {
             unknown_size: s.unknown_size,
             measured: s.measured,
             derived: s.derived,
+            over_ceiling: s.over_ceiling,
             size: s.size.to_snapshot(),
             latency: s.latency.to_snapshot(),
         }
@@ -64,6 +67,7 @@ impl From<&StatsSnap> for Stats {
             unknown_size: s.unknown_size,
             measured: s.measured,
             derived: s.derived,
+            over_ceiling: s.over_ceiling,
             size: Hist::from_snapshot(&s.size, MAX_BYTES),
             latency: Hist::from_snapshot(&s.latency, MAX_LATENCY_US),
         }
@@ -91,6 +95,8 @@ struct SeriesSnap {
     over_ceiling: Vec<(String, u64)>,
     #[serde(default)]
     over_recent: Vec<OverCeiling>,
+    #[serde(default)]
+    history: Vec<Point>,
 }
 
 /// The on-disk form of [`State`].
@@ -155,6 +161,7 @@ impl State {
                         .iter()
                         .filter_map(|o| o.view(&self.limits.stack))
                         .collect(),
+                    history: s.history.iter().copied().collect(),
                 })
                 .collect(),
             alerts,
@@ -234,6 +241,11 @@ impl State {
                 .iter()
                 .filter_map(|o| OverRecent::from_view(o, &self.limits.stack))
                 .collect();
+            let points = self.limits.history_points();
+            s.history = ss.history.iter().copied().collect();
+            while s.history.len() > points {
+                s.history.pop_front();
+            }
             while s.over_recent.len() > OVER_CEILING_RECENT {
                 s.over_recent.pop_front();
             }

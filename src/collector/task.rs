@@ -16,7 +16,7 @@ use super::alerts::SavedAlert;
 use super::exposition::Frame;
 use super::recognize::ToolRecord;
 use super::store::Store;
-use super::views::{ToolView, ToolsView};
+use super::views::{HistoryView, ToolView, ToolsView};
 use super::SelfStats;
 
 /// A batch of records from one OTLP request.
@@ -48,6 +48,15 @@ pub enum Command {
         service: Option<String>,
         /// Answer.
         reply: oneshot::Sender<Result<Option<ToolView>, String>>,
+    },
+    /// `/api/v1/tools/{tool}/history`.
+    History {
+        /// Tool name.
+        tool: String,
+        /// Service filter.
+        service: Option<String>,
+        /// Answer.
+        reply: oneshot::Sender<Option<HistoryView>>,
     },
     /// `/metrics`: the numbers, to render elsewhere.
     Metrics {
@@ -165,6 +174,13 @@ fn answer(state: &State, cmd: Command) {
             reply,
         } => {
             let _ = reply.send(state.tool_view(&tool, window.as_deref(), service.as_deref(), now));
+        }
+        Command::History {
+            tool,
+            service,
+            reply,
+        } => {
+            let _ = reply.send(state.history_view(&tool, service.as_deref(), now));
         }
         Command::Metrics { reply } => {
             let _ = reply.send(Frame::capture(state, now));

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregator::{Largest, OverCeiling, SeriesKey, State, Stats};
+use super::aggregator::{Largest, OverCeiling, Point, SeriesKey, State, Stats};
 
 /// One row of `/api/v1/tools`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -213,5 +213,93 @@ impl State {
             tool: tool.to_string(),
             series,
         }))
+    }
+}
+
+/// The history of one series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesHistory {
+    /// Service.
+    pub service: String,
+    /// Points, oldest first; the last one is the slot still open.
+    pub points: Vec<Point>,
+}
+
+/// `/api/v1/tools/{tool}/history`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryView {
+    /// Tool name.
+    pub tool: String,
+    /// Seconds between points: the slot length of the shortest window.
+    pub resolution_secs: u64,
+    /// How far back points go: the longest window.
+    pub retention_secs: u64,
+    /// One entry per matching series, sorted by service.
+    pub series: Vec<SeriesHistory>,
+}
+
+impl State {
+    /// The `/api/v1/tools/{tool}/history` view (`None` when the tool has no series).
+    pub fn history_view(&self, tool: &str, service: Option<&str>, now: u64) -> Option<HistoryView> {
+        let mut keys: Vec<&SeriesKey> = self
+            .series
+            .keys()
+            .filter(|k| k.tool == tool && service.is_none_or(|s| s == k.service))
+            .collect();
+        if keys.is_empty() {
+            return None;
+        }
+        keys.sort();
+        let (_, resolution_secs, retention_secs) = self.limits.history();
+        Some(HistoryView {
+            tool: tool.to_string(),
+            resolution_secs,
+            retention_secs,
+            series: keys
+                .into_iter()
+                .map(|k| SeriesHistory {
+                    service: k.service.clone(),
+                    points: self.series[k].history(&self.limits, now),
+                })
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::collector::aggregator::tests::{known, limits, rec};
+    use crate::collector::aggregator::State;
+
+    #[test]
+    fn history_has_one_point_per_minute_over_the_hour_and_survives_a_restore() {
+        let mut st = State::new(limits(10));
+        let t0 = 1_800_000_000; // a whole hour
+                                // 90 minutes: 2 results a minute, the p95 jumping from 3 KB to 41 KB at minute 80.
+        for m in 0..90u64 {
+            let b = if m < 80 { 3_000 } else { 41_000 };
+            st.record(&rec("search", known(b)), t0 + m * 60 + 1);
+            st.record(&rec("search", known(b + 10)), t0 + m * 60 + 30);
+        }
+        let now = t0 + 89 * 60 + 31;
+        let h = st.history_view("search", None, now).unwrap();
+        assert_eq!((h.resolution_secs, h.retention_secs), (60, 3600));
+        let p = &h.series[0].points;
+        assert_eq!(p.len(), 60, "the last hour: 59 closed slots and the open one");
+        assert!(p.windows(2).all(|w| w[1].at_unix == w[0].at_unix + 60));
+        assert_eq!(p.last().unwrap().at_unix, t0 + 89 * 60);
+        assert!(p.iter().all(|x| x.count == 2 && x.sized == 2));
+        let jump = p.iter().position(|x| x.p95 > 40_000).unwrap();
+        assert_eq!(p[jump].at_unix, t0 + 80 * 60);
+        assert!(p[jump - 1].p95 < 3_100, "{:?}", p[jump - 1]);
+        assert_eq!(p.last().unwrap().over_ceiling, 2);
+        assert!(st.history_view("nope", None, now).is_none());
+        assert!(st.history_view("search", Some("other"), now).is_none());
+
+        let json = serde_json::to_vec(&st.snapshot(now, Vec::new())).unwrap();
+        let mut back = State::new(limits(10));
+        back.restore(serde_json::from_slice(&json).unwrap())
+            .unwrap();
+        assert_eq!(back.history_view("search", None, now), Some(h));
     }
 }
