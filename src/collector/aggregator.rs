@@ -226,7 +226,7 @@ impl Default for Stats {
             derived: 0,
             over_ceiling: 0,
             size: Hist::new(MAX_BYTES),
-            latency: Hist::new(MAX_LATENCY_US),
+            latency: Hist::latency(MAX_LATENCY_US),
         }
     }
 }
@@ -267,47 +267,49 @@ impl Stats {
 }
 
 /// One point of a series' history: one slot of the shortest window, summarised when it closed.
+/// Kept in 48 bytes: 32-bit counts and sizes (a size past 4 GiB reads as 4 GiB).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Point {
     /// Start of the slot, Unix seconds.
     pub at_unix: u64,
     /// Tool calls.
-    pub count: u64,
+    pub count: u32,
     /// Results of known size.
-    pub sized: u64,
+    pub sized: u32,
     /// Median result bytes.
-    pub p50: u64,
+    pub p50: u32,
     /// 95th percentile result bytes.
-    pub p95: u64,
+    pub p95: u32,
     /// 99th percentile result bytes.
-    pub p99: u64,
+    pub p99: u32,
     /// Largest result bytes.
-    pub max: u64,
+    pub max: u32,
     /// Failed calls.
-    pub errors: u64,
+    pub errors: u32,
     /// Results the tool reported truncated.
-    pub truncated: u64,
+    pub truncated: u32,
     /// Results that showed an upstream cut.
-    pub truncated_upstream: u64,
+    pub truncated_upstream: u32,
     /// Results over the ceiling of a layer.
-    pub over_ceiling: u64,
+    pub over_ceiling: u32,
 }
 
 impl Point {
     /// The point of a slot starting at `at_unix`.
     pub fn of(at_unix: u64, s: &Stats) -> Self {
+        let n = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         Self {
             at_unix,
-            count: s.calls,
-            sized: s.size.len(),
-            p50: s.size.quantile(0.5),
-            p95: s.size.quantile(0.95),
-            p99: s.size.quantile(0.99),
-            max: s.size.max(),
-            errors: s.errors,
-            truncated: s.truncated,
-            truncated_upstream: s.truncated_upstream,
-            over_ceiling: s.over_ceiling,
+            count: n(s.calls),
+            sized: n(s.size.len()),
+            p50: n(s.size.quantile(0.5)),
+            p95: n(s.size.quantile(0.95)),
+            p99: n(s.size.quantile(0.99)),
+            max: n(s.size.max()),
+            errors: n(s.errors),
+            truncated: n(s.truncated),
+            truncated_upstream: n(s.truncated_upstream),
+            over_ceiling: n(s.over_ceiling),
         }
     }
 }
@@ -558,7 +560,7 @@ impl Series {
 
     /// Heap bytes held by the series: histogram counts, bucket counts, largest and recent
     /// over-ceiling results with their strings, arguments hashes. (The key and the map entry
-    /// are not counted; the rules keep up to 14 KiB more per series whose results repeat
+    /// are not counted; the rules keep up to 7 KiB more per series whose results repeat
     /// oversized arguments, see `alerts::rules::repeated_oversize`.)
     pub fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
@@ -1327,6 +1329,8 @@ pub(crate) mod tests {
         // The bound of `docs/collector.md`: 11 histogram pairs at their ceilings plus the rest.
         let bound = 11 * super::super::histogram::max_histogram_bytes() + 16 * 1024;
         assert!(bytes < bound, "{bytes} >= {bound}");
+        // The steady-state figure of `docs/collector.md`.
+        assert!(bytes <= 64 * 1024, "{bytes} bytes: over 64 KiB");
         assert!(bytes > 11 * 4096, "{bytes}: every pair holds counts");
     }
 }

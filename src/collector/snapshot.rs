@@ -15,7 +15,7 @@ use super::aggregator::{
     OVER_CEILING_RECENT,
 };
 use super::alerts::SavedAlert;
-use super::histogram::{Hist, HistSnapshot, MAX_BYTES, MAX_LATENCY_US};
+use super::histogram::{Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG};
 use super::recognize::ArgsHash;
 
 /// The bucket layout of snapshots written before they recorded theirs.
@@ -68,8 +68,8 @@ impl From<&StatsSnap> for Stats {
             measured: s.measured,
             derived: s.derived,
             over_ceiling: s.over_ceiling,
-            size: Hist::from_snapshot(&s.size, MAX_BYTES),
-            latency: Hist::from_snapshot(&s.latency, MAX_LATENCY_US),
+            size: Hist::from_snapshot(&s.size, MAX_BYTES, SIGFIG),
+            latency: Hist::from_snapshot(&s.latency, MAX_LATENCY_US, LATENCY_SIGFIG),
         }
     }
 }

@@ -285,7 +285,11 @@ mod tests {
         let h = st.history_view("search", None, now).unwrap();
         assert_eq!((h.resolution_secs, h.retention_secs), (60, 3600));
         let p = &h.series[0].points;
-        assert_eq!(p.len(), 60, "the last hour: 59 closed slots and the open one");
+        assert_eq!(
+            p.len(),
+            60,
+            "the last hour: 59 closed slots and the open one"
+        );
         assert!(p.windows(2).all(|w| w[1].at_unix == w[0].at_unix + 60));
         assert_eq!(p.last().unwrap().at_unix, t0 + 89 * 60);
         assert!(p.iter().all(|x| x.count == 2 && x.sized == 2));

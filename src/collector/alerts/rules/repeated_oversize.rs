@@ -21,8 +21,8 @@ use crate::collector::recognize::ArgsHash;
 
 use super::over_ceiling::HINT;
 
-/// Distinct arguments hashes tracked per series (≈ 14 KiB per series that has any).
-pub const TRACKED_PER_SERIES: usize = 256;
+/// Distinct arguments hashes tracked per series (≈ 7 KiB per series that has any).
+pub const TRACKED_PER_SERIES: usize = 128;
 /// Hashes listed in the alert's `args_hashes` annotation.
 pub const LISTED: usize = 5;
 
