@@ -931,12 +931,11 @@ impl State {
         let windows = &limits.windows;
         let is_over = over.is_some();
         s.total.record(r, is_over);
-        let (h, _, _) = limits.history();
-        let cap = limits.history_points();
         for (i, w) in s.windows.iter_mut().enumerate() {
-            if i == h {
-                if let Some(p) = w.closing(now) {
-                    if s.history.len() >= cap {
+            // A slot of the shortest window closes: it becomes a history point (once a slot).
+            if let Some(p) = w.closing(now) {
+                if i == limits.history().0 {
+                    if s.history.len() >= limits.history_points() {
                         s.history.pop_front();
                     }
                     s.history.push_back(p);
