@@ -229,14 +229,19 @@ async fn tool(
         .await;
     match r {
         Ok(Ok(Some(view))) => Json(view).into_response(),
-        Ok(Ok(None)) => (
-            StatusCode::NOT_FOUND,
-            Json(serde_json::json!({ "error": format!("no tool named {tool:?}") })),
-        )
-            .into_response(),
+        Ok(Ok(None)) => no_tool(&tool),
         Ok(Err(e)) => bad_request(e),
         Err(r) => r,
     }
+}
+
+/// 404 for a tool without series.
+fn no_tool(tool: &str) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(serde_json::json!({ "error": format!("no tool named {tool:?}") })),
+    )
+        .into_response()
 }
 
 async fn history(
@@ -256,11 +261,7 @@ async fn history(
         .await;
     match r {
         Ok(Some(view)) => Json(view).into_response(),
-        Ok(None) => (
-            StatusCode::NOT_FOUND,
-            Json(serde_json::json!({ "error": format!("no tool named {tool:?}") })),
-        )
-            .into_response(),
+        Ok(None) => no_tool(&tool),
         Err(r) => r,
     }
 }

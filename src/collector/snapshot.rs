@@ -288,25 +288,9 @@ mod tests {
     use super::*;
     use crate::collector::aggregator::tests::{known, limits, rec, stacked};
     use crate::collector::aggregator::Limits;
-    use crate::collector::alerts::{AlertState, Engine, Matched, OVER_CEILING};
+    use crate::collector::alerts::tests::m;
+    use crate::collector::alerts::{AlertState, Engine};
     use crate::collector::config::Config;
-
-    fn m(tool: &str, quiet: u64) -> Matched {
-        Matched {
-            labels: [
-                ("alertname", OVER_CEILING),
-                ("service", "svc"),
-                ("tool", tool),
-                ("layer", "default"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-            annotations: Default::default(),
-            quiet_period: Duration::from_secs(quiet),
-            new: true,
-        }
-    }
 
     #[test]
     fn restore_after_max_series_was_lowered_keeps_the_cap() {

@@ -151,15 +151,10 @@ impl State {
         now: u64,
     ) -> Result<Option<ToolView>, String> {
         let w = self.window_index(window)?;
-        let mut keys: Vec<&SeriesKey> = self
-            .series
-            .keys()
-            .filter(|k| k.tool == tool && service.is_none_or(|s| s == k.service))
-            .collect();
+        let keys = self.keys_of(tool, service);
         if keys.is_empty() {
             return Ok(None);
         }
-        keys.sort();
         let horizon = self
             .limits
             .windows
@@ -239,17 +234,23 @@ pub struct HistoryView {
 }
 
 impl State {
-    /// The `/api/v1/tools/{tool}/history` view (`None` when the tool has no series).
-    pub fn history_view(&self, tool: &str, service: Option<&str>, now: u64) -> Option<HistoryView> {
+    /// The series of `tool` (of `service` only, when given), sorted.
+    fn keys_of(&self, tool: &str, service: Option<&str>) -> Vec<&SeriesKey> {
         let mut keys: Vec<&SeriesKey> = self
             .series
             .keys()
             .filter(|k| k.tool == tool && service.is_none_or(|s| s == k.service))
             .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The `/api/v1/tools/{tool}/history` view (`None` when the tool has no series).
+    pub fn history_view(&self, tool: &str, service: Option<&str>, now: u64) -> Option<HistoryView> {
+        let keys = self.keys_of(tool, service);
         if keys.is_empty() {
             return None;
         }
-        keys.sort();
         let (_, resolution_secs, retention_secs) = self.limits.history();
         Some(HistoryView {
             tool: tool.to_string(),

@@ -603,10 +603,10 @@ pub(crate) fn duration_or(s: &str, default: Duration) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn m(tool: &str, quiet: u64) -> Matched {
+    pub(crate) fn m(tool: &str, quiet: u64) -> Matched {
         let labels: BTreeMap<String, String> = [
             ("alertname", OVER_CEILING),
             ("service", "svc"),

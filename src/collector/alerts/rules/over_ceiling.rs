@@ -94,8 +94,7 @@ impl RecordRule for Rule {
             .hit((o.seen.series, o.layer as u32), o.seen.now_ms)
         {
             Hit::Merged => Decision::Merged,
-            Hit::New => Decision::Due(self.payload(o, true)),
-            Hit::Resend => Decision::Due(self.payload(o, false)),
+            hit => Decision::Due(self.payload(o, hit == Hit::New)),
         }
     }
 

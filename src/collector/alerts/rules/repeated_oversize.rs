@@ -188,8 +188,7 @@ impl RecordRule for Rule {
         }
         match self.firing.hit(o.seen.series, o.seen.now_ms) {
             Hit::Merged => Decision::Merged,
-            Hit::New => Decision::Due(self.payload(o, true)),
-            Hit::Resend => Decision::Due(self.payload(o, false)),
+            hit => Decision::Due(self.payload(o, hit == Hit::New)),
         }
     }
 
