@@ -34,6 +34,8 @@ pub const DEFAULT_WINDOWS: &[&str] = &["5m", "1h"];
 pub const DEFAULT_MAX_SERIES: usize = 2000;
 /// Default longest tool name kept, in bytes; longer names are cut on a character boundary.
 pub const DEFAULT_MAX_TOOL_NAME_BYTES: usize = 128;
+/// Default longest `service.name` kept, in bytes; longer names are cut on a character boundary.
+pub const DEFAULT_MAX_SERVICE_NAME_BYTES: usize = 128;
 /// Default number of largest recent results kept per series.
 pub const DEFAULT_LARGEST_RESULTS: usize = 10;
 /// Default number of argument hashes tracked per series (space-saving top-k).
@@ -133,6 +135,8 @@ pub struct AggregationConfig {
     pub max_series: usize,
     /// Longest tool name kept, in bytes.
     pub max_tool_name_bytes: usize,
+    /// Longest `service.name` kept, in bytes.
+    pub max_service_name_bytes: usize,
     /// Largest recent results kept per series.
     pub largest_results: usize,
     /// Argument hashes tracked per series.
@@ -355,6 +359,7 @@ impl Default for AggregationConfig {
             windows: DEFAULT_WINDOWS.iter().map(|s| s.to_string()).collect(),
             max_series: DEFAULT_MAX_SERIES,
             max_tool_name_bytes: DEFAULT_MAX_TOOL_NAME_BYTES,
+            max_service_name_bytes: DEFAULT_MAX_SERVICE_NAME_BYTES,
             largest_results: DEFAULT_LARGEST_RESULTS,
             top_args_hashes: DEFAULT_TOP_ARGS_HASHES,
         }
@@ -452,6 +457,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "aggregation.windows",
     "aggregation.max_series",
     "aggregation.max_tool_name_bytes",
+    "aggregation.max_service_name_bytes",
     "aggregation.largest_results",
     "aggregation.top_args_hashes",
     "recognition",
@@ -745,6 +751,12 @@ impl Config {
                 "must be at least 8".into(),
             ));
         }
+        if !(8..=4096).contains(&self.aggregation.max_service_name_bytes) {
+            return Err(invalid(
+                "aggregation.max_service_name_bytes",
+                "must be between 8 and 4096".into(),
+            ));
+        }
         if self.otlp.max_concurrent_requests == 0 {
             return Err(invalid(
                 "otlp.max_concurrent_requests",
@@ -977,8 +989,13 @@ windows = ["5m", "1h"]
 # Cardinality cap on (service, tool) series; results of further series are counted in one
 # overflow series, tool="__overflow__". (env TOOLSIZE_MAX_SERIES, flag --max-series)
 max_series = 2000
-# Longest tool name kept, in bytes; control characters are replaced.
+# Longest tool name kept, in bytes, cut on a character boundary; control, format (bidi,
+# zero-width) and line separator characters are replaced with "_". Cuts are counted in
+# toolsize_label_values_sanitized_total.
 max_tool_name_bytes = 128
+# Longest service.name kept, in bytes; cut and cleaned like tool names. With both limits and
+# max_series, the size of /metrics and of the API is bounded (see docs/collector.md).
+max_service_name_bytes = 128
 # Largest recent results kept per series, with trace id, span id and args hash.
 largest_results = 10
 # Argument hashes tracked per series, to find the most repeated calls.

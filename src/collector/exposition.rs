@@ -69,6 +69,8 @@ pub const SERIES_OVERFLOW: &str = "toolsize_series_overflow_total";
 pub const VALUES_CLAMPED: &str = "toolsize_values_clamped_total";
 /// Span attributes past the first 255 of their span, not looked at by recognition.
 pub const SPAN_ATTRIBUTES_IGNORED: &str = "toolsize_span_attributes_ignored_total";
+/// Service and tool names cut or cleaned before use, by `label` and `reason`.
+pub const LABEL_VALUES_SANITIZED: &str = "toolsize_label_values_sanitized_total";
 /// Age of the last snapshot.
 pub const SNAPSHOT_AGE: &str = "toolsize_snapshot_age_seconds";
 /// Snapshots written.
@@ -406,6 +408,21 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "Span attributes past the first 255 of their span, not looked at by recognition.",
     );
     let _ = writeln!(out, "{SPAN_ATTRIBUTES_IGNORED} {}", v.attributes_ignored);
+    head(
+        &mut out,
+        LABEL_VALUES_SANITIZED,
+        "counter",
+        "Tool spans whose service or tool name was cut to its byte limit (too_long) or had control or format characters replaced (hidden_characters).",
+    );
+    let cuts = [v.label_cuts.service, v.label_cuts.tool];
+    for (label, counts) in super::recognize::LabelCuts::LABELS.iter().zip(cuts) {
+        for (reason, n) in super::recognize::LabelCuts::REASONS.iter().zip(counts) {
+            let _ = writeln!(
+                out,
+                "{LABEL_VALUES_SANITIZED}{{label=\"{label}\",reason=\"{reason}\"}} {n}"
+            );
+        }
+    }
     if v.snapshot_last_unix > 0 {
         head(
             &mut out,

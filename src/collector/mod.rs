@@ -111,6 +111,7 @@ pub struct SelfStats {
     snapshots_written: AtomicU64,
     snapshot_failures: AtomicU64,
     attributes_ignored: AtomicU64,
+    label_cuts: [AtomicU64; 4],
     /// Alert counters.
     pub alerts: Arc<alerts::AlertStats>,
 }
@@ -146,6 +147,8 @@ pub struct SelfStatsView {
     pub snapshot_failures: u64,
     /// Span attributes past the first 255 of their span, not looked at.
     pub attributes_ignored: u64,
+    /// Service and tool names cut or cleaned, per tool span.
+    pub label_cuts: recognize::LabelCuts,
 }
 
 impl SelfStats {
@@ -184,6 +187,13 @@ impl SelfStats {
             self.attributes_ignored.fetch_add(n, Relaxed);
         }
     }
+    pub(crate) fn label_cuts(&self, c: &recognize::LabelCuts) {
+        for (i, n) in c.service.iter().chain(&c.tool).enumerate() {
+            if *n > 0 {
+                self.label_cuts[i].fetch_add(*n, Relaxed);
+            }
+        }
+    }
     pub(crate) fn snapshot_failed(&self) {
         self.snapshot_failures.fetch_add(1, Relaxed);
     }
@@ -205,6 +215,16 @@ impl SelfStats {
             snapshots_written: self.snapshots_written.load(Relaxed),
             snapshot_failures: self.snapshot_failures.load(Relaxed),
             attributes_ignored: self.attributes_ignored.load(Relaxed),
+            label_cuts: recognize::LabelCuts {
+                service: [
+                    self.label_cuts[0].load(Relaxed),
+                    self.label_cuts[1].load(Relaxed),
+                ],
+                tool: [
+                    self.label_cuts[2].load(Relaxed),
+                    self.label_cuts[3].load(Relaxed),
+                ],
+            },
         }
     }
 }
@@ -289,10 +309,10 @@ impl Pipeline {
             config.snapshot_interval(),
             config.alert_evaluation_interval(),
         ));
-        let recognizer = Arc::new(Recognizer::new(
-            &config.recognition,
-            config.aggregation.max_tool_name_bytes,
-        ));
+        let recognizer = Arc::new(
+            Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
+                .with_max_service_name_bytes(config.aggregation.max_service_name_bytes),
+        );
         let ingest = Arc::new(
             Ingest::new(
                 recognizer,

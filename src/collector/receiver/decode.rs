@@ -12,7 +12,7 @@ use prost::Message;
 use std::sync::Arc;
 
 use super::wire;
-use crate::collector::recognize::{Outcome, Recognizer, ToolRecord};
+use crate::collector::recognize::{LabelCuts, Outcome, Recognizer, ToolRecord};
 
 /// `service.name` used when a resource has none.
 pub const UNKNOWN_SERVICE: &str = "unknown_service";
@@ -77,6 +77,8 @@ pub struct Recognized {
     pub invalid_reason: Option<&'static str>,
     /// Attributes past a span's first [`MAX_ATTRIBUTES_READ`], not looked at.
     pub attributes_ignored: u64,
+    /// Service and tool names of tool spans that had to be cut or cleaned.
+    pub label_cuts: LabelCuts,
 }
 
 /// Attributes of one span that recognition looks at; later ones are ignored and counted.
@@ -93,20 +95,25 @@ impl Recognized {
 /// [`super::wire`]). A malformed request is an error and nothing of it is kept.
 pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, DecodeError> {
     let mut out = Recognized::default();
-    let mut service: Option<(&str, Arc<str>)> = None;
+    // The sanitised name of the resource being read: the raw name is sanitised once per run of
+    // spans from one resource, not once per span.
+    let mut service: Option<(&str, Arc<str>, [bool; 2])> = None;
     wire::for_each_span(body, |svc, scope, span| {
-        let svc = if svc.is_empty() { UNKNOWN_SERVICE } else { svc };
-        let arc = match &service {
-            Some((name, arc)) if *name == svc => arc.clone(),
+        let (arc, cut) = match &service {
+            Some((name, arc, cut)) if *name == svc => (arc.clone(), *cut),
             _ => {
-                let arc: Arc<str> = svc.into();
-                service = Some((svc, arc.clone()));
-                arc
+                let (arc, cut) = r.service_name(svc);
+                service = Some((svc, arc.clone(), cut));
+                (arc, cut)
             }
         };
         out.attributes_ignored += span.attrs.len().saturating_sub(MAX_ATTRIBUTES_READ) as u64;
-        match r.recognize(&arc, scope, span) {
-            Outcome::Tool(t) => out.records.push(t),
+        match r.recognize_counting(&arc, scope, span, &mut out.label_cuts) {
+            Outcome::Tool(t) => {
+                out.label_cuts.service[0] += u64::from(cut[0]);
+                out.label_cuts.service[1] += u64::from(cut[1]);
+                out.records.push(t)
+            }
             Outcome::NotTool => out.not_tool += 1,
             Outcome::Invalid(why) => {
                 out.invalid += 1;

@@ -111,6 +111,7 @@ impl Ingest {
         })?;
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
         self.stats.attributes_ignored(rec.attributes_ignored);
+        self.stats.label_cuts(&rec.label_cuts);
         if tools > 0
             && self
                 .tx
