@@ -28,6 +28,23 @@ pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
 /// Default number of OTLP requests (HTTP and gRPC together) whose bodies may be read at once;
 /// each may buffer up to `max_request_bytes` twice (compressed and inflated).
 pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 16;
+/// Default deadline for receiving a whole OTLP request body.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time to receive a request head (HTTP/1.1; also the longest wait for the next request
+/// on a keep-alive connection) or the HTTP/2 preface (gRPC).
+pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
+/// Default longest silence on a connection before the daemon closes it.
+pub const DEFAULT_IDLE_TIMEOUT: &str = "5m";
+/// Default connection cap of each OTLP listener.
+pub const DEFAULT_OTLP_MAX_CONNECTIONS: usize = 2048;
+/// Default connection cap of the admin listener.
+pub const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 128;
+/// Default HTTP/2 streams one gRPC connection may have open at once.
+pub const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS: u32 = 64;
+/// Default interval of HTTP/2 keepalive pings on gRPC connections.
+pub const DEFAULT_GRPC_KEEPALIVE_INTERVAL: &str = "60s";
+/// Default time to wait for a keepalive ping's answer before closing the connection.
+pub const DEFAULT_GRPC_KEEPALIVE_TIMEOUT: &str = "20s";
 /// Default sliding windows.
 pub const DEFAULT_WINDOWS: &[&str] = &["5m", "1h"];
 /// Default cardinality cap: (service, tool) series beyond it go to one overflow series.
@@ -90,6 +107,8 @@ pub struct Config {
     pub store: StoreConfig,
     /// Alert rules and sinks.
     pub alerts: AlertsConfig,
+    /// Time and connection budgets of the listeners.
+    pub listeners: ListenersConfig,
     /// `[layers]`: the truncation layers in front of the model, as the file declares them.
     pub layers: StackConfig,
     /// The effective stack, resolved from flags > environment > file > default by
@@ -112,6 +131,66 @@ pub struct OtlpConfig {
     pub queue_capacity: usize,
     /// Requests whose bodies are read at once; more get 503 / UNAVAILABLE (reason `overloaded`).
     pub max_concurrent_requests: usize,
+}
+
+/// `[listeners]`: time and connection budgets of the three listeners.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ListenersConfig {
+    /// Time to receive a request head or the HTTP/2 preface.
+    pub header_read_timeout: String,
+    /// Deadline for receiving a whole OTLP request body.
+    pub body_timeout: String,
+    /// Longest silence on a connection.
+    pub idle_timeout: String,
+    /// Connection cap of each OTLP listener (gRPC and HTTP each).
+    pub otlp_max_connections: usize,
+    /// Connection cap of the admin listener.
+    pub admin_max_connections: usize,
+    /// HTTP/2 streams one gRPC connection may have open at once.
+    pub grpc_max_concurrent_streams: u32,
+    /// Interval of HTTP/2 keepalive pings on gRPC connections.
+    pub grpc_keepalive_interval: String,
+    /// Time to wait for a ping's answer before closing the connection.
+    pub grpc_keepalive_timeout: String,
+}
+
+impl Default for ListenersConfig {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT.to_string(),
+            body_timeout: format!("{}s", DEFAULT_BODY_TIMEOUT.as_secs()),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT.to_string(),
+            otlp_max_connections: DEFAULT_OTLP_MAX_CONNECTIONS,
+            admin_max_connections: DEFAULT_ADMIN_MAX_CONNECTIONS,
+            grpc_max_concurrent_streams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
+            grpc_keepalive_interval: DEFAULT_GRPC_KEEPALIVE_INTERVAL.to_string(),
+            grpc_keepalive_timeout: DEFAULT_GRPC_KEEPALIVE_TIMEOUT.to_string(),
+        }
+    }
+}
+
+impl ListenersConfig {
+    /// `header_read_timeout`.
+    pub fn header_read_timeout(&self) -> Duration {
+        parse_duration(&self.header_read_timeout).unwrap_or(Duration::from_secs(10))
+    }
+    /// `body_timeout`.
+    pub fn body_timeout(&self) -> Duration {
+        parse_duration(&self.body_timeout).unwrap_or(DEFAULT_BODY_TIMEOUT)
+    }
+    /// `idle_timeout`.
+    pub fn idle_timeout(&self) -> Duration {
+        parse_duration(&self.idle_timeout).unwrap_or(Duration::from_secs(300))
+    }
+    /// `grpc_keepalive_interval`.
+    pub fn grpc_keepalive_interval(&self) -> Duration {
+        parse_duration(&self.grpc_keepalive_interval).unwrap_or(Duration::from_secs(60))
+    }
+    /// `grpc_keepalive_timeout`.
+    pub fn grpc_keepalive_timeout(&self) -> Duration {
+        parse_duration(&self.grpc_keepalive_timeout).unwrap_or(Duration::from_secs(20))
+    }
 }
 
 /// `[admin]`: the admin HTTP listener.
@@ -394,6 +473,7 @@ impl Default for Config {
             recognition: RecognitionConfig::default(),
             store: StoreConfig::default(),
             alerts: AlertsConfig::default(),
+            listeners: ListenersConfig::default(),
             layers: StackConfig::default(),
             stack: Stack::default(),
         }
@@ -497,6 +577,15 @@ pub const KNOWN_KEYS: &[&str] = &[
     "alerts.truncation_rate.severity",
     "alerts.truncation_rate.threshold",
     "alerts.truncation_rate.min_count",
+    "listeners",
+    "listeners.header_read_timeout",
+    "listeners.body_timeout",
+    "listeners.idle_timeout",
+    "listeners.otlp_max_connections",
+    "listeners.admin_max_connections",
+    "listeners.grpc_max_concurrent_streams",
+    "listeners.grpc_keepalive_interval",
+    "listeners.grpc_keepalive_timeout",
     "layers",
     "layers.stack",
     "layers.ceiling_bytes",
@@ -784,6 +873,34 @@ impl Config {
             "alerts.evaluation_interval",
             &self.alerts.evaluation_interval,
         )?;
+        let l = &self.listeners;
+        for (key, v) in [
+            ("listeners.header_read_timeout", &l.header_read_timeout),
+            ("listeners.body_timeout", &l.body_timeout),
+            ("listeners.idle_timeout", &l.idle_timeout),
+            (
+                "listeners.grpc_keepalive_interval",
+                &l.grpc_keepalive_interval,
+            ),
+            (
+                "listeners.grpc_keepalive_timeout",
+                &l.grpc_keepalive_timeout,
+            ),
+        ] {
+            positive(key, v)?;
+        }
+        for (key, n) in [
+            ("listeners.otlp_max_connections", l.otlp_max_connections),
+            ("listeners.admin_max_connections", l.admin_max_connections),
+            (
+                "listeners.grpc_max_concurrent_streams",
+                l.grpc_max_concurrent_streams as usize,
+            ),
+        ] {
+            if n == 0 {
+                return Err(invalid(key, "must be above 0".into()));
+            }
+        }
         let p = &self.alerts.p95_jump.factor;
         if !(p.is_finite() && *p > 1.0) {
             return Err(invalid(
@@ -1076,6 +1193,30 @@ severity = "warning"
 threshold = 0.05
 # Minimum calls in the recent window.
 min_count = 20
+
+[listeners]
+# Time and connection budgets of the three listeners (OTLP/gRPC, OTLP/HTTP, admin). Connections
+# the daemon closes are counted in toolsize_connections_closed_total{listener,reason}.
+# Time to receive a request's head (HTTP/1.1; also the longest wait for the next request on a
+# keep-alive connection) or the HTTP/2 preface (gRPC); later, the connection is closed.
+header_read_timeout = "10s"
+# Deadline for receiving a whole OTLP request body; later, 408 (HTTP) or DEADLINE_EXCEEDED
+# (gRPC), counted as refused with reason "timeout". Bodies are read before a decoding slot is
+# taken, so slow clients never hold one.
+body_timeout = "30s"
+# A connection on which nothing is read or written for this long is closed.
+idle_timeout = "5m"
+# Connections open at once on each OTLP listener, and on the admin listener; further ones are
+# closed at once. At start the caps are checked against the open-file limit (ulimit -n) and
+# lowered, with a warning, when they do not fit with 64 descriptors to spare.
+otlp_max_connections = 2048
+admin_max_connections = 128
+# HTTP/2 streams one gRPC connection may have open at once.
+grpc_max_concurrent_streams = 64
+# HTTP/2 keepalive pings on gRPC connections; a peer that does not answer within the timeout is
+# disconnected.
+grpc_keepalive_interval = "60s"
+grpc_keepalive_timeout = "20s"
 
 [layers]
 # The truncation layers between your tools and the model (`toolsize layers` lists the catalog).

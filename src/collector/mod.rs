@@ -40,6 +40,7 @@ pub mod api;
 pub mod config;
 pub mod exposition;
 pub mod histogram;
+pub mod listener;
 pub mod receiver;
 pub mod recognize;
 pub mod runbook;
@@ -70,17 +71,20 @@ pub enum RefusedRequest {
     TooLarge,
     /// Unknown content type or encoding.
     UnsupportedMediaType,
-    /// The aggregator queue was full.
+    /// The aggregator queue was full, or the decoding slots or the read budget were taken.
     Overloaded,
+    /// The body did not arrive within the body deadline.
+    Timeout,
 }
 
 impl RefusedRequest {
     /// Every reason, in exposition order.
-    pub const ALL: [RefusedRequest; 4] = [
+    pub const ALL: [RefusedRequest; 5] = [
         RefusedRequest::Decode,
         RefusedRequest::TooLarge,
         RefusedRequest::UnsupportedMediaType,
         RefusedRequest::Overloaded,
+        RefusedRequest::Timeout,
     ];
 
     /// The `reason` label.
@@ -90,6 +94,7 @@ impl RefusedRequest {
             RefusedRequest::TooLarge => "too_large",
             RefusedRequest::UnsupportedMediaType => "unsupported_media_type",
             RefusedRequest::Overloaded => "overloaded",
+            RefusedRequest::Timeout => "timeout",
         }
     }
 }
@@ -99,7 +104,7 @@ impl RefusedRequest {
 pub struct SelfStats {
     requests_http: AtomicU64,
     requests_grpc: AtomicU64,
-    refused_requests: [AtomicU64; 4],
+    refused_requests: [AtomicU64; 5],
     spans_tool: AtomicU64,
     spans_other: AtomicU64,
     spans_invalid: AtomicU64,
@@ -112,6 +117,8 @@ pub struct SelfStats {
     snapshot_failures: AtomicU64,
     attributes_ignored: AtomicU64,
     label_cuts: [AtomicU64; 4],
+    /// Connection counters of the listeners.
+    pub listeners: Arc<listener::ListenerStats>,
     /// Alert counters.
     pub alerts: Arc<alerts::AlertStats>,
 }
@@ -124,7 +131,7 @@ pub struct SelfStatsView {
     /// OTLP/gRPC requests received.
     pub requests_grpc: u64,
     /// Requests refused, by [`RefusedRequest::ALL`] order.
-    pub refused_requests: [u64; 4],
+    pub refused_requests: [u64; 5],
     /// Tool spans accepted and recorded.
     pub spans_tool: u64,
     /// Other spans accepted and ignored.
@@ -320,7 +327,8 @@ impl Pipeline {
                 stats.clone(),
                 config.otlp.max_request_bytes,
             )
-            .with_max_concurrent_requests(config.otlp.max_concurrent_requests),
+            .with_max_concurrent_requests(config.otlp.max_concurrent_requests)
+            .with_body_timeout(config.listeners.body_timeout()),
         );
         Ok(Self {
             api: api::ApiState::new(control.clone(), stats.clone())
@@ -395,32 +403,66 @@ impl Daemon {
                 let _ = rx.wait_for(|s| *s).await;
             }
         };
+        let l = &config.listeners;
+        let configured = [
+            l.otlp_max_connections,
+            l.otlp_max_connections,
+            l.admin_max_connections,
+        ];
+        let nofile = listener::open_file_limit();
+        let (caps, lowered) = listener::fit_caps(configured, nofile);
+        if lowered {
+            tracing::warn!(
+                open_file_limit = nofile.unwrap_or(0),
+                otlp_max_connections = caps[0],
+                admin_max_connections = caps[2],
+                configured_otlp = configured[0],
+                configured_admin = configured[2],
+                "Open-file limit too low for the connection caps; caps lowered (raise ulimit -n)."
+            );
+        }
+        let budget = |which: listener::Listener, max_connections| listener::Budget {
+            listener: which,
+            max_connections,
+            header_read_timeout: l.header_read_timeout(),
+            idle_timeout: l.idle_timeout(),
+        };
+        let conns = pipeline.stats.listeners.clone();
         let mut servers = Vec::new();
-        let http = receiver::http::router(pipeline.ingest.clone());
-        let sig = signal();
-        servers.push(tokio::spawn(async move {
-            if let Err(e) = axum::serve(http_l, http).with_graceful_shutdown(sig).await {
-                tracing::error!(error = %e, "OTLP/HTTP server failed.");
-            }
-        }));
-        let admin = api::router(pipeline.api.clone());
-        let sig = signal();
-        servers.push(tokio::spawn(async move {
-            if let Err(e) = axum::serve(admin_l, admin)
-                .with_graceful_shutdown(sig)
-                .await
-            {
-                tracing::error!(error = %e, "Admin server failed.");
-            }
-        }));
+        servers.push(tokio::spawn(listener::serve_http(
+            http_l,
+            receiver::http::router(pipeline.ingest.clone()),
+            budget(listener::Listener::OtlpHttp, caps[1]),
+            conns.clone(),
+            stop.subscribe(),
+        )));
+        servers.push(tokio::spawn(listener::serve_http(
+            admin_l,
+            api::router(pipeline.api.clone()),
+            budget(listener::Listener::Admin, caps[2]),
+            conns.clone(),
+            stop.subscribe(),
+        )));
         let grpc = receiver::grpc::service(pipeline.ingest.clone());
         let sig = signal();
+        let incoming = listener::grpc_incoming(
+            grpc_l,
+            budget(listener::Listener::OtlpGrpc, caps[0]),
+            conns,
+            stop.subscribe(),
+        );
+        let server = tonic::transport::Server::builder()
+            .max_concurrent_streams(l.grpc_max_concurrent_streams)
+            .http2_keepalive_interval(Some(l.grpc_keepalive_interval()))
+            .http2_keepalive_timeout(Some(l.grpc_keepalive_timeout()))
+            .http2_max_header_list_size(64 * 1024)
+            .http2_max_pending_accept_reset_streams(Some(64));
         servers.push(tokio::spawn(async move {
-            let incoming = tonic::transport::server::TcpIncoming::from(grpc_l);
             // Every path reaches the receiver, so calls to other services are answered and
             // counted there too (tonic's own fallback would answer without counting).
             let routes = tonic::service::Routes::from(axum::Router::new().fallback_service(grpc));
-            if let Err(e) = tonic::transport::Server::builder()
+            let mut server = server;
+            if let Err(e) = server
                 .add_routes(routes)
                 .serve_with_incoming_shutdown(incoming, sig)
                 .await
