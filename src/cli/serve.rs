@@ -143,8 +143,17 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         );
         wait_for_signal().await;
         tracing::info!("Shutting down.");
-        daemon.shutdown().await;
-        ExitCode::SUCCESS
+        if daemon.shutdown().await.final_snapshot_failed {
+            // Exit 1, not 2: the command was right, the data directory failed it.
+            CliError::new(
+                "SNAPSHOT",
+                "the final snapshot could not be written (see the log); what was received since \
+                 the last successful snapshot is lost",
+            )
+            .report_with(ExitCode::FAILURE)
+        } else {
+            ExitCode::SUCCESS
+        }
     })
 }
 

@@ -18,7 +18,8 @@
 //!   task's last published set, without asking the aggregator.
 //! - `GET /runbook`: the alert runbook as HTML, one section per alert (`#<alertname lowercased>`).
 //! - `GET /healthz`: 200 while the process serves.
-//! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503.
+//! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503; 503 too while the last
+//!   three or more snapshot writes failed.
 //!
 //! Every answer is computed by the aggregator task; this module only asks (bounded command
 //! channel) and waits at most 5 s, answering 503 if the aggregator is too busy.
@@ -289,6 +290,17 @@ pub fn layers_json(stack: &Stack) -> serde_json::Value {
 }
 
 async fn readyz(State(s): State<ApiState>) -> Response {
+    let failing = s.stats.view().snapshot_failing;
+    if failing >= crate::collector::SNAPSHOT_FAILURES_NOT_READY {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: the last {failing} snapshot writes failed (see the log: disk full or \
+                 data directory not writable?)\n"
+            ),
+        )
+            .into_response();
+    }
     match s
         .ask(|reply| Command::Ping { reply }, Duration::from_secs(1))
         .await

@@ -62,6 +62,17 @@ use receiver::Ingest;
 use recognize::Recognizer;
 use store::Store;
 
+/// Snapshot writes failing in a row after which `/readyz` answers 503.
+pub const SNAPSHOT_FAILURES_NOT_READY: u64 = 3;
+
+/// How the daemon stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped {
+    /// A data directory is configured and the final snapshot could not be written: what was
+    /// received since the last successful snapshot is lost.
+    pub final_snapshot_failed: bool,
+}
+
 /// Why a whole request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefusedRequest {
@@ -115,6 +126,7 @@ pub struct SelfStats {
     snapshot_last_unix: AtomicU64,
     snapshots_written: AtomicU64,
     snapshot_failures: AtomicU64,
+    snapshot_failing: AtomicU64,
     attributes_ignored: AtomicU64,
     label_cuts: [AtomicU64; 4],
     /// Connection counters of the listeners.
@@ -152,6 +164,8 @@ pub struct SelfStatsView {
     pub snapshots_written: u64,
     /// Snapshot writes that failed.
     pub snapshot_failures: u64,
+    /// Snapshot writes that failed since the last one that succeeded.
+    pub snapshot_failing: u64,
     /// Span attributes past the first 255 of their span, not looked at.
     pub attributes_ignored: u64,
     /// Service and tool names cut or cleaned, per tool span.
@@ -186,6 +200,7 @@ impl SelfStats {
         self.overflow.store(overflow, Relaxed);
     }
     pub(crate) fn snapshot_written(&self, now: u64) {
+        self.snapshot_failing.store(0, Relaxed);
         self.snapshot_last_unix.store(now, Relaxed);
         self.snapshots_written.fetch_add(1, Relaxed);
     }
@@ -203,6 +218,7 @@ impl SelfStats {
     }
     pub(crate) fn snapshot_failed(&self) {
         self.snapshot_failures.fetch_add(1, Relaxed);
+        self.snapshot_failing.fetch_add(1, Relaxed);
     }
 
     /// A copy of every counter.
@@ -221,6 +237,7 @@ impl SelfStats {
             snapshot_last_unix: self.snapshot_last_unix.load(Relaxed),
             snapshots_written: self.snapshots_written.load(Relaxed),
             snapshot_failures: self.snapshot_failures.load(Relaxed),
+            snapshot_failing: self.snapshot_failing.load(Relaxed),
             attributes_ignored: self.attributes_ignored.load(Relaxed),
             label_cuts: recognize::LabelCuts {
                 service: [
@@ -343,7 +360,8 @@ impl Pipeline {
     }
 
     /// Drains the queue, writes the final snapshot and stops the aggregator.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(self) -> Stopped {
+        let failures = self.stats.view().snapshot_failures;
         let (tx, rx) = oneshot::channel();
         if self
             .control
@@ -354,6 +372,10 @@ impl Pipeline {
             let _ = rx.await;
         }
         let _ = self.aggregator.await;
+        let v = self.stats.view();
+        Stopped {
+            final_snapshot_failed: v.snapshot_failures > failures && v.snapshot_failing > 0,
+        }
     }
 }
 
@@ -493,7 +515,7 @@ impl Daemon {
 
     /// Stops accepting, lets in-flight requests finish (at most 5 s), drains the aggregator and
     /// writes the final snapshot.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(self) -> Stopped {
         let _ = self.stop.send(true);
         for s in self.servers {
             let abort = s.abort_handle();
@@ -504,7 +526,12 @@ impl Daemon {
                 abort.abort();
             }
         }
-        self.pipeline.shutdown().await;
-        tracing::info!("Collector stopped.");
+        let stopped = self.pipeline.shutdown().await;
+        if stopped.final_snapshot_failed {
+            tracing::error!("Collector stopped; the final snapshot could not be written.");
+        } else {
+            tracing::info!("Collector stopped.");
+        }
+        stopped
     }
 }
