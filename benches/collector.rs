@@ -7,7 +7,7 @@
 //! Also `/metrics` rendering of 2,000 series with the current size buckets against the previous
 //! 15-bucket layout, run side by side, with the ratio and the exposition sizes printed.
 //!
-//! `cargo bench --bench collector`
+//! `cargo bench --features collector --bench collector`
 
 use std::time::Instant;
 

@@ -3,7 +3,7 @@
 //! span sent is accounted for in the daemon's self-metrics.
 //!
 //! ```text
-//! cargo build --release --bin toolsize --example loadgen
+//! cargo build --release --features collector --bin toolsize --example loadgen
 //! target/release/examples/loadgen [--seconds 10] [--connections 4] [--spans-per-request 512]
 //!                                 [--bin target/release/toolsize]
 //! ```
