@@ -18,6 +18,8 @@
 //!   task's last published set, without asking the aggregator.
 //! - `GET /runbook`: the alert runbook as HTML, one section per alert (`#<alertname lowercased>`).
 //! - `GET /healthz`: 200 while the process serves.
+//! - With a token configured ([`super::auth`]), every path but `/healthz` and `/readyz` answers
+//!   401 to a request without it.
 //! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503; 503 too while the last
 //!   three or more snapshot writes failed.
 //!
@@ -72,6 +74,7 @@ pub struct ApiState {
     alerts: AlertsHandle,
     /// OTLP/gRPC and OTLP/HTTP addresses, named by the status page.
     otlp: [SocketAddr; 2],
+    auth: Arc<super::auth::Auth>,
 }
 
 impl ApiState {
@@ -87,7 +90,16 @@ impl ApiState {
                 super::config::DEFAULT_OTLP_HTTP_ADDR,
             ]
             .map(|a| a.parse().expect("default address")),
+            auth: Arc::default(),
         }
+    }
+
+    /// Requires the token of `auth` on all but `/healthz` and `/readyz` when `auth.admin()`
+    /// (default: none required).
+    #[must_use]
+    pub fn with_auth(mut self, auth: Arc<super::auth::Auth>) -> Self {
+        self.auth = auth;
+        self
     }
 
     /// The OTLP addresses the status page tells exporters to use (default: the default ones).
@@ -161,7 +173,30 @@ pub fn router(state: ApiState) -> Router {
         .route("/runbook", get(runbook))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_token,
+        ))
         .with_state(state)
+}
+
+/// 401 for a request without the token, when the admin API requires one; the probes stay open.
+async fn require_token(
+    State(s): State<ApiState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let open = matches!(req.uri().path(), "/healthz" | "/readyz");
+    if open || !s.auth.admin() || s.auth.check(req.headers()) {
+        return next.run(req).await;
+    }
+    s.stats.admin_unauthenticated();
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "missing or wrong token (Authorization: Bearer <token>)\n",
+    )
+        .into_response()
 }
 
 const WAIT: Duration = Duration::from_secs(5);

@@ -109,6 +109,10 @@ pub struct Config {
     pub alerts: AlertsConfig,
     /// Time and connection budgets of the listeners.
     pub listeners: ListenersConfig,
+    /// Token authentication of the OTLP receivers and the admin API.
+    pub auth: AuthConfig,
+    /// TLS on the listeners.
+    pub tls: TlsConfig,
     /// `[layers]`: the truncation layers in front of the model, as the file declares them.
     pub layers: StackConfig,
     /// The effective stack, resolved from flags > environment > file > default by
@@ -191,6 +195,44 @@ impl ListenersConfig {
     pub fn grpc_keepalive_timeout(&self) -> Duration {
         parse_duration(&self.grpc_keepalive_timeout).unwrap_or(Duration::from_secs(20))
     }
+}
+
+/// `[auth]`: a shared token required by the OTLP receivers and the admin API.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// The token; unset (and no `token_file`): no authentication.
+    pub token: Option<String>,
+    /// A file holding the token (first line), instead of `token`.
+    pub token_file: Option<PathBuf>,
+    /// A header that may carry the token instead of `Authorization: Bearer`, e.g. `x-api-key`.
+    pub api_key_header: Option<String>,
+    /// Whether the admin API (all but `/healthz` and `/readyz`) requires the token too.
+    pub admin: Option<bool>,
+}
+
+impl AuthConfig {
+    /// The token from `token` or `token_file`.
+    pub fn token(&self) -> Result<Option<String>, String> {
+        match (&self.token, &self.token_file) {
+            (Some(_), Some(_)) => Err("set auth.token or auth.token_file, not both".into()),
+            (Some(t), None) => Ok(Some(t.clone())),
+            (None, Some(f)) => std::fs::read_to_string(f)
+                .map(|t| t.lines().next().map(str::to_string))
+                .map_err(|e| format!("cannot read auth.token_file {}: {e}", f.display())),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// `[tls]`: one certificate for the three listeners (needs the `tls` feature).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// PEM certificate (chain).
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key.
+    pub key_file: Option<PathBuf>,
 }
 
 /// `[admin]`: the admin HTTP listener.
@@ -474,6 +516,8 @@ impl Default for Config {
             store: StoreConfig::default(),
             alerts: AlertsConfig::default(),
             listeners: ListenersConfig::default(),
+            auth: AuthConfig::default(),
+            tls: TlsConfig::default(),
             layers: StackConfig::default(),
             stack: Stack::default(),
         }
@@ -586,6 +630,14 @@ pub const KNOWN_KEYS: &[&str] = &[
     "listeners.grpc_max_concurrent_streams",
     "listeners.grpc_keepalive_interval",
     "listeners.grpc_keepalive_timeout",
+    "auth",
+    "auth.token",
+    "auth.token_file",
+    "auth.api_key_header",
+    "auth.admin",
+    "tls",
+    "tls.cert_file",
+    "tls.key_file",
     "layers",
     "layers.stack",
     "layers.ceiling_bytes",
@@ -619,6 +671,12 @@ pub struct Overrides {
     pub stack: Option<StackConfig>,
     /// `--alertmanager-url` (repeatable).
     pub alertmanager_urls: Option<Vec<String>>,
+    /// `--auth-token-file`.
+    pub auth_token_file: Option<PathBuf>,
+    /// `--tls-cert-file`.
+    pub tls_cert_file: Option<PathBuf>,
+    /// `--tls-key-file`.
+    pub tls_key_file: Option<PathBuf>,
 }
 
 /// Environment variables read by [`Config::load`], each with the key it sets.
@@ -634,6 +692,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("TOOLSIZE_WINDOWS", "aggregation.windows"),
     ("TOOLSIZE_ALERTMANAGER_URLS", "alerts.alertmanager_urls"),
     ("TOOLSIZE_WEBHOOK_TOKEN", "alerts.webhook_token"),
+    ("TOOLSIZE_AUTH_TOKEN", "auth.token"),
+    ("TOOLSIZE_AUTH_TOKEN_FILE", "auth.token_file"),
+    ("TOOLSIZE_TLS_CERT_FILE", "tls.cert_file"),
+    ("TOOLSIZE_TLS_KEY_FILE", "tls.key_file"),
     (ENV_STACK, "layers.stack"),
     (ENV_CEILING_BYTES, "layers.ceiling_bytes"),
 ];
@@ -771,6 +833,21 @@ impl Config {
             "TOOLSIZE_WEBHOOK_TOKEN" => {
                 self.alerts.webhook_token = (!value.is_empty()).then(|| value.to_string())
             }
+            // A token from a lower source is replaced, whichever way it was given.
+            "TOOLSIZE_AUTH_TOKEN" => {
+                self.auth.token = (!value.is_empty()).then(|| value.to_string());
+                self.auth.token_file = None;
+            }
+            "TOOLSIZE_AUTH_TOKEN_FILE" => {
+                self.auth.token_file = (!value.is_empty()).then(|| PathBuf::from(value));
+                self.auth.token = None;
+            }
+            "TOOLSIZE_TLS_CERT_FILE" => {
+                self.tls.cert_file = (!value.is_empty()).then(|| PathBuf::from(value))
+            }
+            "TOOLSIZE_TLS_KEY_FILE" => {
+                self.tls.key_file = (!value.is_empty()).then(|| PathBuf::from(value))
+            }
             // Other TOOLSIZE_* variables belong to the library or other subcommands.
             _ => {}
         }
@@ -804,6 +881,16 @@ impl Config {
         }
         if let Some(u) = &f.alertmanager_urls {
             self.alerts.alertmanager_urls = u.clone();
+        }
+        if let Some(t) = &f.auth_token_file {
+            self.auth.token_file = Some(t.clone());
+            self.auth.token = None;
+        }
+        if let Some(c) = &f.tls_cert_file {
+            self.tls.cert_file = Some(c.clone());
+        }
+        if let Some(k) = &f.tls_key_file {
+            self.tls.key_file = Some(k.clone());
         }
     }
 
@@ -900,6 +987,32 @@ impl Config {
             if n == 0 {
                 return Err(invalid(key, "must be above 0".into()));
             }
+        }
+        if self.auth.token.is_some() && self.auth.token_file.is_some() {
+            return Err(invalid(
+                "auth.token",
+                "set auth.token or auth.token_file, not both".into(),
+            ));
+        }
+        if let Some(h) = &self.auth.api_key_header {
+            if axum::http::HeaderName::from_bytes(h.trim().as_bytes()).is_err() {
+                return Err(invalid(
+                    "auth.api_key_header",
+                    format!("{h:?} is not a header name"),
+                ));
+            }
+        }
+        if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
+            return Err(invalid(
+                "tls",
+                "set both tls.cert_file and tls.key_file, or neither".into(),
+            ));
+        }
+        if self.tls.cert_file.is_some() && !cfg!(feature = "tls") {
+            return Err(invalid(
+                "tls.cert_file",
+                "this toolsize was built without the `tls` feature".into(),
+            ));
         }
         let p = &self.alerts.p95_jump.factor;
         if !(p.is_finite() && *p > 1.0) {
@@ -1217,6 +1330,26 @@ grpc_max_concurrent_streams = 64
 # disconnected.
 grpc_keepalive_interval = "60s"
 grpc_keepalive_timeout = "20s"
+
+[auth]
+# A shared token the OTLP receivers and the admin API require (all but /healthz and /readyz):
+# `Authorization: Bearer <token>`, e.g. OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20<token>.
+# A missing or wrong token gets 401 / UNAUTHENTICATED and is counted. Unset: no authentication.
+# Prefer token_file or the environment to a token in this file.
+# (env TOOLSIZE_AUTH_TOKEN, TOOLSIZE_AUTH_TOKEN_FILE; flag --auth-token-file)
+# token = ""
+# token_file = "/etc/toolsize/token"
+# A header that may carry the token instead, e.g. "x-api-key".
+# api_key_header = "x-api-key"
+# Whether the admin API requires the token too (default true when a token is set).
+# admin = true
+
+[tls]
+# TLS on the three listeners (OTLP/gRPC, OTLP/HTTP, admin), PEM files; needs a toolsize built
+# with the `tls` feature. Exporters trust it with OTEL_EXPORTER_OTLP_CERTIFICATE=<CA file>.
+# (env TOOLSIZE_TLS_CERT_FILE, TOOLSIZE_TLS_KEY_FILE; flags --tls-cert-file, --tls-key-file)
+# cert_file = "/etc/toolsize/cert.pem"
+# key_file = "/etc/toolsize/key.pem"
 
 [layers]
 # The truncation layers between your tools and the model (`toolsize layers` lists the catalog).

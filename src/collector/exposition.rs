@@ -71,6 +71,8 @@ pub const VALUES_CLAMPED: &str = "toolsize_values_clamped_total";
 pub const SPAN_ATTRIBUTES_IGNORED: &str = "toolsize_span_attributes_ignored_total";
 /// Service and tool names cut or cleaned before use, by `label` and `reason`.
 pub const LABEL_VALUES_SANITIZED: &str = "toolsize_label_values_sanitized_total";
+/// Admin requests refused, by reason (`unauthenticated`).
+pub const ADMIN_REQUESTS_REFUSED: &str = "toolsize_admin_requests_refused_total";
 /// Connections open now, by `listener`.
 pub const CONNECTIONS: &str = "toolsize_connections";
 /// Connection cap in effect, by `listener`.
@@ -414,6 +416,17 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "Span attributes past the first 255 of their span, not looked at by recognition.",
     );
     let _ = writeln!(out, "{SPAN_ATTRIBUTES_IGNORED} {}", v.attributes_ignored);
+    head(
+        &mut out,
+        ADMIN_REQUESTS_REFUSED,
+        "counter",
+        "Admin API requests refused for a missing or wrong token.",
+    );
+    let _ = writeln!(
+        out,
+        "{ADMIN_REQUESTS_REFUSED}{{reason=\"unauthenticated\"}} {}",
+        v.admin_unauthenticated
+    );
     {
         use super::listener::{Closed, Listener};
         let l = &stats.listeners;
@@ -449,7 +462,7 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
             &mut out,
             CONNECTIONS_CLOSED,
             "counter",
-            "Connections the daemon closed: over the cap (limit), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout).",
+            "Connections the daemon closed: over the cap (limit), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
         );
         for x in Listener::ALL {
             for r in Closed::ALL {

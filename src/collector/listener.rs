@@ -15,6 +15,8 @@
 //!   written for that long is closed (`reason="idle_timeout"`). On gRPC the HTTP/2 keepalive
 //!   pings (`listeners.grpc_keepalive_interval`) count as traffic: a dead peer is dropped after
 //!   `grpc_keepalive_timeout`, a live idle channel is kept (within the cap).
+//! - **TLS** (feature `tls`, `tls.cert_file` / `tls.key_file`): the handshake runs on the
+//!   connection's own task within the header-read timeout; see [`super::tls`].
 //! - **Body deadline** (`listeners.body_timeout`): see [`super::receiver`]; OTLP bodies are read
 //!   before a decoding slot is taken, so slow bodies never hold one.
 //!
@@ -81,11 +83,18 @@ pub enum Closed {
     HeaderTimeout,
     /// Nothing read or written for `idle_timeout`.
     IdleTimeout,
+    /// The TLS handshake failed or did not finish within the header-read timeout.
+    TlsHandshake,
 }
 
 impl Closed {
     /// Every reason, in exposition order.
-    pub const ALL: [Closed; 3] = [Closed::Limit, Closed::HeaderTimeout, Closed::IdleTimeout];
+    pub const ALL: [Closed; 4] = [
+        Closed::Limit,
+        Closed::HeaderTimeout,
+        Closed::IdleTimeout,
+        Closed::TlsHandshake,
+    ];
 
     /// The `reason` label.
     pub fn as_str(self) -> &'static str {
@@ -93,6 +102,7 @@ impl Closed {
             Closed::Limit => "limit",
             Closed::HeaderTimeout => "header_timeout",
             Closed::IdleTimeout => "idle_timeout",
+            Closed::TlsHandshake => "tls_handshake",
         }
     }
 }
@@ -102,7 +112,7 @@ impl Closed {
 pub struct ListenerStats {
     open: [AtomicU64; 3],
     limit: [AtomicU64; 3],
-    closed: [[AtomicU64; 3]; 3],
+    closed: [[AtomicU64; 4]; 3],
 }
 
 impl ListenerStats {
@@ -127,7 +137,7 @@ impl ListenerStats {
 }
 
 /// The time and connection budget of one listener.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Budget {
     /// Which listener.
     pub listener: Listener,
@@ -137,6 +147,117 @@ pub struct Budget {
     pub header_read_timeout: Duration,
     /// Longest silence on a connection.
     pub idle_timeout: Duration,
+    /// TLS on this listener.
+    pub tls: Option<TlsAcceptor>,
+}
+
+impl std::fmt::Debug for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Budget")
+            .field("listener", &self.listener)
+            .field("max_connections", &self.max_connections)
+            .field("header_read_timeout", &self.header_read_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+/// A TLS acceptor (feature `tls`).
+#[cfg(feature = "tls")]
+pub type TlsAcceptor = tokio_rustls::TlsAcceptor;
+/// Without the `tls` feature there is no acceptor.
+#[cfg(not(feature = "tls"))]
+pub type TlsAcceptor = std::convert::Infallible;
+
+/// A connection after the TLS handshake, if the listener has TLS.
+#[derive(Debug)]
+pub enum Stream {
+    /// Without TLS.
+    Plain(Conn),
+    /// With TLS.
+    #[cfg(feature = "tls")]
+    Tls(Box<tokio_rustls::server::TlsStream<Conn>>),
+}
+
+/// The TLS handshake of `conn` when `tls` is set, within `timeout`; `None` (counted) when it
+/// fails.
+async fn handshake(conn: Conn, tls: Option<&TlsAcceptor>, timeout: Duration) -> Option<Stream> {
+    let Some(tls) = tls else {
+        return Some(Stream::Plain(conn));
+    };
+    #[cfg(feature = "tls")]
+    {
+        let (stats, which) = (conn.stats.clone(), conn.listener);
+        match tokio::time::timeout(timeout, tls.accept(conn)).await {
+            Ok(Ok(s)) => Some(Stream::Tls(Box::new(s))),
+            _ => {
+                stats.count_closed(which, Closed::TlsHandshake);
+                None
+            }
+        }
+    }
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = (timeout, conn);
+        match *tls {}
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(c) => Pin::new(c).poll_read(cx, buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => Pin::new(t.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(c) => Pin::new(c).poll_write(cx, buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => Pin::new(t.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(c) => Pin::new(c).poll_flush(cx),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => Pin::new(t.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(c) => Pin::new(c).poll_shutdown(cx),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => Pin::new(t.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+impl tonic::transport::server::Connected for Stream {
+    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        match self {
+            Stream::Plain(c) => c.connect_info(),
+            #[cfg(feature = "tls")]
+            Stream::Tls(t) => t.get_ref().0.connect_info(),
+        }
+    }
 }
 
 /// The soft open-file limit of this process (`None` where `/proc/self/limits` is missing).
@@ -370,6 +491,7 @@ async fn accept_loop<F>(
 
 /// Serves `router` over HTTP/1.1 on `listener` within `budget` until `stop` turns true, then
 /// lets open connections finish their requests.
+#[cfg_attr(not(feature = "tls"), allow(clippy::clone_on_copy))]
 pub async fn serve_http(
     listener: TcpListener,
     router: axum::Router,
@@ -380,13 +502,18 @@ pub async fn serve_http(
     let mut tasks = tokio::task::JoinSet::new();
     let header = budget.header_read_timeout;
     let which = budget.listener;
+    let tls = budget.tls.clone();
     let conn_stop = stop.clone();
     let conn_stats = stats.clone();
     accept_loop(listener, budget, stats, stop, |conn| {
         let svc = hyper_util::service::TowerToHyperService::new(router.clone());
         let mut stop = conn_stop.clone();
         let stats = conn_stats.clone();
+        let tls = tls.clone();
         tasks.spawn(async move {
+            let Some(conn) = handshake(conn, tls.as_ref(), header).await else {
+                return;
+            };
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -416,16 +543,24 @@ pub async fn serve_http(
 
 /// The connections of the gRPC listener, accepted within `budget` until `stop` turns true, as
 /// the stream `tonic::transport::Server::serve_with_incoming_shutdown` takes.
+#[cfg_attr(not(feature = "tls"), allow(clippy::clone_on_copy))]
 pub fn grpc_incoming(
     listener: TcpListener,
     budget: Budget,
     stats: Arc<ListenerStats>,
     stop: watch::Receiver<bool>,
-) -> tonic::codegen::tokio_stream::wrappers::ReceiverStream<io::Result<Conn>> {
+) -> tonic::codegen::tokio_stream::wrappers::ReceiverStream<io::Result<Stream>> {
     let (tx, rx) = mpsc::channel(64);
+    let tls = budget.tls.clone();
+    let header = budget.header_read_timeout;
     tokio::spawn(accept_loop(listener, budget, stats, stop, move |conn| {
-        // The server takes connections as fast as they come; a full channel means it is gone.
-        let _ = tx.try_send(Ok(conn));
+        let tx = tx.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            if let Some(s) = handshake(conn, tls.as_ref(), header).await {
+                let _ = tx.send(Ok(s)).await;
+            }
+        });
     }));
     tonic::codegen::tokio_stream::wrappers::ReceiverStream::new(rx)
 }

@@ -37,6 +37,7 @@
 pub mod aggregator;
 pub mod alerts;
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod exposition;
 pub mod histogram;
@@ -45,6 +46,8 @@ pub mod receiver;
 pub mod recognize;
 pub mod runbook;
 pub mod store;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -86,16 +89,19 @@ pub enum RefusedRequest {
     Overloaded,
     /// The body did not arrive within the body deadline.
     Timeout,
+    /// The token was missing or wrong.
+    Unauthenticated,
 }
 
 impl RefusedRequest {
     /// Every reason, in exposition order.
-    pub const ALL: [RefusedRequest; 5] = [
+    pub const ALL: [RefusedRequest; 6] = [
         RefusedRequest::Decode,
         RefusedRequest::TooLarge,
         RefusedRequest::UnsupportedMediaType,
         RefusedRequest::Overloaded,
         RefusedRequest::Timeout,
+        RefusedRequest::Unauthenticated,
     ];
 
     /// The `reason` label.
@@ -106,6 +112,7 @@ impl RefusedRequest {
             RefusedRequest::UnsupportedMediaType => "unsupported_media_type",
             RefusedRequest::Overloaded => "overloaded",
             RefusedRequest::Timeout => "timeout",
+            RefusedRequest::Unauthenticated => "unauthenticated",
         }
     }
 }
@@ -115,7 +122,8 @@ impl RefusedRequest {
 pub struct SelfStats {
     requests_http: AtomicU64,
     requests_grpc: AtomicU64,
-    refused_requests: [AtomicU64; 5],
+    refused_requests: [AtomicU64; 6],
+    admin_unauthenticated: AtomicU64,
     spans_tool: AtomicU64,
     spans_other: AtomicU64,
     spans_invalid: AtomicU64,
@@ -143,7 +151,9 @@ pub struct SelfStatsView {
     /// OTLP/gRPC requests received.
     pub requests_grpc: u64,
     /// Requests refused, by [`RefusedRequest::ALL`] order.
-    pub refused_requests: [u64; 5],
+    pub refused_requests: [u64; 6],
+    /// Admin requests refused for a missing or wrong token.
+    pub admin_unauthenticated: u64,
     /// Tool spans accepted and recorded.
     pub spans_tool: u64,
     /// Other spans accepted and ignored.
@@ -187,6 +197,9 @@ impl SelfStats {
             .unwrap_or(0);
         self.refused_requests[i].fetch_add(1, Relaxed);
     }
+    pub(crate) fn admin_unauthenticated(&self) {
+        self.admin_unauthenticated.fetch_add(1, Relaxed);
+    }
     pub(crate) fn refused_spans_overloaded(&self, n: u64) {
         self.spans_overloaded.fetch_add(n, Relaxed);
     }
@@ -227,6 +240,7 @@ impl SelfStats {
             requests_http: self.requests_http.load(Relaxed),
             requests_grpc: self.requests_grpc.load(Relaxed),
             refused_requests: std::array::from_fn(|i| self.refused_requests[i].load(Relaxed)),
+            admin_unauthenticated: self.admin_unauthenticated.load(Relaxed),
             spans_tool: self.spans_tool.load(Relaxed),
             spans_other: self.spans_other.load(Relaxed),
             spans_invalid: self.spans_invalid.load(Relaxed),
@@ -269,6 +283,9 @@ pub enum CollectorError {
     /// The data directory is unusable.
     #[error(transparent)]
     Store(#[from] store::StoreError),
+    /// The token or the TLS files cannot be used.
+    #[error("{0}")]
+    Security(String),
 }
 
 /// The aggregator and the ingest path, without sockets: what the routers need. Tests build one
@@ -333,6 +350,15 @@ impl Pipeline {
             config.snapshot_interval(),
             config.alert_evaluation_interval(),
         ));
+        let token = config.auth.token().map_err(CollectorError::Security)?;
+        let auth = Arc::new(
+            auth::Auth::new(
+                token.as_deref(),
+                config.auth.api_key_header.as_deref(),
+                config.auth.admin.unwrap_or(true),
+            )
+            .map_err(|e| CollectorError::Security(format!("auth: {e}")))?,
+        );
         let recognizer = Arc::new(
             Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
                 .with_max_service_name_bytes(config.aggregation.max_service_name_bytes),
@@ -345,13 +371,15 @@ impl Pipeline {
                 config.otlp.max_request_bytes,
             )
             .with_max_concurrent_requests(config.otlp.max_concurrent_requests)
-            .with_body_timeout(config.listeners.body_timeout()),
+            .with_body_timeout(config.listeners.body_timeout())
+            .with_auth(auth.clone()),
         );
         Ok(Self {
             api: api::ApiState::new(control.clone(), stats.clone())
                 .with_stack(Arc::new(config.stack.clone()))
                 .with_alerts(alerts)
-                .with_otlp_addrs(config.otlp.grpc_addr, config.otlp.http_addr),
+                .with_otlp_addrs(config.otlp.grpc_addr, config.otlp.http_addr)
+                .with_auth(auth),
             ingest,
             stats,
             control,
@@ -443,11 +471,25 @@ impl Daemon {
                 "Open-file limit too low for the connection caps; caps lowered (raise ulimit -n)."
             );
         }
+        #[cfg(feature = "tls")]
+        let tls = match (&config.tls.cert_file, &config.tls.key_file) {
+            (Some(c), Some(k)) => Some(
+                tls::acceptors(c, k).map_err(|e| CollectorError::Security(format!("tls: {e}")))?,
+            ),
+            _ => None,
+        };
         let budget = |which: listener::Listener, max_connections| listener::Budget {
             listener: which,
             max_connections,
             header_read_timeout: l.header_read_timeout(),
             idle_timeout: l.idle_timeout(),
+            #[cfg(feature = "tls")]
+            tls: tls.as_ref().map(|t| match which {
+                listener::Listener::OtlpGrpc => t.grpc.clone(),
+                _ => t.http.clone(),
+            }),
+            #[cfg(not(feature = "tls"))]
+            tls: None,
         };
         let conns = pipeline.stats.listeners.clone();
         let mut servers = Vec::new();

@@ -15,7 +15,8 @@
 //! handler runs are counted by the status it answered: `OUT_OF_RANGE` / `RESOURCE_EXHAUSTED` as
 //! `too_large`, `UNIMPLEMENTED` (unsupported `grpc-encoding`) as `unsupported_media_type`, any
 //! other error as `decode`. A path other than Export is answered `UNIMPLEMENTED` and counted as
-//! `unsupported_media_type`.
+//! `unsupported_media_type`. With a token configured, a call without it gets `UNAUTHENTICATED`
+//! (reason `unauthenticated`) before its message is read.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -88,6 +89,14 @@ where
                 .refused_request(RefusedRequest::UnsupportedMediaType);
             return Box::pin(async {
                 Ok(Status::unimplemented("only TraceService/Export is served").into_http())
+            });
+        }
+        if !self.ingest.authorized(req.headers()) {
+            return Box::pin(async {
+                Ok(Status::unauthenticated(
+                    "missing or wrong token (authorization: Bearer <token>)",
+                )
+                .into_http())
             });
         }
         let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -10,7 +10,8 @@
 //!   `Retry-After` when the aggregator queue is full, when the bodies being read hold the whole
 //!   read budget, or when `otlp.max_concurrent_requests` requests are already being decoded
 //!   (each may hold up to `max_request_bytes` compressed plus as much inflated). Other methods
-//!   get 405.
+//!   get 405. With a token configured ([`crate::collector::auth`]), a request without it gets
+//!   401 before its body is read.
 //!
 //! Every refusal is counted in the self-metrics by reason.
 
@@ -36,6 +37,7 @@ const INVALID_ARGUMENT: i32 = 3;
 const DEADLINE_EXCEEDED: i32 = 4;
 const RESOURCE_EXHAUSTED: i32 = 8;
 const UNAVAILABLE: i32 = 14;
+const UNAUTHENTICATED: i32 = 16;
 
 /// `google.rpc.Status`, the body of every OTLP/HTTP error.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -76,6 +78,17 @@ fn error(enc: Encoding, status: StatusCode, code: i32, message: String) -> Respo
 
 async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) -> Response {
     ing.stats().request("http");
+    if !ing.authorized(&headers) {
+        let mut r = error(
+            Encoding::Json,
+            StatusCode::UNAUTHORIZED,
+            UNAUTHENTICATED,
+            "missing or wrong token (Authorization: Bearer <token>)".into(),
+        );
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    }
     let refuse = |reason| ing.stats().refused_request(reason);
     let mime = headers
         .get(header::CONTENT_TYPE)

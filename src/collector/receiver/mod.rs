@@ -65,6 +65,7 @@ pub struct Ingest {
     bodies: Arc<tokio::sync::Semaphore>,
     read_budget: Arc<tokio::sync::Semaphore>,
     body_timeout: std::time::Duration,
+    auth: Arc<crate::collector::auth::Auth>,
 }
 
 /// Why a request body could not be read.
@@ -197,7 +198,25 @@ impl Ingest {
                 max_request_bytes,
             ))),
             body_timeout: crate::collector::config::DEFAULT_BODY_TIMEOUT,
+            auth: Arc::default(),
         }
+    }
+
+    /// Requires the token of `auth` on every request (default: none required).
+    #[must_use]
+    pub fn with_auth(mut self, auth: Arc<crate::collector::auth::Auth>) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Whether `headers` carry the token; a refusal is counted here (reason
+    /// `unauthenticated`).
+    pub fn authorized(&self, headers: &axum::http::HeaderMap) -> bool {
+        let ok = self.auth.check(headers);
+        if !ok {
+            self.stats.refused_request(RefusedRequest::Unauthenticated);
+        }
+        ok
     }
 
     /// Allows at most `n` requests to be decoded at once, and `n` × `max_request_bytes` bytes of
