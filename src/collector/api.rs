@@ -22,7 +22,10 @@
 //!   task's last published set, without asking the aggregator.
 //! - `GET /runbook`: the alert runbook as HTML, one section per alert (`#<alertname lowercased>`).
 //! - `GET /healthz`: 200 while the process serves.
-//! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503.
+//! - With a token configured ([`super::auth`]), every path but `/healthz` and `/readyz` answers
+//!   401 to a request without it.
+//! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503; 503 too while the last
+//!   three or more snapshot writes failed.
 //!
 //! Every answer is computed by the aggregator task; this module only asks (bounded command
 //! channel) and waits at most 5 s, answering 503 if the aggregator is too busy. `/metrics` is
@@ -76,6 +79,7 @@ pub struct ApiState {
     alerts: AlertsHandle,
     /// OTLP/gRPC and OTLP/HTTP addresses, named by the status page.
     otlp: [SocketAddr; 2],
+    auth: Arc<super::auth::Auth>,
 }
 
 impl ApiState {
@@ -91,7 +95,16 @@ impl ApiState {
                 super::config::DEFAULT_OTLP_HTTP_ADDR,
             ]
             .map(|a| a.parse().expect("default address")),
+            auth: Arc::default(),
         }
+    }
+
+    /// Requires the token of `auth` on all but `/healthz` and `/readyz` when `auth.admin()`
+    /// (default: none required).
+    #[must_use]
+    pub fn with_auth(mut self, auth: Arc<super::auth::Auth>) -> Self {
+        self.auth = auth;
+        self
     }
 
     /// The OTLP addresses the status page tells exporters to use (default: the default ones).
@@ -166,7 +179,30 @@ pub fn router(state: ApiState) -> Router {
         .route("/runbook", get(runbook))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_token,
+        ))
         .with_state(state)
+}
+
+/// 401 for a request without the token, when the admin API requires one; the probes stay open.
+async fn require_token(
+    State(s): State<ApiState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let open = matches!(req.uri().path(), "/healthz" | "/readyz");
+    if open || !s.auth.admin() || s.auth.check(req.headers()) {
+        return next.run(req).await;
+    }
+    s.stats.admin_unauthenticated();
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "missing or wrong token (Authorization: Bearer <token>)\n",
+    )
+        .into_response()
 }
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -329,6 +365,17 @@ pub fn layers_json(stack: &Stack) -> serde_json::Value {
 }
 
 async fn readyz(State(s): State<ApiState>) -> Response {
+    let failing = s.stats.view().snapshot_failing;
+    if failing >= crate::collector::SNAPSHOT_FAILURES_NOT_READY {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: the last {failing} snapshot writes failed (see the log: disk full or \
+                 data directory not writable?)\n"
+            ),
+        )
+            .into_response();
+    }
     match s
         .ask(|reply| Command::Ping { reply }, Duration::from_secs(1))
         .await

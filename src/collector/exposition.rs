@@ -74,6 +74,16 @@ pub const SERIES_OVERFLOW: &str = "toolsize_series_overflow_total";
 pub const VALUES_CLAMPED: &str = "toolsize_values_clamped_total";
 /// Span attributes past the first 255 of their span, not looked at by recognition.
 pub const SPAN_ATTRIBUTES_IGNORED: &str = "toolsize_span_attributes_ignored_total";
+/// Service and tool names cut or cleaned before use, by `label` and `reason`.
+pub const LABEL_VALUES_SANITIZED: &str = "toolsize_label_values_sanitized_total";
+/// Admin requests refused, by reason (`unauthenticated`).
+pub const ADMIN_REQUESTS_REFUSED: &str = "toolsize_admin_requests_refused_total";
+/// Connections open now, by `listener`.
+pub const CONNECTIONS: &str = "toolsize_connections";
+/// Connection cap in effect, by `listener`.
+pub const CONNECTIONS_LIMIT: &str = "toolsize_connections_limit";
+/// Connections the daemon closed or refused, by `listener` and `reason`.
+pub const CONNECTIONS_CLOSED: &str = "toolsize_connections_closed_total";
 /// Age of the last snapshot.
 pub const SNAPSHOT_AGE: &str = "toolsize_snapshot_age_seconds";
 /// Snapshots written.
@@ -543,6 +553,81 @@ pub fn render_frame(frame: &Frame, stats: &SelfStats) -> String {
         "Span attributes past the first 255 of their span, not looked at by recognition.",
     );
     let _ = writeln!(out, "{SPAN_ATTRIBUTES_IGNORED} {}", v.attributes_ignored);
+    head(
+        &mut out,
+        ADMIN_REQUESTS_REFUSED,
+        "counter",
+        "Admin API requests refused for a missing or wrong token.",
+    );
+    let _ = writeln!(
+        out,
+        "{ADMIN_REQUESTS_REFUSED}{{reason=\"unauthenticated\"}} {}",
+        v.admin_unauthenticated
+    );
+    {
+        use super::listener::{Closed, Listener};
+        let l = &stats.listeners;
+        head(
+            &mut out,
+            CONNECTIONS,
+            "gauge",
+            "Connections open, by listener.",
+        );
+        for x in Listener::ALL {
+            let _ = writeln!(
+                out,
+                "{CONNECTIONS}{{listener=\"{}\"}} {}",
+                x.as_str(),
+                l.open(x)
+            );
+        }
+        head(
+            &mut out,
+            CONNECTIONS_LIMIT,
+            "gauge",
+            "Connection cap of each listener, after fitting under the open-file limit.",
+        );
+        for x in Listener::ALL {
+            let _ = writeln!(
+                out,
+                "{CONNECTIONS_LIMIT}{{listener=\"{}\"}} {}",
+                x.as_str(),
+                l.limit(x)
+            );
+        }
+        head(
+            &mut out,
+            CONNECTIONS_CLOSED,
+            "counter",
+            "Connections the daemon closed: over the cap (limit), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
+        );
+        for x in Listener::ALL {
+            for r in Closed::ALL {
+                let _ = writeln!(
+                    out,
+                    "{CONNECTIONS_CLOSED}{{listener=\"{}\",reason=\"{}\"}} {}",
+                    x.as_str(),
+                    r.as_str(),
+                    l.closed(x, r)
+                );
+            }
+        }
+    }
+    head(
+        &mut out,
+        LABEL_VALUES_SANITIZED,
+        "counter",
+        "Tool spans whose service or tool name was cut to its byte limit (too_long) or had control or format characters replaced (hidden_characters).",
+    );
+    let cuts = [v.label_cuts.service, v.label_cuts.tool];
+    for (label, counts) in super::recognize::LabelCuts::LABELS.iter().zip(cuts) {
+        for (reason, n) in super::recognize::LabelCuts::REASONS.iter().zip(counts) {
+            let _ = writeln!(
+                out,
+                "{LABEL_VALUES_SANITIZED}{{label=\"{label}\",reason=\"{reason}\"}} {n}"
+            );
+        }
+    }
     if v.snapshot_last_unix > 0 {
         head(
             &mut out,

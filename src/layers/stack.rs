@@ -178,7 +178,13 @@ pub enum StackError {
     },
     /// A custom layer whose name is a catalog id, `default`, or declared twice in one source.
     DuplicateName(String),
+    /// A custom layer name that is empty, longer than [`MAX_LAYER_NAME_BYTES`], or holds control
+    /// or format characters (it becomes a `layer` label and is shown on the status page).
+    InvalidName(String),
 }
+
+/// Longest custom layer name, in bytes.
+pub const MAX_LAYER_NAME_BYTES: usize = 128;
 
 impl fmt::Display for StackError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -199,6 +205,11 @@ impl fmt::Display for StackError {
             StackError::DuplicateName(name) => write!(
                 f,
                 "custom layer name {name:?} is already a layer id; choose another name"
+            ),
+            StackError::InvalidName(name) => write!(
+                f,
+                "custom layer name {name:?} must be 1 to {MAX_LAYER_NAME_BYTES} bytes without \
+                 control or format characters"
             ),
         }
     }
@@ -352,6 +363,12 @@ impl Stack {
         let mut custom: Vec<(&CustomLayer, Source)> = Vec::new();
         for &(source, config) in &sources {
             for (i, c) in config.custom.iter().enumerate() {
+                if c.name.trim().is_empty()
+                    || c.name.len() > MAX_LAYER_NAME_BYTES
+                    || c.name.chars().any(crate::label::is_hidden)
+                {
+                    return Err(StackError::InvalidName(c.name.clone()));
+                }
                 if c.name == DEFAULT_LAYER_ID
                     || catalog::find(&c.name).is_some()
                     || config.custom[..i].iter().any(|o| o.name == c.name)
@@ -729,6 +746,18 @@ mod tests {
                 ("default", 16384, Source::Default)
             ]
         );
+        // A custom name becomes a label: bounded, no hidden characters.
+        for bad in ["", "a\u{202E}b", "tab\there", &"x".repeat(129)] {
+            let mut c = file.clone();
+            c.custom[0].name = bad.into();
+            assert!(
+                matches!(
+                    Stack::resolve(None, None, Some(&c)),
+                    Err(StackError::InvalidName(_))
+                ),
+                "{bad:?}"
+            );
+        }
         // A custom name may not shadow a catalog id.
         let mut clash = file.clone();
         clash.custom[0].name = "cline.message-builder".into();
