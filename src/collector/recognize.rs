@@ -358,6 +358,9 @@ impl Size {
     }
 }
 
+/// `service.name` used when a resource has none.
+pub const UNKNOWN_SERVICE: &str = "unknown_service";
+
 /// Service and tool name of the series that takes the records past the cardinality cap.
 pub const OVERFLOW: &str = "__overflow__";
 
@@ -751,7 +754,7 @@ impl Recognizer {
     pub fn service_name(&self, raw: &str) -> (Arc<str>, [bool; 2]) {
         let s = crate::label::sanitize(raw, self.max_service);
         let value = if s.value.is_empty() {
-            crate::collector::receiver::decode::UNKNOWN_SERVICE
+            UNKNOWN_SERVICE
         } else {
             &s.value
         };

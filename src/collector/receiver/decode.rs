@@ -14,8 +14,7 @@ use std::sync::Arc;
 use super::wire;
 use crate::collector::recognize::{LabelCuts, Outcome, Recognizer, ToolRecord};
 
-/// `service.name` used when a resource has none.
-pub const UNKNOWN_SERVICE: &str = "unknown_service";
+pub use crate::collector::recognize::UNKNOWN_SERVICE;
 
 /// A request body that could not be used.
 #[derive(Debug, thiserror::Error)]
