@@ -381,3 +381,46 @@ async fn a_new_tool_pages_through_a_storm_of_hot_argument_hashes() {
     d.shutdown().await;
     am.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_new_alerts_reach_the_webhook_in_bounded_posts() {
+    use std::sync::{Arc, Mutex};
+
+    let got: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: String| {
+            let sink = sink.clone();
+            async move {
+                let list: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+                sink.lock().unwrap().push(list.len());
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let mut config = loopback_config();
+    config.alerts.webhook_url = Some(format!("http://{hook}/hook"));
+    config.alerts.repeated_oversize.enabled = false;
+    let d = toolsize::collector::Daemon::start(&config).await.unwrap();
+    // 1,200 tools over the ceiling in one request: 1,200 new alerts at once.
+    let spans: Vec<_> = (0..1200)
+        .map(|n| own_span(n, &format!("tool_{n}"), 30_000))
+        .collect();
+    let r = post_proto(d.otlp_http_addr, &request("agent", spans)).await;
+    assert!(r.status().is_success());
+    let posts = wait_for("every alert posted", Duration::from_secs(10), || async {
+        let p = got.lock().unwrap().clone();
+        (p.iter().sum::<usize>() >= 1200).then_some(p)
+    })
+    .await;
+    assert!(posts.iter().all(|&n| n <= 500), "{posts:?}");
+    assert!(posts.len() >= 3, "{posts:?}");
+    let api = get_json(d.admin_addr, "/api/v1/alerts").await;
+    assert_eq!(api["firing"].as_array().unwrap().len(), 1200);
+    d.shutdown().await;
+}

@@ -815,6 +815,13 @@ impl State {
         self.observers.push(o);
     }
 
+    /// Lets the observers send what they queued.
+    pub fn tick_observers(&mut self) {
+        for o in &mut self.observers {
+            o.tick();
+        }
+    }
+
     /// Runs the observers' window evaluations at `now` (Unix seconds).
     pub fn evaluate_observers(&mut self, now: u64) {
         self.evaluate_observers_ms(now * 1000);
@@ -843,9 +850,7 @@ impl State {
         for r in records {
             self.record_ms(r, now_ms);
         }
-        for o in &mut self.observers {
-            o.tick();
-        }
+        self.tick_observers();
     }
 
     /// Records one result received at `now` (Unix seconds).

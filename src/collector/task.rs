@@ -75,6 +75,9 @@ pub enum Command {
     },
 }
 
+/// How often the observers may send what waits when no batch comes.
+pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Batches drained before answering a command.
 const DRAIN_BEFORE_ANSWER: usize = 4096;
 
@@ -97,6 +100,10 @@ pub(crate) async fn run(
     let mut evaluate = tokio::time::interval(evaluation_interval.max(Duration::from_millis(10)));
     evaluate.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     evaluate.tick().await;
+    // Alert events that found the channel full are retried after every batch, and on this
+    // timer when no batch comes.
+    let mut flush = tokio::time::interval(FLUSH_INTERVAL);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut writing: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         tokio::select! {
@@ -135,6 +142,7 @@ pub(crate) async fn run(
                 None => return,
             },
             _ = evaluate.tick() => state.evaluate_observers_ms(now_unix_ms()),
+            _ = flush.tick() => state.tick_observers(),
             _ = tick.tick() => {
                 if let Some(store) = &store {
                     if writing.as_ref().is_none_or(|w| w.is_finished()) {

@@ -19,9 +19,10 @@
 //! results therefore costs the alert path a few hash probes per record.
 //!
 //! **No alert crowds out another.** Events go to the alert task over a bounded channel. When it
-//! is full, events wait in a bounded queue here (new alerts first) and are retried on every
-//! batch and evaluation, so a new (service, tool, layer) over the ceiling fires within one batch
-//! or evaluation of the channel draining. The alert task holds every alert the rules can make
+//! is full, events wait in a bounded queue here (new alerts first) and are retried after every
+//! batch and every [`FLUSH_INTERVAL`](crate::collector::task::FLUSH_INTERVAL) (100 ms), so a new
+//! (service, tool, layer) over the ceiling fires within 100 ms of the channel draining. The
+//! alert task holds every alert the rules can make
 //! (see [`super::capacity`]); repeated oversize is one alert per (service, tool) that lists its
 //! most repeated argument hashes, so thousands of hot hashes cannot flood the table. Every match
 //! is counted by rule and outcome (`toolsize_alert_matches_total`): `sent`, `merged` into an
