@@ -189,9 +189,9 @@ pub trait ResultObserver: Send + 'static {
     fn tick(&mut self) {}
 }
 
-/// Counters and histograms of one series over one period.
-#[derive(Debug, Clone)]
-pub struct Stats {
+/// The counters of one series over one period.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
     /// Tool calls.
     pub calls: u64,
     /// Failed calls.
@@ -204,27 +204,81 @@ pub struct Stats {
     pub unknown_size: u64,
     /// Sizes measured by the tool.
     pub measured: u64,
-    /// Sizes derived from content.
+    /// Sizes derived from content, counted as recorded.
     pub derived: u64,
+    /// Sizes derived from content with the tracer's envelope removed.
+    #[serde(default)]
+    pub unwrapped: u64,
+    /// Sizes that are lower bounds (the content showed an upstream cut).
+    #[serde(default)]
+    pub lower_bound: u64,
     /// Results over the ceiling of a layer.
+    #[serde(default)]
     pub over_ceiling: u64,
+    /// The largest attribute value length limit results were seen cut at (configured or
+    /// learned), characters or UTF-16 units.
+    #[serde(default)]
+    pub upstream_limit: Option<u64>,
+}
+
+impl Counts {
+    fn record(&mut self, r: &ToolRecord, over: bool) {
+        self.over_ceiling += u64::from(over);
+        self.calls += 1;
+        self.errors += u64::from(r.error);
+        self.truncated += u64::from(r.truncated);
+        self.truncated_upstream += u64::from(r.truncated_upstream);
+        match r.size {
+            Size::Known { source, .. } => match (source, r.truncated_upstream) {
+                (_, true) => self.lower_bound += 1,
+                (SizeSource::Measured, false) => self.measured += 1,
+                (SizeSource::Derived, false) => self.derived += 1,
+                (SizeSource::Unwrapped, false) => self.unwrapped += 1,
+            },
+            Size::Unknown(_) => self.unknown_size += 1,
+            Size::Failed => {}
+        }
+        self.upstream_limit = self.upstream_limit.max(r.upstream_limit);
+    }
+
+    fn add(&mut self, o: &Counts) {
+        self.calls += o.calls;
+        self.errors += o.errors;
+        self.truncated += o.truncated;
+        self.truncated_upstream += o.truncated_upstream;
+        self.unknown_size += o.unknown_size;
+        self.measured += o.measured;
+        self.derived += o.derived;
+        self.unwrapped += o.unwrapped;
+        self.lower_bound += o.lower_bound;
+        self.over_ceiling += o.over_ceiling;
+        self.upstream_limit = self.upstream_limit.max(o.upstream_limit);
+    }
+}
+
+/// Counters and histograms of one series over one period. The counters read as fields
+/// (`stats.calls`) through [`Counts`].
+#[derive(Debug, Clone)]
+pub struct Stats {
+    /// The counters.
+    pub counts: Counts,
     /// Result bytes.
     pub size: Hist,
     /// Latency, microseconds.
     pub latency: Hist,
 }
 
+impl std::ops::Deref for Stats {
+    type Target = Counts;
+    fn deref(&self) -> &Counts {
+        &self.counts
+    }
+}
+
 impl Default for Stats {
     fn default() -> Self {
         Self {
-            calls: 0,
-            errors: 0,
-            truncated: 0,
-            truncated_upstream: 0,
-            unknown_size: 0,
-            measured: 0,
-            derived: 0,
-            over_ceiling: 0,
+            counts: Counts::default(),
             size: Hist::new(MAX_BYTES),
             latency: Hist::latency(MAX_LATENCY_US),
         }
@@ -233,34 +287,15 @@ impl Default for Stats {
 
 impl Stats {
     fn record(&mut self, r: &ToolRecord, over: bool) {
-        self.over_ceiling += u64::from(over);
-        self.calls += 1;
-        self.errors += u64::from(r.error);
-        self.truncated += u64::from(r.truncated);
-        self.truncated_upstream += u64::from(r.truncated_upstream);
-        match r.size {
-            Size::Known { bytes, source } => {
-                self.size.record(bytes);
-                match source {
-                    SizeSource::Measured => self.measured += 1,
-                    SizeSource::Derived => self.derived += 1,
-                }
-            }
-            Size::Unknown(_) => self.unknown_size += 1,
-            Size::Failed => {}
+        self.counts.record(r, over);
+        if let Size::Known { bytes, .. } = r.size {
+            self.size.record(bytes);
         }
         self.latency.record(r.latency_us);
     }
 
     fn add(&mut self, o: &Stats) {
-        self.calls += o.calls;
-        self.errors += o.errors;
-        self.truncated += o.truncated;
-        self.truncated_upstream += o.truncated_upstream;
-        self.unknown_size += o.unknown_size;
-        self.measured += o.measured;
-        self.derived += o.derived;
-        self.over_ceiling += o.over_ceiling;
+        self.counts.add(&o.counts);
         self.size.add(&o.size);
         self.latency.add(&o.latency);
     }
@@ -872,7 +907,7 @@ impl State {
         let over = match r.size {
             Size::Known { bytes, source } => limits
                 .stack
-                .weakest(&r.measures.measures(bytes), source == SizeSource::Derived),
+                .weakest(&r.measures.measures(bytes), source != SizeSource::Measured),
             _ => None,
         };
         // One borrowed lookup in the common case (two with observers); a key is allocated
@@ -1149,6 +1184,7 @@ pub(crate) mod tests {
             span_id: [2; 8],
             args_hash: Some(ArgsHash::new(&format!("{tool}-args"))),
             measures: Extra::default(),
+            upstream_limit: None,
         }
     }
 

@@ -17,7 +17,7 @@ use std::fmt::Write;
 
 use std::sync::Arc;
 
-use super::aggregator::{SeriesKey, State, Stats, LATENCY_BUCKETS_US};
+use super::aggregator::{Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
 use super::alerts::rules::{MatchOutcome, REGISTRY};
 use super::alerts::sink::SinkKind;
 use super::{RefusedRequest, SelfStats};
@@ -35,6 +35,8 @@ pub const TOOL_RESULTS_TRUNCATED_UPSTREAM: &str = "toolsize_tool_results_truncat
 pub const TOOL_RESULTS_SIZE_UNKNOWN: &str = "toolsize_tool_results_size_unknown_total";
 /// Results with a known size, by how it was obtained.
 pub const TOOL_RESULTS_SIZED: &str = "toolsize_tool_results_sized_total";
+/// Attribute value length limit a tool's results were seen cut at (configured or learned).
+pub const TOOL_RESULT_UPSTREAM_LIMIT: &str = "toolsize_tool_result_upstream_limit_chars";
 /// Results over a ceiling, by the weakest layer that cuts them (`layer` label).
 pub const TOOL_RESULTS_OVER_CEILING: &str = "toolsize_tool_results_over_ceiling_total";
 /// Each layer's effective limit in bytes (`layer` label); estimated for non-byte units.
@@ -150,39 +152,6 @@ pub struct FrameSeries {
     pub windows: Vec<Option<[u64; 5]>>,
 }
 
-/// The counters of [`Stats`] without its histograms.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Counts {
-    /// Tool calls.
-    pub calls: u64,
-    /// Failed calls.
-    pub errors: u64,
-    /// Results the tool reported truncated.
-    pub truncated: u64,
-    /// Results that show an upstream cut.
-    pub truncated_upstream: u64,
-    /// Successful calls whose size is unknown.
-    pub unknown_size: u64,
-    /// Sizes measured by the tool.
-    pub measured: u64,
-    /// Sizes derived from content.
-    pub derived: u64,
-}
-
-impl From<&Stats> for Counts {
-    fn from(s: &Stats) -> Self {
-        Self {
-            calls: s.calls,
-            errors: s.errors,
-            truncated: s.truncated,
-            truncated_upstream: s.truncated_upstream,
-            unknown_size: s.unknown_size,
-            measured: s.measured,
-            derived: s.derived,
-        }
-    }
-}
-
 /// What `/metrics` needs of the aggregator's state, copied out at one instant so the text is
 /// rendered off the aggregator task: a scrape holds ingestion only for [`Frame::capture`].
 #[derive(Debug, Clone)]
@@ -217,7 +186,7 @@ impl Frame {
             .iter()
             .map(|(k, s)| FrameSeries {
                 key: k.clone(),
-                total: (&s.total).into(),
+                total: s.total.counts,
                 over_ceiling: s.over_ceiling.clone(),
                 size_buckets: s.size_buckets.clone(),
                 latency_buckets: s.latency_buckets.clone(),
@@ -316,20 +285,29 @@ pub fn render_frame(frame: &Frame, stats: &SelfStats) -> String {
         &mut out,
         TOOL_RESULTS_SIZED,
         "counter",
-        "Results of known size, by source: measured by the tool or derived from content.",
+        "Results of known size, by source: measured by the tool, derived from content as recorded, unwrapped from the tracer's envelope, or a lower bound (cut upstream).",
     );
     for (s, l) in frame.series.iter().zip(&labels) {
         let t = &s.total;
-        let _ = writeln!(
-            out,
-            "{TOOL_RESULTS_SIZED}{{{l},source=\"measured\"}} {}",
-            t.measured
-        );
-        let _ = writeln!(
-            out,
-            "{TOOL_RESULTS_SIZED}{{{l},source=\"derived\"}} {}",
-            t.derived
-        );
+        for (source, n) in [
+            ("measured", t.measured),
+            ("derived", t.derived),
+            ("unwrapped", t.unwrapped),
+            ("lower_bound", t.lower_bound),
+        ] {
+            let _ = writeln!(out, "{TOOL_RESULTS_SIZED}{{{l},source=\"{source}\"}} {n}");
+        }
+    }
+    head(
+        &mut out,
+        TOOL_RESULT_UPSTREAM_LIMIT,
+        "gauge",
+        "Attribute value length limit (characters or UTF-16 units) the tool's results were seen cut at upstream, configured or learned from the data.",
+    );
+    for (s, l) in frame.series.iter().zip(&labels) {
+        if let Some(n) = s.total.upstream_limit {
+            let _ = writeln!(out, "{TOOL_RESULT_UPSTREAM_LIMIT}{{{l}}} {n}");
+        }
     }
 
     head(

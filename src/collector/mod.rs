@@ -41,6 +41,7 @@ pub mod auth;
 pub mod config;
 pub mod exposition;
 pub mod histogram;
+pub mod learn;
 pub mod listener;
 pub mod receiver;
 pub mod recognize;

@@ -319,8 +319,25 @@ static ANCHORS: LazyLock<Vec<memmem::Finder<'static>>> = LazyLock::new(|| {
 pub enum SizeSource {
     /// Measured by the tool and reported in a size attribute.
     Measured,
-    /// Derived from the result content the emitter recorded.
+    /// The result content the emitter recorded, counted as it is (it is what the model got).
     Derived,
+    /// The result content with the tracer's own wrapping removed (JSON string escapes, a
+    /// message envelope, `{"result": …}`, `[{"text": …}]`): see [`unwrap_content`].
+    Unwrapped,
+}
+
+impl SizeSource {
+    /// The `source` label of a size: `measured`, `derived` (content exact), `unwrapped`
+    /// (content with the tracer's envelope removed), or `lower_bound` when the content shows an
+    /// upstream cut, whatever the source.
+    pub fn label(self, truncated_upstream: bool) -> &'static str {
+        match (self, truncated_upstream) {
+            (_, true) => "lower_bound",
+            (SizeSource::Measured, false) => "measured",
+            (SizeSource::Derived, false) => "derived",
+            (SizeSource::Unwrapped, false) => "unwrapped",
+        }
+    }
 }
 
 /// Why a result's size is unknown.
@@ -484,6 +501,10 @@ pub struct ToolRecord {
     pub args_hash: Option<ArgsHash>,
     /// Exact measures other than bytes the span carries (measured sizes only).
     pub measures: Extra,
+    /// The attribute value length limit (characters or UTF-16 units) the recorded content
+    /// ended at, configured or learned from the data ([`super::learn`]): set with
+    /// `truncated_upstream`.
+    pub upstream_limit: Option<u64>,
 }
 
 /// What [`Recognizer::recognize`] made of a span.
@@ -493,6 +514,9 @@ pub enum Outcome {
     Tool(ToolRecord),
     /// Not a tool span: ignored and counted.
     NotTool,
+    /// A span that summarises several tool calls ([`SUMMARY_SPAN_NAMES`],
+    /// [`SUMMARY_TOOL_NAMES`]): not a tool, ignored and counted as not a tool.
+    Summary,
     /// A tool span that cannot be used (bad trace or span id): rejected and counted.
     Invalid(&'static str),
 }
@@ -637,7 +661,8 @@ pub struct Recognizer {
     name: Vec<usize>,
     size: Vec<usize>,
     measures: [usize; 6],
-    content: Vec<(usize, Encoding)>,
+    content: Vec<(usize, Encoding, Envelope)>,
+    learner: super::learn::Learner,
     args: Vec<usize>,
     args_hash: usize,
     truncated: usize,
@@ -698,8 +723,15 @@ impl Recognizer {
             measures: MEASURE_KEYS.map(|k| keys.idx(k)),
             content: CONTENT_KEYS
                 .iter()
-                .map(|(k, e)| (keys.idx(k), *e))
+                .map(|(k, e)| {
+                    let env = ENVELOPES
+                        .iter()
+                        .find(|(x, _)| x == k)
+                        .map_or(Envelope::None, |(_, e)| *e);
+                    (keys.idx(k), *e, env)
+                })
                 .collect(),
+            learner: super::learn::Learner::new(),
             args: ARGS_KEYS.iter().map(|k| keys.idx(k)).collect(),
             args_hash: keys.idx(semconv::TOOL_ARGS_HASH),
             truncated: keys.idx(semconv::TOOL_RESULT_TRUNCATED),
@@ -712,7 +744,7 @@ impl Recognizer {
             tool_status: keys.idx("gen_ai.tool.status"),
             logfire_truncated: keys.idx("logfire.truncated"),
             mime: keys.idx("output.mime_type"),
-            limits: config.attribute_value_length_limits.clone(),
+            limits: effective_limits(&config.attribute_value_length_limits),
             placeholders: config.placeholders.clone(),
             max_name: max_tool_name_bytes,
             max_service: crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES,
@@ -778,6 +810,14 @@ impl Recognizer {
         let Some(emitter) = self.classify(&get, span.name, scope) else {
             return Outcome::NotTool;
         };
+        if SUMMARY_SPAN_NAMES.contains(&span.name)
+            || self
+                .name
+                .iter()
+                .any(|&i| str_of(get(i)).is_some_and(|n| SUMMARY_TOOL_NAMES.contains(&n)))
+        {
+            return Outcome::Summary;
+        }
         let (Ok(trace_id), Ok(span_id)) = (
             <[u8; 16]>::try_from(span.trace_id),
             <[u8; 8]>::try_from(span.span_id),
@@ -822,7 +862,11 @@ impl Recognizer {
         } else {
             Extra::default()
         };
-        let size = if let Some(bytes) = measured {
+        let mut upstream_limit = None;
+        let size = if error {
+            // A failed call has no result, whatever error text the tracer stored as output.
+            Size::Failed
+        } else if let Some(bytes) = measured {
             Size::Known {
                 bytes,
                 source: SizeSource::Measured,
@@ -832,25 +876,22 @@ impl Recognizer {
             let content = self
                 .content
                 .iter()
-                .find_map(|&(i, enc)| get(i).map(|v| (v, enc)))
+                .find_map(|&(i, enc, env)| get(i).map(|v| (v, enc, env)))
                 .or_else(|| {
-                    EVENT_CONTENT
-                        .iter()
-                        .find_map(|(e, k)| span.event_attr(e, k).map(|v| (v, Encoding::Auto)))
+                    EVENT_CONTENT.iter().find_map(|(e, k)| {
+                        span.event_attr(e, k)
+                            .map(|v| (v, Encoding::Auto, Envelope::TextParts))
+                    })
                 });
             match content {
-                Some((v, enc)) => {
-                    let (size, cut) = self.size_of_content(v, enc, json_mime);
-                    truncated_upstream |= cut;
-                    size
+                Some((v, enc, env)) => {
+                    let c = self.size_of_content(service, v, enc, env, json_mime);
+                    truncated_upstream |= c.cut;
+                    upstream_limit = c.limit;
+                    c.size
                 }
-                None if error => Size::Failed,
                 None => Size::Unknown(Unknown::Missing),
             }
-        };
-        let size = match size {
-            Size::Unknown(Unknown::Missing) if error => Size::Failed,
-            s => s,
         };
 
         // A supplied `tool.args_hash` counts only when it starts with 12 hex digits; any
@@ -878,6 +919,7 @@ impl Recognizer {
             span_id,
             args_hash,
             measures,
+            upstream_limit,
         })
     }
 
@@ -908,52 +950,197 @@ impl Recognizer {
         })
     }
 
-    /// The size of recorded content and whether it shows an upstream cut.
-    fn size_of_content(&self, v: AttrValue<'_>, enc: Encoding, json_mime: bool) -> (Size, bool) {
+    /// The size of recorded content, with the tracer's envelope removed, and whether it shows
+    /// an upstream cut (and at which attribute length limit).
+    fn size_of_content(
+        &self,
+        service: &Arc<str>,
+        v: AttrValue<'_>,
+        enc: Encoding,
+        env: Envelope,
+        json_mime: bool,
+    ) -> Content {
         match v {
             AttrValue::Str(s) => {
                 if self.placeholders.iter().any(|p| p.as_bytes() == s)
                     || (enc == Encoding::JsonEmptyIsHidden && s.trim_ascii() == b"{}")
                 {
-                    return (Size::Unknown(Unknown::Placeholder), false);
+                    return Content::unknown(Unknown::Placeholder);
                 }
-                let cut = has_marker(s)
-                    || self.at_length_limit(s)
+                let mut limit = self.at_length_limit(s);
+                if limit.is_none() {
+                    if let Ok(text) = std::str::from_utf8(s) {
+                        limit = self.learner.observe(service, text);
+                    }
+                }
+                let cut = limit.is_some()
+                    || has_marker(s)
                     || json_cut(s, enc != Encoding::Auto || json_mime);
-                let bytes = s.len() as u64;
-                (
-                    Size::Known {
-                        bytes,
-                        source: SizeSource::Derived,
-                    },
+                let (bytes, source) = match (cut, unwrap_content(env, s)) {
+                    (false, Some(n)) => (n, SizeSource::Unwrapped),
+                    _ => (s.len() as u64, SizeSource::Derived),
+                };
+                Content {
+                    size: Size::Known { bytes, source },
                     cut,
-                )
+                    limit,
+                }
             }
             AttrValue::Kvlist([]) if enc == Encoding::JsonEmptyIsHidden => {
-                (Size::Unknown(Unknown::Placeholder), false)
+                Content::unknown(Unknown::Placeholder)
             }
             other => match other.to_owned_value() {
-                Some(v) => (
-                    Size::Known {
+                Some(v) => Content {
+                    size: Size::Known {
                         bytes: json_len(&v),
                         source: SizeSource::Derived,
                     },
-                    false,
-                ),
-                None => (Size::Unknown(Unknown::Missing), false),
+                    cut: false,
+                    limit: None,
+                },
+                None => Content::unknown(Unknown::Missing),
             },
         }
     }
 
-    fn at_length_limit(&self, s: &[u8]) -> bool {
+    /// The configured (or, failing that, the daemon's own `OTEL_*` environment) attribute value
+    /// length limit that `s` ends at exactly, in code points or UTF-16 units.
+    fn at_length_limit(&self, s: &[u8]) -> Option<u64> {
         if self.limits.is_empty() {
-            return false;
+            return None;
         }
         let s = String::from_utf8_lossy(s);
         let chars = s.chars().count() as u64;
         let utf16 = s.encode_utf16().count() as u64;
-        self.limits.iter().any(|&l| l == chars || l == utf16)
+        self.limits
+            .iter()
+            .copied()
+            .find(|&l| l == chars || l == utf16)
     }
+}
+
+/// What recorded content says of a result.
+struct Content {
+    size: Size,
+    cut: bool,
+    limit: Option<u64>,
+}
+
+impl Content {
+    fn unknown(why: Unknown) -> Self {
+        Self {
+            size: Size::Unknown(why),
+            cut: false,
+            limit: None,
+        }
+    }
+}
+
+/// Span names of spans that summarise several tool calls (Google ADK's merged span, one per
+/// model turn with two or more tool calls): never a tool, never a series.
+pub const SUMMARY_SPAN_NAMES: &[&str] = &["execute_tool (merged)"];
+
+/// Tool names of summarising spans (Google ADK's `(merged tools)`).
+pub const SUMMARY_TOOL_NAMES: &[&str] = &["(merged tools)"];
+
+/// A tracer's own wrapping around the result it records, removed to get the result as the
+/// framework handed it to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Envelope {
+    /// Recorded as handed over.
+    None,
+    /// A JSON document of the result: a JSON string is the result's text, decoded (OpenLLMetry's
+    /// `json.dumps` with `\uXXXX` escapes; the Vercel AI SDK's `JSON.stringify`). Other JSON is
+    /// counted as recorded.
+    JsonString,
+    /// OpenInference's `output.value`: a serialised LangChain `ToolMessage` (alone, or under
+    /// `output`, or LangChain's `{"lc": 1, "kwargs": …}` form) is replaced by its `content`; a
+    /// JSON string is decoded; anything else is counted as recorded.
+    ToolMessage,
+    /// Google ADK's `{"result": …}` around a non-dict return value.
+    AdkResult,
+    /// Strands' content blocks `[{"text": …}, …]`: the texts, concatenated.
+    TextParts,
+}
+
+/// Where each content attribute's tracer wraps the result ([`Envelope`]); keys not listed are
+/// counted as recorded.
+pub const ENVELOPES: &[(&str, Envelope)] = &[
+    ("output.value", Envelope::ToolMessage),
+    ("traceloop.entity.output", Envelope::JsonString),
+    ("ai.toolCall.result", Envelope::JsonString),
+    ("gcp.vertex.agent.tool_response", Envelope::AdkResult),
+];
+
+/// The UTF-8 bytes of the result inside recorded content `s` wrapped by `env`, or `None` when
+/// `s` is not in that envelope (then it is counted as recorded).
+pub fn unwrap_content(env: Envelope, s: &[u8]) -> Option<u64> {
+    use serde_json::Value as J;
+    if env == Envelope::None {
+        return None;
+    }
+    let t = s.trim_ascii();
+    if !matches!(t.first(), Some(b'"' | b'{' | b'[')) {
+        return None;
+    }
+    let v: J = serde_json::from_slice(t).ok()?;
+    let text_len = |v: &J| -> u64 {
+        match v {
+            J::String(s) => s.len() as u64,
+            other => serde_json::to_string(other).map_or(0, |s| s.len() as u64),
+        }
+    };
+    match (env, &v) {
+        (_, J::String(s)) => Some(s.len() as u64),
+        (Envelope::ToolMessage, J::Object(o)) => {
+            let msg = |o: &serde_json::Map<String, J>| -> Option<u64> {
+                let is_tool = o.get("type").and_then(J::as_str) == Some("tool")
+                    || o.contains_key("tool_call_id");
+                let content = o.get("content")?;
+                is_tool.then(|| text_len(content))
+            };
+            let lc = |o: &serde_json::Map<String, J>| -> Option<u64> {
+                let id = o.get("id")?.as_array()?;
+                (id.last()?.as_str()? == "ToolMessage")
+                    .then(|| o.get("kwargs")?.get("content").map(text_len))?
+            };
+            let inner = |o: &serde_json::Map<String, J>| msg(o).or_else(|| lc(o));
+            inner(o).or_else(|| match o.get("output") {
+                Some(J::Object(x)) => inner(x),
+                _ => None,
+            })
+        }
+        (Envelope::AdkResult, J::Object(o)) if o.len() == 1 => o.get("result").map(text_len),
+        (Envelope::TextParts, J::Array(a)) if !a.is_empty() => {
+            let mut n = 0;
+            for part in a {
+                match part.get("text") {
+                    Some(J::String(s)) => n += s.len() as u64,
+                    _ => return None,
+                }
+            }
+            Some(n)
+        }
+        _ => None,
+    }
+}
+
+/// The attribute value length limits checked: the configured ones, or else the standard
+/// `OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT` / `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT` of the daemon's
+/// own environment (agents started beside it often share it). Unparsable values are ignored.
+fn effective_limits(configured: &[u64]) -> Vec<u64> {
+    if !configured.is_empty() {
+        return configured.to_vec();
+    }
+    [
+        "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+        "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+    ]
+    .iter()
+    .filter_map(|k| std::env::var(k).ok()?.trim().parse::<u64>().ok())
+    .filter(|&l| l > 0)
+    .take(1)
+    .collect()
 }
 
 /// True when `s` contains one of the truncation markers of [`MARKERS`].
@@ -1182,6 +1369,7 @@ mod tests {
     use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValue, KeyValueList};
     use opentelemetry_proto::tonic::trace::v1::span::Event;
     use opentelemetry_proto::tonic::trace::v1::Span;
+    use opentelemetry_proto::tonic::trace::v1::Status;
 
     fn s(k: &str, v: &str) -> KeyValue {
         KeyValue {
@@ -1420,8 +1608,8 @@ mod tests {
         assert_eq!(
             t.size,
             Size::Known {
-                bytes: 15,
-                source: SizeSource::Derived
+                bytes: 2,
+                source: SizeSource::Unwrapped
             }
         );
         assert!(!t.truncated_upstream);
@@ -1660,5 +1848,110 @@ mod tests {
         let mut sp = span("execute_tool a", vec![s(OP, EXEC)]);
         sp.trace_id = vec![1, 2];
         assert!(matches!(outcome(&r, "x", &sp), Outcome::Invalid(_)));
+    }
+
+    #[test]
+    fn envelopes_are_removed() {
+        let u = |env, s: &str| unwrap_content(env, s.as_bytes());
+        // OpenLLMetry: json.dumps with \uXXXX escapes; the model got the decoded text.
+        assert_eq!(u(Envelope::JsonString, r#""d\u00e9j\u00e0 vu""#), Some(9));
+        assert_eq!(u(Envelope::JsonString, r#"{"a": 1}"#), None);
+        assert_eq!(u(Envelope::JsonString, "plain"), None);
+        // LangChain + OpenInference: the ToolMessage's content, however it is wrapped.
+        let msg = r#"{"content": "r\u00e9sultat", "type": "tool", "name": "t", "tool_call_id": "c1", "status": "success"}"#;
+        assert_eq!(u(Envelope::ToolMessage, msg), Some(9));
+        assert_eq!(
+            u(Envelope::ToolMessage, &format!(r#"{{"output": {msg}}}"#)),
+            Some(9)
+        );
+        let lc = r#"{"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "ToolMessage"], "kwargs": {"content": "abc", "tool_call_id": "c1"}}"#;
+        assert_eq!(u(Envelope::ToolMessage, lc), Some(3));
+        // A plain JSON result of an OpenInference tool is counted as recorded.
+        assert_eq!(u(Envelope::ToolMessage, r#"{"content": "x"}"#), None);
+        assert_eq!(u(Envelope::ToolMessage, "plain text"), None);
+        // ADK: {"result": …} around a non-dict return value.
+        assert_eq!(u(Envelope::AdkResult, r#"{"result": "abc"}"#), Some(3));
+        assert_eq!(u(Envelope::AdkResult, r#"{"result": [1, 2]}"#), Some(5));
+        assert_eq!(u(Envelope::AdkResult, r#"{"result": 1, "x": 2}"#), None);
+        // Strands: content blocks.
+        assert_eq!(
+            u(Envelope::TextParts, r#"[{"text": "ab"}, {"text": "c"}]"#),
+            Some(3)
+        );
+        assert_eq!(u(Envelope::TextParts, r#"[{"json": {}}]"#), None);
+        assert_eq!(u(Envelope::None, r#""abc""#), None);
+    }
+
+    #[test]
+    fn failed_calls_are_never_sized_whatever_their_output() {
+        let r = rec();
+        let mut sp = span(
+            "execute_tool t",
+            vec![
+                s(OP, EXEC),
+                s("output.value", "An error occurred while running the tool."),
+            ],
+        );
+        sp.status = Some(Status {
+            code: StatusCode::Error as i32,
+            ..Status::default()
+        });
+        assert_eq!(tool(&r, "x", &sp).size, Size::Failed);
+        let sp = span(
+            "execute_tool t",
+            vec![
+                s(OP, EXEC),
+                s("gen_ai.tool.status", "error"),
+                s("gen_ai.tool.call.result", "Error: boom"),
+            ],
+        );
+        assert_eq!(tool(&r, "x", &sp).size, Size::Failed);
+    }
+
+    #[test]
+    fn summary_spans_are_not_tools() {
+        let r = rec();
+        let sp = span(
+            "execute_tool (merged)",
+            vec![s(OP, EXEC), s(semconv::GEN_AI_TOOL_NAME, "(merged tools)")],
+        );
+        assert!(matches!(
+            outcome(&r, "gcp.vertex.agent", &sp),
+            Outcome::Summary
+        ));
+        let sp = span(
+            "execute_tool x",
+            vec![s(OP, EXEC), s(semconv::GEN_AI_TOOL_NAME, "(merged tools)")],
+        );
+        assert!(matches!(outcome(&r, "x", &sp), Outcome::Summary));
+    }
+
+    #[test]
+    fn learned_limits_flag_results_cut_at_one_length() {
+        let r = rec();
+        let text = |seed: u8| -> String {
+            (0..1000)
+                .map(|i| (b'a' + ((i as u8).wrapping_mul(7).wrapping_add(seed)) % 26) as char)
+                .collect()
+        };
+        let mut flagged = Vec::new();
+        for seed in 0..5 {
+            let sp = span(
+                "execute_tool t",
+                vec![s(OP, EXEC), s("gen_ai.tool.call.result", &text(seed))],
+            );
+            let t = tool(&r, "x", &sp);
+            flagged.push((t.truncated_upstream, t.upstream_limit));
+        }
+        assert_eq!(
+            flagged,
+            [
+                (false, None),
+                (false, None),
+                (true, Some(1000)),
+                (true, Some(1000)),
+                (true, Some(1000))
+            ]
+        );
     }
 }

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::aggregator::{
-    ArgsStat, Largest, OverCeiling, OverRecent, Point, SeriesKey, State, Stats, OVERFLOW,
+    ArgsStat, Counts, Largest, OverCeiling, OverRecent, Point, SeriesKey, State, Stats, OVERFLOW,
     OVER_CEILING_RECENT,
 };
 use super::alerts::SavedAlert;
@@ -24,18 +24,12 @@ const LEGACY_SIZE_BUCKETS: &[u64] = &[
     1_048_576, 4_194_304, 16_777_216,
 ];
 
-/// Serialized [`Stats`].
+/// Serialized [`Stats`]: the counters inline (as the format always had them), the
+/// histograms as their non-empty buckets.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct StatsSnap {
-    calls: u64,
-    errors: u64,
-    truncated: u64,
-    truncated_upstream: u64,
-    unknown_size: u64,
-    measured: u64,
-    derived: u64,
-    #[serde(default)]
-    over_ceiling: u64,
+    #[serde(flatten)]
+    counts: Counts,
     size: HistSnapshot,
     latency: HistSnapshot,
 }
@@ -43,14 +37,7 @@ struct StatsSnap {
 impl From<&Stats> for StatsSnap {
     fn from(s: &Stats) -> Self {
         Self {
-            calls: s.calls,
-            errors: s.errors,
-            truncated: s.truncated,
-            truncated_upstream: s.truncated_upstream,
-            unknown_size: s.unknown_size,
-            measured: s.measured,
-            derived: s.derived,
-            over_ceiling: s.over_ceiling,
+            counts: s.counts,
             size: s.size.to_snapshot(),
             latency: s.latency.to_snapshot(),
         }
@@ -60,14 +47,7 @@ impl From<&Stats> for StatsSnap {
 impl From<&StatsSnap> for Stats {
     fn from(s: &StatsSnap) -> Self {
         Self {
-            calls: s.calls,
-            errors: s.errors,
-            truncated: s.truncated,
-            truncated_upstream: s.truncated_upstream,
-            unknown_size: s.unknown_size,
-            measured: s.measured,
-            derived: s.derived,
-            over_ceiling: s.over_ceiling,
+            counts: s.counts,
             size: Hist::from_snapshot(&s.size, MAX_BYTES, SIGFIG),
             latency: Hist::from_snapshot(&s.latency, MAX_LATENCY_US, LATENCY_SIGFIG),
         }
@@ -189,7 +169,7 @@ impl State {
             let overflow = |k: &SeriesKey| k.service == OVERFLOW && k.tool == OVERFLOW;
             overflow(&b.key)
                 .cmp(&overflow(&a.key))
-                .then(b.total.calls.cmp(&a.total.calls))
+                .then(b.total.counts.calls.cmp(&a.total.counts.calls))
         });
         let has_overflow = series
             .first()

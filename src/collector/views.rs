@@ -35,8 +35,16 @@ pub struct ToolRow {
     pub unknown_size: u64,
     /// Sizes measured by the tool.
     pub measured: u64,
-    /// Sizes derived from content.
+    /// Sizes derived from content, counted as recorded.
     pub derived: u64,
+    /// Sizes derived from content with the tracer's envelope removed.
+    pub unwrapped: u64,
+    /// Sizes that are lower bounds (the content showed an upstream cut).
+    pub lower_bound: u64,
+    /// The attribute value length limit results were seen cut at, configured or learned from
+    /// the data (characters or UTF-16 units); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_limit: Option<u64>,
     /// Latency, 95th percentile, milliseconds.
     pub latency_p95_ms: f64,
 }
@@ -113,6 +121,9 @@ fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
         unknown_size: st.unknown_size,
         measured: st.measured,
         derived: st.derived,
+        unwrapped: st.unwrapped,
+        lower_bound: st.lower_bound,
+        upstream_limit: st.upstream_limit,
         latency_p95_ms: st.latency.quantile(0.95) as f64 / 1000.0,
     }
 }

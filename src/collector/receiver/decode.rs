@@ -163,7 +163,7 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
                 out.label_cuts.service[1] += u64::from(cut[1]);
                 out.records.push(t)
             }
-            Outcome::NotTool => out.not_tool += 1,
+            Outcome::NotTool | Outcome::Summary => out.not_tool += 1,
             Outcome::Invalid(why) => {
                 out.invalid += 1;
                 out.invalid_reason.get_or_insert(why);

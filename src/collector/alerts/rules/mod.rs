@@ -585,6 +585,7 @@ pub(crate) mod testing {
             span_id: [2; 8],
             args_hash: Some(ArgsHash::new("0123456789ab")),
             measures: Extra::default(),
+            upstream_limit: None,
         }
     }
 

@@ -1,0 +1,216 @@
+//! Attribute value length limits learned from the data: a service whose recorded results keep
+//! ending at the same exact length has a limit, and its results at that length were cut.
+//!
+//! OpenTelemetry SDKs cut every string attribute at `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT` /
+//! `OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT` (Python counts code points, JavaScript UTF-16 units)
+//! without a marker, in the agent's process, where the daemon cannot read the setting. Per
+//! service, [`Learner`] tallies the lengths of recorded result content of at least
+//! [`MIN_LIMIT`] characters. A length reached by [`HITS`] results with different endings, and
+//! never exceeded by any result of the service, is taken as the limit; from then on every result
+//! of that length is flagged. The results seen before the limit is learned are not flagged
+//! retroactively (the first `HITS - 1` cut results are counted as whole). A longer result of the
+//! service later disproves the limit and it is forgotten.
+//!
+//! Memory is bounded: at most [`MAX_SERVICES`] services (later ones are not learned) and
+//! [`CANDIDATES`] candidate lengths per service and unit. The state lives behind one mutex taken
+//! once per content-sized span of at least [`MIN_LIMIT`] bytes; it is not kept across restarts.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Shortest length taken as a limit: shorter repeated lengths are normal results.
+pub const MIN_LIMIT: u64 = 256;
+/// Results with different endings at one length that make it a limit.
+pub const HITS: u32 = 3;
+/// Services whose limits are learned.
+pub const MAX_SERVICES: usize = 1024;
+/// Candidate lengths kept per service and unit.
+pub const CANDIDATES: usize = 8;
+
+/// The unit an SDK counts its limit in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Chars,
+    Utf16,
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    /// (length, distinct endings seen, fingerprints of those endings).
+    candidates: Vec<(u64, u32, [u64; HITS as usize])>,
+    /// Longest content seen.
+    max: u64,
+    /// The learned limit.
+    limit: Option<u64>,
+}
+
+impl Tally {
+    /// Records a result of length `n` whose ending hashes to `tail`; true when `n` is the
+    /// (possibly just) learned limit.
+    fn observe(&mut self, n: u64, tail: u64) -> bool {
+        if n > self.max {
+            self.max = n;
+            if self.limit.is_some_and(|l| n > l) {
+                self.limit = None;
+            }
+            self.candidates.retain(|c| c.0 >= n);
+        }
+        if self.limit == Some(n) {
+            return true;
+        }
+        if n < self.max {
+            return false;
+        }
+        match self.candidates.iter_mut().find(|c| c.0 == n) {
+            Some(c) => {
+                let seen = &c.2[..c.1 as usize];
+                if !seen.contains(&tail) && c.1 < HITS {
+                    c.2[c.1 as usize] = tail;
+                    c.1 += 1;
+                }
+                if c.1 >= HITS {
+                    self.limit = Some(n);
+                    return true;
+                }
+            }
+            None => {
+                if self.candidates.len() >= CANDIDATES {
+                    self.candidates.remove(0);
+                }
+                let mut tails = [0; HITS as usize];
+                tails[0] = tail;
+                self.candidates.push((n, 1, tails));
+            }
+        }
+        false
+    }
+}
+
+/// Per-service learned limits. Cheap to share by reference; internally locked.
+#[derive(Debug, Default)]
+pub struct Learner {
+    services: Mutex<HashMap<Arc<str>, [Tally; 2]>>,
+}
+
+impl Learner {
+    /// A learner that knows no limit yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records the recorded content `s` of a successful result of `service`; returns the
+    /// learned limit it ends at, if any.
+    pub fn observe(&self, service: &Arc<str>, s: &str) -> Option<u64> {
+        if (s.len() as u64) < MIN_LIMIT {
+            return None;
+        }
+        let chars = s.chars().count() as u64;
+        let utf16 = s.chars().map(|c| c.len_utf16() as u64).sum::<u64>();
+        let tail = fingerprint(s);
+        let Ok(mut map) = self.services.lock() else {
+            return None;
+        };
+        if !map.contains_key(service) && map.len() >= MAX_SERVICES {
+            return None;
+        }
+        let tallies = map.entry(service.clone()).or_default();
+        let mut hit = None;
+        for (unit, n) in [(Unit::Chars, chars), (Unit::Utf16, utf16)] {
+            if n < MIN_LIMIT {
+                continue;
+            }
+            if tallies[unit as usize].observe(n, tail) {
+                hit = hit.or(Some(n));
+            }
+        }
+        hit
+    }
+
+    /// The learned limits of `service`, characters then UTF-16 units.
+    pub fn limits(&self, service: &str) -> (Option<u64>, Option<u64>) {
+        self.services
+            .lock()
+            .ok()
+            .and_then(|m| m.get(service).map(|t| (t[0].limit, t[1].limit)))
+            .unwrap_or((None, None))
+    }
+}
+
+/// FNV-1a of the last 32 bytes: results cut at one length from different content end
+/// differently; the same result repeated does not.
+fn fingerprint(s: &str) -> u64 {
+    let b = s.as_bytes();
+    let tail = &b[b.len().saturating_sub(32)..];
+    tail.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
+        (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(n: usize, seed: usize) -> String {
+        (0..n)
+            .map(|i| (b'a' + ((i * 7 + seed) % 26) as u8) as char)
+            .collect()
+    }
+
+    #[test]
+    fn a_repeated_ceiling_is_learned_after_three_different_results() {
+        let l = Learner::new();
+        let svc: Arc<str> = "agent".into();
+        assert_eq!(l.observe(&svc, &text(400, 0)), None);
+        assert_eq!(l.observe(&svc, &text(1000, 1)), None);
+        assert_eq!(l.observe(&svc, &text(1000, 2)), None);
+        assert_eq!(l.observe(&svc, &text(1000, 3)), Some(1000));
+        assert_eq!(l.observe(&svc, &text(1000, 4)), Some(1000));
+        assert_eq!(l.observe(&svc, &text(999, 4)), None);
+        assert_eq!(l.limits("agent"), (Some(1000), Some(1000)));
+        // Another service has not shown it.
+        assert_eq!(l.observe(&"other".into(), &text(1000, 5)), None);
+    }
+
+    #[test]
+    fn the_same_result_repeated_is_no_limit() {
+        let l = Learner::new();
+        let svc: Arc<str> = "agent".into();
+        for _ in 0..10 {
+            assert_eq!(l.observe(&svc, &text(1000, 1)), None);
+        }
+    }
+
+    #[test]
+    fn a_longer_result_disproves_a_limit() {
+        let l = Learner::new();
+        let svc: Arc<str> = "agent".into();
+        for seed in 0..3 {
+            l.observe(&svc, &text(1000, seed));
+        }
+        assert_eq!(l.limits("agent").0, Some(1000));
+        assert_eq!(l.observe(&svc, &text(1500, 9)), None);
+        assert_eq!(l.limits("agent").0, None);
+        assert_eq!(l.observe(&svc, &text(1000, 7)), None);
+    }
+
+    #[test]
+    fn non_ascii_counts_code_points_and_utf16_units() {
+        let l = Learner::new();
+        let svc: Arc<str> = "agent".into();
+        // 300 code points, 600 UTF-16 units: emoji are two units each.
+        let cut = |seed: char| format!("{}{seed}", "😀".repeat(299));
+        assert_eq!(l.observe(&svc, &cut('a')), None);
+        assert_eq!(l.observe(&svc, &cut('b')), None);
+        assert_eq!(l.observe(&svc, &cut('c')), Some(300));
+        assert_eq!(l.limits("agent"), (Some(300), Some(599)));
+    }
+
+    #[test]
+    fn short_results_are_never_limits() {
+        let l = Learner::new();
+        let svc: Arc<str> = "agent".into();
+        for seed in 0..10 {
+            assert_eq!(l.observe(&svc, &text(100, seed)), None);
+        }
+    }
+}
