@@ -1,19 +1,25 @@
-//! Collector hot path per span: decode + recognise + record, on a realistic 512-span request.
+//! Collector hot path per span: decode + recognise + record, on a realistic 512-span request,
+//! with the alert rules attached as the daemon runs them.
 //!
 //! The request mixes what a daemon sees from an agent fleet: 60 % toolsize-contract tool spans
 //! (measured sizes), 20 % OTel GenAI tool spans carrying ~2 KiB of result content (size derived
 //! from content, markers scanned, JSON checked), 20 % non-tool spans (LLM calls), over 40 tools.
+//! Two mixes side by side: `storm` (half of the measured results over the 16 KiB ceiling, 4,099
+//! argument hashes) and `quiet` (none over it); the ratio of the two is printed.
 //!
 //! Also `/metrics` rendering of 2,000 series with the current size buckets against the previous
 //! 15-bucket layout, run side by side, with the ratio and the exposition sizes printed.
 //!
-//! `cargo bench --bench collector`
+//! `cargo bench --features collector --bench collector`
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use toolsize::collector::aggregator::{now_unix, size_bounds, Limits, State};
-use toolsize::collector::exposition::render;
+use toolsize::collector::aggregator::{now_unix, now_unix_ms, size_bounds, Limits, State};
+use toolsize::collector::alerts::rules::Rules;
+use toolsize::collector::alerts::{AlertStats, EVENT_QUEUE_CAPACITY};
+use toolsize::collector::exposition::{render, Frame};
 use toolsize::collector::receiver::decode::{decode_protobuf, recognize_protobuf};
 use toolsize::collector::recognize::Recognizer;
 use toolsize::collector::Config;
@@ -22,30 +28,93 @@ use toolsize::collector::SelfStats;
 #[path = "../examples/common/workload.rs"]
 mod workload;
 
+use workload::Mix;
+
+/// A state with the default rules attached, their events drained by a thread as the alert
+/// task would.
+fn state_with_rules(config: &Config) -> State {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(EVENT_QUEUE_CAPACITY);
+    std::thread::spawn(move || while rx.blocking_recv().is_some() {});
+    let mut state = State::new(Limits::from_config(config));
+    let rules = Rules::from_config(config)
+        .expect("default rules")
+        .with_sender(tx, Arc::new(AlertStats::default()));
+    state.add_observer(Box::new(rules));
+    state
+}
+
 fn bench(c: &mut Criterion) {
-    let body = workload::request("agent", 0, 512);
     let config = Config::default();
     let recognizer = Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes);
-    let mut state = State::new(Limits::from_config(&config));
-    let now = now_unix();
     let mut g = c.benchmark_group("collector");
     g.throughput(Throughput::Elements(512));
+    let storm = workload::request_mix("agent", 0, 512, Mix::Storm);
     // For comparison: decoding into owned prost structs (the daemon does not do this).
     g.bench_function("prost_decode_only", |b| {
-        b.iter(|| decode_protobuf(&body).unwrap())
+        b.iter(|| decode_protobuf(&storm).unwrap())
     });
     g.bench_function("read_and_recognise", |b| {
-        b.iter(|| recognize_protobuf(&recognizer, &body).unwrap())
+        b.iter(|| recognize_protobuf(&recognizer, &storm).unwrap())
     });
-    let recs = recognize_protobuf(&recognizer, &body).unwrap().records;
-    g.bench_function("record", |b| b.iter(|| state.record_batch(&recs, now)));
-    g.bench_function("decode_recognise_record_512_spans", |b| {
-        b.iter(|| {
-            let r = recognize_protobuf(&recognizer, &body).unwrap();
-            state.record_batch(&r.records, now);
-        })
-    });
+    for (name, mix) in [("quiet", Mix::Quiet), ("storm", Mix::Storm)] {
+        let bodies: Vec<Vec<u8>> = (0..16)
+            .map(|s| workload::request_mix("agent", s, 512, mix))
+            .collect();
+        let recs: Vec<_> = bodies
+            .iter()
+            .map(|b| recognize_protobuf(&recognizer, b).unwrap().records)
+            .collect();
+        let mut state = state_with_rules(&config);
+        let mut i = 0;
+        g.bench_function(format!("record_with_rules_{name}"), |b| {
+            b.iter(|| {
+                i += 1;
+                state.record_batch_ms(&recs[i % recs.len()], now_unix_ms())
+            })
+        });
+        let mut state = state_with_rules(&config);
+        g.bench_function(format!("decode_recognise_record_with_rules_{name}"), |b| {
+            b.iter(|| {
+                i += 1;
+                let r = recognize_protobuf(&recognizer, &bodies[i % bodies.len()]).unwrap();
+                state.record_batch_ms(&r.records, now_unix_ms());
+            })
+        });
+    }
     g.finish();
+    // Side by side, same process, interleaved (so the machine's other load hits both alike):
+    // 10 rounds of 200 requests of each mix.
+    let mut mixes: Vec<(Vec<Vec<u8>>, State)> = [Mix::Quiet, Mix::Storm]
+        .into_iter()
+        .map(|mix| {
+            let bodies = (0..16)
+                .map(|s| workload::request_mix("agent", s, 512, mix))
+                .collect();
+            (bodies, state_with_rules(&config))
+        })
+        .collect();
+    let mut spent = [0.0f64; 2];
+    for _round in 0..10 {
+        for (m, (bodies, state)) in mixes.iter_mut().enumerate() {
+            let t = Instant::now();
+            for k in 0..200 {
+                let r = recognize_protobuf(&recognizer, &bodies[k % bodies.len()]).unwrap();
+                state.record_batch_ms(&r.records, now_unix_ms());
+            }
+            spent[m] += t.elapsed().as_secs_f64();
+        }
+    }
+    let per_span: Vec<(&str, f64)> = ["quiet", "storm"]
+        .into_iter()
+        .zip(spent.map(|s| s / (2000.0 * 512.0)))
+        .collect();
+    let (quiet, storm) = (per_span[0].1, per_span[1].1);
+    eprintln!(
+        "decode + recognise + record with rules: quiet {:.3} µs/span, storm {:.3} µs/span: storm ×{:.2}",
+        quiet * 1e6,
+        storm * 1e6,
+        storm / quiet
+    );
 }
 
 /// The size bucket bounds before the quarter-octave grid (with the default 16 KiB ceiling).
@@ -57,9 +126,12 @@ const PREVIOUS_SIZE_BOUNDS: &[u64] = &[
 fn exposition(c: &mut Criterion) {
     let config = Config::default();
     let recognizer = Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes);
-    let base = recognize_protobuf(&recognizer, &workload::request("agent", 0, 512))
-        .unwrap()
-        .records;
+    let base = recognize_protobuf(
+        &recognizer,
+        &workload::request_mix("agent", 0, 512, Mix::Storm),
+    )
+    .unwrap()
+    .records;
     let records: Vec<_> = (0..2000)
         .map(|i| {
             let mut r = base[i % base.len()].clone();
@@ -99,7 +171,19 @@ fn exposition(c: &mut Criterion) {
         }
         (t.elapsed().as_secs_f64() / 20.0, bytes)
     };
+    // What a scrape holds the aggregator for (the capture) against the whole render.
+    let t = Instant::now();
+    for _ in 0..20 {
+        std::hint::black_box(Frame::capture(&states[0].1, now));
+    }
+    let capture = t.elapsed().as_secs_f64() / 20.0;
     let (t_cur, b_cur) = measure(&states[0].1);
+    eprintln!(
+        "exposition, 2000 series: the aggregator is held {:.1} ms for the capture, {:.0} % of the {:.1} ms of capture + render",
+        capture * 1e3,
+        100.0 * capture / t_cur,
+        t_cur * 1e3
+    );
     let (t_prev, b_prev) = measure(&states[1].1);
     eprintln!(
         "exposition, 2000 series: current buckets {:.1} ms {:.1} MB, previous {:.1} ms {:.1} MB: \

@@ -5,7 +5,7 @@
 //! with precomputed values, so the ratio is what toolsize adds: hashing the arguments, measuring
 //! the 4 KiB result in every unit, the latency and the bookkeeping.
 //!
-//! `cargo bench --bench instrument` prints criterion's figures, then one line per case with its
+//! `cargo bench --features export --bench instrument` prints criterion's figures, then one line per case with its
 //! ratio to the bare span, read back from criterion's estimates of this same run.
 
 use std::hint::black_box;

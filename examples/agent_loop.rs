@@ -10,7 +10,7 @@
 //!
 //! ```text
 //! OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 OTEL_SERVICE_NAME=demo-agent \
-//!     cargo run --example agent_loop -- --steps 300
+//!     cargo run --features export --example agent_loop -- --steps 300
 //! ```
 //!
 //! Flags: `--steps N` (default 200), `--seed N` (default 1; the run is deterministic for a seed).

@@ -17,7 +17,8 @@ install_peers() {
   #     tests/alerts_rules.rs, tests/dashboard_live.rs, tests/fleet_p95.rs);
   #   prometheus-alertmanager, amtool (package prometheus-alertmanager): receives the daemon's
   #     alerts, checks alerts/alertmanager.example.yml (tests/collector_alerts.rs);
-  #   chromium: renders the status page at / headless (tests/status_page.rs).
+  #   chromium: renders the status page at / headless (tests/status_page.rs);
+  #   openssl: makes the CA and certificate of the TLS test (tests/tls_auth.rs).
   local missing=()
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
   python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
@@ -26,6 +27,7 @@ install_peers() {
   { command -v prometheus-alertmanager && command -v amtool; } >/dev/null 2>&1 ||
     missing+=(prometheus-alertmanager)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   if [ ${#missing[@]} -gt 0 ]; then
     log "apt-get install ${missing[*]}"
     apt-get update -qq

@@ -9,6 +9,7 @@ pub mod args_hash;
 pub mod export;
 pub mod guard;
 pub mod instrument;
+mod label;
 pub mod layers;
 pub mod measure;
 pub mod semconv;

@@ -601,6 +601,7 @@ fn exported() -> BTreeSet<String> {
         names::SNAPSHOT_FAILURES,
         names::ALERT_NOTIFICATIONS,
         names::ALERT_EVENTS_DROPPED,
+        names::ALERT_MATCHES,
     ]
     .map(String::from)
     .into();

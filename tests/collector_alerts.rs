@@ -248,3 +248,179 @@ async fn webhook_receives_the_same_list_with_the_bearer_token() {
     assert_eq!(sample(&text, ok), Some(1.0), "{text}");
     d.shutdown().await;
 }
+
+/// A tool span of `bytes` with the arguments hash `hash`.
+fn hashed_span(
+    n: u64,
+    tool: &str,
+    bytes: i64,
+    hash: &str,
+) -> opentelemetry_proto::tonic::trace::v1::Span {
+    let mut sp = own_span(n, tool, bytes);
+    for kv in &mut sp.attributes {
+        if kv.key == "tool.args_hash" {
+            *kv = s("tool.args_hash", hash);
+        }
+    }
+    sp
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_tool_pages_through_a_storm_of_hot_argument_hashes() {
+    if !require(ALERTMANAGER, &["--version"]) {
+        return;
+    }
+    let dir = temp_dir("alerts-storm");
+    let am = Alertmanager::start(&dir, free_port()).await;
+    let mut config = loopback_config();
+    config.alerts.alertmanager_urls = vec![format!("http://{}", am.addr)];
+    let d = toolsize::collector::Daemon::start(&config).await.unwrap();
+
+    // The storm: 40 tools × 100 argument hashes, each over the ceiling 3 times, round robin,
+    // mixed with as many results under it: 24,000 spans in requests of 500.
+    let mut spans = Vec::new();
+    let mut n = 0;
+    for _round in 0..3 {
+        for h in 0..100u64 {
+            for t in 0..40u64 {
+                let tool = format!("hot_{t}");
+                n += 1;
+                spans.push(hashed_span(
+                    n,
+                    &tool,
+                    20_000 + n as i64,
+                    &format!("{t:04x}{h:08x}"),
+                ));
+                n += 1;
+                spans.push(hashed_span(n, &tool, 2_000, &format!("{t:04x}{h:08x}")));
+            }
+        }
+    }
+    let storm = std::time::Instant::now();
+    for chunk in spans.chunks(500) {
+        let r = post_proto(d.otlp_http_addr, &request("agent", chunk.to_vec())).await;
+        assert!(r.status().is_success(), "{}", r.status());
+    }
+    eprintln!(
+        "storm: {} spans in {} ms",
+        spans.len(),
+        storm.elapsed().as_millis()
+    );
+
+    // Then one oversized result from a tool that was never over the ceiling, while the storm
+    // goes on: it reaches Alertmanager.
+    let http = d.otlp_http_addr;
+    let more = spans.clone();
+    let feeder = tokio::spawn(async move {
+        loop {
+            for chunk in more.chunks(500) {
+                let _ = post_proto(http, &request("agent", chunk.to_vec())).await;
+            }
+        }
+    });
+    let mut delays = Vec::new();
+    for probe in 0..5u64 {
+        let tool = format!("brand_new_{probe}");
+        let sent = Instant::now();
+        let r = post_proto(
+            d.otlp_http_addr,
+            &request("agent", vec![own_span(1_000_000 + probe, &tool, 30_000)]),
+        )
+        .await;
+        assert!(r.status().is_success());
+        let alert = wait_for("the new tool's alert", Duration::from_secs(10), || {
+            am.find(&tool)
+        })
+        .await;
+        delays.push(sent.elapsed().as_millis());
+        assert_eq!(alert["annotations"]["bytes"], "30000");
+    }
+    feeder.abort();
+    // Measured and printed, not asserted (a debug build beside its own load generator).
+    eprintln!("new tool → Alertmanager during the storm, ms: {delays:?}");
+
+    // One over-ceiling alert and one repeated-oversize alert per hot tool, whatever the number
+    // of hashes; the repeated ones list their hashes.
+    let api = get_json(d.admin_addr, "/api/v1/alerts").await;
+    let firing = api["firing"].as_array().unwrap();
+    let count = |name: &str| {
+        firing
+            .iter()
+            .filter(|a| a["labels"]["alertname"] == name)
+            .count()
+    };
+    assert_eq!(count("ToolResultOverCeiling"), 45, "{api}");
+    assert_eq!(count("ToolArgsRepeatedlyOversize"), 40, "{api}");
+    let rep = firing
+        .iter()
+        .find(|a| a["labels"]["alertname"] == "ToolArgsRepeatedlyOversize")
+        .unwrap();
+    assert!(rep["labels"].get("args_hash").is_none());
+    assert!(rep["annotations"]["args_hashes"]
+        .as_str()
+        .unwrap()
+        .contains('×'));
+
+    // Every match is accounted for: most merged, none dropped.
+    let text = metrics(d.admin_addr).await;
+    let m = |rule: &str, outcome: &str| {
+        sample(
+            &text,
+            &format!("toolsize_alert_matches_total{{alertname=\"{rule}\",outcome=\"{outcome}\"}}"),
+        )
+        .unwrap_or_else(|| panic!("{rule} {outcome} missing"))
+    };
+    assert!(m("ToolResultOverCeiling", "sent") >= 45.0);
+    assert!(m("ToolResultOverCeiling", "merged") >= 12_000.0 - 45.0);
+    assert_eq!(m("ToolResultOverCeiling", "dropped"), 0.0);
+    assert!(m("ToolArgsRepeatedlyOversize", "merged") > 0.0);
+    assert_eq!(
+        sample(&text, "toolsize_alert_events_dropped_total"),
+        Some(0.0)
+    );
+    d.shutdown().await;
+    am.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_new_alerts_reach_the_webhook_in_bounded_posts() {
+    use std::sync::{Arc, Mutex};
+
+    let got: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: String| {
+            let sink = sink.clone();
+            async move {
+                let list: Vec<serde_json::Value> = serde_json::from_str(&body).unwrap();
+                sink.lock().unwrap().push(list.len());
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let mut config = loopback_config();
+    config.alerts.webhook_url = Some(format!("http://{hook}/hook"));
+    config.alerts.repeated_oversize.enabled = false;
+    let d = toolsize::collector::Daemon::start(&config).await.unwrap();
+    // 1,200 tools over the ceiling in one request: 1,200 new alerts at once.
+    let spans: Vec<_> = (0..1200)
+        .map(|n| own_span(n, &format!("tool_{n}"), 30_000))
+        .collect();
+    let r = post_proto(d.otlp_http_addr, &request("agent", spans)).await;
+    assert!(r.status().is_success());
+    let posts = wait_for("every alert posted", Duration::from_secs(10), || async {
+        let p = got.lock().unwrap().clone();
+        (p.iter().sum::<usize>() >= 1200).then_some(p)
+    })
+    .await;
+    assert!(posts.iter().all(|&n| n <= 500), "{posts:?}");
+    assert!(posts.len() >= 3, "{posts:?}");
+    let api = get_json(d.admin_addr, "/api/v1/alerts").await;
+    assert_eq!(api["firing"].as_array().unwrap().len(), 1200);
+    d.shutdown().await;
+}

@@ -276,7 +276,7 @@ async fn every_bad_input_gets_its_answer_and_nothing_accepted_is_lost() {
     let st = p.stats.view();
     assert_eq!(st.spans_tool, 3);
     assert_eq!(st.spans_invalid, 2);
-    assert_eq!(st.refused_requests, [6, 1, 2, 0]);
+    assert_eq!(st.refused_requests, [6, 1, 2, 0, 0, 0]);
     p.shutdown().await;
 }
 
@@ -383,4 +383,41 @@ async fn attributes_past_the_255th_are_counted() {
     let v = stats.view();
     assert_eq!(v.spans_tool, 1);
     assert_eq!(v.attributes_ignored, total - 255);
+}
+
+#[tokio::test]
+async fn json_enum_names_are_accepted_like_numbers() {
+    let p = Pipeline::spawn(&loopback_config()).unwrap();
+    let req = request(
+        "agent",
+        vec![own_span(1, "grep", 10), own_span(2, "grep", 20)],
+    );
+    let mut json: serde_json::Value = serde_json::to_value(&req).unwrap();
+    let spans = json["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array_mut()
+        .unwrap();
+    spans[0]["kind"] = "SPAN_KIND_INTERNAL".into();
+    spans[1]["kind"] = "SPAN_KIND_CLIENT".into();
+    spans[1]["status"] = serde_json::json!({"code": "STATUS_CODE_ERROR", "message": "boom"});
+    let body = serde_json::to_vec(&json).unwrap();
+    let (st, _, b) = send(&p, post("application/json", None, body)).await;
+    assert_eq!(st, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let (_, v) = get(&p, "/api/v1/tools").await;
+    assert_eq!(v["tools"][0]["count"], 2);
+    assert_eq!(v["tools"][0]["errors"], 1, "{v}");
+    spans_kind_unknown(&p).await;
+    p.shutdown().await;
+}
+
+async fn spans_kind_unknown(p: &Pipeline) {
+    let req = request("agent", vec![own_span(3, "grep", 10)]);
+    let mut json: serde_json::Value = serde_json::to_value(&req).unwrap();
+    json["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["kind"] = "SPAN_KIND_SIDEWAYS".into();
+    let (st, _, b) = send(
+        p,
+        post("application/json", None, serde_json::to_vec(&json).unwrap()),
+    )
+    .await;
+    assert_eq!(st, StatusCode::BAD_REQUEST);
+    assert!(String::from_utf8_lossy(&b).contains("SPAN_KIND_SIDEWAYS"));
 }

@@ -19,15 +19,42 @@ pub(crate) fn kv(k: &str, v: Value) -> KeyValue {
     }
 }
 
+/// How the measured sizes of a request fall against the default 16 KiB ceiling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)]
+pub(crate) enum Mix {
+    /// Measured sizes uniform in 0..32 KiB: half of them over the ceiling, with 4,099 argument
+    /// hashes (a deploy that made results balloon).
+    Storm,
+    /// Measured sizes uniform in 0..16,000 bytes: nothing over the ceiling.
+    Quiet,
+}
+
 /// A protobuf OTLP request of `spans` spans for `service`: 60 % toolsize-contract tool spans
 /// (measured sizes), 20 % OTel GenAI tool spans carrying ~2 KiB of result content, 20 % LLM spans,
-/// over 40 tools. `seed` varies the ids and sizes between requests.
+/// over 40 tools, with the storm mix. `seed` varies the ids and sizes between requests.
+#[allow(dead_code)]
 pub(crate) fn request(service: &str, seed: u64, spans: u64) -> Vec<u8> {
+    request_mix(service, seed, spans, Mix::Storm)
+}
+
+/// [`request`] with the sizes of `mix`.
+pub(crate) fn request_mix(service: &str, seed: u64, spans: u64, mix: Mix) -> Vec<u8> {
+    request_tools(service, seed, spans, mix, 40)
+}
+
+/// [`request_mix`] over `tools` tools.
+pub(crate) fn request_tools(service: &str, seed: u64, spans: u64, mix: Mix, tools: u64) -> Vec<u8> {
+    let (size_mod, hashes) = match mix {
+        Mix::Storm => (32_768, 4_099),
+        Mix::Quiet => (16_000, 97),
+    };
     let content: String = (0..2048).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    let per_request = spans;
     let spans = (0..spans)
         .map(|i| {
             let n = seed * 100_000 + i;
-            let tool = format!("tool_{}", n % 40);
+            let tool = format!("tool_{}", (seed * per_request + i) % tools.max(1));
             let mut attrs = vec![
                 kv(
                     "gen_ai.operation.name",
@@ -45,17 +72,17 @@ pub(crate) fn request(service: &str, seed: u64, spans: u64) -> Vec<u8> {
                         kv("tool.name", Value::StringValue(tool.clone())),
                         kv(
                             "tool.args_hash",
-                            Value::StringValue(format!("{:012x}", n % 97)),
+                            Value::StringValue(format!("{:012x}", n % hashes)),
                         ),
                         kv(
                             "tool.result.bytes",
-                            Value::IntValue(((n * 7919) % 100_000) as i64),
+                            Value::IntValue(((n * 7919) % size_mod) as i64),
                         ),
                         kv("tool.result.truncated", Value::BoolValue(false)),
                         kv("tool.latency_ms", Value::DoubleValue(12.5)),
                         kv(
                             "tool.result.chars",
-                            Value::IntValue(((n * 7919) % 100_000) as i64),
+                            Value::IntValue(((n * 7919) % size_mod) as i64),
                         ),
                     ]);
                     format!("execute_tool {tool}")

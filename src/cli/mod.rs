@@ -104,11 +104,16 @@ impl CliError {
     /// Writes the error to standard error as `{"ok":false,"error":{"code":..,"message":..}}` and
     /// returns exit code 2.
     pub fn report(&self) -> ExitCode {
+        self.report_with(ExitCode::from(EXIT_USAGE))
+    }
+
+    /// [`CliError::report`] with another exit code (a failure at run time, not of usage).
+    pub fn report_with(&self, code: ExitCode) -> ExitCode {
         let body = serde_json::json!({
             "ok": false,
             "error": { "code": self.code, "message": self.message },
         });
         let _ = writeln!(std::io::stderr().lock(), "{body}");
-        ExitCode::from(EXIT_USAGE)
+        code
     }
 }

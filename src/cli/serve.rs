@@ -61,6 +61,16 @@ pub struct ServeArgs {
     /// [default: none].
     #[arg(long = "alertmanager-url", value_name = "URL")]
     pub alertmanager_urls: Vec<String>,
+    /// A file holding the token OTLP and admin requests must carry as
+    /// `Authorization: Bearer <token>` [default: none, no authentication].
+    #[arg(long, value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+    /// PEM certificate (chain) for TLS on every listener (feature `tls`) [default: none].
+    #[arg(long, value_name = "FILE", requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -82,6 +92,9 @@ impl ServeArgs {
                 .then(|| self.alertmanager_urls.clone()),
             windows: (!self.windows.is_empty()).then(|| self.windows.clone()),
             stack: (!stack.is_empty() || self.ceiling_bytes.is_some()).then_some(stack),
+            auth_token_file: self.auth_token_file.clone(),
+            tls_cert_file: self.tls_cert_file.clone(),
+            tls_key_file: self.tls_key_file.clone(),
         })
     }
 }
@@ -143,8 +156,17 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         );
         wait_for_signal().await;
         tracing::info!("Shutting down.");
-        daemon.shutdown().await;
-        ExitCode::SUCCESS
+        if daemon.shutdown().await.final_snapshot_failed {
+            // Exit 1, not 2: the command was right, the data directory failed it.
+            CliError::new(
+                "SNAPSHOT",
+                "the final snapshot could not be written (see the log); what was received since \
+                 the last successful snapshot is lost",
+            )
+            .report_with(ExitCode::FAILURE)
+        } else {
+            ExitCode::SUCCESS
+        }
     })
 }
 

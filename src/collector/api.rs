@@ -10,6 +10,10 @@
 //!   max, errors, truncated, truncated upstream, unknown size, latency p95.
 //! - `GET /api/v1/tools/{tool}?window=&service=`: the same plus the largest recent results (trace
 //!   id, span id, args hash) and the most repeated argument hashes; 404 for an unknown tool.
+//! - `GET /api/v1/tools/{tool}/history?service=`: per series, one point per slot of the shortest
+//!   window (1 minute by default) over the longest (1 hour): count, sized, p50, p95, p99, max,
+//!   errors, truncated, truncated upstream, over ceiling; the open slot last. 404 for an unknown
+//!   tool.
 //! - `GET /api/v1/layers`: the effective layer stack, in stack order: each layer's id, product,
 //!   limit, unit, scope, action, limit in bytes (and whether that is an estimate) and the source
 //!   of its limit (flag, env, file, default, catalog); plus the ceiling (the weakest layer).
@@ -18,10 +22,14 @@
 //!   task's last published set, without asking the aggregator.
 //! - `GET /runbook`: the alert runbook as HTML, one section per alert (`#<alertname lowercased>`).
 //! - `GET /healthz`: 200 while the process serves.
-//! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503.
+//! - With a token configured ([`super::auth`]), every path but `/healthz` and `/readyz` answers
+//!   401 to a request without it.
+//! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503; 503 too while the last
+//!   three or more snapshot writes failed.
 //!
 //! Every answer is computed by the aggregator task; this module only asks (bounded command
-//! channel) and waits at most 5 s, answering 503 if the aggregator is too busy.
+//! channel) and waits at most 5 s, answering 503 if the aggregator is too busy. `/metrics` is
+//! the exception: the aggregator hands out the numbers and the text is rendered here.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,8 +43,8 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
-use super::aggregator::Command;
 use super::alerts::AlertsHandle;
+use super::task::Command;
 use super::SelfStats;
 use crate::layers::Stack;
 
@@ -71,6 +79,7 @@ pub struct ApiState {
     alerts: AlertsHandle,
     /// OTLP/gRPC and OTLP/HTTP addresses, named by the status page.
     otlp: [SocketAddr; 2],
+    auth: Arc<super::auth::Auth>,
 }
 
 impl ApiState {
@@ -86,7 +95,16 @@ impl ApiState {
                 super::config::DEFAULT_OTLP_HTTP_ADDR,
             ]
             .map(|a| a.parse().expect("default address")),
+            auth: Arc::default(),
         }
+    }
+
+    /// Requires the token of `auth` on all but `/healthz` and `/readyz` when `auth.admin()`
+    /// (default: none required).
+    #[must_use]
+    pub fn with_auth(mut self, auth: Arc<super::auth::Auth>) -> Self {
+        self.auth = auth;
+        self
     }
 
     /// The OTLP addresses the status page tells exporters to use (default: the default ones).
@@ -155,12 +173,36 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(metrics))
         .route("/api/v1/tools", get(tools))
         .route("/api/v1/tools/{tool}", get(tool))
+        .route("/api/v1/tools/{tool}/history", get(history))
         .route("/api/v1/layers", get(layers))
         .route("/api/v1/alerts", get(alerts))
         .route("/runbook", get(runbook))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_token,
+        ))
         .with_state(state)
+}
+
+/// 401 for a request without the token, when the admin API requires one; the probes stay open.
+async fn require_token(
+    State(s): State<ApiState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let open = matches!(req.uri().path(), "/healthz" | "/readyz");
+    if open || !s.auth.admin() || s.auth.check(req.headers()) {
+        return next.run(req).await;
+    }
+    s.stats.admin_unauthenticated();
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "missing or wrong token (Authorization: Bearer <token>)\n",
+    )
+        .into_response()
 }
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -174,9 +216,16 @@ fn bad_request(message: String) -> Response {
 }
 
 async fn metrics(State(s): State<ApiState>) -> Response {
-    match s.ask(|reply| Command::Metrics { reply }, WAIT).await {
+    let frame = match s.ask(|reply| Command::Metrics { reply }, WAIT).await {
+        Ok(frame) => frame,
+        Err(r) => return r,
+    };
+    // The text is rendered here, on a blocking thread, not on the aggregator task.
+    let stats = s.stats.clone();
+    match tokio::task::spawn_blocking(move || super::exposition::render_frame(&frame, &stats)).await
+    {
         Ok(text) => ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response(),
-        Err(r) => r,
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 
@@ -216,12 +265,39 @@ async fn tool(
         .await;
     match r {
         Ok(Ok(Some(view))) => Json(view).into_response(),
-        Ok(Ok(None)) => (
-            StatusCode::NOT_FOUND,
-            Json(serde_json::json!({ "error": format!("no tool named {tool:?}") })),
-        )
-            .into_response(),
+        Ok(Ok(None)) => no_tool(&tool),
         Ok(Err(e)) => bad_request(e),
+        Err(r) => r,
+    }
+}
+
+/// 404 for a tool without series.
+fn no_tool(tool: &str) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(serde_json::json!({ "error": format!("no tool named {tool:?}") })),
+    )
+        .into_response()
+}
+
+async fn history(
+    State(s): State<ApiState>,
+    Path(tool): Path<String>,
+    Query(q): Query<ToolsQuery>,
+) -> Response {
+    let r = s
+        .ask(
+            |reply| Command::History {
+                tool: tool.clone(),
+                service: q.service,
+                reply,
+            },
+            WAIT,
+        )
+        .await;
+    match r {
+        Ok(Some(view)) => Json(view).into_response(),
+        Ok(None) => no_tool(&tool),
         Err(r) => r,
     }
 }
@@ -289,6 +365,17 @@ pub fn layers_json(stack: &Stack) -> serde_json::Value {
 }
 
 async fn readyz(State(s): State<ApiState>) -> Response {
+    let failing = s.stats.view().snapshot_failing;
+    if failing >= crate::collector::SNAPSHOT_FAILURES_NOT_READY {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: the last {failing} snapshot writes failed (see the log: disk full or \
+                 data directory not writable?)\n"
+            ),
+        )
+            .into_response();
+    }
     match s
         .ask(|reply| Command::Ping { reply }, Duration::from_secs(1))
         .await

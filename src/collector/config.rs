@@ -28,12 +28,31 @@ pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
 /// Default number of OTLP requests (HTTP and gRPC together) whose bodies may be read at once;
 /// each may buffer up to `max_request_bytes` twice (compressed and inflated).
 pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 16;
+/// Default deadline for receiving a whole OTLP request body.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time to receive a request head (HTTP/1.1; also the longest wait for the next request
+/// on a keep-alive connection) or the HTTP/2 preface (gRPC).
+pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
+/// Default longest silence on a connection before the daemon closes it.
+pub const DEFAULT_IDLE_TIMEOUT: &str = "5m";
+/// Default connection cap of each OTLP listener.
+pub const DEFAULT_OTLP_MAX_CONNECTIONS: usize = 2048;
+/// Default connection cap of the admin listener.
+pub const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 128;
+/// Default HTTP/2 streams one gRPC connection may have open at once.
+pub const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS: u32 = 64;
+/// Default interval of HTTP/2 keepalive pings on gRPC connections.
+pub const DEFAULT_GRPC_KEEPALIVE_INTERVAL: &str = "60s";
+/// Default time to wait for a keepalive ping's answer before closing the connection.
+pub const DEFAULT_GRPC_KEEPALIVE_TIMEOUT: &str = "20s";
 /// Default sliding windows.
 pub const DEFAULT_WINDOWS: &[&str] = &["5m", "1h"];
 /// Default cardinality cap: (service, tool) series beyond it go to one overflow series.
 pub const DEFAULT_MAX_SERIES: usize = 2000;
 /// Default longest tool name kept, in bytes; longer names are cut on a character boundary.
 pub const DEFAULT_MAX_TOOL_NAME_BYTES: usize = 128;
+/// Default longest `service.name` kept, in bytes; longer names are cut on a character boundary.
+pub const DEFAULT_MAX_SERVICE_NAME_BYTES: usize = 128;
 /// Default number of largest recent results kept per series.
 pub const DEFAULT_LARGEST_RESULTS: usize = 10;
 /// Default number of argument hashes tracked per series (space-saving top-k).
@@ -88,6 +107,12 @@ pub struct Config {
     pub store: StoreConfig,
     /// Alert rules and sinks.
     pub alerts: AlertsConfig,
+    /// Time and connection budgets of the listeners.
+    pub listeners: ListenersConfig,
+    /// Token authentication of the OTLP receivers and the admin API.
+    pub auth: AuthConfig,
+    /// TLS on the listeners.
+    pub tls: TlsConfig,
     /// `[layers]`: the truncation layers in front of the model, as the file declares them.
     pub layers: StackConfig,
     /// The effective stack, resolved from flags > environment > file > default by
@@ -112,6 +137,104 @@ pub struct OtlpConfig {
     pub max_concurrent_requests: usize,
 }
 
+/// `[listeners]`: time and connection budgets of the three listeners.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ListenersConfig {
+    /// Time to receive a request head or the HTTP/2 preface.
+    pub header_read_timeout: String,
+    /// Deadline for receiving a whole OTLP request body.
+    pub body_timeout: String,
+    /// Longest silence on a connection.
+    pub idle_timeout: String,
+    /// Connection cap of each OTLP listener (gRPC and HTTP each).
+    pub otlp_max_connections: usize,
+    /// Connection cap of the admin listener.
+    pub admin_max_connections: usize,
+    /// HTTP/2 streams one gRPC connection may have open at once.
+    pub grpc_max_concurrent_streams: u32,
+    /// Interval of HTTP/2 keepalive pings on gRPC connections.
+    pub grpc_keepalive_interval: String,
+    /// Time to wait for a ping's answer before closing the connection.
+    pub grpc_keepalive_timeout: String,
+}
+
+impl Default for ListenersConfig {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT.to_string(),
+            body_timeout: format!("{}s", DEFAULT_BODY_TIMEOUT.as_secs()),
+            idle_timeout: DEFAULT_IDLE_TIMEOUT.to_string(),
+            otlp_max_connections: DEFAULT_OTLP_MAX_CONNECTIONS,
+            admin_max_connections: DEFAULT_ADMIN_MAX_CONNECTIONS,
+            grpc_max_concurrent_streams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
+            grpc_keepalive_interval: DEFAULT_GRPC_KEEPALIVE_INTERVAL.to_string(),
+            grpc_keepalive_timeout: DEFAULT_GRPC_KEEPALIVE_TIMEOUT.to_string(),
+        }
+    }
+}
+
+impl ListenersConfig {
+    /// `header_read_timeout`.
+    pub fn header_read_timeout(&self) -> Duration {
+        parse_duration(&self.header_read_timeout).unwrap_or(Duration::from_secs(10))
+    }
+    /// `body_timeout`.
+    pub fn body_timeout(&self) -> Duration {
+        parse_duration(&self.body_timeout).unwrap_or(DEFAULT_BODY_TIMEOUT)
+    }
+    /// `idle_timeout`.
+    pub fn idle_timeout(&self) -> Duration {
+        parse_duration(&self.idle_timeout).unwrap_or(Duration::from_secs(300))
+    }
+    /// `grpc_keepalive_interval`.
+    pub fn grpc_keepalive_interval(&self) -> Duration {
+        parse_duration(&self.grpc_keepalive_interval).unwrap_or(Duration::from_secs(60))
+    }
+    /// `grpc_keepalive_timeout`.
+    pub fn grpc_keepalive_timeout(&self) -> Duration {
+        parse_duration(&self.grpc_keepalive_timeout).unwrap_or(Duration::from_secs(20))
+    }
+}
+
+/// `[auth]`: a shared token required by the OTLP receivers and the admin API.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// The token; unset (and no `token_file`): no authentication.
+    pub token: Option<String>,
+    /// A file holding the token (first line), instead of `token`.
+    pub token_file: Option<PathBuf>,
+    /// A header that may carry the token instead of `Authorization: Bearer`, e.g. `x-api-key`.
+    pub api_key_header: Option<String>,
+    /// Whether the admin API (all but `/healthz` and `/readyz`) requires the token too.
+    pub admin: Option<bool>,
+}
+
+impl AuthConfig {
+    /// The token from `token` or `token_file`.
+    pub fn token(&self) -> Result<Option<String>, String> {
+        match (&self.token, &self.token_file) {
+            (Some(_), Some(_)) => Err("set auth.token or auth.token_file, not both".into()),
+            (Some(t), None) => Ok(Some(t.clone())),
+            (None, Some(f)) => std::fs::read_to_string(f)
+                .map(|t| t.lines().next().map(str::to_string))
+                .map_err(|e| format!("cannot read auth.token_file {}: {e}", f.display())),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// `[tls]`: one certificate for the three listeners (needs the `tls` feature).
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// PEM certificate (chain).
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key.
+    pub key_file: Option<PathBuf>,
+}
+
 /// `[admin]`: the admin HTTP listener.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -133,6 +256,8 @@ pub struct AggregationConfig {
     pub max_series: usize,
     /// Longest tool name kept, in bytes.
     pub max_tool_name_bytes: usize,
+    /// Longest `service.name` kept, in bytes.
+    pub max_service_name_bytes: usize,
     /// Largest recent results kept per series.
     pub largest_results: usize,
     /// Argument hashes tracked per series.
@@ -355,6 +480,7 @@ impl Default for AggregationConfig {
             windows: DEFAULT_WINDOWS.iter().map(|s| s.to_string()).collect(),
             max_series: DEFAULT_MAX_SERIES,
             max_tool_name_bytes: DEFAULT_MAX_TOOL_NAME_BYTES,
+            max_service_name_bytes: DEFAULT_MAX_SERVICE_NAME_BYTES,
             largest_results: DEFAULT_LARGEST_RESULTS,
             top_args_hashes: DEFAULT_TOP_ARGS_HASHES,
         }
@@ -389,6 +515,9 @@ impl Default for Config {
             recognition: RecognitionConfig::default(),
             store: StoreConfig::default(),
             alerts: AlertsConfig::default(),
+            listeners: ListenersConfig::default(),
+            auth: AuthConfig::default(),
+            tls: TlsConfig::default(),
             layers: StackConfig::default(),
             stack: Stack::default(),
         }
@@ -452,6 +581,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "aggregation.windows",
     "aggregation.max_series",
     "aggregation.max_tool_name_bytes",
+    "aggregation.max_service_name_bytes",
     "aggregation.largest_results",
     "aggregation.top_args_hashes",
     "recognition",
@@ -491,6 +621,23 @@ pub const KNOWN_KEYS: &[&str] = &[
     "alerts.truncation_rate.severity",
     "alerts.truncation_rate.threshold",
     "alerts.truncation_rate.min_count",
+    "listeners",
+    "listeners.header_read_timeout",
+    "listeners.body_timeout",
+    "listeners.idle_timeout",
+    "listeners.otlp_max_connections",
+    "listeners.admin_max_connections",
+    "listeners.grpc_max_concurrent_streams",
+    "listeners.grpc_keepalive_interval",
+    "listeners.grpc_keepalive_timeout",
+    "auth",
+    "auth.token",
+    "auth.token_file",
+    "auth.api_key_header",
+    "auth.admin",
+    "tls",
+    "tls.cert_file",
+    "tls.key_file",
     "layers",
     "layers.stack",
     "layers.ceiling_bytes",
@@ -524,6 +671,12 @@ pub struct Overrides {
     pub stack: Option<StackConfig>,
     /// `--alertmanager-url` (repeatable).
     pub alertmanager_urls: Option<Vec<String>>,
+    /// `--auth-token-file`.
+    pub auth_token_file: Option<PathBuf>,
+    /// `--tls-cert-file`.
+    pub tls_cert_file: Option<PathBuf>,
+    /// `--tls-key-file`.
+    pub tls_key_file: Option<PathBuf>,
 }
 
 /// Environment variables read by [`Config::load`], each with the key it sets.
@@ -539,6 +692,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("TOOLSIZE_WINDOWS", "aggregation.windows"),
     ("TOOLSIZE_ALERTMANAGER_URLS", "alerts.alertmanager_urls"),
     ("TOOLSIZE_WEBHOOK_TOKEN", "alerts.webhook_token"),
+    ("TOOLSIZE_AUTH_TOKEN", "auth.token"),
+    ("TOOLSIZE_AUTH_TOKEN_FILE", "auth.token_file"),
+    ("TOOLSIZE_TLS_CERT_FILE", "tls.cert_file"),
+    ("TOOLSIZE_TLS_KEY_FILE", "tls.key_file"),
     (ENV_STACK, "layers.stack"),
     (ENV_CEILING_BYTES, "layers.ceiling_bytes"),
 ];
@@ -676,6 +833,21 @@ impl Config {
             "TOOLSIZE_WEBHOOK_TOKEN" => {
                 self.alerts.webhook_token = (!value.is_empty()).then(|| value.to_string())
             }
+            // A token from a lower source is replaced, whichever way it was given.
+            "TOOLSIZE_AUTH_TOKEN" => {
+                self.auth.token = (!value.is_empty()).then(|| value.to_string());
+                self.auth.token_file = None;
+            }
+            "TOOLSIZE_AUTH_TOKEN_FILE" => {
+                self.auth.token_file = (!value.is_empty()).then(|| PathBuf::from(value));
+                self.auth.token = None;
+            }
+            "TOOLSIZE_TLS_CERT_FILE" => {
+                self.tls.cert_file = (!value.is_empty()).then(|| PathBuf::from(value))
+            }
+            "TOOLSIZE_TLS_KEY_FILE" => {
+                self.tls.key_file = (!value.is_empty()).then(|| PathBuf::from(value))
+            }
             // Other TOOLSIZE_* variables belong to the library or other subcommands.
             _ => {}
         }
@@ -709,6 +881,16 @@ impl Config {
         }
         if let Some(u) = &f.alertmanager_urls {
             self.alerts.alertmanager_urls = u.clone();
+        }
+        if let Some(t) = &f.auth_token_file {
+            self.auth.token_file = Some(t.clone());
+            self.auth.token = None;
+        }
+        if let Some(c) = &f.tls_cert_file {
+            self.tls.cert_file = Some(c.clone());
+        }
+        if let Some(k) = &f.tls_key_file {
+            self.tls.key_file = Some(k.clone());
         }
     }
 
@@ -745,6 +927,12 @@ impl Config {
                 "must be at least 8".into(),
             ));
         }
+        if !(8..=4096).contains(&self.aggregation.max_service_name_bytes) {
+            return Err(invalid(
+                "aggregation.max_service_name_bytes",
+                "must be between 8 and 4096".into(),
+            ));
+        }
         if self.otlp.max_concurrent_requests == 0 {
             return Err(invalid(
                 "otlp.max_concurrent_requests",
@@ -772,6 +960,60 @@ impl Config {
             "alerts.evaluation_interval",
             &self.alerts.evaluation_interval,
         )?;
+        let l = &self.listeners;
+        for (key, v) in [
+            ("listeners.header_read_timeout", &l.header_read_timeout),
+            ("listeners.body_timeout", &l.body_timeout),
+            ("listeners.idle_timeout", &l.idle_timeout),
+            (
+                "listeners.grpc_keepalive_interval",
+                &l.grpc_keepalive_interval,
+            ),
+            (
+                "listeners.grpc_keepalive_timeout",
+                &l.grpc_keepalive_timeout,
+            ),
+        ] {
+            positive(key, v)?;
+        }
+        for (key, n) in [
+            ("listeners.otlp_max_connections", l.otlp_max_connections),
+            ("listeners.admin_max_connections", l.admin_max_connections),
+            (
+                "listeners.grpc_max_concurrent_streams",
+                l.grpc_max_concurrent_streams as usize,
+            ),
+        ] {
+            if n == 0 {
+                return Err(invalid(key, "must be above 0".into()));
+            }
+        }
+        if self.auth.token.is_some() && self.auth.token_file.is_some() {
+            return Err(invalid(
+                "auth.token",
+                "set auth.token or auth.token_file, not both".into(),
+            ));
+        }
+        if let Some(h) = &self.auth.api_key_header {
+            if axum::http::HeaderName::from_bytes(h.trim().as_bytes()).is_err() {
+                return Err(invalid(
+                    "auth.api_key_header",
+                    format!("{h:?} is not a header name"),
+                ));
+            }
+        }
+        if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
+            return Err(invalid(
+                "tls",
+                "set both tls.cert_file and tls.key_file, or neither".into(),
+            ));
+        }
+        if self.tls.cert_file.is_some() && !cfg!(feature = "tls") {
+            return Err(invalid(
+                "tls.cert_file",
+                "this toolsize was built without the `tls` feature".into(),
+            ));
+        }
         let p = &self.alerts.p95_jump.factor;
         if !(p.is_finite() && *p > 1.0) {
             return Err(invalid(
@@ -811,12 +1053,11 @@ impl Config {
             }
         }
         for url in &self.alerts.alertmanager_urls {
-            crate::collector::alerts::sink::Target::parse(url)
+            super::target::Target::parse(url)
                 .map_err(|m| invalid("alerts.alertmanager_urls", m))?;
         }
         if let Some(url) = &self.alerts.webhook_url {
-            crate::collector::alerts::sink::Target::parse(url)
-                .map_err(|m| invalid("alerts.webhook_url", m))?;
+            super::target::Target::parse(url).map_err(|m| invalid("alerts.webhook_url", m))?;
         }
         if self.otlp.max_request_bytes < 1024 {
             return Err(invalid(
@@ -977,8 +1218,13 @@ windows = ["5m", "1h"]
 # Cardinality cap on (service, tool) series; results of further series are counted in one
 # overflow series, tool="__overflow__". (env TOOLSIZE_MAX_SERIES, flag --max-series)
 max_series = 2000
-# Longest tool name kept, in bytes; control characters are replaced.
+# Longest tool name kept, in bytes, cut on a character boundary; control, format (bidi,
+# zero-width) and line separator characters are replaced with "_". Cuts are counted in
+# toolsize_label_values_sanitized_total.
 max_tool_name_bytes = 128
+# Longest service.name kept, in bytes; cut and cleaned like tool names. With both limits and
+# max_series, the size of /metrics and of the API is bounded (see docs/collector.md).
+max_service_name_bytes = 128
 # Largest recent results kept per series, with trace id, span id and args hash.
 largest_results = 10
 # Argument hashes tracked per series, to find the most repeated calls.
@@ -1059,6 +1305,50 @@ severity = "warning"
 threshold = 0.05
 # Minimum calls in the recent window.
 min_count = 20
+
+[listeners]
+# Time and connection budgets of the three listeners (OTLP/gRPC, OTLP/HTTP, admin). Connections
+# the daemon closes are counted in toolsize_connections_closed_total{listener,reason}.
+# Time to receive a request's head (HTTP/1.1; also the longest wait for the next request on a
+# keep-alive connection) or the HTTP/2 preface (gRPC); later, the connection is closed.
+header_read_timeout = "10s"
+# Deadline for receiving a whole OTLP request body; later, 408 (HTTP) or DEADLINE_EXCEEDED
+# (gRPC), counted as refused with reason "timeout". Bodies are read before a decoding slot is
+# taken, so slow clients never hold one.
+body_timeout = "30s"
+# A connection on which nothing is read or written for this long is closed.
+idle_timeout = "5m"
+# Connections open at once on each OTLP listener, and on the admin listener; further ones are
+# closed at once. At start the caps are checked against the open-file limit (ulimit -n) and
+# lowered, with a warning, when they do not fit with 64 descriptors to spare.
+otlp_max_connections = 2048
+admin_max_connections = 128
+# HTTP/2 streams one gRPC connection may have open at once.
+grpc_max_concurrent_streams = 64
+# HTTP/2 keepalive pings on gRPC connections; a peer that does not answer within the timeout is
+# disconnected.
+grpc_keepalive_interval = "60s"
+grpc_keepalive_timeout = "20s"
+
+[auth]
+# A shared token the OTLP receivers and the admin API require (all but /healthz and /readyz):
+# `Authorization: Bearer <token>`, e.g. OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20<token>.
+# A missing or wrong token gets 401 / UNAUTHENTICATED and is counted. Unset: no authentication.
+# Prefer token_file or the environment to a token in this file.
+# (env TOOLSIZE_AUTH_TOKEN, TOOLSIZE_AUTH_TOKEN_FILE; flag --auth-token-file)
+# token = ""
+# token_file = "/etc/toolsize/token"
+# A header that may carry the token instead, e.g. "x-api-key".
+# api_key_header = "x-api-key"
+# Whether the admin API requires the token too (default true when a token is set).
+# admin = true
+
+[tls]
+# TLS on the three listeners (OTLP/gRPC, OTLP/HTTP, admin), PEM files; needs a toolsize built
+# with the `tls` feature. Exporters trust it with OTEL_EXPORTER_OTLP_CERTIFICATE=<CA file>.
+# (env TOOLSIZE_TLS_CERT_FILE, TOOLSIZE_TLS_KEY_FILE; flags --tls-cert-file, --tls-key-file)
+# cert_file = "/etc/toolsize/cert.pem"
+# key_file = "/etc/toolsize/key.pem"
 
 [layers]
 # The truncation layers between your tools and the model (`toolsize layers` lists the catalog).

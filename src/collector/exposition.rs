@@ -3,8 +3,9 @@
 //! Hand-written rather than through `prometheus-client`: the aggregator already owns every number
 //! (HDR histograms, exact bucket counts, counters), so a registry would only duplicate state or
 //! need a custom collector, and the text format is small. Its correctness is checked by the real
-//! `promtool check metrics` in the tests. Rendering runs on the aggregator task; with the default
-//! 2,000-series cap it takes a few milliseconds.
+//! `promtool check metrics` in the tests. The aggregator only copies the numbers into a [`Frame`]
+//! (and computes the windows' quantiles); the text is rendered by the admin handler, off the
+//! aggregator task, so a scrape holds ingestion only for the copy.
 //!
 //! Names follow `toolsize_<name>_<unit>[_total]` in base units (the Prometheus naming conventions). Per-tool series carry
 //! `service` and `tool` labels, bounded by the cardinality cap (overflow series
@@ -14,9 +15,13 @@
 
 use std::fmt::Write;
 
-use super::aggregator::{SeriesKey, State, LATENCY_BUCKETS_US};
+use std::sync::Arc;
+
+use super::aggregator::{Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
+use super::alerts::rules::{MatchOutcome, REGISTRY};
 use super::alerts::sink::SinkKind;
 use super::{RefusedRequest, SelfStats};
+use crate::layers::Stack;
 
 /// Tool calls.
 pub const TOOL_CALLS: &str = "toolsize_tool_calls_total";
@@ -71,6 +76,16 @@ pub const SERIES_OVERFLOW: &str = "toolsize_series_overflow_total";
 pub const VALUES_CLAMPED: &str = "toolsize_values_clamped_total";
 /// Span attributes past the first 255 of their span, not looked at by recognition.
 pub const SPAN_ATTRIBUTES_IGNORED: &str = "toolsize_span_attributes_ignored_total";
+/// Service and tool names cut or cleaned before use, by `label` and `reason`.
+pub const LABEL_VALUES_SANITIZED: &str = "toolsize_label_values_sanitized_total";
+/// Admin requests refused, by reason (`unauthenticated`).
+pub const ADMIN_REQUESTS_REFUSED: &str = "toolsize_admin_requests_refused_total";
+/// Connections open now, by `listener`.
+pub const CONNECTIONS: &str = "toolsize_connections";
+/// Connection cap in effect, by `listener`.
+pub const CONNECTIONS_LIMIT: &str = "toolsize_connections_limit";
+/// Connections the daemon closed or refused, by `listener` and `reason`.
+pub const CONNECTIONS_CLOSED: &str = "toolsize_connections_closed_total";
 /// Age of the last snapshot.
 pub const SNAPSHOT_AGE: &str = "toolsize_snapshot_age_seconds";
 /// Snapshots written.
@@ -84,6 +99,8 @@ pub const ALERT_NOTIFICATIONS: &str = "toolsize_alert_notifications_total";
 pub const ALERTS_FIRING: &str = "toolsize_alerts_firing";
 /// Alert rule matches dropped (alert queue full, or too many alerts held).
 pub const ALERT_EVENTS_DROPPED: &str = "toolsize_alert_events_dropped_total";
+/// Alert rule matches, by rule (`alertname`) and `outcome` (sent, merged, deferred, dropped).
+pub const ALERT_MATCHES: &str = "toolsize_alert_matches_total";
 
 /// Escapes a label value.
 pub fn escape(v: &str) -> String {
@@ -112,23 +129,133 @@ fn f64_text(v: f64) -> String {
     }
 }
 
-/// Renders the whole exposition.
+/// One series as `/metrics` shows it: its counters and bucket counts since start, and its
+/// quantiles per window, copied out of the aggregator.
+#[derive(Debug, Clone)]
+pub struct FrameSeries {
+    /// The series.
+    pub key: SeriesKey,
+    /// Counters since start.
+    pub total: Counts,
+    /// Over-ceiling results by weakest layer.
+    pub over_ceiling: Vec<(String, u64)>,
+    /// Non-cumulative size bucket counts, +Inf last.
+    pub size_buckets: Vec<u64>,
+    /// Non-cumulative latency bucket counts, +Inf last.
+    pub latency_buckets: Vec<u64>,
+    /// Sum of result bytes.
+    pub size_sum: u64,
+    /// Sum of latencies, microseconds.
+    pub latency_sum_us: u64,
+    /// Per window (the configured ones, then `all`): p50, p95, p99 bytes, latency p95 µs, max
+    /// bytes; `None` when the window saw no call.
+    pub windows: Vec<Option<[u64; 5]>>,
+}
+
+/// What `/metrics` needs of the aggregator's state, copied out at one instant so the text is
+/// rendered off the aggregator task: a scrape holds ingestion only for [`Frame::capture`].
+#[derive(Debug, Clone)]
+pub struct Frame {
+    /// Series, sorted by key.
+    pub series: Vec<FrameSeries>,
+    /// The effective stack.
+    pub stack: Arc<Stack>,
+    /// Upper bounds of the size buckets.
+    pub size_bounds: Arc<[u64]>,
+    /// Window labels, then `all`.
+    pub windows: Vec<String>,
+    /// The cardinality cap.
+    pub max_series: usize,
+    /// Records routed to the overflow series.
+    pub overflow_records: u64,
+    /// Values clamped: (sizes, latencies).
+    pub clamped: [u64; 2],
+    /// When it was captured, Unix seconds.
+    pub now: u64,
+}
+
+impl Frame {
+    /// Copies what `/metrics` shows of `state` at `now`.
+    pub fn capture(state: &State, now: u64) -> Self {
+        let windows: Vec<Option<usize>> = (0..state.limits.windows.len())
+            .map(Some)
+            .chain([None])
+            .collect();
+        let mut series: Vec<FrameSeries> = state
+            .series
+            .iter()
+            .map(|(k, s)| FrameSeries {
+                key: k.clone(),
+                total: s.total.counts,
+                over_ceiling: s.over_ceiling.clone(),
+                size_buckets: s.size_buckets.clone(),
+                latency_buckets: s.latency_buckets.clone(),
+                size_sum: s.size_sum,
+                latency_sum_us: s.latency_sum_us,
+                windows: windows
+                    .iter()
+                    .map(|w| {
+                        let q = |st: &Stats| {
+                            (st.calls > 0).then(|| {
+                                [
+                                    st.size.quantile(0.5),
+                                    st.size.quantile(0.95),
+                                    st.size.quantile(0.99),
+                                    st.latency.quantile(0.95),
+                                    st.size.max(),
+                                ]
+                            })
+                        };
+                        match w {
+                            None => q(&s.total),
+                            Some(i) => q(&s.window_stats(*i, now)),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        series.sort_by(|a, b| a.key.cmp(&b.key));
+        Self {
+            series,
+            stack: state.limits.stack.clone(),
+            size_bounds: state.limits.size_bounds.clone(),
+            windows: state
+                .limits
+                .windows
+                .iter()
+                .map(|(l, _)| l.clone())
+                .chain(["all".to_string()])
+                .collect(),
+            max_series: state.limits.max_series,
+            overflow_records: state.overflow_records,
+            clamped: state.clamped,
+            now,
+        }
+    }
+}
+
+/// Renders the whole exposition of `state` at `now` (capture and render in one go).
 pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
-    let mut out = String::with_capacity(4096 + state.series.len() * 4096);
-    let mut keys: Vec<&SeriesKey> = state.series.keys().collect();
-    keys.sort();
-    let labels: Vec<String> = keys
+    render_frame(&Frame::capture(state, now), stats)
+}
+
+/// Renders the whole exposition of a captured frame.
+pub fn render_frame(frame: &Frame, stats: &SelfStats) -> String {
+    let now = frame.now;
+    let mut out = String::with_capacity(4096 + frame.series.len() * 4096);
+    let labels: Vec<String> = frame
+        .series
         .iter()
-        .map(|k| {
+        .map(|s| {
             format!(
                 "service=\"{}\",tool=\"{}\"",
-                escape(&k.service),
-                escape(&k.tool)
+                escape(&s.key.service),
+                escape(&s.key.tool)
             )
         })
         .collect();
 
-    type Get = fn(&super::aggregator::Stats) -> u64;
+    type Get = fn(&Counts) -> u64;
     let counters: [(&str, &str, Get); 5] = [
         (TOOL_CALLS, "Tool calls seen.", |s| s.calls),
         (TOOL_CALL_ERRORS, "Tool calls that failed.", |s| s.errors),
@@ -150,8 +277,8 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
     ];
     for (name, help, get) in counters {
         head(&mut out, name, "counter", help);
-        for (k, l) in keys.iter().zip(&labels) {
-            let _ = writeln!(out, "{name}{{{l}}} {}", get(&state.series[*k].total));
+        for (s, l) in frame.series.iter().zip(&labels) {
+            let _ = writeln!(out, "{name}{{{l}}} {}", get(&s.total));
         }
     }
     head(
@@ -160,8 +287,8 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "counter",
         "Results of known size, by source: measured by the tool, derived from content as recorded, unwrapped from the tracer's envelope, or a lower bound (cut upstream).",
     );
-    for (k, l) in keys.iter().zip(&labels) {
-        let t = &state.series[*k].total;
+    for (s, l) in frame.series.iter().zip(&labels) {
+        let t = &s.total;
         for (source, n) in [
             ("measured", t.measured),
             ("derived", t.derived),
@@ -177,8 +304,8 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "gauge",
         "Attribute value length limit (characters or UTF-16 units) the tool's results were seen cut at upstream, configured or learned from the data.",
     );
-    for (k, l) in keys.iter().zip(&labels) {
-        if let Some(n) = state.series[*k].total.upstream_limit {
+    for (s, l) in frame.series.iter().zip(&labels) {
+        if let Some(n) = s.total.upstream_limit {
             let _ = writeln!(out, "{TOOL_RESULT_UPSTREAM_LIMIT}{{{l}}} {n}");
         }
     }
@@ -189,9 +316,8 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "counter",
         "Results over a ceiling, counted once under the weakest layer of the stack that cuts them.",
     );
-    let stack = &state.limits.stack;
-    for (k, l) in keys.iter().zip(&labels) {
-        let s = &state.series[*k];
+    let stack = &frame.stack;
+    for (s, l) in frame.series.iter().zip(&labels) {
         let count = |id: &str| {
             s.over_ceiling
                 .iter()
@@ -240,10 +366,9 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "histogram",
         "UTF-8 bytes of tool results as handed to the model.",
     );
-    for (k, l) in keys.iter().zip(&labels) {
-        let s = &state.series[*k];
+    for (s, l) in frame.series.iter().zip(&labels) {
         let mut cum = 0;
-        for (b, n) in state.limits.size_bounds.iter().zip(&s.size_buckets) {
+        for (b, n) in frame.size_bounds.iter().zip(&s.size_buckets) {
             cum += n;
             let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"{b}\"}} {cum}");
         }
@@ -258,8 +383,7 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "histogram",
         "Tool call duration.",
     );
-    for (k, l) in keys.iter().zip(&labels) {
-        let s = &state.series[*k];
+    for (s, l) in frame.series.iter().zip(&labels) {
         let mut cum = 0;
         for (b, n) in LATENCY_BUCKETS_US.iter().zip(&s.latency_buckets) {
             cum += n;
@@ -277,14 +401,6 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
     }
 
     // Quantiles per window, computed by the daemon (exact to 1 %).
-    let windows: Vec<(Option<usize>, &str)> = state
-        .limits
-        .windows
-        .iter()
-        .enumerate()
-        .map(|(i, (w, _))| (Some(i), w.as_str()))
-        .chain([(None, "all")])
-        .collect();
     let mut sections: [(String, &str, &str); 5] = [
         (String::new(), TOOL_RESULT_SIZE_P50, "Median result size over a sliding window, computed by the daemon from HDR histograms (1% precision)."),
         (String::new(), TOOL_RESULT_SIZE_P95, "95th percentile result size over a sliding window, computed by the daemon (1% precision)."),
@@ -292,25 +408,23 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         (String::new(), TOOL_CALL_DURATION_P95, "95th percentile call duration over a sliding window, computed by the daemon."),
         (String::new(), TOOL_RESULT_SIZE_MAX, "Largest result size over a sliding window (exact)."),
     ];
-    for (k, l) in keys.iter().zip(&labels) {
-        let s = &state.series[*k];
-        for (wi, wl) in &windows {
-            let st = state.stats(s, *wi, now);
-            if st.calls == 0 {
+    for (s, l) in frame.series.iter().zip(&labels) {
+        for (wl, q) in frame.windows.iter().zip(&s.windows) {
+            let Some([p50, p95, p99, lat95, max]) = q else {
                 continue;
-            }
-            for (i, q) in [0.5, 0.95, 0.99].into_iter().enumerate() {
+            };
+            for (i, v) in [p50, p95, p99].into_iter().enumerate() {
                 let (buf, name, _) = &mut sections[i];
-                let _ = writeln!(buf, "{name}{{{l},window=\"{wl}\"}} {}", st.size.quantile(q));
+                let _ = writeln!(buf, "{name}{{{l},window=\"{wl}\"}} {v}");
             }
             let (buf, name, _) = &mut sections[3];
             let _ = writeln!(
                 buf,
                 "{name}{{{l},window=\"{wl}\"}} {}",
-                f64_text(st.latency.quantile(0.95) as f64 / 1e6)
+                f64_text(*lat95 as f64 / 1e6)
             );
             let (buf, name, _) = &mut sections[4];
-            let _ = writeln!(buf, "{name}{{{l},window=\"{wl}\"}} {}", st.size.max());
+            let _ = writeln!(buf, "{name}{{{l},window=\"{wl}\"}} {max}");
         }
     }
     for (buf, name, help) in &sections {
@@ -386,28 +500,28 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "gauge",
         "(service, tool) series held, overflow included.",
     );
-    let _ = writeln!(out, "{SERIES} {}", state.series_count());
+    let _ = writeln!(out, "{SERIES} {}", frame.series.len());
     head(
         &mut out,
         SERIES_LIMIT,
         "gauge",
         "Cardinality cap on (service, tool) series.",
     );
-    let _ = writeln!(out, "{SERIES_LIMIT} {}", state.limits.max_series);
+    let _ = writeln!(out, "{SERIES_LIMIT} {}", frame.max_series);
     head(
         &mut out,
         SERIES_OVERFLOW,
         "counter",
         "Tool results recorded in the overflow series because the cap was reached.",
     );
-    let _ = writeln!(out, "{SERIES_OVERFLOW} {}", state.overflow_records);
+    let _ = writeln!(out, "{SERIES_OVERFLOW} {}", frame.overflow_records);
     head(
         &mut out,
         VALUES_CLAMPED,
         "counter",
         "Values above a histogram's highest trackable value (1 GiB, one hour), recorded at it.",
     );
-    for (h, n) in ["size", "latency"].iter().zip(state.clamped) {
+    for (h, n) in ["size", "latency"].iter().zip(frame.clamped) {
         let _ = writeln!(out, "{VALUES_CLAMPED}{{histogram=\"{h}\"}} {n}");
     }
     head(
@@ -417,6 +531,81 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         "Span attributes past the first 255 of their span, not looked at by recognition.",
     );
     let _ = writeln!(out, "{SPAN_ATTRIBUTES_IGNORED} {}", v.attributes_ignored);
+    head(
+        &mut out,
+        ADMIN_REQUESTS_REFUSED,
+        "counter",
+        "Admin API requests refused for a missing or wrong token.",
+    );
+    let _ = writeln!(
+        out,
+        "{ADMIN_REQUESTS_REFUSED}{{reason=\"unauthenticated\"}} {}",
+        v.admin_unauthenticated
+    );
+    {
+        use super::listener::{Closed, Listener};
+        let l = &stats.listeners;
+        head(
+            &mut out,
+            CONNECTIONS,
+            "gauge",
+            "Connections open, by listener.",
+        );
+        for x in Listener::ALL {
+            let _ = writeln!(
+                out,
+                "{CONNECTIONS}{{listener=\"{}\"}} {}",
+                x.as_str(),
+                l.open(x)
+            );
+        }
+        head(
+            &mut out,
+            CONNECTIONS_LIMIT,
+            "gauge",
+            "Connection cap of each listener, after fitting under the open-file limit.",
+        );
+        for x in Listener::ALL {
+            let _ = writeln!(
+                out,
+                "{CONNECTIONS_LIMIT}{{listener=\"{}\"}} {}",
+                x.as_str(),
+                l.limit(x)
+            );
+        }
+        head(
+            &mut out,
+            CONNECTIONS_CLOSED,
+            "counter",
+            "Connections the daemon closed: over the cap (limit), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
+        );
+        for x in Listener::ALL {
+            for r in Closed::ALL {
+                let _ = writeln!(
+                    out,
+                    "{CONNECTIONS_CLOSED}{{listener=\"{}\",reason=\"{}\"}} {}",
+                    x.as_str(),
+                    r.as_str(),
+                    l.closed(x, r)
+                );
+            }
+        }
+    }
+    head(
+        &mut out,
+        LABEL_VALUES_SANITIZED,
+        "counter",
+        "Tool spans whose service or tool name was cut to its byte limit (too_long) or had control or format characters replaced (hidden_characters).",
+    );
+    let cuts = [v.label_cuts.service, v.label_cuts.tool];
+    for (label, counts) in super::recognize::LabelCuts::LABELS.iter().zip(cuts) {
+        for (reason, n) in super::recognize::LabelCuts::REASONS.iter().zip(counts) {
+            let _ = writeln!(
+                out,
+                "{LABEL_VALUES_SANITIZED}{{label=\"{label}\",reason=\"{reason}\"}} {n}"
+            );
+        }
+    }
     if v.snapshot_last_unix > 0 {
         head(
             &mut out,
@@ -464,13 +653,29 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         &mut out,
         ALERT_EVENTS_DROPPED,
         "counter",
-        "Alert rule matches dropped: alert queue full or too many alerts held.",
+        "Alert rule matches dropped because the alert table was full.",
     );
     let _ = writeln!(
         out,
         "{ALERT_EVENTS_DROPPED} {}",
         stats.alerts.events_dropped()
     );
+    head(
+        &mut out,
+        ALERT_MATCHES,
+        "counter",
+        "Alert rule matches, by rule and outcome: sent (a new alert or a resend), merged into an alert already firing, deferred while the alert queue was full, dropped past the retry queue.",
+    );
+    for (i, name) in REGISTRY.iter().enumerate() {
+        for outcome in MatchOutcome::ALL {
+            let _ = writeln!(
+                out,
+                "{ALERT_MATCHES}{{alertname=\"{name}\",outcome=\"{}\"}} {}",
+                outcome.as_str(),
+                stats.alerts.matches(i, outcome)
+            );
+        }
+    }
     head(
         &mut out,
         ALERTS_FIRING,

@@ -1,8 +1,11 @@
 //! Bounded HDR histograms for result sizes and latencies, with a stated precision.
 //!
-//! Precision: 2 significant decimal digits. HDR then keeps 256 sub-buckets per power of two, so
-//! any quantile read back is within 1/128 (< 0.8 %) of the true value, inside the 1 % this
-//! project promises.
+//! Precision: result sizes keep 2 significant decimal digits ([`SIGFIG`]). HDR then keeps 256
+//! sub-buckets per power of two, so any size quantile read back is within 1/128 (< 0.8 %) of the
+//! true value, inside the 1 % this project promises. Latencies keep 1 digit
+//! ([`LATENCY_SIGFIG`]): 32 sub-buckets per power of two, and a quantile read back at its
+//! bucket's middle is within 1/32 (3.1 %); latency is context here, size is the product, and
+//! the coarser latency histograms are what keep a series under 64 KiB at steady state.
 //!
 //! Memory: each histogram has a fixed highest trackable value ([`MAX_BYTES`], 1 GiB;
 //! [`MAX_LATENCY_US`], one hour). Every value is clamped to it before it is recorded, so the
@@ -10,19 +13,26 @@
 //! keeps a series of small results small; a fixed allocation at the ceiling measured 3.5× the
 //! memory of typical series). Counts are `u32` (saturating: a bucket stops at 4 294 967 295
 //! values) and are allocated on the first recorded value, so an empty window slot costs nothing.
-//! From hdrhistogram's sizing (`(buckets + 1) × 128` counts), a size histogram holds at most
-//! 3 200 counts (12.5 KiB) and a latency histogram at most 3 328 (13 KiB):
-//! [`max_histogram_bytes`] is 25.5 KiB for one size + latency pair. A series keeps one pair
+//! From hdrhistogram's sizing (`(buckets + 1) × sub-buckets / 2` counts), a size histogram holds
+//! at most 2 944 counts (11.5 KiB) and a latency histogram at most 464 (1.8 KiB):
+//! [`max_histogram_bytes`] is 13.3 KiB for one size + latency pair. A series keeps one pair
 //! since start plus one per window slot (5 per window), so with the default two windows a series
-//! costs at most 11 pairs ≈ 281 KiB of counts, whatever values it receives. Values above the
-//! ceiling are recorded at the ceiling and counted in [`Hist::clamped`], never dropped;
-//! [`Hist::max`] stays exact.
+//! costs at most 11 pairs ≈ 146 KiB of counts, whatever values it receives (sizes from 1 byte to
+//! 1 GiB in every slot); at steady state with results up to 32 KiB the whole series is under
+//! 64 KiB (see `docs/collector.md`). Values above the ceiling are recorded at the ceiling and counted
+//! in [`Hist::clamped`], never dropped; [`Hist::max`] stays exact.
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-/// Significant decimal digits kept by every histogram.
+/// Significant decimal digits kept by the result size histograms.
 pub const SIGFIG: u8 = 2;
+/// Significant decimal digits kept by the latency histograms.
+pub const LATENCY_SIGFIG: u8 = 1;
+/// Lowest discernible result size, bytes: sizes under 1 KiB are resolved to 4 bytes (1 % of
+/// 400 bytes), which saves two power-of-two buckets (1 KiB) per size histogram. No layer cuts
+/// under 200 units.
+pub const SIZE_RESOLUTION: u64 = 4;
 /// Largest result size tracked: 1 GiB. Larger values are clamped and counted.
 pub const MAX_BYTES: u64 = 1 << 30;
 /// Largest latency tracked: one hour, in microseconds. Larger values are clamped and counted.
@@ -30,10 +40,10 @@ pub const MAX_LATENCY_US: u64 = 3_600 * 1_000_000;
 
 /// Bytes of counts of one size histogram plus one latency histogram, each grown to its ceiling.
 pub fn max_histogram_bytes() -> usize {
-    [MAX_BYTES, MAX_LATENCY_US]
+    [(MAX_BYTES, SIGFIG), (MAX_LATENCY_US, LATENCY_SIGFIG)]
         .iter()
-        .map(|&c| {
-            let mut h = empty();
+        .map(|&(c, sigfig)| {
+            let mut h = empty(sigfig);
             let _ = h.record(c);
             h.distinct_values() * std::mem::size_of::<u32>()
         })
@@ -41,8 +51,10 @@ pub fn max_histogram_bytes() -> usize {
 }
 
 /// An empty histogram that grows on demand; callers clamp values to the ceiling first.
-fn empty() -> Histogram<u32> {
-    let mut h = Histogram::new_with_bounds(1, 2, SIGFIG).expect("valid bounds");
+fn empty(sigfig: u8) -> Histogram<u32> {
+    // Sizes (2 digits) resolve to SIZE_RESOLUTION bytes at the bottom; latencies to 1 µs.
+    let low = if sigfig == SIGFIG { SIZE_RESOLUTION } else { 1 };
+    let mut h = Histogram::new_with_bounds(low, 2 * low, sigfig).expect("valid bounds");
     h.auto(true);
     h
 }
@@ -51,16 +63,29 @@ fn empty() -> Histogram<u32> {
 #[derive(Debug, Clone)]
 pub struct Hist {
     h: Option<Box<Histogram<u32>>>,
+    sigfig: u8,
     ceiling: u64,
     clamped: u64,
     max_seen: u64,
 }
 
 impl Hist {
-    /// An empty histogram clamping at `ceiling` (nothing allocated until the first value).
+    /// An empty histogram of result sizes clamping at `ceiling` ([`SIGFIG`] digits; nothing
+    /// allocated until the first value).
     pub fn new(ceiling: u64) -> Self {
+        Self::with_sigfig(ceiling, SIGFIG)
+    }
+
+    /// An empty latency histogram clamping at `ceiling` ([`LATENCY_SIGFIG`] digit).
+    pub fn latency(ceiling: u64) -> Self {
+        Self::with_sigfig(ceiling, LATENCY_SIGFIG)
+    }
+
+    /// An empty histogram keeping `sigfig` significant digits.
+    pub fn with_sigfig(ceiling: u64, sigfig: u8) -> Self {
         Self {
             h: None,
+            sigfig,
             ceiling,
             clamped: 0,
             max_seen: 0,
@@ -68,7 +93,8 @@ impl Hist {
     }
 
     fn counts(&mut self) -> &mut Histogram<u32> {
-        self.h.get_or_insert_with(|| Box::new(empty()))
+        let sigfig = self.sigfig;
+        self.h.get_or_insert_with(|| Box::new(empty(sigfig)))
     }
 
     /// Records one value, clamping it to the ceiling (and counting it); the exact value still
@@ -176,8 +202,8 @@ impl Hist {
 
     /// Rebuilds a histogram from [`Hist::to_snapshot`] with the current `ceiling` (a snapshot
     /// written with a higher one is clamped to it); each value lands in its own bucket.
-    pub fn from_snapshot(s: &HistSnapshot, ceiling: u64) -> Self {
-        let mut h = Self::new(ceiling);
+    pub fn from_snapshot(s: &HistSnapshot, ceiling: u64, sigfig: u8) -> Self {
+        let mut h = Self::with_sigfig(ceiling, sigfig);
         for &(v, n) in &s.buckets {
             let n = u32::try_from(n).unwrap_or(u32::MAX);
             let _ = h.counts().record_n(v.min(ceiling), n);
@@ -242,7 +268,7 @@ mod tests {
     #[test]
     fn memory_is_bounded_whatever_the_values() {
         let mut s = Hist::new(MAX_BYTES);
-        let mut l = Hist::new(MAX_LATENCY_US);
+        let mut l = Hist::latency(MAX_LATENCY_US);
         assert_eq!(s.heap_bytes() + l.heap_bytes(), 0);
         s.record(1024);
         l.record(2000);
@@ -255,8 +281,8 @@ mod tests {
         assert_eq!(s.max(), u64::MAX);
         let pair = s.heap_bytes() + l.heap_bytes();
         assert_eq!(pair, max_histogram_bytes());
-        // The figure stated in the module documentation: 3 200 + 3 328 u32 counts.
-        assert_eq!(pair, (3_200 + 3_328) * 4);
+        // The figure stated in the module documentation: 2 944 + 464 u32 counts.
+        assert_eq!(pair, (2_944 + 464) * 4);
     }
 
     #[test]
@@ -265,7 +291,7 @@ mod tests {
         for v in [1, 10, 100, 1000, 123_456, 0] {
             h.record(v);
         }
-        let back = Hist::from_snapshot(&h.to_snapshot(), MAX_BYTES);
+        let back = Hist::from_snapshot(&h.to_snapshot(), MAX_BYTES, SIGFIG);
         assert_eq!(back.len(), h.len());
         for q in [0.1, 0.5, 0.9, 1.0] {
             assert_eq!(back.quantile(q), h.quantile(q));

@@ -37,14 +37,22 @@
 pub mod aggregator;
 pub mod alerts;
 pub mod api;
+pub mod auth;
 pub mod config;
 pub mod exposition;
 pub mod histogram;
 pub mod learn;
+pub mod listener;
 pub mod receiver;
 pub mod recognize;
 pub mod runbook;
+pub mod snapshot;
 pub mod store;
+pub mod target;
+pub mod task;
+#[cfg(feature = "tls")]
+pub mod tls;
+pub mod views;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -57,10 +65,22 @@ use tokio::task::JoinHandle;
 
 pub use config::Config;
 
-use aggregator::{Command, Limits, State};
+use aggregator::{Limits, State};
 use receiver::Ingest;
 use recognize::Recognizer;
 use store::Store;
+use task::Command;
+
+/// Snapshot writes failing in a row after which `/readyz` answers 503.
+pub const SNAPSHOT_FAILURES_NOT_READY: u64 = 3;
+
+/// How the daemon stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped {
+    /// A data directory is configured and the final snapshot could not be written: what was
+    /// received since the last successful snapshot is lost.
+    pub final_snapshot_failed: bool,
+}
 
 /// Why a whole request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,17 +91,23 @@ pub enum RefusedRequest {
     TooLarge,
     /// Unknown content type or encoding.
     UnsupportedMediaType,
-    /// The aggregator queue was full.
+    /// The aggregator queue was full, or the decoding slots or the read budget were taken.
     Overloaded,
+    /// The body did not arrive within the body deadline.
+    Timeout,
+    /// The token was missing or wrong.
+    Unauthenticated,
 }
 
 impl RefusedRequest {
     /// Every reason, in exposition order.
-    pub const ALL: [RefusedRequest; 4] = [
+    pub const ALL: [RefusedRequest; 6] = [
         RefusedRequest::Decode,
         RefusedRequest::TooLarge,
         RefusedRequest::UnsupportedMediaType,
         RefusedRequest::Overloaded,
+        RefusedRequest::Timeout,
+        RefusedRequest::Unauthenticated,
     ];
 
     /// The `reason` label.
@@ -91,6 +117,8 @@ impl RefusedRequest {
             RefusedRequest::TooLarge => "too_large",
             RefusedRequest::UnsupportedMediaType => "unsupported_media_type",
             RefusedRequest::Overloaded => "overloaded",
+            RefusedRequest::Timeout => "timeout",
+            RefusedRequest::Unauthenticated => "unauthenticated",
         }
     }
 }
@@ -100,7 +128,8 @@ impl RefusedRequest {
 pub struct SelfStats {
     requests_http: AtomicU64,
     requests_grpc: AtomicU64,
-    refused_requests: [AtomicU64; 4],
+    refused_requests: [AtomicU64; 6],
+    admin_unauthenticated: AtomicU64,
     spans_tool: AtomicU64,
     spans_other: AtomicU64,
     spans_invalid: AtomicU64,
@@ -111,7 +140,11 @@ pub struct SelfStats {
     snapshot_last_unix: AtomicU64,
     snapshots_written: AtomicU64,
     snapshot_failures: AtomicU64,
+    snapshot_failing: AtomicU64,
     attributes_ignored: AtomicU64,
+    label_cuts: [AtomicU64; 4],
+    /// Connection counters of the listeners.
+    pub listeners: Arc<listener::ListenerStats>,
     /// Alert counters.
     pub alerts: Arc<alerts::AlertStats>,
 }
@@ -124,7 +157,9 @@ pub struct SelfStatsView {
     /// OTLP/gRPC requests received.
     pub requests_grpc: u64,
     /// Requests refused, by [`RefusedRequest::ALL`] order.
-    pub refused_requests: [u64; 4],
+    pub refused_requests: [u64; 6],
+    /// Admin requests refused for a missing or wrong token.
+    pub admin_unauthenticated: u64,
     /// Tool spans accepted and recorded.
     pub spans_tool: u64,
     /// Other spans accepted and ignored.
@@ -145,8 +180,12 @@ pub struct SelfStatsView {
     pub snapshots_written: u64,
     /// Snapshot writes that failed.
     pub snapshot_failures: u64,
+    /// Snapshot writes that failed since the last one that succeeded.
+    pub snapshot_failing: u64,
     /// Span attributes past the first 255 of their span, not looked at.
     pub attributes_ignored: u64,
+    /// Service and tool names cut or cleaned, per tool span.
+    pub label_cuts: recognize::LabelCuts,
 }
 
 impl SelfStats {
@@ -164,6 +203,9 @@ impl SelfStats {
             .unwrap_or(0);
         self.refused_requests[i].fetch_add(1, Relaxed);
     }
+    pub(crate) fn admin_unauthenticated(&self) {
+        self.admin_unauthenticated.fetch_add(1, Relaxed);
+    }
     pub(crate) fn refused_spans_overloaded(&self, n: u64) {
         self.spans_overloaded.fetch_add(n, Relaxed);
     }
@@ -177,6 +219,7 @@ impl SelfStats {
         self.overflow.store(overflow, Relaxed);
     }
     pub(crate) fn snapshot_written(&self, now: u64) {
+        self.snapshot_failing.store(0, Relaxed);
         self.snapshot_last_unix.store(now, Relaxed);
         self.snapshots_written.fetch_add(1, Relaxed);
     }
@@ -185,8 +228,16 @@ impl SelfStats {
             self.attributes_ignored.fetch_add(n, Relaxed);
         }
     }
+    pub(crate) fn label_cuts(&self, c: &recognize::LabelCuts) {
+        for (i, n) in c.service.iter().chain(&c.tool).enumerate() {
+            if *n > 0 {
+                self.label_cuts[i].fetch_add(*n, Relaxed);
+            }
+        }
+    }
     pub(crate) fn snapshot_failed(&self) {
         self.snapshot_failures.fetch_add(1, Relaxed);
+        self.snapshot_failing.fetch_add(1, Relaxed);
     }
 
     /// A copy of every counter.
@@ -195,6 +246,7 @@ impl SelfStats {
             requests_http: self.requests_http.load(Relaxed),
             requests_grpc: self.requests_grpc.load(Relaxed),
             refused_requests: std::array::from_fn(|i| self.refused_requests[i].load(Relaxed)),
+            admin_unauthenticated: self.admin_unauthenticated.load(Relaxed),
             spans_tool: self.spans_tool.load(Relaxed),
             spans_other: self.spans_other.load(Relaxed),
             spans_invalid: self.spans_invalid.load(Relaxed),
@@ -205,7 +257,18 @@ impl SelfStats {
             snapshot_last_unix: self.snapshot_last_unix.load(Relaxed),
             snapshots_written: self.snapshots_written.load(Relaxed),
             snapshot_failures: self.snapshot_failures.load(Relaxed),
+            snapshot_failing: self.snapshot_failing.load(Relaxed),
             attributes_ignored: self.attributes_ignored.load(Relaxed),
+            label_cuts: recognize::LabelCuts {
+                service: [
+                    self.label_cuts[0].load(Relaxed),
+                    self.label_cuts[1].load(Relaxed),
+                ],
+                tool: [
+                    self.label_cuts[2].load(Relaxed),
+                    self.label_cuts[3].load(Relaxed),
+                ],
+            },
         }
     }
 }
@@ -226,6 +289,9 @@ pub enum CollectorError {
     /// The data directory is unusable.
     #[error(transparent)]
     Store(#[from] store::StoreError),
+    /// The token or the TLS files cannot be used.
+    #[error("{0}")]
+    Security(String),
 }
 
 /// The aggregator and the ingest path, without sockets: what the routers need. Tests build one
@@ -247,21 +313,26 @@ impl Pipeline {
     pub fn spawn(config: &Config) -> Result<Self, CollectorError> {
         let stats = Arc::new(SelfStats::default());
         let mut state = State::new(Limits::from_config(config));
+        let mut restored = Vec::new();
         let store = match &config.store.data_dir {
             Some(dir) => {
                 let store = Store::open(dir)?;
                 if let Some(snap) = store.load()? {
                     let written = snap.written_unix;
-                    if let Err(e) = state.restore(snap) {
-                        store.move_aside(&e)?;
-                        state = State::new(Limits::from_config(config));
-                    } else {
-                        stats.snapshot_written(written);
-                        tracing::info!(
-                            series = state.series_count(),
-                            path = %store.path().display(),
-                            "Restored snapshot."
-                        );
+                    match state.restore(snap) {
+                        Err(e) => {
+                            store.move_aside(&e)?;
+                            state = State::new(Limits::from_config(config));
+                        }
+                        Ok(alerts) => {
+                            restored = alerts;
+                            stats.snapshot_written(written);
+                            tracing::info!(
+                                series = state.series_count(),
+                                path = %store.path().display(),
+                                "Restored snapshot."
+                            );
+                        }
                     }
                 }
                 Some(Arc::new(store))
@@ -273,27 +344,36 @@ impl Pipeline {
             config,
             format!("{}/api/v1/alerts", config.admin_base_url()),
             stats.alerts.clone(),
-            std::mem::take(&mut state.restored_alerts),
+            restored,
         );
-        state.saved_alerts = alerts.saved.clone();
         if let Some(rules) = rules {
             state.add_observer(Box::new(rules));
         }
         let (data_tx, data_rx) = mpsc::channel(config.otlp.queue_capacity);
         let (control, control_rx) = mpsc::channel(64);
-        let aggregator = tokio::spawn(aggregator::run(
+        let aggregator = tokio::spawn(task::run(
             state,
             data_rx,
             control_rx,
             store,
+            alerts.saved.clone(),
             stats.clone(),
             config.snapshot_interval(),
             config.alert_evaluation_interval(),
         ));
-        let recognizer = Arc::new(Recognizer::new(
-            &config.recognition,
-            config.aggregation.max_tool_name_bytes,
-        ));
+        let token = config.auth.token().map_err(CollectorError::Security)?;
+        let auth = Arc::new(
+            auth::Auth::new(
+                token.as_deref(),
+                config.auth.api_key_header.as_deref(),
+                config.auth.admin.unwrap_or(true),
+            )
+            .map_err(|e| CollectorError::Security(format!("auth: {e}")))?,
+        );
+        let recognizer = Arc::new(
+            Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
+                .with_max_service_name_bytes(config.aggregation.max_service_name_bytes),
+        );
         let ingest = Arc::new(
             Ingest::new(
                 recognizer,
@@ -301,13 +381,16 @@ impl Pipeline {
                 stats.clone(),
                 config.otlp.max_request_bytes,
             )
-            .with_max_concurrent_requests(config.otlp.max_concurrent_requests),
+            .with_max_concurrent_requests(config.otlp.max_concurrent_requests)
+            .with_body_timeout(config.listeners.body_timeout())
+            .with_auth(auth.clone()),
         );
         Ok(Self {
             api: api::ApiState::new(control.clone(), stats.clone())
                 .with_stack(Arc::new(config.stack.clone()))
                 .with_alerts(alerts)
-                .with_otlp_addrs(config.otlp.grpc_addr, config.otlp.http_addr),
+                .with_otlp_addrs(config.otlp.grpc_addr, config.otlp.http_addr)
+                .with_auth(auth),
             ingest,
             stats,
             control,
@@ -316,7 +399,8 @@ impl Pipeline {
     }
 
     /// Drains the queue, writes the final snapshot and stops the aggregator.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(self) -> Stopped {
+        let failures = self.stats.view().snapshot_failures;
         let (tx, rx) = oneshot::channel();
         if self
             .control
@@ -327,6 +411,10 @@ impl Pipeline {
             let _ = rx.await;
         }
         let _ = self.aggregator.await;
+        let v = self.stats.view();
+        Stopped {
+            final_snapshot_failed: v.snapshot_failures > failures && v.snapshot_failing > 0,
+        }
     }
 }
 
@@ -376,32 +464,80 @@ impl Daemon {
                 let _ = rx.wait_for(|s| *s).await;
             }
         };
+        let l = &config.listeners;
+        let configured = [
+            l.otlp_max_connections,
+            l.otlp_max_connections,
+            l.admin_max_connections,
+        ];
+        let nofile = listener::open_file_limit();
+        let (caps, lowered) = listener::fit_caps(configured, nofile);
+        if lowered {
+            tracing::warn!(
+                open_file_limit = nofile.unwrap_or(0),
+                otlp_max_connections = caps[0],
+                admin_max_connections = caps[2],
+                configured_otlp = configured[0],
+                configured_admin = configured[2],
+                "Open-file limit too low for the connection caps; caps lowered (raise ulimit -n)."
+            );
+        }
+        #[cfg(feature = "tls")]
+        let tls = match (&config.tls.cert_file, &config.tls.key_file) {
+            (Some(c), Some(k)) => Some(
+                tls::acceptors(c, k).map_err(|e| CollectorError::Security(format!("tls: {e}")))?,
+            ),
+            _ => None,
+        };
+        let budget = |which: listener::Listener, max_connections| listener::Budget {
+            listener: which,
+            max_connections,
+            header_read_timeout: l.header_read_timeout(),
+            idle_timeout: l.idle_timeout(),
+            #[cfg(feature = "tls")]
+            tls: tls.as_ref().map(|t| match which {
+                listener::Listener::OtlpGrpc => t.grpc.clone(),
+                _ => t.http.clone(),
+            }),
+            #[cfg(not(feature = "tls"))]
+            tls: None,
+        };
+        let conns = pipeline.stats.listeners.clone();
         let mut servers = Vec::new();
-        let http = receiver::http::router(pipeline.ingest.clone());
-        let sig = signal();
-        servers.push(tokio::spawn(async move {
-            if let Err(e) = axum::serve(http_l, http).with_graceful_shutdown(sig).await {
-                tracing::error!(error = %e, "OTLP/HTTP server failed.");
-            }
-        }));
-        let admin = api::router(pipeline.api.clone());
-        let sig = signal();
-        servers.push(tokio::spawn(async move {
-            if let Err(e) = axum::serve(admin_l, admin)
-                .with_graceful_shutdown(sig)
-                .await
-            {
-                tracing::error!(error = %e, "Admin server failed.");
-            }
-        }));
+        servers.push(tokio::spawn(listener::serve_http(
+            http_l,
+            receiver::http::router(pipeline.ingest.clone()),
+            budget(listener::Listener::OtlpHttp, caps[1]),
+            conns.clone(),
+            stop.subscribe(),
+        )));
+        servers.push(tokio::spawn(listener::serve_http(
+            admin_l,
+            api::router(pipeline.api.clone()),
+            budget(listener::Listener::Admin, caps[2]),
+            conns.clone(),
+            stop.subscribe(),
+        )));
         let grpc = receiver::grpc::service(pipeline.ingest.clone());
         let sig = signal();
+        let incoming = listener::grpc_incoming(
+            grpc_l,
+            budget(listener::Listener::OtlpGrpc, caps[0]),
+            conns,
+            stop.subscribe(),
+        );
+        let server = tonic::transport::Server::builder()
+            .max_concurrent_streams(l.grpc_max_concurrent_streams)
+            .http2_keepalive_interval(Some(l.grpc_keepalive_interval()))
+            .http2_keepalive_timeout(Some(l.grpc_keepalive_timeout()))
+            .http2_max_header_list_size(64 * 1024)
+            .http2_max_pending_accept_reset_streams(Some(64));
         servers.push(tokio::spawn(async move {
-            let incoming = tonic::transport::server::TcpIncoming::from(grpc_l);
             // Every path reaches the receiver, so calls to other services are answered and
             // counted there too (tonic's own fallback would answer without counting).
             let routes = tonic::service::Routes::from(axum::Router::new().fallback_service(grpc));
-            if let Err(e) = tonic::transport::Server::builder()
+            let mut server = server;
+            if let Err(e) = server
                 .add_routes(routes)
                 .serve_with_incoming_shutdown(incoming, sig)
                 .await
@@ -432,7 +568,7 @@ impl Daemon {
 
     /// Stops accepting, lets in-flight requests finish (at most 5 s), drains the aggregator and
     /// writes the final snapshot.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(self) -> Stopped {
         let _ = self.stop.send(true);
         for s in self.servers {
             let abort = s.abort_handle();
@@ -443,7 +579,12 @@ impl Daemon {
                 abort.abort();
             }
         }
-        self.pipeline.shutdown().await;
-        tracing::info!("Collector stopped.");
+        let stopped = self.pipeline.shutdown().await;
+        if stopped.final_snapshot_failed {
+            tracing::error!("Collector stopped; the final snapshot could not be written.");
+        } else {
+            tracing::info!("Collector stopped.");
+        }
+        stopped
     }
 }

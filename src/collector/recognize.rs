@@ -365,6 +365,22 @@ pub enum Size {
     Failed,
 }
 
+impl Size {
+    /// The bytes of a known size.
+    pub fn bytes(&self) -> Option<u64> {
+        match self {
+            Size::Known { bytes, .. } => Some(*bytes),
+            _ => None,
+        }
+    }
+}
+
+/// `service.name` used when a resource has none.
+pub const UNKNOWN_SERVICE: &str = "unknown_service";
+
+/// Service and tool name of the series that takes the records past the cardinality cap.
+pub const OVERFLOW: &str = "__overflow__";
+
 /// An arguments hash held inline (no allocation per span): up to 12 bytes of UTF-8, normally
 /// 12 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -608,6 +624,35 @@ enum CCond {
     Scope(&'static str),
 }
 
+/// Label values that had to be cut or cleaned, by label: `[too long, hidden characters]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LabelCuts {
+    /// `service.name` values, counted per tool span.
+    pub service: [u64; 2],
+    /// Tool names.
+    pub tool: [u64; 2],
+}
+
+impl LabelCuts {
+    /// The `label` label of each field, in order.
+    pub const LABELS: [&'static str; 2] = ["service", "tool"];
+    /// The `reason` label of each index.
+    pub const REASONS: [&'static str; 2] = ["too_long", "hidden_characters"];
+
+    /// Adds `other`.
+    pub fn add(&mut self, other: &LabelCuts) {
+        for i in 0..2 {
+            self.service[i] += other.service[i];
+            self.tool[i] += other.tool[i];
+        }
+    }
+
+    /// Whether nothing was cut.
+    pub fn is_empty(&self) -> bool {
+        *self == LabelCuts::default()
+    }
+}
+
 /// The compiled recognition tables plus the configured limits. Cheap to share (`Arc`).
 pub struct Recognizer {
     keys: Keys,
@@ -629,6 +674,7 @@ pub struct Recognizer {
     limits: Vec<u64>,
     placeholders: Vec<String>,
     max_name: usize,
+    max_service: usize,
 }
 
 impl std::fmt::Debug for Recognizer {
@@ -701,6 +747,7 @@ impl Recognizer {
             limits: effective_limits(&config.attribute_value_length_limits),
             placeholders: config.placeholders.clone(),
             max_name: max_tool_name_bytes,
+            max_service: crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES,
             table: KeyTable::new(&keys),
             keys,
         }
@@ -718,6 +765,43 @@ impl Recognizer {
 
     /// Classifies one span of `service`, instrumentation scope `scope`.
     pub fn recognize(&self, service: &Arc<str>, scope: &str, span: &SpanView<'_>) -> Outcome {
+        self.recognize_counting(service, scope, span, &mut LabelCuts::default())
+    }
+
+    /// Longest `service.name` kept, in bytes.
+    pub fn max_service_name_bytes(&self) -> usize {
+        self.max_service
+    }
+
+    /// Sets the longest `service.name` kept, in bytes (default
+    /// [`DEFAULT_MAX_SERVICE_NAME_BYTES`](crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES)).
+    #[must_use]
+    pub fn with_max_service_name_bytes(mut self, max: usize) -> Self {
+        self.max_service = max;
+        self
+    }
+
+    /// The `service.name` to key series by: cut to the limit, hidden characters replaced, empty
+    /// becoming `unknown_service`; with `[too long, hidden characters]` flags.
+    pub fn service_name(&self, raw: &str) -> (Arc<str>, [bool; 2]) {
+        let s = crate::label::sanitize(raw, self.max_service);
+        let value = if s.value.is_empty() {
+            UNKNOWN_SERVICE
+        } else {
+            &s.value
+        };
+        (value.into(), [s.truncated, s.replaced])
+    }
+
+    /// [`Recognizer::recognize`], counting in `cuts` a tool name that had to be cut or cleaned.
+    /// `service` must already be sanitised ([`Recognizer::service_name`]).
+    pub fn recognize_counting(
+        &self,
+        service: &Arc<str>,
+        scope: &str,
+        span: &SpanView<'_>,
+        cuts: &mut LabelCuts,
+    ) -> Outcome {
         let slots = self.slots(&span.attrs);
         let get = |i: usize| -> Option<AttrValue<'_>> {
             let at = slots[i];
@@ -746,7 +830,7 @@ impl Recognizer {
             .iter()
             .find_map(|&i| str_of(get(i)).filter(|s| !s.is_empty()))
             .unwrap_or_else(|| name_from_span(span.name));
-        let tool = sanitize_tool_name(raw_name, self.max_name);
+        let tool = sanitize_tool_name_counted(raw_name, self.max_name, &mut cuts.tool);
 
         let error = span.status_code == StatusCode::Error as i32
             || self.errors.iter().any(|&i| truthy(get(i)))
@@ -1151,22 +1235,24 @@ pub fn name_from_span(name: &str) -> &str {
     name.strip_suffix(".tool").unwrap_or(name)
 }
 
-/// Cuts a name to `max` bytes on a character boundary and replaces control characters with
-/// `_`; an empty name becomes `unknown`.
+/// Cuts a name to `max` bytes on a character boundary and replaces control, format (bidi,
+/// zero-width) and separator characters with `_`; an empty name becomes `unknown`.
 pub fn sanitize_tool_name(name: &str, max: usize) -> String {
-    let mut out = String::with_capacity(name.len().min(max));
-    for c in name.trim().chars() {
-        let c = if c.is_control() { '_' } else { c };
-        if out.len() + c.len_utf8() > max {
-            break;
-        }
-        out.push(c);
-    }
+    sanitize_tool_name_counted(name, max, &mut [0; 2])
+}
+
+/// [`sanitize_tool_name`], adding 1 to `cuts[0]` when the name was cut and to `cuts[1]` when
+/// characters were replaced.
+fn sanitize_tool_name_counted(name: &str, max: usize, cuts: &mut [u64; 2]) -> String {
+    let s = crate::label::sanitize(name, max);
+    cuts[0] += u64::from(s.truncated);
+    cuts[1] += u64::from(s.replaced);
+    let mut out = s.value;
     if out.is_empty() {
         out.push_str("unknown");
     }
     // A real tool must not merge with the overflow series in dashboards.
-    if out == crate::collector::aggregator::OVERFLOW {
+    if out == OVERFLOW {
         out.push_str("_tool");
     }
     out

@@ -6,12 +6,18 @@
 //! cannot be read is moved aside (`toolsize-state.json.corrupt-<unix>`) with an error log line and
 //! the daemon starts empty: a bad file never makes it crash-loop. Writes run on a blocking thread,
 //! never on the aggregator.
+//!
+//! A failed write (disk full, read-only directory) removes its temporary file, so a partial
+//! snapshot never keeps a full volume full; the previous snapshot stays in place. Failures are
+//! counted and logged; after [`FAILURES_NOT_READY`](crate::collector::SNAPSHOT_FAILURES_NOT_READY)
+//! in a row `/readyz` answers 503, and when the final write at shutdown fails the daemon exits
+//! non-zero.
 
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::aggregator::Snapshot;
+use super::snapshot::Snapshot;
 
 /// File name of the snapshot inside the data directory.
 pub const SNAPSHOT_FILE: &str = "toolsize-state.json";
@@ -102,26 +108,62 @@ impl Store {
 
     /// Writes `bytes` atomically: temp file, fsync, rename, fsync of the directory.
     pub fn write(&self, bytes: &[u8]) -> Result<(), StoreError> {
-        let tmp = self.dir.join(format!(".{SNAPSHOT_FILE}.tmp"));
+        let tmp = self.tmp_path();
         let io = |op, path: &Path| {
             let path = path.to_owned();
             move |source| StoreError::Io { op, path, source }
         };
-        let mut f = File::create(&tmp).map_err(io("create", &tmp))?;
-        f.write_all(bytes).map_err(io("write", &tmp))?;
-        f.sync_all().map_err(io("fsync", &tmp))?;
-        drop(f);
-        fs::rename(&tmp, &self.path).map_err(io("rename", &self.path))?;
+        let written = (|| {
+            let mut f = File::create(&tmp).map_err(io("create", &tmp))?;
+            f.write_all(bytes).map_err(io("write", &tmp))?;
+            f.sync_all().map_err(io("fsync", &tmp))?;
+            drop(f);
+            fs::rename(&tmp, &self.path).map_err(io("rename", &self.path))
+        })();
+        if written.is_err() {
+            // A partial file must not keep a full disk full; the previous snapshot stays.
+            let _ = fs::remove_file(&tmp);
+        }
+        written?;
         if let Ok(d) = File::open(&self.dir) {
             let _ = d.sync_all();
         }
         Ok(())
+    }
+
+    /// The temporary file a write goes through.
+    pub fn tmp_path(&self) -> PathBuf {
+        self.dir.join(format!(".{SNAPSHOT_FILE}.tmp"))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("toolsize-store-full-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let store = Store::open(&dir).unwrap();
+        store.write(b"{}").unwrap();
+        // Disk full: the temporary file is /dev/full.
+        std::os::unix::fs::symlink("/dev/full", store.tmp_path()).unwrap();
+        let e = store.write(b"{\"x\":1}").unwrap_err().to_string();
+        assert!(e.contains("write"), "{e}");
+        assert!(fs::symlink_metadata(store.tmp_path()).is_err(), "tmp left");
+        assert_eq!(
+            fs::read(store.path()).unwrap(),
+            b"{}",
+            "previous snapshot kept"
+        );
+        // A directory where the snapshot goes: the rename fails, the temporary file goes.
+        fs::remove_file(store.path()).unwrap();
+        fs::create_dir_all(store.path().join("x")).unwrap();
+        assert!(store.write(b"{}").is_err());
+        assert!(!store.tmp_path().exists(), "tmp left");
+        fs::remove_dir_all(dir).ok();
+    }
 
     #[test]
     fn corrupt_snapshot_is_moved_aside() {

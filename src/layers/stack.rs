@@ -178,7 +178,13 @@ pub enum StackError {
     },
     /// A custom layer whose name is a catalog id, `default`, or declared twice in one source.
     DuplicateName(String),
+    /// A custom layer name that is empty, longer than [`MAX_LAYER_NAME_BYTES`], or holds control
+    /// or format characters (it becomes a `layer` label and is shown on the status page).
+    InvalidName(String),
 }
+
+/// Longest custom layer name, in bytes.
+pub const MAX_LAYER_NAME_BYTES: usize = 128;
 
 impl fmt::Display for StackError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -199,6 +205,11 @@ impl fmt::Display for StackError {
             StackError::DuplicateName(name) => write!(
                 f,
                 "custom layer name {name:?} is already a layer id; choose another name"
+            ),
+            StackError::InvalidName(name) => write!(
+                f,
+                "custom layer name {name:?} must be 1 to {MAX_LAYER_NAME_BYTES} bytes without \
+                 control or format characters"
             ),
         }
     }
@@ -352,6 +363,12 @@ impl Stack {
         let mut custom: Vec<(&CustomLayer, Source)> = Vec::new();
         for &(source, config) in &sources {
             for (i, c) in config.custom.iter().enumerate() {
+                if c.name.trim().is_empty()
+                    || c.name.len() > MAX_LAYER_NAME_BYTES
+                    || c.name.chars().any(crate::label::is_hidden)
+                {
+                    return Err(StackError::InvalidName(c.name.clone()));
+                }
                 if c.name == DEFAULT_LAYER_ID
                     || catalog::find(&c.name).is_some()
                     || config.custom[..i].iter().any(|o| o.name == c.name)
@@ -481,27 +498,43 @@ impl Stack {
     /// Integer comparisons only; allocates only when a layer cuts.
     pub fn verdict(&self, measures: &ResultMeasures, via_attribute: bool) -> Verdict<'_> {
         let mut verdict = Verdict::default();
-        for &i in &self.order {
-            let l = &self.layers[i];
-            let Some(v) = value_for(measures, l.layer.unit, l.layer.scope, via_attribute) else {
-                continue;
-            };
-            if v.value > l.limit {
-                verdict.cuts.push(Cut {
-                    layer_id: l.id(),
-                    unit: l.layer.unit,
-                    scope: l.layer.scope,
-                    action: l.layer.action,
-                    limit: l.limit,
-                    value: v.value,
-                    estimated: v.estimated,
-                    margin: v.value - l.limit,
-                    limit_bytes: l.limit_bytes.map(|b| b.bytes),
-                });
-            }
-        }
+        verdict.cuts.extend(
+            self.order
+                .iter()
+                .filter_map(|&i| self.cut_by(i, measures, via_attribute)),
+        );
         verdict.weakest = verdict.cuts.first().copied();
         verdict
+    }
+
+    /// The layer that cuts first, with its index in [`Stack::layers`]: the first cut of
+    /// [`Stack::verdict`], found without allocating and without looking at stronger layers. The
+    /// collector asks this once per result.
+    pub fn weakest(
+        &self,
+        measures: &ResultMeasures,
+        via_attribute: bool,
+    ) -> Option<(usize, Cut<'_>)> {
+        self.order
+            .iter()
+            .find_map(|&i| Some((i, self.cut_by(i, measures, via_attribute)?)))
+    }
+
+    /// The cut of layer `i`, if it cuts.
+    fn cut_by(&self, i: usize, measures: &ResultMeasures, via_attribute: bool) -> Option<Cut<'_>> {
+        let l = &self.layers[i];
+        let v = value_for(measures, l.layer.unit, l.layer.scope, via_attribute)?;
+        (v.value > l.limit).then(|| Cut {
+            layer_id: l.id(),
+            unit: l.layer.unit,
+            scope: l.layer.scope,
+            action: l.layer.action,
+            limit: l.limit,
+            value: v.value,
+            estimated: v.estimated,
+            margin: v.value - l.limit,
+            limit_bytes: l.limit_bytes.map(|b| b.bytes),
+        })
     }
 }
 
@@ -713,6 +746,18 @@ mod tests {
                 ("default", 16384, Source::Default)
             ]
         );
+        // A custom name becomes a label: bounded, no hidden characters.
+        for bad in ["", "a\u{202E}b", "tab\there", &"x".repeat(129)] {
+            let mut c = file.clone();
+            c.custom[0].name = bad.into();
+            assert!(
+                matches!(
+                    Stack::resolve(None, None, Some(&c)),
+                    Err(StackError::InvalidName(_))
+                ),
+                "{bad:?}"
+            );
+        }
         // A custom name may not shadow a catalog id.
         let mut clash = file.clone();
         clash.custom[0].name = "cline.message-builder".into();

@@ -14,16 +14,22 @@
 //!   its window; the window rules: 3 × `alerts.evaluation_interval`). A resolved alert that
 //!   fires again starts a new episode with a new `startsAt`. Firing alerts are kept in the
 //!   snapshot ([`SavedAlert`]) and restored silently with their `startsAt`.
-//! - **Delivery off the hot path.** The aggregator only computes the verdict and `try_send`s an
-//!   event on a bounded channel ([`EVENT_QUEUE_CAPACITY`]); when the channel is full the event is
-//!   dropped and counted (`toolsize_alert_events_dropped_total`), the aggregator never waits.
+//! - **Delivery off the hot path.** The rules ([`rules`]) deduplicate on the aggregator before
+//!   they build anything and `try_send` only new alerts and resends on a bounded channel
+//!   ([`EVENT_QUEUE_CAPACITY`]); when it is full the events wait in a bounded queue on the
+//!   aggregator, new alerts first, and every match is counted by outcome
+//!   (`toolsize_alert_matches_total`). The aggregator never waits.
+//! - **Room for every alert.** The table holds [`capacity`] alerts: every (service, tool) of
+//!   the series cap times every rule and layer, so a new alert is never refused because others
+//!   are hot (past it, matches are dropped and counted in `toolsize_alert_events_dropped_total`).
 //! - **Sinks are state-based.** The alert task publishes the whole current set (firing alerts,
-//!   and resolved ones for [`RESOLVED_RESEND`]) on a watch channel. Each HTTP sink posts that set
-//!   when it changes and every resend interval (firing alerts with `endsAt = now + 4 × interval`,
-//!   resolved ones with their resolution time). A failed post is retried with exponential backoff
-//!   from the latest set, so an outage shorter than `4 × interval` loses nothing and the retry
-//!   "queue" is bounded by the number of alerts ([`MAX_ALERTS`]). Sends and failures are counted
-//!   in `toolsize_alert_notifications_total{sink,outcome}`.
+//!   and resolved ones for [`RESOLVED_RESEND`]) on a watch channel. Each HTTP sink posts what
+//!   changed at once (a new alert does not wait behind the others), and the whole set every
+//!   resend interval (firing alerts with `endsAt = now + 4 × interval`, resolved ones with their
+//!   resolution time), in posts of at most [`sink::MAX_ALERTS_PER_POST`] alerts. A failed post is
+//!   retried with exponential backoff from the latest set, so an outage shorter than
+//!   `4 × interval` loses nothing and the retry "queue" is bounded by the table. Sends and
+//!   failures are counted in `toolsize_alert_notifications_total{sink,outcome}`.
 //! - The log sink writes one structured line per state change, with sizes and hashes only.
 
 pub mod rules;
@@ -52,9 +58,18 @@ pub const NEAR_CEILING: &str = "ToolResultSizeNearCeiling";
 pub const TRUNCATION_RATE: &str = "ToolResultTruncationRate";
 /// Capacity of the channel from the aggregator to the alert task, in events.
 pub const EVENT_QUEUE_CAPACITY: usize = 1024;
-/// Most alerts held at once (firing plus recently resolved); new ones beyond it are dropped and
-/// counted with the events.
+/// Fewest alerts held at once (firing plus recently resolved); the daemon holds [`capacity`].
 pub const MAX_ALERTS: usize = 1000;
+
+/// Alerts the daemon holds: enough for every alert its rules can make, one per (series, rule)
+/// and one per (series, layer) over the ceiling, and at least [`MAX_ALERTS`]. Recently resolved
+/// alerts are forgotten first when it is reached.
+pub fn capacity(config: &Config) -> usize {
+    let per_series = rules::REGISTRY.len() + config.stack.layers().len();
+    (config.aggregation.max_series + 1)
+        .saturating_mul(per_series)
+        .max(MAX_ALERTS)
+}
 /// How long a resolved alert is still sent (and listed on `/api/v1/alerts`), so an Alertmanager
 /// restarted meanwhile still learns the resolution.
 pub const RESOLVED_RESEND: Duration = Duration::from_secs(300);
@@ -191,6 +206,8 @@ pub struct Matched {
     pub annotations: BTreeMap<String, String>,
     /// Resolves after this long without a match.
     pub quiet_period: Duration,
+    /// The rule saw it start (not a resend): sent before resends when the channel is full.
+    pub new: bool,
 }
 
 /// A firing alert as kept in the snapshot, so a restart neither re-pages (same labels, same
@@ -221,12 +238,18 @@ struct Held {
 
 /// The alert state machine, clock-free (every call takes `now`): deduplication by fingerprint,
 /// resolution after the quiet period, recently resolved alerts kept for [`RESOLVED_RESEND`].
-#[derive(Default)]
 pub struct Engine {
     firing: HashMap<String, Held>,
     resolved: VecDeque<Alert>,
-    /// Matches dropped because [`MAX_ALERTS`] alerts were held.
+    capacity: usize,
+    /// Matches dropped because `capacity` alerts were firing.
     pub dropped: u64,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::with_capacity(MAX_ALERTS)
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -239,6 +262,16 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
+    /// An engine holding at most `capacity` alerts.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            firing: HashMap::new(),
+            resolved: VecDeque::new(),
+            capacity: capacity.max(1),
+            dropped: 0,
+        }
+    }
+
     /// Applies a match; returns the alert when it starts firing (a state change).
     pub fn on_match(&mut self, m: Matched, now: SystemTime) -> Option<Alert> {
         let fp = fingerprint(&m.labels);
@@ -248,9 +281,9 @@ impl Engine {
             h.quiet_period = m.quiet_period;
             return None;
         }
-        if self.firing.len() + self.resolved.len() >= MAX_ALERTS {
+        if self.firing.len() + self.resolved.len() >= self.capacity {
             self.resolved.pop_front();
-            if self.firing.len() >= MAX_ALERTS {
+            if self.firing.len() >= self.capacity {
                 self.dropped += 1;
                 return None;
             }
@@ -325,7 +358,7 @@ impl Engine {
     /// `startsAt` and is considered seen at `now`, so it resolves after its quiet period unless
     /// its rule matches again.
     pub fn restore(&mut self, saved: Vec<SavedAlert>, now: SystemTime) {
-        for s in saved.into_iter().take(MAX_ALERTS) {
+        for s in saved.into_iter().take(self.capacity) {
             let fp = fingerprint(&s.labels);
             let alert = Alert {
                 name: s.labels.get("alertname").cloned().unwrap_or_default(),
@@ -360,6 +393,8 @@ impl Engine {
 #[derive(Debug, Default)]
 pub struct AlertStats {
     events_dropped: AtomicU64,
+    /// By rule ([`rules::REGISTRY`]) × [`rules::MatchOutcome`].
+    matches: [[AtomicU64; 4]; 5],
     /// By [`sink::SinkKind::ALL`] × (success, failure).
     notifications: [[AtomicU64; 2]; 3],
     /// Firing alerts by (alertname, severity), one entry per enabled rule.
@@ -369,6 +404,17 @@ pub struct AlertStats {
 impl AlertStats {
     pub(crate) fn event_dropped(&self) {
         self.events_dropped.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn matched(&self, rule: usize, outcome: rules::MatchOutcome) {
+        if let Some(r) = self.matches.get(rule) {
+            r[outcome as usize].fetch_add(1, Relaxed);
+        }
+    }
+    /// Matches of rule `rule` (an index into [`rules::REGISTRY`]) with `outcome`.
+    pub fn matches(&self, rule: usize, outcome: rules::MatchOutcome) -> u64 {
+        self.matches
+            .get(rule)
+            .map_or(0, |r| r[outcome as usize].load(Relaxed))
     }
     pub(crate) fn notification(&self, sink: sink::SinkKind, ok: bool) {
         self.notifications[sink as usize][usize::from(!ok)].fetch_add(1, Relaxed);
@@ -490,7 +536,7 @@ pub fn spawn(
             handle.stats.clone(),
         ));
     }
-    let mut engine = Engine::default();
+    let mut engine = Engine::with_capacity(capacity(config));
     engine.restore(restored, SystemTime::now());
     let enabled: Vec<(&'static str, String)> = rules.enabled();
     let publish_state = move |engine: &Engine, handle: &AlertsHandle| {
@@ -557,10 +603,10 @@ pub(crate) fn duration_or(s: &str, default: Duration) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn m(tool: &str, quiet: u64) -> Matched {
+    pub(crate) fn m(tool: &str, quiet: u64) -> Matched {
         let labels: BTreeMap<String, String> = [
             ("alertname", OVER_CEILING),
             ("service", "svc"),
@@ -574,6 +620,7 @@ mod tests {
             labels,
             annotations: BTreeMap::new(),
             quiet_period: Duration::from_secs(quiet),
+            new: true,
         }
     }
 
@@ -632,61 +679,5 @@ mod tests {
             rfc3339(UNIX_EPOCH + Duration::from_millis(951_827_696_789)),
             "2000-02-29T12:34:56.789Z"
         );
-    }
-
-    #[test]
-    fn firing_alerts_survive_a_restart_through_the_store() {
-        use crate::collector::aggregator::{Limits, State};
-        use crate::collector::store::Store;
-        let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let s = Duration::from_secs;
-        let mut e = Engine::default();
-        e.on_match(m("a", 300), t0).unwrap();
-        e.on_match(m("b", 10), t0 + s(1)).unwrap();
-        e.tick(t0 + s(20)); // b resolved: not kept
-        let st = State::new(Limits::from_config(&Config::default()));
-        *st.saved_alerts.write().unwrap() = e.saved();
-
-        let dir = std::env::temp_dir().join(format!("toolsize-alerts-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let store = Store::open(&dir).unwrap();
-        store
-            .write(&serde_json::to_vec(&st.snapshot(1_800_000_030)).unwrap())
-            .unwrap();
-        let mut back = State::new(Limits::from_config(&Config::default()));
-        back.restore(store.load().unwrap().unwrap()).unwrap();
-        std::fs::remove_dir_all(&dir).ok();
-        assert_eq!(back.restored_alerts, e.saved());
-        assert_eq!(back.restored_alerts.len(), 1);
-
-        let mut after = Engine::default();
-        let restart = t0 + s(60);
-        after.restore(std::mem::take(&mut back.restored_alerts), restart);
-        let cur = after.current();
-        assert_eq!(cur.len(), 1);
-        assert_eq!(cur[0].state, AlertState::Firing);
-        assert_eq!(cur[0].starts_at, t0, "same episode: no re-page");
-        assert_eq!(cur[0].labels["tool"], "a");
-        assert!(
-            after.on_match(m("a", 300), restart + s(1)).is_none(),
-            "deduplicated"
-        );
-        assert!(after.tick(restart + s(300)).is_empty());
-        assert_eq!(
-            after.tick(restart + s(301)).len(),
-            1,
-            "resolves after its quiet period"
-        );
-    }
-
-    #[test]
-    fn older_snapshots_without_alerts_restore_none() {
-        use crate::collector::aggregator::{Limits, State};
-        let st = State::new(Limits::from_config(&Config::default()));
-        let mut v = serde_json::to_value(st.snapshot(1)).unwrap();
-        v.as_object_mut().unwrap().remove("alerts");
-        let mut back = State::new(Limits::from_config(&Config::default()));
-        back.restore(serde_json::from_value(v).unwrap()).unwrap();
-        assert!(back.restored_alerts.is_empty());
     }
 }

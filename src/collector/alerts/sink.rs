@@ -1,17 +1,20 @@
 //! Where alerts go: the log (always), Alertmanager API v2 and a webhook (HTTP/1.1 POST of a
 //! JSON list of `postableAlert`s).
 //!
-//! Each HTTP sink is one task holding the latest alert set from a watch channel. It posts the set
-//! when it changes and every resend interval; a failure (connection refused, timeout, non-2xx) is
-//! retried after a backoff doubling from [`BACKOFF_MIN`] up to [`BACKOFF_MAX`] (or the resend
-//! interval if shorter), always with the latest set. Each post is bounded by [`POST_TIMEOUT`].
-//! Only `http://` URLs are supported.
+//! Each HTTP sink is one task holding the latest alert set from a watch channel. When the set
+//! changes it posts the alerts whose state it has not posted yet (a new alert goes out at once,
+//! whatever the size of the set), and every resend interval it posts the whole set; either way
+//! in posts of at most [`MAX_ALERTS_PER_POST`] alerts. A failure (connection refused, timeout,
+//! non-2xx) is retried after a backoff doubling from [`BACKOFF_MIN`] up to [`BACKOFF_MAX`] (or
+//! the resend interval if shorter), always with the latest whole set. Each post is bounded by
+//! [`POST_TIMEOUT`]. Only `http://` URLs are supported.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use axum::body::Body;
-use axum::http::{header, Request, Uri};
+use axum::http::{header, Request};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -25,6 +28,8 @@ pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// Longest time one post may take (connect included).
 pub const POST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most alerts in one post (about 1.5 KB each: a post stays under 1 MB).
+pub const MAX_ALERTS_PER_POST: usize = 500;
 
 /// A sink, as the `sink` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,40 +94,7 @@ pub fn log(a: &Alert) {
     }
 }
 
-/// An `http://host:port/path` target.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// `host:port`.
-    pub authority: String,
-    /// Path and query.
-    pub path: String,
-}
-
-impl Target {
-    /// Parses an `http://` URL; other schemes are errors.
-    pub fn parse(url: &str) -> Result<Self, String> {
-        let uri: Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
-        if uri.scheme_str() != Some("http") {
-            return Err(format!("{url:?}: only http:// URLs are supported"));
-        }
-        let host = uri.host().ok_or_else(|| format!("{url:?}: no host"))?;
-        let port = uri.port_u16().unwrap_or(80);
-        Ok(Self {
-            authority: format!("{host}:{port}"),
-            path: uri
-                .path_and_query()
-                .map(|p| p.as_str().to_string())
-                .unwrap_or_else(|| "/".into()),
-        })
-    }
-
-    /// The same host with `suffix` appended to its path (a base URL's API endpoint).
-    #[must_use]
-    pub fn with_path(mut self, suffix: &str) -> Self {
-        self.path = format!("{}{suffix}", self.path.trim_end_matches('/'));
-        self
-    }
-}
+pub use crate::collector::target::Target;
 
 /// One HTTP sink.
 #[derive(Debug, Clone)]
@@ -140,14 +112,14 @@ pub struct HttpSink {
 }
 
 /// The body posted: every alert of `alerts` as a `postableAlert`.
-pub fn payload(
-    alerts: &[Alert],
+pub fn payload<'a>(
+    alerts: impl IntoIterator<Item = &'a Alert>,
     now: SystemTime,
     resend: Duration,
     generator_url: &str,
 ) -> Vec<u8> {
     let list: Vec<serde_json::Value> = alerts
-        .iter()
+        .into_iter()
         .map(|a| a.postable(now, resend, generator_url))
         .collect();
     serde_json::to_vec(&list).unwrap_or_else(|_| b"[]".to_vec())
@@ -182,6 +154,25 @@ async fn post(sink: &HttpSink, body: Vec<u8>) -> Result<(), String> {
     }
 }
 
+/// Posts `alerts` in posts of at most [`MAX_ALERTS_PER_POST`]; stops at the first failure.
+async fn post_all(sink: &HttpSink, alerts: &[&Alert], stats: &AlertStats) -> Result<(), String> {
+    for chunk in alerts.chunks(MAX_ALERTS_PER_POST) {
+        let body = payload(
+            chunk.iter().copied(),
+            SystemTime::now(),
+            sink.resend,
+            &sink.generator_url,
+        );
+        let outcome = match tokio::time::timeout(POST_TIMEOUT, post(sink, body)).await {
+            Ok(r) => r,
+            Err(_) => Err("timed out".into()),
+        };
+        stats.notification(sink.kind, outcome.is_ok());
+        outcome?;
+    }
+    Ok(())
+}
+
 /// Runs one HTTP sink until the alert task stops.
 pub async fn run(
     sink: HttpSink,
@@ -192,8 +183,10 @@ pub async fn run(
     let mut backoff = BACKOFF_MIN;
     let mut pending = false;
     let mut next = Instant::now() + sink.resend;
+    // The state each alert had when it was last posted, by fingerprint.
+    let mut posted: HashMap<String, AlertState> = HashMap::new();
     loop {
-        tokio::select! {
+        let whole = tokio::select! {
             changed = alerts.changed() => {
                 if changed.is_err() {
                     return;
@@ -202,27 +195,27 @@ pub async fn run(
                     // Backing off: the next attempt takes the latest set anyway.
                     continue;
                 }
+                false
             }
-            _ = tokio::time::sleep_until(next) => {}
-        }
+            _ = tokio::time::sleep_until(next) => true,
+        };
         let current = alerts.borrow_and_update().clone();
-        if current.is_empty() {
-            pending = false;
-            next = Instant::now() + sink.resend;
+        let send: Vec<&Alert> = if whole || pending {
+            current.iter().collect()
+        } else {
+            current
+                .iter()
+                .filter(|a| posted.get(&a.fingerprint) != Some(&a.state))
+                .collect()
+        };
+        if send.is_empty() {
+            if whole {
+                pending = false;
+                next = Instant::now() + sink.resend;
+            }
             continue;
         }
-        let body = payload(
-            &current,
-            SystemTime::now(),
-            sink.resend,
-            &sink.generator_url,
-        );
-        let outcome = match tokio::time::timeout(POST_TIMEOUT, post(&sink, body)).await {
-            Ok(r) => r,
-            Err(_) => Err("timed out".into()),
-        };
-        stats.notification(sink.kind, outcome.is_ok());
-        match outcome {
+        match post_all(&sink, &send, &stats).await {
             Ok(()) => {
                 if pending {
                     tracing::info!(
@@ -232,9 +225,19 @@ pub async fn run(
                         "Alert sink recovered."
                     );
                 }
+                if whole || pending {
+                    posted.clear();
+                    next = Instant::now() + sink.resend;
+                }
+                posted.extend(send.iter().map(|a| (a.fingerprint.clone(), a.state)));
+                // Forget alerts no longer in the set.
+                if posted.len() > current.len() {
+                    let live: std::collections::HashSet<&str> =
+                        current.iter().map(|a| a.fingerprint.as_str()).collect();
+                    posted.retain(|fp, _| live.contains(fp.as_str()));
+                }
                 pending = false;
                 backoff = BACKOFF_MIN;
-                next = Instant::now() + sink.resend;
             }
             Err(error) => {
                 if !pending {
@@ -251,22 +254,5 @@ pub async fn run(
                 backoff = (backoff * 2).min(cap);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn targets() {
-        let t = Target::parse("http://127.0.0.1:9093").unwrap();
-        assert_eq!(t.authority, "127.0.0.1:9093");
-        assert_eq!(t.with_path("/api/v2/alerts").path, "/api/v2/alerts");
-        let t = Target::parse("http://am.local/prefix/").unwrap();
-        assert_eq!(t.authority, "am.local:80");
-        assert_eq!(t.with_path("/api/v2/alerts").path, "/prefix/api/v2/alerts");
-        assert!(Target::parse("https://am.local").is_err());
-        assert!(Target::parse("not a url").is_err());
     }
 }

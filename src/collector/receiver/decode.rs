@@ -12,10 +12,9 @@ use prost::Message;
 use std::sync::Arc;
 
 use super::wire;
-use crate::collector::recognize::{Outcome, Recognizer, ToolRecord};
+use crate::collector::recognize::{LabelCuts, Outcome, Recognizer, ToolRecord};
 
-/// `service.name` used when a resource has none.
-pub const UNKNOWN_SERVICE: &str = "unknown_service";
+pub use crate::collector::recognize::UNKNOWN_SERVICE;
 
 /// A request body that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -59,9 +58,59 @@ pub fn decode_protobuf(body: &[u8]) -> Result<ExportTraceServiceRequest, DecodeE
 }
 
 /// Decodes an OTLP/JSON request (hex ids, 64-bit integers as strings or numbers, unknown fields
-/// ignored).
+/// ignored). Enums are accepted as numbers or, as the protobuf JSON mapping allows, by name
+/// (`"kind": "SPAN_KIND_INTERNAL"`, `"code": "STATUS_CODE_ERROR"`); bodies that hold no enum
+/// name take the direct path.
 pub fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, DecodeError> {
-    Ok(serde_json::from_slice(body)?)
+    let named = |p: &[u8]| memchr::memmem::find(body, p).is_some();
+    if !named(b"\"SPAN_KIND_") && !named(b"\"STATUS_CODE_") {
+        return Ok(serde_json::from_slice(body)?);
+    }
+    let mut v: serde_json::Value = serde_json::from_slice(body)?;
+    enum_names_to_numbers(&mut v)?;
+    Ok(serde_json::from_value(v)?)
+}
+
+/// Replaces enum names by their numbers where OTLP/JSON has enums: `kind` of a span and `code`
+/// of its status. An unknown name is an error, as in the protobuf JSON mapping.
+fn enum_names_to_numbers(v: &mut serde_json::Value) -> Result<(), DecodeError> {
+    use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, status::StatusCode};
+    use serde_json::Value;
+    fn number(
+        field: &mut Value,
+        what: &str,
+        from_name: fn(&str) -> Option<i32>,
+    ) -> Result<(), DecodeError> {
+        if let Value::String(name) = field {
+            let n = from_name(name).ok_or_else(|| {
+                DecodeError::Json(serde::de::Error::custom(format!("unknown {what} {name:?}")))
+            })?;
+            *field = Value::from(n);
+        }
+        Ok(())
+    }
+    let spans = v
+        .get_mut("resourceSpans")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(|rs| rs.get_mut("scopeSpans").and_then(Value::as_array_mut))
+        .flatten()
+        .filter_map(|ss| ss.get_mut("spans").and_then(Value::as_array_mut))
+        .flatten();
+    for span in spans {
+        if let Some(k) = span.get_mut("kind") {
+            number(k, "span kind", |n| {
+                SpanKind::from_str_name(n).map(|k| k as i32)
+            })?;
+        }
+        if let Some(c) = span.get_mut("status").and_then(|s| s.get_mut("code")) {
+            number(c, "status code", |n| {
+                StatusCode::from_str_name(n).map(|c| c as i32)
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// What a request held.
@@ -77,6 +126,8 @@ pub struct Recognized {
     pub invalid_reason: Option<&'static str>,
     /// Attributes past a span's first [`MAX_ATTRIBUTES_READ`], not looked at.
     pub attributes_ignored: u64,
+    /// Service and tool names of tool spans that had to be cut or cleaned.
+    pub label_cuts: LabelCuts,
 }
 
 /// Attributes of one span that recognition looks at; later ones are ignored and counted.
@@ -93,20 +144,25 @@ impl Recognized {
 /// [`super::wire`]). A malformed request is an error and nothing of it is kept.
 pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, DecodeError> {
     let mut out = Recognized::default();
-    let mut service: Option<(&str, Arc<str>)> = None;
+    // The sanitised name of the resource being read: the raw name is sanitised once per run of
+    // spans from one resource, not once per span.
+    let mut service: Option<(&str, Arc<str>, [bool; 2])> = None;
     wire::for_each_span(body, |svc, scope, span| {
-        let svc = if svc.is_empty() { UNKNOWN_SERVICE } else { svc };
-        let arc = match &service {
-            Some((name, arc)) if *name == svc => arc.clone(),
+        let (arc, cut) = match &service {
+            Some((name, arc, cut)) if *name == svc => (arc.clone(), *cut),
             _ => {
-                let arc: Arc<str> = svc.into();
-                service = Some((svc, arc.clone()));
-                arc
+                let (arc, cut) = r.service_name(svc);
+                service = Some((svc, arc.clone(), cut));
+                (arc, cut)
             }
         };
         out.attributes_ignored += span.attrs.len().saturating_sub(MAX_ATTRIBUTES_READ) as u64;
-        match r.recognize(&arc, scope, span) {
-            Outcome::Tool(t) => out.records.push(t),
+        match r.recognize_counting(&arc, scope, span, &mut out.label_cuts) {
+            Outcome::Tool(t) => {
+                out.label_cuts.service[0] += u64::from(cut[0]);
+                out.label_cuts.service[1] += u64::from(cut[1]);
+                out.records.push(t)
+            }
             Outcome::NotTool | Outcome::Summary => out.not_tool += 1,
             Outcome::Invalid(why) => {
                 out.invalid += 1;
@@ -159,5 +215,31 @@ mod tests {
         assert_eq!(rec.records.len(), 1);
         assert_eq!(&*rec.records[0].service, "svc");
         assert!(decode_json(br#"{"resourceSpans":"nope"}"#).is_err());
+    }
+
+    #[test]
+    fn json_enum_names_are_accepted() {
+        let body = |kind: &str, code: &str| {
+            format!(
+                r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{{"traceId":"0102030405060708090a0b0c0d0e0f10",
+                "spanId":"0102030405060708","name":"execute_tool grep","kind":{kind},
+                "status":{{"code":{code},"message":"boom"}},
+                "attributes":[{{"key":"gen_ai.operation.name","value":{{"stringValue":"execute_tool"}}}}]}}]}}]}}]}}"#
+            )
+        };
+        let req = decode_json(body(r#""SPAN_KIND_INTERNAL""#, r#""STATUS_CODE_ERROR""#).as_bytes())
+            .unwrap();
+        let span = &req.resource_spans[0].scope_spans[0].spans[0];
+        assert_eq!((span.kind, span.status.as_ref().unwrap().code), (1, 2));
+        let req = decode_json(body("3", "1").as_bytes()).unwrap();
+        let span = &req.resource_spans[0].scope_spans[0].spans[0];
+        assert_eq!((span.kind, span.status.as_ref().unwrap().code), (3, 1));
+        let e = decode_json(body(r#""SPAN_KIND_NOPE""#, "0").as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("SPAN_KIND_NOPE"), "{e}");
+        // A failed call reported by name is recognised as failed.
+        let r = Recognizer::new(&Default::default(), 128);
+        let req = decode_json(body(r#""SPAN_KIND_CLIENT""#, r#""STATUS_CODE_ERROR""#).as_bytes())
+            .unwrap();
+        assert!(recognize_request(&r, &req).records[0].error);
     }
 }

@@ -6,14 +6,17 @@
 //! Gzip is accepted; the message size limit (`otlp.max_request_bytes`, raised from tonic's 4 MiB
 //! default) applies after decompression. Both an uncompressed message over the limit (refused by
 //! tonic's framing before it is buffered) and a gzip bomb get `RESOURCE_EXHAUSTED`. Under overload
-//! (aggregator queue full, or `otlp.max_concurrent_requests` bodies already being read) the
-//! answer is `UNAVAILABLE` (retryable); partial success carries `rejected_spans` and a message.
+//! (aggregator queue full, the read budget taken, or `otlp.max_concurrent_requests` requests
+//! already being decoded) the answer is `UNAVAILABLE` (retryable); a message not received within
+//! `listeners.body_timeout` gets `DEADLINE_EXCEEDED`; partial success carries `rejected_spans`
+//! and a message.
 //!
 //! Every call is counted as a request, whatever its path. Refusals tonic makes before the
 //! handler runs are counted by the status it answered: `OUT_OF_RANGE` / `RESOURCE_EXHAUSTED` as
 //! `too_large`, `UNIMPLEMENTED` (unsupported `grpc-encoding`) as `unsupported_media_type`, any
 //! other error as `decode`. A path other than Export is answered `UNIMPLEMENTED` and counted as
-//! `unsupported_media_type`.
+//! `unsupported_media_type`. With a token configured, a call without it gets `UNAUTHENTICATED`
+//! (reason `unauthenticated`) before its message is read.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -67,7 +70,7 @@ impl NamedService for GrpcReceiver {
 
 impl<B> Service<http::Request<B>> for GrpcReceiver
 where
-    B: Body + Send + 'static,
+    B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<StdError> + Send + 'static,
 {
     type Response = http::Response<tonic::body::Body>;
@@ -88,15 +91,14 @@ where
                 Ok(Status::unimplemented("only TraceService/Export is served").into_http())
             });
         }
-        // Counted as refused (overloaded) by `body_permit`.
-        let Some(permit) = self.ingest.body_permit() else {
+        if !self.ingest.authorized(req.headers()) {
             return Box::pin(async {
-                Ok(
-                    Status::unavailable("too many requests being read at once; retry later")
-                        .into_http(),
+                Ok(Status::unauthenticated(
+                    "missing or wrong token (authorization: Bearer <token>)",
                 )
+                .into_http())
             });
-        };
+        }
         let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let export = Export(self.ingest.clone(), reached.clone());
         let mut grpc = Grpc::new(RawCodec)
@@ -105,9 +107,33 @@ where
             .max_decoding_message_size(self.limit)
             .max_encoding_message_size(4 << 20);
         let ingest = self.ingest.clone();
+        // The body takes bytes from the shared read budget as frames arrive (tonic enforces the
+        // message size limit); the decoding slot is taken by the handler, once the message is
+        // whole; the deadline covers both.
+        let (parts, body) = req.into_parts();
+        let (body, refused) = ingest.budget_body(body, u64::MAX);
+        let req = http::Request::from_parts(parts, body);
+        let deadline = ingest.body_timeout();
         Box::pin(async move {
-            let mut res = grpc.unary(export, req).await;
-            drop(permit);
+            let Ok(mut res) = tokio::time::timeout(deadline, grpc.unary(export, req)).await else {
+                ingest.stats().refused_request(RefusedRequest::Timeout);
+                return Ok(Status::deadline_exceeded(format!(
+                    "request not received within {deadline:?}"
+                ))
+                .into_http());
+            };
+            if let Some(reason) = super::BudgetBody::<()>::refused(&refused) {
+                ingest.stats().refused_request(reason);
+                return Ok(match reason {
+                    RefusedRequest::TooLarge => {
+                        Status::resource_exhausted("request body over the limit")
+                    }
+                    _ => Status::unavailable(
+                        "too many request bytes being read at once; retry later",
+                    ),
+                }
+                .into_http());
+            }
             // tonic refuses a message whose length prefix passes the limit before buffering it,
             // with OUT_OF_RANGE; OTLP says RESOURCE_EXHAUSTED (non-retryable without RetryInfo).
             // Decompression over the limit already comes back as RESOURCE_EXHAUSTED.
@@ -148,6 +174,12 @@ impl UnaryService<Bytes> for Export {
         let ingest = self.0.clone();
         self.1.store(true, std::sync::atomic::Ordering::Relaxed);
         Box::pin(async move {
+            // Counted as refused (overloaded) by `body_permit`.
+            let Some(_permit) = ingest.body_permit() else {
+                return Err(Status::unavailable(
+                    "too many requests being decoded at once; retry later",
+                ));
+            };
             match ingest.ingest_protobuf(request.get_ref()) {
                 Ok(a) => Ok(Response::new(response(a))),
                 Err(e @ IngestError::Decode(_)) => Err(Status::invalid_argument(e.to_string())),

@@ -6,9 +6,12 @@
 //!   `ExportTraceServiceResponse` (partial success when spans were rejected), 400 with a
 //!   `google.rpc.Status` on bad data, 413 when the body passes `otlp.max_request_bytes` (measured
 //!   after decompression; a gzip bomb is stopped at the limit), 415 on an unknown content type or
-//!   encoding, 503 + `Retry-After` when the aggregator queue is full or when
-//!   `otlp.max_concurrent_requests` bodies are already being read (each may buffer up to
-//!   `max_request_bytes` compressed plus as much inflated). Other methods get 405.
+//!   encoding, 408 when the body does not arrive within `listeners.body_timeout`, 503 +
+//!   `Retry-After` when the aggregator queue is full, when the bodies being read hold the whole
+//!   read budget, or when `otlp.max_concurrent_requests` requests are already being decoded
+//!   (each may hold up to `max_request_bytes` compressed plus as much inflated). Other methods
+//!   get 405. With a token configured ([`crate::collector::auth`]), a request without it gets
+//!   401 before its body is read.
 //!
 //! Every refusal is counted in the self-metrics by reason.
 
@@ -23,7 +26,7 @@ use axum::Router;
 use prost::Message;
 
 use super::decode::{self, DecodeError};
-use super::{grpc, Ingest, IngestError};
+use super::{grpc, Ingest, IngestError, ReadError};
 use crate::collector::RefusedRequest;
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -31,8 +34,10 @@ const JSON: &str = "application/json";
 
 /// gRPC status codes used in `google.rpc.Status` bodies.
 const INVALID_ARGUMENT: i32 = 3;
+const DEADLINE_EXCEEDED: i32 = 4;
 const RESOURCE_EXHAUSTED: i32 = 8;
 const UNAVAILABLE: i32 = 14;
+const UNAUTHENTICATED: i32 = 16;
 
 /// `google.rpc.Status`, the body of every OTLP/HTTP error.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -73,6 +78,17 @@ fn error(enc: Encoding, status: StatusCode, code: i32, message: String) -> Respo
 
 async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) -> Response {
     ing.stats().request("http");
+    if !ing.authorized(&headers) {
+        let mut r = error(
+            Encoding::Json,
+            StatusCode::UNAUTHORIZED,
+            UNAUTHENTICATED,
+            "missing or wrong token (Authorization: Bearer <token>)".into(),
+        );
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return r;
+    }
     let refuse = |reason| ing.stats().refused_request(reason);
     let mime = headers
         .get(header::CONTENT_TYPE)
@@ -111,12 +127,6 @@ async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) 
             );
         }
     };
-    let Some(_permit) = ing.body_permit() else {
-        return unavailable(
-            enc,
-            "too many requests being read at once; retry later".into(),
-        );
-    };
     let limit = ing.max_request_bytes();
     let too_large = |ing: &Ingest| {
         ing.stats().refused_request(RefusedRequest::TooLarge);
@@ -127,21 +137,24 @@ async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) 
             format!("request body is larger than {limit} bytes"),
         )
     };
-    let raw = match axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX)).await {
-        Ok(b) => b,
+    // Read first (deadline and byte budget, counted by `read_body`), then take a decoding slot.
+    let (raw, _bytes) = match ing.read_body(body).await {
+        Ok(r) => r,
         Err(e) => {
-            let text = format!("{e} {:?}", std::error::Error::source(&e));
-            if text.contains("length limit") {
-                return too_large(&ing);
-            }
-            refuse(RefusedRequest::Decode);
-            return error(
-                enc,
-                StatusCode::BAD_REQUEST,
-                INVALID_ARGUMENT,
-                format!("cannot read body: {e}"),
-            );
+            let (status, code) = match e {
+                ReadError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, RESOURCE_EXHAUSTED),
+                ReadError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, DEADLINE_EXCEEDED),
+                ReadError::Overloaded => return unavailable(enc, e.to_string()),
+                ReadError::Io(_) => (StatusCode::BAD_REQUEST, INVALID_ARGUMENT),
+            };
+            return error(enc, status, code, e.to_string());
         }
+    };
+    let Some(_permit) = ing.body_permit() else {
+        return unavailable(
+            enc,
+            "too many requests being decoded at once; retry later".into(),
+        );
     };
     let inflated;
     let bytes: &[u8] = if gzip {

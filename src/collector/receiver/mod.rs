@@ -5,6 +5,14 @@
 //! is full the whole request is refused as retryable (HTTP 503 + `Retry-After`, gRPC
 //! `UNAVAILABLE`) and counted, so nothing that was acknowledged is ever dropped. Spans that are
 //! tool spans but unusable are rejected through OTLP partial success and counted.
+//!
+//! A body is read before anything else is reserved for it, under two budgets: a deadline
+//! (`listeners.body_timeout`; late bodies get 408 / `DEADLINE_EXCEEDED`, reason `timeout`) and a
+//! byte budget shared by every body being read (`otlp.max_concurrent_requests` ×
+//! `otlp.max_request_bytes`, counted as bytes arrive; past it 503 / `UNAVAILABLE`, reason
+//! `overloaded`). Only then is one of the `otlp.max_concurrent_requests` decoding slots taken,
+//! for the time of decompression, decoding and recognition. A client sending a byte a second
+//! therefore holds a few bytes of budget until its deadline, never a slot.
 
 pub mod decode;
 pub mod grpc;
@@ -16,8 +24,8 @@ use std::sync::Arc;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::sync::mpsc;
 
-use super::aggregator::Batch;
 use super::recognize::Recognizer;
+use super::task::Batch;
 use super::{RefusedRequest, SelfStats};
 
 /// What a receiver answers after a request was accepted.
@@ -40,6 +48,13 @@ pub enum IngestError {
     Overloaded,
 }
 
+/// Bytes of bodies read at once: `n` bodies of the largest size, within the semaphore's range.
+fn read_budget(n: usize, max_request_bytes: u64) -> usize {
+    (n as u64)
+        .saturating_mul(max_request_bytes)
+        .min(tokio::sync::Semaphore::MAX_PERMITS as u64) as usize
+}
+
 /// The ingest path shared by both receivers.
 #[derive(Debug)]
 pub struct Ingest {
@@ -48,6 +63,118 @@ pub struct Ingest {
     stats: Arc<SelfStats>,
     max_request_bytes: u64,
     bodies: Arc<tokio::sync::Semaphore>,
+    read_budget: Arc<tokio::sync::Semaphore>,
+    body_timeout: std::time::Duration,
+    auth: Arc<crate::collector::auth::Auth>,
+}
+
+/// Why a request body could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// More than `max_request_bytes` (declared or received).
+    #[error("request body is larger than {0} bytes")]
+    TooLarge(u64),
+    /// Not received within the body deadline.
+    #[error("request body not received within {0:?}")]
+    Timeout(std::time::Duration),
+    /// The bodies being read already hold the whole byte budget.
+    #[error("too many request bytes being read at once; retry later")]
+    Overloaded,
+    /// The connection failed while reading.
+    #[error("cannot read body: {0}")]
+    Io(String),
+}
+
+impl ReadError {
+    /// The refusal it is counted as.
+    pub fn reason(&self) -> RefusedRequest {
+        match self {
+            ReadError::TooLarge(_) => RefusedRequest::TooLarge,
+            ReadError::Timeout(_) => RefusedRequest::Timeout,
+            ReadError::Overloaded => RefusedRequest::Overloaded,
+            ReadError::Io(_) => RefusedRequest::Decode,
+        }
+    }
+}
+
+const REFUSED_NONE: u8 = 0;
+const REFUSED_TOO_LARGE: u8 = 1;
+const REFUSED_OVERLOADED: u8 = 2;
+
+pin_project_lite::pin_project! {
+    /// A request body that takes bytes from the shared read budget as frames arrive and stops
+    /// past `limit` bytes; the bytes are given back when it is dropped.
+    pub struct BudgetBody<B> {
+        #[pin]
+        inner: B,
+        budget: Arc<tokio::sync::Semaphore>,
+        held: Option<tokio::sync::OwnedSemaphorePermit>,
+        total: u64,
+        limit: u64,
+        refused: Arc<std::sync::atomic::AtomicU8>,
+    }
+}
+
+impl<B> BudgetBody<B> {
+    /// Why reading stopped early, if it did: `Some(Overloaded)` or `Some(TooLarge)`.
+    pub fn refused(flag: &std::sync::atomic::AtomicU8) -> Option<RefusedRequest> {
+        match flag.load(std::sync::atomic::Ordering::Relaxed) {
+            REFUSED_TOO_LARGE => Some(RefusedRequest::TooLarge),
+            REFUSED_OVERLOADED => Some(RefusedRequest::Overloaded),
+            _ => None,
+        }
+    }
+}
+
+impl<B> http_body::Body for BudgetBody<B>
+where
+    B: http_body::Body<Data = prost::bytes::Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = prost::bytes::Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let this = self.project();
+        let frame = match std::task::ready!(this.inner.poll_frame(cx)) {
+            None => return std::task::Poll::Ready(None),
+            Some(Err(e)) => return std::task::Poll::Ready(Some(Err(e.into()))),
+            Some(Ok(f)) => f,
+        };
+        if let Some(d) = frame.data_ref() {
+            *this.total += d.len() as u64;
+            if *this.total > *this.limit {
+                this.refused.store(REFUSED_TOO_LARGE, Relaxed);
+                return std::task::Poll::Ready(Some(Err("request body over the limit".into())));
+            }
+            let n = u32::try_from(d.len()).unwrap_or(u32::MAX);
+            match this.budget.clone().try_acquire_many_owned(n) {
+                Ok(p) => match this.held {
+                    Some(h) => h.merge(p),
+                    None => *this.held = Some(p),
+                },
+                Err(_) => {
+                    this.refused.store(REFUSED_OVERLOADED, Relaxed);
+                    return std::task::Poll::Ready(Some(Err(
+                        "request byte budget exhausted".into()
+                    )));
+                }
+            }
+        }
+        std::task::Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 impl Ingest {
@@ -66,20 +193,133 @@ impl Ingest {
             bodies: Arc::new(tokio::sync::Semaphore::new(
                 crate::collector::config::DEFAULT_MAX_CONCURRENT_REQUESTS,
             )),
+            read_budget: Arc::new(tokio::sync::Semaphore::new(read_budget(
+                crate::collector::config::DEFAULT_MAX_CONCURRENT_REQUESTS,
+                max_request_bytes,
+            ))),
+            body_timeout: crate::collector::config::DEFAULT_BODY_TIMEOUT,
+            auth: Arc::default(),
         }
     }
 
-    /// Allows at most `n` requests to read their bodies at once (default
+    /// Requires the token of `auth` on every request (default: none required).
+    #[must_use]
+    pub fn with_auth(mut self, auth: Arc<crate::collector::auth::Auth>) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Whether `headers` carry the token; a refusal is counted here (reason
+    /// `unauthenticated`).
+    pub fn authorized(&self, headers: &axum::http::HeaderMap) -> bool {
+        let ok = self.auth.check(headers);
+        if !ok {
+            self.stats.refused_request(RefusedRequest::Unauthenticated);
+        }
+        ok
+    }
+
+    /// Allows at most `n` requests to be decoded at once, and `n` × `max_request_bytes` bytes of
+    /// bodies to be read at once (default
     /// [`DEFAULT_MAX_CONCURRENT_REQUESTS`](crate::collector::config::DEFAULT_MAX_CONCURRENT_REQUESTS)).
     #[must_use]
     pub fn with_max_concurrent_requests(mut self, n: usize) -> Self {
         self.bodies = Arc::new(tokio::sync::Semaphore::new(n.max(1)));
+        self.read_budget = Arc::new(tokio::sync::Semaphore::new(read_budget(
+            n.max(1),
+            self.max_request_bytes,
+        )));
         self
     }
 
-    /// A permit to read one request body, held until the request is answered; `None` when
-    /// `max_concurrent_requests` bodies are already being read. The caller answers 503 /
-    /// UNAVAILABLE; the refusal is counted here (reason `overloaded`).
+    /// Sets the deadline for receiving a whole request body (default
+    /// [`DEFAULT_BODY_TIMEOUT`](crate::collector::config::DEFAULT_BODY_TIMEOUT)).
+    #[must_use]
+    pub fn with_body_timeout(mut self, d: std::time::Duration) -> Self {
+        self.body_timeout = d;
+        self
+    }
+
+    /// The deadline for receiving a whole request body.
+    pub fn body_timeout(&self) -> std::time::Duration {
+        self.body_timeout
+    }
+
+    /// `body` wrapped in the read budget; `flag` tells why it stopped early
+    /// ([`BudgetBody::refused`]).
+    pub fn budget_body<B>(
+        &self,
+        body: B,
+        limit: u64,
+    ) -> (BudgetBody<B>, Arc<std::sync::atomic::AtomicU8>) {
+        let flag = Arc::new(std::sync::atomic::AtomicU8::new(REFUSED_NONE));
+        (
+            BudgetBody {
+                inner: body,
+                budget: self.read_budget.clone(),
+                held: None,
+                total: 0,
+                limit,
+                refused: flag.clone(),
+            },
+            flag,
+        )
+    }
+
+    /// Reads a whole request body within the deadline, the byte budget and
+    /// `max_request_bytes`; the refusal is counted here. The permit returned holds the body's
+    /// bytes of the budget until dropped.
+    pub async fn read_body<B>(
+        &self,
+        body: B,
+    ) -> Result<(Vec<u8>, Option<tokio::sync::OwnedSemaphorePermit>), ReadError>
+    where
+        B: http_body::Body<Data = prost::bytes::Bytes>,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let limit = self.max_request_bytes;
+        let result = if http_body::Body::size_hint(&body).lower() > limit {
+            Err(ReadError::TooLarge(limit))
+        } else {
+            let (b, flag) = self.budget_body(body, limit);
+            let mut b = std::pin::pin!(b);
+            let read = async {
+                let mut chunks = Vec::new();
+                while let Some(frame) =
+                    std::future::poll_fn(|cx| http_body::Body::poll_frame(b.as_mut(), cx)).await
+                {
+                    let frame = frame.map_err(|e| match BudgetBody::<B>::refused(&flag) {
+                        Some(RefusedRequest::TooLarge) => ReadError::TooLarge(limit),
+                        Some(_) => ReadError::Overloaded,
+                        None => ReadError::Io(e.to_string()),
+                    })?;
+                    if let Ok(d) = frame.into_data() {
+                        chunks.push(d);
+                    }
+                }
+                Ok(chunks)
+            };
+            match tokio::time::timeout(self.body_timeout, read).await {
+                Err(_) => Err(ReadError::Timeout(self.body_timeout)),
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(chunks)) => {
+                    let mut out = Vec::with_capacity(chunks.iter().map(|c| c.len()).sum());
+                    for c in chunks {
+                        out.extend_from_slice(&c);
+                    }
+                    Ok((out, b.project().held.take()))
+                }
+            }
+        };
+        if let Err(e) = &result {
+            self.stats.refused_request(e.reason());
+        }
+        result
+    }
+
+    /// A decoding slot, held while a body that was read is decompressed, decoded and
+    /// recognised; `None` when `max_concurrent_requests` requests are being decoded. The caller
+    /// answers 503 / UNAVAILABLE; the refusal is counted here (reason `overloaded`).
     pub fn body_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
         let p = self.bodies.clone().try_acquire_owned().ok();
         if p.is_none() {
@@ -111,6 +351,7 @@ impl Ingest {
         })?;
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
         self.stats.attributes_ignored(rec.attributes_ignored);
+        self.stats.label_cuts(&rec.label_cuts);
         if tools > 0
             && self
                 .tx

@@ -1,0 +1,752 @@
+//! The alert rules, one type per rule behind two small traits, run on the aggregator.
+//!
+//! - [`RecordRule`]s see every record over the ceiling of its weakest layer, with the verdict the
+//!   aggregator already computed (one verdict per record, shared by the counters and the rules):
+//!   [`over_ceiling`] (`ToolResultOverCeiling`) and [`repeated_oversize`]
+//!   (`ToolArgsRepeatedlyOversize`).
+//! - [`WindowRule`]s run every `alerts.evaluation_interval` on each series' sliding windows:
+//!   [`p95_jump`] (`ToolResultSizeP95Jump`), [`near_ceiling`] (`ToolResultSizeNearCeiling`) and
+//!   [`truncation_rate`] (`ToolResultTruncationRate`).
+//!
+//! Adding a rule is its file (config, hint, payload, tests), its runbook section and one line
+//! in [`REGISTRY`] and [`Rules::from_config`].
+//!
+//! **Deduplicate first.** A record over the ceiling for an alert already firing costs a probe
+//! of a [`Firing`] map keyed by integers (series id, layer index) and nothing else: no string,
+//! no label map, no channel send. The payload (labels, annotations, links) is built only when an
+//! alert starts firing, and again every third of its quiet period while it keeps matching, so
+//! the alert task sees it alive and Alertmanager gets fresh annotations. A storm of oversized
+//! results therefore costs the alert path a few hash probes per record.
+//!
+//! **No alert crowds out another.** Events go to the alert task over a bounded channel. When it
+//! is full, events wait in a bounded queue here (new alerts first) and are retried after every
+//! batch and every [`FLUSH_INTERVAL`](crate::collector::task::FLUSH_INTERVAL) (100 ms), so a new
+//! (service, tool, layer) over the ceiling fires within 100 ms of the channel draining. The
+//! alert task holds every alert the rules can make
+//! (see [`super::capacity`]); repeated oversize is one alert per (service, tool) that lists its
+//! most repeated argument hashes, so thousands of hot hashes cannot flood the table. Every match
+//! is counted by rule and outcome (`toolsize_alert_matches_total`): `sent`, `merged` into an
+//! alert already firing, `deferred` while the channel was full, `dropped` past the queue.
+
+pub mod near_ceiling;
+pub mod over_ceiling;
+pub mod p95_jump;
+pub mod repeated_oversize;
+pub mod truncation_rate;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::{AlertStats, Event, Matched};
+use crate::collector::aggregator::{
+    FxBuild, Limits, Observed, ResultObserver, Series, SeriesKey, Stats,
+};
+use crate::collector::config::Config;
+use crate::layers::{Ceiling, Stack};
+
+pub use near_ceiling::NEAR_CEILING_HINT;
+pub use over_ceiling::HINT;
+pub use p95_jump::P95_JUMP_HINT;
+pub use truncation_rate::TRUNCATION_RATE_HINT;
+
+/// Every built-in rule's alert name, in the order of `toolsize_alert_matches_total`.
+pub const REGISTRY: [&str; 5] = [
+    super::OVER_CEILING,
+    super::REPEATED_OVERSIZE,
+    super::P95_JUMP,
+    super::NEAR_CEILING,
+    super::TRUNCATION_RATE,
+];
+
+/// What became of one match, the `outcome` label of `toolsize_alert_matches_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchOutcome {
+    /// An event went to the alert task: a new alert, or a resend of a firing one.
+    Sent = 0,
+    /// Absorbed into an alert already firing (nothing built, nothing sent).
+    Merged = 1,
+    /// The channel was full: queued here and retried.
+    Deferred = 2,
+    /// The retry queue was full too: lost (the alert fires at its next resend).
+    Dropped = 3,
+}
+
+impl MatchOutcome {
+    /// Every outcome, in exposition order.
+    pub const ALL: [MatchOutcome; 4] = [
+        MatchOutcome::Sent,
+        MatchOutcome::Merged,
+        MatchOutcome::Deferred,
+        MatchOutcome::Dropped,
+    ];
+
+    /// The `outcome` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchOutcome::Sent => "sent",
+            MatchOutcome::Merged => "merged",
+            MatchOutcome::Deferred => "deferred",
+            MatchOutcome::Dropped => "dropped",
+        }
+    }
+}
+
+/// A record over the ceiling of its weakest layer, as the record rules see it.
+#[derive(Debug)]
+pub struct Over<'a> {
+    /// The aggregator's record, its series and the verdict.
+    pub seen: &'a Observed<'a>,
+    /// Result bytes.
+    pub bytes: u64,
+    /// Index of the weakest cutting layer in [`Stack::layers`].
+    pub layer: usize,
+    /// The cut.
+    pub cut: &'a crate::layers::Cut<'a>,
+}
+
+/// What a rule made of one match.
+#[derive(Debug)]
+pub enum Decision {
+    /// Nothing matched.
+    Quiet,
+    /// Matched an alert already firing: absorbed.
+    Merged,
+    /// An event is due: a new alert, or a resend.
+    Due(Matched),
+}
+
+/// A rule run on every record over a ceiling.
+pub trait RecordRule: Send + std::fmt::Debug {
+    /// The alert name (one of [`REGISTRY`]).
+    fn name(&self) -> &'static str;
+    /// The `severity` label.
+    fn severity(&self) -> &str;
+    /// One record over the ceiling.
+    fn over(&mut self, over: &Over<'_>) -> Decision;
+    /// Forgets alerts quiet for their quiet period at `now_ms` (called every evaluation).
+    fn sweep(&mut self, now_ms: u64);
+}
+
+/// What a window rule sees of one series at an evaluation.
+#[derive(Debug)]
+pub struct WindowInput<'a> {
+    /// The series.
+    pub key: &'a SeriesKey,
+    /// All of its state (for baselines).
+    pub series: &'a Series,
+    /// Its stats over the recent (shortest) window.
+    pub recent: &'a Stats,
+    /// Results of known size in the recent window.
+    pub n: u64,
+    /// Their p95, bytes.
+    pub p95: u64,
+    /// Index, label and length of the recent window.
+    pub recent_window: (usize, &'a str, Duration),
+    /// Index and label of the baseline (longest) window.
+    pub base_window: (usize, &'a str),
+    /// The stack's ceiling.
+    pub ceiling: Option<Ceiling<'a>>,
+    /// Evaluation time, Unix seconds.
+    pub now_unix: u64,
+    /// How long a window alert stays firing without a match.
+    pub quiet_period: Duration,
+}
+
+/// A rule run every evaluation on each series' windows.
+pub trait WindowRule: Send + std::fmt::Debug {
+    /// The alert name (one of [`REGISTRY`]).
+    fn name(&self) -> &'static str;
+    /// The `severity` label.
+    fn severity(&self) -> &str;
+    /// The match of one series, if any.
+    fn evaluate(&self, w: &WindowInput<'_>) -> Option<Matched>;
+}
+
+/// Builds a label or annotation map.
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The labels every per-series alert carries.
+pub(crate) fn series_labels(
+    name: &str,
+    key: &SeriesKey,
+    severity: &str,
+) -> BTreeMap<String, String> {
+    labels(&[
+        ("alertname", name),
+        ("service", &key.service),
+        ("tool", &key.tool),
+        ("severity", severity),
+    ])
+}
+
+/// Formats a ratio with two decimals.
+pub(crate) fn ratio(x: f64) -> String {
+    format!("{x:.2}")
+}
+
+/// Trace id as hex.
+pub(crate) fn hex(b: &[u8]) -> String {
+    use std::fmt::Write;
+    b.iter()
+        .fold(String::with_capacity(b.len() * 2), |mut s, x| {
+            let _ = write!(s, "{x:02x}");
+            s
+        })
+}
+
+/// What a [`Firing`] probe found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hit {
+    /// Not firing (or quiet long enough to have resolved): a new alert.
+    New,
+    /// Firing, and a resend is due.
+    Resend,
+    /// Firing, resend not due: merged.
+    Merged,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Hot {
+    sent_ms: u64,
+    seen_ms: u64,
+}
+
+/// The alerts a record rule has firing, keyed by integers: the deduplication that runs before
+/// anything is built. An alert is resent every third of its quiet period while it matches, so
+/// the alert task, which resolves it after the quiet period without an event, keeps it firing.
+#[derive(Debug)]
+pub struct Firing<K> {
+    hot: HashMap<K, Hot, FxBuild>,
+    quiet_ms: u64,
+    resend_ms: u64,
+}
+
+impl<K: std::hash::Hash + Eq + Copy> Firing<K> {
+    /// Deduplication for alerts that resolve after `quiet_period` without a match.
+    pub fn new(quiet_period: Duration) -> Self {
+        let quiet_ms = quiet_period.as_millis().max(1) as u64;
+        Self {
+            hot: HashMap::default(),
+            quiet_ms,
+            resend_ms: (quiet_ms / 3).max(1),
+        }
+    }
+
+    /// One match of `key` at `now_ms`.
+    pub fn hit(&mut self, key: K, now_ms: u64) -> Hit {
+        match self.hot.get_mut(&key) {
+            Some(h) if h.seen_ms + self.quiet_ms > now_ms => {
+                h.seen_ms = now_ms;
+                if now_ms >= h.sent_ms + self.resend_ms {
+                    h.sent_ms = now_ms;
+                    Hit::Resend
+                } else {
+                    Hit::Merged
+                }
+            }
+            Some(h) => {
+                *h = Hot {
+                    sent_ms: now_ms,
+                    seen_ms: now_ms,
+                };
+                Hit::New
+            }
+            None => {
+                self.hot.insert(
+                    key,
+                    Hot {
+                        sent_ms: now_ms,
+                        seen_ms: now_ms,
+                    },
+                );
+                Hit::New
+            }
+        }
+    }
+
+    /// Forgets alerts quiet for the quiet period.
+    pub fn sweep(&mut self, now_ms: u64) {
+        let quiet = self.quiet_ms;
+        self.hot.retain(|_, h| h.seen_ms + quiet > now_ms);
+    }
+
+    /// Alerts held.
+    pub fn len(&self) -> usize {
+        self.hot.len()
+    }
+
+    /// True when nothing is firing.
+    pub fn is_empty(&self) -> bool {
+        self.hot.is_empty()
+    }
+}
+
+/// Events waiting for room in the channel, at most this many.
+pub const MAX_DEFERRED: usize = 8192;
+
+/// The enabled rules, as one [`ResultObserver`] on the aggregator.
+#[derive(Debug)]
+pub struct Rules {
+    records: Vec<(usize, Box<dyn RecordRule>)>,
+    windows: Vec<(usize, Box<dyn WindowRule>)>,
+    stack: Arc<Stack>,
+    /// Window rules resolve after this long without a match (3 × the evaluation interval).
+    window_quiet_period: Duration,
+    tx: Option<mpsc::Sender<Event>>,
+    stats: Arc<AlertStats>,
+    /// New alerts waiting for the channel, sent before `deferred`.
+    urgent: VecDeque<Matched>,
+    /// Resends and window matches waiting for the channel.
+    deferred: VecDeque<Matched>,
+}
+
+impl Rules {
+    /// The alert name and severity of every enabled rule.
+    pub fn enabled(&self) -> Vec<(&'static str, String)> {
+        let mut out: Vec<(usize, &'static str, String)> = self
+            .records
+            .iter()
+            .map(|(i, r)| (*i, r.name(), r.severity().to_string()))
+            .chain(
+                self.windows
+                    .iter()
+                    .map(|(i, r)| (*i, r.name(), r.severity().to_string())),
+            )
+            .collect();
+        out.sort_by_key(|(i, ..)| *i);
+        out.into_iter().map(|(_, n, s)| (n, s)).collect()
+    }
+
+    /// The enabled rules of `config` (`None` when all are off).
+    pub fn from_config(config: &Config) -> Option<Self> {
+        let a = &config.alerts;
+        let window_quiet_period = config.alert_evaluation_interval() * 3;
+        let index = |name: &str| REGISTRY.iter().position(|n| *n == name).unwrap_or(0);
+        let mut records: Vec<Box<dyn RecordRule>> = Vec::new();
+        records.extend(over_ceiling::Rule::from_config(&a.over_ceiling).map(|r| Box::new(r) as _));
+        records.extend(
+            repeated_oversize::Rule::from_config(&a.repeated_oversize).map(|r| Box::new(r) as _),
+        );
+        let mut windows: Vec<Box<dyn WindowRule>> = Vec::new();
+        windows.extend(p95_jump::Rule::from_config(&a.p95_jump).map(|r| Box::new(r) as _));
+        windows.extend(near_ceiling::Rule::from_config(&a.near_ceiling).map(|r| Box::new(r) as _));
+        windows.extend(
+            truncation_rate::Rule::from_config(&a.truncation_rate).map(|r| Box::new(r) as _),
+        );
+        if records.is_empty() && windows.is_empty() {
+            return None;
+        }
+        Some(Self {
+            records: records.into_iter().map(|r| (index(r.name()), r)).collect(),
+            windows: windows.into_iter().map(|r| (index(r.name()), r)).collect(),
+            stack: Arc::new(config.stack.clone()),
+            window_quiet_period,
+            tx: None,
+            stats: Arc::default(),
+            urgent: VecDeque::new(),
+            deferred: VecDeque::new(),
+        })
+    }
+
+    /// Where matches go.
+    #[must_use]
+    pub fn with_sender(mut self, tx: mpsc::Sender<Event>, stats: Arc<AlertStats>) -> Self {
+        self.tx = Some(tx);
+        self.stats = stats;
+        self
+    }
+
+    /// The decisions of the record rules on one observed record (without sending anything).
+    pub fn evaluate(&mut self, seen: &Observed<'_>) -> Vec<(usize, Decision)> {
+        let Some((layer, cut)) = &seen.over else {
+            return Vec::new();
+        };
+        let Some(bytes) = seen.record.size.bytes() else {
+            return Vec::new();
+        };
+        let over = Over {
+            seen,
+            bytes,
+            layer: *layer,
+            cut,
+        };
+        self.records
+            .iter_mut()
+            .map(|(i, r)| (*i, r.over(&over)))
+            .collect()
+    }
+
+    /// The matches of the window rules over every series at `now_unix`.
+    ///
+    /// "Recent" is the shortest configured window (5m by default). `ToolResultSizeP95Jump`
+    /// compares its p95 with the p95 of the baseline: the slots of the longest window (1h) that
+    /// ended before the recent window began (see [`Series::window_stats_ending_by`]).
+    pub fn evaluate_windows(
+        &self,
+        series: &HashMap<SeriesKey, Series, FxBuild>,
+        limits: &Limits,
+        now_unix: u64,
+    ) -> Vec<Matched> {
+        let mut out = Vec::new();
+        if self.windows.is_empty() {
+            return out;
+        }
+        let by_len = |longest: bool| {
+            let it = limits.windows.iter().enumerate();
+            if longest {
+                it.max_by_key(|(_, (_, d))| *d)
+                    .map(|(i, (l, d))| (i, l.as_str(), *d))
+            } else {
+                it.min_by_key(|(_, (_, d))| *d)
+                    .map(|(i, (l, d))| (i, l.as_str(), *d))
+            }
+        };
+        let (Some(recent_window), Some((base_i, base_label, _))) = (by_len(false), by_len(true))
+        else {
+            return out;
+        };
+        let ceiling = self.stack.ceiling_bytes();
+        let mut keys: Vec<&SeriesKey> = series.keys().collect();
+        keys.sort_by(|a, b| (&a.service, &a.tool).cmp(&(&b.service, &b.tool)));
+        for key in keys {
+            let s = &series[key];
+            let recent = s.window_stats(recent_window.0, now_unix);
+            if recent.calls == 0 {
+                continue;
+            }
+            let input = WindowInput {
+                key,
+                series: s,
+                recent: &recent,
+                n: recent.size.len(),
+                p95: recent.size.quantile(0.95),
+                recent_window,
+                base_window: (base_i, base_label),
+                ceiling,
+                now_unix,
+                quiet_period: self.window_quiet_period,
+            };
+            out.extend(self.windows.iter().filter_map(|(_, r)| r.evaluate(&input)));
+        }
+        out
+    }
+
+    /// Sends what waits, new alerts first; stops at the first refusal.
+    fn flush(&mut self) {
+        let Some(tx) = &self.tx else { return };
+        for q in [&mut self.urgent, &mut self.deferred] {
+            while let Some(m) = q.pop_front() {
+                if let Err(e) = tx.try_send(m) {
+                    if let mpsc::error::TrySendError::Full(m) = e {
+                        q.push_front(m);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Sends one due event, or queues it when the channel is full.
+    fn send(&mut self, rule: usize, m: Matched, urgent: bool) {
+        let Some(tx) = &self.tx else { return };
+        let waiting = !self.urgent.is_empty() || (!urgent && !self.deferred.is_empty());
+        if !waiting {
+            match tx.try_send(m) {
+                Ok(()) => {
+                    self.stats.matched(rule, MatchOutcome::Sent);
+                    return;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => return,
+                Err(mpsc::error::TrySendError::Full(back)) => {
+                    return self.defer(rule, back, urgent)
+                }
+            }
+        }
+        self.defer(rule, m, urgent);
+    }
+
+    fn defer(&mut self, rule: usize, m: Matched, urgent: bool) {
+        if self.urgent.len() + self.deferred.len() >= MAX_DEFERRED {
+            // Make room for a new alert by dropping the oldest resend; a resend past the
+            // queue is dropped (its alert is resent at its next match).
+            if urgent && self.deferred.pop_front().is_some() {
+                self.stats.matched(rule, MatchOutcome::Dropped);
+            } else {
+                self.stats.matched(rule, MatchOutcome::Dropped);
+                return;
+            }
+        }
+        self.stats.matched(rule, MatchOutcome::Deferred);
+        if urgent {
+            self.urgent.push_back(m);
+        } else {
+            self.deferred.push_back(m);
+        }
+    }
+}
+
+impl ResultObserver for Rules {
+    fn observe(&mut self, seen: &Observed<'_>) {
+        if self.tx.is_none() || seen.over.is_none() {
+            return;
+        }
+        if !self.urgent.is_empty() || !self.deferred.is_empty() {
+            self.flush();
+        }
+        let (Some((layer, cut)), Some(bytes)) = (&seen.over, seen.record.size.bytes()) else {
+            return;
+        };
+        let over = Over {
+            seen,
+            bytes,
+            layer: *layer,
+            cut,
+        };
+        // No allocation here: one decision at a time, sent before the next.
+        for k in 0..self.records.len() {
+            let (rule, decision) = {
+                let (i, r) = &mut self.records[k];
+                (*i, r.over(&over))
+            };
+            match decision {
+                Decision::Quiet => {}
+                Decision::Merged => self.stats.matched(rule, MatchOutcome::Merged),
+                Decision::Due(m) => {
+                    let urgent = m.new;
+                    self.send(rule, m, urgent);
+                }
+            }
+        }
+    }
+
+    fn periodic(
+        &mut self,
+        series: &HashMap<SeriesKey, Series, FxBuild>,
+        limits: &Limits,
+        now_unix: u64,
+        now_ms: u64,
+    ) {
+        if self.tx.is_none() {
+            return;
+        }
+        for (_, r) in &mut self.records {
+            r.sweep(now_ms);
+        }
+        self.flush();
+        let index: Vec<(&'static str, usize)> =
+            self.windows.iter().map(|(i, r)| (r.name(), *i)).collect();
+        for m in self.evaluate_windows(series, limits, now_unix) {
+            let rule = index
+                .iter()
+                .find(|(n, _)| m.labels.get("alertname").map(String::as_str) == Some(n))
+                .map_or(0, |(_, i)| *i);
+            self.send(rule, m, false);
+        }
+    }
+
+    fn tick(&mut self) {
+        if !self.urgent.is_empty() || !self.deferred.is_empty() {
+            self.flush();
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Records, keys and workloads shared by the rules' tests.
+
+    use super::*;
+    use crate::collector::aggregator::State;
+    use crate::collector::recognize::{ArgsHash, Emitter, Extra, Size, SizeSource, ToolRecord};
+
+    /// A measured record of `bytes` for `svc`/`fetch`.
+    pub(crate) fn rec(bytes: u64) -> ToolRecord {
+        ToolRecord {
+            service: "svc".into(),
+            tool: "fetch".into(),
+            emitter: Emitter::Toolsize,
+            size: Size::Known {
+                bytes,
+                source: SizeSource::Measured,
+            },
+            truncated: false,
+            truncated_upstream: false,
+            error: false,
+            latency_us: 1500,
+            trace_id: [0xab; 16],
+            span_id: [2; 8],
+            args_hash: Some(ArgsHash::new("0123456789ab")),
+            measures: Extra::default(),
+            upstream_limit: None,
+        }
+    }
+
+    /// A deterministic log-normal-ish size: exp(N(ln median, sigma)) with the normal from the
+    /// sum of 12 uniforms of a xorshift generator.
+    pub(crate) struct Sizes(pub(crate) u64);
+
+    impl Sizes {
+        fn uniform(&mut self) -> f64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 >> 11) as f64 / (1u64 << 53) as f64
+        }
+        /// The next size.
+        pub(crate) fn next(&mut self, median: f64, sigma: f64) -> u64 {
+            let z: f64 = (0..12).map(|_| self.uniform()).sum::<f64>() - 6.0;
+            (median.ln() + sigma * z).exp().round().max(1.0) as u64
+        }
+    }
+
+    /// Only the window rule `name` on (the record rules off).
+    pub(crate) fn only_window(name: &str) -> Config {
+        let mut c = Config::default();
+        c.alerts.over_ceiling.enabled = false;
+        c.alerts.repeated_oversize.enabled = false;
+        only(&mut c, name);
+        c
+    }
+
+    /// Only the window rule `name` on among the window rules.
+    pub(crate) fn only(c: &mut Config, name: &str) {
+        c.alerts.p95_jump.enabled = name == super::super::P95_JUMP;
+        c.alerts.near_ceiling.enabled = name == super::super::NEAR_CEILING;
+        c.alerts.truncation_rate.enabled = name == super::super::TRUNCATION_RATE;
+    }
+
+    /// A whole hour (1_800_000_000 is one).
+    pub(crate) const T0: u64 = 1_800_000_000;
+
+    /// A state with `config`'s rules wired to a channel of `capacity` events.
+    pub(crate) fn wired(config: &Config, capacity: usize) -> (State, mpsc::Receiver<Event>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let mut st = State::new(Limits::from_config(config));
+        st.add_observer(Box::new(
+            Rules::from_config(config)
+                .unwrap()
+                .with_sender(tx, Arc::default()),
+        ));
+        (st, rx)
+    }
+
+    /// The alert names received so far.
+    pub(crate) fn names(rx: &mut mpsc::Receiver<Event>) -> Vec<String> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|m| m.labels["alertname"].clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+    use crate::collector::aggregator::State;
+    use crate::collector::alerts::{OVER_CEILING, REPEATED_OVERSIZE, TRUNCATION_RATE};
+
+    #[test]
+    fn firing_deduplicates_and_resends_every_third_of_the_quiet_period() {
+        let mut f = Firing::new(Duration::from_secs(3));
+        assert_eq!(f.hit(1u32, 0), Hit::New);
+        assert_eq!(f.hit(1, 999), Hit::Merged);
+        assert_eq!(f.hit(1, 1000), Hit::Resend);
+        assert_eq!(f.hit(2, 1000), Hit::New, "another key");
+        assert_eq!(f.hit(1, 1500), Hit::Merged);
+        assert_eq!(
+            f.hit(1, 4500),
+            Hit::New,
+            "quiet for 3 s: resolved, a new episode"
+        );
+        f.sweep(7499);
+        assert_eq!(f.len(), 1, "key 2 quiet since 1000");
+        f.sweep(7500);
+        assert!(f.is_empty());
+    }
+
+    #[test]
+    fn window_rules_run_through_the_aggregator_seam() {
+        let config = only_window(TRUNCATION_RATE);
+        let (mut st, mut rx) = wired(&config, 64);
+        for i in 0..40 {
+            let mut r = rec(2000);
+            r.truncated = i % 2 == 0;
+            st.record(&r, T0 + i);
+        }
+        assert!(
+            names(&mut rx).is_empty(),
+            "window rules wait for the evaluation"
+        );
+        st.evaluate_observers(T0 + 40);
+        assert_eq!(names(&mut rx), vec![TRUNCATION_RATE.to_string()]);
+    }
+
+    #[test]
+    fn a_storm_of_one_alert_sends_it_once_per_resend_and_counts_the_rest() {
+        let mut config = Config::default();
+        only(&mut config, "");
+        let stats = Arc::new(AlertStats::default());
+        let (tx, mut rx) = mpsc::channel(64);
+        let mut st = State::new(Limits::from_config(&config));
+        st.add_observer(Box::new(
+            Rules::from_config(&config)
+                .unwrap()
+                .with_sender(tx, stats.clone()),
+        ));
+        // 10,000 over-ceiling results within one second, each with other arguments.
+        let batch: Vec<_> = (0..10_000u32)
+            .map(|i| {
+                let mut r = rec(20_000 + u64::from(i));
+                r.args_hash = Some(crate::collector::recognize::ArgsHash::new(&format!(
+                    "{i:012x}"
+                )));
+                r
+            })
+            .collect();
+        st.record_batch_ms(&batch, T0 * 1000);
+        assert_eq!(names(&mut rx), vec![OVER_CEILING.to_string()]);
+        let over = REGISTRY.iter().position(|n| *n == OVER_CEILING).unwrap();
+        assert_eq!(stats.matches(over, MatchOutcome::Sent), 1);
+        assert_eq!(stats.matches(over, MatchOutcome::Merged), 9_999);
+        let rep = REGISTRY
+            .iter()
+            .position(|n| *n == REPEATED_OVERSIZE)
+            .unwrap();
+        assert_eq!(
+            stats.matches(rep, MatchOutcome::Sent),
+            0,
+            "no hash repeated"
+        );
+    }
+
+    #[test]
+    fn a_new_tool_fires_even_when_the_channel_is_full() {
+        let mut config = Config::default();
+        only(&mut config, "");
+        config.alerts.repeated_oversize.enabled = false;
+        let (mut st, mut rx) = wired(&config, 4);
+        // Four tools fill the channel; the fifth waits, and is sent once there is room.
+        for t in 0..5 {
+            let mut r = rec(20_000);
+            r.tool = format!("tool_{t}");
+            st.record_batch_ms(&[r], T0 * 1000 + t);
+        }
+        assert_eq!(names(&mut rx).len(), 4);
+        // Another record of a firing tool: merged, but the queue is flushed first.
+        let mut r = rec(20_000);
+        r.tool = "tool_0".into();
+        st.record_batch_ms(&[r], T0 * 1000 + 10);
+        let got: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|m| m.labels["tool"].clone())
+            .collect();
+        assert_eq!(got, vec!["tool_4".to_string()]);
+    }
+}

@@ -1,0 +1,302 @@
+//! `ToolArgsRepeatedlyOversize`: one arguments hash over the ceiling again and again (an agent
+//! retrying the same huge call).
+//!
+//! One alert per (service, tool), not per hash, so thousands of hot hashes cannot flood the
+//! alert table: it fires when any hash of the series reaches `count` over-ceiling results within
+//! `window` of the first of them, and its annotations list the most repeated hashes with their
+//! counts. Each series tracks the last [`TRACKED_PER_SERIES`] distinct hashes it saw over the
+//! ceiling (the oldest is replaced first), in a table allocated once per series: no allocation
+//! per record, a hash probe per record. A hash repeated with fewer than that many other hashes
+//! of the same tool in between is always caught; under a churn of more, it can be forgotten
+//! between two repeats and the alert fires later, never falsely.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::{labels, series_labels, Decision, Firing, Hit, Over, RecordRule};
+use crate::collector::aggregator::FxBuild;
+use crate::collector::alerts::{duration_or, Matched, REPEATED_OVERSIZE};
+use crate::collector::config::RepeatedOversizeConfig;
+use crate::collector::recognize::ArgsHash;
+
+use super::over_ceiling::HINT;
+
+/// Distinct arguments hashes tracked per series (≈ 7 KiB per series that has any).
+pub const TRACKED_PER_SERIES: usize = 128;
+/// Hashes listed in the alert's `args_hashes` annotation.
+pub const LISTED: usize = 5;
+
+#[derive(Debug, Clone, Copy)]
+struct Tracker {
+    hash: ArgsHash,
+    start_ms: u64,
+    last_ms: u64,
+    count: u32,
+}
+
+/// The rule.
+#[derive(Debug)]
+pub struct Rule {
+    severity: String,
+    count: u32,
+    window: Duration,
+    window_ms: u64,
+    trackers: HashMap<u32, Hashes, FxBuild>,
+    firing: Firing<u32>,
+}
+
+/// The hashes of one series: slots replaced in turn, and an index of them.
+#[derive(Debug)]
+struct Hashes {
+    slots: Vec<Tracker>,
+    index: HashMap<ArgsHash, u16, FxBuild>,
+    next: usize,
+}
+
+impl Hashes {
+    fn new() -> Self {
+        let mut index = HashMap::default();
+        index.reserve(TRACKED_PER_SERIES);
+        Self {
+            slots: Vec::with_capacity(TRACKED_PER_SERIES),
+            index,
+            next: 0,
+        }
+    }
+}
+
+impl Rule {
+    /// The rule of `[alerts.repeated_oversize]`, when enabled.
+    pub fn from_config(c: &RepeatedOversizeConfig) -> Option<Self> {
+        let window = duration_or(&c.window, Duration::from_secs(600));
+        c.enabled.then(|| Self {
+            severity: c.severity.clone(),
+            count: c.count.max(1),
+            window,
+            window_ms: window.as_millis() as u64,
+            trackers: HashMap::default(),
+            firing: Firing::new(window),
+        })
+    }
+
+    /// Counts one over-ceiling result of `hash`; returns its count within the window.
+    fn count(&mut self, series: u32, hash: ArgsHash, now_ms: u64) -> u32 {
+        let window_ms = self.window_ms;
+        let h = self.trackers.entry(series).or_insert_with(Hashes::new);
+        if let Some(&i) = h.index.get(&hash) {
+            let t = &mut h.slots[usize::from(i)];
+            if now_ms >= t.start_ms + window_ms {
+                t.start_ms = now_ms;
+                t.count = 0;
+            }
+            t.count += 1;
+            t.last_ms = now_ms;
+            return t.count;
+        }
+        let fresh = Tracker {
+            hash,
+            start_ms: now_ms,
+            last_ms: now_ms,
+            count: 1,
+        };
+        let i = if h.slots.len() < TRACKED_PER_SERIES {
+            h.slots.push(fresh);
+            h.slots.len() - 1
+        } else {
+            let i = h.next;
+            h.next = (i + 1) % TRACKED_PER_SERIES;
+            h.index.remove(&h.slots[i].hash);
+            h.slots[i] = fresh;
+            i
+        };
+        h.index.insert(hash, i as u16);
+        1
+    }
+
+    fn payload(&self, o: &Over<'_>, new: bool) -> Matched {
+        let key = o.seen.key;
+        let now_ms = o.seen.now_ms;
+        let mut hot: Vec<&Tracker> = self.trackers[&o.seen.series]
+            .slots
+            .iter()
+            .filter(|t| t.count >= self.count && now_ms < t.start_ms + self.window_ms)
+            .collect();
+        hot.sort_by(|a, b| b.count.cmp(&a.count).then(a.hash.cmp(&b.hash)));
+        let top = hot.first().map_or(0, |t| t.count);
+        let listed: Vec<String> = hot
+            .iter()
+            .take(LISTED)
+            .map(|t| format!("{} ×{}", t.hash, t.count))
+            .collect();
+        let cut = o.cut;
+        Matched {
+            labels: series_labels(REPEATED_OVERSIZE, key, &self.severity),
+            annotations: labels(&[
+                ("bytes", &o.bytes.to_string()),
+                ("ceiling", &cut.limit.to_string()),
+                ("unit", cut.unit.as_str()),
+                ("layer", cut.layer_id),
+                ("count", &top.to_string()),
+                ("hashes", &hot.len().to_string()),
+                ("args_hashes", &listed.join(", ")),
+                (
+                    "summary",
+                    &format!(
+                        "Tool {} was called {top} times with the same arguments and an \
+                         over-ceiling result.",
+                        key.tool
+                    ),
+                ),
+                (
+                    "description",
+                    &format!(
+                        "{} arguments hash(es) of tool {} (service {}) returned over the {} \
+                         ceiling {} times or more within {} s, the most {top} times: an agent \
+                         retrying the same huge call. Most repeated: {}.",
+                        hot.len(),
+                        key.tool,
+                        key.service,
+                        cut.layer_id,
+                        self.count,
+                        self.window.as_secs(),
+                        listed.join(", ")
+                    ),
+                ),
+                ("hint", HINT),
+            ]),
+            quiet_period: self.window,
+            new,
+        }
+    }
+}
+
+impl RecordRule for Rule {
+    fn name(&self) -> &'static str {
+        REPEATED_OVERSIZE
+    }
+
+    fn severity(&self) -> &str {
+        &self.severity
+    }
+
+    fn over(&mut self, o: &Over<'_>) -> Decision {
+        let Some(hash) = o.seen.record.args_hash else {
+            return Decision::Quiet;
+        };
+        if self.count(o.seen.series, hash, o.seen.now_ms) < self.count {
+            return Decision::Quiet;
+        }
+        match self.firing.hit(o.seen.series, o.seen.now_ms) {
+            Hit::Merged => Decision::Merged,
+            hit => Decision::Due(self.payload(o, hit == Hit::New)),
+        }
+    }
+
+    fn sweep(&mut self, now_ms: u64) {
+        self.firing.sweep(now_ms);
+        let window_ms = self.window_ms;
+        self.trackers
+            .retain(|_, h| h.slots.iter().any(|t| now_ms < t.last_ms + window_ms));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+    use crate::collector::alerts::{OVER_CEILING, REPEATED_OVERSIZE};
+    use crate::collector::config::Config;
+    use crate::collector::recognize::ArgsHash;
+
+    fn config() -> Config {
+        let mut config = Config::default();
+        only(&mut config, "");
+        config.alerts.over_ceiling.enabled = false;
+        config
+    }
+
+    #[test]
+    fn needs_count_within_the_window_of_the_first() {
+        let (mut st, mut rx) = wired(&config(), 64);
+        st.record(&rec(20_000), T0);
+        st.record(&rec(20_000), T0 + 100);
+        assert!(names(&mut rx).is_empty());
+        // The first one is 10 minutes old by now: the count starts again.
+        st.record(&rec(20_000), T0 + 600);
+        st.record(&rec(20_000), T0 + 650);
+        assert!(names(&mut rx).is_empty());
+        st.record(&rec(20_000), T0 + 690);
+        let got: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        assert_eq!(got.len(), 1);
+        let m = &got[0];
+        assert_eq!(m.labels["alertname"], REPEATED_OVERSIZE);
+        assert!(!m.labels.contains_key("args_hash"), "one alert per tool");
+        assert_eq!(m.annotations["count"], "3");
+        assert_eq!(m.annotations["args_hashes"], "0123456789ab ×3");
+        let mut c = Config::default();
+        c.alerts.over_ceiling.enabled = false;
+        c.alerts.repeated_oversize.enabled = false;
+        assert!(
+            super::super::Rules::from_config(&c).is_some(),
+            "window rules still on"
+        );
+        c.alerts.p95_jump.enabled = false;
+        c.alerts.near_ceiling.enabled = false;
+        c.alerts.truncation_rate.enabled = false;
+        assert!(
+            super::super::Rules::from_config(&c).is_none(),
+            "every rule off"
+        );
+    }
+
+    #[test]
+    fn under_the_ceiling_or_other_arguments_do_not_count() {
+        let mut config = Config::default();
+        only(&mut config, "");
+        let (mut st, mut rx) = wired(&config, 64);
+        for (t, b) in [(0, 20_000), (200, 50_000), (400, 9_000)] {
+            st.record(&rec(b), T0 + t);
+        }
+        let n = names(&mut rx);
+        assert!(n.iter().all(|n| n == OVER_CEILING), "{n:?}");
+        let (mut st, mut rx) = wired(&config, 64);
+        for (i, h) in ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "aaaaaaaaaaaa"]
+            .iter()
+            .enumerate()
+        {
+            let mut r = rec(20_000);
+            r.args_hash = Some(ArgsHash::new(h));
+            st.record(&r, T0 + i as u64);
+        }
+        assert!(!names(&mut rx).iter().any(|n| n == REPEATED_OVERSIZE));
+    }
+
+    #[test]
+    fn thousands_of_hot_hashes_make_one_alert_per_tool_listing_the_top_ones() {
+        let (mut st, mut rx) = wired(&config(), 1024);
+        // 40 tools × 100 hashes, each hash over the ceiling 3 times (4 for the first five of
+        // every tool), round robin: 12,000 results, 4,000 hot hashes.
+        let mut batch = Vec::new();
+        for round in 0..4u64 {
+            for h in 0..100u64 {
+                for t in 0..40u64 {
+                    if round < 3 || h < 5 {
+                        let mut r = rec(20_000);
+                        r.tool = format!("tool_{t}");
+                        r.args_hash = Some(ArgsHash::new(&format!("{t:04x}{h:08x}")));
+                        batch.push(r);
+                    }
+                }
+            }
+        }
+        st.record_batch_ms(&batch, T0 * 1000);
+        let got: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        assert_eq!(got.len(), 40, "one alert per tool");
+        let m = got.iter().find(|m| m.labels["tool"] == "tool_7").unwrap();
+        assert_eq!(
+            m.annotations["count"], "3",
+            "sent when the first hash reached 3"
+        );
+        assert_eq!(m.annotations["hashes"], "1");
+        assert_eq!(m.annotations["args_hashes"], "000700000000 ×3");
+    }
+}

@@ -1,0 +1,321 @@
+//! The views the admin API serves (`/api/v1/tools`, `/api/v1/tools/{tool}`), computed from the
+//! aggregator's [`State`] on the aggregator task when a reader asks (the answer is small: one
+//! row per series, or the detail of one tool).
+
+use serde::{Deserialize, Serialize};
+
+use super::aggregator::{Largest, OverCeiling, Point, SeriesKey, State, Stats};
+
+/// One row of `/api/v1/tools`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRow {
+    /// Service.
+    pub service: String,
+    /// Tool.
+    pub tool: String,
+    /// Calls.
+    pub count: u64,
+    /// Calls with a known size.
+    pub sized: u64,
+    /// Result bytes, median.
+    pub p50: u64,
+    /// Result bytes, 95th percentile.
+    pub p95: u64,
+    /// Result bytes, 99th percentile.
+    pub p99: u64,
+    /// Largest result bytes.
+    pub max: u64,
+    /// Failed calls.
+    pub errors: u64,
+    /// Results the tool reported truncated.
+    pub truncated: u64,
+    /// Results cut upstream (size is a lower bound).
+    pub truncated_upstream: u64,
+    /// Successful calls of unknown size.
+    pub unknown_size: u64,
+    /// Sizes measured by the tool.
+    pub measured: u64,
+    /// Sizes derived from content, counted as recorded.
+    pub derived: u64,
+    /// Sizes derived from content with the tracer's envelope removed.
+    pub unwrapped: u64,
+    /// Sizes that are lower bounds (the content showed an upstream cut).
+    pub lower_bound: u64,
+    /// The attribute value length limit results were seen cut at, configured or learned from
+    /// the data (characters or UTF-16 units); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_limit: Option<u64>,
+    /// Latency, 95th percentile, milliseconds.
+    pub latency_p95_ms: f64,
+}
+
+/// `/api/v1/tools`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolsView {
+    /// The window: a configured label or `all`.
+    pub window: String,
+    /// Rows sorted by service then tool.
+    pub tools: Vec<ToolRow>,
+}
+
+/// One series of `/api/v1/tools/{tool}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDetail {
+    /// The summary row.
+    #[serde(flatten)]
+    pub row: ToolRow,
+    /// Largest recent results.
+    pub largest: Vec<Largest>,
+    /// Most repeated argument hashes.
+    pub top_args: Vec<TopArgs>,
+    /// Results over a ceiling since start, by the weakest layer that cut them.
+    pub over_ceiling: Vec<OverCeilingCount>,
+    /// The most recent over-ceiling results (at most [`OVER_CEILING_RECENT`]), newest first.
+    pub recent_over_ceiling: Vec<OverCeiling>,
+}
+
+/// Over-ceiling results of one layer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverCeilingCount {
+    /// The layer id.
+    pub layer: String,
+    /// Results whose weakest cutting layer it was.
+    pub count: u64,
+}
+
+/// A repeated arguments hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopArgs {
+    /// The hash.
+    pub args_hash: String,
+    /// Calls (upper bound).
+    pub count: u64,
+    /// Largest result with it.
+    pub max_bytes: u64,
+}
+
+/// `/api/v1/tools/{tool}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolView {
+    /// The window.
+    pub window: String,
+    /// The tool.
+    pub tool: String,
+    /// One entry per service that called it.
+    pub series: Vec<ToolDetail>,
+}
+
+fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
+    ToolRow {
+        service: key.service.clone(),
+        tool: key.tool.clone(),
+        count: st.calls,
+        sized: st.size.len(),
+        p50: st.size.quantile(0.5),
+        p95: st.size.quantile(0.95),
+        p99: st.size.quantile(0.99),
+        max: st.size.max(),
+        errors: st.errors,
+        truncated: st.truncated,
+        truncated_upstream: st.truncated_upstream,
+        unknown_size: st.unknown_size,
+        measured: st.measured,
+        derived: st.derived,
+        unwrapped: st.unwrapped,
+        lower_bound: st.lower_bound,
+        upstream_limit: st.upstream_limit,
+        latency_p95_ms: st.latency.quantile(0.95) as f64 / 1000.0,
+    }
+}
+
+impl State {
+    /// The `/api/v1/tools` view.
+    pub fn tools_view(
+        &self,
+        window: Option<&str>,
+        service: Option<&str>,
+        now: u64,
+    ) -> Result<ToolsView, String> {
+        let w = self.window_index(window)?;
+        let mut keys: Vec<&SeriesKey> = self
+            .series
+            .keys()
+            .filter(|k| service.is_none_or(|s| s == k.service))
+            .collect();
+        keys.sort();
+        let tools = keys
+            .into_iter()
+            .map(|k| row(k, &self.stats(&self.series[k], w, now)))
+            .collect();
+        Ok(ToolsView {
+            window: window.unwrap_or("all").to_string(),
+            tools,
+        })
+    }
+
+    /// The `/api/v1/tools/{tool}` view; `Ok(None)` when no series has that tool.
+    pub fn tool_view(
+        &self,
+        tool: &str,
+        window: Option<&str>,
+        service: Option<&str>,
+        now: u64,
+    ) -> Result<Option<ToolView>, String> {
+        let w = self.window_index(window)?;
+        let keys = self.keys_of(tool, service);
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let horizon = self
+            .limits
+            .windows
+            .iter()
+            .map(|(_, d)| d.as_secs())
+            .max()
+            .unwrap_or(3600);
+        let series = keys
+            .into_iter()
+            .map(|k| {
+                let s = &self.series[k];
+                let mut top: Vec<TopArgs> = s
+                    .args
+                    .iter()
+                    .map(|(h, a)| TopArgs {
+                        args_hash: h.to_string(),
+                        count: a.count,
+                        max_bytes: a.max_bytes,
+                    })
+                    .collect();
+                top.sort_by(|a, b| b.count.cmp(&a.count).then(a.args_hash.cmp(&b.args_hash)));
+                top.truncate(10);
+                ToolDetail {
+                    row: row(k, &self.stats(s, w, now)),
+                    largest: s
+                        .largest
+                        .iter()
+                        .filter(|l| l.at_unix + horizon > now)
+                        .cloned()
+                        .collect(),
+                    top_args: top,
+                    over_ceiling: s
+                        .over_ceiling
+                        .iter()
+                        .map(|(layer, count)| OverCeilingCount {
+                            layer: layer.clone(),
+                            count: *count,
+                        })
+                        .collect(),
+                    recent_over_ceiling: s
+                        .over_recent
+                        .iter()
+                        .rev()
+                        .filter_map(|o| o.view(&self.limits.stack))
+                        .collect(),
+                }
+            })
+            .collect();
+        Ok(Some(ToolView {
+            window: window.unwrap_or("all").to_string(),
+            tool: tool.to_string(),
+            series,
+        }))
+    }
+}
+
+/// The history of one series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeriesHistory {
+    /// Service.
+    pub service: String,
+    /// Points, oldest first; the last one is the slot still open.
+    pub points: Vec<Point>,
+}
+
+/// `/api/v1/tools/{tool}/history`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryView {
+    /// Tool name.
+    pub tool: String,
+    /// Seconds between points: the slot length of the shortest window.
+    pub resolution_secs: u64,
+    /// How far back points go: the longest window.
+    pub retention_secs: u64,
+    /// One entry per matching series, sorted by service.
+    pub series: Vec<SeriesHistory>,
+}
+
+impl State {
+    /// The series of `tool` (of `service` only, when given), sorted.
+    fn keys_of(&self, tool: &str, service: Option<&str>) -> Vec<&SeriesKey> {
+        let mut keys: Vec<&SeriesKey> = self
+            .series
+            .keys()
+            .filter(|k| k.tool == tool && service.is_none_or(|s| s == k.service))
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The `/api/v1/tools/{tool}/history` view (`None` when the tool has no series).
+    pub fn history_view(&self, tool: &str, service: Option<&str>, now: u64) -> Option<HistoryView> {
+        let keys = self.keys_of(tool, service);
+        if keys.is_empty() {
+            return None;
+        }
+        let (_, resolution_secs, retention_secs) = self.limits.history();
+        Some(HistoryView {
+            tool: tool.to_string(),
+            resolution_secs,
+            retention_secs,
+            series: keys
+                .into_iter()
+                .map(|k| SeriesHistory {
+                    service: k.service.clone(),
+                    points: self.series[k].history(&self.limits, now),
+                })
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::collector::aggregator::tests::{known, limits, rec};
+    use crate::collector::aggregator::State;
+
+    #[test]
+    fn history_has_one_point_per_minute_over_the_hour_and_survives_a_restore() {
+        let mut st = State::new(limits(10));
+        let t0 = 1_800_000_000; // a whole hour
+                                // 90 minutes: 2 results a minute, the p95 jumping from 3 KB to 41 KB at minute 80.
+        for m in 0..90u64 {
+            let b = if m < 80 { 3_000 } else { 41_000 };
+            st.record(&rec("search", known(b)), t0 + m * 60 + 1);
+            st.record(&rec("search", known(b + 10)), t0 + m * 60 + 30);
+        }
+        let now = t0 + 89 * 60 + 31;
+        let h = st.history_view("search", None, now).unwrap();
+        assert_eq!((h.resolution_secs, h.retention_secs), (60, 3600));
+        let p = &h.series[0].points;
+        assert_eq!(
+            p.len(),
+            60,
+            "the last hour: 59 closed slots and the open one"
+        );
+        assert!(p.windows(2).all(|w| w[1].at_unix == w[0].at_unix + 60));
+        assert_eq!(p.last().unwrap().at_unix, t0 + 89 * 60);
+        assert!(p.iter().all(|x| x.count == 2 && x.sized == 2));
+        let jump = p.iter().position(|x| x.p95 > 40_000).unwrap();
+        assert_eq!(p[jump].at_unix, t0 + 80 * 60);
+        assert!(p[jump - 1].p95 < 3_100, "{:?}", p[jump - 1]);
+        assert_eq!(p.last().unwrap().over_ceiling, 2);
+        assert!(st.history_view("nope", None, now).is_none());
+        assert!(st.history_view("search", Some("other"), now).is_none());
+
+        let json = serde_json::to_vec(&st.snapshot(now, Vec::new())).unwrap();
+        let mut back = State::new(limits(10));
+        back.restore(serde_json::from_slice(&json).unwrap())
+            .unwrap();
+        assert_eq!(back.history_view("search", None, now), Some(h));
+    }
+}

@@ -1,0 +1,343 @@
+//! Slow and idle clients against the daemon's time and connection budgets, over real loopback
+//! sockets: 1,000 idle connections, slow request heads, slow bodies declaring a megabyte and
+//! sending a byte at a time, and a listener driven past its connection cap. Legitimate OTLP/HTTP,
+//! OTLP/gRPC and `/healthz` requests keep being answered during the attack; every connection the
+//! daemon closes is counted by reason.
+#![cfg(feature = "collector")]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+use support::collector::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use toolsize::collector::{Config, Daemon};
+
+/// Raises this process's soft open-file limit to `n` (both ends of every connection live here)
+/// with util-linux `prlimit`, which needs no unsafe code. Fails when it cannot.
+fn raise_open_files(n: u64) {
+    let soft = toolsize::collector::listener::open_file_limit().expect("/proc/self/limits");
+    if soft >= n {
+        return;
+    }
+    let st = std::process::Command::new("prlimit")
+        .args([
+            "--pid",
+            &std::process::id().to_string(),
+            &format!("--nofile={n}:"),
+        ])
+        .status()
+        .unwrap_or_else(|e| panic!("prlimit (util-linux) is needed to raise ulimit -n: {e}"));
+    assert!(
+        st.success(),
+        "cannot raise the open-file limit from {soft} to {n} (hard limit too low?)"
+    );
+}
+
+fn attack_config() -> Config {
+    let mut c = loopback_config();
+    c.listeners.header_read_timeout = "2s".into();
+    c.listeners.body_timeout = "3s".into();
+    c.listeners.idle_timeout = "30s".into();
+    c
+}
+
+async fn connect_many(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(TcpStream::connect(addr).await.unwrap());
+    }
+    out
+}
+
+/// A client that sends a request head declaring a 1 MB body, then a byte every 100 ms; returns
+/// what the daemon answered (its status line) and when.
+async fn slow_body(http: SocketAddr) -> (String, Duration) {
+    let t = Instant::now();
+    let mut s = TcpStream::connect(http).await.unwrap();
+    s.write_all(
+        b"POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\n\
+          content-length: 1000000\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut buf = [0u8; 256];
+    loop {
+        tokio::select! {
+            n = s.read(&mut buf) => {
+                let n = n.unwrap_or(0);
+                let head = String::from_utf8_lossy(&buf[..n]);
+                return (head.lines().next().unwrap_or("").to_string(), t.elapsed());
+            }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                if s.write_all(b"\x0a").await.is_err() {
+                    return ("closed".into(), t.elapsed());
+                }
+            }
+        }
+    }
+}
+
+/// A client that sends a request head a byte every 200 ms; returns how long the daemon kept
+/// the connection open.
+async fn slow_header(http: SocketAddr) -> Duration {
+    let t = Instant::now();
+    let mut s = TcpStream::connect(http).await.unwrap();
+    let head = b"POST /v1/traces HTTP/1.1\r\nhost: x\r\nx-slow: ";
+    s.write_all(head).await.unwrap();
+    let mut buf = [0u8; 64];
+    loop {
+        tokio::select! {
+            n = s.read(&mut buf) => {
+                let _ = n;
+                return t.elapsed();
+            }
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                if s.write_all(b"a").await.is_err() {
+                    return t.elapsed();
+                }
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "never closed");
+    }
+}
+
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legitimate_clients_are_served_during_a_slow_client_attack() {
+    raise_open_files(8192);
+    let d = Daemon::start(&attack_config()).await.unwrap();
+    let (http, grpc, admin) = (d.otlp_http_addr, d.otlp_grpc_addr, d.admin_addr);
+    let good = request("agent", vec![own_span(1, "read", 100)]);
+
+    // Baseline latency of a legitimate OTLP/HTTP export, same run, no attack.
+    let client = reqwest::Client::new();
+    for _ in 0..20 {
+        assert_eq!(post_proto(http, &good).await.status().as_u16(), 200);
+    }
+    let mut base = Vec::new();
+    for _ in 0..50 {
+        let t = Instant::now();
+        assert_eq!(post_proto(http, &good).await.status().as_u16(), 200);
+        base.push(t.elapsed());
+    }
+    base.sort();
+
+    // The attack: 1,000 idle connections (600 OTLP/HTTP, 300 gRPC, 100 admin), 32 slow bodies
+    // (twice the decoding slots) and 16 slow request heads.
+    let mut idle = connect_many(http, 600).await;
+    idle.extend(connect_many(grpc, 300).await);
+    idle.extend(connect_many(admin, 100).await);
+    let bodies: Vec<_> = (0..32).map(|_| tokio::spawn(slow_body(http))).collect();
+    let heads: Vec<_> = (0..16).map(|_| tokio::spawn(slow_header(http))).collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let open = metrics(admin).await;
+    let open_http = sample(&open, "toolsize_connections{listener=\"otlp_http\"}").unwrap();
+    assert!(open_http >= 600.0 + 32.0, "{open_http} open");
+
+    // Legitimate clients during the attack (about 1.5 s, before any timeout fires).
+    let mut during = Vec::new();
+    let mut grpc_client = TraceServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .unwrap();
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        let t = Instant::now();
+        assert_eq!(post_proto(http, &good).await.status().as_u16(), 200);
+        during.push(t.elapsed());
+        grpc_client.export(good.clone()).await.unwrap();
+        let h = client
+            .get(format!("http://{admin}/healthz"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(h.status().as_u16(), 200);
+    }
+    during.sort();
+    eprintln!(
+        "legitimate OTLP/HTTP export latency: baseline p50 {:?} p99 {:?}; during the attack \
+         ({} requests) p50 {:?} p99 {:?} max {:?} (p50 x{:.1})",
+        percentile(&base, 0.5),
+        percentile(&base, 0.99),
+        during.len(),
+        percentile(&during, 0.5),
+        percentile(&during, 0.99),
+        during.last().unwrap(),
+        percentile(&during, 0.5).as_secs_f64() / percentile(&base, 0.5).as_secs_f64()
+    );
+    assert!(
+        during.len() >= 10,
+        "only {} requests answered",
+        during.len()
+    );
+    assert!(*during.last().unwrap() < Duration::from_secs(1));
+
+    // Slow bodies get 408 at the body deadline; slow heads and idle connections are closed at
+    // the header deadline.
+    for b in bodies {
+        let (status, after) = b.await.unwrap();
+        assert!(status.starts_with("HTTP/1.1 408"), "{status:?}");
+        assert!(after < Duration::from_secs(6), "{after:?}");
+    }
+    for h in heads {
+        let after = h.await.unwrap();
+        assert!(
+            (Duration::from_millis(1500)..Duration::from_secs(5)).contains(&after),
+            "{after:?}"
+        );
+    }
+    // (A gRPC connection first gets the server's HTTP/2 settings, then the close.)
+    let mut buf = Vec::new();
+    for s in &mut idle {
+        tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut buf))
+            .await
+            .expect("idle connection still open after the header deadline")
+            .ok();
+    }
+    drop(idle);
+    let text = metrics(admin).await;
+    let closed = |l: &str, r: &str| {
+        sample(
+            &text,
+            &format!("toolsize_connections_closed_total{{listener=\"{l}\",reason=\"{r}\"}}"),
+        )
+        .unwrap()
+    };
+    assert!(closed("otlp_http", "header_timeout") >= 616.0);
+    assert!(closed("otlp_grpc", "header_timeout") >= 300.0);
+    assert!(closed("admin", "header_timeout") >= 100.0);
+    assert_eq!(
+        sample(
+            &text,
+            "toolsize_otlp_requests_refused_total{reason=\"timeout\"}"
+        ),
+        Some(32.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "toolsize_otlp_requests_refused_total{reason=\"overloaded\"}"
+        ),
+        Some(0.0),
+        "slow bodies never held a decoding slot"
+    );
+    // Still serving, and what was accepted is there.
+    assert_eq!(post_proto(http, &good).await.status().as_u16(), 200);
+    let v = tools(admin, "").await;
+    let count: u64 = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(count as usize, 70 + 2 * during.len() + 1);
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_cap_are_closed_and_counted() {
+    let mut cfg = attack_config();
+    cfg.listeners.otlp_max_connections = 20;
+    let d = Daemon::start(&cfg).await.unwrap();
+    let held = connect_many(d.otlp_http_addr, 20).await;
+    let mut over = connect_many(d.otlp_http_addr, 5).await;
+    let mut buf = [0u8; 1];
+    for s in &mut over {
+        let n = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf))
+            .await
+            .expect("closed at once");
+        assert!(matches!(n, Ok(0) | Err(_)));
+    }
+    let text = metrics(d.admin_addr).await;
+    assert_eq!(
+        sample(
+            &text,
+            "toolsize_connections_closed_total{listener=\"otlp_http\",reason=\"limit\"}"
+        ),
+        Some(5.0)
+    );
+    assert_eq!(
+        sample(&text, "toolsize_connections_limit{listener=\"otlp_http\"}"),
+        Some(20.0)
+    );
+    // The admin listener has its own cap: /healthz still answers.
+    let h = reqwest::get(format!("http://{}/healthz", d.admin_addr))
+        .await
+        .unwrap();
+    assert_eq!(h.status().as_u16(), 200);
+    // Slots come back when connections close.
+    drop(held);
+    let good = request("agent", vec![own_span(1, "read", 100)]);
+    let body = prost::Message::encode_to_vec(&good);
+    wait_for("a free slot", Duration::from_secs(5), || async {
+        let r = reqwest::Client::new()
+            .post(format!("http://{}/v1/traces", d.otlp_http_addr))
+            .header("content-type", "application/x-protobuf")
+            .body(body.clone())
+            .send()
+            .await;
+        r.is_ok_and(|r| r.status().as_u16() == 200).then_some(())
+    })
+    .await;
+    d.shutdown().await;
+}
+
+#[tokio::test]
+async fn caps_are_lowered_under_a_low_open_file_limit() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    // The real binary under `ulimit -n 256`: it warns, lowers its caps and serves.
+    let mut child = Command::new("prlimit")
+        .args(["--nofile=256:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
+        .args([
+            "--otlp-grpc-addr",
+            "127.0.0.1:0",
+            "--otlp-http-addr",
+            "127.0.0.1:0",
+        ])
+        .args(["--admin-addr", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("prlimit (util-linux) runs toolsize serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let admin: SocketAddr = ready["admin"].as_str().unwrap().parse().unwrap();
+    let text = metrics(admin).await;
+    let caps: Vec<f64> = ["otlp_grpc", "otlp_http", "admin"]
+        .iter()
+        .map(|l| {
+            sample(
+                &text,
+                &format!("toolsize_connections_limit{{listener=\"{l}\"}}"),
+            )
+            .unwrap()
+        })
+        .collect();
+    assert!(caps.iter().sum::<f64>() <= 256.0 - 64.0, "{caps:?}");
+    assert!(caps.iter().all(|c| *c >= 8.0), "{caps:?}");
+    let st = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(child.wait().unwrap().success());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(err.contains("Open-file limit too low"), "{err}");
+}

@@ -1,0 +1,169 @@
+//! The collector's modules form a DAG: no file imports, directly or through others, a module
+//! that imports it back. Read from the sources (test code excluded), so a new cycle fails here.
+#![cfg(feature = "collector")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// `src/collector/a.rs` is `a`, `src/collector/x/mod.rs` is `x`, `src/collector/x/b.rs` is
+/// `x/b`.
+fn node(path: &Path, root: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap().with_extension("");
+    let s = rel.to_string_lossy().replace('\\', "/");
+    s.strip_suffix("/mod").map(str::to_string).unwrap_or(s)
+}
+
+/// The module a path like `receiver::wire::SpanView` names, as a node that exists.
+fn target(segments: &[&str], nodes: &BTreeSet<String>) -> Option<String> {
+    let two = segments
+        .iter()
+        .take(2)
+        .copied()
+        .collect::<Vec<_>>()
+        .join("/");
+    if nodes.contains(&two) {
+        return Some(two);
+    }
+    let one = segments.first()?.to_string();
+    nodes.contains(&one).then_some(one)
+}
+
+fn graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+    }
+    let nodes: BTreeSet<String> = files.iter().map(|f| node(f, root)).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let from = node(f, root);
+        let text = std::fs::read_to_string(f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        // Where `super` points: the collector for its own files and for `x/mod.rs`.
+        let depth = f.strip_prefix(root).unwrap().components().count();
+        let in_dir_mod = f.file_name().is_some_and(|n| n == "mod.rs");
+        let supers_to_collector = if depth == 1 || in_dir_mod { 1 } else { 2 };
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            let mut rest = line;
+            while let Some(i) = rest
+                .find("super::")
+                .or_else(|| rest.find("crate::collector::"))
+            {
+                let tail = &rest[i..];
+                let (path, n_super) = if let Some(t) = tail.strip_prefix("crate::collector::") {
+                    (t, supers_to_collector)
+                } else {
+                    let mut t = tail;
+                    let mut n = 0;
+                    while let Some(x) = t.strip_prefix("super::") {
+                        t = x;
+                        n += 1;
+                    }
+                    (t, n)
+                };
+                rest = &tail[1..];
+                if n_super != supers_to_collector {
+                    continue;
+                }
+                let segments: Vec<&str> = path
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .next()
+                    .unwrap_or("")
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                if let Some(to) = target(&segments, &nodes) {
+                    let parent = from.split('/').next().unwrap().to_string();
+                    if to != from && to != parent && !to.starts_with(&format!("{from}/")) {
+                        edges.entry(from.clone()).or_default().insert(to);
+                    }
+                }
+            }
+        }
+    }
+    edges
+}
+
+fn cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == n) {
+            let mut c = path[i..].to_vec();
+            c.push(n.to_string());
+            return Some(c);
+        }
+        if done.contains(n) {
+            return None;
+        }
+        path.push(n.to_string());
+        for m in edges.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(n.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for n in edges.keys() {
+        if let Some(c) = visit(n, edges, &mut Vec::new(), &mut done) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn the_collector_modules_form_a_dag() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/collector");
+    let edges = graph(&root);
+    assert!(edges["task"].contains("aggregator"), "{edges:?}");
+    assert!(edges["snapshot"].contains("aggregator"), "{edges:?}");
+    if let Some(c) = cycle(&edges) {
+        panic!(
+            "the collector's modules import each other in a circle: {}",
+            c.join(" → ")
+        );
+    }
+    // The aggregator owns state and knows nothing of its readers.
+    for reader in [
+        "api",
+        "exposition",
+        "views",
+        "snapshot",
+        "store",
+        "task",
+        "alerts",
+    ] {
+        assert!(
+            !edges["aggregator"].contains(reader),
+            "aggregator imports {reader}"
+        );
+    }
+}
+
+#[test]
+fn the_check_finds_a_cycle() {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    edges.entry("a".into()).or_default().insert("b".into());
+    edges.entry("b".into()).or_default().insert("c".into());
+    assert_eq!(cycle(&edges), None);
+    edges.entry("c".into()).or_default().insert("a".into());
+    assert_eq!(
+        cycle(&edges).unwrap(),
+        ["a", "b", "c", "a"].map(String::from).to_vec()
+    );
+}

@@ -1,0 +1,195 @@
+//! Snapshot failures are loud: the real `toolsize serve` with a data directory it cannot write
+//! (read-only, a full disk, a directory where the snapshot goes) removes its temporary file,
+//! counts every failure, reports not ready on `/readyz` while writes keep failing, recovers when
+//! the disk does, and exits 1 when the final snapshot at shutdown fails.
+#![cfg(feature = "collector")]
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use support::collector::*;
+
+const TMP: &str = ".toolsize-state.json.tmp";
+const SNAPSHOT: &str = "toolsize-state.json";
+
+fn is_root() -> bool {
+    let out = Command::new("id").arg("-u").output().expect("id");
+    String::from_utf8_lossy(&out.stdout).trim() == "0"
+}
+
+async fn readyz(admin: std::net::SocketAddr) -> (u16, String) {
+    let r = reqwest::get(format!("http://{admin}/readyz"))
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// Starts the binary on `dir` with a 100 ms snapshot interval, sends one span, waits for
+/// `/readyz` to report the failing writes, and checks that SIGTERM exits 1 with no temporary
+/// file left behind.
+async fn fails_loudly(dir: &Path, after_start: impl FnOnce()) {
+    let mut b = Binary::start_with_env(
+        &["--snapshot-interval", "100ms"],
+        Some(dir),
+        &[("RUST_LOG", "off")],
+    );
+    after_start();
+    let r = post_proto(b.http, &request("agent", vec![own_span(1, "read", 10)])).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let body = wait_for("/readyz 503", Duration::from_secs(10), || async {
+        let (status, body) = readyz(b.admin).await;
+        (status == 503).then_some(body)
+    })
+    .await;
+    assert!(body.contains("snapshot writes failed"), "{body}");
+    let text = metrics(b.admin).await;
+    assert!(sample(&text, "toolsize_snapshot_failures_total").unwrap() >= 3.0);
+    assert!(!dir.join(TMP).exists(), "temporary file left");
+    b.signal("-TERM");
+    let st = b.child.wait().unwrap();
+    assert_eq!(st.code(), Some(1), "final snapshot failed, exit {st}");
+    assert!(!dir.join(TMP).exists(), "temporary file left");
+}
+
+#[tokio::test]
+async fn a_directory_in_place_of_the_snapshot_fails_every_write() {
+    // (At start, a directory there makes the data directory unusable: the daemon refuses to
+    // start. Made after the start, every rename over it fails.)
+    let dir = temp_dir("snap-dir");
+    fails_loudly(&dir, || {
+        let _ = std::fs::remove_file(dir.join(SNAPSHOT));
+        std::fs::create_dir_all(dir.join(SNAPSHOT).join("x")).unwrap();
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_read_only_data_dir_fails_loudly() {
+    let dir = temp_dir("snap-ro");
+    // root ignores file modes: a read-only tmpfs is read-only for root too.
+    let mounted = if is_root() {
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "ro,size=64k", "tmpfs"])
+            .arg(&dir)
+            .status()
+            .expect("mount");
+        assert!(st.success(), "cannot mount a read-only tmpfs as root");
+        true
+    } else {
+        Command::new("chmod")
+            .arg("0555")
+            .arg(&dir)
+            .status()
+            .unwrap();
+        false
+    };
+    assert!(
+        std::fs::write(dir.join("probe"), b"x").is_err(),
+        "the directory is writable"
+    );
+    fails_loudly(&dir, || {}).await;
+    if mounted {
+        Command::new("umount").arg(&dir).status().unwrap();
+    } else {
+        Command::new("chmod")
+            .arg("0755")
+            .arg(&dir)
+            .status()
+            .unwrap();
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_full_disk_fails_and_recovers() {
+    let dir = temp_dir("snap-full");
+    let b = Binary::start_with_env(
+        &["--snapshot-interval", "100ms"],
+        Some(&dir),
+        &[("RUST_LOG", "off")],
+    );
+    let r = post_proto(b.http, &request("agent", vec![own_span(1, "read", 10)])).await;
+    assert_eq!(r.status().as_u16(), 200);
+    wait_for("a snapshot", Duration::from_secs(10), || async {
+        dir.join(SNAPSHOT).exists().then_some(())
+    })
+    .await;
+    // The next write goes to /dev/full: ENOSPC, like a full disk. The temporary file (here the
+    // link) is removed, so the write after it succeeds again.
+    let failures = |t: &str| sample(t, "toolsize_snapshot_failures_total").unwrap();
+    let before = failures(&metrics(b.admin).await);
+    std::os::unix::fs::symlink("/dev/full", dir.join(TMP)).unwrap();
+    wait_for("a failed write", Duration::from_secs(10), || async {
+        (failures(&metrics(b.admin).await) > before).then_some(())
+    })
+    .await;
+    assert!(std::fs::symlink_metadata(dir.join(TMP)).is_err(), "left");
+    let written = sample(&metrics(b.admin).await, "toolsize_snapshots_written_total").unwrap();
+    wait_for(
+        "a write after the failure",
+        Duration::from_secs(10),
+        || async {
+            let t = metrics(b.admin).await;
+            (sample(&t, "toolsize_snapshots_written_total").unwrap() > written).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        readyz(b.admin).await.0,
+        200,
+        "one failure is not persistent"
+    );
+    b.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_tiny_tmpfs_fills_up_and_the_partial_file_is_removed() {
+    if !is_root() {
+        eprintln!("SKIPPED: mounting a tiny tmpfs needs root; /dev/full covers ENOSPC above");
+        return;
+    }
+    let dir = temp_dir("snap-tmpfs");
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8k", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .expect("mount");
+    assert!(st.success(), "cannot mount a tmpfs as root");
+    let mut b = Binary::start_with_env(
+        &["--snapshot-interval", "100ms"],
+        Some(&dir),
+        &[("RUST_LOG", "off")],
+    );
+    // Enough series that the snapshot is larger than the volume.
+    let spans = (0..200)
+        .map(|n| own_span(n, &format!("tool{n}"), 10))
+        .collect();
+    let r = post_proto(b.http, &request("agent", spans)).await;
+    assert_eq!(r.status().as_u16(), 200);
+    wait_for("/readyz 503", Duration::from_secs(10), || async {
+        (readyz(b.admin).await.0 == 503).then_some(())
+    })
+    .await;
+    assert!(
+        !dir.join(TMP).exists(),
+        "the partial file keeps the disk full"
+    );
+    let df = Command::new("df")
+        .arg("--output=used")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    eprintln!(
+        "tmpfs use after failed writes: {}",
+        String::from_utf8_lossy(&df.stdout)
+    );
+    b.signal("-TERM");
+    assert_eq!(b.child.wait().unwrap().code(), Some(1));
+    Command::new("umount").arg(&dir).status().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
