@@ -504,7 +504,7 @@ pub struct ToolRecord {
     /// The attribute value length limit (characters or UTF-16 units) the recorded content
     /// ended at, configured or learned from the data ([`super::learn`]): set with
     /// `truncated_upstream`.
-    pub upstream_limit: Option<u64>,
+    pub upstream_limit: Option<u32>,
 }
 
 /// What [`Recognizer::recognize`] made of a span.
@@ -887,7 +887,7 @@ impl Recognizer {
                 Some((v, enc, env)) => {
                     let c = self.size_of_content(service, v, enc, env, json_mime);
                     truncated_upstream |= c.cut;
-                    upstream_limit = c.limit;
+                    upstream_limit = c.limit.and_then(|l| u32::try_from(l).ok());
                     c.size
                 }
                 None => Size::Unknown(Unknown::Missing),
