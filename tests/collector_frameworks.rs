@@ -1,5 +1,5 @@
 //! Real agent frameworks, each traced by its own official OpenTelemetry instrumentation and
-//! driven by its own fake model (`tests/frameworks/agents.py`, installed from
+//! driven by its own fake model (`tests/frameworks/run_agent.py`, installed from
 //! `tests/requirements-frameworks.txt` by `scripts/test.sh`), export OTLP/HTTP to a daemon.
 //!
 //! Per tool call, matched by span id in `/api/v1/tools/{tool}`, the daemon's size equals the
@@ -33,6 +33,11 @@ const FRAMEWORKS: &[(&str, &str, &str)] = &[
         "LangChain core 1.7.2 + openinference-instrumentation-langchain 0.1.80 (GenericFakeChatModel)",
         "`output.value`: the ToolMessage's `content`",
     ),
+    (
+        "openai_agents",
+        "OpenAI Agents SDK 0.24.0 + openinference-instrumentation-openai-agents 2.6.0 (scripted `Model`)",
+        "`output.value` as recorded",
+    ),
 ];
 
 /// Agent calls per run: every 4th fails.
@@ -57,7 +62,7 @@ fn run_agent(
     service: &str,
     env: &[(&str, &str)],
 ) -> serde_json::Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/frameworks/agents.py");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/frameworks/run_agent.py");
     let out = Command::new(python())
         .args([
             script,
@@ -75,7 +80,7 @@ fn run_agent(
         .unwrap();
     assert!(
         out.status.success(),
-        "agents.py {framework} failed: {}",
+        "run_agent.py {framework} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
@@ -245,7 +250,7 @@ async fn real_frameworks_sizes_are_what_the_model_got() {
             "{fw}: limit not in /metrics"
         );
         table.push_str(&format!(
-            "| {label} | {} of {} tool calls, no other span | {rule} | exact (worst {:.2} %) | {failed} of {failed} unsized | {flagged} of {cut} flagged, limit {LIMIT} inferred |\n",
+            "| {label} | {} of {} tool calls, no other series | {rule} | exact (worst {:.2} %) | {failed} of {failed} unsized | {flagged} of {cut} flagged, limit {LIMIT} inferred |\n",
             CALLS, CALLS, worst * 100.0,
         ));
     }

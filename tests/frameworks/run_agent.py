@@ -5,7 +5,7 @@ Prints one JSON object: per tool call, the span id of its tool span (taken from 
 SDK exported), the tool name, whether it failed, and the UTF-8 bytes of the result as the
 framework handed it to the model (taken from the messages the fake model received).
 
-    agents.py --framework pydantic_ai --endpoint http://127.0.0.1:4318 --service svc
+    run_agent.py --framework pydantic_ai --endpoint http://127.0.0.1:4318 --service svc
 """
 
 import argparse
@@ -167,7 +167,76 @@ def run_langchain(tp, keep, calls):
     return out
 
 
-RUNNERS = {"pydantic_ai": run_pydantic_ai, "langchain": run_langchain}
+def run_openai_agents(tp, keep, calls):
+    import asyncio
+
+    from agents import Agent, ModelResponse, Runner, Usage, function_tool
+    from agents.models.interface import Model
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    # OpenInference reads the SDK's own traces through its processor interface (registered by
+    # the instrumentor); without an API key the SDK exports nothing to OpenAI.
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=tp)
+
+    handed = {}
+
+    class Fake(Model):
+        """The SDK's Model interface, answering from a script; records what it was handed."""
+
+        async def get_response(self, system_instructions, input, *args, **kwargs):
+            step = 0
+            for item in input if isinstance(input, list) else []:
+                if isinstance(item, dict) and item.get("type") == "function_call_output":
+                    out = item["output"]
+                    handed[item["call_id"]] = len((out if isinstance(out, str) else json.dumps(out)).encode())
+                if isinstance(item, dict) and item.get("type") == "function_call":
+                    step += 1
+            if step < calls:
+                tool = "fetch_page" if step % 2 == 0 else "search_docs"
+                out = [ResponseFunctionToolCall(type="function_call", id=f"fc_{step}", call_id=f"call_{step}",
+                                                name=tool, arguments=json.dumps({"i": step}))]
+            else:
+                out = [ResponseOutputMessage(id="m", type="message", role="assistant", status="completed",
+                                             content=[ResponseOutputText(type="output_text", text="done",
+                                                                         annotations=[])])]
+            return ModelResponse(output=out, usage=Usage(), response_id=None)
+
+        def stream_response(self, *args, **kwargs):
+            raise NotImplementedError
+
+    def body(i):
+        if i % FAIL_EVERY == FAIL_EVERY - 1:
+            raise ValueError(f"call {i} failed")
+        return payload(SIZES[i % len(SIZES)], i)
+
+    @function_tool
+    def fetch_page(i: int) -> str:
+        """Fetches page i."""
+        return body(i)
+
+    @function_tool
+    def search_docs(i: int) -> str:
+        """Searches docs."""
+        return body(i)
+
+    agent = Agent(name="agent", model=Fake(), tools=[fetch_page, search_docs])
+    asyncio.run(Runner.run(agent, "go", max_turns=calls + 2))
+    out = []
+    for s in keep.spans:
+        a = s.attributes or {}
+        if a.get("openinference.span.kind") != "TOOL":
+            continue
+        # The tool span does not carry the call id: calls run one per turn, in order.
+        out.append({"span_id": hexid(s.context.span_id), "tool": s.name, "start": s.start_time})
+    out.sort(key=lambda o: o.pop("start"))
+    for i, o in enumerate(out):
+        o["failed"] = i % FAIL_EVERY == FAIL_EVERY - 1
+        o["bytes"] = None if o["failed"] else handed[f"call_{i}"]
+    return out
+
+
+RUNNERS = {"pydantic_ai": run_pydantic_ai, "langchain": run_langchain, "openai_agents": run_openai_agents}
 
 
 def main():
