@@ -9,10 +9,15 @@
 //!
 //! Sizes: a measured size (`tool.result.bytes`, `gen_ai.tool.call.result.size`) wins; otherwise
 //! the size is derived from the content (UTF-8 bytes of a string, compact JSON of a structured
-//! value). Content that shows an upstream cut (a truncation marker from [`MARKERS`], a
-//! length equal to a configured attribute limit, JSON that no longer parses, `logfire.truncated`)
-//! flags the record truncated upstream: its size is a lower bound. Placeholders and missing content
-//! make the size unknown — never 0. Alongside a measured size, the other measures the span
+//! value), as the framework handed it to the model: a tracer's own wrapping ([`ENVELOPES`]:
+//! JSON-escaped strings, LangChain's `ToolMessage`, ADK's `{"result": …}`, Strands' text
+//! blocks) is removed first ([`SizeSource::Unwrapped`]). Content that shows an upstream cut (a
+//! truncation marker from [`MARKERS`], a length equal to a configured or environment attribute
+//! limit or to one learned from the data ([`super::learn`]), JSON that no longer parses,
+//! `logfire.truncated`) flags the record truncated upstream: its size is a lower bound, counted
+//! as recorded. Placeholders and missing content make the size unknown — never 0. A failed call
+//! (status ERROR, an error attribute, `gen_ai.tool.status=error`) is never sized, whatever its
+//! recorded output; spans summarising several calls ([`SUMMARY_SPAN_NAMES`]) are not tools. Alongside a measured size, the other measures the span
 //! carries as ints ([`MEASURE_KEYS`]: chars, UTF-16 units, lines, …) are kept exactly; the layer
 //! verdict estimates the missing ones from bytes.
 //!
