@@ -27,6 +27,9 @@ install_peers() {
   { command -v prometheus-alertmanager && command -v amtool; } >/dev/null 2>&1 ||
     missing+=(prometheus-alertmanager)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  #   node, npm: the Vercel AI SDK agent of tests/collector_frameworks.rs.
+  command -v node >/dev/null 2>&1 || missing+=(nodejs)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   if [ ${#missing[@]} -gt 0 ]; then
     log "apt-get install ${missing[*]}"
@@ -43,6 +46,8 @@ install_peers() {
   [ -x target/frameworks-venv/bin/python ] || python3 -m venv target/frameworks-venv
   target/frameworks-venv/bin/python -m pip install -q --disable-pip-version-check \
     -r tests/requirements-frameworks.txt
+  log "npm ci (tests/frameworks)"
+  npm ci --prefix tests/frameworks --no-audit --no-fund --silent
 }
 
 if [ "${TOOLSIZE_SKIP_INSTALL:-0}" != 1 ]; then

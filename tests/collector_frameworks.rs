@@ -38,6 +38,11 @@ const FRAMEWORKS: &[(&str, &str, &str)] = &[
         "OpenAI Agents SDK 0.24.0 + openinference-instrumentation-openai-agents 2.6.0 (scripted `Model`)",
         "`output.value` as recorded",
     ),
+    (
+        "vercel_ai",
+        "Vercel AI SDK `ai` 6.0.326, `experimental_telemetry` (MockLanguageModelV3)",
+        "`ai.toolCall.result`: the JSON string decoded",
+    ),
 ];
 
 /// Agent calls per run: every 4th fails.
@@ -62,10 +67,17 @@ fn run_agent(
     service: &str,
     env: &[(&str, &str)],
 ) -> serde_json::Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/frameworks/run_agent.py");
-    let out = Command::new(python())
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/frameworks");
+    // The TypeScript framework runs under node from its own directory (its node_modules).
+    let (mut cmd, script) = if framework == "vercel_ai" {
+        (Command::new("node"), format!("{dir}/run_agent.mjs"))
+    } else {
+        (Command::new(python()), format!("{dir}/run_agent.py"))
+    };
+    let out = cmd
+        .current_dir(dir)
         .args([
-            script,
+            script.as_str(),
             "--framework",
             framework,
             "--endpoint",
@@ -132,6 +144,13 @@ async fn real_frameworks_sizes_are_what_the_model_got() {
             "import pydantic_ai, langchain_core, openinference.instrumentation.langchain",
         ],
     ) {
+        return;
+    }
+    let ai = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/frameworks/node_modules/ai/package.json"
+    );
+    if !require("node", &["-e", &format!("require({ai:?})")]) {
         return;
     }
     let mut config = loopback_config();
