@@ -749,7 +749,9 @@ impl Recognizer {
             tool_status: keys.idx("gen_ai.tool.status"),
             logfire_truncated: keys.idx("logfire.truncated"),
             mime: keys.idx("output.mime_type"),
-            limits: effective_limits(&config.attribute_value_length_limits),
+            limits: effective_limits(&config.attribute_value_length_limits, |k| {
+                std::env::var(k).ok()
+            }),
             placeholders: config.placeholders.clone(),
             max_name: max_tool_name_bytes,
             max_service: crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES,
@@ -1138,20 +1140,31 @@ pub fn unwrap_content(env: Envelope, s: &[u8]) -> Option<u64> {
 /// The attribute value length limits checked: the configured ones, or else the standard
 /// `OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT` / `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT` of the daemon's
 /// own environment (agents started beside it often share it). Unparsable values are ignored.
-fn effective_limits(configured: &[u64]) -> Vec<u64> {
+fn effective_limits(configured: &[u64], env: impl Fn(&str) -> Option<String>) -> Vec<u64> {
     if !configured.is_empty() {
         return configured.to_vec();
     }
-    [
-        "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
-        "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
-    ]
-    .iter()
-    .filter_map(|k| std::env::var(k).ok()?.trim().parse::<u64>().ok())
-    .filter(|&l| l > 0)
-    .take(1)
-    .collect()
+    ENV_LIMITS
+        .iter()
+        .filter_map(|k| {
+            let l = env(k)?.trim().parse::<u64>().ok().filter(|&l| l > 0)?;
+            tracing::info!(
+                limit = l,
+                source = *k,
+                "Attribute value length limit from the environment."
+            );
+            Some(l)
+        })
+        .take(1)
+        .collect()
 }
+
+/// The standard OpenTelemetry SDK variables of the attribute value length limit, the
+/// span-specific one first.
+const ENV_LIMITS: [&str; 2] = [
+    "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+];
 
 /// True when `s` contains one of the truncation markers of [`MARKERS`].
 pub fn has_marker(s: &[u8]) -> bool {
@@ -1965,5 +1978,30 @@ mod tests {
                 (true, Some(1000))
             ]
         );
+    }
+
+    #[test]
+    fn attribute_limits_config_then_environment() {
+        fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+            move |k| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        }
+        const BOTH: &[(&str, &str)] = &[
+            ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "1000"),
+            ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "500"),
+        ];
+        assert_eq!(effective_limits(&[64], env(BOTH)), [64]);
+        assert_eq!(effective_limits(&[], env(BOTH)), [500]);
+        const GENERAL: &[(&str, &str)] = &[("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", " 1000 ")];
+        assert_eq!(effective_limits(&[], env(GENERAL)), [1000]);
+        const BAD: &[(&str, &str)] = &[
+            ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "lots"),
+            ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "0"),
+        ];
+        assert!(effective_limits(&[], env(BAD)).is_empty());
     }
 }
