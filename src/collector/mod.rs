@@ -45,6 +45,7 @@ pub mod learn;
 pub mod listener;
 pub mod receiver;
 pub mod recognize;
+pub mod record;
 pub mod runbook;
 pub mod snapshot;
 pub mod store;
