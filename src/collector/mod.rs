@@ -26,9 +26,15 @@
 //! - **Store** ([`store`]): snapshots every `store.snapshot_interval` and at shutdown, atomic on
 //!   disk, restored at start; a corrupt file is moved aside and the daemon starts empty.
 //!
-//! Behaviour under load: memory is bounded by the body limit × in-flight requests, the queue
-//! capacity, and `max_series` × the per-series histograms. Every refusal and drop is counted in
-//! the self-metrics ([`SelfStats`], exposed on `/metrics`).
+//! - **Listeners** ([`listener`]): every socket holds a slot of its listener's connection cap
+//!   and lives under a header-read and an idle timeout; optional TLS ([`tls`], feature `tls`)
+//!   and a shared token ([`auth`]) guard the OTLP receivers and the admin API.
+//!
+//! Behaviour under load: memory is bounded by the read budget (bodies being read) plus the
+//! decoding slots × the body limit, the queue capacity, and `max_series` × the per-series
+//! histograms; client-supplied names are cut and cleaned before they become keys. Every
+//! refusal, drop and closed connection is counted in the self-metrics ([`SelfStats`], exposed
+//! on `/metrics`).
 //!
 //! Shutdown ([`Daemon::shutdown`], on SIGTERM/SIGINT in `toolsize serve`): listeners stop
 //! accepting, in-flight requests finish, the aggregator drains its queue and writes a final
