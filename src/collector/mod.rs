@@ -377,7 +377,7 @@ impl Pipeline {
                 config.otlp.max_request_bytes,
             )
             .with_max_concurrent_requests(config.otlp.max_concurrent_requests)
-            .with_body_timeout(config.listeners.body_timeout())
+            .with_body_timeout(config.listeners.body_timeout.0)
             .with_auth(auth.clone()),
         );
         Ok(Self {
@@ -487,8 +487,8 @@ impl Daemon {
         let budget = |which: listener::Listener, max_connections| listener::Budget {
             listener: which,
             max_connections,
-            header_read_timeout: l.header_read_timeout(),
-            idle_timeout: l.idle_timeout(),
+            header_read_timeout: l.header_read_timeout.0,
+            idle_timeout: l.idle_timeout.0,
             #[cfg(feature = "tls")]
             tls: tls.as_ref().map(|t| match which {
                 listener::Listener::OtlpGrpc => t.grpc.clone(),
@@ -523,8 +523,8 @@ impl Daemon {
         );
         let server = tonic::transport::Server::builder()
             .max_concurrent_streams(l.grpc_max_concurrent_streams)
-            .http2_keepalive_interval(Some(l.grpc_keepalive_interval()))
-            .http2_keepalive_timeout(Some(l.grpc_keepalive_timeout()))
+            .http2_keepalive_interval(Some(l.grpc_keepalive_interval.0))
+            .http2_keepalive_timeout(Some(l.grpc_keepalive_timeout.0))
             .http2_max_header_list_size(64 * 1024)
             .http2_max_pending_accept_reset_streams(Some(64));
         servers.push(tokio::spawn(async move {
