@@ -39,9 +39,9 @@ fn raise_open_files(n: u64) {
 
 fn attack_config() -> Config {
     let mut c = loopback_config();
-    c.listeners.header_read_timeout = "2s".into();
-    c.listeners.body_timeout = "3s".into();
-    c.listeners.idle_timeout = "30s".into();
+    c.listeners.header_read_timeout = "2s".parse().unwrap();
+    c.listeners.body_timeout = "3s".parse().unwrap();
+    c.listeners.idle_timeout = "30s".parse().unwrap();
     c
 }
 

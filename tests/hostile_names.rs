@@ -133,6 +133,16 @@ async fn long_and_hidden_names_keep_metrics_and_api_bounded() {
         .unwrap();
     assert!(!page.contains('\u{202E}'));
 
+    // Memory: the daemon and this client in one process, after 128 MiB of names went through.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    eprintln!("test process RSS: {} MiB", rss_kib / 1024);
+    assert!(rss_kib < 1024 * 1024, "RSS {rss_kib} KiB");
+
     // Still serving a legitimate client.
     let r = post_proto(h, &request("agent", vec![own_span(9, "read", 1)])).await;
     assert_eq!(r.status().as_u16(), 200);

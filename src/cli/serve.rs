@@ -145,6 +145,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
             "Effective configuration."
         );
         log_stack(&config.stack);
+        let signal = shutdown_signal();
         println!(
             "{}",
             serde_json::json!({
@@ -154,7 +155,7 @@ pub fn serve(args: ServeArgs) -> ExitCode {
                 "admin": daemon.admin_addr.to_string(),
             })
         );
-        wait_for_signal().await;
+        signal.await;
         tracing::info!("Shutting down.");
         if daemon.shutdown().await.final_snapshot_failed {
             // Exit 1, not 2: the command was right, the data directory failed it.
@@ -213,24 +214,33 @@ fn init_logging() {
         .try_init();
 }
 
-async fn wait_for_signal() {
+/// SIGTERM or SIGINT. The handlers are installed when this is called, not when the future is
+/// first polled, so a signal sent as soon as the ready line is out is not lost (the default
+/// action would kill the process without a final snapshot).
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        async move {
+            match (term, int) {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

@@ -238,7 +238,7 @@ impl Counts {
             Size::Unknown(_) => self.unknown_size += 1,
             Size::Failed => {}
         }
-        self.upstream_limit = self.upstream_limit.max(r.upstream_limit.map(u64::from));
+        self.upstream_limit = self.upstream_limit.max(r.upstream_limit);
     }
 
     fn add(&mut self, o: &Counts) {

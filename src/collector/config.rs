@@ -32,9 +32,9 @@ pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 16;
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default time to receive a request head (HTTP/1.1; also the longest wait for the next request
 /// on a keep-alive connection) or the HTTP/2 preface (gRPC).
-pub const DEFAULT_HEADER_READ_TIMEOUT: &str = "10s";
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default longest silence on a connection before the daemon closes it.
-pub const DEFAULT_IDLE_TIMEOUT: &str = "5m";
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default connection cap of each OTLP listener.
 pub const DEFAULT_OTLP_MAX_CONNECTIONS: usize = 2048;
 /// Default connection cap of the admin listener.
@@ -42,9 +42,9 @@ pub const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 128;
 /// Default HTTP/2 streams one gRPC connection may have open at once.
 pub const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS: u32 = 64;
 /// Default interval of HTTP/2 keepalive pings on gRPC connections.
-pub const DEFAULT_GRPC_KEEPALIVE_INTERVAL: &str = "60s";
+pub const DEFAULT_GRPC_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
 /// Default time to wait for a keepalive ping's answer before closing the connection.
-pub const DEFAULT_GRPC_KEEPALIVE_TIMEOUT: &str = "20s";
+pub const DEFAULT_GRPC_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Default sliding windows.
 pub const DEFAULT_WINDOWS: &[&str] = &["5m", "1h"];
 /// Default cardinality cap: (service, tool) series beyond it go to one overflow series.
@@ -137,16 +137,40 @@ pub struct OtlpConfig {
     pub max_concurrent_requests: usize,
 }
 
+/// A positive duration written as in the file (`"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`),
+/// parsed once when the configuration is read; a bad or zero value is an error there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interval(pub Duration);
+
+impl std::str::FromStr for Interval {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match parse_duration(s)? {
+            d if d.is_zero() => Err(format!("{s:?} must be above 0")),
+            d => Ok(Interval(d)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Interval {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// `[listeners]`: time and connection budgets of the three listeners.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ListenersConfig {
     /// Time to receive a request head or the HTTP/2 preface.
-    pub header_read_timeout: String,
+    pub header_read_timeout: Interval,
     /// Deadline for receiving a whole OTLP request body.
-    pub body_timeout: String,
+    pub body_timeout: Interval,
     /// Longest silence on a connection.
-    pub idle_timeout: String,
+    pub idle_timeout: Interval,
     /// Connection cap of each OTLP listener (gRPC and HTTP each).
     pub otlp_max_connections: usize,
     /// Connection cap of the admin listener.
@@ -154,46 +178,23 @@ pub struct ListenersConfig {
     /// HTTP/2 streams one gRPC connection may have open at once.
     pub grpc_max_concurrent_streams: u32,
     /// Interval of HTTP/2 keepalive pings on gRPC connections.
-    pub grpc_keepalive_interval: String,
+    pub grpc_keepalive_interval: Interval,
     /// Time to wait for a ping's answer before closing the connection.
-    pub grpc_keepalive_timeout: String,
+    pub grpc_keepalive_timeout: Interval,
 }
 
 impl Default for ListenersConfig {
     fn default() -> Self {
         Self {
-            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT.to_string(),
-            body_timeout: format!("{}s", DEFAULT_BODY_TIMEOUT.as_secs()),
-            idle_timeout: DEFAULT_IDLE_TIMEOUT.to_string(),
+            header_read_timeout: Interval(DEFAULT_HEADER_READ_TIMEOUT),
+            body_timeout: Interval(DEFAULT_BODY_TIMEOUT),
+            idle_timeout: Interval(DEFAULT_IDLE_TIMEOUT),
             otlp_max_connections: DEFAULT_OTLP_MAX_CONNECTIONS,
             admin_max_connections: DEFAULT_ADMIN_MAX_CONNECTIONS,
             grpc_max_concurrent_streams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
-            grpc_keepalive_interval: DEFAULT_GRPC_KEEPALIVE_INTERVAL.to_string(),
-            grpc_keepalive_timeout: DEFAULT_GRPC_KEEPALIVE_TIMEOUT.to_string(),
+            grpc_keepalive_interval: Interval(DEFAULT_GRPC_KEEPALIVE_INTERVAL),
+            grpc_keepalive_timeout: Interval(DEFAULT_GRPC_KEEPALIVE_TIMEOUT),
         }
-    }
-}
-
-impl ListenersConfig {
-    /// `header_read_timeout`.
-    pub fn header_read_timeout(&self) -> Duration {
-        parse_duration(&self.header_read_timeout).unwrap_or(Duration::from_secs(10))
-    }
-    /// `body_timeout`.
-    pub fn body_timeout(&self) -> Duration {
-        parse_duration(&self.body_timeout).unwrap_or(DEFAULT_BODY_TIMEOUT)
-    }
-    /// `idle_timeout`.
-    pub fn idle_timeout(&self) -> Duration {
-        parse_duration(&self.idle_timeout).unwrap_or(Duration::from_secs(300))
-    }
-    /// `grpc_keepalive_interval`.
-    pub fn grpc_keepalive_interval(&self) -> Duration {
-        parse_duration(&self.grpc_keepalive_interval).unwrap_or(Duration::from_secs(60))
-    }
-    /// `grpc_keepalive_timeout`.
-    pub fn grpc_keepalive_timeout(&self) -> Duration {
-        parse_duration(&self.grpc_keepalive_timeout).unwrap_or(Duration::from_secs(20))
     }
 }
 
@@ -961,21 +962,6 @@ impl Config {
             &self.alerts.evaluation_interval,
         )?;
         let l = &self.listeners;
-        for (key, v) in [
-            ("listeners.header_read_timeout", &l.header_read_timeout),
-            ("listeners.body_timeout", &l.body_timeout),
-            ("listeners.idle_timeout", &l.idle_timeout),
-            (
-                "listeners.grpc_keepalive_interval",
-                &l.grpc_keepalive_interval,
-            ),
-            (
-                "listeners.grpc_keepalive_timeout",
-                &l.grpc_keepalive_timeout,
-            ),
-        ] {
-            positive(key, v)?;
-        }
         for (key, n) in [
             ("listeners.otlp_max_connections", l.otlp_max_connections),
             ("listeners.admin_max_connections", l.admin_max_connections),
@@ -1551,6 +1537,25 @@ mod tests {
             ["http://c:9093"],
             "flag beats env"
         );
+    }
+
+    #[test]
+    fn listener_durations_are_typed_at_load() {
+        let c = Config::from_toml(
+            "[listeners]\nheader_read_timeout = \"250ms\"\nidle_timeout = \"2m\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.listeners.header_read_timeout.0,
+            Duration::from_millis(250)
+        );
+        assert_eq!(c.listeners.idle_timeout.0, Duration::from_secs(120));
+        assert_eq!(c.listeners.body_timeout.0, DEFAULT_BODY_TIMEOUT);
+        for bad in ["\"0s\"", "\"10\"", "\"ten\"", "10"] {
+            let e = Config::from_toml(&format!("[listeners]\nbody_timeout = {bad}\n"));
+            assert!(e.is_err(), "{bad}");
+        }
+        assert!(Config::from_toml("[listeners]\notlp_max_connections = 0\n").is_err());
     }
 
     #[test]

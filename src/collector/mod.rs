@@ -26,9 +26,15 @@
 //! - **Store** ([`store`]): snapshots every `store.snapshot_interval` and at shutdown, atomic on
 //!   disk, restored at start; a corrupt file is moved aside and the daemon starts empty.
 //!
-//! Behaviour under load: memory is bounded by the body limit × in-flight requests, the queue
-//! capacity, and `max_series` × the per-series histograms. Every refusal and drop is counted in
-//! the self-metrics ([`SelfStats`], exposed on `/metrics`).
+//! - **Listeners** ([`listener`]): every socket holds a slot of its listener's connection cap
+//!   and lives under a header-read and an idle timeout; optional TLS ([`tls`], feature `tls`)
+//!   and a shared token ([`auth`]) guard the OTLP receivers and the admin API.
+//!
+//! Behaviour under load: memory is bounded by the read budget (bodies being read) plus the
+//! decoding slots × the body limit, the queue capacity, and `max_series` × the per-series
+//! histograms; client-supplied names are cut and cleaned before they become keys. Every
+//! refusal, drop and closed connection is counted in the self-metrics ([`SelfStats`], exposed
+//! on `/metrics`).
 //!
 //! Shutdown ([`Daemon::shutdown`], on SIGTERM/SIGINT in `toolsize serve`): listeners stop
 //! accepting, in-flight requests finish, the aggregator drains its queue and writes a final
@@ -45,6 +51,7 @@ pub mod learn;
 pub mod listener;
 pub mod receiver;
 pub mod recognize;
+pub mod record;
 pub mod runbook;
 pub mod snapshot;
 pub mod store;
@@ -382,7 +389,7 @@ impl Pipeline {
                 config.otlp.max_request_bytes,
             )
             .with_max_concurrent_requests(config.otlp.max_concurrent_requests)
-            .with_body_timeout(config.listeners.body_timeout())
+            .with_body_timeout(config.listeners.body_timeout.0)
             .with_auth(auth.clone()),
         );
         Ok(Self {
@@ -492,8 +499,8 @@ impl Daemon {
         let budget = |which: listener::Listener, max_connections| listener::Budget {
             listener: which,
             max_connections,
-            header_read_timeout: l.header_read_timeout(),
-            idle_timeout: l.idle_timeout(),
+            header_read_timeout: l.header_read_timeout.0,
+            idle_timeout: l.idle_timeout.0,
             #[cfg(feature = "tls")]
             tls: tls.as_ref().map(|t| match which {
                 listener::Listener::OtlpGrpc => t.grpc.clone(),
@@ -528,8 +535,8 @@ impl Daemon {
         );
         let server = tonic::transport::Server::builder()
             .max_concurrent_streams(l.grpc_max_concurrent_streams)
-            .http2_keepalive_interval(Some(l.grpc_keepalive_interval()))
-            .http2_keepalive_timeout(Some(l.grpc_keepalive_timeout()))
+            .http2_keepalive_interval(Some(l.grpc_keepalive_interval.0))
+            .http2_keepalive_timeout(Some(l.grpc_keepalive_timeout.0))
             .http2_max_header_list_size(64 * 1024)
             .http2_max_pending_accept_reset_streams(Some(64));
         servers.push(tokio::spawn(async move {

@@ -31,68 +31,14 @@ use std::sync::Arc;
 
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
-use serde::{Deserialize, Serialize};
+
+pub use super::record::{
+    ArgsHash, Emitter, Extra, Size, SizeSource, ToolRecord, Unknown, OVERFLOW, UNKNOWN_SERVICE,
+};
 
 use super::config::RecognitionConfig;
 use super::receiver::wire::{AttrValue, SpanView};
 use crate::semconv;
-
-/// Who emitted a tool span, as decided by the first matching rule of [`RULES`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Emitter {
-    /// toolsize's own span contract.
-    Toolsize,
-    /// Langfuse SDK (`langfuse.observation.type = tool`).
-    Langfuse,
-    /// OpenInference / Arize Phoenix (`openinference.span.kind = TOOL`).
-    OpenInference,
-    /// OpenLLMetry / Traceloop (`traceloop.span.kind = tool`).
-    OpenLlmetry,
-    /// OTel MCP conventions (`mcp.method.name = tools/call`).
-    Mcp,
-    /// pydantic-ai ≥ 2 (format v5), scope `pydantic-ai`.
-    PydanticAi,
-    /// pydantic-ai 1.x (format v2), span `running tool`.
-    PydanticAiV1,
-    /// Google ADK, scope `gcp.vertex.agent`.
-    GoogleAdk,
-    /// Strands Agents (`gen_ai.tool.status`).
-    Strands,
-    /// OTel GenAI conventions (`gen_ai.operation.name = execute_tool`).
-    OtelGenAi,
-    /// Vercel AI SDK legacy telemetry (`ai.toolCall`).
-    VercelAi,
-    /// MLflow (`mlflow.spanType = "TOOL"`).
-    Mlflow,
-    /// Logfire's openai-agents integration (`Function: {name}`).
-    LogfireAgents,
-    /// Only `gen_ai.tool.name` / `gen_ai.tool.call.id` present: the last-resort rule Langfuse's
-    /// ingestion also applies to spans of unknown emitters.
-    GenAiFallback,
-}
-
-impl Emitter {
-    /// Stable snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Emitter::Toolsize => "toolsize",
-            Emitter::Langfuse => "langfuse",
-            Emitter::OpenInference => "openinference",
-            Emitter::OpenLlmetry => "openllmetry",
-            Emitter::Mcp => "mcp",
-            Emitter::PydanticAi => "pydantic_ai",
-            Emitter::PydanticAiV1 => "pydantic_ai_v1",
-            Emitter::GoogleAdk => "google_adk",
-            Emitter::Strands => "strands",
-            Emitter::OtelGenAi => "otel_gen_ai",
-            Emitter::VercelAi => "vercel_ai",
-            Emitter::Mlflow => "mlflow",
-            Emitter::LogfireAgents => "logfire_agents",
-            Emitter::GenAiFallback => "gen_ai_fallback",
-        }
-    }
-}
 
 /// One condition of a rule.
 #[derive(Debug, Clone, Copy)]
@@ -318,201 +264,10 @@ static ANCHORS: LazyLock<Vec<memmem::Finder<'static>>> = LazyLock::new(|| {
     .collect()
 });
 
-/// How a record's size was obtained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SizeSource {
-    /// Measured by the tool and reported in a size attribute.
-    Measured,
-    /// The result content the emitter recorded, counted as it is (it is what the model got).
-    Derived,
-    /// The result content with the tracer's own wrapping removed (JSON string escapes, a
-    /// message envelope, `{"result": …}`, `[{"text": …}]`): see [`unwrap_content`].
-    Unwrapped,
-}
-
-impl SizeSource {
-    /// The `source` label of a size: `measured`, `derived` (content exact), `unwrapped`
-    /// (content with the tracer's envelope removed), or `lower_bound` when the content shows an
-    /// upstream cut, whatever the source.
-    pub fn label(self, truncated_upstream: bool) -> &'static str {
-        match (self, truncated_upstream) {
-            (_, true) => "lower_bound",
-            (SizeSource::Measured, false) => "measured",
-            (SizeSource::Derived, false) => "derived",
-            (SizeSource::Unwrapped, false) => "unwrapped",
-        }
-    }
-}
-
-/// Why a result's size is unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unknown {
-    /// No content and no size attribute (content capture off, or attribute dropped).
-    Missing,
-    /// A placeholder such as `__REDACTED__`.
-    Placeholder,
-}
-
-/// A result size, or why there is none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Size {
-    /// A size in bytes and where it came from.
-    Known {
-        /// UTF-8 bytes.
-        bytes: u64,
-        /// Measured or derived.
-        source: SizeSource,
-    },
-    /// No usable size.
-    Unknown(Unknown),
-    /// The call failed; a failed call has no result.
-    Failed,
-}
-
-impl Size {
-    /// The bytes of a known size.
-    pub fn bytes(&self) -> Option<u64> {
-        match self {
-            Size::Known { bytes, .. } => Some(*bytes),
-            _ => None,
-        }
-    }
-}
-
-/// `service.name` used when a resource has none.
-pub const UNKNOWN_SERVICE: &str = "unknown_service";
-
-/// Service and tool name of the series that takes the records past the cardinality cap.
-pub const OVERFLOW: &str = "__overflow__";
-
-/// An arguments hash held inline (no allocation per span): up to 12 bytes of UTF-8, normally
-/// 12 lowercase hex digits.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ArgsHash {
-    len: u8,
-    bytes: [u8; 12],
-}
-
-impl ArgsHash {
-    /// The first 12 bytes of `s`, cut on a character boundary.
-    pub fn new(s: &str) -> Self {
-        let mut end = s.len().min(12);
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        let mut bytes = [0u8; 12];
-        bytes[..end].copy_from_slice(&s.as_bytes()[..end]);
-        Self {
-            len: end as u8,
-            bytes,
-        }
-    }
-
-    /// A client-supplied hash: accepted only when its first 12 bytes are ASCII hex digits
-    /// (lowercased; anything after them dropped), else `None`. Never copies more than 12 bytes,
-    /// whatever the length of the value.
-    pub fn from_hex(s: &[u8]) -> Option<Self> {
-        let head = s.get(..12)?;
-        if !head.iter().all(u8::is_ascii_hexdigit) {
-            return None;
-        }
-        let mut bytes = [0u8; 12];
-        for (d, c) in bytes.iter_mut().zip(head) {
-            *d = c.to_ascii_lowercase();
-        }
-        Some(Self { len: 12, bytes })
-    }
-
-    /// The hash as text.
-    pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
-    }
-}
-
-impl std::fmt::Debug for ArgsHash {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:?}", self.as_str())
-    }
-}
-
-impl std::fmt::Display for ArgsHash {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Measures other than bytes that the span carries exactly ([`MEASURE_KEYS`]); `None` where
-/// absent (then estimated from bytes by the layer verdict). Only read for measured sizes.
-///
-/// [`crate::layers::ResultMeasures`] less `bytes` (the record's [`Size`] holds them) and `items`:
-/// it travels in every record, and the two unused fields would grow a record by 24 bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Extra {
-    /// Unicode code points (`tool.result.chars`).
-    pub chars: Option<u64>,
-    /// UTF-16 code units (`tool.result.utf16_units`).
-    pub utf16_units: Option<u64>,
-    /// Lines (`tool.result.lines`).
-    pub lines: Option<u64>,
-    /// Deepest JSON nesting (`tool.result.json_depth`).
-    pub json_depth: Option<u64>,
-    /// Longest string in code points (`tool.result.max_string_chars`).
-    pub max_string_chars: Option<u64>,
-    /// Estimated tokens (`tool.result.tokens_estimate`).
-    pub tokens_estimate: Option<u64>,
-}
-
-impl Extra {
-    /// The layer measures of a result of `bytes` bytes with these exact measures.
-    pub fn measures(&self, bytes: u64) -> crate::layers::ResultMeasures {
-        crate::layers::ResultMeasures {
-            bytes,
-            chars: self.chars,
-            utf16_units: self.utf16_units,
-            lines: self.lines,
-            json_depth: self.json_depth,
-            max_string_chars: self.max_string_chars,
-            tokens_estimate: self.tokens_estimate,
-            items: None,
-        }
-    }
-}
-
-/// What the daemon keeps of one tool span.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolRecord {
-    /// `service.name` of the resource.
-    pub service: Arc<str>,
-    /// Sanitised tool name.
-    pub tool: String,
-    /// The emitter that produced the span.
-    pub emitter: Emitter,
-    /// Result size.
-    pub size: Size,
-    /// The tool reported it cut the result (`tool.result.truncated`).
-    pub truncated: bool,
-    /// The content shows a cut made before the daemon saw it: the size is a lower bound.
-    pub truncated_upstream: bool,
-    /// The call failed.
-    pub error: bool,
-    /// Latency in microseconds.
-    pub latency_us: u64,
-    /// Trace id.
-    pub trace_id: [u8; 16],
-    /// Span id.
-    pub span_id: [u8; 8],
-    /// 12 hex digits: `tool.args_hash`, or the canonical hash of the recorded arguments.
-    pub args_hash: Option<ArgsHash>,
-    /// Exact measures other than bytes the span carries (measured sizes only).
-    pub measures: Extra,
-    /// The attribute value length limit (characters or UTF-16 units) the recorded content
-    /// ended at, configured or learned from the data ([`super::learn`]): set with
-    /// `truncated_upstream`.
-    pub upstream_limit: Option<u32>,
-}
-
 /// What [`Recognizer::recognize`] made of a span.
+// The record is moved straight into the request's batch: boxing it would add an allocation
+// per tool span to save a few bytes on a value that lives for one call.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Outcome {
     /// A tool span.
@@ -894,7 +649,7 @@ impl Recognizer {
                 Some((v, enc, env)) => {
                     let c = self.size_of_content(service, v, enc, env, json_mime);
                     truncated_upstream |= c.cut;
-                    upstream_limit = c.limit.and_then(|l| u32::try_from(l).ok());
+                    upstream_limit = c.limit;
                     c.size
                 }
                 None => Size::Unknown(Unknown::Missing),

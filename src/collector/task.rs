@@ -14,17 +14,10 @@ use tokio::sync::{mpsc, oneshot};
 use super::aggregator::{now_unix, now_unix_ms, State};
 use super::alerts::SavedAlert;
 use super::exposition::Frame;
-use super::recognize::ToolRecord;
+pub use super::record::Batch;
 use super::store::Store;
 use super::views::{HistoryView, ToolView, ToolsView};
 use super::SelfStats;
-
-/// A batch of records from one OTLP request.
-#[derive(Debug)]
-pub struct Batch {
-    /// The tool records.
-    pub records: Vec<ToolRecord>,
-}
 
 /// A question for the aggregator.
 #[derive(Debug)]

@@ -31,7 +31,7 @@ use tonic::codegen::{http, Body, BoxFuture, Bytes, Context, Poll, Service, StdEr
 use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Request, Response, Status};
 
-use super::{Accepted, Ingest, IngestError};
+use super::{Accepted, Ingest, Refusal};
 use crate::collector::RefusedRequest;
 
 /// Fully qualified gRPC service name.
@@ -91,13 +91,9 @@ where
                 Ok(Status::unimplemented("only TraceService/Export is served").into_http())
             });
         }
-        if !self.ingest.authorized(req.headers()) {
-            return Box::pin(async {
-                Ok(Status::unauthenticated(
-                    "missing or wrong token (authorization: Bearer <token>)",
-                )
-                .into_http())
-            });
+        if let Err(r) = self.ingest.authorize(req.headers()) {
+            let s = status(r, self.ingest.stats());
+            return Box::pin(async move { Ok(s.into_http()) });
         }
         let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let export = Export(self.ingest.clone(), reached.clone());
@@ -116,23 +112,14 @@ where
         let deadline = ingest.body_timeout();
         Box::pin(async move {
             let Ok(mut res) = tokio::time::timeout(deadline, grpc.unary(export, req)).await else {
-                ingest.stats().refused_request(RefusedRequest::Timeout);
-                return Ok(Status::deadline_exceeded(format!(
-                    "request not received within {deadline:?}"
-                ))
-                .into_http());
+                return Ok(status(ingest.late(), ingest.stats()).into_http());
             };
             if let Some(reason) = super::BudgetBody::<()>::refused(&refused) {
-                ingest.stats().refused_request(reason);
-                return Ok(match reason {
-                    RefusedRequest::TooLarge => {
-                        Status::resource_exhausted("request body over the limit")
-                    }
-                    _ => Status::unavailable(
-                        "too many request bytes being read at once; retry later",
-                    ),
-                }
-                .into_http());
+                let r = match reason {
+                    RefusedRequest::TooLarge => Refusal::new(reason, "request body over the limit"),
+                    _ => super::overloaded_budget(),
+                };
+                return Ok(status(r, ingest.stats()).into_http());
             }
             // tonic refuses a message whose length prefix passes the limit before buffering it,
             // with OUT_OF_RANGE; OTLP says RESOURCE_EXHAUSTED (non-retryable without RetryInfo).
@@ -163,6 +150,12 @@ where
     }
 }
 
+/// Counts a refusal and answers it with the gRPC code of its reason.
+fn status(r: Refusal, stats: &crate::collector::SelfStats) -> Status {
+    let r = r.counted(stats);
+    Status::new(tonic::Code::from_i32(r.grpc_code()), r.message)
+}
+
 /// The handler, and a flag it sets once tonic has handed it a message.
 struct Export(Arc<Ingest>, Arc<std::sync::atomic::AtomicBool>);
 
@@ -174,17 +167,13 @@ impl UnaryService<Bytes> for Export {
         let ingest = self.0.clone();
         self.1.store(true, std::sync::atomic::Ordering::Relaxed);
         Box::pin(async move {
-            // Counted as refused (overloaded) by `body_permit`.
-            let Some(_permit) = ingest.body_permit() else {
-                return Err(Status::unavailable(
-                    "too many requests being decoded at once; retry later",
-                ));
-            };
-            match ingest.ingest_protobuf(request.get_ref()) {
-                Ok(a) => Ok(Response::new(response(a))),
-                Err(e @ IngestError::Decode(_)) => Err(Status::invalid_argument(e.to_string())),
-                Err(e @ IngestError::Overloaded) => Err(Status::unavailable(e.to_string())),
-            }
+            let _slot = ingest
+                .decode_slot()
+                .map_err(|r| status(r, ingest.stats()))?;
+            ingest
+                .ingest_protobuf(request.get_ref())
+                .map(|a| Response::new(response(a)))
+                .map_err(|r| status(r, ingest.stats()))
         })
     }
 }

@@ -25,19 +25,12 @@ use axum::routing::post;
 use axum::Router;
 use prost::Message;
 
-use super::decode::{self, DecodeError};
-use super::{grpc, Ingest, IngestError, ReadError};
+use super::decode;
+use super::{grpc, Accepted, Ingest, Refusal};
 use crate::collector::RefusedRequest;
 
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
-
-/// gRPC status codes used in `google.rpc.Status` bodies.
-const INVALID_ARGUMENT: i32 = 3;
-const DEADLINE_EXCEEDED: i32 = 4;
-const RESOURCE_EXHAUSTED: i32 = 8;
-const UNAVAILABLE: i32 = 14;
-const UNAUTHENTICATED: i32 = 16;
 
 /// `google.rpc.Status`, the body of every OTLP/HTTP error.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -64,32 +57,78 @@ pub fn router(ingest: Arc<Ingest>) -> Router {
         .with_state(ingest)
 }
 
-fn error(enc: Encoding, status: StatusCode, code: i32, message: String) -> Response {
+/// Answers a refusal (already counted) in `enc`: its status, a `google.rpc.Status` body,
+/// `Retry-After` when retryable, `WWW-Authenticate` for a missing token.
+fn refusal(enc: Encoding, r: Refusal) -> Response {
+    let status = StatusCode::from_u16(r.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+    let code = r.grpc_code();
     let (ct, body) = match enc {
-        Encoding::Protobuf => (PROTOBUF, RpcStatus { code, message }.encode_to_vec()),
+        Encoding::Protobuf => (
+            PROTOBUF,
+            RpcStatus {
+                code,
+                message: r.message.clone(),
+            }
+            .encode_to_vec(),
+        ),
         Encoding::Json => (
             JSON,
-            serde_json::to_vec(&serde_json::json!({ "code": code, "message": message }))
+            serde_json::to_vec(&serde_json::json!({ "code": code, "message": r.message }))
                 .unwrap_or_default(),
         ),
     };
-    (status, [(header::CONTENT_TYPE, ct)], body).into_response()
+    let mut resp = (status, [(header::CONTENT_TYPE, ct)], body).into_response();
+    if r.retryable() {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    if r.reason == RefusedRequest::Unauthenticated {
+        resp.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
+    resp
 }
 
 async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) -> Response {
     ing.stats().request("http");
-    if !ing.authorized(&headers) {
-        let mut r = error(
-            Encoding::Json,
-            StatusCode::UNAUTHORIZED,
-            UNAUTHENTICATED,
-            "missing or wrong token (Authorization: Bearer <token>)".into(),
-        );
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return r;
+    match handle(&ing, &headers, body).await {
+        Ok((enc, accepted)) => respond(enc, accepted),
+        Err((enc, r)) => refusal(enc, r.counted(ing.stats())),
     }
-    let refuse = |reason| ing.stats().refused_request(reason);
+}
+
+/// The steps of one request; a refusal carries the encoding to answer in.
+async fn handle(
+    ing: &Ingest,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Encoding, Accepted), (Encoding, Refusal)> {
+    ing.authorize(headers).map_err(|r| (Encoding::Json, r))?;
+    let (enc, gzip) = negotiate(headers)?;
+    let at = |r: Refusal| (enc, r);
+    // Read first (deadline and byte budget), then take a decoding slot.
+    let (raw, _bytes) = ing.read_body(body).await.map_err(at)?;
+    let _slot = ing.decode_slot().map_err(at)?;
+    let inflated;
+    let bytes: &[u8] = if gzip {
+        inflated = decode::gunzip(&raw, ing.max_request_bytes()).map_err(|e| at(e.into()))?;
+        &inflated
+    } else {
+        &raw
+    };
+    let accepted = match enc {
+        Encoding::Protobuf => ing.ingest_protobuf(bytes),
+        Encoding::Json => decode::decode_json(bytes)
+            .map_err(Refusal::from)
+            .and_then(|req| ing.ingest_request(&req)),
+    };
+    accepted.map(|a| (enc, a)).map_err(at)
+}
+
+/// The request's encoding and whether it is gzipped; an unknown type is answered in JSON, an
+/// unknown content encoding in the request's type.
+fn negotiate(headers: &HeaderMap) -> Result<(Encoding, bool), (Encoding, Refusal)> {
+    let unsupported = |m: String| Refusal::new(RefusedRequest::UnsupportedMediaType, m);
     let mime = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -100,130 +139,49 @@ async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) 
         PROTOBUF | "application/protobuf" => Encoding::Protobuf,
         JSON => Encoding::Json,
         _ => {
-            refuse(RefusedRequest::UnsupportedMediaType);
-            return error(
+            return Err((
                 Encoding::Json,
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                INVALID_ARGUMENT,
-                format!("unsupported content type {mime:?}; use {PROTOBUF} or {JSON}"),
-            );
+                unsupported(format!(
+                    "unsupported content type {mime:?}; use {PROTOBUF} or {JSON}"
+                )),
+            ))
         }
     };
-    let gzip = match headers
+    match headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim().to_ascii_lowercase())
         .as_deref()
     {
-        None | Some("") | Some("identity") => false,
-        Some("gzip") => true,
-        Some(other) => {
-            refuse(RefusedRequest::UnsupportedMediaType);
-            return error(
-                enc,
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                INVALID_ARGUMENT,
-                format!("unsupported content encoding {other:?}; use gzip or none"),
-            );
-        }
-    };
-    let limit = ing.max_request_bytes();
-    let too_large = |ing: &Ingest| {
-        ing.stats().refused_request(RefusedRequest::TooLarge);
-        error(
+        None | Some("") | Some("identity") => Ok((enc, false)),
+        Some("gzip") => Ok((enc, true)),
+        Some(other) => Err((
             enc,
-            StatusCode::PAYLOAD_TOO_LARGE,
-            RESOURCE_EXHAUSTED,
-            format!("request body is larger than {limit} bytes"),
-        )
-    };
-    // Read first (deadline and byte budget, counted by `read_body`), then take a decoding slot.
-    let (raw, _bytes) = match ing.read_body(body).await {
-        Ok(r) => r,
-        Err(e) => {
-            let (status, code) = match e {
-                ReadError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, RESOURCE_EXHAUSTED),
-                ReadError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, DEADLINE_EXCEEDED),
-                ReadError::Overloaded => return unavailable(enc, e.to_string()),
-                ReadError::Io(_) => (StatusCode::BAD_REQUEST, INVALID_ARGUMENT),
-            };
-            return error(enc, status, code, e.to_string());
-        }
-    };
-    let Some(_permit) = ing.body_permit() else {
-        return unavailable(
-            enc,
-            "too many requests being decoded at once; retry later".into(),
-        );
-    };
-    let inflated;
-    let bytes: &[u8] = if gzip {
-        match decode::gunzip(&raw, limit) {
-            Ok(b) => {
-                inflated = b;
-                &inflated
-            }
-            Err(DecodeError::TooLarge { .. }) => return too_large(&ing),
-            Err(e) => {
-                refuse(RefusedRequest::Decode);
-                return error(
-                    enc,
-                    StatusCode::BAD_REQUEST,
-                    INVALID_ARGUMENT,
-                    e.to_string(),
-                );
-            }
-        }
-    } else {
-        &raw
-    };
-    let result = match enc {
-        Encoding::Protobuf => ing.ingest_protobuf(bytes),
-        Encoding::Json => match decode::decode_json(bytes) {
-            Ok(req) => ing.ingest_request(&req),
-            Err(e) => {
-                refuse(RefusedRequest::Decode);
-                Err(IngestError::Decode(e))
-            }
-        },
-    };
-    match result {
-        Ok(a) => {
-            let resp = grpc::response(a);
-            let body = match enc {
-                Encoding::Protobuf => resp.encode_to_vec(),
-                Encoding::Json => match &resp.partial_success {
-                    None => b"{}".to_vec(),
-                    Some(p) => serde_json::to_vec(&serde_json::json!({
-                        "partialSuccess": {
-                            "rejectedSpans": p.rejected_spans.to_string(),
-                            "errorMessage": p.error_message,
-                        }
-                    }))
-                    .unwrap_or_default(),
-                },
-            };
-            let ct = if enc == Encoding::Protobuf {
-                PROTOBUF
-            } else {
-                JSON
-            };
-            (StatusCode::OK, [(header::CONTENT_TYPE, ct)], body).into_response()
-        }
-        Err(e @ IngestError::Decode(_)) => error(
-            enc,
-            StatusCode::BAD_REQUEST,
-            INVALID_ARGUMENT,
-            e.to_string(),
-        ),
-        Err(e @ IngestError::Overloaded) => unavailable(enc, e.to_string()),
+            unsupported(format!(
+                "unsupported content encoding {other:?}; use gzip or none"
+            )),
+        )),
     }
 }
 
-/// 503 + `Retry-After: 1`.
-fn unavailable(enc: Encoding, message: String) -> Response {
-    let mut r = error(enc, StatusCode::SERVICE_UNAVAILABLE, UNAVAILABLE, message);
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    r
+/// 200 with an `ExportTraceServiceResponse` in the request's encoding.
+fn respond(enc: Encoding, a: Accepted) -> Response {
+    let resp = grpc::response(a);
+    let (ct, body) = match enc {
+        Encoding::Protobuf => (PROTOBUF, resp.encode_to_vec()),
+        Encoding::Json => (
+            JSON,
+            match &resp.partial_success {
+                None => b"{}".to_vec(),
+                Some(p) => serde_json::to_vec(&serde_json::json!({
+                    "partialSuccess": {
+                        "rejectedSpans": p.rejected_spans.to_string(),
+                        "errorMessage": p.error_message,
+                    }
+                }))
+                .unwrap_or_default(),
+            },
+        ),
+    };
+    (StatusCode::OK, [(header::CONTENT_TYPE, ct)], body).into_response()
 }

@@ -1,5 +1,11 @@
 //! OTLP receivers: gRPC ([`grpc`]) and HTTP ([`http`]), sharing one ingest path.
 //!
+//! A request goes through the same steps on both: authenticate ([`Ingest::authorize`]), negotiate
+//! the encoding (HTTP), read the body ([`Ingest::read_body`]; on gRPC tonic reads it through a
+//! [`BudgetBody`]), take a decoding slot ([`Ingest::decode_slot`]), decode and ingest
+//! ([`Ingest::ingest_protobuf`]), respond. Each step refuses with one type, [`Refusal`], counted
+//! once by the receiver and answered with the status of its reason.
+//!
 //! Both decode a request, classify its spans ([`decode::recognize_request`]) and hand the tool
 //! records to the aggregator with `try_send`. They never wait for the aggregator: when its queue
 //! is full the whole request is refused as retryable (HTTP 503 + `Retry-After`, gRPC
@@ -37,15 +43,79 @@ pub struct Accepted {
     pub message: String,
 }
 
-/// Why a request was not accepted.
-#[derive(Debug, thiserror::Error)]
-pub enum IngestError {
-    /// The body is not a valid request.
-    #[error(transparent)]
-    Decode(#[from] decode::DecodeError),
-    /// The aggregator's queue is full (or it is stopping): retry later.
-    #[error("the aggregator queue is full; retry later")]
-    Overloaded,
+/// A refused request: the reason it is counted under and the message sent back. Every step of
+/// a receiver returns one; the receiver counts it once ([`Refusal::counted`]) and answers with
+/// the HTTP status ([`Refusal::http_status`]) or the gRPC code ([`Refusal::grpc_code`]) of its
+/// reason, so a reason always gets the same answer on both transports.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Refusal {
+    /// Why, as counted in `toolsize_otlp_requests_refused_total{reason}`.
+    pub reason: RefusedRequest,
+    /// What the client is told.
+    pub message: String,
+}
+
+impl Refusal {
+    /// A refusal for `reason`.
+    pub fn new(reason: RefusedRequest, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// Counts the refusal in `stats` and returns it, to answer.
+    pub fn counted(self, stats: &SelfStats) -> Self {
+        stats.refused_request(self.reason);
+        self
+    }
+
+    /// The HTTP status of the reason (OTLP/HTTP).
+    pub fn http_status(&self) -> u16 {
+        match self.reason {
+            RefusedRequest::Decode => 400,
+            RefusedRequest::Unauthenticated => 401,
+            RefusedRequest::Timeout => 408,
+            RefusedRequest::TooLarge => 413,
+            RefusedRequest::UnsupportedMediaType => 415,
+            RefusedRequest::Overloaded => 503,
+        }
+    }
+
+    /// The gRPC status code of the reason (OTLP/gRPC, and the `google.rpc.Status` body of
+    /// OTLP/HTTP errors).
+    pub fn grpc_code(&self) -> i32 {
+        match self.reason {
+            RefusedRequest::Decode | RefusedRequest::UnsupportedMediaType => 3,
+            RefusedRequest::Timeout => 4,
+            RefusedRequest::TooLarge => 8,
+            RefusedRequest::Overloaded => 14,
+            RefusedRequest::Unauthenticated => 16,
+        }
+    }
+
+    /// Whether the client should retry (503 + `Retry-After` / `UNAVAILABLE`).
+    pub fn retryable(&self) -> bool {
+        self.reason == RefusedRequest::Overloaded
+    }
+}
+
+impl From<decode::DecodeError> for Refusal {
+    fn from(e: decode::DecodeError) -> Self {
+        let reason = match e {
+            decode::DecodeError::TooLarge { .. } => RefusedRequest::TooLarge,
+            _ => RefusedRequest::Decode,
+        };
+        Refusal::new(reason, e.to_string())
+    }
+}
+
+pub(crate) fn overloaded_budget() -> Refusal {
+    Refusal::new(
+        RefusedRequest::Overloaded,
+        "too many request bytes being read at once; retry later",
+    )
 }
 
 /// Bytes of bodies read at once: `n` bodies of the largest size, within the semaphore's range.
@@ -66,35 +136,6 @@ pub struct Ingest {
     read_budget: Arc<tokio::sync::Semaphore>,
     body_timeout: std::time::Duration,
     auth: Arc<crate::collector::auth::Auth>,
-}
-
-/// Why a request body could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReadError {
-    /// More than `max_request_bytes` (declared or received).
-    #[error("request body is larger than {0} bytes")]
-    TooLarge(u64),
-    /// Not received within the body deadline.
-    #[error("request body not received within {0:?}")]
-    Timeout(std::time::Duration),
-    /// The bodies being read already hold the whole byte budget.
-    #[error("too many request bytes being read at once; retry later")]
-    Overloaded,
-    /// The connection failed while reading.
-    #[error("cannot read body: {0}")]
-    Io(String),
-}
-
-impl ReadError {
-    /// The refusal it is counted as.
-    pub fn reason(&self) -> RefusedRequest {
-        match self {
-            ReadError::TooLarge(_) => RefusedRequest::TooLarge,
-            ReadError::Timeout(_) => RefusedRequest::Timeout,
-            ReadError::Overloaded => RefusedRequest::Overloaded,
-            ReadError::Io(_) => RefusedRequest::Decode,
-        }
-    }
 }
 
 const REFUSED_NONE: u8 = 0;
@@ -209,14 +250,16 @@ impl Ingest {
         self
     }
 
-    /// Whether `headers` carry the token; a refusal is counted here (reason
-    /// `unauthenticated`).
-    pub fn authorized(&self, headers: &axum::http::HeaderMap) -> bool {
-        let ok = self.auth.check(headers);
-        if !ok {
-            self.stats.refused_request(RefusedRequest::Unauthenticated);
+    /// Step 1, authenticate: `headers` carry the token, if one is configured.
+    pub fn authorize(&self, headers: &axum::http::HeaderMap) -> Result<(), Refusal> {
+        if self.auth.check(headers) {
+            Ok(())
+        } else {
+            Err(Refusal::new(
+                RefusedRequest::Unauthenticated,
+                "missing or wrong token (authorization: Bearer <token>)",
+            ))
         }
-        ok
     }
 
     /// Allows at most `n` requests to be decoded at once, and `n` × `max_request_bytes` bytes of
@@ -266,20 +309,26 @@ impl Ingest {
         )
     }
 
-    /// Reads a whole request body within the deadline, the byte budget and
-    /// `max_request_bytes`; the refusal is counted here. The permit returned holds the body's
-    /// bytes of the budget until dropped.
+    /// Step 3 (OTLP/HTTP), read: the whole body within the deadline, the byte budget and
+    /// `max_request_bytes`. The permit returned holds the body's bytes of the budget until
+    /// dropped.
     pub async fn read_body<B>(
         &self,
         body: B,
-    ) -> Result<(Vec<u8>, Option<tokio::sync::OwnedSemaphorePermit>), ReadError>
+    ) -> Result<(Vec<u8>, Option<tokio::sync::OwnedSemaphorePermit>), Refusal>
     where
         B: http_body::Body<Data = prost::bytes::Bytes>,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let limit = self.max_request_bytes;
-        let result = if http_body::Body::size_hint(&body).lower() > limit {
-            Err(ReadError::TooLarge(limit))
+        let too_large = || {
+            Refusal::new(
+                RefusedRequest::TooLarge,
+                format!("request body is larger than {limit} bytes"),
+            )
+        };
+        if http_body::Body::size_hint(&body).lower() > limit {
+            Err(too_large())
         } else {
             let (b, flag) = self.budget_body(body, limit);
             let mut b = std::pin::pin!(b);
@@ -289,9 +338,11 @@ impl Ingest {
                     std::future::poll_fn(|cx| http_body::Body::poll_frame(b.as_mut(), cx)).await
                 {
                     let frame = frame.map_err(|e| match BudgetBody::<B>::refused(&flag) {
-                        Some(RefusedRequest::TooLarge) => ReadError::TooLarge(limit),
-                        Some(_) => ReadError::Overloaded,
-                        None => ReadError::Io(e.to_string()),
+                        Some(RefusedRequest::TooLarge) => too_large(),
+                        Some(_) => overloaded_budget(),
+                        None => {
+                            Refusal::new(RefusedRequest::Decode, format!("cannot read body: {e}"))
+                        }
                     })?;
                     if let Ok(d) = frame.into_data() {
                         chunks.push(d);
@@ -300,7 +351,7 @@ impl Ingest {
                 Ok(chunks)
             };
             match tokio::time::timeout(self.body_timeout, read).await {
-                Err(_) => Err(ReadError::Timeout(self.body_timeout)),
+                Err(_) => Err(self.late()),
                 Ok(Err(e)) => Err(e),
                 Ok(Ok(chunks)) => {
                     let mut out = Vec::with_capacity(chunks.iter().map(|c| c.len()).sum());
@@ -310,22 +361,31 @@ impl Ingest {
                     Ok((out, b.project().held.take()))
                 }
             }
-        };
-        if let Err(e) = &result {
-            self.stats.refused_request(e.reason());
         }
-        result
+    }
+
+    /// The refusal of a body not received within the deadline.
+    pub fn late(&self) -> Refusal {
+        Refusal::new(
+            RefusedRequest::Timeout,
+            format!("request body not received within {:?}", self.body_timeout),
+        )
     }
 
     /// A decoding slot, held while a body that was read is decompressed, decoded and
-    /// recognised; `None` when `max_concurrent_requests` requests are being decoded. The caller
-    /// answers 503 / UNAVAILABLE; the refusal is counted here (reason `overloaded`).
+    /// recognised; `None` when `max_concurrent_requests` requests are being decoded.
     pub fn body_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let p = self.bodies.clone().try_acquire_owned().ok();
-        if p.is_none() {
-            self.stats.refused_request(RefusedRequest::Overloaded);
-        }
-        p
+        self.bodies.clone().try_acquire_owned().ok()
+    }
+
+    /// Step 4, take a decoding slot ([`Ingest::body_permit`]), or be refused as overloaded.
+    pub fn decode_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Refusal> {
+        self.body_permit().ok_or_else(|| {
+            Refusal::new(
+                RefusedRequest::Overloaded,
+                "too many requests being decoded at once; retry later",
+            )
+        })
     }
 
     /// Largest request accepted, after decompression.
@@ -339,16 +399,15 @@ impl Ingest {
     }
 
     /// Classifies a decoded request (the JSON path) and queues its tool records.
-    pub fn ingest_request(&self, req: &ExportTraceServiceRequest) -> Result<Accepted, IngestError> {
+    pub fn ingest_request(&self, req: &ExportTraceServiceRequest) -> Result<Accepted, Refusal> {
         self.ingest_protobuf(&prost::Message::encode_to_vec(req))
     }
 
-    /// Classifies a protobuf-encoded request in place and queues its tool records. A decoding
-    /// error is counted as a refused request.
-    pub fn ingest_protobuf(&self, body: &[u8]) -> Result<Accepted, IngestError> {
-        let rec = decode::recognize_protobuf(&self.recognizer, body).inspect_err(|_| {
-            self.stats.refused_request(RefusedRequest::Decode);
-        })?;
+    /// Steps 5 and 6, decode and ingest: classifies a protobuf-encoded request in place and
+    /// queues its tool records. The spans of a request refused for a full queue are counted
+    /// here; the refusal itself is counted by the caller, like every other.
+    pub fn ingest_protobuf(&self, body: &[u8]) -> Result<Accepted, Refusal> {
+        let rec = decode::recognize_protobuf(&self.recognizer, body)?;
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
         self.stats.attributes_ignored(rec.attributes_ignored);
         self.stats.label_cuts(&rec.label_cuts);
@@ -360,9 +419,11 @@ impl Ingest {
                 })
                 .is_err()
         {
-            self.stats.refused_request(RefusedRequest::Overloaded);
             self.stats.refused_spans_overloaded(tools + other + invalid);
-            return Err(IngestError::Overloaded);
+            return Err(Refusal::new(
+                RefusedRequest::Overloaded,
+                "the aggregator queue is full; retry later",
+            ));
         }
         self.stats.accepted(tools, other, invalid);
         Ok(match rec.invalid_reason {
