@@ -11,6 +11,8 @@ use clap::{Parser, Subcommand};
 
 pub mod args_hash;
 pub mod check;
+#[cfg(feature = "collector")]
+pub mod demo;
 pub mod layers;
 #[cfg(feature = "collector")]
 pub mod serve;
@@ -46,6 +48,10 @@ pub enum Command {
     /// Print a complete, commented collector configuration file.
     #[cfg(feature = "collector")]
     GenConfig,
+    /// The collector daemon plus a built-in synthetic agent feeding it, to see the status page,
+    /// history and alerts within seconds (same flags as `serve`).
+    #[cfg(feature = "collector")]
+    Demo(Box<serve::ServeArgs>),
 }
 
 /// Parses the process's arguments and runs them. `--help` and `--version` print as usual and exit
@@ -78,6 +84,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Layers(args) => layers::run(&args),
         #[cfg(feature = "collector")]
         Command::Serve(args) => serve::serve(*args),
+        #[cfg(feature = "collector")]
+        Command::Demo(args) => serve::demo(*args),
         #[cfg(feature = "collector")]
         Command::GenConfig => serve::gen_config(),
     }

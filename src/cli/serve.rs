@@ -107,6 +107,15 @@ pub fn gen_config() -> ExitCode {
 
 /// Runs the daemon until SIGINT or SIGTERM.
 pub fn serve(args: ServeArgs) -> ExitCode {
+    run(args, false)
+}
+
+/// Runs the daemon and the synthetic agent of [`super::demo`] until SIGINT or SIGTERM.
+pub fn demo(args: ServeArgs) -> ExitCode {
+    run(args, true)
+}
+
+fn run(args: ServeArgs, demo: bool) -> ExitCode {
     let env = std::env::vars().filter(|(k, _)| k.starts_with("TOOLSIZE_"));
     let overrides = match args.overrides() {
         Ok(o) => o,
@@ -116,6 +125,17 @@ pub fn serve(args: ServeArgs) -> ExitCode {
         Ok(c) => c,
         Err(ConfigError::Stack(e)) => return stack_error(&e).report(),
         Err(e) => return CliError::new("CONFIG", e.to_string()).report(),
+    };
+    if demo && config.tls.cert_file.is_some() {
+        return CliError::new(
+            "CONFIG",
+            "toolsize demo feeds its own OTLP/HTTP listener in plain text: start it without TLS",
+        )
+        .report();
+    }
+    let token = match config.auth.token() {
+        Ok(t) => t,
+        Err(e) => return CliError::new("CONFIG", e).report(),
     };
     init_logging();
     let names: Vec<String> = std::env::vars_os()
@@ -155,7 +175,17 @@ pub fn serve(args: ServeArgs) -> ExitCode {
                 "admin": daemon.admin_addr.to_string(),
             })
         );
+        let agent = demo.then(|| {
+            tracing::info!(
+                status_page = %format!("http://{}/", daemon.admin_addr),
+                "Demo agent started: open the status page."
+            );
+            tokio::spawn(super::demo::agent(daemon.otlp_http_addr, token))
+        });
         signal.await;
+        if let Some(a) = agent {
+            a.abort();
+        }
         tracing::info!("Shutting down.");
         if daemon.shutdown().await.final_snapshot_failed {
             // Exit 1, not 2: the command was right, the data directory failed it.

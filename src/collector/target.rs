@@ -1,7 +1,11 @@
-//! An `http://host:port/path` target, as the alert sinks post to it; parsed once when the
-//! configuration is loaded, so a bad URL is a configuration error, never a failed post.
+//! An `http://host:port/path` target, as the alert sinks (and `toolsize demo`'s agent) post to
+//! it; parsed once when the configuration is loaded, so a bad URL is a configuration error,
+//! never a failed post.
 
-use axum::http::Uri;
+use axum::body::Body;
+use axum::http::{header, Request, Uri};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
 
 /// An `http://host:port/path` target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +32,42 @@ impl Target {
                 .map(|p| p.as_str().to_string())
                 .unwrap_or_else(|| "/".into()),
         })
+    }
+
+    /// POSTs `body` on a new HTTP/1.1 connection with an optional bearer token; a non-2xx
+    /// answer is an error naming the status. Callers bound the time it may take.
+    pub async fn post(
+        &self,
+        content_type: &str,
+        token: Option<&str>,
+        body: Vec<u8>,
+    ) -> Result<(), String> {
+        let stream = TcpStream::connect(self.authority.as_str())
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut req = Request::post(self.path.as_str())
+            .header(header::HOST, self.authority.as_str())
+            .header(header::CONTENT_TYPE, content_type)
+            .header(
+                header::USER_AGENT,
+                concat!("toolsize/", env!("CARGO_PKG_VERSION")),
+            );
+        if let Some(t) = token {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let req = req.body(Body::from(body)).map_err(|e| e.to_string())?;
+        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+        if resp.status().is_success() {
+            Ok(())
+        } else {
+            Err(format!("HTTP {}", resp.status()))
+        }
     }
 
     /// The same host with `suffix` appended to its path (a base URL's API endpoint).

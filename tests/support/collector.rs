@@ -188,10 +188,20 @@ impl Binary {
 
     /// [`Binary::start`] with extra environment variables.
     pub fn start_with_env(extra: &[&str], data_dir: Option<&Path>, env: &[(&str, &str)]) -> Self {
+        Self::start_command("serve", extra, data_dir, env)
+    }
+
+    /// `toolsize <command>` (`serve` or `demo`) on ephemeral ports.
+    pub fn start_command(
+        command: &str,
+        extra: &[&str],
+        data_dir: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolsize"));
         cmd.envs(env.iter().copied());
         cmd.args([
-            "serve",
+            command,
             "--otlp-grpc-addr",
             "127.0.0.1:0",
             "--otlp-http-addr",

@@ -13,10 +13,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use axum::body::Body;
-use axum::http::{header, Request};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -125,35 +121,6 @@ pub fn payload<'a>(
     serde_json::to_vec(&list).unwrap_or_else(|_| b"[]".to_vec())
 }
 
-async fn post(sink: &HttpSink, body: Vec<u8>) -> Result<(), String> {
-    let stream = TcpStream::connect(sink.target.authority.as_str())
-        .await
-        .map_err(|e| e.to_string())?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let mut req = Request::post(sink.target.path.as_str())
-        .header(header::HOST, sink.target.authority.as_str())
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(
-            header::USER_AGENT,
-            concat!("toolsize/", env!("CARGO_PKG_VERSION")),
-        );
-    if let Some(t) = &sink.token {
-        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
-    }
-    let req = req.body(Body::from(body)).map_err(|e| e.to_string())?;
-    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
-    if resp.status().is_success() {
-        Ok(())
-    } else {
-        Err(format!("HTTP {}", resp.status()))
-    }
-}
-
 /// Posts `alerts` in posts of at most [`MAX_ALERTS_PER_POST`]; stops at the first failure.
 async fn post_all(sink: &HttpSink, alerts: &[&Alert], stats: &AlertStats) -> Result<(), String> {
     for chunk in alerts.chunks(MAX_ALERTS_PER_POST) {
@@ -163,7 +130,10 @@ async fn post_all(sink: &HttpSink, alerts: &[&Alert], stats: &AlertStats) -> Res
             sink.resend,
             &sink.generator_url,
         );
-        let outcome = match tokio::time::timeout(POST_TIMEOUT, post(sink, body)).await {
+        let post = sink
+            .target
+            .post("application/json", sink.token.as_deref(), body);
+        let outcome = match tokio::time::timeout(POST_TIMEOUT, post).await {
             Ok(r) => r,
             Err(_) => Err("timed out".into()),
         };
