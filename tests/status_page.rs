@@ -445,3 +445,151 @@ async fn status_page_empty_state_error_banner_and_recovery() {
         "{dom}"
     );
 }
+
+/// `(series, value)` of every chart point of the SVG `id` in the DOM.
+fn points(dom: &str, id: &str) -> Vec<(String, f64)> {
+    let svg = inner(dom, id, "svg");
+    svg.split("<circle ")
+        .skip(1)
+        .filter_map(|c| {
+            let tag = &c[..c.find('>')?];
+            let tag = format!("<circle {tag}>");
+            Some((
+                attr(&tag, "data-series")?.to_string(),
+                attr(&tag, "data-value")?.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_page_draws_its_charts_from_the_history() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    // The demo's agent: fetch_page results from 2 to 24 KB, over the 16 KiB ceiling.
+    let demo = Binary::start_command("demo", &[], None, &[("RUST_LOG", "error")]);
+    let admin = demo.admin;
+    wait_for(
+        "fetch_page over the ceiling",
+        Duration::from_secs(15),
+        || async move {
+            let v = tools(admin, "?window=1h").await;
+            let row = v["tools"]
+                .as_array()?
+                .iter()
+                .find(|r| r["tool"] == "fetch_page")?
+                .clone();
+            (row["max"].as_u64()? > 16_384 && row["count"].as_u64()? >= 10).then_some(())
+        },
+    )
+    .await;
+
+    // The overview links the tool to its page.
+    let overview = chromium_dom(&format!("http://{admin}/"), "tool-overview", None).await;
+    assert!(
+        overview.contains("href=\"tools/fetch_page?service=demo-agent\""),
+        "{overview}"
+    );
+
+    let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tool_page.png");
+    let dom = chromium_dom(
+        &format!("http://{admin}/tools/fetch_page?service=demo-agent"),
+        "tool-page",
+        Some(&png),
+    )
+    .await;
+    eprintln!("screenshot: {}", png.display());
+    assert!(dom.contains("<body data-state=\"ok\""), "{dom}");
+    assert!(text(inner(&dom, "tool-name", "span")).contains("fetch_page"));
+    // p50, p95 and p99 drawn, one point per minute of history; the latest p95 close to the API's.
+    let sizes = points(&dom, "sizes");
+    for s in ["p50", "p95", "p99"] {
+        assert!(
+            sizes.iter().any(|(n, _)| n == s),
+            "{s} not drawn: {sizes:?}"
+        );
+    }
+    // The chart's points are the history's: as many, and the latest p95 between the latest
+    // point's p50 and max (the open minute moves on between the two reads).
+    let history = get_json(admin, "/api/v1/tools/fetch_page/history?service=demo-agent").await;
+    let hp = history["series"][0]["points"].as_array().unwrap();
+    let drawn = sizes.iter().filter(|(n, _)| n == "p95").count();
+    assert!(
+        drawn == hp.len() || drawn + 1 == hp.len(),
+        "{drawn} points, history {}",
+        hp.len()
+    );
+    let last_p95 = sizes.iter().rev().find(|(n, _)| n == "p95").unwrap().1;
+    let last = hp.last().unwrap();
+    assert!(
+        last["p50"].as_f64().unwrap() <= last_p95 && last_p95 <= last["max"].as_f64().unwrap(),
+        "chart p95 {last_p95} vs the history's {last}"
+    );
+    let detail = get_json(
+        admin,
+        "/api/v1/tools/fetch_page?service=demo-agent&window=1h",
+    )
+    .await;
+    // The 16 KiB ceiling is drawn on the size chart and on the distribution.
+    assert!(inner(&dom, "sizes", "svg").contains("data-ceiling=\"16384\""));
+    let dist = inner(&dom, "distribution", "svg");
+    assert!(dist.contains("data-ceiling=\"16384\""), "{dist}");
+    let bars: u64 = dist
+        .split("data-count=\"")
+        .skip(1)
+        .filter_map(|c| c[..c.find('"')?].parse::<u64>().ok())
+        .sum();
+    assert!(
+        bars > 0 && bars <= detail["series"][0]["sized"].as_u64().unwrap(),
+        "{bars} results in the bars"
+    );
+    assert!(!points(&dom, "rates").is_empty());
+    assert!(rows(inner(&dom, "largest", "tbody")).len() >= 3);
+    assert!(!rows(inner(&dom, "args", "tbody")).is_empty());
+    demo.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_page_of_a_tool_named_with_markup_renders_it_as_text() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    let daemon = Binary::start_quiet("codex.tool-output.bytes-fallback", &[], None);
+    post_tools(&daemon).await;
+    let admin = daemon.admin;
+    wait_for("the probe tool", Duration::from_secs(10), || async move {
+        let v = tools(admin, "").await;
+        v["tools"]
+            .as_array()?
+            .iter()
+            .any(|r| r["tool"] == XSS)
+            .then_some(())
+    })
+    .await;
+    let url = format!(
+        "http://{admin}/tools/{}?service=agent",
+        XSS.bytes().map(|b| format!("%{b:02X}")).collect::<String>()
+    );
+    let dom = chromium_dom(&url, "tool-page-xss", None).await;
+    assert!(dom.contains("<body data-state=\"ok\""), "{dom}");
+    assert!(
+        !dom.contains("<title>pwned</title>"),
+        "the name ran as markup"
+    );
+    assert!(
+        dom.contains("<title>toolsize · &lt;img"),
+        "the title holds the name as text"
+    );
+    assert!(!dom.contains("<img"), "{dom}");
+    assert!(
+        inner(&dom, "tool-name", "span").contains(&escaped(XSS)),
+        "{}",
+        inner(&dom, "tool-name", "span")
+    );
+    assert_eq!(
+        points(&dom, "sizes").len(),
+        3,
+        "one minute: p50, p95 and p99"
+    );
+}

@@ -5,6 +5,10 @@
 //!   reads the three JSON endpoints below every 2 s: the ceiling and the layer stack, p95 per tool
 //!   against the ceiling for a window, firing and recently resolved alerts. It shows only what
 //!   the JSON API serves, and builds its DOM from text nodes, never from markup.
+//! - `GET /tools/{tool}?service=S`: one tool's page (`tool.html`, compiled in, same rules as the
+//!   status page): p50/p95/p99 per minute against the layer ceilings, the size distribution of
+//!   the last hour with the ceilings marked, truncation and error rates per minute, the largest
+//!   recent results and the most repeated argument hashes, drawn as inline SVG every 5 s.
 //! - `GET /metrics`: Prometheus text format 0.0.4 (see [`super::exposition`]).
 //! - `GET /api/v1/tools?window=5m|1h|all&service=S`: per (service, tool) count, p50, p95, p99,
 //!   max, errors, truncated, truncated upstream, unknown size, latency p95.
@@ -56,6 +60,8 @@ pub const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
 
 /// The status page's template: `{{otlp_http}}` and `{{otlp_grpc}}` stand for the OTLP addresses.
 const STATUS_TEMPLATE: &str = include_str!("status.html");
+/// One tool's page (`tool.html`), compiled in.
+const TOOL_PAGE: &str = include_str!("tool.html");
 
 /// The status page's Content-Security-Policy: its own inline style and script, requests to its
 /// own origin only.
@@ -170,6 +176,7 @@ pub struct ToolsQuery {
 pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/", get(status))
+        .route("/tools/{tool}", get(tool_page))
         .route("/metrics", get(metrics))
         .route("/api/v1/tools", get(tools))
         .route("/api/v1/tools/{tool}", get(tool))
@@ -311,6 +318,20 @@ async fn status(State(s): State<ApiState>) -> Response {
             (header::CONTENT_SECURITY_POLICY, STATUS_CSP),
         ],
         status_page(s.otlp[0], s.otlp[1]),
+    )
+        .into_response()
+}
+
+/// `/tools/{tool}`: one tool's page. The page reads the tool from its own URL and asks the API,
+/// so nothing from the request is written into it here.
+async fn tool_page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HTML_CONTENT_TYPE),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::CONTENT_SECURITY_POLICY, STATUS_CSP),
+        ],
+        TOOL_PAGE,
     )
         .into_response()
 }

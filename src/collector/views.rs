@@ -72,6 +72,19 @@ pub struct ToolDetail {
     pub over_ceiling: Vec<OverCeilingCount>,
     /// The most recent over-ceiling results (at most [`OVER_CEILING_RECENT`]), newest first.
     pub recent_over_ceiling: Vec<OverCeiling>,
+    /// Results of known size in the window per classic size bucket (the bounds of
+    /// `toolsize_tool_result_size_bytes`, counted from the window's histogram), empty buckets
+    /// included; the last bucket has no upper bound.
+    pub size_distribution: Vec<Bucket>,
+}
+
+/// One bucket of a size distribution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    /// Upper bound, bytes (inclusive); `None` for the last, unbounded bucket.
+    pub le: Option<u64>,
+    /// Results in the bucket.
+    pub count: u64,
 }
 
 /// Over-ceiling results of one layer.
@@ -188,8 +201,21 @@ impl State {
                     .collect();
                 top.sort_by(|a, b| b.count.cmp(&a.count).then(a.args_hash.cmp(&b.args_hash)));
                 top.truncate(10);
+                let stats = self.stats(s, w, now);
+                let bounds = &self.limits.size_bounds;
+                let size_distribution = stats
+                    .size
+                    .bucket_counts(bounds)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, count)| Bucket {
+                        le: bounds.get(i).copied(),
+                        count,
+                    })
+                    .collect();
                 ToolDetail {
-                    row: row(k, &self.stats(s, w, now)),
+                    row: row(k, &stats),
+                    size_distribution,
                     largest: s
                         .largest
                         .iter()
