@@ -1306,6 +1306,11 @@ pub enum Command {
         /// Answer.
         reply: oneshot::Sender<String>,
     },
+    /// `/metrics` in the protobuf exposition, native histograms included.
+    MetricsProto {
+        /// Answer.
+        reply: oneshot::Sender<Vec<u8>>,
+    },
     /// Answer when the aggregator is running (readiness).
     Ping {
         /// Answer.
@@ -1416,6 +1421,9 @@ fn answer(state: &State, stats: &SelfStats, cmd: Command) {
         }
         Command::Metrics { reply } => {
             let _ = reply.send(super::exposition::render(state, stats, now));
+        }
+        Command::MetricsProto { reply } => {
+            let _ = reply.send(super::exposition_proto::render(state, stats, now));
         }
         Command::Ping { reply } => {
             let _ = reply.send(());

@@ -5,7 +5,8 @@
 //!   reads the three JSON endpoints below every 2 s: the ceiling and the layer stack, p95 per tool
 //!   against the ceiling for a window, firing and recently resolved alerts. It shows only what
 //!   the JSON API serves, and builds its DOM from text nodes, never from markup.
-//! - `GET /metrics`: Prometheus text format 0.0.4 (see [`super::exposition`]).
+//! - `GET /metrics`: Prometheus text format 0.0.4 (see [`super::exposition`]), or the protobuf
+//!   format with native histograms when `Accept` asks for it (see [`super::exposition_proto`]).
 //! - `GET /api/v1/tools?window=5m|1h|all&service=S`: per (service, tool) count, p50, p95, p99,
 //!   max, errors, truncated, truncated upstream, unknown size, latency p95.
 //! - `GET /api/v1/tools/{tool}?window=&service=`: the same plus the largest recent results (trace
@@ -173,7 +174,21 @@ fn bad_request(message: String) -> Response {
         .into_response()
 }
 
-async fn metrics(State(s): State<ApiState>) -> Response {
+async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if super::exposition_proto::wants_protobuf(accept) {
+        return match s.ask(|reply| Command::MetricsProto { reply }, WAIT).await {
+            Ok(body) => (
+                [(header::CONTENT_TYPE, super::exposition_proto::CONTENT_TYPE)],
+                body,
+            )
+                .into_response(),
+            Err(r) => r,
+        };
+    }
     match s.ask(|reply| Command::Metrics { reply }, WAIT).await {
         Ok(text) => ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response(),
         Err(r) => r,

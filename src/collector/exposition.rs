@@ -112,6 +112,12 @@ fn f64_text(v: f64) -> String {
 
 /// Renders the whole exposition.
 pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
+    render_parts(state, stats, now, true)
+}
+
+/// Renders the exposition, without the two histogram families when `histograms` is false (the
+/// protobuf exposition encodes those itself, see [`super::exposition_proto`]).
+pub(crate) fn render_parts(state: &State, stats: &SelfStats, now: u64, histograms: bool) -> String {
     let mut out = String::with_capacity(4096 + state.series.len() * 4096);
     let mut keys: Vec<&SeriesKey> = state.series.keys().collect();
     keys.sort();
@@ -223,46 +229,8 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         }
     }
 
-    head(
-        &mut out,
-        TOOL_RESULT_SIZE,
-        "histogram",
-        "UTF-8 bytes of tool results as handed to the model.",
-    );
-    for (k, l) in keys.iter().zip(&labels) {
-        let s = &state.series[*k];
-        let mut cum = 0;
-        for (b, n) in state.limits.size_bounds.iter().zip(&s.size_buckets) {
-            cum += n;
-            let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"{b}\"}} {cum}");
-        }
-        cum += s.size_buckets.last().copied().unwrap_or(0);
-        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"+Inf\"}} {cum}");
-        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_sum{{{l}}} {}", s.size_sum);
-        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_count{{{l}}} {cum}");
-    }
-    head(
-        &mut out,
-        TOOL_CALL_DURATION,
-        "histogram",
-        "Tool call duration.",
-    );
-    for (k, l) in keys.iter().zip(&labels) {
-        let s = &state.series[*k];
-        let mut cum = 0;
-        for (b, n) in LATENCY_BUCKETS_US.iter().zip(&s.latency_buckets) {
-            cum += n;
-            let le = *b as f64 / 1e6;
-            let _ = writeln!(out, "{TOOL_CALL_DURATION}_bucket{{{l},le=\"{le}\"}} {cum}");
-        }
-        cum += s.latency_buckets.last().copied().unwrap_or(0);
-        let _ = writeln!(out, "{TOOL_CALL_DURATION}_bucket{{{l},le=\"+Inf\"}} {cum}");
-        let _ = writeln!(
-            out,
-            "{TOOL_CALL_DURATION}_sum{{{l}}} {}",
-            f64_text(s.latency_sum_us as f64 / 1e6)
-        );
-        let _ = writeln!(out, "{TOOL_CALL_DURATION}_count{{{l}}} {cum}");
+    if histograms {
+        render_histograms(&mut out, state, &keys, &labels);
     }
 
     // Quantiles per window, computed by the daemon (exact to 1 %).
@@ -475,6 +443,45 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
         );
     }
     out
+}
+
+fn render_histograms(out: &mut String, state: &State, keys: &[&SeriesKey], labels: &[String]) {
+    head(
+        out,
+        TOOL_RESULT_SIZE,
+        "histogram",
+        "UTF-8 bytes of tool results as handed to the model.",
+    );
+    for (k, l) in keys.iter().zip(labels) {
+        let s = &state.series[*k];
+        let mut cum = 0;
+        for (b, n) in state.limits.size_bounds.iter().zip(&s.size_buckets) {
+            cum += n;
+            let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"{b}\"}} {cum}");
+        }
+        cum += s.size_buckets.last().copied().unwrap_or(0);
+        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"+Inf\"}} {cum}");
+        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_sum{{{l}}} {}", s.size_sum);
+        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_count{{{l}}} {cum}");
+    }
+    head(out, TOOL_CALL_DURATION, "histogram", "Tool call duration.");
+    for (k, l) in keys.iter().zip(labels) {
+        let s = &state.series[*k];
+        let mut cum = 0;
+        for (b, n) in LATENCY_BUCKETS_US.iter().zip(&s.latency_buckets) {
+            cum += n;
+            let le = *b as f64 / 1e6;
+            let _ = writeln!(out, "{TOOL_CALL_DURATION}_bucket{{{l},le=\"{le}\"}} {cum}");
+        }
+        cum += s.latency_buckets.last().copied().unwrap_or(0);
+        let _ = writeln!(out, "{TOOL_CALL_DURATION}_bucket{{{l},le=\"+Inf\"}} {cum}");
+        let _ = writeln!(
+            out,
+            "{TOOL_CALL_DURATION}_sum{{{l}}} {}",
+            f64_text(s.latency_sum_us as f64 / 1e6)
+        );
+        let _ = writeln!(out, "{TOOL_CALL_DURATION}_count{{{l}}} {cum}");
+    }
 }
 
 #[cfg(test)]

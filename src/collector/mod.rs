@@ -39,6 +39,7 @@ pub mod alerts;
 pub mod api;
 pub mod config;
 pub mod exposition;
+pub mod exposition_proto;
 pub mod histogram;
 pub mod receiver;
 pub mod recognize;
