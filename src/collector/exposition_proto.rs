@@ -17,8 +17,7 @@
 //!
 //! The other families are the text renderer's own lines, parsed back (they are a small share of
 //! the body; the histograms, most of it, are encoded directly), so the two formats cannot drift.
-//! Rendering runs on the aggregator task like the text format; its cost is measured by
-//! `benches/exposition.rs`.
+//! Rendering runs on the aggregator task like the text format.
 
 use prost::Message;
 
