@@ -9,7 +9,8 @@
 //!   status page): p50/p95/p99 per minute against the layer ceilings, the size distribution of
 //!   the last hour with the ceilings marked, truncation and error rates per minute, the largest
 //!   recent results and the most repeated argument hashes, drawn as inline SVG every 5 s.
-//! - `GET /metrics`: Prometheus text format 0.0.4 (see [`super::exposition`]).
+//! - `GET /metrics`: Prometheus text format 0.0.4 (see [`super::exposition`]), or the protobuf
+//!   format with native histograms when `Accept` asks for it (see [`super::exposition_proto`]).
 //! - `GET /api/v1/tools?window=5m|1h|all&service=S`: per (service, tool) count, p50, p95, p99,
 //!   max, errors, truncated, truncated upstream, unknown size, latency p95.
 //! - `GET /api/v1/tools/{tool}?window=&service=`: the same plus the largest recent results (trace
@@ -222,7 +223,21 @@ fn bad_request(message: String) -> Response {
         .into_response()
 }
 
-async fn metrics(State(s): State<ApiState>) -> Response {
+async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> Response {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if super::exposition_proto::wants_protobuf(accept) {
+        return match s.ask(|reply| Command::MetricsProto { reply }, WAIT).await {
+            Ok(body) => (
+                [(header::CONTENT_TYPE, super::exposition_proto::CONTENT_TYPE)],
+                body,
+            )
+                .into_response(),
+            Err(r) => r,
+        };
+    }
     let frame = match s.ask(|reply| Command::Metrics { reply }, WAIT).await {
         Ok(frame) => frame,
         Err(r) => return r,

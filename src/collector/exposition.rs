@@ -241,6 +241,12 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
 
 /// Renders the whole exposition of a captured frame.
 pub fn render_frame(frame: &Frame, stats: &SelfStats) -> String {
+    render_parts(frame, stats, true)
+}
+
+/// Renders the exposition of a frame, without the two histogram families when `histograms` is
+/// false (the protobuf exposition encodes those itself, see [`super::exposition_proto`]).
+pub(crate) fn render_parts(frame: &Frame, stats: &SelfStats, histograms: bool) -> String {
     let now = frame.now;
     let mut out = String::with_capacity(4096 + frame.series.len() * 4096);
     let labels: Vec<String> = frame
@@ -360,44 +366,8 @@ pub fn render_frame(frame: &Frame, stats: &SelfStats) -> String {
         }
     }
 
-    head(
-        &mut out,
-        TOOL_RESULT_SIZE,
-        "histogram",
-        "UTF-8 bytes of tool results as handed to the model.",
-    );
-    for (s, l) in frame.series.iter().zip(&labels) {
-        let mut cum = 0;
-        for (b, n) in frame.size_bounds.iter().zip(&s.size_buckets) {
-            cum += n;
-            let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"{b}\"}} {cum}");
-        }
-        cum += s.size_buckets.last().copied().unwrap_or(0);
-        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"+Inf\"}} {cum}");
-        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_sum{{{l}}} {}", s.size_sum);
-        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_count{{{l}}} {cum}");
-    }
-    head(
-        &mut out,
-        TOOL_CALL_DURATION,
-        "histogram",
-        "Tool call duration.",
-    );
-    for (s, l) in frame.series.iter().zip(&labels) {
-        let mut cum = 0;
-        for (b, n) in LATENCY_BUCKETS_US.iter().zip(&s.latency_buckets) {
-            cum += n;
-            let le = *b as f64 / 1e6;
-            let _ = writeln!(out, "{TOOL_CALL_DURATION}_bucket{{{l},le=\"{le}\"}} {cum}");
-        }
-        cum += s.latency_buckets.last().copied().unwrap_or(0);
-        let _ = writeln!(out, "{TOOL_CALL_DURATION}_bucket{{{l},le=\"+Inf\"}} {cum}");
-        let _ = writeln!(
-            out,
-            "{TOOL_CALL_DURATION}_sum{{{l}}} {}",
-            f64_text(s.latency_sum_us as f64 / 1e6)
-        );
-        let _ = writeln!(out, "{TOOL_CALL_DURATION}_count{{{l}}} {cum}");
+    if histograms {
+        render_histograms(&mut out, frame, &labels);
     }
 
     // Quantiles per window, computed by the daemon (exact to 1 %).
@@ -691,6 +661,43 @@ pub fn render_frame(frame: &Frame, stats: &SelfStats) -> String {
         );
     }
     out
+}
+
+fn render_histograms(out: &mut String, frame: &Frame, labels: &[String]) {
+    head(
+        out,
+        TOOL_RESULT_SIZE,
+        "histogram",
+        "UTF-8 bytes of tool results as handed to the model.",
+    );
+    for (s, l) in frame.series.iter().zip(labels) {
+        let mut cum = 0;
+        for (b, n) in frame.size_bounds.iter().zip(&s.size_buckets) {
+            cum += n;
+            let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"{b}\"}} {cum}");
+        }
+        cum += s.size_buckets.last().copied().unwrap_or(0);
+        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"+Inf\"}} {cum}");
+        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_sum{{{l}}} {}", s.size_sum);
+        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_count{{{l}}} {cum}");
+    }
+    head(out, TOOL_CALL_DURATION, "histogram", "Tool call duration.");
+    for (s, l) in frame.series.iter().zip(labels) {
+        let mut cum = 0;
+        for (b, n) in LATENCY_BUCKETS_US.iter().zip(&s.latency_buckets) {
+            cum += n;
+            let le = *b as f64 / 1e6;
+            let _ = writeln!(out, "{TOOL_CALL_DURATION}_bucket{{{l},le=\"{le}\"}} {cum}");
+        }
+        cum += s.latency_buckets.last().copied().unwrap_or(0);
+        let _ = writeln!(out, "{TOOL_CALL_DURATION}_bucket{{{l},le=\"+Inf\"}} {cum}");
+        let _ = writeln!(
+            out,
+            "{TOOL_CALL_DURATION}_sum{{{l}}} {}",
+            f64_text(s.latency_sum_us as f64 / 1e6)
+        );
+        let _ = writeln!(out, "{TOOL_CALL_DURATION}_count{{{l}}} {cum}");
+    }
 }
 
 #[cfg(test)]

@@ -185,6 +185,20 @@ impl Hist {
         counts
     }
 
+    /// Calls `f(value, count)` for every non-empty HDR bucket in increasing order, `value` being
+    /// the bucket's middle (as [`Hist::bucket_counts`] places it): the input of the native
+    /// histogram buckets of the protobuf exposition.
+    pub fn for_each_bucket(&self, mut f: impl FnMut(u64, u64)) {
+        if let Some(h) = &self.h {
+            for v in h.iter_recorded() {
+                f(
+                    h.median_equivalent(v.value_iterated_to()),
+                    u64::from(v.count_at_value()),
+                );
+            }
+        }
+    }
+
     /// A serializable form: (value, count) of every non-empty bucket.
     pub fn to_snapshot(&self) -> HistSnapshot {
         HistSnapshot {

@@ -46,6 +46,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod exposition;
+pub mod exposition_proto;
 pub mod histogram;
 pub mod learn;
 pub mod listener;

@@ -56,6 +56,11 @@ pub enum Command {
         /// Answer.
         reply: oneshot::Sender<Frame>,
     },
+    /// `/metrics` in the protobuf exposition, native histograms included.
+    MetricsProto {
+        /// Answer.
+        reply: oneshot::Sender<Vec<u8>>,
+    },
     /// Answer when the aggregator is running (readiness).
     Ping {
         /// Answer.
@@ -126,7 +131,7 @@ pub(crate) async fn run(
                             Err(_) => break,
                         }
                     }
-                    answer(&state, cmd)
+                    answer(&state, &stats, cmd)
                 }
                 None => {}
             },
@@ -158,7 +163,7 @@ fn ingest(state: &mut State, stats: &SelfStats, b: Batch) {
     stats.set_series(state.series_count() as u64, state.overflow_records);
 }
 
-fn answer(state: &State, cmd: Command) {
+fn answer(state: &State, stats: &SelfStats, cmd: Command) {
     let now = now_unix();
     match cmd {
         Command::Tools {
@@ -185,6 +190,9 @@ fn answer(state: &State, cmd: Command) {
         }
         Command::Metrics { reply } => {
             let _ = reply.send(Frame::capture(state, now));
+        }
+        Command::MetricsProto { reply } => {
+            let _ = reply.send(super::exposition_proto::render(state, stats, now));
         }
         Command::Ping { reply } => {
             let _ = reply.send(());
