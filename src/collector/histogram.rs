@@ -188,13 +188,18 @@ impl Hist {
     /// Calls `f(value, count)` for every non-empty HDR bucket in increasing order, `value` being
     /// the bucket's middle (as [`Hist::bucket_counts`] places it): the input of the native
     /// histogram buckets of the protobuf exposition.
+    /// The lowest bucket (`[0, SIZE_RESOLUTION)` for sizes) is reported as 0, so empty results
+    /// land in a native histogram's zero bucket.
     pub fn for_each_bucket(&self, mut f: impl FnMut(u64, u64)) {
         if let Some(h) = &self.h {
             for v in h.iter_recorded() {
-                f(
-                    h.median_equivalent(v.value_iterated_to()),
-                    u64::from(v.count_at_value()),
-                );
+                let at = v.value_iterated_to();
+                let value = if h.lowest_equivalent(at) == 0 {
+                    0
+                } else {
+                    h.median_equivalent(at)
+                };
+                f(value, u64::from(v.count_at_value()));
             }
         }
     }
