@@ -325,6 +325,149 @@ async fn status_page_in_chromium_shows_tools_ceiling_and_alerts() {
     daemon.stop();
 }
 
+/// A tool name with bidi controls and quotes: shown as the same text, reordering nothing else.
+const BIDI: &str = "rev\u{202e}txt.exe\u{2066}\"'";
+
+/// `s` percent-encoded as a path segment (every byte but the unreserved ones).
+fn segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The start tags of the elements `<tag` inside `markup` whose class list holds `class`.
+fn tags_with_class<'a>(markup: &'a str, tag: &str, class: &str) -> Vec<&'a str> {
+    markup
+        .match_indices(&format!("<{tag} "))
+        .map(|(i, _)| &markup[i..=i + markup[i..].find('>').unwrap()])
+        .filter(|t| attr(t, "class").is_some_and(|c| c.split(' ').any(|c| c == class)))
+        .collect()
+}
+
+/// Where a screenshot goes: `TOOLSIZE_SCREENSHOTS` (e.g. `docs`) when set, else the test's
+/// temporary directory.
+fn screenshot(name: &str) -> std::path::PathBuf {
+    match std::env::var_os("TOOLSIZE_SCREENSHOTS") {
+        Some(dir) => Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(name),
+        None => Path::new(env!("CARGO_TARGET_TMPDIR")).join(name),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    let daemon = Binary::start_quiet("codex.tool-output.bytes-fallback", &[], None);
+    post_tools(&daemon).await;
+    let r = post_proto(
+        daemon.http,
+        &request("agent", vec![own_span(100, BIDI, 700), own_span(101, BIDI, 12_000)]),
+    )
+    .await;
+    assert!(r.status().is_success(), "OTLP export: {}", r.status());
+    let admin = daemon.admin;
+    let history = wait_for("web_fetch's history", Duration::from_secs(10), || async move {
+        let v = get_json(admin, "/api/v1/tools/web_fetch/history?service=agent").await;
+        (v["series"][0]["points"].as_array()?.iter().map(|p| p["count"].as_u64().unwrap()).sum::<u64>() == 4)
+            .then_some(v)
+    })
+    .await;
+    wait_for("six tools", Duration::from_secs(10), || async move {
+        (tools(admin, "?window=5m").await["tools"].as_array()?.len() == 6).then_some(())
+    })
+    .await;
+    let detail = get_json(admin, "/api/v1/tools/web_fetch?service=agent").await;
+
+    // The tool page: every history point drawn with its exact value, the ceiling marked.
+    let png = screenshot("tool-page.png");
+    let dom = chromium_dom(
+        &format!("http://{admin}/tools/web_fetch?service=agent"),
+        "tool-page",
+        Some(&png),
+    )
+    .await;
+    eprintln!("screenshot: {}", png.display());
+    assert!(dom.contains("<body data-state=\"ok\""), "not rendered:\n{dom}");
+    assert!(is_hidden(start_tag(&dom, "banner")));
+    let sizes = inner(&dom, "sizes-chart", "div");
+    let points = history["series"][0]["points"].as_array().unwrap();
+    for k in ["p50", "p95", "p99"] {
+        let g = sizes
+            .split(&format!("data-series=\"{k}\""))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {k} series in {sizes}"));
+        let g = &g[..g.find("</g>").unwrap()];
+        let drawn: Vec<u64> = tags_with_class(g, "circle", "pt")
+            .iter()
+            .map(|t| attr(t, "data-value").unwrap().parse().unwrap())
+            .collect();
+        let want: Vec<u64> = points.iter().map(|p| p[k].as_u64().unwrap()).collect();
+        assert_eq!(drawn, want, "{k} points");
+        assert!(g.contains(&format!("<title>{k} {} bytes at ", group(want[0]))));
+    }
+    let ceil = tags_with_class(sizes, "line", "ceil");
+    assert!(
+        ceil.iter().any(|t| attr(t, "data-bytes") == Some("10000")),
+        "no ceiling line in {sizes}"
+    );
+    let rates = inner(&dom, "rates-chart", "div");
+    assert_eq!(tags_with_class(rates, "circle", "pt").len(), 2 * points.len());
+    // The distribution: one bar count per largest result, bars past the ceiling marked.
+    let dist = inner(&dom, "dist-chart", "div");
+    let largest = detail["series"][0]["largest"].as_array().unwrap();
+    let bars = tags_with_class(dist, "rect", "bin");
+    let total: u64 = bars
+        .iter()
+        .map(|t| attr(t, "data-value").unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, largest.len() as u64);
+    assert!(bars.iter().all(|t| attr(t, "class") == Some("bin pt over")));
+    assert!(!tags_with_class(dist, "line", "ceil").is_empty());
+    // The largest results with their trace ids, the repeated argument hashes.
+    let table = inner(&dom, "largest-body", "tbody");
+    assert_eq!(rows(table).len(), largest.len());
+    for l in largest {
+        assert!(table.contains(l["trace_id"].as_str().unwrap()));
+    }
+    let top_args = detail["series"][0]["top_args"].as_array().unwrap();
+    assert_eq!(rows(inner(&dom, "args-body", "tbody")).len(), top_args.len());
+
+    // Strange names: the markup probe and the bidi name are text, nothing injected.
+    for (name, profile) in [(XSS, "tool-xss"), (BIDI, "tool-bidi")] {
+        let url = format!("http://{admin}/tools/{}?service=agent", segment(name));
+        let dom = chromium_dom(&url, profile, None).await;
+        assert!(dom.contains("<body data-state=\"ok\""), "{name:?}:\n{dom}");
+        assert!(!dom.to_ascii_lowercase().contains("<img"), "injected:\n{dom}");
+        assert_eq!(inner(&dom, "tool-name", "code"), escaped(name));
+        assert!(!tags_with_class(inner(&dom, "sizes-chart", "div"), "circle", "pt").is_empty());
+    }
+
+    // The overview: each tool links to its page and has a p95 sparkline.
+    let png = screenshot("status-page.png");
+    let dom = chromium_dom(&format!("http://{admin}/"), "overview-sparks", Some(&png)).await;
+    let page_rows = rows(inner(&dom, "tools-body", "tbody"));
+    assert_eq!(page_rows.len(), 6);
+    for row in &page_rows {
+        let spark = cell(row, "c-spark").1;
+        assert!(spark.contains("<svg class=\"spark\""), "no sparkline in {row}");
+        assert!(spark.contains("<polyline"), "no line in {row}");
+    }
+    let web = page_rows
+        .iter()
+        .find(|r| r.contains(">web_fetch</a>"))
+        .unwrap();
+    assert!(web.contains("href=\"tools/web_fetch?service=agent\""), "{web}");
+    assert!(dom.contains(&format!(">{}</a>", escaped(BIDI))));
+
+    daemon.stop();
+}
+
 /// A front for the daemon, as a reverse proxy would be: serves `page` at `/`, forwards every
 /// other GET to the daemon and answers 502 when the daemon does not answer or while
 /// `fail_next` requests remain to be failed.

@@ -5,6 +5,10 @@
 //!   reads the three JSON endpoints below every 2 s: the ceiling and the layer stack, p95 per tool
 //!   against the ceiling for a window, firing and recently resolved alerts. It shows only what
 //!   the JSON API serves, and builds its DOM from text nodes, never from markup.
+//! - `GET /tools/{tool}?service=`: one tool's page (`tool.html`, compiled in, same rules as the
+//!   status page): p50/p95/p99 and truncation and error rates over time from the history
+//!   endpoint, the size distribution of the largest recent results against the layer limits, the
+//!   largest results with their trace ids and the most repeated argument hashes, as inline SVG.
 //! - `GET /metrics`: Prometheus text format 0.0.4 (see [`super::exposition`]).
 //! - `GET /api/v1/tools?window=5m|1h|all&service=S`: per (service, tool) count, p50, p95, p99,
 //!   max, errors, truncated, truncated upstream, unknown size, latency p95.
@@ -56,6 +60,9 @@ pub const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
 
 /// The status page's template: `{{otlp_http}}` and `{{otlp_grpc}}` stand for the OTLP addresses.
 const STATUS_TEMPLATE: &str = include_str!("status.html");
+
+/// One tool's page; it reads the tool from its own URL, so it needs no substitution.
+pub const TOOL_PAGE: &str = include_str!("tool.html");
 
 /// The status page's Content-Security-Policy: its own inline style and script, requests to its
 /// own origin only.
@@ -174,6 +181,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/tools", get(tools))
         .route("/api/v1/tools/{tool}", get(tool))
         .route("/api/v1/tools/{tool}/history", get(history))
+        .route("/tools/{tool}", get(tool_page))
         .route("/api/v1/layers", get(layers))
         .route("/api/v1/alerts", get(alerts))
         .route("/runbook", get(runbook))
@@ -315,6 +323,20 @@ async fn status(State(s): State<ApiState>) -> Response {
         .into_response()
 }
 
+/// `/tools/{tool}`: one tool's page. The page asks the JSON API for the tool itself and says so
+/// when it has no series, so every name gets the same page.
+async fn tool_page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HTML_CONTENT_TYPE),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::CONTENT_SECURITY_POLICY, STATUS_CSP),
+        ],
+        TOOL_PAGE,
+    )
+        .into_response()
+}
+
 /// `/runbook`: the alert runbook.
 async fn runbook() -> Response {
     (
@@ -443,10 +465,12 @@ mod tests {
             "eval(",
             "new Function",
         ] {
-            assert!(
-                !page.contains(needle),
-                "the status page contains {needle:?}"
-            );
+            for (name, page) in [("status", page.as_str()), ("tool", TOOL_PAGE)] {
+                assert!(
+                    !page.contains(needle),
+                    "the {name} page contains {needle:?}"
+                );
+            }
         }
         // Every request goes to the same origin, relative to the page.
         for path in [
@@ -456,5 +480,10 @@ mod tests {
         ] {
             assert!(page.contains(path), "the status page does not fetch {path}");
         }
+        // The tool page asks the API relative to /tools/, and links each tool from the overview.
+        for path in ["\"../api/v1/layers\"", "\"../api/v1/tools/\"", "\"/history\""] {
+            assert!(TOOL_PAGE.contains(path), "the tool page does not fetch {path}");
+        }
+        assert!(page.contains("\"tools/\" + encodeURIComponent"));
     }
 }
