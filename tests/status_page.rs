@@ -367,21 +367,43 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
     post_tools(&daemon).await;
     let r = post_proto(
         daemon.http,
-        &request("agent", vec![own_span(100, BIDI, 700), own_span(101, BIDI, 12_000)]),
+        &request(
+            "agent",
+            vec![own_span(100, BIDI, 700), own_span(101, BIDI, 12_000)],
+        ),
     )
     .await;
     assert!(r.status().is_success(), "OTLP export: {}", r.status());
     let admin = daemon.admin;
-    let history = wait_for("web_fetch's history", Duration::from_secs(10), || async move {
-        let v = get_json(admin, "/api/v1/tools/web_fetch/history?service=agent").await;
-        (v["series"][0]["points"].as_array()?.iter().map(|p| p["count"].as_u64().unwrap()).sum::<u64>() == 4)
-            .then_some(v)
+    let history = wait_for(
+        "web_fetch's history",
+        Duration::from_secs(10),
+        || async move {
+            let v = get_json(admin, "/api/v1/tools/web_fetch/history?service=agent").await;
+            (v["series"][0]["points"]
+                .as_array()?
+                .iter()
+                .map(|p| p["count"].as_u64().unwrap())
+                .sum::<u64>()
+                == 4)
+                .then_some(v)
+        },
+    )
+    .await;
+    let listed = wait_for("six tools", Duration::from_secs(10), || async move {
+        let v = tools(admin, "?window=5m").await;
+        (v["tools"].as_array()?.len() == 6).then_some(v)
     })
     .await;
-    wait_for("six tools", Duration::from_secs(10), || async move {
-        (tools(admin, "?window=5m").await["tools"].as_array()?.len() == 6).then_some(())
-    })
-    .await;
+    // The bidi name as the daemon keeps it (it may make controls visible).
+    let bidi = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tool"].as_str().unwrap().to_owned())
+        .find(|t| t.starts_with("rev"))
+        .unwrap();
+    assert!(bidi.contains("txt.exe"), "{bidi:?}");
     let detail = get_json(admin, "/api/v1/tools/web_fetch?service=agent").await;
 
     // The tool page: every history point drawn with its exact value, the ceiling marked.
@@ -393,7 +415,10 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
     )
     .await;
     eprintln!("screenshot: {}", png.display());
-    assert!(dom.contains("<body data-state=\"ok\""), "not rendered:\n{dom}");
+    assert!(
+        dom.contains("<body data-state=\"ok\""),
+        "not rendered:\n{dom}"
+    );
     assert!(is_hidden(start_tag(&dom, "banner")));
     let sizes = inner(&dom, "sizes-chart", "div");
     let points = history["series"][0]["points"].as_array().unwrap();
@@ -417,7 +442,10 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
         "no ceiling line in {sizes}"
     );
     let rates = inner(&dom, "rates-chart", "div");
-    assert_eq!(tags_with_class(rates, "circle", "pt").len(), 2 * points.len());
+    assert_eq!(
+        tags_with_class(rates, "circle", "pt").len(),
+        2 * points.len()
+    );
     // The distribution: one bar count per largest result, bars past the ceiling marked.
     let dist = inner(&dom, "dist-chart", "div");
     let largest = detail["series"][0]["largest"].as_array().unwrap();
@@ -436,14 +464,20 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
         assert!(table.contains(l["trace_id"].as_str().unwrap()));
     }
     let top_args = detail["series"][0]["top_args"].as_array().unwrap();
-    assert_eq!(rows(inner(&dom, "args-body", "tbody")).len(), top_args.len());
+    assert_eq!(
+        rows(inner(&dom, "args-body", "tbody")).len(),
+        top_args.len()
+    );
 
     // Strange names: the markup probe and the bidi name are text, nothing injected.
-    for (name, profile) in [(XSS, "tool-xss"), (BIDI, "tool-bidi")] {
+    for (name, profile) in [(XSS, "tool-xss"), (bidi.as_str(), "tool-bidi")] {
         let url = format!("http://{admin}/tools/{}?service=agent", segment(name));
         let dom = chromium_dom(&url, profile, None).await;
         assert!(dom.contains("<body data-state=\"ok\""), "{name:?}:\n{dom}");
-        assert!(!dom.to_ascii_lowercase().contains("<img"), "injected:\n{dom}");
+        assert!(
+            !dom.to_ascii_lowercase().contains("<img"),
+            "injected:\n{dom}"
+        );
         assert_eq!(inner(&dom, "tool-name", "code"), escaped(name));
         assert!(!tags_with_class(inner(&dom, "sizes-chart", "div"), "circle", "pt").is_empty());
     }
@@ -455,15 +489,21 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
     assert_eq!(page_rows.len(), 6);
     for row in &page_rows {
         let spark = cell(row, "c-spark").1;
-        assert!(spark.contains("<svg class=\"spark\""), "no sparkline in {row}");
+        assert!(
+            spark.contains("<svg class=\"spark\""),
+            "no sparkline in {row}"
+        );
         assert!(spark.contains("<polyline"), "no line in {row}");
     }
     let web = page_rows
         .iter()
         .find(|r| r.contains(">web_fetch</a>"))
         .unwrap();
-    assert!(web.contains("href=\"tools/web_fetch?service=agent\""), "{web}");
-    assert!(dom.contains(&format!(">{}</a>", escaped(BIDI))));
+    assert!(
+        web.contains("href=\"tools/web_fetch?service=agent\""),
+        "{web}"
+    );
+    assert!(dom.contains(&format!(">{}</a>", escaped(&bidi))));
 
     daemon.stop();
 }

@@ -481,8 +481,15 @@ mod tests {
             assert!(page.contains(path), "the status page does not fetch {path}");
         }
         // The tool page asks the API relative to /tools/, and links each tool from the overview.
-        for path in ["\"../api/v1/layers\"", "\"../api/v1/tools/\"", "\"/history\""] {
-            assert!(TOOL_PAGE.contains(path), "the tool page does not fetch {path}");
+        for path in [
+            "\"../api/v1/layers\"",
+            "\"../api/v1/tools/\"",
+            "\"/history\"",
+        ] {
+            assert!(
+                TOOL_PAGE.contains(path),
+                "the tool page does not fetch {path}"
+            );
         }
         assert!(page.contains("\"tools/\" + encodeURIComponent"));
     }
