@@ -18,6 +18,7 @@ install_peers() {
   #   prometheus-alertmanager, amtool (package prometheus-alertmanager): receives the daemon's
   #     alerts, checks alerts/alertmanager.example.yml (tests/collector_alerts.rs);
   #   chromium: renders the status page at / headless (tests/status_page.rs);
+  #   tmux: runs `toolsize top` in a terminal and reads its screen (tests/cli_top.rs);
   #   openssl: makes the CA and certificate of the TLS test (tests/tls_auth.rs).
   local missing=()
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
@@ -27,6 +28,7 @@ install_peers() {
   { command -v prometheus-alertmanager && command -v amtool; } >/dev/null 2>&1 ||
     missing+=(prometheus-alertmanager)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v tmux >/dev/null 2>&1 || missing+=(tmux)
   #   node, npm: the Vercel AI SDK agent of tests/collector_frameworks.rs.
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)

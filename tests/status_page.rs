@@ -325,6 +325,189 @@ async fn status_page_in_chromium_shows_tools_ceiling_and_alerts() {
     daemon.stop();
 }
 
+/// A tool name with bidi controls and quotes: shown as the same text, reordering nothing else.
+const BIDI: &str = "rev\u{202e}txt.exe\u{2066}\"'";
+
+/// `s` percent-encoded as a path segment (every byte but the unreserved ones).
+fn segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The start tags of the elements `<tag` inside `markup` whose class list holds `class`.
+fn tags_with_class<'a>(markup: &'a str, tag: &str, class: &str) -> Vec<&'a str> {
+    markup
+        .match_indices(&format!("<{tag} "))
+        .map(|(i, _)| &markup[i..=i + markup[i..].find('>').unwrap()])
+        .filter(|t| attr(t, "class").is_some_and(|c| c.split(' ').any(|c| c == class)))
+        .collect()
+}
+
+/// Where a screenshot goes: `TOOLSIZE_SCREENSHOTS` (e.g. `docs`) when set, else the test's
+/// temporary directory.
+fn screenshot(name: &str) -> std::path::PathBuf {
+    match std::env::var_os("TOOLSIZE_SCREENSHOTS") {
+        Some(dir) => Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(name),
+        None => Path::new(env!("CARGO_TARGET_TMPDIR")).join(name),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    let daemon = Binary::start_quiet("codex.tool-output.bytes-fallback", &[], None);
+    post_tools(&daemon).await;
+    let r = post_proto(
+        daemon.http,
+        &request(
+            "agent",
+            vec![own_span(100, BIDI, 700), own_span(101, BIDI, 12_000)],
+        ),
+    )
+    .await;
+    assert!(r.status().is_success(), "OTLP export: {}", r.status());
+    let admin = daemon.admin;
+    let history = wait_for(
+        "web_fetch's history",
+        Duration::from_secs(10),
+        || async move {
+            let v = get_json(admin, "/api/v1/tools/web_fetch/history?service=agent").await;
+            (v["series"][0]["points"]
+                .as_array()?
+                .iter()
+                .map(|p| p["count"].as_u64().unwrap())
+                .sum::<u64>()
+                == 4)
+                .then_some(v)
+        },
+    )
+    .await;
+    let listed = wait_for("six tools", Duration::from_secs(10), || async move {
+        let v = tools(admin, "?window=5m").await;
+        (v["tools"].as_array()?.len() == 6).then_some(v)
+    })
+    .await;
+    // The bidi name as the daemon keeps it (it may make controls visible).
+    let bidi = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tool"].as_str().unwrap().to_owned())
+        .find(|t| t.starts_with("rev"))
+        .unwrap();
+    assert!(bidi.contains("txt.exe"), "{bidi:?}");
+    let detail = get_json(admin, "/api/v1/tools/web_fetch?service=agent").await;
+
+    // The tool page: every history point drawn with its exact value, the ceiling marked.
+    let png = screenshot("tool-page.png");
+    let dom = chromium_dom(
+        &format!("http://{admin}/tools/web_fetch?service=agent"),
+        "tool-page",
+        Some(&png),
+    )
+    .await;
+    eprintln!("screenshot: {}", png.display());
+    assert!(
+        dom.contains("<body data-state=\"ok\""),
+        "not rendered:\n{dom}"
+    );
+    assert!(is_hidden(start_tag(&dom, "banner")));
+    let sizes = inner(&dom, "sizes-chart", "div");
+    let points = history["series"][0]["points"].as_array().unwrap();
+    for k in ["p50", "p95", "p99"] {
+        let g = sizes
+            .split(&format!("data-series=\"{k}\""))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {k} series in {sizes}"));
+        let g = &g[..g.find("</g>").unwrap()];
+        let drawn: Vec<u64> = tags_with_class(g, "circle", "pt")
+            .iter()
+            .map(|t| attr(t, "data-value").unwrap().parse().unwrap())
+            .collect();
+        let want: Vec<u64> = points.iter().map(|p| p[k].as_u64().unwrap()).collect();
+        assert_eq!(drawn, want, "{k} points");
+        assert!(g.contains(&format!("<title>{k} {} bytes at ", group(want[0]))));
+    }
+    let ceil = tags_with_class(sizes, "line", "ceil");
+    assert!(
+        ceil.iter().any(|t| attr(t, "data-bytes") == Some("10000")),
+        "no ceiling line in {sizes}"
+    );
+    let rates = inner(&dom, "rates-chart", "div");
+    assert_eq!(
+        tags_with_class(rates, "circle", "pt").len(),
+        2 * points.len()
+    );
+    // The distribution: one bar count per largest result, bars past the ceiling marked.
+    let dist = inner(&dom, "dist-chart", "div");
+    let largest = detail["series"][0]["largest"].as_array().unwrap();
+    let bars = tags_with_class(dist, "rect", "bin");
+    let total: u64 = bars
+        .iter()
+        .map(|t| attr(t, "data-value").unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, largest.len() as u64);
+    assert!(bars.iter().all(|t| attr(t, "class") == Some("bin pt over")));
+    assert!(!tags_with_class(dist, "line", "ceil").is_empty());
+    // The largest results with their trace ids, the repeated argument hashes.
+    let table = inner(&dom, "largest-body", "tbody");
+    assert_eq!(rows(table).len(), largest.len());
+    for l in largest {
+        assert!(table.contains(l["trace_id"].as_str().unwrap()));
+    }
+    let top_args = detail["series"][0]["top_args"].as_array().unwrap();
+    assert_eq!(
+        rows(inner(&dom, "args-body", "tbody")).len(),
+        top_args.len()
+    );
+
+    // Strange names: the markup probe and the bidi name are text, nothing injected.
+    for (name, profile) in [(XSS, "tool-xss"), (bidi.as_str(), "tool-bidi")] {
+        let url = format!("http://{admin}/tools/{}?service=agent", segment(name));
+        let dom = chromium_dom(&url, profile, None).await;
+        assert!(dom.contains("<body data-state=\"ok\""), "{name:?}:\n{dom}");
+        assert!(
+            !dom.to_ascii_lowercase().contains("<img"),
+            "injected:\n{dom}"
+        );
+        assert_eq!(inner(&dom, "tool-name", "code"), escaped(name));
+        assert!(!tags_with_class(inner(&dom, "sizes-chart", "div"), "circle", "pt").is_empty());
+    }
+
+    // The overview: each tool links to its page and has a p95 sparkline.
+    let png = screenshot("status-page.png");
+    let dom = chromium_dom(&format!("http://{admin}/"), "overview-sparks", Some(&png)).await;
+    let page_rows = rows(inner(&dom, "tools-body", "tbody"));
+    assert_eq!(page_rows.len(), 6);
+    for row in &page_rows {
+        let spark = cell(row, "c-spark").1;
+        assert!(
+            spark.contains("<svg class=\"spark\""),
+            "no sparkline in {row}"
+        );
+        assert!(spark.contains("<polyline"), "no line in {row}");
+    }
+    let web = page_rows
+        .iter()
+        .find(|r| r.contains(">web_fetch</a>"))
+        .unwrap();
+    assert!(
+        web.contains("href=\"tools/web_fetch?service=agent\""),
+        "{web}"
+    );
+    assert!(dom.contains(&format!(">{}</a>", escaped(&bidi))));
+
+    daemon.stop();
+}
+
 /// A front for the daemon, as a reverse proxy would be: serves `page` at `/`, forwards every
 /// other GET to the daemon and answers 502 when the daemon does not answer or while
 /// `fail_next` requests remain to be failed.
@@ -443,153 +626,5 @@ async fn status_page_empty_state_error_banner_and_recovery() {
     assert!(
         dom.contains("data-window=\"1h\" aria-pressed=\"true\""),
         "{dom}"
-    );
-}
-
-/// `(series, value)` of every chart point of the SVG `id` in the DOM.
-fn points(dom: &str, id: &str) -> Vec<(String, f64)> {
-    let svg = inner(dom, id, "svg");
-    svg.split("<circle ")
-        .skip(1)
-        .filter_map(|c| {
-            let tag = &c[..c.find('>')?];
-            let tag = format!("<circle {tag}>");
-            Some((
-                attr(&tag, "data-series")?.to_string(),
-                attr(&tag, "data-value")?.parse().ok()?,
-            ))
-        })
-        .collect()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tool_page_draws_its_charts_from_the_history() {
-    if !require("chromium", &["--version"]) {
-        return;
-    }
-    // The demo's agent: fetch_page results from 2 to 24 KB, over the 16 KiB ceiling.
-    let demo = Binary::start_command("demo", &[], None, &[("RUST_LOG", "error")]);
-    let admin = demo.admin;
-    wait_for(
-        "fetch_page over the ceiling",
-        Duration::from_secs(15),
-        || async move {
-            let v = tools(admin, "?window=1h").await;
-            let row = v["tools"]
-                .as_array()?
-                .iter()
-                .find(|r| r["tool"] == "fetch_page")?
-                .clone();
-            (row["max"].as_u64()? > 16_384 && row["count"].as_u64()? >= 10).then_some(())
-        },
-    )
-    .await;
-
-    // The overview links the tool to its page.
-    let overview = chromium_dom(&format!("http://{admin}/"), "tool-overview", None).await;
-    assert!(
-        overview.contains("href=\"tools/fetch_page?service=demo-agent\""),
-        "{overview}"
-    );
-
-    let png = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tool_page.png");
-    let dom = chromium_dom(
-        &format!("http://{admin}/tools/fetch_page?service=demo-agent"),
-        "tool-page",
-        Some(&png),
-    )
-    .await;
-    eprintln!("screenshot: {}", png.display());
-    assert!(dom.contains("<body data-state=\"ok\""), "{dom}");
-    assert!(text(inner(&dom, "tool-name", "span")).contains("fetch_page"));
-    // p50, p95 and p99 drawn, one point per minute of history; the latest p95 close to the API's.
-    let sizes = points(&dom, "sizes");
-    for s in ["p50", "p95", "p99"] {
-        assert!(
-            sizes.iter().any(|(n, _)| n == s),
-            "{s} not drawn: {sizes:?}"
-        );
-    }
-    // The chart's points are the history's: as many, and the latest p95 between the latest
-    // point's p50 and max (the open minute moves on between the two reads).
-    let history = get_json(admin, "/api/v1/tools/fetch_page/history?service=demo-agent").await;
-    let hp = history["series"][0]["points"].as_array().unwrap();
-    let drawn = sizes.iter().filter(|(n, _)| n == "p95").count();
-    assert!(
-        drawn == hp.len() || drawn + 1 == hp.len(),
-        "{drawn} points, history {}",
-        hp.len()
-    );
-    let last_p95 = sizes.iter().rev().find(|(n, _)| n == "p95").unwrap().1;
-    let last = hp.last().unwrap();
-    assert!(
-        last["p50"].as_f64().unwrap() <= last_p95 && last_p95 <= last["max"].as_f64().unwrap(),
-        "chart p95 {last_p95} vs the history's {last}"
-    );
-    let detail = get_json(
-        admin,
-        "/api/v1/tools/fetch_page?service=demo-agent&window=1h",
-    )
-    .await;
-    // The 16 KiB ceiling is drawn on the size chart and on the distribution.
-    assert!(inner(&dom, "sizes", "svg").contains("data-ceiling=\"16384\""));
-    let dist = inner(&dom, "distribution", "svg");
-    assert!(dist.contains("data-ceiling=\"16384\""), "{dist}");
-    let bars: u64 = dist
-        .split("data-count=\"")
-        .skip(1)
-        .filter_map(|c| c[..c.find('"')?].parse::<u64>().ok())
-        .sum();
-    assert!(
-        bars > 0 && bars <= detail["series"][0]["sized"].as_u64().unwrap(),
-        "{bars} results in the bars"
-    );
-    assert!(!points(&dom, "rates").is_empty());
-    assert!(rows(inner(&dom, "largest", "tbody")).len() >= 3);
-    assert!(!rows(inner(&dom, "args", "tbody")).is_empty());
-    demo.stop();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tool_page_of_a_tool_named_with_markup_renders_it_as_text() {
-    if !require("chromium", &["--version"]) {
-        return;
-    }
-    let daemon = Binary::start_quiet("codex.tool-output.bytes-fallback", &[], None);
-    post_tools(&daemon).await;
-    let admin = daemon.admin;
-    wait_for("the probe tool", Duration::from_secs(10), || async move {
-        let v = tools(admin, "").await;
-        v["tools"]
-            .as_array()?
-            .iter()
-            .any(|r| r["tool"] == XSS)
-            .then_some(())
-    })
-    .await;
-    let url = format!(
-        "http://{admin}/tools/{}?service=agent",
-        XSS.bytes().map(|b| format!("%{b:02X}")).collect::<String>()
-    );
-    let dom = chromium_dom(&url, "tool-page-xss", None).await;
-    assert!(dom.contains("<body data-state=\"ok\""), "{dom}");
-    assert!(
-        !dom.contains("<title>pwned</title>"),
-        "the name ran as markup"
-    );
-    assert!(
-        dom.contains("<title>toolsize · &lt;img"),
-        "the title holds the name as text"
-    );
-    assert!(!dom.contains("<img"), "{dom}");
-    assert!(
-        inner(&dom, "tool-name", "span").contains(&escaped(XSS)),
-        "{}",
-        inner(&dom, "tool-name", "span")
-    );
-    assert_eq!(
-        points(&dom, "sizes").len(),
-        3,
-        "one minute: p50, p95 and p99"
     );
 }

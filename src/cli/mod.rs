@@ -16,6 +16,8 @@ pub mod demo;
 pub mod layers;
 #[cfg(feature = "collector")]
 pub mod serve;
+#[cfg(feature = "collector")]
+pub mod top;
 pub mod wrap;
 
 /// Exit code for bad input, a refused payload or any failure of toolsize itself.
@@ -52,6 +54,10 @@ pub enum Command {
     /// history and alerts within seconds (same flags as `serve`).
     #[cfg(feature = "collector")]
     Demo(Box<serve::ServeArgs>),
+    /// A terminal UI on a running daemon: tools by p95, over-ceiling count or call rate, p95
+    /// sparklines, firing alerts.
+    #[cfg(feature = "collector")]
+    Top(top::TopArgs),
 }
 
 /// Parses the process's arguments and runs them. `--help` and `--version` print as usual and exit
@@ -88,6 +94,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Demo(args) => serve::demo(*args),
         #[cfg(feature = "collector")]
         Command::GenConfig => serve::gen_config(),
+        #[cfg(feature = "collector")]
+        Command::Top(args) => top::run(args),
     }
 }
 

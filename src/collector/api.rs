@@ -5,10 +5,10 @@
 //!   reads the three JSON endpoints below every 2 s: the ceiling and the layer stack, p95 per tool
 //!   against the ceiling for a window, firing and recently resolved alerts. It shows only what
 //!   the JSON API serves, and builds its DOM from text nodes, never from markup.
-//! - `GET /tools/{tool}?service=S`: one tool's page (`tool.html`, compiled in, same rules as the
-//!   status page): p50/p95/p99 per minute against the layer ceilings, the size distribution of
-//!   the last hour with the ceilings marked, truncation and error rates per minute, the largest
-//!   recent results and the most repeated argument hashes, drawn as inline SVG every 5 s.
+//! - `GET /tools/{tool}?service=`: one tool's page (`tool.html`, compiled in, same rules as the
+//!   status page): p50/p95/p99 and truncation and error rates over time from the history
+//!   endpoint, the size distribution of the largest recent results against the layer limits, the
+//!   largest results with their trace ids and the most repeated argument hashes, as inline SVG.
 //! - `GET /metrics`: Prometheus text format 0.0.4 (see [`super::exposition`]), or the protobuf
 //!   format with native histograms when `Accept` asks for it (see [`super::exposition_proto`]).
 //! - `GET /api/v1/tools?window=5m|1h|all&service=S`: per (service, tool) count, p50, p95, p99,
@@ -61,8 +61,9 @@ pub const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
 
 /// The status page's template: `{{otlp_http}}` and `{{otlp_grpc}}` stand for the OTLP addresses.
 const STATUS_TEMPLATE: &str = include_str!("status.html");
-/// One tool's page (`tool.html`), compiled in.
-const TOOL_PAGE: &str = include_str!("tool.html");
+
+/// One tool's page; it reads the tool from its own URL, so it needs no substitution.
+pub const TOOL_PAGE: &str = include_str!("tool.html");
 
 /// The status page's Content-Security-Policy: its own inline style and script, requests to its
 /// own origin only.
@@ -337,8 +338,8 @@ async fn status(State(s): State<ApiState>) -> Response {
         .into_response()
 }
 
-/// `/tools/{tool}`: one tool's page. The page reads the tool from its own URL and asks the API,
-/// so nothing from the request is written into it here.
+/// `/tools/{tool}`: one tool's page. The page asks the JSON API for the tool itself and says so
+/// when it has no series, so every name gets the same page.
 async fn tool_page() -> Response {
     (
         [
@@ -479,10 +480,12 @@ mod tests {
             "eval(",
             "new Function",
         ] {
-            assert!(
-                !page.contains(needle),
-                "the status page contains {needle:?}"
-            );
+            for (name, page) in [("status", page.as_str()), ("tool", TOOL_PAGE)] {
+                assert!(
+                    !page.contains(needle),
+                    "the {name} page contains {needle:?}"
+                );
+            }
         }
         // Every request goes to the same origin, relative to the page.
         for path in [
@@ -492,5 +495,17 @@ mod tests {
         ] {
             assert!(page.contains(path), "the status page does not fetch {path}");
         }
+        // The tool page asks the API relative to /tools/, and links each tool from the overview.
+        for path in [
+            "\"../api/v1/layers\"",
+            "\"../api/v1/tools/\"",
+            "\"/history\"",
+        ] {
+            assert!(
+                TOOL_PAGE.contains(path),
+                "the tool page does not fetch {path}"
+            );
+        }
+        assert!(page.contains("\"tools/\" + encodeURIComponent"));
     }
 }

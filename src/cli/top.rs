@@ -1,0 +1,486 @@
+//! `toolsize top`: a terminal UI on a running daemon's JSON API.
+//!
+//! Every 2 s it reads `GET /api/v1/tools?window=5m`, `GET /api/v1/alerts` and the history of
+//! the tools on screen (`GET /api/v1/tools/{tool}/history?service=S`) with a small blocking
+//! HTTP/1.1 client (plain text, one connection per request, a 2 s timeout and a 16 MiB cap per
+//! answer), and draws the tools table (p95, over-ceiling count, call rate, a p95 sparkline), the
+//! firing alerts and a status line. Keys: `p`, `o`, `r` sort by p95, over-ceiling count or call
+//! rate; arrows move; `/` filters tools by name (Enter keeps the filter, Esc clears it); `q` or
+//! Ctrl-C quits. A daemon that stops answering leaves the last data on screen with the error in
+//! the status line; the next refresh tries again.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
+use serde_json::Value;
+
+use super::CliError;
+
+/// Arguments of `toolsize top`.
+#[derive(Debug, clap::Args)]
+pub struct TopArgs {
+    /// The daemon's admin address.
+    #[arg(long, default_value = "http://127.0.0.1:9464")]
+    pub url: String,
+}
+
+const REFRESH: Duration = Duration::from_secs(2);
+const TIMEOUT: Duration = Duration::from_secs(2);
+const MAX_BODY: u64 = 16 << 20;
+/// History is fetched for at most this many rows per refresh.
+const SPARK_ROWS: usize = 60;
+/// The longest filter accepted.
+const MAX_FILTER: usize = 200;
+
+/// How the table is sorted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sort {
+    P95,
+    OverCeiling,
+    Rate,
+}
+
+/// One row of the tools table.
+#[derive(Debug, Clone, Default)]
+struct ToolLine {
+    service: String,
+    tool: String,
+    count: u64,
+    p95: u64,
+    max: u64,
+    over_ceiling: u64,
+    per_min: f64,
+    spark: String,
+}
+
+/// A host:port and a path prefix parsed from `--url`.
+#[derive(Debug, Clone)]
+struct Daemon {
+    host: String,
+    prefix: String,
+}
+
+impl Daemon {
+    fn parse(url: &str) -> Result<Self, String> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| {
+            format!("--url {url:?}: only http:// is supported (e.g. http://127.0.0.1:9464)")
+        })?;
+        let (host, prefix) = match rest.find('/') {
+            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+            None => (rest, ""),
+        };
+        if host.is_empty() || host.len() > 255 {
+            return Err(format!("--url {url:?}: no host"));
+        }
+        let host = if host.contains(':') && !host.ends_with(']') {
+            host.to_owned()
+        } else {
+            format!("{host}:80")
+        };
+        Ok(Self {
+            host,
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    /// `GET path` as JSON.
+    fn get(&self, path: &str) -> Result<Value, String> {
+        let addr = self
+            .host
+            .to_socket_addrs()
+            .map_err(|e| format!("{}: {e}", self.host))?
+            .next()
+            .ok_or_else(|| format!("{}: no address", self.host))?;
+        let mut s = TcpStream::connect_timeout(&addr, TIMEOUT)
+            .map_err(|e| format!("{}: {e} (is toolsize serve running?)", self.host))?;
+        s.set_read_timeout(Some(TIMEOUT)).ok();
+        s.set_write_timeout(Some(TIMEOUT)).ok();
+        write!(
+            s,
+            "GET {}{path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
+            self.prefix, self.host
+        )
+        .map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        s.take(MAX_BODY)
+            .read_to_end(&mut buf)
+            .map_err(|e| format!("{path}: {e}"))?;
+        let split = buf
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .ok_or_else(|| format!("{path}: no HTTP answer"))?;
+        let head = String::from_utf8_lossy(&buf[..split]);
+        let status = head.split(' ').nth(1).unwrap_or("");
+        if status != "200" {
+            return Err(format!("{path}: HTTP {status}"));
+        }
+        let body = &buf[split + 4..];
+        if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            return Err(format!("{path}: chunked answer not supported"));
+        }
+        serde_json::from_slice(body).map_err(|e| format!("{path}: {e}"))
+    }
+}
+
+/// `s` percent-encoded for a path segment or a query value.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A sparkline of `values` in block characters, scaled to their maximum.
+fn sparkline(values: &[u64]) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let top = values.iter().copied().max().unwrap_or(0).max(1);
+    values
+        .iter()
+        .map(|&v| BARS[((v * 7 + top / 2) / top).min(7) as usize])
+        .collect()
+}
+
+/// Bytes for people.
+fn human(n: u64) -> String {
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    for unit in ["KiB", "MiB", "GiB"] {
+        if v < 1024.0 {
+            return format!("{v:.1} {unit}");
+        }
+        v /= 1024.0;
+    }
+    format!("{v:.1} TiB")
+}
+
+/// What the screen shows.
+#[derive(Debug)]
+struct App {
+    daemon: Daemon,
+    lines: Vec<ToolLine>,
+    alerts: Vec<String>,
+    sort: Sort,
+    filter: String,
+    editing: bool,
+    state: TableState,
+    status: String,
+}
+
+impl App {
+    fn refresh(&mut self) {
+        match self.fetch() {
+            Ok(()) => {
+                self.status = format!(
+                    "{} · {} tools · refreshed every 2 s",
+                    self.daemon.host,
+                    self.lines.len()
+                )
+            }
+            Err(e) => self.status = format!("error: {e} (retrying)"),
+        }
+    }
+
+    fn fetch(&mut self) -> Result<(), String> {
+        let v = self.daemon.get("/api/v1/tools?window=5m")?;
+        let mut lines: Vec<ToolLine> = v["tools"]
+            .as_array()
+            .map(|a| a.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|t| ToolLine {
+                service: t["service"].as_str().unwrap_or("").to_owned(),
+                tool: t["tool"].as_str().unwrap_or("").to_owned(),
+                count: t["count"].as_u64().unwrap_or(0),
+                p95: t["p95"].as_u64().unwrap_or(0),
+                max: t["max"].as_u64().unwrap_or(0),
+                per_min: t["count"].as_u64().unwrap_or(0) as f64 / 5.0,
+                ..ToolLine::default()
+            })
+            .collect();
+        self.sort_lines(&mut lines);
+        for line in lines.iter_mut().take(SPARK_ROWS) {
+            let path = format!(
+                "/api/v1/tools/{}/history?service={}",
+                encode(&line.tool),
+                encode(&line.service)
+            );
+            if let Ok(h) = self.daemon.get(&path) {
+                let points = h["series"][0]["points"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let p95: Vec<u64> = points
+                    .iter()
+                    .rev()
+                    .take(30)
+                    .rev()
+                    .map(|p| p["p95"].as_u64().unwrap_or(0))
+                    .collect();
+                line.spark = sparkline(&p95);
+                // The last five slots: the same window as the table.
+                line.over_ceiling = points
+                    .iter()
+                    .rev()
+                    .take(5)
+                    .map(|p| p["over_ceiling"].as_u64().unwrap_or(0))
+                    .sum();
+            }
+        }
+        self.sort_lines(&mut lines);
+        let a = self.daemon.get("/api/v1/alerts")?;
+        self.alerts = a["firing"]
+            .as_array()
+            .map(|a| a.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|a| {
+                let l = &a["labels"];
+                format!(
+                    "{} {} {}/{}",
+                    l["severity"].as_str().unwrap_or("-"),
+                    a["name"].as_str().unwrap_or("?"),
+                    l["service"].as_str().unwrap_or("-"),
+                    l["tool"].as_str().unwrap_or("-"),
+                )
+            })
+            .collect();
+        self.lines = lines;
+        Ok(())
+    }
+
+    fn sort_lines(&self, lines: &mut [ToolLine]) {
+        lines.sort_by(|a, b| {
+            let key = match self.sort {
+                Sort::P95 => b.p95.cmp(&a.p95),
+                Sort::OverCeiling => b.over_ceiling.cmp(&a.over_ceiling),
+                Sort::Rate => b.count.cmp(&a.count),
+            };
+            key.then_with(|| b.p95.cmp(&a.p95))
+                .then_with(|| a.service.cmp(&b.service))
+                .then_with(|| a.tool.cmp(&b.tool))
+        });
+    }
+
+    fn visible(&self) -> Vec<&ToolLine> {
+        let f = self.filter.to_lowercase();
+        self.lines
+            .iter()
+            .filter(|l| f.is_empty() || l.tool.to_lowercase().contains(&f))
+            .collect()
+    }
+
+    /// Handles a key; false to quit.
+    fn key(&mut self, code: KeyCode, mods: KeyModifiers) -> bool {
+        if mods.contains(KeyModifiers::CONTROL) && code == KeyCode::Char('c') {
+            return false;
+        }
+        if self.editing {
+            match code {
+                KeyCode::Enter => self.editing = false,
+                KeyCode::Esc => {
+                    self.editing = false;
+                    self.filter.clear();
+                }
+                KeyCode::Backspace => {
+                    self.filter.pop();
+                }
+                KeyCode::Char(c) if self.filter.len() < MAX_FILTER && !c.is_control() => {
+                    self.filter.push(c)
+                }
+                _ => {}
+            }
+            self.state.select(Some(0));
+            return true;
+        }
+        let n = self.visible().len();
+        match code {
+            KeyCode::Char('q') => return false,
+            KeyCode::Char('p') => self.sort = Sort::P95,
+            KeyCode::Char('o') => self.sort = Sort::OverCeiling,
+            KeyCode::Char('r') => self.sort = Sort::Rate,
+            KeyCode::Char('/') => {
+                self.editing = true;
+                self.filter.clear();
+            }
+            KeyCode::Esc => self.filter.clear(),
+            KeyCode::Down | KeyCode::Char('j') => {
+                let i = self.state.selected().map_or(0, |i| i + 1);
+                self.state.select(Some(i.min(n.saturating_sub(1))));
+            }
+            KeyCode::Up | KeyCode::Char('k') => {
+                let i = self.state.selected().unwrap_or(0);
+                self.state.select(Some(i.saturating_sub(1)));
+            }
+            _ => {}
+        }
+        let mut lines = std::mem::take(&mut self.lines);
+        self.sort_lines(&mut lines);
+        self.lines = lines;
+        true
+    }
+
+    fn draw(&mut self, f: &mut ratatui::Frame) {
+        let alerts_h = (self.alerts.len().min(8) as u16) + 2;
+        let [head, body, alerts, foot] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Min(4),
+            Constraint::Length(alerts_h),
+            Constraint::Length(1),
+        ])
+        .areas(f.area());
+        let sort = match self.sort {
+            Sort::P95 => "p95",
+            Sort::OverCeiling => "over ceiling",
+            Sort::Rate => "call rate",
+        };
+        let filter = if self.editing {
+            format!(" · filter: /{}_", self.filter)
+        } else if !self.filter.is_empty() {
+            format!(" · filter: {}", self.filter)
+        } else {
+            String::new()
+        };
+        f.render_widget(
+            Paragraph::new(format!(
+                "toolsize top · window 5m · sorted by {sort}{filter} · p o r sort, ↑↓ move, / filter, q quit"
+            ))
+            .style(Style::new().add_modifier(Modifier::BOLD)),
+            head,
+        );
+        let rows: Vec<Row> = self
+            .visible()
+            .into_iter()
+            .map(|l| {
+                let style = if l.over_ceiling > 0 {
+                    Style::new().fg(Color::Red)
+                } else {
+                    Style::new()
+                };
+                Row::new(vec![
+                    l.service.clone(),
+                    l.tool.clone(),
+                    l.count.to_string(),
+                    format!("{:.1}", l.per_min),
+                    human(l.p95),
+                    human(l.max),
+                    l.over_ceiling.to_string(),
+                    l.spark.clone(),
+                ])
+                .style(style)
+            })
+            .collect();
+        let table = Table::new(
+            rows,
+            [
+                Constraint::Length(14),
+                Constraint::Min(16),
+                Constraint::Length(7),
+                Constraint::Length(8),
+                Constraint::Length(10),
+                Constraint::Length(10),
+                Constraint::Length(6),
+                Constraint::Length(30),
+            ],
+        )
+        .header(
+            Row::new(vec![
+                "SERVICE",
+                "TOOL",
+                "CALLS",
+                "CALLS/M",
+                "P95",
+                "MAX",
+                "OVER",
+                "P95 HISTORY",
+            ])
+            .style(Style::new().add_modifier(Modifier::BOLD)),
+        )
+        .block(Block::bordered().title("tools"))
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED));
+        f.render_stateful_widget(table, body, &mut self.state);
+        let lines: Vec<Line> = if self.alerts.is_empty() {
+            vec![Line::from("no alert firing")]
+        } else {
+            self.alerts.iter().map(|a| Line::from(a.as_str())).collect()
+        };
+        f.render_widget(
+            Paragraph::new(lines)
+                .block(Block::bordered().title(format!("firing alerts ({})", self.alerts.len()))),
+            alerts,
+        );
+        f.render_widget(Paragraph::new(self.status.as_str()), foot);
+    }
+}
+
+/// Runs `toolsize top` until `q`.
+pub fn run(args: TopArgs) -> ExitCode {
+    let daemon = match Daemon::parse(&args.url) {
+        Ok(d) => d,
+        Err(e) => return CliError::new("USAGE", e).report(),
+    };
+    let mut app = App {
+        daemon,
+        lines: Vec::new(),
+        alerts: Vec::new(),
+        sort: Sort::P95,
+        filter: String::new(),
+        editing: false,
+        state: TableState::default().with_selected(Some(0)),
+        status: "connecting…".into(),
+    };
+    let mut terminal = ratatui::init();
+    let result = (|| -> std::io::Result<()> {
+        let mut next = Instant::now();
+        loop {
+            if Instant::now() >= next {
+                app.refresh();
+                next = Instant::now() + REFRESH;
+            }
+            terminal.draw(|f| app.draw(f))?;
+            let wait = next.saturating_duration_since(Instant::now());
+            if event::poll(wait)? {
+                if let Event::Key(k) = event::read()? {
+                    if k.kind == KeyEventKind::Press && !app.key(k.code, k.modifiers) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    })();
+    ratatui::restore();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => CliError::new("TERMINAL", format!("terminal: {e}")).report(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_sparklines() {
+        let d = Daemon::parse("http://127.0.0.1:9464/").unwrap();
+        assert_eq!((d.host.as_str(), d.prefix.as_str()), ("127.0.0.1:9464", ""));
+        assert_eq!(Daemon::parse("http://h/x").unwrap().host, "h:80");
+        assert!(Daemon::parse("https://h").is_err());
+        assert_eq!(sparkline(&[0, 50, 100]), "▁▅█");
+        assert_eq!(encode("a b/<"), "a%20b%2F%3C");
+    }
+}
