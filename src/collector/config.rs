@@ -1585,6 +1585,93 @@ mod tests {
     }
 
     #[test]
+    fn alert_and_store_durations_are_typed_at_load() {
+        let c = Config::from_toml(
+            "[store]\nsnapshot_interval = \"250ms\"\n[aggregation]\nwindows = [\"30s\", \"2h\"]\n\
+             [alerts]\nresend_interval = \"2m\"\n[alerts.over_ceiling]\nquiet_period = \"1h\"\n\
+             [alerts.repeated_oversize]\nwindow = \"1d\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.store.snapshot_interval.0, Duration::from_millis(250));
+        assert_eq!(c.alerts.resend_interval.0, Duration::from_secs(120));
+        assert_eq!(
+            c.alerts.over_ceiling.quiet_period.0,
+            Duration::from_secs(3600)
+        );
+        assert_eq!(
+            c.alerts.repeated_oversize.window.0,
+            Duration::from_secs(86400)
+        );
+        let w: Vec<_> = c
+            .aggregation
+            .windows
+            .iter()
+            .map(|w| (w.label.as_str(), w.duration))
+            .collect();
+        assert_eq!(
+            w,
+            [
+                ("30s", Duration::from_secs(30)),
+                ("2h", Duration::from_secs(7200))
+            ]
+        );
+        let e = Config::from_toml("[alerts]\nresend_interval = \"1 minute\"\n").unwrap_err();
+        assert!(e.to_string().contains("resend_interval"), "{e}");
+        let e = Config::from_toml("[aggregation]\nwindows = [\"2s\"]\n").unwrap_err();
+        assert!(e.to_string().contains("shorter than 5s"), "{e}");
+
+        let env = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        let c = Config::load(
+            None,
+            env("TOOLSIZE_WINDOWS", " 1m, 10m ,"),
+            &Overrides::default(),
+        )
+        .unwrap();
+        let labels: Vec<_> = c.aggregation.windows.iter().map(|w| &w.label).collect();
+        assert_eq!(labels, ["1m", "10m"]);
+        let e = Config::load(
+            None,
+            env("TOOLSIZE_SNAPSHOT_INTERVAL", "0s"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid value for TOOLSIZE_SNAPSHOT_INTERVAL (environment)"),
+            "{e}"
+        );
+        let flags = Overrides {
+            windows: Some(vec!["5 minutes".into()]),
+            ..Overrides::default()
+        };
+        let e = Config::load(None, Vec::new(), &flags).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid value for --window (flag)"),
+            "{e}"
+        );
+        let flags = Overrides {
+            snapshot_interval: Some("90s".into()),
+            ..Overrides::default()
+        };
+        let c = Config::load(None, env("TOOLSIZE_SNAPSHOT_INTERVAL", "1s"), &flags).unwrap();
+        assert_eq!(
+            c.store.snapshot_interval.0,
+            Duration::from_secs(90),
+            "flag beats env"
+        );
+    }
+
+    #[test]
+    fn intervals_display_in_the_file_grammar() {
+        for s in ["250ms", "1500ms", "10s", "90s", "5m", "1h", "36h", "1d"] {
+            let i: Interval = s.parse().unwrap();
+            assert_eq!(i.to_string(), s);
+        }
+        assert_eq!("120s".parse::<Interval>().unwrap().to_string(), "2m");
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
