@@ -157,7 +157,12 @@ fn run(args: ServeArgs, demo: bool) -> ExitCode {
             Err(e) => return CliError::new("START", e.to_string()).report(),
         };
         tracing::info!(
-            windows = ?config.aggregation.windows,
+            windows = ?config
+                .aggregation
+                .windows
+                .iter()
+                .map(|w| w.label.as_str())
+                .collect::<Vec<_>>(),
             max_series = config.aggregation.max_series,
             max_request_bytes = config.otlp.max_request_bytes,
             data_dir = ?config.store.data_dir,

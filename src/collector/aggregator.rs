@@ -763,7 +763,12 @@ impl Limits {
     /// The limits of a configuration.
     pub fn from_config(c: &Config) -> Self {
         Self {
-            windows: c.windows(),
+            windows: c
+                .aggregation
+                .windows
+                .iter()
+                .map(|w| (w.label.clone(), w.duration))
+                .collect(),
             max_series: c.aggregation.max_series,
             largest_results: c.aggregation.largest_results,
             top_args_hashes: c.aggregation.top_args_hashes,

@@ -161,6 +161,60 @@ impl<'de> Deserialize<'de> for Interval {
     }
 }
 
+impl Interval {
+    /// A default written in the file's grammar; a bad constant is a bug, caught by the tests.
+    fn default_of(s: &str) -> Self {
+        s.parse().expect("valid default")
+    }
+}
+
+/// Written back in the file's grammar, with the largest unit that divides it.
+impl std::fmt::Display for Interval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = self.0.as_millis();
+        if ms % 1000 != 0 {
+            return write!(f, "{ms}ms");
+        }
+        let s = ms / 1000;
+        match [(86400, "d"), (3600, "h"), (60, "m")]
+            .into_iter()
+            .find(|(n, _)| s % n == 0)
+        {
+            Some((n, unit)) => write!(f, "{}{unit}", s / n),
+            None => write!(f, "{s}s"),
+        }
+    }
+}
+
+/// One sliding window of `aggregation.windows`: its label as written (`"5m"`, used in metric
+/// labels and the API) and its duration, parsed once when the configuration is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    /// The value as written, e.g. `"5m"`.
+    pub label: String,
+    /// Its length.
+    pub duration: Duration,
+}
+
+impl std::str::FromStr for Window {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(Window {
+            label: s.to_string(),
+            duration: parse_duration(s)?,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Window {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// `[listeners]`: time and connection budgets of the three listeners.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -252,7 +306,7 @@ pub struct AdminConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AggregationConfig {
     /// Sliding windows, e.g. `["5m", "1h"]`.
-    pub windows: Vec<String>,
+    pub windows: Vec<Window>,
     /// Cardinality cap on (service, tool) series.
     pub max_series: usize,
     /// Longest tool name kept, in bytes.
@@ -283,7 +337,7 @@ pub struct AlertsConfig {
     /// Alertmanager base URLs (`http://host:port`); alerts are posted to every one.
     pub alertmanager_urls: Vec<String>,
     /// Interval between resends of every firing alert.
-    pub resend_interval: String,
+    pub resend_interval: Interval,
     /// A URL receiving the same JSON list as Alertmanager.
     pub webhook_url: Option<String>,
     /// Bearer token sent to the webhook.
@@ -293,7 +347,7 @@ pub struct AlertsConfig {
     /// `ToolArgsRepeatedlyOversize`.
     pub repeated_oversize: RepeatedOversizeConfig,
     /// Interval between evaluations of the window rules.
-    pub evaluation_interval: String,
+    pub evaluation_interval: Interval,
     /// `ToolResultSizeP95Jump`.
     pub p95_jump: P95JumpConfig,
     /// `ToolResultSizeNearCeiling`.
@@ -389,7 +443,7 @@ pub struct OverCeilingConfig {
     /// The `severity` label.
     pub severity: String,
     /// Resolves after this long without an over-ceiling result.
-    pub quiet_period: String,
+    pub quiet_period: Interval,
 }
 
 /// `[alerts.repeated_oversize]`: the same arguments over the ceiling again and again.
@@ -403,19 +457,19 @@ pub struct RepeatedOversizeConfig {
     /// Over-ceiling results with one arguments hash that fire it.
     pub count: u32,
     /// Window in which they are counted; the alert resolves after a window without any.
-    pub window: String,
+    pub window: Interval,
 }
 
 impl Default for AlertsConfig {
     fn default() -> Self {
         Self {
             alertmanager_urls: Vec::new(),
-            resend_interval: DEFAULT_ALERT_RESEND_INTERVAL.to_string(),
+            resend_interval: Interval::default_of(DEFAULT_ALERT_RESEND_INTERVAL),
             webhook_url: None,
             webhook_token: None,
             over_ceiling: OverCeilingConfig::default(),
             repeated_oversize: RepeatedOversizeConfig::default(),
-            evaluation_interval: DEFAULT_ALERT_EVALUATION_INTERVAL.to_string(),
+            evaluation_interval: Interval::default_of(DEFAULT_ALERT_EVALUATION_INTERVAL),
             p95_jump: P95JumpConfig::default(),
             near_ceiling: NearCeilingConfig::default(),
             truncation_rate: TruncationRateConfig::default(),
@@ -428,7 +482,7 @@ impl Default for OverCeilingConfig {
         Self {
             enabled: true,
             severity: DEFAULT_OVER_CEILING_SEVERITY.to_string(),
-            quiet_period: DEFAULT_OVER_CEILING_QUIET_PERIOD.to_string(),
+            quiet_period: Interval::default_of(DEFAULT_OVER_CEILING_QUIET_PERIOD),
         }
     }
 }
@@ -439,7 +493,7 @@ impl Default for RepeatedOversizeConfig {
             enabled: true,
             severity: DEFAULT_REPEATED_OVERSIZE_SEVERITY.to_string(),
             count: DEFAULT_REPEATED_OVERSIZE_COUNT,
-            window: DEFAULT_REPEATED_OVERSIZE_WINDOW.to_string(),
+            window: Interval::default_of(DEFAULT_REPEATED_OVERSIZE_WINDOW),
         }
     }
 }
@@ -451,7 +505,7 @@ pub struct StoreConfig {
     /// Directory for snapshots; empty means state is kept in memory only.
     pub data_dir: Option<PathBuf>,
     /// Interval between snapshots, e.g. `"10s"`.
-    pub snapshot_interval: String,
+    pub snapshot_interval: Interval,
 }
 
 impl Default for OtlpConfig {
@@ -478,7 +532,10 @@ impl Default for AdminConfig {
 impl Default for AggregationConfig {
     fn default() -> Self {
         Self {
-            windows: DEFAULT_WINDOWS.iter().map(|s| s.to_string()).collect(),
+            windows: DEFAULT_WINDOWS
+                .iter()
+                .map(|s| s.parse().expect("valid default"))
+                .collect(),
             max_series: DEFAULT_MAX_SERIES,
             max_tool_name_bytes: DEFAULT_MAX_TOOL_NAME_BYTES,
             max_service_name_bytes: DEFAULT_MAX_SERVICE_NAME_BYTES,
@@ -501,7 +558,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             data_dir: None,
-            snapshot_interval: DEFAULT_SNAPSHOT_INTERVAL.to_string(),
+            snapshot_interval: Interval::default_of(DEFAULT_SNAPSHOT_INTERVAL),
         }
     }
 }
@@ -759,7 +816,7 @@ impl Config {
         for name in names {
             config.apply_env(name, &env[name])?;
         }
-        config.apply_flags(flags);
+        config.apply_flags(flags)?;
         config.validate()?;
         let env_stack = StackConfig::from_env(&env).map_err(ConfigError::Stack)?;
         config.stack = Stack::resolve(
@@ -813,16 +870,20 @@ impl Config {
             "TOOLSIZE_DATA_DIR" => {
                 self.store.data_dir = (!value.is_empty()).then(|| PathBuf::from(value))
             }
-            "TOOLSIZE_SNAPSHOT_INTERVAL" => self.store.snapshot_interval = value.to_string(),
+            "TOOLSIZE_SNAPSHOT_INTERVAL" => {
+                self.store.snapshot_interval = value.parse().map_err(invalid)?
+            }
             "TOOLSIZE_MAX_SERIES" => {
                 self.aggregation.max_series = value.parse().map_err(|e| invalid(format!("{e}")))?
             }
             "TOOLSIZE_WINDOWS" => {
                 self.aggregation.windows = value
                     .split(',')
-                    .map(|s| s.trim().to_string())
+                    .map(str::trim)
                     .filter(|s| !s.is_empty())
-                    .collect()
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()
+                    .map_err(invalid)?
             }
             "TOOLSIZE_ALERTMANAGER_URLS" => {
                 self.alerts.alertmanager_urls = value
@@ -855,7 +916,15 @@ impl Config {
         Ok(())
     }
 
-    fn apply_flags(&mut self, f: &Overrides) {
+    fn apply_flags(&mut self, f: &Overrides) -> Result<(), ConfigError> {
+        let invalid = |key: &str| {
+            let key = key.to_string();
+            move |message: String| ConfigError::Invalid {
+                key,
+                origin: "flag",
+                message,
+            }
+        };
         if let Some(a) = f.otlp_grpc_addr {
             self.otlp.grpc_addr = a;
         }
@@ -872,13 +941,17 @@ impl Config {
             self.store.data_dir = Some(d.clone());
         }
         if let Some(i) = &f.snapshot_interval {
-            self.store.snapshot_interval = i.clone();
+            self.store.snapshot_interval = i.parse().map_err(invalid("--snapshot-interval"))?;
         }
         if let Some(m) = f.max_series {
             self.aggregation.max_series = m;
         }
         if let Some(w) = &f.windows {
-            self.aggregation.windows = w.clone();
+            self.aggregation.windows = w
+                .iter()
+                .map(|s| s.parse())
+                .collect::<Result<_, _>>()
+                .map_err(invalid("--window"))?;
         }
         if let Some(u) = &f.alertmanager_urls {
             self.alerts.alertmanager_urls = u.clone();
@@ -893,6 +966,7 @@ impl Config {
         if let Some(k) = &f.tls_key_file {
             self.tls.key_file = Some(k.clone());
         }
+        Ok(())
     }
 
     /// Checks values that parse but make no sense.
@@ -906,18 +980,12 @@ impl Config {
             return Err(invalid("aggregation.windows", "at least one window".into()));
         }
         for w in &self.aggregation.windows {
-            let d = parse_duration(w).map_err(|m| invalid("aggregation.windows", m))?;
-            if d.as_secs() < 5 {
+            if w.duration.as_secs() < 5 {
                 return Err(invalid(
                     "aggregation.windows",
-                    format!("window {w:?} is shorter than 5s"),
+                    format!("window {:?} is shorter than 5s", w.label),
                 ));
             }
-        }
-        let snap = parse_duration(&self.store.snapshot_interval)
-            .map_err(|m| invalid("store.snapshot_interval", m))?;
-        if snap.is_zero() {
-            return Err(invalid("store.snapshot_interval", "must be above 0".into()));
         }
         if self.aggregation.max_series == 0 {
             return Err(invalid("aggregation.max_series", "must be above 0".into()));
@@ -943,24 +1011,6 @@ impl Config {
         if self.otlp.queue_capacity == 0 {
             return Err(invalid("otlp.queue_capacity", "must be above 0".into()));
         }
-        let positive = |key: &str, v: &str| match parse_duration(v) {
-            Ok(d) if d.is_zero() => Err(invalid(key, "must be above 0".into())),
-            Ok(d) => Ok(d),
-            Err(m) => Err(invalid(key, m)),
-        };
-        positive("alerts.resend_interval", &self.alerts.resend_interval)?;
-        positive(
-            "alerts.over_ceiling.quiet_period",
-            &self.alerts.over_ceiling.quiet_period,
-        )?;
-        positive(
-            "alerts.repeated_oversize.window",
-            &self.alerts.repeated_oversize.window,
-        )?;
-        positive(
-            "alerts.evaluation_interval",
-            &self.alerts.evaluation_interval,
-        )?;
         let l = &self.listeners;
         for (key, n) in [
             ("listeners.otlp_max_connections", l.otlp_max_connections),
@@ -1054,20 +1104,6 @@ impl Config {
         Ok(())
     }
 
-    /// The windows as (label, duration), in configured order.
-    pub fn windows(&self) -> Vec<(String, Duration)> {
-        self.aggregation
-            .windows
-            .iter()
-            .filter_map(|w| parse_duration(w).ok().map(|d| (w.clone(), d)))
-            .collect()
-    }
-
-    /// The interval between evaluations of the window alert rules.
-    pub fn alert_evaluation_interval(&self) -> Duration {
-        parse_duration(&self.alerts.evaluation_interval).unwrap_or(Duration::from_secs(10))
-    }
-
     /// The admin HTTP's base URL for links: `admin.external_url` without a trailing `/`, or
     /// `http://<admin.addr>`.
     pub fn admin_base_url(&self) -> String {
@@ -1075,16 +1111,6 @@ impl Config {
             Some(u) => u.trim_end_matches('/').to_string(),
             None => format!("http://{}", self.admin.addr),
         }
-    }
-
-    /// The alert resend interval.
-    pub fn alert_resend_interval(&self) -> Duration {
-        parse_duration(&self.alerts.resend_interval).unwrap_or(Duration::from_secs(60))
-    }
-
-    /// The snapshot interval.
-    pub fn snapshot_interval(&self) -> Duration {
-        parse_duration(&self.store.snapshot_interval).unwrap_or(Duration::from_secs(10))
     }
 }
 
@@ -1457,7 +1483,7 @@ mod tests {
              [alerts.truncation_rate]\nthreshold = 0.1\nmin_count = 7\n",
         )
         .unwrap();
-        assert_eq!(c.alert_evaluation_interval(), Duration::from_secs(2));
+        assert_eq!(c.alerts.evaluation_interval.0, Duration::from_secs(2));
         assert_eq!(c.alerts.p95_jump.factor, 4.5);
         assert_eq!(c.alerts.p95_jump.min_recent, 5);
         assert_eq!(c.alerts.p95_jump.min_baseline, 50);
@@ -1556,6 +1582,93 @@ mod tests {
             assert!(e.is_err(), "{bad}");
         }
         assert!(Config::from_toml("[listeners]\notlp_max_connections = 0\n").is_err());
+    }
+
+    #[test]
+    fn alert_and_store_durations_are_typed_at_load() {
+        let c = Config::from_toml(
+            "[store]\nsnapshot_interval = \"250ms\"\n[aggregation]\nwindows = [\"30s\", \"2h\"]\n\
+             [alerts]\nresend_interval = \"2m\"\n[alerts.over_ceiling]\nquiet_period = \"1h\"\n\
+             [alerts.repeated_oversize]\nwindow = \"1d\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.store.snapshot_interval.0, Duration::from_millis(250));
+        assert_eq!(c.alerts.resend_interval.0, Duration::from_secs(120));
+        assert_eq!(
+            c.alerts.over_ceiling.quiet_period.0,
+            Duration::from_secs(3600)
+        );
+        assert_eq!(
+            c.alerts.repeated_oversize.window.0,
+            Duration::from_secs(86400)
+        );
+        let w: Vec<_> = c
+            .aggregation
+            .windows
+            .iter()
+            .map(|w| (w.label.as_str(), w.duration))
+            .collect();
+        assert_eq!(
+            w,
+            [
+                ("30s", Duration::from_secs(30)),
+                ("2h", Duration::from_secs(7200))
+            ]
+        );
+        let e = Config::from_toml("[alerts]\nresend_interval = \"1 minute\"\n").unwrap_err();
+        assert!(e.to_string().contains("resend_interval"), "{e}");
+        let e = Config::from_toml("[aggregation]\nwindows = [\"2s\"]\n").unwrap_err();
+        assert!(e.to_string().contains("shorter than 5s"), "{e}");
+
+        let env = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        let c = Config::load(
+            None,
+            env("TOOLSIZE_WINDOWS", " 1m, 10m ,"),
+            &Overrides::default(),
+        )
+        .unwrap();
+        let labels: Vec<_> = c.aggregation.windows.iter().map(|w| &w.label).collect();
+        assert_eq!(labels, ["1m", "10m"]);
+        let e = Config::load(
+            None,
+            env("TOOLSIZE_SNAPSHOT_INTERVAL", "0s"),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid value for TOOLSIZE_SNAPSHOT_INTERVAL (environment)"),
+            "{e}"
+        );
+        let flags = Overrides {
+            windows: Some(vec!["5 minutes".into()]),
+            ..Overrides::default()
+        };
+        let e = Config::load(None, Vec::new(), &flags).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid value for --window (flag)"),
+            "{e}"
+        );
+        let flags = Overrides {
+            snapshot_interval: Some("90s".into()),
+            ..Overrides::default()
+        };
+        let c = Config::load(None, env("TOOLSIZE_SNAPSHOT_INTERVAL", "1s"), &flags).unwrap();
+        assert_eq!(
+            c.store.snapshot_interval.0,
+            Duration::from_secs(90),
+            "flag beats env"
+        );
+    }
+
+    #[test]
+    fn intervals_display_in_the_file_grammar() {
+        for s in ["250ms", "1500ms", "10s", "90s", "5m", "1h", "36h", "1d"] {
+            let i: Interval = s.parse().unwrap();
+            assert_eq!(i.to_string(), s);
+        }
+        assert_eq!("120s".parse::<Interval>().unwrap().to_string(), "2m");
     }
 
     #[test]

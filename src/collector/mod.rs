@@ -366,8 +366,8 @@ impl Pipeline {
             store,
             alerts.saved.clone(),
             stats.clone(),
-            config.snapshot_interval(),
-            config.alert_evaluation_interval(),
+            config.store.snapshot_interval.0,
+            config.alerts.evaluation_interval.0,
         ));
         let token = config.auth.token().map_err(CollectorError::Security)?;
         let auth = Arc::new(

@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
-use super::config::{parse_duration, Config};
+use super::config::Config;
 
 /// Alert name of a result over the ceiling of a layer.
 pub const OVER_CEILING: &str = "ToolResultOverCeiling";
@@ -502,7 +502,7 @@ pub fn spawn(
     };
     let (tx, rx) = mpsc::channel(EVENT_QUEUE_CAPACITY);
     let (publish, watch_rx) = watch::channel(Arc::new(Vec::<Alert>::new()));
-    let resend = config.alert_resend_interval();
+    let resend = config.alerts.resend_interval.0;
     for url in &config.alerts.alertmanager_urls {
         if let Ok(target) = sink::Target::parse(url) {
             tokio::spawn(sink::run(
@@ -595,11 +595,6 @@ async fn run(
             publish_state(&engine, &handle);
         }
     }
-}
-
-/// Parses a configured duration, falling back on `default` (values are validated at load).
-pub(crate) fn duration_or(s: &str, default: Duration) -> Duration {
-    parse_duration(s).unwrap_or(default)
 }
 
 #[cfg(test)]

@@ -328,7 +328,7 @@ impl Rules {
     /// The enabled rules of `config` (`None` when all are off).
     pub fn from_config(config: &Config) -> Option<Self> {
         let a = &config.alerts;
-        let window_quiet_period = config.alert_evaluation_interval() * 3;
+        let window_quiet_period = config.alerts.evaluation_interval.0 * 3;
         let index = |name: &str| REGISTRY.iter().position(|n| *n == name).unwrap_or(0);
         let mut records: Vec<Box<dyn RecordRule>> = Vec::new();
         records.extend(over_ceiling::Rule::from_config(&a.over_ceiling).map(|r| Box::new(r) as _));

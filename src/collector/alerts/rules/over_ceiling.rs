@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::{hex, labels, Decision, Firing, Hit, Over, RecordRule};
-use crate::collector::alerts::{duration_or, Matched, OVER_CEILING};
+use crate::collector::alerts::{Matched, OVER_CEILING};
 use crate::collector::config::OverCeilingConfig;
 
 /// The hint every over-ceiling alert carries.
@@ -26,7 +26,7 @@ pub struct Rule {
 impl Rule {
     /// The rule of `[alerts.over_ceiling]`, when enabled.
     pub fn from_config(c: &OverCeilingConfig) -> Option<Self> {
-        let quiet_period = duration_or(&c.quiet_period, Duration::from_secs(300));
+        let quiet_period = c.quiet_period.0;
         c.enabled.then(|| Self {
             severity: c.severity.clone(),
             quiet_period,

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::{labels, series_labels, Decision, Firing, Hit, Over, RecordRule};
 use crate::collector::aggregator::FxBuild;
-use crate::collector::alerts::{duration_or, Matched, REPEATED_OVERSIZE};
+use crate::collector::alerts::{Matched, REPEATED_OVERSIZE};
 use crate::collector::config::RepeatedOversizeConfig;
 use crate::collector::recognize::ArgsHash;
 
@@ -68,7 +68,7 @@ impl Hashes {
 impl Rule {
     /// The rule of `[alerts.repeated_oversize]`, when enabled.
     pub fn from_config(c: &RepeatedOversizeConfig) -> Option<Self> {
-        let window = duration_or(&c.window, Duration::from_secs(600));
+        let window = c.window.0;
         c.enabled.then(|| Self {
             severity: c.severity.clone(),
             count: c.count.max(1),
