@@ -7,11 +7,11 @@ use toolsize::layers::{
 use toolsize::{measure, Measures};
 
 fn measured(text: &str) -> ResultMeasures {
-    measure(text.as_bytes(), Measures::ALL).into()
+    measure(text.as_bytes(), Measures::ALL)
 }
 
 fn bytes_only(text: &str) -> ResultMeasures {
-    measure(text.as_bytes(), Measures::BYTES_ONLY).into()
+    measure(text.as_bytes(), Measures::BYTES_ONLY)
 }
 
 fn custom(name: &str, limit: u64, unit: Unit, scope: Scope) -> CustomLayer {

@@ -910,9 +910,10 @@ impl State {
         // Content-derived sizes travel as an attribute value, so per-attribute layers apply.
         let limits = &self.limits;
         let over = match r.size {
-            Size::Known { bytes, source } => limits
-                .stack
-                .weakest(&r.measures.measures(bytes), source != SizeSource::Measured),
+            Size::Known { bytes, source } => limits.stack.weakest(
+                &r.measures.with_bytes(bytes),
+                source != SizeSource::Measured,
+            ),
             _ => None,
         };
         // One borrowed lookup in the common case (two with observers); a key is allocated
@@ -1159,7 +1160,7 @@ impl std::hash::Hash for SeriesKey {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::collector::recognize::{Emitter, Extra, Unknown};
+    use crate::collector::recognize::{Emitter, Measurement, Unknown};
 
     pub(crate) fn limits(max_series: usize) -> Limits {
         Limits {
@@ -1188,7 +1189,7 @@ pub(crate) mod tests {
             trace_id: [1; 16],
             span_id: [2; 8],
             args_hash: Some(ArgsHash::new(&format!("{tool}-args"))),
-            measures: Extra::default(),
+            measures: Measurement::default(),
             upstream_limit: None,
         }
     }

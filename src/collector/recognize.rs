@@ -33,7 +33,8 @@ use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
 pub use super::record::{
-    ArgsHash, Emitter, Extra, Size, SizeSource, ToolRecord, Unknown, OVERFLOW, UNKNOWN_SERVICE,
+    ArgsHash, Emitter, Measurement, Size, SizeSource, ToolRecord, Unknown, OVERFLOW,
+    UNKNOWN_SERVICE,
 };
 
 use super::config::RecognitionConfig;
@@ -113,7 +114,7 @@ pub const SIZE_KEYS: &[&str] = &[
 ];
 
 /// Attributes carrying other measures taken by the tool itself (toolsize's span contract), in
-/// the field order of [`Extra`]: read only alongside a measured size, as non-negative ints.
+/// the field order of [`Measurement`]: read only alongside a measured size, as non-negative ints.
 pub const MEASURE_KEYS: [&str; 6] = [
     semconv::TOOL_RESULT_CHARS,
     semconv::TOOL_RESULT_UTF16_UNITS,
@@ -613,16 +614,17 @@ impl Recognizer {
                 Some(AttrValue::Int(v)) if v >= 0 => Some(v as u64),
                 _ => None,
             };
-            Extra {
+            Measurement {
                 chars: m(0),
                 utf16_units: m(1),
                 lines: m(2),
                 json_depth: m(3),
                 max_string_chars: m(4),
                 tokens_estimate: m(5),
+                ..Measurement::default()
             }
         } else {
-            Extra::default()
+            Measurement::default()
         };
         let mut upstream_limit = None;
         let size = if error {
@@ -1295,16 +1297,17 @@ mod tests {
         );
         assert_eq!(
             t.measures,
-            Extra {
+            Measurement {
                 chars: Some(900),
                 utf16_units: Some(950),
                 lines: Some(12),
                 json_depth: Some(3),
                 max_string_chars: Some(400),
                 tokens_estimate: Some(750),
+                ..Measurement::default()
             }
         );
-        let m = t.measures.measures(3000);
+        let m = t.measures.with_bytes(3000);
         assert_eq!((m.bytes, m.chars), (3000, Some(900)));
 
         // Absent, negative or non-int values are ignored.
@@ -1322,7 +1325,7 @@ mod tests {
                 ],
             ),
         );
-        assert_eq!(t.measures, Extra::default());
+        assert_eq!(t.measures, Measurement::default());
 
         // Derived sizes stay bytes-only.
         let t = genai(
@@ -1340,7 +1343,7 @@ mod tests {
                 ..
             }
         ));
-        assert_eq!(t.measures, Extra::default());
+        assert_eq!(t.measures, Measurement::default());
     }
 
     #[test]

@@ -192,42 +192,13 @@ impl std::fmt::Display for ArgsHash {
     }
 }
 
-/// Measures other than bytes that the span carries exactly ([`MEASURE_KEYS`](super::recognize::MEASURE_KEYS)); `None` where
-/// absent (then estimated from bytes by the layer verdict). Only read for measured sizes.
-///
-/// [`crate::layers::ResultMeasures`] less `bytes` (the record's [`Size`] holds them) and `items`:
-/// it travels in every record, and the two unused fields would grow a record by 24 bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Extra {
-    /// Unicode code points (`tool.result.chars`).
-    pub chars: Option<u64>,
-    /// UTF-16 code units (`tool.result.utf16_units`).
-    pub utf16_units: Option<u64>,
-    /// Lines (`tool.result.lines`).
-    pub lines: Option<u64>,
-    /// Deepest JSON nesting (`tool.result.json_depth`).
-    pub json_depth: Option<u64>,
-    /// Longest string in code points (`tool.result.max_string_chars`).
-    pub max_string_chars: Option<u64>,
-    /// Estimated tokens (`tool.result.tokens_estimate`).
-    pub tokens_estimate: Option<u64>,
-}
-
-impl Extra {
-    /// The layer measures of a result of `bytes` bytes with these exact measures.
-    pub fn measures(&self, bytes: u64) -> crate::layers::ResultMeasures {
-        crate::layers::ResultMeasures {
-            bytes,
-            chars: self.chars,
-            utf16_units: self.utf16_units,
-            lines: self.lines,
-            json_depth: self.json_depth,
-            max_string_chars: self.max_string_chars,
-            tokens_estimate: self.tokens_estimate,
-            items: None,
-        }
-    }
-}
+/// The measures a span carries exactly: the library's one measures type, so recognition, the
+/// layer verdicts and the span contract cannot drift apart. In a record, `bytes` is 0 (the
+/// record's [`Size`] holds the size; join them with [`Measurement::with_bytes`]), `items` is
+/// `None`, and the other measures ([`MEASURE_KEYS`](super::recognize::MEASURE_KEYS)) are read
+/// only for measured sizes; an absent one is estimated from bytes by the layer verdict. Keeping
+/// the two unused fields costs 24 bytes per record (see [`Measurement`] for the size).
+pub use crate::measure::Measurement;
 
 /// What the daemon keeps of one tool span.
 #[derive(Debug, Clone, PartialEq)]
@@ -255,7 +226,7 @@ pub struct ToolRecord {
     /// 12 hex digits: `tool.args_hash`, or the canonical hash of the recorded arguments.
     pub args_hash: Option<ArgsHash>,
     /// Exact measures other than bytes the span carries (measured sizes only).
-    pub measures: Extra,
+    pub measures: Measurement,
     /// The attribute value length limit (characters or UTF-16 units) the recorded content
     /// ended at, configured or learned from the data ([`super::learn`]): set with
     /// `truncated_upstream`.

@@ -48,51 +48,8 @@ pub const BYTES_PER_TOKEN: u64 = 4;
 /// Bytes per line in estimates, when a result's lines were not counted.
 pub const BYTES_PER_LINE: u64 = 40;
 
-/// What is known of one result's size. `bytes` is always known; every other measure is optional.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
-pub struct ResultMeasures {
-    /// UTF-8 bytes.
-    pub bytes: u64,
-    /// Unicode code points.
-    pub chars: Option<u64>,
-    /// UTF-16 code units.
-    pub utf16_units: Option<u64>,
-    /// Lines.
-    pub lines: Option<u64>,
-    /// Deepest JSON nesting; `None` when not measured or not a JSON document.
-    pub json_depth: Option<u64>,
-    /// The longest string, decoded, in code points.
-    pub max_string_chars: Option<u64>,
-    /// Estimated tokens.
-    pub tokens_estimate: Option<u64>,
-    /// Items (attributes, entries) when the carrier counts them.
-    pub items: Option<u64>,
-}
-
-impl ResultMeasures {
-    /// Measures of a result whose size in bytes is all that is known.
-    pub fn from_bytes(bytes: u64) -> ResultMeasures {
-        ResultMeasures {
-            bytes,
-            ..ResultMeasures::default()
-        }
-    }
-}
-
-impl From<crate::measure::Measurement> for ResultMeasures {
-    fn from(m: crate::measure::Measurement) -> ResultMeasures {
-        ResultMeasures {
-            bytes: m.bytes,
-            chars: m.chars,
-            utf16_units: m.utf16_units,
-            lines: m.lines,
-            json_depth: m.json_depth,
-            max_string_chars: m.max_string_chars,
-            tokens_estimate: m.tokens_estimate,
-            items: None,
-        }
-    }
-}
+/// What is known of one result's size: the library's one measures type, under its layer name.
+pub type ResultMeasures = crate::measure::Measurement;
 
 /// A result's size in one unit, exact or estimated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -565,7 +565,9 @@ pub(crate) mod testing {
 
     use super::*;
     use crate::collector::aggregator::State;
-    use crate::collector::recognize::{ArgsHash, Emitter, Extra, Size, SizeSource, ToolRecord};
+    use crate::collector::recognize::{
+        ArgsHash, Emitter, Measurement, Size, SizeSource, ToolRecord,
+    };
 
     /// A measured record of `bytes` for `svc`/`fetch`.
     pub(crate) fn rec(bytes: u64) -> ToolRecord {
@@ -584,7 +586,7 @@ pub(crate) mod testing {
             trace_id: [0xab; 16],
             span_id: [2; 8],
             args_hash: Some(ArgsHash::new("0123456789ab")),
-            measures: Extra::default(),
+            measures: Measurement::default(),
             upstream_limit: None,
         }
     }

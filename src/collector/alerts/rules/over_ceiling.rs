@@ -117,7 +117,7 @@ mod tests {
             service: "svc".into(),
             tool: "fetch".into(),
         };
-        let m = r.measures.measures(bytes);
+        let m = r.measures.with_bytes(bytes);
         let Some((layer, cut)) = stack.weakest(&m, false) else {
             return Decision::Quiet;
         };
