@@ -12,6 +12,7 @@ pub mod instrument;
 pub mod layers;
 pub mod measure;
 pub mod semconv;
+pub mod suggest;
 
 #[cfg(feature = "cli")]
 pub mod cli;

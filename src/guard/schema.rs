@@ -68,6 +68,7 @@ use serde_json::{Map, Number, Value};
 
 use crate::guard::envelope::{Envelope, EnvelopeError, Phase, Unit, Violation, Warning};
 use crate::guard::json_truncate::{index_path, key_path};
+use crate::suggest::did_you_mean;
 
 /// The declared type of a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -321,67 +322,6 @@ impl fmt::Display for ValidationError {
 }
 
 impl std::error::Error for ValidationError {}
-
-/// Lower-cases and drops everything but letters and digits: `TimeoutSeconds`, `timeout-seconds`
-/// and `_timeout_seconds` all become `timeoutseconds`.
-pub fn normalize_key(key: &str) -> String {
-    key.chars()
-        .filter(|c| c.is_alphanumeric())
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
-/// Edit distance in chars, counting a swap of two neighbours as one edit (optimal string
-/// alignment), so `opne` is one edit from `open`.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let width = b.len() + 1;
-    let mut d = vec![0usize; (a.len() + 1) * width];
-    for (i, row) in d.chunks_mut(width).enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d.iter_mut().take(width).enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[(i - 1) * width + j] + 1)
-                .min(d[i * width + j - 1] + 1)
-                .min(d[(i - 1) * width + j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[(i - 2) * width + j - 2] + 1);
-            }
-            d[i * width + j] = best;
-        }
-    }
-    d[a.len() * width + b.len()]
-}
-
-/// The candidate `key` most likely meant: an exact match after [`normalize_key`] first, else the
-/// closest by edit distance on normalised forms (at most a third of the longer, at least 1, at
-/// most 3). Ties go to the first candidate, so the answer is deterministic.
-pub fn did_you_mean<'a>(
-    key: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    let norm = normalize_key(key);
-    let mut best: Option<(usize, &'a str)> = None;
-    for cand in candidates {
-        let cn = normalize_key(cand);
-        if cn == norm {
-            return Some(cand);
-        }
-        let longer = norm.chars().count().max(cn.chars().count());
-        let allowed = (longer / 3).clamp(1, 3);
-        let d = edit_distance(&norm, &cn);
-        if d <= allowed && best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, cand));
-        }
-    }
-    best.map(|(_, c)| c)
-}
 
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -848,8 +788,6 @@ mod tests {
         assert_eq!(did_you_mean("comand", known), Some("command"));
         assert_eq!(did_you_mean("zzz", known), None);
         assert_eq!(did_you_mean("opne", ["open", "closed"]), Some("open"));
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
     }
 
     #[test]
