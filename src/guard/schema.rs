@@ -243,6 +243,11 @@ pub struct Schema {
     /// Accept keys not in `fields`.
     #[serde(default)]
     pub allow_unknown: bool,
+    /// Refuse a string holding a number or boolean where a number or boolean is declared
+    /// (`WRONG_TYPE`), instead of accepting it normalised. Set for schemas read from JSON Schema,
+    /// where `"5"` is not an integer.
+    #[serde(default)]
+    pub strict: bool,
 }
 
 /// A schema file that cannot be used.
@@ -406,6 +411,7 @@ fn check_object(
     fields: &BTreeMap<String, FieldSpec>,
     allow_unknown: bool,
     args: &Map<String, Value>,
+    strict: bool,
     violations: &mut Vec<Violation>,
     warnings: &mut Vec<Warning>,
 ) -> Map<String, Value> {
@@ -447,7 +453,7 @@ fn check_object(
                 }
             }
             Some(value) => {
-                if let Some(v) = check_field(&path, spec, value, violations, warnings) {
+                if let Some(v) = check_field(&path, spec, value, strict, violations, warnings) {
                     out.insert(name.clone(), v);
                 }
             }
@@ -489,9 +495,17 @@ impl Schema {
         self
     }
 
-    /// Reads a schema file's JSON (format in the module docs) and checks it is coherent.
+    /// Reads a schema file's JSON and checks it is coherent: toolsize's own format (module
+    /// docs), or any form [`crate::guard::forms`] reads (JSON Schema, MCP, OpenAI and Anthropic
+    /// tool definitions, parameter lists).
     pub fn from_json(text: &str) -> Result<Self, SchemaError> {
-        let schema: Schema = serde_json::from_str(text).map_err(|e| SchemaError(e.to_string()))?;
+        let doc: Value = serde_json::from_str(text).map_err(|e| SchemaError(e.to_string()))?;
+        Self::from_value(&doc)
+    }
+
+    /// Like [`Schema::from_json`], from a parsed document.
+    pub fn from_value(doc: &Value) -> Result<Self, SchemaError> {
+        let (schema, _form) = crate::guard::forms::read(doc)?;
         check_specs("", &schema.fields)?;
         Ok(schema)
     }
@@ -520,6 +534,7 @@ impl Schema {
             &self.fields,
             self.allow_unknown,
             args,
+            self.strict,
             &mut violations,
             &mut warnings,
         );
@@ -559,6 +574,7 @@ fn check_field(
     name: &str,
     spec: &FieldSpec,
     value: &Value,
+    strict: bool,
     violations: &mut Vec<Violation>,
     warnings: &mut Vec<Warning>,
 ) -> Option<Value> {
@@ -566,6 +582,19 @@ fn check_field(
         violations.push(Violation::new(code, name, what));
         None
     };
+    if strict
+        && value.is_string()
+        && matches!(
+            spec.kind,
+            FieldType::Integer | FieldType::Number | FieldType::Boolean
+        )
+    {
+        return wrong(
+            violations,
+            "WRONG_TYPE",
+            format!("{name} must be {}, not a string", spec.kind),
+        );
+    }
     // Type, parsing strictly: present but unparseable is an error, never a default.
     let value = match (spec.kind, value) {
         (FieldType::Any, v) => v.clone(),
@@ -717,7 +746,14 @@ fn check_field(
                 .iter()
                 .enumerate()
                 .filter_map(|(i, item)| {
-                    check_field(&index_path(name, i), item_spec, item, violations, warnings)
+                    check_field(
+                        &index_path(name, i),
+                        item_spec,
+                        item,
+                        strict,
+                        violations,
+                        warnings,
+                    )
                 })
                 .collect();
             fits &= violations.len() == before;
@@ -731,6 +767,7 @@ fn check_field(
                     fields,
                     spec.allow_unknown,
                     &members,
+                    strict,
                     violations,
                     warnings,
                 );
