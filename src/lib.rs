@@ -13,6 +13,7 @@ mod label;
 pub mod layers;
 pub mod measure;
 pub mod semconv;
+pub mod suggest;
 
 #[cfg(feature = "cli")]
 pub mod cli;

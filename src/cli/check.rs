@@ -1,8 +1,9 @@
 //! `toolsize check --schema FILE [FILE|-]`: validates a JSON payload against declared field
 //! limits before it is sent anywhere.
 //!
-//! The payload (a file, or standard input when absent or `-`) is checked against the schema file
-//! (format in [`crate::guard::schema`]). The result is always one response envelope on standard
+//! The payload (a file, or standard input when absent or `-`) is checked against the schema file:
+//! toolsize's own format ([`crate::guard::schema`]), a bare JSON Schema, an MCP tool, an OpenAI
+//! function or tool, an Anthropic tool, or a parameter list ([`crate::guard::forms`]). The result is always one response envelope on standard
 //! output: on success `ok: true` with the normalised payload as `data` (numeric strings parsed,
 //! clamps applied and reported as `VALUE_CLAMPED`), exit 0; on refusal `ok: false` with a
 //! `VALIDATION_ERROR` or `FIELD_TOO_LARGE` error listing every violation, exit 2. A payload that
@@ -25,7 +26,8 @@ use crate::guard::schema::Schema;
 /// Arguments of `toolsize check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// Schema file (JSON) declaring each field's type and limits.
+    /// Schema file (JSON): toolsize's format, a JSON Schema, an MCP / OpenAI / Anthropic tool
+    /// definition, or a list of parameters.
     #[arg(long, value_name = "FILE")]
     pub schema: PathBuf,
     /// The JSON payload to check; `-` or absent reads standard input.

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::layers::{Stack, StackConfig, StackError, ENV_CEILING_BYTES, ENV_STACK};
+use crate::suggest::did_you_mean;
 
 /// Default OTLP/gRPC listen address.
 pub const DEFAULT_OTLP_GRPC_ADDR: &str = "127.0.0.1:4317";
@@ -779,7 +780,7 @@ pub fn unknown_env_warnings<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec
     names
         .into_iter()
         .filter(|n| n.starts_with("TOOLSIZE_") && !known.contains(n))
-        .map(|n| match did_you_mean(n, &known) {
+        .map(|n| match did_you_mean(n, known.iter().copied()) {
             Some(s) => format!("unknown environment variable `{n}` ignored (did you mean `{s}`?)"),
             None => format!("unknown environment variable `{n}` ignored"),
         })
@@ -1148,7 +1149,7 @@ fn check_keys(table: &toml::Table, prefix: &str) -> Result<(), ConfigError> {
         };
         if !KNOWN_KEYS.contains(&key.as_str()) {
             return Err(ConfigError::UnknownKey {
-                suggestion: did_you_mean(&key, KNOWN_KEYS),
+                suggestion: did_you_mean(&key, KNOWN_KEYS.iter().copied()).map(str::to_owned),
                 key,
             });
         }
@@ -1160,35 +1161,6 @@ fn check_keys(table: &toml::Table, prefix: &str) -> Result<(), ConfigError> {
         }
     }
     Ok(())
-}
-
-/// The closest candidate to `key` by edit distance, if it is close enough to be a typo.
-pub fn did_you_mean(key: &str, candidates: &[&str]) -> Option<String> {
-    let leaf = |s: &str| s.rsplit('.').next().unwrap_or(s).to_string();
-    candidates
-        .iter()
-        .map(|c| {
-            // Compare whole keys, and leaves alone (a key put in the wrong section).
-            let d = levenshtein(key, c).min(levenshtein(&leaf(key), &leaf(c)) + 1);
-            (d, *c)
-        })
-        .min_by_key(|(d, _)| *d)
-        .filter(|(d, c)| *d <= 3.max(c.len() / 3))
-        .map(|(_, c)| c.to_string())
-}
-
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// The complete commented configuration file printed by `toolsize gen-config`; every value is

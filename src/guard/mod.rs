@@ -18,6 +18,7 @@
 //! | [`truncate`] | text cut to a byte budget, head + marker + tail |
 //! | [`json_truncate`] | JSON cut to a byte budget, still valid JSON, one warning per cut |
 //! | [`schema`] | field limits and loud argument validation (the `toolsize check` schema format) |
+//! | [`forms`] | the schemas users have: JSON Schema, MCP / OpenAI / Anthropic tools, parameter lists |
 //! | [`compare`](mod@compare) | what was sent vs what a backend returned |
 //! | [`paginate`] | pages with an opaque cursor, fetched with the page-size-plus-one trick |
 //!
@@ -40,6 +41,7 @@
 pub mod ceiling;
 pub mod compare;
 pub mod envelope;
+pub mod forms;
 pub mod json_truncate;
 pub mod paginate;
 pub mod schema;

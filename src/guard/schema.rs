@@ -68,6 +68,7 @@ use serde_json::{Map, Number, Value};
 
 use crate::guard::envelope::{Envelope, EnvelopeError, Phase, Unit, Violation, Warning};
 use crate::guard::json_truncate::{index_path, key_path};
+use crate::suggest::did_you_mean;
 
 /// The declared type of a field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -242,6 +243,11 @@ pub struct Schema {
     /// Accept keys not in `fields`.
     #[serde(default)]
     pub allow_unknown: bool,
+    /// Refuse a string holding a number or boolean where a number or boolean is declared
+    /// (`WRONG_TYPE`), instead of accepting it normalised. Set for schemas read from JSON Schema,
+    /// where `"5"` is not an integer.
+    #[serde(default)]
+    pub strict: bool,
 }
 
 /// A schema file that cannot be used.
@@ -321,67 +327,6 @@ impl fmt::Display for ValidationError {
 }
 
 impl std::error::Error for ValidationError {}
-
-/// Lower-cases and drops everything but letters and digits: `TimeoutSeconds`, `timeout-seconds`
-/// and `_timeout_seconds` all become `timeoutseconds`.
-pub fn normalize_key(key: &str) -> String {
-    key.chars()
-        .filter(|c| c.is_alphanumeric())
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
-/// Edit distance in chars, counting a swap of two neighbours as one edit (optimal string
-/// alignment), so `opne` is one edit from `open`.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let width = b.len() + 1;
-    let mut d = vec![0usize; (a.len() + 1) * width];
-    for (i, row) in d.chunks_mut(width).enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d.iter_mut().take(width).enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (d[(i - 1) * width + j] + 1)
-                .min(d[i * width + j - 1] + 1)
-                .min(d[(i - 1) * width + j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(d[(i - 2) * width + j - 2] + 1);
-            }
-            d[i * width + j] = best;
-        }
-    }
-    d[a.len() * width + b.len()]
-}
-
-/// The candidate `key` most likely meant: an exact match after [`normalize_key`] first, else the
-/// closest by edit distance on normalised forms (at most a third of the longer, at least 1, at
-/// most 3). Ties go to the first candidate, so the answer is deterministic.
-pub fn did_you_mean<'a>(
-    key: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    let norm = normalize_key(key);
-    let mut best: Option<(usize, &'a str)> = None;
-    for cand in candidates {
-        let cn = normalize_key(cand);
-        if cn == norm {
-            return Some(cand);
-        }
-        let longer = norm.chars().count().max(cn.chars().count());
-        let allowed = (longer / 3).clamp(1, 3);
-        let d = edit_distance(&norm, &cn);
-        if d <= allowed && best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, cand));
-        }
-    }
-    best.map(|(_, c)| c)
-}
 
 fn type_name(v: &Value) -> &'static str {
     match v {
@@ -466,6 +411,7 @@ fn check_object(
     fields: &BTreeMap<String, FieldSpec>,
     allow_unknown: bool,
     args: &Map<String, Value>,
+    strict: bool,
     violations: &mut Vec<Violation>,
     warnings: &mut Vec<Warning>,
 ) -> Map<String, Value> {
@@ -507,7 +453,7 @@ fn check_object(
                 }
             }
             Some(value) => {
-                if let Some(v) = check_field(&path, spec, value, violations, warnings) {
+                if let Some(v) = check_field(&path, spec, value, strict, violations, warnings) {
                     out.insert(name.clone(), v);
                 }
             }
@@ -549,9 +495,17 @@ impl Schema {
         self
     }
 
-    /// Reads a schema file's JSON (format in the module docs) and checks it is coherent.
+    /// Reads a schema file's JSON and checks it is coherent: toolsize's own format (module
+    /// docs), or any form [`crate::guard::forms`] reads (JSON Schema, MCP, OpenAI and Anthropic
+    /// tool definitions, parameter lists).
     pub fn from_json(text: &str) -> Result<Self, SchemaError> {
-        let schema: Schema = serde_json::from_str(text).map_err(|e| SchemaError(e.to_string()))?;
+        let doc: Value = serde_json::from_str(text).map_err(|e| SchemaError(e.to_string()))?;
+        Self::from_value(&doc)
+    }
+
+    /// Like [`Schema::from_json`], from a parsed document.
+    pub fn from_value(doc: &Value) -> Result<Self, SchemaError> {
+        let (schema, _form) = crate::guard::forms::read(doc)?;
         check_specs("", &schema.fields)?;
         Ok(schema)
     }
@@ -580,6 +534,7 @@ impl Schema {
             &self.fields,
             self.allow_unknown,
             args,
+            self.strict,
             &mut violations,
             &mut warnings,
         );
@@ -619,6 +574,7 @@ fn check_field(
     name: &str,
     spec: &FieldSpec,
     value: &Value,
+    strict: bool,
     violations: &mut Vec<Violation>,
     warnings: &mut Vec<Warning>,
 ) -> Option<Value> {
@@ -626,6 +582,19 @@ fn check_field(
         violations.push(Violation::new(code, name, what));
         None
     };
+    if strict
+        && value.is_string()
+        && matches!(
+            spec.kind,
+            FieldType::Integer | FieldType::Number | FieldType::Boolean
+        )
+    {
+        return wrong(
+            violations,
+            "WRONG_TYPE",
+            format!("{name} must be {}, not a string", spec.kind),
+        );
+    }
     // Type, parsing strictly: present but unparseable is an error, never a default.
     let value = match (spec.kind, value) {
         (FieldType::Any, v) => v.clone(),
@@ -777,7 +746,14 @@ fn check_field(
                 .iter()
                 .enumerate()
                 .filter_map(|(i, item)| {
-                    check_field(&index_path(name, i), item_spec, item, violations, warnings)
+                    check_field(
+                        &index_path(name, i),
+                        item_spec,
+                        item,
+                        strict,
+                        violations,
+                        warnings,
+                    )
                 })
                 .collect();
             fits &= violations.len() == before;
@@ -791,6 +767,7 @@ fn check_field(
                     fields,
                     spec.allow_unknown,
                     &members,
+                    strict,
                     violations,
                     warnings,
                 );
@@ -848,8 +825,6 @@ mod tests {
         assert_eq!(did_you_mean("comand", known), Some("command"));
         assert_eq!(did_you_mean("zzz", known), None);
         assert_eq!(did_you_mean("opne", ["open", "closed"]), Some("open"));
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
     }
 
     #[test]

@@ -539,45 +539,14 @@ impl Stack {
 }
 
 /// The known id closest to `id` (catalog ids, `default`, and `extra`), if close enough to be a
-/// likely typo: edit distance at most a third of the length (at least 2), or containing `id`.
+/// likely typo ([`crate::suggest::did_you_mean`]).
 pub fn suggest<'a>(id: &str, extra: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     let candidates = catalog::catalog()
         .iter()
         .map(|l| l.id.as_str())
         .chain(std::iter::once(DEFAULT_LAYER_ID))
         .chain(extra);
-    let threshold = (id.chars().count() / 3).max(2);
-    let mut best: Option<(usize, &str)> = None;
-    let mut containing: Option<&str> = None;
-    for c in candidates {
-        let d = edit_distance(id, c);
-        if d <= threshold && best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, c));
-        }
-        if containing.is_none() && !id.is_empty() && c.contains(id) {
-            containing = Some(c);
-        }
-    }
-    best.map(|(_, c)| c).or(containing)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = if ca == cb {
-                prev
-            } else {
-                1 + prev.min(row[j]).min(cur)
-            };
-            prev = cur;
-        }
-    }
-    row[b.len()]
+    crate::suggest::did_you_mean(id, candidates)
 }
 
 #[cfg(test)]
