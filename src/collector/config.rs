@@ -173,13 +173,13 @@ impl Interval {
 impl std::fmt::Display for Interval {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let ms = self.0.as_millis();
-        if ms % 1000 != 0 {
+        if !ms.is_multiple_of(1000) {
             return write!(f, "{ms}ms");
         }
         let s = ms / 1000;
         match [(86400, "d"), (3600, "h"), (60, "m")]
             .into_iter()
-            .find(|(n, _)| s % n == 0)
+            .find(|(n, _)| s.is_multiple_of(*n))
         {
             Some((n, unit)) => write!(f, "{}{unit}", s / n),
             None => write!(f, "{s}s"),
