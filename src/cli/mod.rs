@@ -19,6 +19,10 @@ pub mod wrap;
 /// Exit code for bad input, a refused payload or any failure of toolsize itself.
 pub const EXIT_USAGE: u8 = 2;
 
+/// Smallest output limit `wrap` and `mcp` accept, in bytes: room for the refusal itself, so that
+/// what they print is never over the limit, whatever happens.
+pub const MIN_MAX_OUTPUT: u64 = 1024;
+
 /// Make tool-result size visible in LLM agent loops, and make silent truncation loud.
 #[derive(Debug, Parser)]
 #[command(name = "toolsize", version, about, long_about = None)]

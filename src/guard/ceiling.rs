@@ -634,10 +634,6 @@ impl CeilingGuard {
         &self.store
     }
 
-    fn budget(&self) -> usize {
-        usize::try_from(self.limit.bytes).unwrap_or(usize::MAX)
-    }
-
     fn reject(&self, tool: &str, size: u64) -> GuardError {
         tracing::warn!(
             tool,
@@ -675,8 +671,22 @@ impl CeilingGuard {
 
     /// Guards a text result of `tool`. `field` names it in warnings (e.g. `data` or `result`).
     pub fn text(&self, tool: &str, field: &str, text: &str) -> Result<Guarded<String>, GuardError> {
+        self.text_within(tool, field, text, self.limit.bytes)
+    }
+
+    /// Like [`CeilingGuard::text`], against `budget` bytes instead of the limit: for text that is
+    /// one part of a larger output (the `data` of an envelope, whose other members take the rest
+    /// of the limit).
+    pub fn text_within(
+        &self,
+        tool: &str,
+        field: &str,
+        text: &str,
+        budget: u64,
+    ) -> Result<Guarded<String>, GuardError> {
         let size = text.len() as u64;
-        if size <= self.limit.bytes {
+        let budget_bytes = usize::try_from(budget).unwrap_or(usize::MAX);
+        if size <= budget {
             return Ok(Guarded {
                 output: text.to_owned(),
                 outcome: Outcome::Fits,
@@ -687,7 +697,7 @@ impl CeilingGuard {
         match self.policy {
             Policy::Reject => Err(self.reject(tool, size)),
             Policy::Truncate => {
-                let mut truncator = TextTruncator::new(self.budget()).head_ratio(self.head_ratio);
+                let mut truncator = TextTruncator::new(budget_bytes).head_ratio(self.head_ratio);
                 if self.inspect_wrapper {
                     truncator = truncator.inspect_wrapper(tool);
                 }
@@ -714,7 +724,7 @@ impl CeilingGuard {
                     "\n[... toolsize: the output of {tool} was {size} bytes, over the {}-byte limit; the first part is above. full_payload_id={id}. {fetch} ...]",
                     self.limit.bytes
                 );
-                let room = self.budget().saturating_sub(summary.len());
+                let room = budget_bytes.saturating_sub(summary.len());
                 let preview_len = if room >= MIN_PREVIEW_ROOM {
                     floor_char_boundary(text, room)
                 } else {
