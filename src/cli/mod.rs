@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 pub mod args_hash;
 pub mod check;
 pub mod layers;
+pub mod mcp;
 #[cfg(feature = "collector")]
 pub mod serve;
 pub mod wrap;
@@ -42,6 +43,9 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Run a command-line tool; measure, guard and report its output as an envelope.
     Wrap(wrap::WrapArgs),
+    /// Run an MCP server on stdio behind a proxy that measures, guards and traces every
+    /// tools/call and checks its arguments.
+    Mcp(mcp::McpArgs),
     /// List the built-in catalog of truncation layers (limits, units, scopes, actions).
     Layers(layers::LayersArgs),
     /// Run the collector daemon: OTLP in, per-tool size histograms out.
@@ -79,6 +83,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::ArgsHash(args) => args_hash::run(&args),
         Command::Check(args) => check::run(args),
         Command::Wrap(args) => wrap::run(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Layers(args) => layers::run(&args),
         #[cfg(feature = "collector")]
         Command::Serve(args) => serve::serve(*args),

@@ -87,7 +87,7 @@ fn otlp_configured() -> bool {
 /// Sets up span export when an OTLP endpoint is configured. The log output on standard error
 /// shows warnings unless `RUST_LOG` says otherwise, so the wrapped tool's own standard error is
 /// not drowned. A set-up failure is reported on standard error and the tool still runs.
-fn init_export() -> Option<crate::export::ExportGuard> {
+pub(crate) fn init_export() -> Option<crate::export::ExportGuard> {
     if !otlp_configured() {
         return None;
     }
@@ -229,7 +229,7 @@ fn print_line(line: &str) {
 }
 
 /// The exit code to pass through: the tool's own, or 128 + signal.
-fn exit_code(status: ExitStatus) -> u8 {
+pub(crate) fn exit_code(status: ExitStatus) -> u8 {
     if let Some(code) = status.code() {
         return u8::try_from(code & 0xff).unwrap_or(1);
     }

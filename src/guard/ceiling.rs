@@ -837,7 +837,11 @@ impl CeilingGuard {
 }
 
 /// Cuts `text` so that, as a JSON string, it takes at most `budget` bytes.
-fn cut_to_json_string(text: &str, budget: usize, field: &str) -> (String, Option<Warning>) {
+pub(crate) fn cut_to_json_string(
+    text: &str,
+    budget: usize,
+    field: &str,
+) -> (String, Option<Warning>) {
     let mut inner = budget.saturating_sub(2);
     loop {
         let cut = TextTruncator::new(inner).truncate(text);
