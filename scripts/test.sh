@@ -17,7 +17,9 @@ install_peers() {
   #     tests/alerts_rules.rs, tests/dashboard_live.rs, tests/fleet_p95.rs);
   #   prometheus-alertmanager, amtool (package prometheus-alertmanager): receives the daemon's
   #     alerts, checks alerts/alertmanager.example.yml (tests/collector_alerts.rs);
-  #   chromium: renders the status page at / headless (tests/status_page.rs).
+  #   chromium: renders the status page at / headless (tests/status_page.rs);
+  #   nodejs, npm: run @modelcontextprotocol/server-everything behind `toolsize mcp`
+  #     (tests/mcp_proxy.rs), installed from tests/npm/package-lock.json below.
   local missing=()
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
   python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
@@ -25,6 +27,7 @@ install_peers() {
   { command -v prometheus-alertmanager && command -v amtool; } >/dev/null 2>&1 ||
     missing+=(prometheus-alertmanager)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  { command -v node && command -v npm; } >/dev/null 2>&1 || missing+=(nodejs npm)
   if [ ${#missing[@]} -gt 0 ]; then
     log "apt-get install ${missing[*]}"
     apt-get update -qq
@@ -35,6 +38,9 @@ install_peers() {
   # (Debian's own python3 marks its site-packages as externally managed; this is a test machine.)
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check \
     --root-user-action=ignore -r tests/requirements.txt
+  # npm packages: the MCP reference server, pinned by the committed lockfile.
+  log "npm ci (tests/npm)"
+  (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
 }
 
 if [ "${TOOLSIZE_SKIP_INSTALL:-0}" != 1 ]; then

@@ -399,6 +399,28 @@ pub fn coalesce(warnings: Vec<Warning>) -> Vec<Warning> {
     if counts.values().all(|n| *n < 2) {
         return warnings;
     }
+    // Indices every path of a group shares stay written: `content[0].text.rows[*].body`.
+    let mut shared_indices: HashMap<Key, Vec<Option<String>>> = HashMap::new();
+    for w in &warnings {
+        if let (Some(k), Warning::FieldTruncated { field, .. }) = (key(w), w) {
+            if counts[&k] < 2 {
+                continue;
+            }
+            let idx = indices(field);
+            match shared_indices.get_mut(&k) {
+                None => {
+                    shared_indices.insert(k, idx.into_iter().map(Some).collect());
+                }
+                Some(seen) => {
+                    for (s, i) in seen.iter_mut().zip(idx) {
+                        if s.as_deref() != Some(i.as_str()) {
+                            *s = None;
+                        }
+                    }
+                }
+            }
+        }
+    }
     let mut merged: HashMap<Key, usize> = HashMap::new();
     let mut out: Vec<Warning> = Vec::new();
     for w in warnings {
@@ -435,8 +457,9 @@ pub fn coalesce(warnings: Vec<Warning>) -> Vec<Warning> {
             }
             None => {
                 merged.insert(k.clone(), out.len());
+                let pattern = fill_indices(&k.0, shared_indices.get(&k).map_or(&[][..], |v| v));
                 out.push(Warning::FieldsTruncated {
-                    pattern: k.0,
+                    pattern,
                     count: n,
                     original_length_max: original_length,
                     truncated_length,
@@ -444,6 +467,40 @@ pub fn coalesce(warnings: Vec<Warning>) -> Vec<Warning> {
                 });
             }
         }
+    }
+    out
+}
+
+/// The numeric indices of a path, in order (`a[1].b[22]` → `["1", "22"]`).
+fn indices(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = path;
+    while let Some(open) = rest.find('[') {
+        rest = &rest[open + 1..];
+        if let Some(close) = rest.find(']') {
+            if close > 0 && rest[..close].bytes().all(|b| b.is_ascii_digit()) {
+                out.push(rest[..close].to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Writes back into `pattern`'s `[*]`s the indices every path shares.
+fn fill_indices(pattern: &str, shared: &[Option<String>]) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut parts = pattern.split("[*]");
+    out.push_str(parts.next().unwrap_or(""));
+    for (i, part) in parts.enumerate() {
+        match shared.get(i).and_then(Option::as_deref) {
+            Some(idx) => {
+                out.push('[');
+                out.push_str(idx);
+                out.push(']');
+            }
+            None => out.push_str("[*]"),
+        }
+        out.push_str(part);
     }
     out
 }
