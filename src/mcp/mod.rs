@@ -204,7 +204,7 @@ impl Shared {
 
     /// Client → server. Returns `None` to forward the line unchanged, or the answer to send back
     /// to the client instead.
-    fn from_client(&self, line: &[u8]) -> Option<Vec<u8>> {
+    fn client_line(&self, line: &[u8]) -> Option<Vec<u8>> {
         let head = peek(line)?;
         let method = head.method.as_deref()?;
         match (method, head.id) {
@@ -289,7 +289,7 @@ impl Shared {
     }
 
     /// Server → client. Returns `None` to forward the line unchanged, or its replacement.
-    fn from_server(&self, line: &[u8]) -> Option<Vec<u8>> {
+    fn server_line(&self, line: &[u8]) -> Option<Vec<u8>> {
         let head = peek(line)?;
         if head.method.is_some() {
             return None;
@@ -544,7 +544,7 @@ pub fn run(opts: Options, program: &OsString, args: &[OsString]) -> Result<u8, R
                 let _ = pump(
                     io::stdin().lock(),
                     |line| {
-                        let answer = shared.from_client(line)?;
+                        let answer = shared.client_line(line)?;
                         // Answered here: goes back to the client, not on to the server.
                         let _ = send(&out, &answer);
                         Some(Vec::new())
@@ -566,7 +566,7 @@ pub fn run(opts: Options, program: &OsString, args: &[OsString]) -> Result<u8, R
     // Server → client, on this thread.
     let relay = pump(
         server_out,
-        |line| shared.from_server(line),
+        |line| shared.server_line(line),
         |line| send(&out, line),
     );
     // Calls still in flight end as cancelled.

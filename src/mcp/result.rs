@@ -31,6 +31,9 @@ use crate::guard::json_truncate::JsonTruncator;
 /// Rounds of fitting before a cut gives up and refuses.
 const MAX_ROUNDS: usize = 12;
 
+/// Bytes kept free for the notice's warnings in the first round of a cut.
+const WARNINGS_ROOM: u64 = 320;
+
 /// Compact JSON bytes of `v`.
 pub(crate) fn json_len(v: &Value) -> u64 {
     serde_json::to_string(v).map_or(u64::MAX, |s| s.len() as u64)
@@ -202,9 +205,16 @@ fn shares(costs: &[u64], budget: u64) -> Vec<u64> {
     out
 }
 
-/// A JSON value cut so that its text, as a JSON string, takes at most `budget` bytes.
-fn cut_json_text(value: &Value, budget: u64, path: &str) -> Option<(String, Vec<Warning>)> {
-    let mut inner = budget;
+/// A JSON value cut so that its text, as a JSON string, takes at most `budget` bytes. `ratio` is
+/// the whole text's escaped bytes per compact byte: the first cut aims at `budget / ratio`, so
+/// one or two cuts usually suffice.
+fn cut_json_text(
+    value: &Value,
+    budget: u64,
+    ratio: f64,
+    path: &str,
+) -> Option<(String, Vec<Warning>)> {
+    let mut inner = ((budget as f64) / ratio.max(1.0)) as u64;
     for _ in 0..8 {
         let cut = JsonTruncator::new(usize::try_from(inner).unwrap_or(usize::MAX))
             .array_markers(true)
@@ -216,9 +226,12 @@ fn cut_json_text(value: &Value, budget: u64, path: &str) -> Option<(String, Vec<
         if cost <= budget {
             return Some((text, cut.warnings));
         }
-        let aimed = u128::from(inner) * u128::from(budget) / u128::from(cost.max(1));
+        // Scale what the cut produced, not what it was allowed: cuts move in whole items.
+        let produced = text.len() as u64;
+        let aimed = u128::from(produced) * u128::from(budget) / u128::from(cost.max(1));
         inner = u64::try_from(aimed)
             .unwrap_or(0)
+            .min(produced.saturating_sub(1))
             .min(inner.saturating_sub(1));
         if inner == 0 {
             return None;
@@ -253,7 +266,9 @@ fn cut_part(part: &Part, alloc: u64) -> (Option<Value>, Vec<Warning>) {
                 // The original text, exactly: re-encoding could differ in spacing.
                 return (Some(Value::String(text)), Vec::new());
             }
-            match cut_json_text(value, alloc, &part.path) {
+            let compact = json_len(value).max(1);
+            let ratio = part.cost as f64 / compact as f64;
+            match cut_json_text(value, alloc, ratio, &part.path) {
                 Some((text, warnings)) => (Some(Value::String(text)), warnings),
                 None => {
                     let text = serde_json::to_string(value).unwrap_or_default();
@@ -383,7 +398,8 @@ pub(crate) fn cut(
     let mut base = skeleton.clone();
     let notice0 = notice_item(notice, original, limit, &[]);
     push_item(&mut base, notice0);
-    let mut budget = limit.saturating_sub(json_len(&base));
+    // Room for a few coalesced warnings, so the first round usually fits.
+    let mut budget = limit.saturating_sub(json_len(&base) + WARNINGS_ROOM.min(limit / 8));
     for _ in 0..MAX_ROUNDS {
         let alloc = shares(&costs, budget);
         let mut out = skeleton.clone();

@@ -57,6 +57,15 @@ def search(
 
 
 @server.tool()
+def payload(bytes: int) -> str:
+    """JSON text of about `bytes` bytes (the latency example's tool)."""
+    return json.dumps(
+        {"rows": [{"id": i, "body": f"{i:0>22}"} for i in range(bytes // 40)]},
+        separators=(",", ":"),
+    )
+
+
+@server.tool()
 def fail(reason: str) -> str:
     """Always fails."""
     raise ValueError(f"failed on purpose: {reason}")
