@@ -479,6 +479,39 @@ fn one_span_per_tools_call_at_an_otlp_receiver() {
 }
 
 #[test]
+fn annotated_tools_tell_the_client_the_limit() {
+    if !require_python_mcp() {
+        return;
+    }
+    let direct = python_client(&json!([]), &python_server(), &[]);
+    let through = python_client(
+        &json!([]),
+        &proxied(
+            &["--annotate-tools", "--max-output", "5000"],
+            &python_server(),
+        ),
+        &[],
+    );
+    let (d, t) = (
+        direct["tools"].as_array().unwrap(),
+        through["tools"].as_array().unwrap(),
+    );
+    assert_eq!(d.len(), t.len());
+    for (d, t) in d.iter().zip(t) {
+        assert_eq!(t["_meta"]["toolsize/maxOutputBytes"], json!(5000), "{t}");
+        let description = t["description"].as_str().unwrap();
+        assert!(
+            description.starts_with(d["description"].as_str().unwrap_or(""))
+                && description.ends_with(
+                    "Results over 5000 bytes are cut by toolsize, marked and described."
+                ),
+            "{description}"
+        );
+        assert_eq!(t["inputSchema"], d["inputSchema"]);
+    }
+}
+
+#[test]
 fn bad_command_lines_are_structured_errors() {
     let run = |args: &[&str]| {
         std::process::Command::new(mcp::toolsize())

@@ -32,9 +32,10 @@
 //!   by the proxy with a tool error (`isError`) carrying a `VALIDATION_ERROR` envelope listing
 //!   every violation, and the server never sees it. A call that passes is forwarded unchanged.
 //!   `--no-check-args` turns this off.
-//! * `tools/call` results: measured as the compact JSON of `result` (`content` and
-//!   `structuredContent` both count); over the limit, refused, cut or spilled ([`result`]) so the
-//!   `result` object is at most the limit. Each call is one tool-call span
+//! * `tools/call` results: measured as the bytes of `result` as the server wrote them
+//!   (`content` and `structuredContent` both count; a result that fits is not even parsed into a
+//!   tree); over the limit, refused, cut or spilled ([`result`]) so the `result` object is at
+//!   most the limit. Each call is one tool-call span
 //!   ([`crate::instrument`]) with the MCP attributes `mcp.method.name`, `jsonrpc.request.id`,
 //!   `mcp.protocol.version` and `network.transport = pipe` (stdio has no `mcp.session.id`),
 //!   exported by the standard `OTEL_*` variables; arguments and results are never recorded,
@@ -107,6 +108,22 @@ struct Peek {
     method: Option<String>,
     #[serde(default)]
     id: Option<Value>,
+}
+
+/// A response, its `result` kept as the bytes the server wrote.
+#[derive(Deserialize)]
+struct RawResponse<'a> {
+    #[serde(borrow, default)]
+    result: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+/// The one member of a result read without building it.
+#[derive(Deserialize, Default)]
+struct ResultFlags {
+    #[serde(rename = "isError", default)]
+    is_error: Option<bool>,
 }
 
 fn peek(line: &[u8]) -> Option<Peek> {
@@ -385,6 +402,27 @@ impl Shared {
 
     fn result(&self, line: &[u8], in_flight: InFlight) -> Option<Vec<u8>> {
         let InFlight { tool, call } = in_flight;
+        let limit = self.limit();
+        // Fast path: a result that fits as the server wrote it is never parsed into a tree.
+        let Ok(raw) = serde_json::from_slice::<RawResponse<'_>>(line) else {
+            call.fail(&"the server's response is not JSON", "invalid_response");
+            return None;
+        };
+        let raw_len = raw.result.map(|r| r.get().len() as u64);
+        if let (None, Some(r), Some(len)) = (&raw.error, raw.result, raw_len) {
+            if len <= limit {
+                let flags = serde_json::from_str::<ResultFlags>(r.get()).unwrap_or_default();
+                if flags.is_error == Some(true) {
+                    call.fail(&"the tool returned an error result", ERROR_TYPE_TOOL_ERROR);
+                } else if call.span().is_disabled() {
+                    // Nobody records the span: nothing to measure.
+                    call.finish(b"", false);
+                } else {
+                    call.finish(r.get().as_bytes(), false);
+                }
+                return None;
+            }
+        }
         let Ok(mut msg) = serde_json::from_slice::<Value>(line) else {
             call.fail(&"the server's response is not JSON", "invalid_response");
             return None;
@@ -399,20 +437,9 @@ impl Shared {
             return None;
         }
         let result = msg.get("result")?;
-        let size = json_len(result);
+        // The size as the server wrote it: what the client would have handed on.
+        let size = raw_len.unwrap_or_else(|| json_len(result));
         let is_error = result.get("isError") == Some(&Value::Bool(true));
-        let limit = self.limit();
-        if size <= limit {
-            if is_error {
-                call.fail(&"the tool returned an error result", ERROR_TYPE_TOOL_ERROR);
-            } else if call.span().is_disabled() {
-                // Nobody records the span: nothing to measure.
-                call.finish(b"", false);
-            } else {
-                call.finish(serde_json::to_vec(result).unwrap_or_default(), false);
-            }
-            return None;
-        }
         let shaped = match self.opts.guard.policy() {
             Policy::Reject => result::refuse(&tool, size, limit),
             Policy::Truncate => result::cut(result, size, limit, &Notice::Truncated)

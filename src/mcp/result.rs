@@ -1,8 +1,9 @@
 //! One `tools/call` result shaped to the output limit: refused, cut or previewed, with the whole
 //! `result` object (markers and toolsize's notice included) at most the limit.
 //!
-//! A result is measured as the compact JSON of its `result` object, so `content` and
-//! `structuredContent` both count (hosts forward both). Over the limit:
+//! A result is measured as its `result` object's bytes, as the server wrote them, so `content`
+//! and `structuredContent` both count (hosts forward both); what the proxy writes in its place is
+//! compact JSON, measured again. Over the limit:
 //!
 //! * **refuse**: the result becomes a tool error (`isError: true`) whose one text item is an
 //!   envelope carrying `RESULT_TOO_LARGE`, the size, the limit and a hint;
