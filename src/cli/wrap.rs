@@ -40,7 +40,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{CliError, EXIT_USAGE, MIN_MAX_OUTPUT};
 use crate::guard::ceiling::{
-    CeilingGuard, FsSpillStore, GuardError, Guarded, Outcome, Policy, ResultTooLarge,
+    fit, Attempt, CeilingGuard, FsSpillStore, GuardError, Guarded, Outcome, Policy, ResultTooLarge,
 };
 use crate::guard::envelope::{
     audit_envelope, coalesce, looks_like_envelope, Envelope, EnvelopeError, Phase, Warning,
@@ -263,9 +263,6 @@ fn warn_loudly(tool: &str, problem: &str) {
     }
 }
 
-/// Rounds of fitting the whole envelope under the limit before giving up and refusing.
-const MAX_FIT_ROUNDS: usize = 12;
-
 /// Shapes the output so that the *whole* envelope (data, warnings, meta) is at most the limit:
 /// `data` is first given the limit less the envelope's other members, then less again by what
 /// the warnings and escaping added, until it fits. When nothing fits, the output is refused.
@@ -283,23 +280,17 @@ fn shape(
         .with_duration(start.elapsed())
         .to_json()
         .len() as u64;
-    let mut budget = limit.saturating_sub(skeleton);
-    for _ in 0..MAX_FIT_ROUNDS {
+    let fitted = fit(limit, limit.saturating_sub(skeleton), |budget| {
         let shaped = shape_within(guard, tool, stdout, parsed.as_ref(), code, start, budget)?;
-        let len = shaped.json.len() as u64;
-        if len <= limit {
-            return Ok(shaped);
-        }
-        budget = shaped.budget;
-        if budget == 0 {
-            break;
-        }
-        // What the other members take is fixed; `data` takes about `data_len / budget` bytes
-        // per byte of budget (escaping), so aim at the room left, at least one byte lower.
-        let others = len.saturating_sub(shaped.data_len);
-        let room = limit.saturating_sub(others);
-        let aimed = u128::from(room) * u128::from(budget) / u128::from(shaped.data_len.max(1));
-        budget = u64::try_from(aimed).unwrap_or(0).min(budget - 1);
+        Ok(Attempt {
+            len: shaped.json.len() as u64,
+            data_len: shaped.data_len,
+            budget: shaped.budget,
+            out: shaped,
+        })
+    })?;
+    if let Some(shaped) = fitted {
+        return Ok(shaped);
     }
     Err(GuardError::TooLarge(ResultTooLarge {
         tool: tool.to_owned(),
