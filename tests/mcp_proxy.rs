@@ -400,7 +400,7 @@ fn one_span_per_tools_call_at_an_otlp_receiver() {
     let calls = json!([
         {"name": "echo", "arguments": {"text": "a private argument"}},
         {"name": "rows", "arguments": {"count": 2000}},
-        {"name": "search", "arguments": {"qurey": "x"}},
+        {"name": "search", "arguments": {"qurey": "secret-value", "limit": 123456}},
         {"name": "fail", "arguments": {"reason": "x"}},
     ]);
     let env = [
@@ -472,6 +472,10 @@ fn one_span_per_tools_call_at_an_otlp_receiver() {
     ));
     // A refused call and a failed tool: errors, no size.
     assert_eq!(s(ERROR_TYPE, 2).as_deref(), Some("validation_error"));
+    assert_eq!(
+        s(TOOL_ERROR, 2).as_deref(),
+        Some("invalid arguments: UNKNOWN_FIELD qurey, OUT_OF_RANGE limit, MISSING_FIELD query")
+    );
     assert_eq!(sink::int_attr(&spans[2], TOOL_RESULT_BYTES), None);
     assert_eq!(s(ERROR_TYPE, 3).as_deref(), Some("tool_error"));
     assert_eq!(sink::int_attr(&spans[3], TOOL_RESULT_BYTES), None);

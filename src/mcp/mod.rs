@@ -283,7 +283,16 @@ impl Shared {
                     ));
                     let answer = result::error_result(Envelope::err(err).to_json());
                     let answer = fit_answer(answer, &tool, self.limit());
-                    call.fail(&e, "validation_error");
+                    // Codes and key paths only: a violation's message may quote a value.
+                    let summary: Vec<String> = e
+                        .violations
+                        .iter()
+                        .map(|v| format!("{} {}", v.code, v.field))
+                        .collect();
+                    call.fail(
+                        &format!("invalid arguments: {}", summary.join(", ")),
+                        "validation_error",
+                    );
                     return Some(response(id, answer));
                 }
             }
@@ -429,11 +438,8 @@ impl Shared {
         };
         if let Some(err) = msg.get("error") {
             let code = err.get("code").and_then(Value::as_i64).unwrap_or(0);
-            let message = err
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("JSON-RPC error");
-            call.fail_rpc(&message, code);
+            // Not the server's message: it may quote the arguments.
+            call.fail_rpc(&format!("JSON-RPC error {code}"), code);
             return None;
         }
         let result = msg.get("result")?;
