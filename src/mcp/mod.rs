@@ -34,7 +34,7 @@
 //!   `--no-check-args` turns this off.
 //! * `tools/call` results: measured as the bytes of `result` as the server wrote them
 //!   (`content` and `structuredContent` both count; a result that fits is not even parsed into a
-//!   tree); over the limit, refused, cut or spilled ([`result`]) so the `result` object is at
+//!   tree); over the limit, refused, cut or spilled (module `result`) so the `result` object is at
 //!   most the limit. Each call is one tool-call span
 //!   ([`crate::instrument`]) with the MCP attributes `mcp.method.name`, `jsonrpc.request.id`,
 //!   `mcp.protocol.version` and `network.transport = pipe` (stdio has no `mcp.session.id`),

@@ -1,7 +1,7 @@
 //! `toolsize_read_spill`: the tool `toolsize mcp --policy spill` adds to the server's tools, so the
 //! model can read a spilled result in slices.
 //!
-//! A spilled result is stored as the text the model would read ([`super::result::text_view`])
+//! A spilled result is stored as the text the model would read (its text items, one after another)
 //! in the guard's spill store ([`crate::guard::FsSpillStore`]: one `0600` file per payload, named
 //! by its SHA-1). The tool takes the `full_payload_id` from the `RESULT_SPILLED` notice, an
 //! `offset` in bytes (default 0) and a `length` in bytes (default and most: what fits the limit);
