@@ -19,7 +19,9 @@ install_peers() {
   #     alerts, checks alerts/alertmanager.example.yml (tests/collector_alerts.rs);
   #   chromium: renders the status page at / headless (tests/status_page.rs);
   #   tmux: runs `toolsize top` in a terminal and reads its screen (tests/cli_top.rs);
-  #   openssl: makes the CA and certificate of the TLS test (tests/tls_auth.rs).
+  #   openssl: makes the CA and certificate of the TLS test (tests/tls_auth.rs);
+  #   nodejs, npm: run @modelcontextprotocol/server-everything behind `toolsize mcp`
+  #     (tests/mcp_proxy.rs), installed from tests/npm/package-lock.json below.
   local missing=()
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
   python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
@@ -50,6 +52,9 @@ install_peers() {
     -r tests/requirements-frameworks.txt
   log "npm ci (tests/frameworks)"
   npm ci --prefix tests/frameworks --no-audit --no-fund --silent
+  # npm packages: the MCP reference server, pinned by the committed lockfile.
+  log "npm ci (tests/npm)"
+  (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
 }
 
 if [ "${TOOLSIZE_SKIP_INSTALL:-0}" != 1 ]; then

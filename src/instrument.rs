@@ -264,6 +264,12 @@ impl<'a> ToolCallBuilder<'a> {
             { TOOL_ERROR } = Empty,
             { ERROR_TYPE } = Empty,
             { TOOL_CANCELLED } = Empty,
+            { MCP_METHOD_NAME } = Empty,
+            { MCP_SESSION_ID } = Empty,
+            { MCP_PROTOCOL_VERSION } = Empty,
+            { JSONRPC_REQUEST_ID } = Empty,
+            { RPC_RESPONSE_STATUS_CODE } = Empty,
+            { NETWORK_TRANSPORT } = Empty,
         );
         ToolCall {
             span,
@@ -410,6 +416,31 @@ impl ToolCall {
         self.settings
     }
 
+    /// Records the MCP attributes of a call made through an MCP transport (OTel MCP semantic
+    /// conventions): `mcp.method.name`, `jsonrpc.request.id`, and those of `mcp` that are known.
+    pub fn record_mcp(&self, mcp: &McpAttributes<'_>) {
+        let span = &self.span;
+        span.record(MCP_METHOD_NAME, mcp.method);
+        span.record(JSONRPC_REQUEST_ID, mcp.request_id);
+        if let Some(v) = mcp.session_id {
+            span.record(MCP_SESSION_ID, v);
+        }
+        if let Some(v) = mcp.protocol_version {
+            span.record(MCP_PROTOCOL_VERSION, v);
+        }
+        if let Some(v) = mcp.transport {
+            span.record(NETWORK_TRANSPORT, v);
+        }
+    }
+
+    /// Ends the call as failed with a JSON-RPC error `code` (`rpc.response.status_code` and
+    /// `error.type` are both the code, as text).
+    pub fn fail_rpc(self, error: &dyn fmt::Display, code: i64) {
+        let code = code.to_string();
+        self.span.record(RPC_RESPONSE_STATUS_CODE, code.as_str());
+        self.fail(error, &code);
+    }
+
     /// Runs `f` inside the span, with this call as the one [`record_cut`] reports to.
     pub fn in_scope<R>(&self, f: impl FnOnce() -> R) -> R {
         let _enter = self.span.enter();
@@ -537,6 +568,22 @@ impl ToolCall {
             .unwrap_or("non-string panic payload");
         self.record_error(&format_args!("tool panicked: {message}"), ERROR_TYPE_PANIC);
     }
+}
+
+/// The MCP attributes of one call ([`ToolCall::record_mcp`]). Strings are recorded as given;
+/// callers bound what a client sent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct McpAttributes<'a> {
+    /// `mcp.method.name`, e.g. `tools/call`.
+    pub method: &'a str,
+    /// `jsonrpc.request.id`, as text.
+    pub request_id: &'a str,
+    /// `mcp.session.id`, when the transport has sessions.
+    pub session_id: Option<&'a str>,
+    /// `mcp.protocol.version`, when known.
+    pub protocol_version: Option<&'a str>,
+    /// `network.transport`, e.g. `pipe` for stdio.
+    pub transport: Option<&'a str>,
 }
 
 /// `tool.error` keeps at most this many bytes of the error's message: enough to tell errors apart,

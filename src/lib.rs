@@ -19,6 +19,8 @@ pub mod suggest;
 pub mod cli;
 #[cfg(feature = "collector")]
 pub mod collector;
+#[cfg(feature = "cli")]
+pub mod mcp;
 
 pub use args_hash::{args_hash, canonical_json, ArgsHashError};
 pub use guard::{CeilingGuard, Envelope, Warning};

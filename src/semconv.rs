@@ -60,3 +60,22 @@ pub const ERROR_TYPE_CANCELLED: &str = "cancelled";
 /// `gen_ai.tool.call.result.size`: UTF-8 bytes of the serialized result, measured before
 /// truncation (Sentry conventions). The collector reads it as a measured size.
 pub const GEN_AI_TOOL_CALL_RESULT_SIZE: &str = "gen_ai.tool.call.result.size";
+
+/// `mcp.method.name`: the MCP method of a call made through `toolsize mcp`, `tools/call`
+/// (OTel MCP semantic conventions).
+pub const MCP_METHOD_NAME: &str = "mcp.method.name";
+/// `mcp.session.id`: the MCP session, when the transport has one (streamable HTTP; never stdio).
+pub const MCP_SESSION_ID: &str = "mcp.session.id";
+/// `mcp.protocol.version`: the protocol version the server answered `initialize` with.
+pub const MCP_PROTOCOL_VERSION: &str = "mcp.protocol.version";
+/// `jsonrpc.request.id`: the JSON-RPC id of the `tools/call` request, as text.
+pub const JSONRPC_REQUEST_ID: &str = "jsonrpc.request.id";
+/// `rpc.response.status_code`: the JSON-RPC error code, as text, when the server answered with an
+/// error.
+pub const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
+/// `network.transport`: `pipe` for an MCP server on standard input and output.
+pub const NETWORK_TRANSPORT: &str = "network.transport";
+/// `error.type` of an MCP tool result with `isError: true` (OTel MCP semantic conventions).
+pub const ERROR_TYPE_TOOL_ERROR: &str = "tool_error";
+/// The value of [`MCP_METHOD_NAME`] on a tool-call span made by `toolsize mcp`.
+pub const MCP_METHOD_TOOLS_CALL: &str = "tools/call";

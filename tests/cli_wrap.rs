@@ -8,7 +8,9 @@ mod cli;
 #[allow(dead_code, unreachable_pub)]
 mod sink;
 
-use cli::{assert_envelope_shape, code, python_loads, run, scratch, warning_codes, write};
+use cli::{
+    assert_envelope_shape, code, python_loads, run, scratch, structured_error, warning_codes, write,
+};
 use serde_json::{json, Value};
 
 fn corpus() -> Vec<(&'static str, Vec<u8>)> {
@@ -79,7 +81,7 @@ fn python_parses_every_output_and_the_limit_holds() {
     for (name, payload) in corpus() {
         let file = write(&dir, name, &payload);
         for policy in ["truncate", "spill", "reject"] {
-            for limit in [256u64, 16_384] {
+            for limit in [1024u64, 16_384] {
                 let limit_s = limit.to_string();
                 let out = run(
                     &[
@@ -99,6 +101,13 @@ fn python_parses_every_output_and_the_limit_holds() {
                     None,
                 );
                 let what = format!("{name} {policy} {limit}");
+                // The limit is the whole envelope, not only its data.
+                let line = out.stdout.strip_suffix(b"\n").unwrap_or(&out.stdout);
+                assert!(
+                    line.len() as u64 <= limit,
+                    "{what}: printed {} bytes",
+                    line.len()
+                );
                 let loaded = python_loads(&out.stdout);
                 let env = &loaded.envelope;
                 assert_envelope_shape(env);
@@ -295,11 +304,12 @@ fn the_limit_comes_from_the_environment_and_bad_values_are_refused() {
     let file = write(&dir, "out.txt", "z".repeat(5000).as_bytes());
     let out = cli::toolsize()
         .args(["wrap", "--", "cat", &file])
-        .env("TOOLSIZE_MAX_TOOL_OUTPUT", "1000")
+        .env("TOOLSIZE_MAX_TOOL_OUTPUT", "2000")
         .output()
         .unwrap();
+    assert!(out.stdout.len() <= 2001);
     let loaded = python_loads(&out.stdout);
-    assert!(loaded.data_bytes <= 1000);
+    assert!(loaded.data_bytes <= 2000);
     assert_eq!(loaded.envelope["meta"]["truncated"], json!(true));
 
     let out = cli::toolsize()
@@ -312,7 +322,7 @@ fn the_limit_comes_from_the_environment_and_bad_values_are_refused() {
     // Explicit beats environment.
     let out = cli::toolsize()
         .args(["wrap", "--max-output", "10000", "--", "cat", &file])
-        .env("TOOLSIZE_MAX_TOOL_OUTPUT", "1000")
+        .env("TOOLSIZE_MAX_TOOL_OUTPUT", "2000")
         .output()
         .unwrap();
     assert_eq!(
@@ -341,7 +351,7 @@ fn the_tool_call_span_is_exported_when_otlp_is_configured() {
             "--tool",
             "big_cat",
             "--max-output",
-            "1000",
+            "2000",
             "--",
             "cat",
             &file,
@@ -376,4 +386,61 @@ fn the_tool_call_span_is_exported_when_otlp_is_configured() {
         other => panic!("{other:?}"),
     }
     drop(rt);
+}
+
+/// 730 KB of JSON rows under a 4 KiB limit: the data, the envelope and its warnings together fit,
+/// and the 22-odd cuts of the same shape are one warning with their count and pattern.
+#[test]
+fn the_whole_envelope_fits_and_same_shape_cuts_are_one_warning() {
+    let rows: Vec<Value> = (0..5000)
+        .map(|i| json!({"id": i, "title": format!("row {i}"), "body": "lorem ipsum ".repeat(12)}))
+        .collect();
+    let body = serde_json::to_vec(&json!({ "rows": rows })).unwrap();
+    assert!(body.len() > 700_000);
+    let dir = scratch("wrap-whole");
+    let file = write(&dir, "rows.json", &body);
+    for policy in ["truncate", "spill", "reject"] {
+        let spill = dir.join("spill");
+        let out = run(
+            &[
+                "wrap",
+                "--max-output",
+                "4096",
+                "--policy",
+                policy,
+                "--spill-dir",
+                &spill.to_string_lossy(),
+                "--",
+                "cat",
+                &file,
+            ],
+            None,
+        );
+        let line = out.stdout.strip_suffix(b"\n").unwrap();
+        assert!(line.len() <= 4096, "{policy}: printed {} bytes", line.len());
+        let env = python_loads(&out.stdout).envelope;
+        assert_envelope_shape(&env);
+        if policy != "truncate" {
+            continue;
+        }
+        let warnings = env["warnings"].as_array().unwrap();
+        let bodies: Vec<&Value> = warnings
+            .iter()
+            .filter(|w| w["field"] == json!("data.rows[*].body"))
+            .collect();
+        assert_eq!(bodies.len(), 1, "{warnings:?}");
+        let kept = env["data"]["rows"].as_array().unwrap().len() as u64;
+        assert_eq!(bodies[0]["count"], json!(kept), "{warnings:?}");
+        assert_eq!(bodies[0]["code"], json!("FIELD_TRUNCATED"));
+        assert!(warnings.len() <= 3, "{warnings:?}");
+        assert!(warnings
+            .iter()
+            .any(|w| w["field"] == json!("data.rows") && w["original_length"] == json!(5000)));
+    }
+}
+
+#[test]
+fn a_limit_too_small_for_the_envelope_is_refused() {
+    let out = run(&["wrap", "--max-output", "100", "--", "echo", "hi"], None);
+    assert_eq!(structured_error(&out)["code"], json!("INVALID_LIMIT"));
 }

@@ -14,6 +14,7 @@ pub mod check;
 #[cfg(feature = "collector")]
 pub mod demo;
 pub mod layers;
+pub mod mcp;
 #[cfg(feature = "collector")]
 pub mod serve;
 #[cfg(feature = "collector")]
@@ -22,6 +23,10 @@ pub mod wrap;
 
 /// Exit code for bad input, a refused payload or any failure of toolsize itself.
 pub const EXIT_USAGE: u8 = 2;
+
+/// Smallest output limit `wrap` and `mcp` accept, in bytes: room for the refusal itself, so that
+/// what they print is never over the limit, whatever happens.
+pub const MIN_MAX_OUTPUT: u64 = 1024;
 
 /// Make tool-result size visible in LLM agent loops, and make silent truncation loud.
 #[derive(Debug, Parser)]
@@ -42,6 +47,9 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Run a command-line tool; measure, guard and report its output as an envelope.
     Wrap(wrap::WrapArgs),
+    /// Run an MCP server on stdio behind a proxy that measures, guards and traces every
+    /// tools/call and checks its arguments.
+    Mcp(mcp::McpArgs),
     /// List the built-in catalog of truncation layers (limits, units, scopes, actions).
     Layers(layers::LayersArgs),
     /// Run the collector daemon: OTLP in, per-tool size histograms out.
@@ -87,6 +95,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::ArgsHash(args) => args_hash::run(&args),
         Command::Check(args) => check::run(args),
         Command::Wrap(args) => wrap::run(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Layers(args) => layers::run(&args),
         #[cfg(feature = "collector")]
         Command::Serve(args) => serve::serve(*args),

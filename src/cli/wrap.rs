@@ -15,6 +15,12 @@
 //! * anything else becomes `data` as a string (cut head+tail); bytes that are not UTF-8 are
 //!   replaced and reported as `FIELD_CHANGED`.
 //!
+//! **The limit is the whole envelope**, warnings and meta included (the final newline aside):
+//! `data` gets what the other members leave, and many cuts of one shape are one
+//! `FIELD_TRUNCATED` warning with a `count` and the paths' pattern (`data.rows[*].body`), so the
+//! next layer never has to cut what `wrap` printed. A limit below [`MIN_MAX_OUTPUT`] is refused,
+//! since the refusal itself must fit.
+//!
 //! The tool's exit code is passed through (128 + signal when it was killed); a failing tool gets
 //! `ok: false` with a `TOOL_FAILED` error and its output kept in `data`. When the guard rejects
 //! the output, the error is `RESULT_TOO_LARGE` and the exit code 2; when the command cannot be
@@ -32,12 +38,12 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::cli::{CliError, EXIT_USAGE};
+use crate::cli::{CliError, EXIT_USAGE, MIN_MAX_OUTPUT};
 use crate::guard::ceiling::{
-    CeilingGuard, FsSpillStore, GuardError, Guarded, Outcome, Policy, ResultTooLarge,
+    fit, Attempt, CeilingGuard, FsSpillStore, GuardError, Guarded, Outcome, Policy, ResultTooLarge,
 };
 use crate::guard::envelope::{
-    audit_envelope, looks_like_envelope, Envelope, EnvelopeError, Phase, Warning,
+    audit_envelope, coalesce, looks_like_envelope, Envelope, EnvelopeError, Phase, Warning,
 };
 
 /// Arguments of `toolsize wrap`.
@@ -46,7 +52,8 @@ pub struct WrapArgs {
     /// Tool name for the span and messages (default: the command's file name).
     #[arg(long, value_name = "NAME")]
     pub tool: Option<String>,
-    /// Output limit in bytes (default: $TOOLSIZE_MAX_TOOL_OUTPUT, else 16384).
+    /// Limit of the whole printed envelope in bytes, at least 1024 (default:
+    /// $TOOLSIZE_MAX_TOOL_OUTPUT, else 16384).
     #[arg(long, value_name = "BYTES")]
     pub max_output: Option<u64>,
     /// What to do with output over the limit.
@@ -80,7 +87,7 @@ fn otlp_configured() -> bool {
 /// Sets up span export when an OTLP endpoint is configured. The log output on standard error
 /// shows warnings unless `RUST_LOG` says otherwise, so the wrapped tool's own standard error is
 /// not drowned. A set-up failure is reported on standard error and the tool still runs.
-fn init_export() -> Option<crate::export::ExportGuard> {
+pub(crate) fn init_export() -> Option<crate::export::ExportGuard> {
     if !otlp_configured() {
         return None;
     }
@@ -123,6 +130,17 @@ pub fn run(args: WrapArgs) -> ExitCode {
         builder = builder.store(Arc::new(FsSpillStore::new(dir)));
     }
     let guard = match builder.build() {
+        Ok(g) if g.limit().bytes < MIN_MAX_OUTPUT => {
+            let limit = g.limit();
+            return CliError::new(
+                "INVALID_LIMIT",
+                format!(
+                    "the {} output limit is {} bytes: at least {MIN_MAX_OUTPUT} are needed for the envelope and its warnings",
+                    limit.source, limit.bytes
+                ),
+            )
+            .report();
+        }
         Ok(g) => g,
         Err(e) => return CliError::new("INVALID_LIMIT", e.to_string()).report(),
     };
@@ -176,12 +194,12 @@ pub fn run(args: WrapArgs) -> ExitCode {
 
     let result = shape(&guard, &tool, &stdout, code, start);
     let (printed, cut, exit) = match result {
-        Ok(Shaped { json, cut }) => (json, cut, code),
+        Ok(Shaped { json, cut, .. }) => (json, cut, code),
         Err(e) => {
             // Refused, not cut: the error carries the size. The span records the call as cut
             // from that size to the error envelope the model gets instead.
-            let env = Envelope::err(e.to_envelope_error()).with_duration(start.elapsed());
-            (env.to_json(), true, EXIT_USAGE)
+            let json = refusal_json(&e, start.elapsed(), guard.limit().bytes);
+            (json, true, EXIT_USAGE)
         }
     };
     if code != 0 {
@@ -198,6 +216,10 @@ pub fn run(args: WrapArgs) -> ExitCode {
 struct Shaped {
     json: String,
     cut: bool,
+    /// The bytes `data` was allowed (the next round of fitting starts below it).
+    budget: u64,
+    /// The bytes `data` takes in `json`.
+    data_len: u64,
 }
 
 fn print_line(line: &str) {
@@ -207,7 +229,7 @@ fn print_line(line: &str) {
 }
 
 /// The exit code to pass through: the tool's own, or 128 + signal.
-fn exit_code(status: ExitStatus) -> u8 {
+pub(crate) fn exit_code(status: ExitStatus) -> u8 {
     if let Some(code) = status.code() {
         return u8::try_from(code & 0xff).unwrap_or(1);
     }
@@ -241,6 +263,9 @@ fn warn_loudly(tool: &str, problem: &str) {
     }
 }
 
+/// Shapes the output so that the *whole* envelope (data, warnings, meta) is at most the limit:
+/// `data` is first given the limit less the envelope's other members, then less again by what
+/// the warnings and escaping added, until it fits. When nothing fits, the output is refused.
 fn shape(
     guard: &CeilingGuard,
     tool: &str,
@@ -248,16 +273,68 @@ fn shape(
     code: u8,
     start: Instant,
 ) -> Result<Shaped, GuardError> {
+    let limit = guard.limit().bytes;
     let size = stdout.len() as u64;
     let parsed: Option<Value> = serde_json::from_slice(stdout).ok();
-    if let Some(value) = parsed.as_ref().filter(|v| looks_like_envelope(v)) {
-        return shape_envelope(guard, tool, value.clone(), size);
+    let skeleton = Envelope::ok(Value::Null)
+        .with_duration(start.elapsed())
+        .to_json()
+        .len() as u64;
+    let fitted = fit(limit, limit.saturating_sub(skeleton), |budget| {
+        let shaped = shape_within(guard, tool, stdout, parsed.as_ref(), code, start, budget)?;
+        Ok(Attempt {
+            len: shaped.json.len() as u64,
+            data_len: shaped.data_len,
+            budget: shaped.budget,
+            out: shaped,
+        })
+    })?;
+    if let Some(shaped) = fitted {
+        return Ok(shaped);
+    }
+    Err(GuardError::TooLarge(ResultTooLarge {
+        tool: tool.to_owned(),
+        size,
+        limit,
+    }))
+}
+
+/// The refusal envelope, made to fit `limit`: without its hint, then without its message's
+/// details, if the full one does not.
+pub(crate) fn refusal_json(e: &GuardError, duration: std::time::Duration, limit: u64) -> String {
+    let mut err = e.to_envelope_error();
+    let full = Envelope::err(err.clone()).with_duration(duration).to_json();
+    if full.len() as u64 <= limit {
+        return full;
+    }
+    err.hint = None;
+    err.tool = None;
+    let short = Envelope::err(err.clone()).with_duration(duration).to_json();
+    if short.len() as u64 <= limit {
+        return short;
+    }
+    err.message = "over the output limit".to_owned();
+    Envelope::err(err).with_duration(duration).to_json()
+}
+
+fn shape_within(
+    guard: &CeilingGuard,
+    tool: &str,
+    stdout: &[u8],
+    parsed: Option<&Value>,
+    code: u8,
+    start: Instant,
+    budget: u64,
+) -> Result<Shaped, GuardError> {
+    let size = stdout.len() as u64;
+    if let Some(value) = parsed.filter(|v| looks_like_envelope(v)) {
+        return shape_envelope(guard, tool, value.clone(), size, budget);
     }
     let (guarded, mut warnings): (Guarded<Value>, Vec<Warning>) = match parsed {
-        Some(value) => (guard.json(tool, "data", &value)?, Vec::new()),
+        Some(value) => (guard.json_within(tool, "data", value, budget)?, Vec::new()),
         None => {
             // Refuse by the bytes the tool wrote (replacement characters would inflate them).
-            if guard.policy() == Policy::Reject && size > guard.limit().bytes {
+            if guard.policy() == Policy::Reject && size > budget {
                 return Err(GuardError::TooLarge(ResultTooLarge {
                     tool: tool.to_owned(),
                     size,
@@ -274,7 +351,7 @@ fn shape(
                             .to_owned(),
                 });
             }
-            let g = guard.text(tool, "data", &text)?;
+            let g = guard.text_within(tool, "data", &text, budget)?;
             (
                 Guarded {
                     output: Value::String(g.output),
@@ -288,6 +365,7 @@ fn shape(
     };
     let cut = guarded.truncated();
     warnings.extend(guarded.warnings);
+    let warnings = coalesce(warnings);
     let mut env = if code == 0 {
         Envelope::ok(guarded.output)
     } else {
@@ -302,18 +380,21 @@ fn shape(
     if cut {
         env.mark_truncated(Some(size));
     }
+    let data_len = json_len(env.data());
     Ok(Shaped {
         json: env.to_json(),
         cut,
+        budget,
+        data_len,
     })
 }
-
 /// Passes a tool's own envelope on: audits its truncation flags, guards its `data`.
 fn shape_envelope(
     guard: &CeilingGuard,
     tool: &str,
     mut env: Value,
     size: u64,
+    cap: u64,
 ) -> Result<Shaped, GuardError> {
     let mut added = Vec::new();
     let mut cut = false;
@@ -324,7 +405,10 @@ fn shape_envelope(
         cut = true;
     }
     let limit = guard.limit().bytes;
-    if size > limit {
+    push_warnings(&mut env, &added);
+    let whole = serde_json::to_string(&env).map_or(u64::MAX, |s| s.len() as u64);
+    let mut used = cap;
+    if whole > limit {
         if guard.policy() == Policy::Reject {
             return Err(GuardError::TooLarge(
                 crate::guard::ceiling::ResultTooLarge {
@@ -338,33 +422,15 @@ fn shape_envelope(
         let mut skeleton = env.clone();
         skeleton["data"] = Value::Null;
         let overhead = serde_json::to_string(&skeleton).map_or(0, |s| s.len() as u64);
-        let budget = limit.saturating_sub(overhead);
-        let g = guard.json_within(tool, "data", &data, budget)?;
+        used = limit.saturating_sub(overhead).min(cap);
+        let g = guard.json_within(tool, "data", &data, used)?;
         if g.outcome != Outcome::Fits {
             cut = true;
         }
         env["data"] = g.output;
-        added.extend(g.warnings);
+        push_warnings(&mut env, &coalesce(g.warnings));
         if let Some(meta) = env.get_mut("meta").and_then(Value::as_object_mut) {
             meta.insert("original_bytes".to_owned(), json!(size));
-        }
-    }
-    if !added.is_empty() {
-        let obj = env
-            .as_object_mut()
-            .expect("checked to be an envelope object");
-        let warnings = obj
-            .entry("warnings")
-            .or_insert_with(|| Value::Array(Vec::new()));
-        if !warnings.is_array() {
-            *warnings = Value::Array(Vec::new());
-        }
-        if let Value::Array(list) = warnings {
-            list.extend(
-                added
-                    .iter()
-                    .map(|w| serde_json::to_value(w).unwrap_or(Value::Null)),
-            );
         }
     }
     if cut {
@@ -387,5 +453,34 @@ fn shape_envelope(
             .to_json()
         }),
         cut,
+        budget: used,
+        data_len: env.get("data").map_or(0, json_len),
     })
+}
+
+fn json_len(v: &Value) -> u64 {
+    serde_json::to_string(v).map_or(0, |s| s.len() as u64)
+}
+
+/// Appends `added` to an envelope's `warnings` (made an array if it is not one).
+fn push_warnings(env: &mut Value, added: &[Warning]) {
+    if added.is_empty() {
+        return;
+    }
+    let Some(obj) = env.as_object_mut() else {
+        return;
+    };
+    let warnings = obj
+        .entry("warnings")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !warnings.is_array() {
+        *warnings = Value::Array(Vec::new());
+    }
+    if let Value::Array(list) = warnings {
+        list.extend(
+            added
+                .iter()
+                .map(|w| serde_json::to_value(w).unwrap_or(Value::Null)),
+        );
+    }
 }

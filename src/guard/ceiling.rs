@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 use sha1::{Digest, Sha1};
 
-use crate::guard::envelope::{EnvelopeError, Phase, Unit, Warning};
+use crate::guard::envelope::{coalesce, Envelope, EnvelopeError, Phase, Unit, Warning};
 use crate::guard::json_truncate::JsonTruncator;
 use crate::guard::truncate::{floor_char_boundary, TextTruncator, DEFAULT_HEAD_RATIO};
 
@@ -634,10 +634,6 @@ impl CeilingGuard {
         &self.store
     }
 
-    fn budget(&self) -> usize {
-        usize::try_from(self.limit.bytes).unwrap_or(usize::MAX)
-    }
-
     fn reject(&self, tool: &str, size: u64) -> GuardError {
         tracing::warn!(
             tool,
@@ -675,8 +671,22 @@ impl CeilingGuard {
 
     /// Guards a text result of `tool`. `field` names it in warnings (e.g. `data` or `result`).
     pub fn text(&self, tool: &str, field: &str, text: &str) -> Result<Guarded<String>, GuardError> {
+        self.text_within(tool, field, text, self.limit.bytes)
+    }
+
+    /// Like [`CeilingGuard::text`], against `budget` bytes instead of the limit: for text that is
+    /// one part of a larger output (the `data` of an envelope, whose other members take the rest
+    /// of the limit).
+    pub fn text_within(
+        &self,
+        tool: &str,
+        field: &str,
+        text: &str,
+        budget: u64,
+    ) -> Result<Guarded<String>, GuardError> {
         let size = text.len() as u64;
-        if size <= self.limit.bytes {
+        let budget_bytes = usize::try_from(budget).unwrap_or(usize::MAX);
+        if size <= budget {
             return Ok(Guarded {
                 output: text.to_owned(),
                 outcome: Outcome::Fits,
@@ -687,7 +697,7 @@ impl CeilingGuard {
         match self.policy {
             Policy::Reject => Err(self.reject(tool, size)),
             Policy::Truncate => {
-                let mut truncator = TextTruncator::new(self.budget()).head_ratio(self.head_ratio);
+                let mut truncator = TextTruncator::new(budget_bytes).head_ratio(self.head_ratio);
                 if self.inspect_wrapper {
                     truncator = truncator.inspect_wrapper(tool);
                 }
@@ -714,7 +724,7 @@ impl CeilingGuard {
                     "\n[... toolsize: the output of {tool} was {size} bytes, over the {}-byte limit; the first part is above. full_payload_id={id}. {fetch} ...]",
                     self.limit.bytes
                 );
-                let room = self.budget().saturating_sub(summary.len());
+                let room = budget_bytes.saturating_sub(summary.len());
                 let preview_len = if room >= MIN_PREVIEW_ROOM {
                     floor_char_boundary(text, room)
                 } else {
@@ -774,7 +784,7 @@ impl CeilingGuard {
                 note_cut(size);
                 let (output, warnings) =
                     match JsonTruncator::new(budget).root(field).truncate(value) {
-                        Ok(cut) => (cut.value, cut.warnings),
+                        Ok(cut) => (cut.value, coalesce(cut.warnings)),
                         Err(_) => {
                             let (text, warning) = cut_to_json_string(&serialized, budget, field);
                             (Value::String(text), warning.into_iter().collect())
@@ -826,8 +836,96 @@ impl CeilingGuard {
     }
 }
 
+/// Rounds of fitting an output under the limit before giving up.
+const MAX_FIT_ROUNDS: usize = 12;
+
+/// Bytes kept free for `meta.duration_ms`, set after an envelope is fitted.
+pub const DURATION_ROOM: u64 = 16;
+
+/// One attempt at an output within the limit: the output, its length, how much of it its data
+/// takes, and the data's budget in this attempt.
+pub(crate) struct Attempt<T> {
+    pub(crate) out: T,
+    pub(crate) len: u64,
+    pub(crate) data_len: u64,
+    pub(crate) budget: u64,
+}
+
+/// Fits an output whose data is cut to a budget, and whose other parts (envelope, warnings)
+/// take the rest, under `limit`: tries `first_budget`, then budgets aimed at the room the other
+/// parts leave (in proportion to how the data's bytes follow its budget, so escaping is
+/// accounted for), at least one byte lower each round. `None` when nothing fits.
+pub(crate) fn fit<T, E>(
+    limit: u64,
+    first_budget: u64,
+    mut attempt: impl FnMut(u64) -> Result<Attempt<T>, E>,
+) -> Result<Option<T>, E> {
+    let mut budget = first_budget;
+    for _ in 0..MAX_FIT_ROUNDS {
+        let a = attempt(budget)?;
+        if a.len <= limit {
+            return Ok(Some(a.out));
+        }
+        budget = a.budget;
+        if budget == 0 {
+            break;
+        }
+        let others = a.len.saturating_sub(a.data_len);
+        let room = limit.saturating_sub(others);
+        let aimed = u128::from(room) * u128::from(budget) / u128::from(a.data_len.max(1));
+        budget = u64::try_from(aimed).unwrap_or(0).min(budget - 1);
+    }
+    Ok(None)
+}
+
+impl CeilingGuard {
+    /// Guards a JSON result and puts it in an envelope whose *whole* JSON (data, warnings and
+    /// meta, with [`DURATION_ROOM`] kept for `meta.duration_ms`) is at most the limit: `data`
+    /// gets what the rest leaves, and same-shape cuts are one warning ([`coalesce`]). When
+    /// nothing fits, or under [`Policy::Reject`] when the data does not, the result is refused.
+    pub fn json_envelope(
+        &self,
+        tool: &str,
+        value: &Value,
+    ) -> Result<Guarded<Envelope>, GuardError> {
+        let limit = self.limit.bytes.saturating_sub(DURATION_ROOM);
+        let skeleton = Envelope::ok(Value::Null).to_json().len() as u64;
+        let fitted = fit(limit, limit.saturating_sub(skeleton), |budget| {
+            let g = self.json_within(tool, "data", value, budget)?;
+            let mut env = Envelope::ok(g.output).with_warnings(g.warnings.iter().cloned());
+            if g.outcome != Outcome::Fits {
+                env.mark_truncated(Some(g.original_bytes));
+            }
+            let len = env.to_json().len() as u64;
+            let data_len = serde_json::to_string(env.data()).map_or(0, |s| s.len() as u64);
+            Ok(Attempt {
+                out: Guarded {
+                    output: env,
+                    outcome: g.outcome,
+                    original_bytes: g.original_bytes,
+                    warnings: g.warnings,
+                },
+                len,
+                data_len,
+                budget,
+            })
+        })?;
+        fitted.ok_or_else(|| {
+            GuardError::TooLarge(ResultTooLarge {
+                tool: tool.to_owned(),
+                size: serde_json::to_string(value).map_or(0, |s| s.len() as u64),
+                limit: self.limit.bytes,
+            })
+        })
+    }
+}
+
 /// Cuts `text` so that, as a JSON string, it takes at most `budget` bytes.
-fn cut_to_json_string(text: &str, budget: usize, field: &str) -> (String, Option<Warning>) {
+pub(crate) fn cut_to_json_string(
+    text: &str,
+    budget: usize,
+    field: &str,
+) -> (String, Option<Warning>) {
     let mut inner = budget.saturating_sub(2);
     loop {
         let cut = TextTruncator::new(inner).truncate(text);
@@ -953,6 +1051,32 @@ mod tests {
             Err(SpillError::InvalidId(_))
         ));
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_whole_envelope_fits_the_limit() {
+        let rows: Vec<Value> = (0..3000)
+            .map(|i| json!({"id": i, "body": "lorem ipsum ".repeat(10)}))
+            .collect();
+        let v = json!({ "rows": rows });
+        for limit in [1024u64, 4096, 20_000] {
+            let g = guard(Policy::Truncate, limit)
+                .json_envelope("db", &v)
+                .unwrap();
+            let env = g
+                .output
+                .with_duration(std::time::Duration::from_secs(86_400));
+            let json = env.to_json();
+            assert!(json.len() as u64 <= limit, "{limit}: {}", json.len());
+            assert!(env.is_truncated());
+            // 3000 cut bodies are one warning, not one each.
+            assert!(env.warnings().len() <= 2, "{:?}", env.warnings());
+        }
+        let small = guard(Policy::Reject, 4096)
+            .json_envelope("db", &json!({"a": 1}))
+            .unwrap();
+        assert!(!small.output.is_truncated());
+        assert!(guard(Policy::Reject, 4096).json_envelope("db", &v).is_err());
     }
 
     #[test]

@@ -196,6 +196,21 @@ pub enum Warning {
         /// Unit of both lengths.
         unit: Unit,
     },
+    /// `FIELD_TRUNCATED` for many cuts of the same shape, reported once ([`coalesce`]): the
+    /// paths' pattern (indices written `[*]`), how many values were cut, the longest original
+    /// and the length each was cut to.
+    FieldsTruncated {
+        /// The paths' pattern, e.g. `data.rows[*].body`.
+        pattern: String,
+        /// How many values were cut.
+        count: u64,
+        /// The longest length before a cut, when known.
+        original_length_max: Option<u64>,
+        /// How much of each value is still there.
+        truncated_length: u64,
+        /// Unit of the lengths.
+        unit: Unit,
+    },
     /// `VALUE_CLAMPED`: a requested value was replaced by an allowed one.
     ValueClamped {
         /// Path of the argument.
@@ -235,7 +250,7 @@ impl Warning {
     /// The warning's code, e.g. `FIELD_TRUNCATED`.
     pub fn code(&self) -> &'static str {
         match self {
-            Warning::FieldTruncated { .. } => "FIELD_TRUNCATED",
+            Warning::FieldTruncated { .. } | Warning::FieldsTruncated { .. } => "FIELD_TRUNCATED",
             Warning::ValueClamped { .. } => "VALUE_CLAMPED",
             Warning::FieldChanged { .. } => "FIELD_CHANGED",
             Warning::TruncationUnreported { .. } => "TRUNCATION_UNREPORTED",
@@ -247,7 +262,9 @@ impl Warning {
     pub fn is_cut(&self) -> bool {
         matches!(
             self,
-            Warning::FieldTruncated { .. } | Warning::ResultSpilled { .. }
+            Warning::FieldTruncated { .. }
+                | Warning::FieldsTruncated { .. }
+                | Warning::ResultSpilled { .. }
         )
     }
 
@@ -287,6 +304,22 @@ impl Serialize for Warning {
                 map.serialize_entry("truncated_to", truncated_length)?;
                 map.serialize_entry("unit", unit)?;
             }
+            Warning::FieldsTruncated {
+                pattern,
+                count,
+                original_length_max,
+                truncated_length,
+                unit,
+            } => {
+                map.serialize_entry("field", pattern)?;
+                map.serialize_entry("count", count)?;
+                if let Some(original) = original_length_max {
+                    map.serialize_entry("original_length_max", original)?;
+                }
+                map.serialize_entry("truncated_length", truncated_length)?;
+                map.serialize_entry("truncated_to", truncated_length)?;
+                map.serialize_entry("unit", unit)?;
+            }
             Warning::ValueClamped {
                 field,
                 requested,
@@ -316,6 +349,167 @@ impl Serialize for Warning {
             }
         }
         map.end()
+    }
+}
+
+/// The pattern of a path: every index written `[*]` (`data.rows[12].body` → `data.rows[*].body`).
+pub fn path_pattern(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(open) = rest.find('[') {
+        out.push_str(&rest[..=open]);
+        rest = &rest[open + 1..];
+        match rest.find(']') {
+            Some(close) if close > 0 && rest[..close].bytes().all(|b| b.is_ascii_digit()) => {
+                out.push('*');
+                rest = &rest[close..];
+            }
+            _ => {}
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Reports many cuts of the same shape as one warning: `FIELD_TRUNCATED` warnings whose paths
+/// share a [`path_pattern`], unit and cut length become one [`Warning::FieldsTruncated`] with
+/// their count, at the place of the first. A shape cut once keeps its own warning; other
+/// warnings are left as they are, in order. The result is at most as long as the input, so an
+/// envelope's warnings stay small however many values were cut.
+pub fn coalesce(warnings: Vec<Warning>) -> Vec<Warning> {
+    use std::collections::HashMap;
+    type Key = (String, u64, &'static str);
+    let key = |w: &Warning| -> Option<Key> {
+        match w {
+            Warning::FieldTruncated {
+                field,
+                truncated_length,
+                unit,
+                ..
+            } => Some((path_pattern(field), *truncated_length, unit_name(*unit))),
+            _ => None,
+        }
+    };
+    let mut counts: HashMap<Key, u64> = HashMap::new();
+    for w in &warnings {
+        if let Some(k) = key(w) {
+            *counts.entry(k).or_insert(0) += 1;
+        }
+    }
+    if counts.values().all(|n| *n < 2) {
+        return warnings;
+    }
+    // Indices every path of a group shares stay written: `content[0].text.rows[*].body`.
+    let mut shared_indices: HashMap<Key, Vec<Option<String>>> = HashMap::new();
+    for w in &warnings {
+        if let (Some(k), Warning::FieldTruncated { field, .. }) = (key(w), w) {
+            if counts[&k] < 2 {
+                continue;
+            }
+            let idx = indices(field);
+            match shared_indices.get_mut(&k) {
+                None => {
+                    shared_indices.insert(k, idx.into_iter().map(Some).collect());
+                }
+                Some(seen) => {
+                    for (s, i) in seen.iter_mut().zip(idx) {
+                        if s.as_deref() != Some(i.as_str()) {
+                            *s = None;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut merged: HashMap<Key, usize> = HashMap::new();
+    let mut out: Vec<Warning> = Vec::new();
+    for w in warnings {
+        let Some(k) = key(&w) else {
+            out.push(w);
+            continue;
+        };
+        let n = counts[&k];
+        if n < 2 {
+            out.push(w);
+            continue;
+        }
+        let Warning::FieldTruncated {
+            original_length,
+            truncated_length,
+            unit,
+            ..
+        } = w
+        else {
+            continue;
+        };
+        match merged.get(&k) {
+            Some(&at) => {
+                if let Warning::FieldsTruncated {
+                    original_length_max,
+                    ..
+                } = &mut out[at]
+                {
+                    *original_length_max = match (*original_length_max, original_length) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    };
+                }
+            }
+            None => {
+                merged.insert(k.clone(), out.len());
+                let pattern = fill_indices(&k.0, shared_indices.get(&k).map_or(&[][..], |v| v));
+                out.push(Warning::FieldsTruncated {
+                    pattern,
+                    count: n,
+                    original_length_max: original_length,
+                    truncated_length,
+                    unit,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The numeric indices of a path, in order (`a[1].b[22]` → `["1", "22"]`).
+fn indices(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = path;
+    while let Some(open) = rest.find('[') {
+        rest = &rest[open + 1..];
+        if let Some(close) = rest.find(']') {
+            if close > 0 && rest[..close].bytes().all(|b| b.is_ascii_digit()) {
+                out.push(rest[..close].to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// Writes back into `pattern`'s `[*]`s the indices every path shares.
+fn fill_indices(pattern: &str, shared: &[Option<String>]) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut parts = pattern.split("[*]");
+    out.push_str(parts.next().unwrap_or(""));
+    for (i, part) in parts.enumerate() {
+        match shared.get(i).and_then(Option::as_deref) {
+            Some(idx) => {
+                out.push('[');
+                out.push_str(idx);
+                out.push(']');
+            }
+            None => out.push_str("[*]"),
+        }
+        out.push_str(part);
+    }
+    out
+}
+
+fn unit_name(unit: Unit) -> &'static str {
+    match unit {
+        Unit::Bytes => "bytes",
+        Unit::Chars => "chars",
+        Unit::Items => "items",
     }
 }
 
@@ -526,6 +720,52 @@ pub fn audit_envelope(value: &Value) -> Option<TruncationMismatch> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn same_shape_cuts_become_one_warning_with_a_count() {
+        assert_eq!(
+            path_pattern("data.rows[12].body[3]"),
+            "data.rows[*].body[*]"
+        );
+        assert_eq!(path_pattern("data[\"a b\"][0]"), "data[\"a b\"][*]");
+        assert_eq!(path_pattern("x[]"), "x[]");
+        let mut warnings: Vec<Warning> = (0..22)
+            .map(|i| {
+                Warning::truncated(
+                    format!("data.rows[{i}].body"),
+                    Some(100 + i),
+                    40,
+                    Unit::Chars,
+                )
+            })
+            .collect();
+        warnings.insert(
+            3,
+            Warning::truncated("data.title", Some(500), 40, Unit::Chars),
+        );
+        warnings.push(Warning::truncated("data.rows", Some(900), 22, Unit::Items));
+        let out = coalesce(warnings);
+        assert_eq!(out.len(), 3);
+        assert_eq!(
+            out[0],
+            Warning::FieldsTruncated {
+                pattern: "data.rows[*].body".into(),
+                count: 22,
+                original_length_max: Some(121),
+                truncated_length: 40,
+                unit: Unit::Chars,
+            }
+        );
+        assert!(matches!(&out[1], Warning::FieldTruncated { field, .. } if field == "data.title"));
+        let v = serde_json::to_value(&out[0]).unwrap();
+        assert_eq!(
+            v,
+            json!({"code": "FIELD_TRUNCATED", "field": "data.rows[*].body", "count": 22,
+                   "original_length_max": 121, "truncated_length": 40, "truncated_to": 40,
+                   "unit": "chars"})
+        );
+        assert!(Envelope::ok(Value::Null).with_warnings(out).is_truncated());
+    }
 
     #[test]
     fn ok_envelope_has_every_member() {

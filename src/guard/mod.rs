@@ -23,17 +23,19 @@
 //! | [`paginate`] | pages with an opaque cursor, fetched with the page-size-plus-one trick |
 //!
 //! ```
-//! use toolsize::guard::{CeilingGuard, Envelope, Policy};
+//! use toolsize::guard::{CeilingGuard, Policy};
 //! use serde_json::json;
 //!
-//! let guard = CeilingGuard::builder().max_output(256).policy(Policy::Truncate).build()?;
+//! let guard = CeilingGuard::builder().max_output(1024).policy(Policy::Truncate).build()?;
 //! // Inside the tool call, so its span records the cut and the original size by itself.
 //! let guarded = toolsize::tool_call("list_rows").run(|| {
 //!     let rows: Vec<_> = (0..100).map(|i| json!({"id": i, "name": "row"})).collect();
-//!     guard.json("list_rows", "data", &json!({ "rows": rows }))
+//!     // The whole envelope, warnings included, is at most the limit.
+//!     guard.json_envelope("list_rows", &json!({ "rows": rows }))
 //! })?;
-//! let envelope = Envelope::ok(guarded.output).with_warnings(guarded.warnings);
+//! let envelope = guarded.output;
 //! assert!(envelope.is_truncated()); // meta.truncated, plus a FIELD_TRUNCATED for data.rows
+//! assert!(envelope.to_json().len() <= 1024);
 //! println!("{}", envelope.to_json());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

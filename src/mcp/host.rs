@@ -1,0 +1,167 @@
+//! `--host NAME`: the output limit of `toolsize mcp` preset from the layer catalog, as the weakest
+//! of the host's layers that apply to MCP tool results.
+//!
+//! Each preset names catalog layers ([`crate::layers::catalog()`]); the limit is the smallest of
+//! their limits converted to bytes ([`crate::layers::convert::limit_in_bytes`]: exact for bytes,
+//! chars and UTF-16 units, `4 bytes per token` estimated for tokens), and the warning threshold
+//! (the span's `tool.large_result` event) the smallest of the host's warning layers. So
+//! `--host claude-code` cuts where Claude Code would first act on the result: its 50,000-char
+//! persistence threshold, below `MAX_MCP_OUTPUT_TOKENS` (25,000 tokens, about 100,000 bytes),
+//! and warns past its 10,000-token warning (about 40,000 bytes). When the host's knob is set in
+//! the environment the proxy runs in (`MAX_MCP_OUTPUT_TOKENS` for Claude Code, which passes its
+//! environment on to the servers it starts), the knob's value replaces the catalog's default.
+//! Nothing here does I/O beyond reading that variable, or fails but on an unknown host name.
+
+use crate::layers::convert::limit_in_bytes;
+use crate::layers::{find, Action, Unit};
+
+/// One host preset: the catalog layers whose limits apply to an MCP tool result.
+#[derive(Debug, Clone, Copy)]
+pub struct HostPreset {
+    /// The name given to `--host`.
+    pub name: &'static str,
+    /// Catalog ids of the layers applying to MCP results (warning layers included).
+    pub layers: &'static [&'static str],
+}
+
+/// Every preset, by name.
+pub const HOSTS: &[HostPreset] = &[
+    HostPreset {
+        name: "claude-code",
+        layers: &[
+            "claude-code.mcp.max",
+            "claude-code.mcp.warn",
+            "claude-code.tool-result.persist",
+        ],
+    },
+    HostPreset {
+        name: "codex",
+        layers: &["codex.tool-output.tokens"],
+    },
+    HostPreset {
+        name: "gemini-cli",
+        layers: &["gemini-cli.tool-output"],
+    },
+    HostPreset {
+        name: "copilot-cli",
+        layers: &["copilot-cli.mcp"],
+    },
+    HostPreset {
+        name: "qwen-code",
+        layers: &["qwen-code.tool-output"],
+    },
+    HostPreset {
+        name: "goose",
+        layers: &["goose.large-response"],
+    },
+    HostPreset {
+        name: "opencode",
+        layers: &["opencode.tool-output.bytes"],
+    },
+];
+
+/// A preset resolved to bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostLimits {
+    /// The output limit: the weakest non-warning layer, in bytes.
+    pub limit_bytes: u64,
+    /// The layer that sets it.
+    pub limit_layer: &'static str,
+    /// Whether the conversion to bytes is an estimate (a token limit).
+    pub estimated: bool,
+    /// The weakest warning layer, in bytes, if the host has one.
+    pub warn_bytes: Option<u64>,
+}
+
+/// The preset named `name`, or an error with a "did you mean".
+pub fn preset(name: &str) -> Result<&'static HostPreset, String> {
+    HOSTS.iter().find(|h| h.name == name).ok_or_else(|| {
+        let names: Vec<&str> = HOSTS.iter().map(|h| h.name).collect();
+        match crate::suggest::did_you_mean(name, names.iter().copied()) {
+            Some(s) => format!("unknown host {name:?}; did you mean {s:?}?"),
+            None => format!("unknown host {name:?}; known hosts: {}", names.join(", ")),
+        }
+    })
+}
+
+/// The knob's value for a layer, read from `env`, when the layer has an environment knob that
+/// `toolsize` understands and it is set to a positive integer.
+fn knob(layer: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<u64> {
+    let var = match layer {
+        "claude-code.mcp.max" => "MAX_MCP_OUTPUT_TOKENS",
+        _ => return None,
+    };
+    env(var)?.trim().parse::<u64>().ok().filter(|n| *n > 0)
+}
+
+impl HostPreset {
+    /// Resolves the preset against the catalog, reading knobs through `env`.
+    pub fn limits(&self, env: &dyn Fn(&str) -> Option<String>) -> HostLimits {
+        let mut best: Option<(u64, &'static str, bool)> = None;
+        let mut warn: Option<u64> = None;
+        for id in self.layers {
+            let Some(layer) = find(id) else { continue };
+            let limit = knob(id, env).unwrap_or(layer.limit);
+            let Some(bytes) = limit_in_bytes(limit, layer.unit) else {
+                continue;
+            };
+            if layer.action == Action::Warn {
+                warn = Some(warn.map_or(bytes.bytes, |w| w.min(bytes.bytes)));
+            } else if best.is_none_or(|(b, _, _)| bytes.bytes < b) {
+                best = Some((bytes.bytes, id, layer.unit == Unit::Tokens));
+            }
+        }
+        let (limit_bytes, limit_layer, estimated) =
+            best.unwrap_or((crate::guard::DEFAULT_MAX_TOOL_OUTPUT, "default", false));
+        HostLimits {
+            limit_bytes,
+            limit_layer,
+            estimated,
+            warn_bytes: warn,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_names_catalog_layers() {
+        for h in HOSTS {
+            for id in h.layers {
+                assert!(find(id).is_some(), "{}: {id} is not in the catalog", h.name);
+            }
+            let l = h.limits(&|_| None);
+            assert!(l.limit_bytes >= 1024, "{}", h.name);
+        }
+    }
+
+    #[test]
+    fn claude_code_cuts_at_its_weakest_layer_and_warns_at_10k_tokens() {
+        let l = preset("claude-code").unwrap().limits(&|_| None);
+        assert_eq!(l.limit_bytes, 50_000);
+        assert_eq!(l.limit_layer, "claude-code.tool-result.persist");
+        assert_eq!(l.warn_bytes, Some(40_000));
+        // MAX_MCP_OUTPUT_TOKENS lowered below the persistence threshold sets the limit.
+        let env = |k: &str| (k == "MAX_MCP_OUTPUT_TOKENS").then(|| "5000".to_owned());
+        let l = preset("claude-code").unwrap().limits(&env);
+        assert_eq!(
+            (l.limit_bytes, l.limit_layer, l.estimated),
+            (20_000, "claude-code.mcp.max", true)
+        );
+        let garbage = |_: &str| Some("lots".to_owned());
+        assert_eq!(
+            preset("claude-code").unwrap().limits(&garbage).limit_bytes,
+            50_000
+        );
+    }
+
+    #[test]
+    fn unknown_hosts_get_a_suggestion() {
+        assert!(preset("claude_code")
+            .unwrap_err()
+            .contains("did you mean \"claude-code\""));
+        assert!(preset("zzzzzz").unwrap_err().contains("known hosts"));
+    }
+}
