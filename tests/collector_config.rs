@@ -41,3 +41,42 @@ fn unknown_key_is_a_structured_error_with_a_suggestion() {
     );
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// The flags `toolsize serve --help` lists and the flags the key declaration names are the same
+/// (besides `--config` and `--help`), so the generated file never points at a flag that is gone.
+#[test]
+fn serve_flags_are_the_declared_ones() {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolsize"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    let mut listed: Vec<&str> = help
+        .split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .map(|w| w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()))
+        .filter(|w| !["--config", "--help"].contains(w))
+        .collect();
+    listed.sort();
+    listed.dedup();
+    let mut declared: Vec<&str> = toolsize::collector::config::keys::KEYS
+        .iter()
+        .filter_map(|k| k.flag)
+        .collect();
+    declared.sort();
+    assert_eq!(listed, declared);
+}
+
+/// `docs/collector.md` lists every variable and flag with its key and default, as the
+/// declaration makes them.
+#[test]
+fn the_docs_list_every_variable_and_flag() {
+    let table = toolsize::collector::config::keys::sources_table();
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/collector.md")).unwrap();
+    assert!(
+        docs.contains(&table),
+        "docs/collector.md must hold this table:\n{table}"
+    );
+}

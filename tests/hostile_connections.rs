@@ -1,6 +1,6 @@
 //! Slow and idle clients against the daemon's time and connection budgets, over real loopback
-//! sockets: 1,000 idle connections, slow request heads, slow bodies declaring a megabyte and
-//! sending a byte at a time, and a listener driven past its connection cap. Legitimate OTLP/HTTP,
+//! sockets: 1,000 idle connections, slow request heads, slow OTLP/HTTP and gRPC bodies declaring a
+//! megabyte and sending a byte at a time, and a listener driven past its connection cap. Legitimate OTLP/HTTP,
 //! OTLP/gRPC and `/healthz` requests keep being answered during the attack; every connection the
 //! daemon closes is counted by reason.
 #![cfg(feature = "collector")]
@@ -105,6 +105,52 @@ async fn slow_header(http: SocketAddr) -> Duration {
     }
 }
 
+/// A gRPC client that sends an `Export` request whose message prefix declares 1 MB, then a byte
+/// every 100 ms; returns the `grpc-status` the daemon answered (or how the stream ended) and
+/// when.
+async fn slow_grpc_body(grpc: SocketAddr) -> (String, Duration) {
+    use tonic::codegen::http;
+    let t = Instant::now();
+    let tcp = TcpStream::connect(grpc).await.unwrap();
+    let (mut client, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::post(format!(
+        "http://{grpc}/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .unwrap();
+    let (response, mut send) = client.send_request(req, false).unwrap();
+    let mut prefix = vec![0u8];
+    prefix.extend_from_slice(&1_000_000u32.to_be_bytes());
+    send.send_data(prefix.into(), false).unwrap();
+    let mut response = std::pin::pin!(response);
+    loop {
+        tokio::select! {
+            r = &mut response => {
+                let status = match r {
+                    Ok(r) => r
+                        .headers()
+                        .get("grpc-status")
+                        .map(|v| format!("grpc-status {}", v.to_str().unwrap()))
+                        .unwrap_or_else(|| format!("http {} without grpc-status", r.status())),
+                    Err(e) => format!("stream error: {e}"),
+                };
+                return (status, t.elapsed());
+            }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                if t.elapsed() > Duration::from_secs(10) {
+                    return ("no answer within 10 s".into(), t.elapsed());
+                }
+                if send.send_data(vec![0x0a].into(), false).is_err() {
+                    return ("reset".into(), t.elapsed());
+                }
+            }
+        }
+    }
+}
+
 fn percentile(sorted: &[Duration], q: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
@@ -130,11 +176,14 @@ async fn legitimate_clients_are_served_during_a_slow_client_attack() {
     base.sort();
 
     // The attack: 1,000 idle connections (600 OTLP/HTTP, 300 gRPC, 100 admin), 32 slow bodies
-    // (twice the decoding slots) and 16 slow request heads.
+    // on each OTLP listener (twice the decoding slots each) and 16 slow request heads.
     let mut idle = connect_many(http, 600).await;
     idle.extend(connect_many(grpc, 300).await);
     idle.extend(connect_many(admin, 100).await);
     let bodies: Vec<_> = (0..32).map(|_| tokio::spawn(slow_body(http))).collect();
+    let grpc_bodies: Vec<_> = (0..32)
+        .map(|_| tokio::spawn(slow_grpc_body(grpc)))
+        .collect();
     let heads: Vec<_> = (0..16).map(|_| tokio::spawn(slow_header(http))).collect();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let open = metrics(admin).await;
@@ -185,6 +234,12 @@ async fn legitimate_clients_are_served_during_a_slow_client_attack() {
         assert!(status.starts_with("HTTP/1.1 408"), "{status:?}");
         assert!(after < Duration::from_secs(6), "{after:?}");
     }
+    // (gRPC code 4 is DEADLINE_EXCEEDED.)
+    for b in grpc_bodies {
+        let (status, after) = b.await.unwrap();
+        assert_eq!(status, "grpc-status 4");
+        assert!(after < Duration::from_secs(6), "{after:?}");
+    }
     for h in heads {
         let after = h.await.unwrap();
         assert!(
@@ -217,7 +272,7 @@ async fn legitimate_clients_are_served_during_a_slow_client_attack() {
             &text,
             "toolsize_otlp_requests_refused_total{reason=\"timeout\"}"
         ),
-        Some(32.0)
+        Some(64.0)
     );
     assert_eq!(
         sample(

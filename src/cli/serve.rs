@@ -14,7 +14,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::collector::config::{
-    unknown_env_warnings, Config, ConfigError, Overrides, GENERATED_CONFIG,
+    generated_config, unknown_env_warnings, Config, ConfigError, Overrides,
 };
 use crate::collector::Daemon;
 use crate::layers::{Stack, StackConfig, StackError};
@@ -101,7 +101,7 @@ impl ServeArgs {
 
 /// Prints the complete commented configuration file.
 pub fn gen_config() -> ExitCode {
-    print!("{GENERATED_CONFIG}");
+    print!("{}", generated_config());
     ExitCode::SUCCESS
 }
 

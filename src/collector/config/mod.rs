@@ -4,17 +4,21 @@
 //! Precedence: flags > environment > file > built-in defaults (the `DEFAULT_*` constants). An
 //! unknown key in the file is an error that names the closest known key ("did you mean"); a bad
 //! value (an address that does not parse, a zero interval) is an error, never a panic.
-//! [`GENERATED_CONFIG`] is the complete commented file `toolsize gen-config` prints; a test parses
-//! it back and checks it equals the defaults.
+//! Each key is declared once: its type and default here, its documentation, variable and flag in
+//! [`keys::KEYS`], from which the file `toolsize gen-config` prints, the keys a file may hold and
+//! the variables read are derived.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::layers::{Stack, StackConfig, StackError, ENV_CEILING_BYTES, ENV_STACK};
+use crate::layers::{Stack, StackConfig, StackError};
 use crate::suggest::did_you_mean;
+
+pub mod keys;
+pub use keys::generated_config;
 
 /// Default OTLP/gRPC listen address.
 pub const DEFAULT_OTLP_GRPC_ADDR: &str = "127.0.0.1:4317";
@@ -93,7 +97,7 @@ pub const DEFAULT_TRUNCATION_RATE_THRESHOLD: f64 = 0.05;
 pub const DEFAULT_PLACEHOLDERS: &[&str] = &["__REDACTED__", "<not specified>", "<redacted>"];
 
 /// The whole configuration.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// OTLP receivers.
@@ -123,7 +127,7 @@ pub struct Config {
 }
 
 /// `[otlp]`: the OTLP receivers.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OtlpConfig {
     /// OTLP/gRPC listen address.
@@ -159,6 +163,12 @@ impl<'de> Deserialize<'de> for Interval {
         String::deserialize(d)?
             .parse()
             .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Interval {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
@@ -208,6 +218,12 @@ impl std::str::FromStr for Window {
     }
 }
 
+impl Serialize for Window {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.label)
+    }
+}
+
 impl<'de> Deserialize<'de> for Window {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         String::deserialize(d)?
@@ -217,7 +233,7 @@ impl<'de> Deserialize<'de> for Window {
 }
 
 /// `[listeners]`: time and connection budgets of the three listeners.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ListenersConfig {
     /// Time to receive a request head or the HTTP/2 preface.
@@ -254,7 +270,7 @@ impl Default for ListenersConfig {
 }
 
 /// `[auth]`: a shared token required by the OTLP receivers and the admin API.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// The token; unset (and no `token_file`): no authentication.
@@ -282,7 +298,7 @@ impl AuthConfig {
 }
 
 /// `[tls]`: one certificate for the three listeners (needs the `tls` feature).
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsConfig {
     /// PEM certificate (chain).
@@ -292,7 +308,7 @@ pub struct TlsConfig {
 }
 
 /// `[admin]`: the admin HTTP listener.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     /// Listen address.
@@ -303,7 +319,7 @@ pub struct AdminConfig {
 }
 
 /// `[aggregation]`: per (service, tool) state.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AggregationConfig {
     /// Sliding windows, e.g. `["5m", "1h"]`.
@@ -321,7 +337,7 @@ pub struct AggregationConfig {
 }
 
 /// `[recognition]`: how tool spans and their sizes are read.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RecognitionConfig {
     /// Attribute value length limits (characters) of the SDKs in front of the daemon; content of
@@ -332,7 +348,7 @@ pub struct RecognitionConfig {
 }
 
 /// `[alerts]`: alert rules and where alerts go.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AlertsConfig {
     /// Alertmanager base URLs (`http://host:port`); alerts are posted to every one.
@@ -358,7 +374,7 @@ pub struct AlertsConfig {
 }
 
 /// `[alerts.p95_jump]`: the recent p95 of result bytes jumped against the hour before.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct P95JumpConfig {
     /// Whether the rule runs.
@@ -374,7 +390,7 @@ pub struct P95JumpConfig {
 }
 
 /// `[alerts.near_ceiling]`: the recent p95 of result bytes close to the ceiling.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NearCeilingConfig {
     /// Whether the rule runs.
@@ -388,7 +404,7 @@ pub struct NearCeilingConfig {
 }
 
 /// `[alerts.truncation_rate]`: too many truncated results.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TruncationRateConfig {
     /// Whether the rule runs.
@@ -436,7 +452,7 @@ impl Default for TruncationRateConfig {
 }
 
 /// `[alerts.over_ceiling]`: a result over the ceiling of a layer.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OverCeilingConfig {
     /// Whether the rule runs.
@@ -448,7 +464,7 @@ pub struct OverCeilingConfig {
 }
 
 /// `[alerts.repeated_oversize]`: the same arguments over the ceiling again and again.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RepeatedOversizeConfig {
     /// Whether the rule runs.
@@ -500,7 +516,7 @@ impl Default for RepeatedOversizeConfig {
 }
 
 /// `[store]`: snapshots.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
     /// Directory for snapshots; empty means state is kept in memory only.
@@ -625,88 +641,6 @@ pub enum ConfigError {
     Stack(StackError),
 }
 
-/// Every key the file may hold, dotted. Checked against [`GENERATED_CONFIG`] by a test.
-pub const KNOWN_KEYS: &[&str] = &[
-    "otlp",
-    "otlp.grpc_addr",
-    "otlp.http_addr",
-    "otlp.max_request_bytes",
-    "otlp.queue_capacity",
-    "otlp.max_concurrent_requests",
-    "admin",
-    "admin.addr",
-    "admin.external_url",
-    "aggregation",
-    "aggregation.windows",
-    "aggregation.max_series",
-    "aggregation.max_tool_name_bytes",
-    "aggregation.max_service_name_bytes",
-    "aggregation.largest_results",
-    "aggregation.top_args_hashes",
-    "recognition",
-    "recognition.attribute_value_length_limits",
-    "recognition.placeholders",
-    "store",
-    "store.data_dir",
-    "store.snapshot_interval",
-    "alerts",
-    "alerts.alertmanager_urls",
-    "alerts.resend_interval",
-    "alerts.webhook_url",
-    "alerts.webhook_token",
-    "alerts.over_ceiling",
-    "alerts.over_ceiling.enabled",
-    "alerts.over_ceiling.severity",
-    "alerts.over_ceiling.quiet_period",
-    "alerts.repeated_oversize",
-    "alerts.repeated_oversize.enabled",
-    "alerts.repeated_oversize.severity",
-    "alerts.repeated_oversize.count",
-    "alerts.repeated_oversize.window",
-    "alerts.evaluation_interval",
-    "alerts.p95_jump",
-    "alerts.p95_jump.enabled",
-    "alerts.p95_jump.severity",
-    "alerts.p95_jump.factor",
-    "alerts.p95_jump.min_recent",
-    "alerts.p95_jump.min_baseline",
-    "alerts.near_ceiling",
-    "alerts.near_ceiling.enabled",
-    "alerts.near_ceiling.severity",
-    "alerts.near_ceiling.ratio",
-    "alerts.near_ceiling.min_count",
-    "alerts.truncation_rate",
-    "alerts.truncation_rate.enabled",
-    "alerts.truncation_rate.severity",
-    "alerts.truncation_rate.threshold",
-    "alerts.truncation_rate.min_count",
-    "listeners",
-    "listeners.header_read_timeout",
-    "listeners.body_timeout",
-    "listeners.idle_timeout",
-    "listeners.otlp_max_connections",
-    "listeners.admin_max_connections",
-    "listeners.grpc_max_concurrent_streams",
-    "listeners.grpc_keepalive_interval",
-    "listeners.grpc_keepalive_timeout",
-    "auth",
-    "auth.token",
-    "auth.token_file",
-    "auth.api_key_header",
-    "auth.admin",
-    "tls",
-    "tls.cert_file",
-    "tls.key_file",
-    "layers",
-    "layers.stack",
-    "layers.ceiling_bytes",
-    "layers.overrides",
-    "layers.custom",
-];
-
-/// Tables whose keys are free (layer ids), not checked against [`KNOWN_KEYS`].
-const FREE_TABLES: &[&str] = &["layers.overrides"];
-
 /// Values given on the command line; `None` means "not given".
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -738,27 +672,6 @@ pub struct Overrides {
     pub tls_key_file: Option<PathBuf>,
 }
 
-/// Environment variables read by [`Config::load`], each with the key it sets.
-pub const ENV_VARS: &[(&str, &str)] = &[
-    ("TOOLSIZE_OTLP_GRPC_ADDR", "otlp.grpc_addr"),
-    ("TOOLSIZE_OTLP_HTTP_ADDR", "otlp.http_addr"),
-    ("TOOLSIZE_ADMIN_ADDR", "admin.addr"),
-    ("TOOLSIZE_EXTERNAL_URL", "admin.external_url"),
-    ("TOOLSIZE_MAX_REQUEST_BYTES", "otlp.max_request_bytes"),
-    ("TOOLSIZE_DATA_DIR", "store.data_dir"),
-    ("TOOLSIZE_SNAPSHOT_INTERVAL", "store.snapshot_interval"),
-    ("TOOLSIZE_MAX_SERIES", "aggregation.max_series"),
-    ("TOOLSIZE_WINDOWS", "aggregation.windows"),
-    ("TOOLSIZE_ALERTMANAGER_URLS", "alerts.alertmanager_urls"),
-    ("TOOLSIZE_WEBHOOK_TOKEN", "alerts.webhook_token"),
-    ("TOOLSIZE_AUTH_TOKEN", "auth.token"),
-    ("TOOLSIZE_AUTH_TOKEN_FILE", "auth.token_file"),
-    ("TOOLSIZE_TLS_CERT_FILE", "tls.cert_file"),
-    ("TOOLSIZE_TLS_KEY_FILE", "tls.key_file"),
-    (ENV_STACK, "layers.stack"),
-    (ENV_CEILING_BYTES, "layers.ceiling_bytes"),
-];
-
 /// `TOOLSIZE_*` variables that other parts of toolsize read (the library, `wrap`, the tests);
 /// `serve` ignores them without a warning.
 pub const OTHER_ENV_VARS: &[&str] = &[
@@ -772,9 +685,8 @@ pub const OTHER_ENV_VARS: &[&str] = &[
 /// closest known variable when it looks like a typo. Warnings, not errors: the prefix may be
 /// shared with other tools, and a stray variable must not stop the daemon from starting.
 pub fn unknown_env_warnings<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let known: Vec<&str> = ENV_VARS
-        .iter()
-        .map(|(n, _)| *n)
+    let known: Vec<&str> = keys::env_vars()
+        .map(|(n, _)| n)
         .chain(OTHER_ENV_VARS.iter().copied())
         .collect();
     names
@@ -847,74 +759,19 @@ impl Config {
     }
 
     fn apply_env(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid {
+        // Other TOOLSIZE_* variables belong to the library or other subcommands; the stack's
+        // are resolved with the stack (`StackConfig::from_env`).
+        let Some((_, key)) = keys::env_vars().find(|(n, _)| *n == name) else {
+            return Ok(());
+        };
+        if key.path.starts_with("layers.") {
+            return Ok(());
+        }
+        keys::set(self, key, value).map_err(|message| ConfigError::Invalid {
             key: name.to_string(),
             origin: "environment",
             message,
-        };
-        match name {
-            "TOOLSIZE_OTLP_GRPC_ADDR" => {
-                self.otlp.grpc_addr = value.parse().map_err(|e| invalid(format!("{e}")))?
-            }
-            "TOOLSIZE_OTLP_HTTP_ADDR" => {
-                self.otlp.http_addr = value.parse().map_err(|e| invalid(format!("{e}")))?
-            }
-            "TOOLSIZE_ADMIN_ADDR" => {
-                self.admin.addr = value.parse().map_err(|e| invalid(format!("{e}")))?
-            }
-            "TOOLSIZE_EXTERNAL_URL" => {
-                self.admin.external_url = (!value.is_empty()).then(|| value.to_string())
-            }
-            "TOOLSIZE_MAX_REQUEST_BYTES" => {
-                self.otlp.max_request_bytes = value.parse().map_err(|e| invalid(format!("{e}")))?
-            }
-            "TOOLSIZE_DATA_DIR" => {
-                self.store.data_dir = (!value.is_empty()).then(|| PathBuf::from(value))
-            }
-            "TOOLSIZE_SNAPSHOT_INTERVAL" => {
-                self.store.snapshot_interval = value.parse().map_err(invalid)?
-            }
-            "TOOLSIZE_MAX_SERIES" => {
-                self.aggregation.max_series = value.parse().map_err(|e| invalid(format!("{e}")))?
-            }
-            "TOOLSIZE_WINDOWS" => {
-                self.aggregation.windows = value
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(str::parse)
-                    .collect::<Result<_, _>>()
-                    .map_err(invalid)?
-            }
-            "TOOLSIZE_ALERTMANAGER_URLS" => {
-                self.alerts.alertmanager_urls = value
-                    .split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            }
-            "TOOLSIZE_WEBHOOK_TOKEN" => {
-                self.alerts.webhook_token = (!value.is_empty()).then(|| value.to_string())
-            }
-            // A token from a lower source is replaced, whichever way it was given.
-            "TOOLSIZE_AUTH_TOKEN" => {
-                self.auth.token = (!value.is_empty()).then(|| value.to_string());
-                self.auth.token_file = None;
-            }
-            "TOOLSIZE_AUTH_TOKEN_FILE" => {
-                self.auth.token_file = (!value.is_empty()).then(|| PathBuf::from(value));
-                self.auth.token = None;
-            }
-            "TOOLSIZE_TLS_CERT_FILE" => {
-                self.tls.cert_file = (!value.is_empty()).then(|| PathBuf::from(value))
-            }
-            "TOOLSIZE_TLS_KEY_FILE" => {
-                self.tls.key_file = (!value.is_empty()).then(|| PathBuf::from(value))
-            }
-            // Other TOOLSIZE_* variables belong to the library or other subcommands.
-            _ => {}
-        }
-        Ok(())
+        })
     }
 
     fn apply_flags(&mut self, f: &Overrides) -> Result<(), ConfigError> {
@@ -1147,14 +1004,15 @@ fn check_keys(table: &toml::Table, prefix: &str) -> Result<(), ConfigError> {
         } else {
             format!("{prefix}.{k}")
         };
-        if !KNOWN_KEYS.contains(&key.as_str()) {
+        if !keys::is_known(&key) {
             return Err(ConfigError::UnknownKey {
-                suggestion: did_you_mean(&key, KNOWN_KEYS.iter().copied()).map(str::to_owned),
+                suggestion: did_you_mean(&key, keys::KEYS.iter().map(|k| k.path))
+                    .map(str::to_owned),
                 key,
             });
         }
         if let toml::Value::Table(t) = v {
-            if FREE_TABLES.contains(&key.as_str()) {
+            if keys::is_free(&key) {
                 continue;
             }
             check_keys(t, &key)?;
@@ -1163,231 +1021,14 @@ fn check_keys(table: &toml::Table, prefix: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// The complete commented configuration file printed by `toolsize gen-config`; every value is
-/// the default.
-pub const GENERATED_CONFIG: &str = r#"# toolsize collector configuration (`toolsize serve --config FILE`).
-# Precedence: command-line flags > TOOLSIZE_* environment variables > this file > defaults.
-# Every value below is the default. Unknown keys are errors.
-
-[otlp]
-# OTLP/gRPC listen address (env TOOLSIZE_OTLP_GRPC_ADDR, flag --otlp-grpc-addr).
-grpc_addr = "127.0.0.1:4317"
-# OTLP/HTTP listen address, POST /v1/traces (env TOOLSIZE_OTLP_HTTP_ADDR, flag --otlp-http-addr).
-http_addr = "127.0.0.1:4318"
-# Largest request accepted, in bytes, measured after gzip decompression. Larger requests are
-# answered 413 (HTTP) or RESOURCE_EXHAUSTED (gRPC). (env TOOLSIZE_MAX_REQUEST_BYTES)
-max_request_bytes = 67108864
-# Requests queued between the receivers and the aggregator. When the queue is full the
-# receivers answer 503 + Retry-After (HTTP) or UNAVAILABLE (gRPC) and count the refusal.
-queue_capacity = 1024
-# OTLP requests (HTTP and gRPC together) whose bodies are read at the same time; each may hold
-# up to max_request_bytes twice (compressed and inflated), so this bounds that memory. Further
-# requests are answered 503 + Retry-After (HTTP) or UNAVAILABLE (gRPC), counted as refused with
-# reason "overloaded".
-max_concurrent_requests = 16
-
-[admin]
-# Admin HTTP: the status page /, /metrics, /api/v1/tools, /api/v1/tools/{tool}, /api/v1/layers,
-# /api/v1/alerts, /runbook, /healthz, /readyz (env TOOLSIZE_ADMIN_ADDR, flag --admin-addr).
-addr = "127.0.0.1:9464"
-# The URL under which others reach the admin HTTP, for the links alerts carry (generatorURL and
-# runbook_url, e.g. https://toolsize-1.internal/runbook#toolresultoverceiling); unset, the links
-# use http://<addr>. (env TOOLSIZE_EXTERNAL_URL, flag --external-url)
-# external_url = "https://toolsize-1.internal"
-
-[aggregation]
-# Sliding windows for quantiles and counts (units: s, m, h, d). (env TOOLSIZE_WINDOWS, comma
-# separated; flag --window, repeatable)
-windows = ["5m", "1h"]
-# Cardinality cap on (service, tool) series; results of further series are counted in one
-# overflow series, tool="__overflow__". (env TOOLSIZE_MAX_SERIES, flag --max-series)
-max_series = 2000
-# Longest tool name kept, in bytes, cut on a character boundary; control, format (bidi,
-# zero-width) and line separator characters are replaced with "_". Cuts are counted in
-# toolsize_label_values_sanitized_total.
-max_tool_name_bytes = 128
-# Longest service.name kept, in bytes; cut and cleaned like tool names. With both limits and
-# max_series, the size of /metrics and of the API is bounded (see docs/collector.md).
-max_service_name_bytes = 128
-# Largest recent results kept per series, with trace id, span id and args hash.
-largest_results = 10
-# Argument hashes tracked per series, to find the most repeated calls.
-top_args_hashes = 32
-
-[recognition]
-# Attribute value length limits, in characters, of the tracing SDKs in front of the daemon
-# (e.g. OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT). Result content of exactly that length is
-# flagged "truncated upstream".
-attribute_value_length_limits = []
-# Content values that mean "hidden": the result's size is unknown, never the placeholder's.
-placeholders = ["__REDACTED__", "<not specified>", "<redacted>"]
-
-[store]
-# Directory for snapshots of the aggregated state, restored at start. Unset: memory only.
-# (env TOOLSIZE_DATA_DIR, flag --data-dir)
-# data_dir = "/var/lib/toolsize"
-# Interval between snapshots; one is also written on SIGTERM/SIGINT.
-# (env TOOLSIZE_SNAPSHOT_INTERVAL, flag --snapshot-interval)
-snapshot_interval = "10s"
-
-[alerts]
-# Alertmanager base URLs (http://host:port); every alert is posted to each one
-# (POST /api/v2/alerts). (env TOOLSIZE_ALERTMANAGER_URLS, comma-separated;
-# flag --alertmanager-url, repeatable)
-alertmanager_urls = []
-# Interval between resends of every firing alert; each send sets endsAt = now + 4 x this.
-resend_interval = "1m"
-# A URL receiving the same JSON list of alerts as Alertmanager.
-# webhook_url = "http://127.0.0.1:8080/alerts"
-# Bearer token sent to the webhook. (env TOOLSIZE_WEBHOOK_TOKEN)
-# webhook_token = ""
-# Interval between evaluations of the window rules (p95_jump, near_ceiling, truncation_rate).
-# They read the aggregated windows ("recent" = the shortest of [aggregation] windows, 5m by
-# default) and resolve within 3 x this once their condition no longer holds.
-evaluation_interval = "10s"
-
-[alerts.over_ceiling]
-# ToolResultOverCeiling: a result over the ceiling of a layer, per (service, tool, layer).
-enabled = true
-severity = "page"
-# Resolves after this long without an over-ceiling result.
-quiet_period = "5m"
-
-[alerts.repeated_oversize]
-# ToolArgsRepeatedlyOversize: `count` over-ceiling results with the same arguments hash within
-# `window` (an agent retrying the same huge call); resolves after a window without any.
-enabled = true
-severity = "warning"
-count = 3
-window = "10m"
-
-[alerts.p95_jump]
-# ToolResultSizeP95Jump: per (service, tool), the p95 of result bytes in the recent window is at
-# least `factor` x the p95 of the baseline: the slots of the longest window (1h) that ended
-# before the recent window began (a deploy or a changed query made results larger).
-enabled = true
-severity = "warning"
-factor = 3.0
-# Minimum sized results in the recent window and in the baseline.
-min_recent = 20
-min_baseline = 50
-
-[alerts.near_ceiling]
-# ToolResultSizeNearCeiling: the p95 of result bytes in the recent window is at least `ratio` of
-# the stack's ceiling in bytes (results about to be cut).
-enabled = true
-severity = "warning"
-ratio = 0.8
-# Minimum sized results in the recent window.
-min_count = 20
-
-[alerts.truncation_rate]
-# ToolResultTruncationRate: (truncated + truncated upstream) / calls in the recent window is
-# above `threshold`.
-enabled = true
-severity = "warning"
-threshold = 0.05
-# Minimum calls in the recent window.
-min_count = 20
-
-[listeners]
-# Time and connection budgets of the three listeners (OTLP/gRPC, OTLP/HTTP, admin). Connections
-# the daemon closes are counted in toolsize_connections_closed_total{listener,reason}.
-# Time to receive a request's head (HTTP/1.1; also the longest wait for the next request on a
-# keep-alive connection) or the HTTP/2 preface (gRPC); later, the connection is closed.
-header_read_timeout = "10s"
-# Deadline for receiving a whole OTLP request body; later, 408 (HTTP) or DEADLINE_EXCEEDED
-# (gRPC), counted as refused with reason "timeout". Bodies are read before a decoding slot is
-# taken, so slow clients never hold one.
-body_timeout = "30s"
-# A connection on which nothing is read or written for this long is closed.
-idle_timeout = "5m"
-# Connections open at once on each OTLP listener, and on the admin listener; further ones are
-# closed at once. At start the caps are checked against the open-file limit (ulimit -n) and
-# lowered, with a warning, when they do not fit with 64 descriptors to spare.
-otlp_max_connections = 2048
-admin_max_connections = 128
-# HTTP/2 streams one gRPC connection may have open at once.
-grpc_max_concurrent_streams = 64
-# HTTP/2 keepalive pings on gRPC connections; a peer that does not answer within the timeout is
-# disconnected.
-grpc_keepalive_interval = "60s"
-grpc_keepalive_timeout = "20s"
-
-[auth]
-# A shared token the OTLP receivers and the admin API require (all but /healthz and /readyz):
-# `Authorization: Bearer <token>`, e.g. OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20<token>.
-# A missing or wrong token gets 401 / UNAUTHENTICATED and is counted. Unset: no authentication.
-# Prefer token_file or the environment to a token in this file.
-# (env TOOLSIZE_AUTH_TOKEN, TOOLSIZE_AUTH_TOKEN_FILE; flag --auth-token-file)
-# token = ""
-# token_file = "/etc/toolsize/token"
-# A header that may carry the token instead, e.g. "x-api-key".
-# api_key_header = "x-api-key"
-# Whether the admin API requires the token too (default true when a token is set).
-# admin = true
-
-[tls]
-# TLS on the three listeners (OTLP/gRPC, OTLP/HTTP, admin), PEM files; needs a toolsize built
-# with the `tls` feature. Exporters trust it with OTEL_EXPORTER_OTLP_CERTIFICATE=<CA file>.
-# (env TOOLSIZE_TLS_CERT_FILE, TOOLSIZE_TLS_KEY_FILE; flags --tls-cert-file, --tls-key-file)
-# cert_file = "/etc/toolsize/cert.pem"
-# key_file = "/etc/toolsize/key.pem"
-
-[layers]
-# The truncation layers between your tools and the model (`toolsize layers` lists the catalog).
-# Each result is compared with every layer, in its unit; the weakest layer that cuts it is
-# counted in toolsize_tool_results_over_ceiling_total{layer}. With no layer named, the stack is
-# one `default` layer of 16384 bytes. Precedence: flag > environment > this file > default.
-# Layer ids, e.g. ["claude-code.mcp.max", "default"]
-# (env TOOLSIZE_STACK="id[=limit],...", flag --stack id[=limit],...)
-# stack = []
-# The `default` layer's byte ceiling; setting it keeps `default` in the stack.
-# (env TOOLSIZE_CEILING_BYTES, flag --ceiling-bytes)
-# ceiling_bytes = 16384
-# Limit overrides by layer id, in the layer's own unit:
-# [layers.overrides]
-# "cline.message-builder" = 6000
-# Your own layers (always part of the stack); unit: bytes, chars, utf16_units, tokens, lines,
-# depth or items; scope: per_result (default), per_string, per_attribute or per_line.
-# [[layers.custom]]
-# name = "my-proxy"
-# limit = 2000
-# unit = "chars"
-# scope = "per_result"
-# action = "truncate_silent"
-"#;
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn generated_config_parses_back_to_the_defaults() {
-        let parsed = Config::from_toml(GENERATED_CONFIG).unwrap();
+        let parsed = Config::from_toml(&keys::generated_config()).unwrap();
         assert_eq!(parsed, Config::default());
-    }
-
-    #[test]
-    fn generated_config_mentions_every_known_key() {
-        for key in KNOWN_KEYS {
-            let leaf = key.rsplit('.').next().unwrap();
-            let needles = if key.contains('.') {
-                vec![
-                    format!("{leaf} ="),
-                    format!("[{key}]"),
-                    format!("[[{key}]]"),
-                ]
-            } else {
-                vec![format!("[{leaf}]")]
-            };
-            assert!(
-                needles
-                    .iter()
-                    .any(|n| GENERATED_CONFIG.contains(n.as_str())),
-                "{key} missing"
-            );
-        }
     }
 
     #[test]
