@@ -46,7 +46,12 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
     if !require("tmux", &["-V"]) {
         return;
     }
-    let daemon = Binary::start_quiet("codex.tool-output.bytes-fallback", &[], None);
+    // Windows other than the defaults, the shortest not first: top reads the daemon's.
+    let daemon = Binary::start_quiet(
+        "codex.tool-output.bytes-fallback",
+        &["--window", "10m", "--window", "90s"],
+        None,
+    );
     // big_fetch: one call over the 10,000-byte ceiling; chatty: many small calls; mid: between.
     let mut spans = vec![own_span(0, "big_fetch", 30_000)];
     for n in 1..9 {
@@ -96,7 +101,7 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
         ["big_fetch", "mid_size", "chatty"],
         "by p95:\n{s}"
     );
-    assert!(s.contains("sorted by p95"));
+    assert!(s.contains("window 90s · sorted by p95"), "{s}");
     assert!(s.contains("firing alerts (1)"), "{s}");
     assert!(s.contains('█'), "no sparkline:\n{s}");
 

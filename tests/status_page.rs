@@ -340,11 +340,18 @@ fn segment(s: &str) -> String {
         .collect()
 }
 
-/// The start tags of the elements `<tag` inside `markup` whose class list holds `class`.
-fn tags_with_class<'a>(markup: &'a str, tag: &str, class: &str) -> Vec<&'a str> {
+/// The start tags of the elements `<tag` inside `markup`.
+fn tags<'a>(markup: &'a str, tag: &str) -> Vec<&'a str> {
     markup
         .match_indices(&format!("<{tag} "))
         .map(|(i, _)| &markup[i..=i + markup[i..].find('>').unwrap()])
+        .collect()
+}
+
+/// The start tags of the elements `<tag` inside `markup` whose class list holds `class`.
+fn tags_with_class<'a>(markup: &'a str, tag: &str, class: &str) -> Vec<&'a str> {
+    tags(markup, tag)
+        .into_iter()
         .filter(|t| attr(t, "class").is_some_and(|c| c.split(' ').any(|c| c == class)))
         .collect()
 }
@@ -446,16 +453,42 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
         tags_with_class(rates, "circle", "pt").len(),
         2 * points.len()
     );
-    // The distribution: one bar count per largest result, bars past the ceiling marked.
+    // The distribution: one bar per non-empty size bucket of the window with its count, bars
+    // reaching past the ceiling (10,000 bytes) marked, the others not.
     let dist = inner(&dom, "dist-chart", "div");
     let largest = detail["series"][0]["largest"].as_array().unwrap();
     let bars = tags_with_class(dist, "rect", "bin");
-    let total: u64 = bars
+    let drawn: Vec<(String, u64)> = bars
         .iter()
-        .map(|t| attr(t, "data-value").unwrap().parse::<u64>().unwrap())
-        .sum();
-    assert_eq!(total, largest.len() as u64);
-    assert!(bars.iter().all(|t| attr(t, "class") == Some("bin pt over")));
+        .map(|t| {
+            (
+                attr(t, "data-le").unwrap().to_string(),
+                attr(t, "data-value").unwrap().parse().unwrap(),
+            )
+        })
+        .collect();
+    let mut want = Vec::new();
+    let mut over = Vec::new();
+    for b in detail["series"][0]["size_distribution"].as_array().unwrap() {
+        let le = b["le"].as_u64();
+        let count = b["count"].as_u64().unwrap();
+        if count > 0 {
+            let label = le.map_or("+Inf".to_string(), |l| l.to_string());
+            want.push((label, count));
+            over.push(le.is_none_or(|l| l > 10_000));
+        }
+    }
+    assert!(!want.is_empty(), "no sized result in {detail}");
+    assert_eq!(drawn, want, "bars against size_distribution");
+    for (t, over) in bars.iter().zip(over) {
+        let class = attr(t, "class").unwrap();
+        assert_eq!(class == "bin pt over", over, "{t}");
+    }
+    assert_eq!(
+        want.iter().map(|(_, c)| c).sum::<u64>(),
+        detail["series"][0]["sized"].as_u64().unwrap(),
+        "every sized result of the window is in a bar"
+    );
     assert!(!tags_with_class(dist, "line", "ceil").is_empty());
     // The largest results with their trace ids, the repeated argument hashes.
     let table = inner(&dom, "largest-body", "tbody");
@@ -627,4 +660,103 @@ async fn status_page_empty_state_error_banner_and_recovery() {
         dom.contains("data-window=\"1h\" aria-pressed=\"true\""),
         "{dom}"
     );
+}
+
+/// `toolsize demo` with short slots and an early deploy: the overview's sparklines and the tool
+/// page draw the history the daemon kept, and both show `search_orders`' p95 jump.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_history_in_chromium_shows_the_deploy_jump() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    let demo = Binary::start_command(
+        "demo",
+        &["--window", "5s", "--window", "2m", "--deploy-after", "15s"],
+        None,
+        &[("RUST_LOG", "error")],
+    );
+    let admin = demo.admin;
+    let sized_p95 = |v: &serde_json::Value| -> Vec<u64> {
+        v["series"][0]["points"]
+            .as_array()
+            .map(|ps| {
+                ps.iter()
+                    .filter(|p| p["sized"].as_u64() > Some(0))
+                    .map(|p| p["p95"].as_u64().unwrap())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let before_after = wait_for(
+        "three slots before the deploy and two after",
+        Duration::from_secs(60),
+        || async move {
+            // (404 until the first search_orders call arrives.)
+            let r = reqwest::get(format!(
+                "http://{admin}/api/v1/tools/search_orders/history?service=demo-agent"
+            ))
+            .await
+            .ok()?;
+            let body = r.error_for_status().ok()?.bytes().await.ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&body).ok()?;
+            let p95 = sized_p95(&v);
+            let before = p95.iter().take_while(|&&p| p < 10_000).count();
+            let after = p95.iter().filter(|&&p| p > 20_000).count();
+            (before >= 3 && after >= 2).then_some((before, after))
+        },
+    )
+    .await;
+    eprintln!("search_orders history: {before_after:?} slots before and after the deploy");
+
+    // The overview: every tool has a sparkline; search_orders' rises past 20 KB from under 10 KB.
+    let dom = chromium_dom(&format!("http://{admin}/"), "demo-overview", None).await;
+    let page_rows = rows(inner(&dom, "tools-body", "tbody"));
+    assert_eq!(page_rows.len(), 4, "{dom}");
+    // The window buttons are the daemon's windows, its shortest chosen.
+    let buttons: Vec<&str> = tags(&dom, "button")
+        .iter()
+        .filter_map(|t| attr(t, "data-window"))
+        .collect();
+    assert_eq!(buttons, ["5s", "2m", "all"]);
+    assert!(dom.contains("data-window=\"5s\" aria-pressed=\"true\""));
+    for row in &page_rows {
+        let spark = cell(row, "c-spark").1;
+        assert!(spark.contains("<polyline"), "no sparkline in {row}");
+    }
+    let row = page_rows
+        .iter()
+        .find(|r| r.contains(">search_orders</a>"))
+        .unwrap();
+    let drawn: Vec<u64> = tags(cell(row, "c-spark").1, "circle")
+        .iter()
+        .map(|t| attr(t, "data-value").unwrap().parse().unwrap())
+        .collect();
+    assert!(drawn.len() >= 5, "{drawn:?}");
+    assert!(
+        drawn[0] < 10_000 && drawn.iter().any(|&p| p > 20_000),
+        "{drawn:?}"
+    );
+
+    // The tool page: the p95 line crosses the 16 KiB ceiling drawn on the same chart.
+    let dom = chromium_dom(
+        &format!("http://{admin}/tools/search_orders?service=demo-agent"),
+        "demo-tool",
+        None,
+    )
+    .await;
+    let sizes = inner(&dom, "sizes-chart", "div");
+    let g = sizes.split("data-series=\"p95\"").nth(1).unwrap();
+    let g = &g[..g.find("</g>").unwrap()];
+    let p95: Vec<u64> = tags_with_class(g, "circle", "pt")
+        .iter()
+        .map(|t| attr(t, "data-value").unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        p95[0] < 10_000 && p95.iter().any(|&p| p > 20_000),
+        "{p95:?}"
+    );
+    assert!(tags_with_class(sizes, "line", "ceil")
+        .iter()
+        .any(|t| attr(t, "data-bytes") == Some("16384")));
+    demo.stop();
 }

@@ -4,8 +4,8 @@
 //! The agent speaks plain OTLP/HTTP (protobuf) to the daemon's own OTLP/HTTP listener, every
 //! 250 ms, with the span contract of `toolsize` itself, like the example agent
 //! (`examples/agent_loop.rs`): four tools of the service `demo-agent`.
-//! - `search_orders`: results around 3 KB, which grow about 13× one minute after start (a
-//!   deploy that made a query return everything): its p95 jumps in the history and the size
+//! - `search_orders`: results around 3 KB, which grow about 13× one minute after start
+//!   (`--deploy-after`; a deploy that made a query return everything): its p95 jumps in the history and the size
 //!   alerts follow.
 //! - `fetch_page`: pages of 2 to 24 KB, the largest over the default 16 KiB ceiling: a
 //!   `ToolResultOverCeiling` alert fires within the first seconds.
@@ -34,7 +34,7 @@ use crate::semconv;
 pub const SERVICE: &str = "demo-agent";
 /// Time between two batches of tool calls.
 pub const TICK: Duration = Duration::from_millis(250);
-/// When `search_orders` starts returning everything.
+/// When `search_orders` starts returning everything, unless `--deploy-after` says otherwise.
 pub const DEPLOY_AFTER: Duration = Duration::from_secs(60);
 
 fn kv(k: &str, v: Value) -> KeyValue {
@@ -67,14 +67,10 @@ impl Rng {
 
 /// One tool call of the synthetic agent: (tool, arguments hash, result bytes or `None` when
 /// the call failed, latency in ms).
-fn call(rng: &mut Rng, n: u64, since_start: Duration) -> (&'static str, String, Option<u64>, f64) {
+fn call(rng: &mut Rng, n: u64, deployed: bool) -> (&'static str, String, Option<u64>, f64) {
     match n % 4 {
         0 => {
-            let median = if since_start >= DEPLOY_AFTER {
-                41_000.0
-            } else {
-                3_000.0
-            };
+            let median = if deployed { 41_000.0 } else { 3_000.0 };
             let q = rng.next() % 50;
             (
                 "search_orders",
@@ -164,10 +160,10 @@ fn span(n: u64, tool: &str, args_hash: String, bytes: Option<u64>, latency_ms: f
 }
 
 /// The request of one tick: `per_tick` tool calls.
-fn request(rng: &mut Rng, first: u64, per_tick: u64, since_start: Duration) -> Vec<u8> {
+fn request(rng: &mut Rng, first: u64, per_tick: u64, deployed: bool) -> Vec<u8> {
     let spans = (first..first + per_tick)
         .map(|n| {
-            let (tool, hash, bytes, latency) = call(rng, n, since_start);
+            let (tool, hash, bytes, latency) = call(rng, n, deployed);
             span(n, tool, hash, bytes, latency)
         })
         .collect();
@@ -192,8 +188,8 @@ fn request(rng: &mut Rng, first: u64, per_tick: u64, since_start: Duration) -> V
 }
 
 /// Runs the synthetic agent against the OTLP/HTTP listener at `otlp_http` until the task is
-/// dropped.
-pub async fn agent(otlp_http: SocketAddr, token: Option<String>) {
+/// dropped; `search_orders` grows `deploy_after` after start.
+pub async fn agent(otlp_http: SocketAddr, token: Option<String>, deploy_after: Duration) {
     let target = Target {
         authority: otlp_http.to_string(),
         path: "/v1/traces".into(),
@@ -205,7 +201,7 @@ pub async fn agent(otlp_http: SocketAddr, token: Option<String>) {
     let mut failing = false;
     loop {
         tick.tick().await;
-        let body = request(&mut rng, n, 8, start.elapsed());
+        let body = request(&mut rng, n, 8, start.elapsed() >= deploy_after);
         n += 8;
         let post = target.post("application/x-protobuf", token.as_deref(), body);
         match tokio::time::timeout(Duration::from_secs(5), post).await {
@@ -230,9 +226,7 @@ mod tests {
     #[test]
     fn the_workload_has_its_shapes() {
         let mut rng = Rng(1);
-        let calls: Vec<_> = (0..4000)
-            .map(|n| call(&mut rng, n, Duration::ZERO))
-            .collect();
+        let calls: Vec<_> = (0..4000).map(|n| call(&mut rng, n, false)).collect();
         let tools: std::collections::BTreeSet<&str> = calls.iter().map(|c| c.0).collect();
         assert_eq!(tools.len(), 4);
         assert!(calls
@@ -241,7 +235,7 @@ mod tests {
         assert!(calls.iter().any(|c| c.0 == "read_file" && c.2.is_none()));
         let after: Vec<u64> = (0..400)
             .filter_map(|n| {
-                let c = call(&mut rng, n * 4, DEPLOY_AFTER);
+                let c = call(&mut rng, n * 4, true);
                 c.2
             })
             .collect();

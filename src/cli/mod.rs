@@ -59,9 +59,9 @@ pub enum Command {
     #[cfg(feature = "collector")]
     GenConfig,
     /// The collector daemon plus a built-in synthetic agent feeding it, to see the status page,
-    /// history and alerts within seconds (same flags as `serve`).
+    /// history and alerts within seconds (the flags of `serve`, plus `--deploy-after`).
     #[cfg(feature = "collector")]
-    Demo(Box<serve::ServeArgs>),
+    Demo(Box<serve::DemoArgs>),
     /// A terminal UI on a running daemon: tools by p95, over-ceiling count or call rate, p95
     /// sparklines, firing alerts.
     #[cfg(feature = "collector")]

@@ -73,6 +73,18 @@ pub struct ServeArgs {
     pub tls_key_file: Option<PathBuf>,
 }
 
+/// Flags of `toolsize demo`: those of `serve`, and when the synthetic agent's deploy happens.
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// The flags of `serve`.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// When `search_orders` starts returning about 13 times more (the p95 jump the history and
+    /// the size alerts show), after start, e.g. 30s or 5m.
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub deploy_after: crate::collector::config::Interval,
+}
+
 impl ServeArgs {
     fn overrides(&self) -> Result<Overrides, StackError> {
         let mut stack = match &self.stack {
@@ -107,15 +119,16 @@ pub fn gen_config() -> ExitCode {
 
 /// Runs the daemon until SIGINT or SIGTERM.
 pub fn serve(args: ServeArgs) -> ExitCode {
-    run(args, false)
+    run(args, None)
 }
 
 /// Runs the daemon and the synthetic agent of [`super::demo`] until SIGINT or SIGTERM.
-pub fn demo(args: ServeArgs) -> ExitCode {
-    run(args, true)
+pub fn demo(args: DemoArgs) -> ExitCode {
+    run(args.serve, Some(args.deploy_after.0))
 }
 
-fn run(args: ServeArgs, demo: bool) -> ExitCode {
+/// Runs the daemon; with `demo` (the deploy's delay), the synthetic agent too.
+fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
     let env = std::env::vars().filter(|(k, _)| k.starts_with("TOOLSIZE_"));
     let overrides = match args.overrides() {
         Ok(o) => o,
@@ -126,7 +139,7 @@ fn run(args: ServeArgs, demo: bool) -> ExitCode {
         Err(ConfigError::Stack(e)) => return stack_error(&e).report(),
         Err(e) => return CliError::new("CONFIG", e.to_string()).report(),
     };
-    if demo && config.tls.cert_file.is_some() {
+    if demo.is_some() && config.tls.cert_file.is_some() {
         return CliError::new(
             "CONFIG",
             "toolsize demo feeds its own OTLP/HTTP listener in plain text: start it without TLS",
@@ -180,12 +193,16 @@ fn run(args: ServeArgs, demo: bool) -> ExitCode {
                 "admin": daemon.admin_addr.to_string(),
             })
         );
-        let agent = demo.then(|| {
+        let agent = demo.map(|deploy_after| {
             tracing::info!(
                 status_page = %format!("http://{}/", daemon.admin_addr),
                 "Demo agent started: open the status page."
             );
-            tokio::spawn(super::demo::agent(daemon.otlp_http_addr, token))
+            tokio::spawn(super::demo::agent(
+                daemon.otlp_http_addr,
+                token,
+                deploy_after,
+            ))
         });
         signal.await;
         if let Some(a) = agent {

@@ -1,6 +1,7 @@
 //! `toolsize top`: a terminal UI on a running daemon's JSON API.
 //!
-//! Every 2 s it reads `GET /api/v1/tools?window=5m`, `GET /api/v1/alerts` and the history of
+//! Every 2 s it reads `GET /api/v1/tools?window=W` (`W` the daemon's shortest window, 5m by
+//! default, learned from its first answer), `GET /api/v1/alerts` and the history of
 //! the tools on screen (`GET /api/v1/tools/{tool}/history?service=S`) with a small blocking
 //! HTTP/1.1 client (plain text, one connection per request, a 2 s timeout and a 16 MiB cap per
 //! answer), and draws the tools table (p95, over-ceiling count, call rate, a p95 sparkline), the
@@ -180,6 +181,8 @@ struct App {
     editing: bool,
     state: TableState,
     status: String,
+    /// The daemon's shortest window: its label and length in seconds, once known.
+    window: Option<(String, u64)>,
 }
 
 impl App {
@@ -197,7 +200,23 @@ impl App {
     }
 
     fn fetch(&mut self) -> Result<(), String> {
-        let v = self.daemon.get("/api/v1/tools?window=5m")?;
+        let (window, window_secs) = match &self.window {
+            Some(w) => w.clone(),
+            None => {
+                let v = self.daemon.get("/api/v1/tools?window=all")?;
+                let label = v["windows"][0]
+                    .as_str()
+                    .ok_or("the daemon lists no window")?
+                    .to_owned();
+                let secs = crate::collector::config::parse_duration(&label)?
+                    .as_secs()
+                    .max(1);
+                self.window.insert((label, secs)).clone()
+            }
+        };
+        let v = self
+            .daemon
+            .get(&format!("/api/v1/tools?window={}", encode(&window)))?;
         let mut lines: Vec<ToolLine> = v["tools"]
             .as_array()
             .map(|a| a.as_slice())
@@ -209,7 +228,7 @@ impl App {
                 count: t["count"].as_u64().unwrap_or(0),
                 p95: t["p95"].as_u64().unwrap_or(0),
                 max: t["max"].as_u64().unwrap_or(0),
-                per_min: t["count"].as_u64().unwrap_or(0) as f64 / 5.0,
+                per_min: t["count"].as_u64().unwrap_or(0) as f64 * 60.0 / window_secs as f64,
                 ..ToolLine::default()
             })
             .collect();
@@ -233,11 +252,12 @@ impl App {
                     .map(|p| p["p95"].as_u64().unwrap_or(0))
                     .collect();
                 line.spark = sparkline(&p95);
-                // The last five slots: the same window as the table.
+                // The slots of the table's window.
+                let slot = h["resolution_secs"].as_u64().unwrap_or(60).max(1);
                 line.over_ceiling = points
                     .iter()
                     .rev()
-                    .take(5)
+                    .take(window_secs.div_ceil(slot) as usize)
                     .map(|p| p["over_ceiling"].as_u64().unwrap_or(0))
                     .sum();
             }
@@ -358,7 +378,8 @@ impl App {
         };
         f.render_widget(
             Paragraph::new(format!(
-                "toolsize top · window 5m · sorted by {sort}{filter} · p o r sort, ↑↓ move, / filter, q quit"
+                "toolsize top · window {window} · sorted by {sort}{filter} · p o r sort, ↑↓ move, / filter, q quit",
+                window = self.window.as_ref().map_or("…", |w| w.0.as_str()),
             ))
             .style(Style::new().add_modifier(Modifier::BOLD)),
             head,
@@ -443,6 +464,7 @@ pub fn run(args: TopArgs) -> ExitCode {
         editing: false,
         state: TableState::default().with_selected(Some(0)),
         status: "connecting…".into(),
+        window: None,
     };
     let mut terminal = ratatui::init();
     let result = (|| -> std::io::Result<()> {

@@ -7,7 +7,7 @@
 //!   the JSON API serves, and builds its DOM from text nodes, never from markup.
 //! - `GET /tools/{tool}?service=`: one tool's page (`tool.html`, compiled in, same rules as the
 //!   status page): p50/p95/p99 and truncation and error rates over time from the history
-//!   endpoint, the size distribution of the largest recent results against the layer limits, the
+//!   endpoint, the window's size distribution (`size_distribution`) against the layer limits, the
 //!   largest results with their trace ids and the most repeated argument hashes, as inline SVG.
 //! - `GET /metrics`: Prometheus text format 0.0.4 (see [`super::exposition`]), or the protobuf
 //!   format with native histograms when `Accept` asks for it (see [`super::exposition_proto`]).

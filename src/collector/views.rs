@@ -54,6 +54,8 @@ pub struct ToolRow {
 pub struct ToolsView {
     /// The window: a configured label or `all`.
     pub window: String,
+    /// The configured windows' labels, shortest first (`all` is always accepted too).
+    pub windows: Vec<String>,
     /// Rows sorted by service then tool.
     pub tools: Vec<ToolRow>,
 }
@@ -160,8 +162,11 @@ impl State {
             .into_iter()
             .map(|k| row(k, &self.stats(&self.series[k], w, now)))
             .collect();
+        let mut windows = self.limits.windows.clone();
+        windows.sort_by_key(|(_, d)| *d);
         Ok(ToolsView {
             window: window.unwrap_or("all").to_string(),
+            windows: windows.into_iter().map(|(label, _)| label).collect(),
             tools,
         })
     }
