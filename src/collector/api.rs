@@ -62,8 +62,18 @@ pub const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
 /// The status page's template: `{{otlp_http}}` and `{{otlp_grpc}}` stand for the OTLP addresses.
 const STATUS_TEMPLATE: &str = include_str!("status.html");
 
-/// One tool's page; it reads the tool from its own URL, so it needs no substitution.
-pub const TOOL_PAGE: &str = include_str!("tool.html");
+/// One tool's page's template; it reads the tool from its own URL.
+const TOOL_TEMPLATE: &str = include_str!("tool.html");
+
+/// The style both pages share, in place of their `{{page_css}}`.
+const PAGE_CSS: &str = include_str!("page.css");
+
+/// One tool's page, the same for every tool.
+pub fn tool_page_html() -> &'static str {
+    static PAGE: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| TOOL_TEMPLATE.replace("{{page_css}}", PAGE_CSS));
+    &PAGE
+}
 
 /// The status page's Content-Security-Policy: its own inline style and script, requests to its
 /// own origin only.
@@ -74,6 +84,7 @@ const STATUS_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; \
 /// The status page served on `/`, naming the OTLP addresses an exporter should point at.
 pub fn status_page(otlp_grpc: SocketAddr, otlp_http: SocketAddr) -> String {
     STATUS_TEMPLATE
+        .replace("{{page_css}}", PAGE_CSS)
         .replace("{{otlp_http}}", &otlp_http.to_string())
         .replace("{{otlp_grpc}}", &otlp_grpc.to_string())
 }
@@ -347,7 +358,7 @@ async fn tool_page() -> Response {
             (header::CACHE_CONTROL, "no-cache"),
             (header::CONTENT_SECURITY_POLICY, STATUS_CSP),
         ],
-        TOOL_PAGE,
+        tool_page_html(),
     )
         .into_response()
 }
@@ -480,7 +491,15 @@ mod tests {
             "eval(",
             "new Function",
         ] {
-            for (name, page) in [("status", page.as_str()), ("tool", TOOL_PAGE)] {
+            for (name, page) in [("status", page.as_str()), ("tool", tool_page_html())] {
+                assert!(
+                    !page.contains("{{"),
+                    "the {name} page has a placeholder left"
+                );
+                assert!(
+                    page.contains("--panel"),
+                    "the {name} page has no shared style"
+                );
                 assert!(
                     !page.contains(needle),
                     "the {name} page contains {needle:?}"
@@ -502,7 +521,7 @@ mod tests {
             "\"/history\"",
         ] {
             assert!(
-                TOOL_PAGE.contains(path),
+                tool_page_html().contains(path),
                 "the tool page does not fetch {path}"
             );
         }
