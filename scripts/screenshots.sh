@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The screenshots of docs/ (status-page.png, tool-page.png), taken from `toolsize demo` after
-# real minutes of history: the built-in agent runs MINUTES minutes (default 6) with 20-second
-# history slots, and its deploy (search_orders' results growing about 13 times) happens halfway.
+# real minutes of history: the built-in agent runs MINUTES minutes (default 6), the daemon keeps
+# windows of 1 and 30 minutes (history slots of 12 s, a fifth of the shortest window), and the
+# deploy (search_orders' results growing about 13 times) happens halfway.
 #
 #   scripts/screenshots.sh [MINUTES]
 #
@@ -21,7 +22,7 @@ command -v chromium >/dev/null || { echo "chromium is needed" >&2; exit 2; }
 
 work=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
-RUST_LOG=error "$bin" demo --window 20s --window 30m --deploy-after "$((minutes * 30))s" \
+RUST_LOG=error "$bin" demo --window 1m --window 30m --deploy-after "$((minutes * 30))s" \
   --otlp-grpc-addr 127.0.0.1:0 --otlp-http-addr 127.0.0.1:0 --admin-addr 127.0.0.1:0 \
   >"$work/listening" &
 pid=$!
@@ -40,5 +41,5 @@ shot() {
     --screenshot="$out/$1" "$2" 2>/dev/null
   echo "wrote $out/$1"
 }
-shot status-page.png "http://$admin/?window=30m" 900
+shot status-page.png "http://$admin/?window=30m" 1100
 shot tool-page.png "http://$admin/tools/search_orders?service=demo-agent" 1400
