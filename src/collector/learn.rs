@@ -218,7 +218,14 @@ mod tests {
 
     #[test]
     fn lengths_match_decoding_every_character() {
-        for s in ["", "plain ascii", "é€😀a", "😀😀", "日本語テキスト", "mixed 😀 and é"] {
+        for s in [
+            "",
+            "plain ascii",
+            "é€😀a",
+            "😀😀",
+            "日本語テキスト",
+            "mixed 😀 and é",
+        ] {
             let chars = s.chars().count() as u64;
             let utf16 = s.encode_utf16().count() as u64;
             assert_eq!(lengths(s), (chars, utf16), "{s:?}");

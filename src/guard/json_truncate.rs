@@ -40,6 +40,22 @@ pub fn string_marker(omitted_chars: usize, total_chars: usize) -> String {
     format!("...[toolsize: omitted {omitted_chars} of {total_chars} chars]")
 }
 
+/// Decimal digits of `n`.
+fn digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// Length of [`string_marker`], computed without formatting it (the search for the cut asks
+/// for it once per string and step).
+fn string_marker_len(omitted_chars: usize, total_chars: usize) -> usize {
+    "...[toolsize: omitted  of  chars]".len() + digits(omitted_chars) + digits(total_chars)
+}
+
+/// Length of [`array_marker`], computed without formatting it.
+fn array_marker_len(omitted_items: usize, total_items: usize) -> usize {
+    "...[toolsize: omitted  of  items]".len() + digits(omitted_items) + digits(total_items)
+}
+
 /// The string item appended to an array whose trailing items were dropped, with
 /// [`JsonTruncator::array_markers`].
 pub fn array_marker(omitted_items: usize, total_items: usize) -> String {
@@ -146,8 +162,14 @@ fn cut_string_cost(s: &str, chars: usize, full: usize, cap: usize) -> Option<usi
     if chars <= cap {
         return None;
     }
-    let prefix: usize = s.chars().take(cap).map(esc_len).sum();
-    let cost = 2 + prefix + string_marker(chars - cap, chars).len();
+    // ASCII without escapes (every char one byte, written as itself) costs one byte a char:
+    // no walk, which the search for the cap would otherwise repeat for every string and step.
+    let prefix: usize = if chars == s.len() && full == s.len() + 2 {
+        cap
+    } else {
+        s.chars().take(cap).map(esc_len).sum()
+    };
+    let cost = 2 + prefix + string_marker_len(chars - cap, chars);
     (cost < full).then_some(cost)
 }
 
@@ -166,7 +188,7 @@ fn array_cut_cost(len: usize, kept: usize, markers: bool, items_cost: usize) -> 
     let mut marker = 0;
     if markers {
         entries += 1;
-        marker = 2 + array_marker(len - kept, len).len();
+        marker = 2 + array_marker_len(len - kept, len);
     }
     2 + entries.saturating_sub(1) + marker + items_cost
 }
@@ -203,13 +225,21 @@ fn cost(node: &Node<'_>, caps: Caps) -> usize {
                 let items: usize = children[..kept].iter().map(|c| cost(c, caps)).sum();
                 return 2 + kept.saturating_sub(1) + items;
             }
-            let costs = item_costs(children, caps);
-            match kept_items(&costs, caps) {
-                None => 2 + costs.len().saturating_sub(1) + costs.iter().sum::<usize>(),
-                Some(kept) => {
-                    array_cut_cost(costs.len(), kept, caps.markers, costs[..kept].iter().sum())
-                }
+            // As `kept_items` decides, without walking the dropped items when the cut is
+            // smaller than any array holding them could be (each takes a byte and a comma).
+            let len = children.len();
+            let kept_cost: usize = children[..kept].iter().map(|c| cost(c, caps)).sum();
+            let cut = array_cut_cost(len, kept, true, kept_cost);
+            let whole_at_least = 2 + (len - 1) + kept_cost + (len - kept);
+            if cut < whole_at_least {
+                return cut;
             }
+            let whole = whole_at_least - (len - kept)
+                + children[kept..]
+                    .iter()
+                    .map(|c| cost(c, caps))
+                    .sum::<usize>();
+            cut.min(whole)
         }
         Node::Obj(members) => {
             2 + members.len().saturating_sub(1)
@@ -454,6 +484,21 @@ mod tests {
         assert_eq!(cost(&build_tree(&v), all), size(&v));
         let cut = JsonTruncator::new(40).truncate(&v).unwrap();
         assert_eq!(cut.bytes as usize, size(&cut.value));
+    }
+
+    #[test]
+    fn marker_lengths_match_the_markers() {
+        for (a, b) in [
+            (0, 0),
+            (1, 9),
+            (9, 10),
+            (10, 99),
+            (99, 100),
+            (12345, 1000000),
+        ] {
+            assert_eq!(string_marker_len(a, b), string_marker(a, b).len());
+            assert_eq!(array_marker_len(a, b), array_marker(a, b).len());
+        }
     }
 
     #[test]
