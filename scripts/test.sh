@@ -81,3 +81,9 @@ scripts/check-lean-deps.sh
 
 log "cargo test --all-features"
 cargo test --all-features --no-fail-fast
+
+# The dashboard and rules tests once more against a Prometheus with native histograms, where it
+# keeps the native histograms instead of the classic buckets (the queries' `or` forms).
+log "cargo test (dashboard and rules, Prometheus with native histograms)"
+TOOLSIZE_PROMETHEUS_NATIVE=1 cargo test --all-features --no-fail-fast \
+  --test dashboard_live --test alerts_rules --test collector_metrics

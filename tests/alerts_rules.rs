@@ -609,6 +609,8 @@ fn exported() -> BTreeSet<String> {
         for suffix in ["_bucket", "_count", "_sum"] {
             out.insert(format!("{h}{suffix}"));
         }
+        // The native histogram, where Prometheus keeps it.
+        out.insert(h.to_string());
     }
     out
 }

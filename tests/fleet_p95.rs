@@ -19,24 +19,6 @@ const PREVIOUS_LAYOUT: &[u64] = &[
     1_048_576, 4_194_304, 16_777_216,
 ];
 
-/// A small deterministic generator (xorshift64*), so the sizes are the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next_f64(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
-    }
-    /// Log-normal with the given median and shape (Box-Muller).
-    fn lognormal(&mut self, median: f64, sigma: f64) -> u64 {
-        let (u1, u2) = (self.next_f64().max(1e-12), self.next_f64());
-        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-        (median * (sigma * z).exp()).round().max(1.0) as u64
-    }
-}
-
 /// Per tool: (name, daemon A's median and shape, daemon B's), so the merged distribution
 /// differs from either daemon's.
 type Shape = (f64, f64);

@@ -46,15 +46,18 @@ pub const SIZE_BUCKETS: &[u64] = &[
     524_288, 655_360, 786_432, 917_504, 1_048_576, 1_572_864, 2_097_152, 3_145_728, 4_194_304,
     6_291_456, 8_388_608, 12_582_912, 16_777_216,
 ];
-/// Fractions of each byte ceiling added as bucket bounds beside the ceiling itself, so the
-/// size distribution just under a ceiling (where `ToolResultSizeNearCeiling` looks, at 0.8 by
-/// default) is read without interpolating across a wide bucket.
-pub const NEAR_CEILING_BOUNDS: &[(u64, u64)] = &[(4, 5), (9, 10)];
+/// Fractions of each byte ceiling added as bucket bounds beside the ceiling itself: 80 % and
+/// 90 %, so the size distribution just under a ceiling (where `ToolResultSizeNearCeiling`
+/// looks, at 0.8 by default) is read without interpolating across a wide bucket; 102.5 %, 105 %
+/// and 110 %, so "over the ceiling by how much" is too. Without them, results bunched just over
+/// a 16 KiB ceiling fall in (16384, 20480] and Prometheus puts their p95 up to 19 % too high
+/// (`tests/fleet_native.rs` measures it).
+pub const NEAR_CEILING_BOUNDS: &[(u64, u64)] = &[(4, 5), (9, 10), (41, 40), (21, 20), (11, 10)];
 /// Over-ceiling results kept per series for `/api/v1/tools/{tool}`, most recent last.
 pub const OVER_CEILING_RECENT: usize = 20;
 
-/// [`SIZE_BUCKETS`] with every byte limit of `stack` added, and 80 % and 90 % of it
-/// ([`NEAR_CEILING_BOUNDS`]), sorted and deduplicated: the classic histogram can then answer
+/// [`SIZE_BUCKETS`] with every byte limit of `stack` added, and the bounds just under and over
+/// it of [`NEAR_CEILING_BOUNDS`], sorted and deduplicated: the classic histogram can then answer
 /// "how many results were over this layer's limit" exactly.
 pub fn size_bounds(stack: &Stack) -> Vec<u64> {
     let ceilings = stack
@@ -1317,10 +1320,10 @@ pub(crate) mod tests {
         assert!(l.size_bounds.contains(&40_000));
         assert!(l.size_bounds.windows(2).all(|w| w[0] < w[1]));
         let d = size_bounds(&Stack::default());
-        for b in [16_384, 13_107, 14_745] {
+        for b in [13_107, 14_745, 16_384, 16_793, 17_203, 18_022] {
             assert!(d.contains(&b), "{b} in {d:?}");
         }
-        assert_eq!(d.len(), SIZE_BUCKETS.len() + 2);
+        assert_eq!(d.len(), SIZE_BUCKETS.len() + 5);
     }
 
     #[test]

@@ -306,6 +306,25 @@ pub fn sample(text: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
+/// A small deterministic generator (xorshift64*), so the sizes are the same on every run.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Log-normal with the given median and shape (Box-Muller).
+    pub fn lognormal(&mut self, median: f64, sigma: f64) -> u64 {
+        let (u1, u2) = (self.next_f64().max(1e-12), self.next_f64());
+        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+        (median * (sigma * z).exp()).round().max(1.0) as u64
+    }
+}
+
 /// Exact nearest-rank quantile.
 pub fn exact_quantile(values: &[u64], q: f64) -> u64 {
     let mut v = values.to_vec();

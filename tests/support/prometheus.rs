@@ -14,6 +14,11 @@ use super::collector::{free_port, require, wait_for};
 /// The program.
 pub const PROMETHEUS: &str = "prometheus";
 
+/// The flag that makes Prometheus (2.40 and later) negotiate the protobuf exposition and keep
+/// native histograms. Prometheus 2.42 then keeps only the native histogram of a metric that has
+/// one, not its classic `_bucket` series.
+pub const NATIVE_HISTOGRAMS: &str = "--enable-feature=native-histograms";
+
 /// Whether `prometheus` runs (see [`require`]).
 pub fn available() -> bool {
     require(PROMETHEUS, &["--version"])
@@ -31,7 +36,21 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts Prometheus in `dir`, scraping `targets` every second as `job="toolsize"` and
     /// evaluating `rule_files` every second; returns once it is ready.
+    /// With `TOOLSIZE_PROMETHEUS_NATIVE=1`, it runs with [`NATIVE_HISTOGRAMS`]: the README's
+    /// test command runs the dashboard and rules tests once more that way.
     pub async fn start(dir: &Path, targets: &[SocketAddr], rule_files: &[PathBuf]) -> Self {
+        let native = std::env::var("TOOLSIZE_PROMETHEUS_NATIVE").is_ok_and(|v| v == "1");
+        let flags: &[&str] = if native { &[NATIVE_HISTOGRAMS] } else { &[] };
+        Self::start_with(dir, targets, rule_files, flags).await
+    }
+
+    /// [`Prometheus::start`] with more command-line flags, e.g. [`NATIVE_HISTOGRAMS`].
+    pub async fn start_with(
+        dir: &Path,
+        targets: &[SocketAddr],
+        rule_files: &[PathBuf],
+        flags: &[&str],
+    ) -> Self {
         let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
         let rules: Vec<String> = rule_files
             .iter()
@@ -60,6 +79,7 @@ impl Prometheus {
             ))
             .arg(format!("--web.listen-address={addr}"))
             .arg("--log.level=warn")
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -218,7 +218,8 @@ pub fn refs(expr: &str) -> Refs {
 }
 
 /// Series names of a `/metrics` exposition (histograms as their `_bucket`, `_sum` and `_count`
-/// series) with the label names seen on each.
+/// series, and under their own name, the native histogram a Prometheus with native histograms
+/// keeps) with the label names seen on each.
 pub fn exported(
     text: &str,
 ) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
@@ -262,6 +263,15 @@ pub fn exported(
             }
         }
     }
+    let natives: Vec<(String, std::collections::BTreeSet<String>)> = out
+        .iter()
+        .filter_map(|(name, labels)| {
+            let family = name.strip_suffix("_count")?;
+            out.contains_key(&format!("{family}_bucket"))
+                .then(|| (family.to_string(), labels.clone()))
+        })
+        .collect();
+    out.extend(natives);
     out
 }
 
