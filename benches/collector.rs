@@ -20,6 +20,7 @@ use toolsize::collector::aggregator::{now_unix, now_unix_ms, size_bounds, Limits
 use toolsize::collector::alerts::rules::Rules;
 use toolsize::collector::alerts::{AlertStats, EVENT_QUEUE_CAPACITY};
 use toolsize::collector::exposition::{render, Frame};
+use toolsize::collector::exposition_proto;
 use toolsize::collector::receiver::decode::{decode_protobuf, recognize_protobuf};
 use toolsize::collector::recognize::Recognizer;
 use toolsize::collector::Config;
@@ -161,6 +162,9 @@ fn exposition(c: &mut Criterion) {
             b.iter(|| render(state, &stats, now))
         });
     }
+    g.bench_function("render_2000_series_protobuf", |b| {
+        b.iter(|| exposition_proto::render(&states[0].1, &stats, now))
+    });
     g.finish();
     // Side by side, same process: time per render and bytes.
     let measure = |state: &State| {
@@ -183,6 +187,28 @@ fn exposition(c: &mut Criterion) {
         capture * 1e3,
         100.0 * capture / t_cur,
         t_cur * 1e3
+    );
+    // The protobuf exposition (classic buckets and native histograms) against the text, on the
+    // same state: what a Prometheus with native histograms scrapes, against what others do.
+    let t = Instant::now();
+    let mut b_proto = 0;
+    for _ in 0..20 {
+        b_proto = exposition_proto::render(&states[0].1, &stats, now).len();
+    }
+    let t_proto = t.elapsed().as_secs_f64() / 20.0;
+    eprintln!(
+        "exposition, 2000 series: text {:.1} ms {:.1} MB ({:.1} µs, {:.0} bytes a series), \
+         protobuf {:.1} ms {:.1} MB ({:.1} µs, {:.0} bytes a series): time ×{:.2}, bytes ×{:.2}",
+        t_cur * 1e3,
+        b_cur as f64 / 1e6,
+        t_cur * 1e6 / 2000.0,
+        b_cur as f64 / 2000.0,
+        t_proto * 1e3,
+        b_proto as f64 / 1e6,
+        t_proto * 1e6 / 2000.0,
+        b_proto as f64 / 2000.0,
+        t_proto / t_cur,
+        b_proto as f64 / b_cur as f64
     );
     let (t_prev, b_prev) = measure(&states[1].1);
     eprintln!(

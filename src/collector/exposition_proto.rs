@@ -147,57 +147,80 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> Vec<u8> {
     keys.sort();
     let labels = |k: &SeriesKey| vec![label("service", &k.service), label("tool", &k.tool)];
 
-    let size_bounds: Vec<f64> = state.limits.size_bounds.iter().map(|&b| b as f64).collect();
-    let size = pb::MetricFamily {
-        name: Some(TOOL_RESULT_SIZE.into()),
-        help: Some("UTF-8 bytes of tool results as handed to the model.".into()),
-        r#type: Some(HISTOGRAM),
-        metric: keys
-            .iter()
-            .map(|k| {
-                let s = &state.series[*k];
-                pb::Metric {
-                    label: labels(k),
-                    histogram: Some(histogram(
-                        &size_bounds,
-                        &s.size_buckets,
-                        s.size_sum as f64,
-                        &s.total.size,
-                        1.0,
-                    )),
-                    ..Default::default()
-                }
-            })
-            .collect(),
-    };
-    let latency_bounds: Vec<f64> = LATENCY_BUCKETS_US.iter().map(|&b| b as f64 / 1e6).collect();
-    let latency = pb::MetricFamily {
-        name: Some(TOOL_CALL_DURATION.into()),
-        help: Some("Tool call duration.".into()),
-        r#type: Some(HISTOGRAM),
-        metric: keys
-            .iter()
-            .map(|k| {
-                let s = &state.series[*k];
-                pb::Metric {
-                    label: labels(k),
-                    histogram: Some(histogram(
-                        &latency_bounds,
-                        &s.latency_buckets,
-                        s.latency_sum_us as f64 / 1e6,
-                        &s.total.latency,
-                        1e-6,
-                    )),
-                    ..Default::default()
-                }
-            })
-            .collect(),
-    };
-    for f in parse_text(&text).iter().chain([&size, &latency]) {
+    for f in parse_text(&text) {
         // Writing to a Vec cannot fail.
         let _ = f.encode_length_delimited(&mut out);
     }
+    let mut body = Vec::new();
+    let size_bounds: Vec<f64> = state.limits.size_bounds.iter().map(|&b| b as f64).collect();
+    write_family(
+        &mut out,
+        &mut body,
+        TOOL_RESULT_SIZE,
+        "UTF-8 bytes of tool results as handed to the model.",
+        keys.iter().map(|k| {
+            let s = &state.series[*k];
+            pb::Metric {
+                label: labels(k),
+                histogram: Some(histogram(
+                    &size_bounds,
+                    &s.size_buckets,
+                    s.size_sum as f64,
+                    &s.total.size,
+                    1.0,
+                )),
+                ..Default::default()
+            }
+        }),
+    );
+    let latency_bounds: Vec<f64> = LATENCY_BUCKETS_US.iter().map(|&b| b as f64 / 1e6).collect();
+    write_family(
+        &mut out,
+        &mut body,
+        TOOL_CALL_DURATION,
+        "Tool call duration.",
+        keys.iter().map(|k| {
+            let s = &state.series[*k];
+            pb::Metric {
+                label: labels(k),
+                histogram: Some(histogram(
+                    &latency_bounds,
+                    &s.latency_buckets,
+                    s.latency_sum_us as f64 / 1e6,
+                    &s.total.latency,
+                    1e-6,
+                )),
+                ..Default::default()
+            }
+        }),
+    );
     out
+}
+
+/// Writes one length-delimited histogram `MetricFamily`, encoding each metric once as it is
+/// made: no vector of thousands of messages, and no second walk to size them (encoding a whole
+/// family at once sizes every nested message again at each level).
+fn write_family(
+    out: &mut Vec<u8>,
+    body: &mut Vec<u8>,
+    name: &str,
+    help: &str,
+    metrics: impl Iterator<Item = pb::Metric>,
+) {
+    body.clear();
+    let head = pb::MetricFamily {
+        name: Some(name.into()),
+        help: Some(help.into()),
+        r#type: Some(HISTOGRAM),
+        metric: Vec::new(),
+    };
+    // Writing to a Vec cannot fail.
+    let _ = head.encode(body);
+    for m in metrics {
+        prost::encoding::message::encode(4, &m, body);
+    }
+    prost::encoding::encode_varint(body.len() as u64, out);
+    out.extend_from_slice(body);
 }
 
 fn label(name: &str, value: &str) -> pb::LabelPair {
