@@ -215,6 +215,9 @@ pub struct Counts {
     /// Sizes that are lower bounds (the content showed an upstream cut).
     #[serde(default)]
     pub lower_bound: u64,
+    /// Of the unwrapped sizes, those of a JSON result re-serialised (approximate).
+    #[serde(default)]
+    pub unwrapped_approximate: u64,
     /// Results over the ceiling of a layer.
     #[serde(default)]
     pub over_ceiling: u64,
@@ -237,6 +240,10 @@ impl Counts {
                 (SizeSource::Measured, false) => self.measured += 1,
                 (SizeSource::Derived, false) => self.derived += 1,
                 (SizeSource::Unwrapped, false) => self.unwrapped += 1,
+                (SizeSource::UnwrappedApproximate, false) => {
+                    self.unwrapped += 1;
+                    self.unwrapped_approximate += 1;
+                }
             },
             Size::Unknown(_) => self.unknown_size += 1,
             Size::Failed => {}
@@ -254,6 +261,7 @@ impl Counts {
         self.derived += o.derived;
         self.unwrapped += o.unwrapped;
         self.lower_bound += o.lower_bound;
+        self.unwrapped_approximate += o.unwrapped_approximate;
         self.over_ceiling += o.over_ceiling;
         self.upstream_limit = self.upstream_limit.max(o.upstream_limit);
     }

@@ -741,7 +741,8 @@ impl Recognizer {
                     || has_marker(s)
                     || json_cut(s, enc != Encoding::Auto || json_mime);
                 let (bytes, source) = match (cut, unwrap_content(env, s)) {
-                    (false, Some(n)) => (n, SizeSource::Unwrapped),
+                    (false, Some((n, true))) => (n, SizeSource::Unwrapped),
+                    (false, Some((n, false))) => (n, SizeSource::UnwrappedApproximate),
                     _ => (s.len() as u64, SizeSource::Derived),
                 };
                 Content {
@@ -838,9 +839,12 @@ pub const ENVELOPES: &[(&str, Envelope)] = &[
     ("mlflow.spanOutputs", Envelope::JsonString),
 ];
 
-/// The UTF-8 bytes of the result inside recorded content `s` wrapped by `env`, or `None` when
-/// `s` is not in that envelope (then it is counted as recorded).
-pub fn unwrap_content(env: Envelope, s: &[u8]) -> Option<u64> {
+/// The UTF-8 bytes of the result inside recorded content `s` wrapped by `env`, and whether they
+/// are exact, or `None` when `s` is not in that envelope (then it is counted as recorded).
+/// Strings are exact; a result that is itself JSON (a list or an object inside `{"result": …}`
+/// or a ToolMessage's content) is measured re-serialised compactly, which approximates the text
+/// the framework handed the model (its own serialiser may space or order it differently).
+pub fn unwrap_content(env: Envelope, s: &[u8]) -> Option<(u64, bool)> {
     use serde_json::Value as J;
     if env == Envelope::None {
         return None;
@@ -850,16 +854,19 @@ pub fn unwrap_content(env: Envelope, s: &[u8]) -> Option<u64> {
         return None;
     }
     let v: J = serde_json::from_slice(t).ok()?;
-    let text_len = |v: &J| -> u64 {
+    let text_len = |v: &J| -> (u64, bool) {
         match v {
-            J::String(s) => s.len() as u64,
-            other => serde_json::to_string(other).map_or(0, |s| s.len() as u64),
+            J::String(s) => (s.len() as u64, true),
+            other => (
+                serde_json::to_string(other).map_or(0, |s| s.len() as u64),
+                false,
+            ),
         }
     };
     match (env, &v) {
-        (_, J::String(s)) => Some(s.len() as u64),
+        (_, J::String(s)) => Some((s.len() as u64, true)),
         (Envelope::ToolMessage, J::Object(o)) => {
-            let msg = |o: &serde_json::Map<String, J>| -> Option<u64> {
+            let msg = |o: &serde_json::Map<String, J>| -> Option<(u64, bool)> {
                 let is_tool = o.get("type").and_then(J::as_str) == Some("tool");
                 // `message_to_dict` form: {"type": "tool", "data": {"content": …}}.
                 if let (true, Some(J::Object(d))) = (is_tool, o.get("data")) {
@@ -868,7 +875,7 @@ pub fn unwrap_content(env: Envelope, s: &[u8]) -> Option<u64> {
                 let content = o.get("content")?;
                 (is_tool || o.contains_key("tool_call_id")).then(|| text_len(content))
             };
-            let lc = |o: &serde_json::Map<String, J>| -> Option<u64> {
+            let lc = |o: &serde_json::Map<String, J>| -> Option<(u64, bool)> {
                 let id = o.get("id")?.as_array()?;
                 (id.last()?.as_str()? == "ToolMessage")
                     .then(|| o.get("kwargs")?.get("content").map(text_len))?
@@ -888,7 +895,7 @@ pub fn unwrap_content(env: Envelope, s: &[u8]) -> Option<u64> {
                     _ => return None,
                 }
             }
-            Some(n)
+            Some((n, true))
         }
         _ => None,
     }
@@ -1633,7 +1640,25 @@ mod tests {
 
     #[test]
     fn envelopes_are_removed() {
-        let u = |env, s: &str| unwrap_content(env, s.as_bytes());
+        let u = |env, s: &str| unwrap_content(env, s.as_bytes()).map(|(n, _)| n);
+        let exact = |env, s: &str| unwrap_content(env, s.as_bytes()).map(|(_, e)| e);
+        // Strings are exact; JSON results inside an envelope are re-serialised: approximate.
+        assert_eq!(
+            exact(Envelope::AdkResult, r#"{"result": "abc"}"#),
+            Some(true)
+        );
+        assert_eq!(
+            exact(Envelope::AdkResult, r#"{"result": [1, 2]}"#),
+            Some(false)
+        );
+        assert_eq!(
+            exact(
+                Envelope::ToolMessage,
+                r#"{"content": {"k": 1}, "tool_call_id": "c"}"#
+            ),
+            Some(false)
+        );
+        assert_eq!(exact(Envelope::JsonString, r#""abc""#), Some(true));
         // OpenLLMetry: json.dumps with \uXXXX escapes; the model got the decoded text.
         assert_eq!(u(Envelope::JsonString, r#""d\u00e9j\u00e0 vu""#), Some(9));
         assert_eq!(u(Envelope::JsonString, r#"{"a": 1}"#), None);

@@ -79,6 +79,9 @@ pub enum SizeSource {
     /// The result content with the tracer's own wrapping removed (JSON string escapes, a
     /// message envelope, `{"result": …}`, `[{"text": …}]`): see [`unwrap_content`].
     Unwrapped,
+    /// As [`SizeSource::Unwrapped`], but the result inside the envelope is itself JSON and is
+    /// measured re-serialised compactly: close to, not exactly, the text the model got.
+    UnwrappedApproximate,
 }
 
 impl SizeSource {
@@ -90,7 +93,7 @@ impl SizeSource {
             (_, true) => "lower_bound",
             (SizeSource::Measured, false) => "measured",
             (SizeSource::Derived, false) => "derived",
-            (SizeSource::Unwrapped, false) => "unwrapped",
+            (SizeSource::Unwrapped | SizeSource::UnwrappedApproximate, false) => "unwrapped",
         }
     }
 }

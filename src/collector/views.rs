@@ -39,6 +39,10 @@ pub struct ToolRow {
     pub derived: u64,
     /// Sizes derived from content with the tracer's envelope removed.
     pub unwrapped: u64,
+    /// Of `unwrapped`, those of a JSON result inside the envelope, measured re-serialised
+    /// compactly: approximate (the framework's own serialisation may differ in spacing).
+    #[serde(default)]
+    pub unwrapped_approximate: u64,
     /// Sizes that are lower bounds (the content showed an upstream cut).
     pub lower_bound: u64,
     /// The attribute value length limit results were seen cut at, configured or learned from
@@ -137,6 +141,7 @@ fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
         measured: st.measured,
         derived: st.derived,
         unwrapped: st.unwrapped,
+        unwrapped_approximate: st.unwrapped_approximate,
         lower_bound: st.lower_bound,
         upstream_limit: st.upstream_limit,
         latency_p95_ms: st.latency.quantile(0.95) as f64 / 1000.0,
