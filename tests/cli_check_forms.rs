@@ -69,17 +69,7 @@ fn check(schema: &str, payload: &Value) -> (i32, Value) {
 }
 
 fn violations(env: &Value) -> Vec<(String, String)> {
-    env["error"]["violations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            (
-                v["code"].as_str().unwrap().to_owned(),
-                v["field"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    cli::violations(&env["error"])
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! acted on identical, byte for byte; the spans checked at an OTLP receiver.
 #![cfg(all(feature = "cli", unix))]
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/mcp.rs"]
 mod mcp;
 #[path = "support/sink.rs"]
@@ -184,19 +186,7 @@ fn arguments_are_checked_against_the_input_schema_with_a_did_you_mean() {
     let through = python_client(&bad, &proxied(&[], &python_server()), &[]);
     let t = &through["results"];
     let err = |i: usize| envelope(&t[i])["error"].clone();
-    let codes = |i: usize| -> Vec<(String, String)> {
-        err(i)["violations"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| {
-                (
-                    v["code"].as_str().unwrap().to_owned(),
-                    v["field"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect()
-    };
+    let codes = |i: usize| cli::violations(&err(i));
     assert_eq!(t[0]["isError"], json!(true));
     assert_eq!(err(0)["code"], json!("VALIDATION_ERROR"));
     assert_eq!(err(0)["violations"][0]["did_you_mean"], json!("query"));

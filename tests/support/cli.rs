@@ -141,3 +141,18 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> String {
     std::fs::write(&path, bytes).unwrap();
     path.to_string_lossy().into_owned()
 }
+
+/// The `(code, field)` of each violation in a structured error (`{"violations": [...]}`).
+pub fn violations(error: &Value) -> Vec<(String, String)> {
+    error["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["code"].as_str().unwrap().to_owned(),
+                v["field"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
