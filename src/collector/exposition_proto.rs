@@ -19,7 +19,6 @@
 //! the body; the histograms, most of it, are encoded directly), so the two formats cannot drift.
 //! Rendering runs on the aggregator task like the text format.
 
-use prost::Message;
 
 use super::aggregator::{SeriesKey, State, LATENCY_BUCKETS_US};
 use super::exposition::{render_parts, Frame, TOOL_CALL_DURATION, TOOL_RESULT_SIZE};
@@ -145,12 +144,22 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len() + state.series.len() * 1024);
     let mut keys: Vec<&SeriesKey> = state.series.keys().collect();
     keys.sort();
-    let labels = |k: &SeriesKey| vec![label("service", &k.service), label("tool", &k.tool)];
+    // Each series' label pairs, encoded once for both histogram families.
+    let labels: Vec<Vec<u8>> = keys
+        .iter()
+        .map(|k| {
+            let (mut out, mut pair) = (Vec::new(), Vec::new());
+            for (n, v) in [("service", &*k.service), ("tool", &*k.tool)] {
+                pair.clear();
+                bytes_field(1, n.as_bytes(), &mut pair);
+                bytes_field(2, v.as_bytes(), &mut pair);
+                bytes_field(1, &pair, &mut out);
+            }
+            out
+        })
+        .collect();
 
-    for f in parse_text(&text) {
-        // Writing to a Vec cannot fail.
-        let _ = f.encode_length_delimited(&mut out);
-    }
+    encode_text(&text, &mut out);
     let mut body = Vec::new();
     let size_bounds: Vec<f64> = state.limits.size_bounds.iter().map(|&b| b as f64).collect();
     write_family(
@@ -158,19 +167,16 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> Vec<u8> {
         &mut body,
         TOOL_RESULT_SIZE,
         "UTF-8 bytes of tool results as handed to the model.",
-        keys.iter().map(|k| {
+        keys.iter().zip(&labels).map(|(k, l)| {
             let s = &state.series[*k];
-            pb::Metric {
-                label: labels(k),
-                histogram: Some(histogram(
-                    &size_bounds,
-                    &s.size_buckets,
-                    s.size_sum as f64,
-                    &s.total.size,
-                    1.0,
-                )),
-                ..Default::default()
-            }
+            let h = histogram(
+                &size_bounds,
+                &s.size_buckets,
+                s.size_sum as f64,
+                &s.total.size,
+                1.0,
+            );
+            (l.as_slice(), h)
         }),
     );
     let latency_bounds: Vec<f64> = LATENCY_BUCKETS_US.iter().map(|&b| b as f64 / 1e6).collect();
@@ -179,50 +185,50 @@ pub fn render(state: &State, stats: &SelfStats, now: u64) -> Vec<u8> {
         &mut body,
         TOOL_CALL_DURATION,
         "Tool call duration.",
-        keys.iter().map(|k| {
+        keys.iter().zip(&labels).map(|(k, l)| {
             let s = &state.series[*k];
-            pb::Metric {
-                label: labels(k),
-                histogram: Some(histogram(
-                    &latency_bounds,
-                    &s.latency_buckets,
-                    s.latency_sum_us as f64 / 1e6,
-                    &s.total.latency,
-                    1e-6,
-                )),
-                ..Default::default()
-            }
+            let h = histogram(
+                &latency_bounds,
+                &s.latency_buckets,
+                s.latency_sum_us as f64 / 1e6,
+                &s.total.latency,
+                1e-6,
+            );
+            (l.as_slice(), h)
         }),
     );
     out
 }
 
-/// Writes one length-delimited histogram `MetricFamily`, encoding each metric once as it is
-/// made: no vector of thousands of messages, and no second walk to size them (encoding a whole
-/// family at once sizes every nested message again at each level).
-fn write_family(
+/// Writes one length-delimited histogram `MetricFamily` from each series' encoded label pairs
+/// and histogram, encoding each metric once as it is made: no vector of thousands of messages,
+/// and no second walk to size them (encoding a whole family at once sizes every nested message
+/// again at each level).
+fn write_family<'a>(
     out: &mut Vec<u8>,
     body: &mut Vec<u8>,
     name: &str,
     help: &str,
-    metrics: impl Iterator<Item = pb::Metric>,
+    metrics: impl Iterator<Item = (&'a [u8], pb::Histogram)>,
 ) {
+    use prost::encoding::{encode_key, encode_varint, WireType};
     body.clear();
-    let head = pb::MetricFamily {
-        name: Some(name.into()),
-        help: Some(help.into()),
-        r#type: Some(HISTOGRAM),
-        metric: Vec::new(),
-    };
-    // Writing to a Vec cannot fail.
-    let _ = head.encode(body);
-    for m in metrics {
-        prost::encoding::message::encode(4, &m, body);
+    bytes_field(1, name.as_bytes(), body);
+    bytes_field(2, help.as_bytes(), body);
+    encode_key(3, WireType::Varint, body);
+    encode_varint(HISTOGRAM as u64, body);
+    let mut metric = Vec::new();
+    for (labels, h) in metrics {
+        metric.clear();
+        metric.extend_from_slice(labels);
+        prost::encoding::message::encode(7, &h, &mut metric);
+        bytes_field(4, &metric, body);
     }
-    prost::encoding::encode_varint(body.len() as u64, out);
+    encode_varint(body.len() as u64, out);
     out.extend_from_slice(body);
 }
 
+#[cfg(test)]
 fn label(name: &str, value: &str) -> pb::LabelPair {
     pb::LabelPair {
         name: Some(name.into()),
@@ -302,7 +308,8 @@ fn native(hist: &Hist, scale: f64) -> (u64, Vec<pb::BucketSpan>, Vec<i64>) {
 }
 
 /// The families of a text exposition (as [`render_parts`] writes it: `# HELP`, `# TYPE`, then
-/// `name{labels} value` lines).
+/// `name{labels} value` lines), as messages: what [`encode_text`] must encode.
+#[cfg(test)]
 fn parse_text(text: &str) -> Vec<pb::MetricFamily> {
     let mut families: Vec<pb::MetricFamily> = Vec::new();
     for line in text.lines() {
@@ -354,12 +361,12 @@ fn parse_text(text: &str) -> Vec<pb::MetricFamily> {
     families
 }
 
-/// `a="x",b="y\"z"` → label pairs, unescaping `\\`, `\"` and `\n`.
-fn parse_labels(s: &str) -> Vec<pb::LabelPair> {
-    let mut out = Vec::new();
+/// Calls `f(name, value)` for each label of `a="x",b="y\"z"`, unescaping `\\`, `\"` and `\n`
+/// into `value` (a buffer reused across labels).
+fn for_each_label(s: &str, value: &mut String, mut f: impl FnMut(&str, &str)) {
     let mut rest = s;
     while let Some((name, after)) = rest.split_once("=\"") {
-        let mut value = String::new();
+        value.clear();
         let mut chars = after.char_indices();
         let mut end = after.len();
         while let Some((i, c)) = chars.next() {
@@ -376,15 +383,114 @@ fn parse_labels(s: &str) -> Vec<pb::LabelPair> {
                 c => value.push(c),
             }
         }
-        out.push(label(name.trim_start_matches(','), &value));
+        f(name.trim_start_matches(','), value);
         rest = &after[end..];
     }
+}
+
+/// `a="x",b="y\"z"` → label pairs.
+#[cfg(test)]
+fn parse_labels(s: &str) -> Vec<pb::LabelPair> {
+    let mut out = Vec::new();
+    for_each_label(s, &mut String::new(), |n, v| out.push(label(n, v)));
     out
+}
+
+/// Appends a length-delimited field.
+fn bytes_field(tag: u32, bytes: &[u8], buf: &mut Vec<u8>) {
+    use prost::encoding::{encode_key, encode_varint, WireType};
+    encode_key(tag, WireType::LengthDelimited, buf);
+    encode_varint(bytes.len() as u64, buf);
+    buf.extend_from_slice(bytes);
+}
+
+/// Encodes the families of a text exposition (as [`render_parts`] writes it) as delimited
+/// `MetricFamily` messages, a line at a time, without building messages: the same bytes as
+/// encoding [`parse_text`]'s families, with no allocation per sample.
+fn encode_text(text: &str, out: &mut Vec<u8>) {
+    use prost::encoding::{encode_key, encode_varint, WireType};
+    let (mut family, mut metric, mut pair) = (Vec::new(), Vec::new(), Vec::new());
+    let mut value = String::new();
+    // The open family's type, once written.
+    let mut kind: Option<i32> = None;
+    let mut open = false;
+    let flush = |family: &mut Vec<u8>, kind: Option<i32>, out: &mut Vec<u8>| {
+        if kind.is_none() {
+            encode_key(3, WireType::Varint, family);
+            encode_varint(UNTYPED as u64, family);
+        }
+        encode_varint(family.len() as u64, out);
+        out.extend_from_slice(family);
+        family.clear();
+    };
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            if open {
+                flush(&mut family, kind, out);
+            }
+            open = true;
+            kind = None;
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            bytes_field(1, name.as_bytes(), &mut family);
+            bytes_field(2, help.as_bytes(), &mut family);
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            if !open || kind.is_some() {
+                continue;
+            }
+            let k = match rest.rsplit(' ').next() {
+                Some("counter") => COUNTER,
+                Some("gauge") => GAUGE,
+                _ => UNTYPED,
+            };
+            encode_key(3, WireType::Varint, &mut family);
+            encode_varint(k as u64, &mut family);
+            kind = Some(k);
+        } else if open && !line.is_empty() && !line.starts_with('#') {
+            let Some((series, v)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let v: f64 = match v {
+                "+Inf" => f64::INFINITY,
+                "-Inf" => f64::NEG_INFINITY,
+                v => v.parse().unwrap_or(f64::NAN),
+            };
+            let k = *kind.get_or_insert_with(|| {
+                encode_key(3, WireType::Varint, &mut family);
+                encode_varint(UNTYPED as u64, &mut family);
+                UNTYPED
+            });
+            metric.clear();
+            if let Some((_, labels)) = series.split_once('{') {
+                let labels = labels.strip_suffix('}').unwrap_or(labels);
+                for_each_label(labels, &mut value, |n, v| {
+                    pair.clear();
+                    bytes_field(1, n.as_bytes(), &mut pair);
+                    bytes_field(2, v.as_bytes(), &mut pair);
+                    bytes_field(1, &pair, &mut metric);
+                });
+            }
+            // Gauge 2, Counter 3, Untyped 5, each `{ double value = 1; }`.
+            let tag = match k {
+                COUNTER => 3,
+                GAUGE => 2,
+                _ => 5,
+            };
+            let mut inner = [0u8; 9];
+            inner[0] = (1 << 3) | 1;
+            inner[1..].copy_from_slice(&v.to_le_bytes());
+            bytes_field(tag, &inner, &mut metric);
+            bytes_field(4, &metric, &mut family);
+        }
+    }
+    if open {
+        flush(&mut family, kind, out);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
 
     #[test]
     fn accept_negotiation() {
@@ -395,6 +501,26 @@ mod tests {
         assert!(!wants_protobuf(
             "application/openmetrics-text; version=1.0.0"
         ));
+    }
+
+    #[test]
+    fn text_families_encode_as_their_messages() {
+        let text = "# HELP a_total Calls.\n# TYPE a_total counter\n\
+                    a_total{service=\"s\\\"1\",tool=\"t\\nx\"} 3\na_total{service=\"s\",tool=\"u\"} 0\n\
+                    # HELP b Size.\n# TYPE b gauge\nb 1.5\nb{x=\"\"} +Inf\n\
+                    # HELP c Other.\nc{y=\"z\"} 7\n# HELP d Empty.\n";
+        let mut bytes = Vec::new();
+        encode_text(text, &mut bytes);
+        let mut slice = bytes.as_slice();
+        let mut decoded = Vec::new();
+        while !slice.is_empty() {
+            decoded.push(pb::MetricFamily::decode_length_delimited(&mut slice).unwrap());
+        }
+        assert_eq!(decoded, parse_text(text));
+        assert_eq!(decoded.len(), 4);
+        assert_eq!(decoded[0].metric[0].label[0], label("service", "s\"1"));
+        assert_eq!(decoded[1].metric[1].gauge.as_ref().unwrap().value, Some(f64::INFINITY));
+        assert_eq!(decoded[2].r#type, Some(UNTYPED));
     }
 
     #[test]
