@@ -15,10 +15,10 @@
 //! be 25 % wide). Only non-empty buckets are sent: a series holds at most 64 per power of two
 //! its values span, and never more than its HDR histogram has buckets (128 per power of two).
 //!
-//! The other families are the text renderer's own lines, parsed back (they are a small share of
-//! the body; the histograms, most of it, are encoded directly), so the two formats cannot drift.
-//! Rendering runs on the aggregator task like the text format.
-
+//! The other families are the text renderer's own lines, encoded line by line as they are read
+//! (no message is built), so the two formats cannot drift; the histograms, most of the body, are
+//! encoded directly, a metric at a time, with each series' label pairs encoded once. The whole
+//! render runs on the aggregator task (the text format's histograms are rendered off it).
 
 use super::aggregator::{SeriesKey, State, LATENCY_BUCKETS_US};
 use super::exposition::{render_parts, Frame, TOOL_CALL_DURATION, TOOL_RESULT_SIZE};
@@ -519,7 +519,10 @@ mod tests {
         assert_eq!(decoded, parse_text(text));
         assert_eq!(decoded.len(), 4);
         assert_eq!(decoded[0].metric[0].label[0], label("service", "s\"1"));
-        assert_eq!(decoded[1].metric[1].gauge.as_ref().unwrap().value, Some(f64::INFINITY));
+        assert_eq!(
+            decoded[1].metric[1].gauge.as_ref().unwrap().value,
+            Some(f64::INFINITY)
+        );
         assert_eq!(decoded[2].r#type, Some(UNTYPED));
     }
 
