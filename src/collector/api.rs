@@ -240,25 +240,28 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if super::exposition_proto::wants_protobuf(accept) {
-        return match s.ask(|reply| Command::MetricsProto { reply }, WAIT).await {
-            Ok(body) => (
-                [(header::CONTENT_TYPE, super::exposition_proto::CONTENT_TYPE)],
-                body,
-            )
-                .into_response(),
-            Err(r) => r,
-        };
-    }
-    let frame = match s.ask(|reply| Command::Metrics { reply }, WAIT).await {
+    let native = super::exposition_proto::wants_protobuf(accept);
+    let frame = match s
+        .ask(|reply| Command::Metrics { native, reply }, WAIT)
+        .await
+    {
         Ok(frame) => frame,
         Err(r) => return r,
     };
-    // The text is rendered here, on a blocking thread, not on the aggregator task.
+    // Rendered here, on a blocking thread, not on the aggregator task.
     let stats = s.stats.clone();
-    match tokio::task::spawn_blocking(move || super::exposition::render_frame(&frame, &stats)).await
-    {
-        Ok(text) => ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response(),
+    let body = tokio::task::spawn_blocking(move || {
+        if native {
+            let body = super::exposition_proto::render_frame(&frame, &stats);
+            (super::exposition_proto::CONTENT_TYPE, body)
+        } else {
+            let body = super::exposition::render_frame(&frame, &stats).into_bytes();
+            (METRICS_CONTENT_TYPE, body)
+        }
+    })
+    .await;
+    match body {
+        Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }

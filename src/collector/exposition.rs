@@ -4,8 +4,11 @@
 //! (HDR histograms, exact bucket counts, counters), so a registry would only duplicate state or
 //! need a custom collector, and the text format is small. Its correctness is checked by the real
 //! `promtool check metrics` in the tests. The aggregator only copies the numbers into a [`Frame`]
-//! (and computes the windows' quantiles); the text is rendered by the admin handler, off the
-//! aggregator task, so a scrape holds ingestion only for the copy.
+//! (and computes the windows' quantiles); the exposition is rendered by the admin handler, off
+//! the aggregator task, so a scrape holds ingestion only for the copy.
+//!
+//! The families are described once, in [`write_families`], to a [`Sink`]: [`Text`] writes the
+//! text format, [`super::exposition_proto::Proto`] the protobuf one with native histograms.
 //!
 //! Names follow `toolsize_<name>_<unit>[_total]` in base units (the Prometheus naming conventions). Per-tool series carry
 //! `service` and `tool` labels, bounded by the cardinality cap (overflow series
@@ -13,8 +16,8 @@
 //! daemons with `histogram_quantile`); the daemon-computed quantile gauges are exact to 1 % per
 //! window.
 
+use std::borrow::Cow;
 use std::fmt::Write;
-
 use std::sync::Arc;
 
 use super::aggregator::{Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
@@ -102,9 +105,12 @@ pub const ALERT_EVENTS_DROPPED: &str = "toolsize_alert_events_dropped_total";
 /// Alert rule matches, by rule (`alertname`) and `outcome` (sent, merged, deferred, dropped).
 pub const ALERT_MATCHES: &str = "toolsize_alert_matches_total";
 
-/// Escapes a label value.
-pub fn escape(v: &str) -> String {
-    let mut out = String::with_capacity(v.len());
+/// Escapes a label value for the text format (borrowed when nothing needs escaping).
+pub fn escape(v: &str) -> Cow<'_, str> {
+    if !v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        return Cow::Borrowed(v);
+    }
+    let mut out = String::with_capacity(v.len() + 8);
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -113,12 +119,7 @@ pub fn escape(v: &str) -> String {
             c => out.push(c),
         }
     }
-    out
-}
-
-fn head(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+    Cow::Owned(out)
 }
 
 fn f64_text(v: f64) -> String {
@@ -126,6 +127,187 @@ fn f64_text(v: f64) -> String {
         format!("{v:.1}")
     } else {
         format!("{v}")
+    }
+}
+
+/// The type of a metric family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A counter.
+    Counter,
+    /// A gauge.
+    Gauge,
+    /// A histogram: classic buckets, sum and count (and, in the protobuf exposition, a native
+    /// histogram).
+    Histogram,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// A sample value: counts are written as integers in the text format, the rest as floats.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    /// A count.
+    Int(u64),
+    /// Anything else.
+    Float(f64),
+}
+
+impl Value {
+    /// As a float (what the protobuf exposition carries).
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Value::Int(n) => n as f64,
+            Value::Float(v) => v,
+        }
+    }
+}
+
+/// A classic histogram's upper bounds (+Inf implied), as numbers and as the text of their `le`
+/// label (formatted once per scrape, not once per series).
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    /// Upper bounds.
+    pub le: Vec<f64>,
+    /// Their `le` label values.
+    pub text: Vec<String>,
+}
+
+impl Bounds {
+    fn new(le: Vec<f64>, text: impl Fn(&f64) -> String) -> Self {
+        let text = le.iter().map(text).collect();
+        Self { le, text }
+    }
+}
+
+/// One classic histogram of a series: non-cumulative counts per bound with +Inf last, and the
+/// sum; with the native buckets when the frame was captured with them.
+#[derive(Debug, Clone, Copy)]
+pub struct HistogramSample<'a> {
+    /// Bucket bounds.
+    pub bounds: &'a Bounds,
+    /// Non-cumulative counts, one per bound then +Inf.
+    pub counts: &'a [u64],
+    /// Sum of the values.
+    pub sum: Value,
+    /// The native histogram.
+    pub native: Option<&'a NativeBuckets>,
+}
+
+/// A native (sparse, exponential) histogram's buckets, computed from a series' HDR histogram
+/// when the frame is captured for the protobuf exposition
+/// (see [`super::exposition_proto::NATIVE_SCHEMA`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NativeBuckets {
+    /// Observations in the zero bucket.
+    pub zero: u64,
+    /// (bucket index, count) of every non-empty bucket, by index.
+    pub buckets: Vec<(i32, u64)>,
+}
+
+/// Where the families of an exposition are written: the text format ([`Text`]) or the
+/// protobuf one ([`super::exposition_proto::Proto`]). One description of the families
+/// ([`write_families`]) feeds both, so the formats cannot drift.
+pub trait Sink {
+    /// Starts a family; the samples that follow belong to it.
+    fn family(&mut self, name: &str, kind: Kind, help: &str);
+    /// One sample of the open counter or gauge family: the labels of frame series `series`
+    /// (none for a self-metric), then `extra` labels.
+    fn sample(&mut self, series: Option<usize>, extra: &[(&str, &str)], value: Value);
+    /// One series of the open histogram family.
+    fn histogram(&mut self, series: usize, h: HistogramSample<'_>);
+}
+
+/// The text format: `# HELP`, `# TYPE`, then `name{labels} value` lines.
+pub struct Text {
+    out: String,
+    name: String,
+    labels: Vec<String>,
+}
+
+impl Text {
+    /// A text exposition of `frame`'s series.
+    pub fn new(frame: &Frame) -> Self {
+        Self {
+            out: String::with_capacity(4096 + frame.series.len() * 4096),
+            name: String::new(),
+            labels: frame
+                .series
+                .iter()
+                .map(|s| {
+                    format!(
+                        "service=\"{}\",tool=\"{}\"",
+                        escape(&s.key.service),
+                        escape(&s.key.tool)
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The text.
+    pub fn finish(self) -> String {
+        self.out
+    }
+
+    fn line(&mut self, suffix: &str, series: Option<usize>, extra: &[(&str, &str)], v: Value) {
+        let out = &mut self.out;
+        out.push_str(&self.name);
+        out.push_str(suffix);
+        let mut sep = '{';
+        if let Some(i) = series {
+            out.push(sep);
+            out.push_str(&self.labels[i]);
+            sep = ',';
+        }
+        for (k, v) in extra {
+            out.push(sep);
+            out.push_str(k);
+            out.push_str("=\"");
+            out.push_str(&escape(v));
+            out.push('"');
+            sep = ',';
+        }
+        if sep == ',' {
+            out.push('}');
+        }
+        let _ = match v {
+            Value::Int(n) => writeln!(out, " {n}"),
+            Value::Float(f) => writeln!(out, " {}", f64_text(f)),
+        };
+    }
+}
+
+impl Sink for Text {
+    fn family(&mut self, name: &str, kind: Kind, help: &str) {
+        self.name.clear();
+        self.name.push_str(name);
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} {}", kind.as_str());
+    }
+
+    fn sample(&mut self, series: Option<usize>, extra: &[(&str, &str)], value: Value) {
+        self.line("", series, extra, value);
+    }
+
+    fn histogram(&mut self, series: usize, h: HistogramSample<'_>) {
+        let mut cum = 0;
+        for (le, n) in h.bounds.text.iter().zip(h.counts) {
+            cum += n;
+            self.line("_bucket", Some(series), &[("le", le)], Value::Int(cum));
+        }
+        cum += h.counts.get(h.bounds.le.len()).copied().unwrap_or(0);
+        self.line("_bucket", Some(series), &[("le", "+Inf")], Value::Int(cum));
+        self.line("_sum", Some(series), &[], h.sum);
+        self.line("_count", Some(series), &[], Value::Int(cum));
     }
 }
 
@@ -150,10 +332,13 @@ pub struct FrameSeries {
     /// Per window (the configured ones, then `all`): p50, p95, p99 bytes, latency p95 µs, max
     /// bytes; `None` when the window saw no call.
     pub windows: Vec<Option<[u64; 5]>>,
+    /// Native buckets of the size (bytes) and latency (seconds) histograms since start, when
+    /// captured for the protobuf exposition.
+    pub native: Option<Box<[NativeBuckets; 2]>>,
 }
 
-/// What `/metrics` needs of the aggregator's state, copied out at one instant so the text is
-/// rendered off the aggregator task: a scrape holds ingestion only for [`Frame::capture`].
+/// What `/metrics` needs of the aggregator's state, copied out at one instant so the exposition
+/// is rendered off the aggregator task: a scrape holds ingestion only for [`Frame::capture`].
 #[derive(Debug, Clone)]
 pub struct Frame {
     /// Series, sorted by key.
@@ -175,8 +360,15 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// Copies what `/metrics` shows of `state` at `now`.
+    /// Copies what the text exposition shows of `state` at `now`.
     pub fn capture(state: &State, now: u64) -> Self {
+        Self::capture_with(state, now, false)
+    }
+
+    /// Copies what `/metrics` shows of `state` at `now`, with each series' native histogram
+    /// buckets when `native` (for the protobuf exposition).
+    pub fn capture_with(state: &State, now: u64, native: bool) -> Self {
+        use super::exposition_proto::native_buckets;
         let windows: Vec<Option<usize>> = (0..state.limits.windows.len())
             .map(Some)
             .chain([None])
@@ -212,6 +404,12 @@ impl Frame {
                         }
                     })
                     .collect(),
+                native: native.then(|| {
+                    Box::new([
+                        native_buckets(&s.total.size, 1.0),
+                        native_buckets(&s.total.latency, 1e-6),
+                    ])
+                }),
             })
             .collect();
         series.sort_by(|a, b| a.key.cmp(&b.key));
@@ -234,32 +432,22 @@ impl Frame {
     }
 }
 
-/// Renders the whole exposition of `state` at `now` (capture and render in one go).
+/// Renders the whole text exposition of `state` at `now` (capture and render in one go).
 pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
     render_frame(&Frame::capture(state, now), stats)
 }
 
-/// Renders the whole exposition of a captured frame.
+/// Renders the whole text exposition of a captured frame.
 pub fn render_frame(frame: &Frame, stats: &SelfStats) -> String {
-    render_parts(frame, stats, true)
+    let mut text = Text::new(frame);
+    write_families(frame, stats, &mut text);
+    text.finish()
 }
 
-/// Renders the exposition of a frame, without the two histogram families when `histograms` is
-/// false (the protobuf exposition encodes those itself, see [`super::exposition_proto`]).
-pub(crate) fn render_parts(frame: &Frame, stats: &SelfStats, histograms: bool) -> String {
+/// Writes every family of the exposition of `frame` to `sink`.
+pub fn write_families(frame: &Frame, stats: &SelfStats, sink: &mut impl Sink) {
     let now = frame.now;
-    let mut out = String::with_capacity(4096 + frame.series.len() * 4096);
-    let labels: Vec<String> = frame
-        .series
-        .iter()
-        .map(|s| {
-            format!(
-                "service=\"{}\",tool=\"{}\"",
-                escape(&s.key.service),
-                escape(&s.key.tool)
-            )
-        })
-        .collect();
+    let all = || (0..frame.series.len()).zip(&frame.series);
 
     type Get = fn(&Counts) -> u64;
     let counters: [(&str, &str, Get); 5] = [
@@ -282,18 +470,17 @@ pub(crate) fn render_parts(frame: &Frame, stats: &SelfStats, histograms: bool) -
         ),
     ];
     for (name, help, get) in counters {
-        head(&mut out, name, "counter", help);
-        for (s, l) in frame.series.iter().zip(&labels) {
-            let _ = writeln!(out, "{name}{{{l}}} {}", get(&s.total));
+        sink.family(name, Kind::Counter, help);
+        for (i, s) in all() {
+            sink.sample(Some(i), &[], Value::Int(get(&s.total)));
         }
     }
-    head(
-        &mut out,
+    sink.family(
         TOOL_RESULTS_SIZED,
-        "counter",
+        Kind::Counter,
         "Results of known size, by source: measured by the tool, derived from content as recorded, unwrapped from the tracer's envelope, or a lower bound (cut upstream).",
     );
-    for (s, l) in frame.series.iter().zip(&labels) {
+    for (i, s) in all() {
         let t = &s.total;
         for (source, n) in [
             ("measured", t.measured),
@@ -301,29 +488,27 @@ pub(crate) fn render_parts(frame: &Frame, stats: &SelfStats, histograms: bool) -
             ("unwrapped", t.unwrapped),
             ("lower_bound", t.lower_bound),
         ] {
-            let _ = writeln!(out, "{TOOL_RESULTS_SIZED}{{{l},source=\"{source}\"}} {n}");
+            sink.sample(Some(i), &[("source", source)], Value::Int(n));
         }
     }
-    head(
-        &mut out,
+    sink.family(
         TOOL_RESULT_UPSTREAM_LIMIT,
-        "gauge",
+        Kind::Gauge,
         "Attribute value length limit (characters or UTF-16 units) the tool's results were seen cut at upstream, configured or learned from the data.",
     );
-    for (s, l) in frame.series.iter().zip(&labels) {
+    for (i, s) in all() {
         if let Some(n) = s.total.upstream_limit {
-            let _ = writeln!(out, "{TOOL_RESULT_UPSTREAM_LIMIT}{{{l}}} {n}");
+            sink.sample(Some(i), &[], Value::Int(n));
         }
     }
 
-    head(
-        &mut out,
+    sink.family(
         TOOL_RESULTS_OVER_CEILING,
-        "counter",
+        Kind::Counter,
         "Results over a ceiling, counted once under the weakest layer of the stack that cuts them.",
     );
     let stack = &frame.stack;
-    for (s, l) in frame.series.iter().zip(&labels) {
+    for (i, s) in all() {
         let count = |id: &str| {
             s.over_ceiling
                 .iter()
@@ -331,372 +516,272 @@ pub(crate) fn render_parts(frame: &Frame, stats: &SelfStats, histograms: bool) -
                 .map_or(0, |(_, n)| *n)
         };
         for layer in stack.layers() {
-            let _ = writeln!(
-                out,
-                "{TOOL_RESULTS_OVER_CEILING}{{{l},layer=\"{}\"}} {}",
-                escape(layer.id()),
-                count(layer.id())
+            sink.sample(
+                Some(i),
+                &[("layer", layer.id())],
+                Value::Int(count(layer.id())),
             );
         }
         // Counts restored from a snapshot for layers no longer in the stack.
         for (id, n) in &s.over_ceiling {
             if !stack.layers().iter().any(|x| x.id() == id) {
-                let _ = writeln!(
-                    out,
-                    "{TOOL_RESULTS_OVER_CEILING}{{{l},layer=\"{}\"}} {n}",
-                    escape(id)
-                );
+                sink.sample(Some(i), &[("layer", id)], Value::Int(*n));
             }
         }
     }
-    head(
-        &mut out,
+    sink.family(
         CEILING_BYTES,
-        "gauge",
+        Kind::Gauge,
         "Effective limit of each layer of the stack, in bytes (estimated from tokens, characters or lines for layers counting in those units).",
     );
     for layer in stack.layers() {
         if let Some(b) = layer.limit_bytes {
-            let _ = writeln!(
-                out,
-                "{CEILING_BYTES}{{layer=\"{}\"}} {}",
-                escape(layer.id()),
-                b.bytes
-            );
+            sink.sample(None, &[("layer", layer.id())], Value::Int(b.bytes));
         }
     }
 
-    if histograms {
-        render_histograms(&mut out, frame, &labels);
-    }
+    write_histograms(frame, sink);
 
     // Quantiles per window, computed by the daemon (exact to 1 %).
-    let mut sections: [(String, &str, &str); 5] = [
-        (String::new(), TOOL_RESULT_SIZE_P50, "Median result size over a sliding window, computed by the daemon from HDR histograms (1% precision)."),
-        (String::new(), TOOL_RESULT_SIZE_P95, "95th percentile result size over a sliding window, computed by the daemon (1% precision)."),
-        (String::new(), TOOL_RESULT_SIZE_P99, "99th percentile result size over a sliding window, computed by the daemon (1% precision)."),
-        (String::new(), TOOL_CALL_DURATION_P95, "95th percentile call duration over a sliding window, computed by the daemon."),
-        (String::new(), TOOL_RESULT_SIZE_MAX, "Largest result size over a sliding window (exact)."),
+    type Pick = fn(&[u64; 5]) -> Value;
+    let quantiles: [(&str, &str, Pick); 5] = [
+        (TOOL_RESULT_SIZE_P50, "Median result size over a sliding window, computed by the daemon from HDR histograms (1% precision).", |q| Value::Int(q[0])),
+        (TOOL_RESULT_SIZE_P95, "95th percentile result size over a sliding window, computed by the daemon (1% precision).", |q| Value::Int(q[1])),
+        (TOOL_RESULT_SIZE_P99, "99th percentile result size over a sliding window, computed by the daemon (1% precision).", |q| Value::Int(q[2])),
+        (TOOL_CALL_DURATION_P95, "95th percentile call duration over a sliding window, computed by the daemon.", |q| Value::Float(q[3] as f64 / 1e6)),
+        (TOOL_RESULT_SIZE_MAX, "Largest result size over a sliding window (exact).", |q| Value::Int(q[4])),
     ];
-    for (s, l) in frame.series.iter().zip(&labels) {
-        for (wl, q) in frame.windows.iter().zip(&s.windows) {
-            let Some([p50, p95, p99, lat95, max]) = q else {
-                continue;
-            };
-            for (i, v) in [p50, p95, p99].into_iter().enumerate() {
-                let (buf, name, _) = &mut sections[i];
-                let _ = writeln!(buf, "{name}{{{l},window=\"{wl}\"}} {v}");
+    for (name, help, pick) in quantiles {
+        sink.family(name, Kind::Gauge, help);
+        for (i, s) in all() {
+            for (wl, q) in frame.windows.iter().zip(&s.windows) {
+                if let Some(q) = q {
+                    sink.sample(Some(i), &[("window", wl)], pick(q));
+                }
             }
-            let (buf, name, _) = &mut sections[3];
-            let _ = writeln!(
-                buf,
-                "{name}{{{l},window=\"{wl}\"}} {}",
-                f64_text(*lat95 as f64 / 1e6)
-            );
-            let (buf, name, _) = &mut sections[4];
-            let _ = writeln!(buf, "{name}{{{l},window=\"{wl}\"}} {max}");
         }
-    }
-    for (buf, name, help) in &sections {
-        head(&mut out, name, "gauge", help);
-        out.push_str(buf);
     }
 
     // Self-metrics.
     let v = stats.view();
-    head(
-        &mut out,
+    let int = Value::Int;
+    sink.family(
         OTLP_REQUESTS,
-        "counter",
+        Kind::Counter,
         "OTLP export requests received.",
     );
-    let _ = writeln!(
-        out,
-        "{OTLP_REQUESTS}{{transport=\"grpc\"}} {}",
-        v.requests_grpc
-    );
-    let _ = writeln!(
-        out,
-        "{OTLP_REQUESTS}{{transport=\"http\"}} {}",
-        v.requests_http
-    );
-    head(
-        &mut out,
+    sink.sample(None, &[("transport", "grpc")], int(v.requests_grpc));
+    sink.sample(None, &[("transport", "http")], int(v.requests_http));
+    sink.family(
         OTLP_REQUESTS_REFUSED,
-        "counter",
+        Kind::Counter,
         "OTLP export requests refused as a whole, by reason.",
     );
     for (r, n) in RefusedRequest::ALL.iter().zip(v.refused_requests) {
-        let _ = writeln!(
-            out,
-            "{OTLP_REQUESTS_REFUSED}{{reason=\"{}\"}} {n}",
-            r.as_str()
-        );
+        sink.sample(None, &[("reason", r.as_str())], int(n));
     }
-    head(
-        &mut out,
+    sink.family(
         SPANS_ACCEPTED,
-        "counter",
+        Kind::Counter,
         "Spans accepted: tool spans recorded, other spans ignored.",
     );
-    let _ = writeln!(out, "{SPANS_ACCEPTED}{{kind=\"tool\"}} {}", v.spans_tool);
-    let _ = writeln!(out, "{SPANS_ACCEPTED}{{kind=\"other\"}} {}", v.spans_other);
-    head(
-        &mut out,
-        SPANS_REFUSED,
-        "counter",
-        "Spans refused, by reason.",
-    );
-    let _ = writeln!(
-        out,
-        "{SPANS_REFUSED}{{reason=\"invalid\"}} {}",
-        v.spans_invalid
-    );
-    let _ = writeln!(
-        out,
-        "{SPANS_REFUSED}{{reason=\"overloaded\"}} {}",
-        v.spans_overloaded
-    );
-    head(
-        &mut out,
+    sink.sample(None, &[("kind", "tool")], int(v.spans_tool));
+    sink.sample(None, &[("kind", "other")], int(v.spans_other));
+    sink.family(SPANS_REFUSED, Kind::Counter, "Spans refused, by reason.");
+    sink.sample(None, &[("reason", "invalid")], int(v.spans_invalid));
+    sink.sample(None, &[("reason", "overloaded")], int(v.spans_overloaded));
+    sink.family(
         SPANS_DROPPED,
-        "counter",
+        Kind::Counter,
         "Spans accepted and then lost.",
     );
-    let _ = writeln!(out, "{SPANS_DROPPED} {}", v.spans_dropped);
-    head(
-        &mut out,
+    sink.sample(None, &[], int(v.spans_dropped));
+    sink.family(
         SERIES,
-        "gauge",
+        Kind::Gauge,
         "(service, tool) series held, overflow included.",
     );
-    let _ = writeln!(out, "{SERIES} {}", frame.series.len());
-    head(
-        &mut out,
+    sink.sample(None, &[], int(frame.series.len() as u64));
+    sink.family(
         SERIES_LIMIT,
-        "gauge",
+        Kind::Gauge,
         "Cardinality cap on (service, tool) series.",
     );
-    let _ = writeln!(out, "{SERIES_LIMIT} {}", frame.max_series);
-    head(
-        &mut out,
+    sink.sample(None, &[], int(frame.max_series as u64));
+    sink.family(
         SERIES_OVERFLOW,
-        "counter",
+        Kind::Counter,
         "Tool results recorded in the overflow series because the cap was reached.",
     );
-    let _ = writeln!(out, "{SERIES_OVERFLOW} {}", frame.overflow_records);
-    head(
-        &mut out,
+    sink.sample(None, &[], int(frame.overflow_records));
+    sink.family(
         VALUES_CLAMPED,
-        "counter",
+        Kind::Counter,
         "Values above a histogram's highest trackable value (1 GiB, one hour), recorded at it.",
     );
     for (h, n) in ["size", "latency"].iter().zip(frame.clamped) {
-        let _ = writeln!(out, "{VALUES_CLAMPED}{{histogram=\"{h}\"}} {n}");
+        sink.sample(None, &[("histogram", h)], int(n));
     }
-    head(
-        &mut out,
+    sink.family(
         SPAN_ATTRIBUTES_IGNORED,
-        "counter",
+        Kind::Counter,
         "Span attributes past the first 255 of their span, not looked at by recognition.",
     );
-    let _ = writeln!(out, "{SPAN_ATTRIBUTES_IGNORED} {}", v.attributes_ignored);
-    head(
-        &mut out,
+    sink.sample(None, &[], int(v.attributes_ignored));
+    sink.family(
         ADMIN_REQUESTS_REFUSED,
-        "counter",
+        Kind::Counter,
         "Admin API requests refused for a missing or wrong token.",
     );
-    let _ = writeln!(
-        out,
-        "{ADMIN_REQUESTS_REFUSED}{{reason=\"unauthenticated\"}} {}",
-        v.admin_unauthenticated
+    sink.sample(
+        None,
+        &[("reason", "unauthenticated")],
+        int(v.admin_unauthenticated),
     );
     {
         use super::listener::{Closed, Listener};
         let l = &stats.listeners;
-        head(
-            &mut out,
-            CONNECTIONS,
-            "gauge",
-            "Connections open, by listener.",
-        );
+        sink.family(CONNECTIONS, Kind::Gauge, "Connections open, by listener.");
         for x in Listener::ALL {
-            let _ = writeln!(
-                out,
-                "{CONNECTIONS}{{listener=\"{}\"}} {}",
-                x.as_str(),
-                l.open(x)
-            );
+            sink.sample(None, &[("listener", x.as_str())], int(l.open(x)));
         }
-        head(
-            &mut out,
+        sink.family(
             CONNECTIONS_LIMIT,
-            "gauge",
+            Kind::Gauge,
             "Connection cap of each listener, after fitting under the open-file limit.",
         );
         for x in Listener::ALL {
-            let _ = writeln!(
-                out,
-                "{CONNECTIONS_LIMIT}{{listener=\"{}\"}} {}",
-                x.as_str(),
-                l.limit(x)
-            );
+            sink.sample(None, &[("listener", x.as_str())], int(l.limit(x)));
         }
-        head(
-            &mut out,
+        sink.family(
             CONNECTIONS_CLOSED,
-            "counter",
+            Kind::Counter,
             "Connections the daemon closed: over the cap (limit), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
         );
         for x in Listener::ALL {
             for r in Closed::ALL {
-                let _ = writeln!(
-                    out,
-                    "{CONNECTIONS_CLOSED}{{listener=\"{}\",reason=\"{}\"}} {}",
-                    x.as_str(),
-                    r.as_str(),
-                    l.closed(x, r)
+                sink.sample(
+                    None,
+                    &[("listener", x.as_str()), ("reason", r.as_str())],
+                    int(l.closed(x, r)),
                 );
             }
         }
     }
-    head(
-        &mut out,
+    sink.family(
         LABEL_VALUES_SANITIZED,
-        "counter",
+        Kind::Counter,
         "Tool spans whose service or tool name was cut to its byte limit (too_long) or had control or format characters replaced (hidden_characters).",
     );
     let cuts = [v.label_cuts.service, v.label_cuts.tool];
     for (label, counts) in super::recognize::LabelCuts::LABELS.iter().zip(cuts) {
         for (reason, n) in super::recognize::LabelCuts::REASONS.iter().zip(counts) {
-            let _ = writeln!(
-                out,
-                "{LABEL_VALUES_SANITIZED}{{label=\"{label}\",reason=\"{reason}\"}} {n}"
-            );
+            sink.sample(None, &[("label", label), ("reason", reason)], int(n));
         }
     }
     if v.snapshot_last_unix > 0 {
-        head(
-            &mut out,
+        sink.family(
             SNAPSHOT_AGE,
-            "gauge",
+            Kind::Gauge,
             "Seconds since the last snapshot written to disk.",
         );
-        let _ = writeln!(
-            out,
-            "{SNAPSHOT_AGE} {}",
-            now.saturating_sub(v.snapshot_last_unix)
-        );
+        sink.sample(None, &[], int(now.saturating_sub(v.snapshot_last_unix)));
     }
-    head(
-        &mut out,
+    sink.family(
         SNAPSHOTS_WRITTEN,
-        "counter",
+        Kind::Counter,
         "Snapshots written to disk.",
     );
-    let _ = writeln!(out, "{SNAPSHOTS_WRITTEN} {}", v.snapshots_written);
-    head(
-        &mut out,
+    sink.sample(None, &[], int(v.snapshots_written));
+    sink.family(
         SNAPSHOT_FAILURES,
-        "counter",
+        Kind::Counter,
         "Snapshot writes that failed.",
     );
-    let _ = writeln!(out, "{SNAPSHOT_FAILURES} {}", v.snapshot_failures);
-    head(
-        &mut out,
+    sink.sample(None, &[], int(v.snapshot_failures));
+    sink.family(
         ALERT_NOTIFICATIONS,
-        "counter",
+        Kind::Counter,
         "Alert notifications, by sink and outcome.",
     );
-    for sink in SinkKind::ALL {
+    for kind in SinkKind::ALL {
         for (ok, outcome) in [(true, "success"), (false, "failure")] {
-            let _ = writeln!(
-                out,
-                "{ALERT_NOTIFICATIONS}{{sink=\"{}\",outcome=\"{outcome}\"}} {}",
-                sink.as_str(),
-                stats.alerts.notifications(sink, ok)
+            sink.sample(
+                None,
+                &[("sink", kind.as_str()), ("outcome", outcome)],
+                int(stats.alerts.notifications(kind, ok)),
             );
         }
     }
-    head(
-        &mut out,
+    sink.family(
         ALERT_EVENTS_DROPPED,
-        "counter",
+        Kind::Counter,
         "Alert rule matches dropped because the alert table was full.",
     );
-    let _ = writeln!(
-        out,
-        "{ALERT_EVENTS_DROPPED} {}",
-        stats.alerts.events_dropped()
-    );
-    head(
-        &mut out,
+    sink.sample(None, &[], int(stats.alerts.events_dropped()));
+    sink.family(
         ALERT_MATCHES,
-        "counter",
+        Kind::Counter,
         "Alert rule matches, by rule and outcome: sent (a new alert or a resend), merged into an alert already firing, deferred while the alert queue was full, dropped past the retry queue.",
     );
     for (i, name) in REGISTRY.iter().enumerate() {
         for outcome in MatchOutcome::ALL {
-            let _ = writeln!(
-                out,
-                "{ALERT_MATCHES}{{alertname=\"{name}\",outcome=\"{}\"}} {}",
-                outcome.as_str(),
-                stats.alerts.matches(i, outcome)
+            sink.sample(
+                None,
+                &[("alertname", name), ("outcome", outcome.as_str())],
+                int(stats.alerts.matches(i, outcome)),
             );
         }
     }
-    head(
-        &mut out,
+    sink.family(
         ALERTS_FIRING,
-        "gauge",
+        Kind::Gauge,
         "Alerts the daemon holds firing, by rule and severity.",
     );
     for ((name, severity), n) in stats.alerts.firing() {
-        let _ = writeln!(
-            out,
-            "{ALERTS_FIRING}{{alertname=\"{}\",severity=\"{}\"}} {n}",
-            escape(&name),
-            escape(&severity)
+        sink.sample(
+            None,
+            &[("alertname", &name), ("severity", &severity)],
+            int(n),
         );
     }
-    out
 }
 
-fn render_histograms(out: &mut String, frame: &Frame, labels: &[String]) {
-    head(
-        out,
+fn write_histograms(frame: &Frame, sink: &mut impl Sink) {
+    let size = Bounds::new(frame.size_bounds.iter().map(|&b| b as f64).collect(), |b| {
+        (*b as u64).to_string()
+    });
+    let latency = Bounds::new(
+        LATENCY_BUCKETS_US.iter().map(|&b| b as f64 / 1e6).collect(),
+        |b| b.to_string(),
+    );
+    sink.family(
         TOOL_RESULT_SIZE,
-        "histogram",
+        Kind::Histogram,
         "UTF-8 bytes of tool results as handed to the model.",
     );
-    for (s, l) in frame.series.iter().zip(labels) {
-        let mut cum = 0;
-        for (b, n) in frame.size_bounds.iter().zip(&s.size_buckets) {
-            cum += n;
-            let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"{b}\"}} {cum}");
-        }
-        cum += s.size_buckets.last().copied().unwrap_or(0);
-        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_bucket{{{l},le=\"+Inf\"}} {cum}");
-        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_sum{{{l}}} {}", s.size_sum);
-        let _ = writeln!(out, "{TOOL_RESULT_SIZE}_count{{{l}}} {cum}");
-    }
-    head(out, TOOL_CALL_DURATION, "histogram", "Tool call duration.");
-    for (s, l) in frame.series.iter().zip(labels) {
-        let mut cum = 0;
-        for (b, n) in LATENCY_BUCKETS_US.iter().zip(&s.latency_buckets) {
-            cum += n;
-            let le = *b as f64 / 1e6;
-            let _ = writeln!(out, "{TOOL_CALL_DURATION}_bucket{{{l},le=\"{le}\"}} {cum}");
-        }
-        cum += s.latency_buckets.last().copied().unwrap_or(0);
-        let _ = writeln!(out, "{TOOL_CALL_DURATION}_bucket{{{l},le=\"+Inf\"}} {cum}");
-        let _ = writeln!(
-            out,
-            "{TOOL_CALL_DURATION}_sum{{{l}}} {}",
-            f64_text(s.latency_sum_us as f64 / 1e6)
+    for (i, s) in frame.series.iter().enumerate() {
+        sink.histogram(
+            i,
+            HistogramSample {
+                bounds: &size,
+                counts: &s.size_buckets,
+                sum: Value::Int(s.size_sum),
+                native: s.native.as_deref().map(|n| &n[0]),
+            },
         );
-        let _ = writeln!(out, "{TOOL_CALL_DURATION}_count{{{l}}} {cum}");
+    }
+    sink.family(TOOL_CALL_DURATION, Kind::Histogram, "Tool call duration.");
+    for (i, s) in frame.series.iter().enumerate() {
+        sink.histogram(
+            i,
+            HistogramSample {
+                bounds: &latency,
+                counts: &s.latency_buckets,
+                sum: Value::Float(s.latency_sum_us as f64 / 1e6),
+                native: s.native.as_deref().map(|n| &n[1]),
+            },
+        );
     }
 }
 
@@ -707,5 +792,6 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        assert!(matches!(escape("plain"), Cow::Borrowed("plain")));
     }
 }

@@ -15,13 +15,15 @@
 //! be 25 % wide). Only non-empty buckets are sent: a series holds at most 64 per power of two
 //! its values span, and never more than its HDR histogram has buckets (128 per power of two).
 //!
-//! The other families are the text renderer's own lines, encoded line by line as they are read
-//! (no message is built), so the two formats cannot drift; the histograms, most of the body, are
-//! encoded directly, a metric at a time, with each series' label pairs encoded once. The whole
-//! render runs on the aggregator task (the text format's histograms are rendered off it).
+//! Both formats are written from one description of the families
+//! ([`super::exposition::write_families`]) to a [`Sink`], so they cannot drift: [`Proto`] encodes
+//! each metric as it is written, with no message tree and each series' label pairs encoded once.
+//! As for the text format, the aggregator only copies the numbers ([`Frame::capture_with`], which
+//! here also reads each series' native buckets out of its HDR histograms); the encoding runs on
+//! the admin handler's blocking thread.
 
-use super::aggregator::{SeriesKey, State, LATENCY_BUCKETS_US};
-use super::exposition::{render_parts, Frame, TOOL_CALL_DURATION, TOOL_RESULT_SIZE};
+use super::aggregator::State;
+use super::exposition::{write_families, Frame, HistogramSample, Kind, NativeBuckets, Sink, Value};
 use super::histogram::Hist;
 use super::SelfStats;
 
@@ -135,97 +137,129 @@ pub mod pb {
 
 const COUNTER: i32 = 0;
 const GAUGE: i32 = 1;
+#[cfg(test)]
 const UNTYPED: i32 = 3;
 const HISTOGRAM: i32 = 4;
 
-/// Renders the whole exposition as delimited `MetricFamily` messages.
+/// Renders the whole protobuf exposition of `state` at `now` (capture and render in one go).
 pub fn render(state: &State, stats: &SelfStats, now: u64) -> Vec<u8> {
-    let text = render_parts(&Frame::capture(state, now), stats, false);
-    let mut out = Vec::with_capacity(text.len() + state.series.len() * 1024);
-    let mut keys: Vec<&SeriesKey> = state.series.keys().collect();
-    keys.sort();
-    // Each series' label pairs, encoded once for both histogram families.
-    let labels: Vec<Vec<u8>> = keys
-        .iter()
-        .map(|k| {
-            let (mut out, mut pair) = (Vec::new(), Vec::new());
-            for (n, v) in [("service", &*k.service), ("tool", &*k.tool)] {
-                pair.clear();
-                bytes_field(1, n.as_bytes(), &mut pair);
-                bytes_field(2, v.as_bytes(), &mut pair);
-                bytes_field(1, &pair, &mut out);
-            }
-            out
-        })
-        .collect();
-
-    encode_text(&text, &mut out);
-    let mut body = Vec::new();
-    let size_bounds: Vec<f64> = state.limits.size_bounds.iter().map(|&b| b as f64).collect();
-    write_family(
-        &mut out,
-        &mut body,
-        TOOL_RESULT_SIZE,
-        "UTF-8 bytes of tool results as handed to the model.",
-        keys.iter().zip(&labels).map(|(k, l)| {
-            let s = &state.series[*k];
-            let h = histogram(
-                &size_bounds,
-                &s.size_buckets,
-                s.size_sum as f64,
-                &s.total.size,
-                1.0,
-            );
-            (l.as_slice(), h)
-        }),
-    );
-    let latency_bounds: Vec<f64> = LATENCY_BUCKETS_US.iter().map(|&b| b as f64 / 1e6).collect();
-    write_family(
-        &mut out,
-        &mut body,
-        TOOL_CALL_DURATION,
-        "Tool call duration.",
-        keys.iter().zip(&labels).map(|(k, l)| {
-            let s = &state.series[*k];
-            let h = histogram(
-                &latency_bounds,
-                &s.latency_buckets,
-                s.latency_sum_us as f64 / 1e6,
-                &s.total.latency,
-                1e-6,
-            );
-            (l.as_slice(), h)
-        }),
-    );
-    out
+    render_frame(&Frame::capture_with(state, now, true), stats)
 }
 
-/// Writes one length-delimited histogram `MetricFamily` from each series' encoded label pairs
-/// and histogram, encoding each metric once as it is made: no vector of thousands of messages,
-/// and no second walk to size them (encoding a whole family at once sizes every nested message
-/// again at each level).
-fn write_family<'a>(
-    out: &mut Vec<u8>,
-    body: &mut Vec<u8>,
-    name: &str,
-    help: &str,
-    metrics: impl Iterator<Item = (&'a [u8], pb::Histogram)>,
-) {
-    use prost::encoding::{encode_key, encode_varint, WireType};
-    body.clear();
-    bytes_field(1, name.as_bytes(), body);
-    bytes_field(2, help.as_bytes(), body);
-    encode_key(3, WireType::Varint, body);
-    encode_varint(HISTOGRAM as u64, body);
-    let mut metric = Vec::new();
-    for (labels, h) in metrics {
-        metric.clear();
-        metric.extend_from_slice(labels);
-        prost::encoding::message::encode(7, &h, &mut metric);
-        bytes_field(4, &metric, body);
+/// Renders the whole protobuf exposition of a frame captured with its native buckets
+/// ([`Frame::capture_with`]); without them the histograms carry only the classic buckets.
+pub fn render_frame(frame: &Frame, stats: &SelfStats) -> Vec<u8> {
+    let mut proto = Proto::new(frame);
+    write_families(frame, stats, &mut proto);
+    proto.finish()
+}
+
+/// The protobuf exposition: each family one length-delimited `MetricFamily`, each metric
+/// encoded once as it is written (no message tree is built: encoding a whole family at once
+/// sizes every nested message again at each level), each series' label pairs encoded once.
+pub struct Proto {
+    out: Vec<u8>,
+    family: Vec<u8>,
+    metric: Vec<u8>,
+    pair: Vec<u8>,
+    labels: Vec<Vec<u8>>,
+    kind: Option<Kind>,
+}
+
+impl Proto {
+    /// A protobuf exposition of `frame`'s series.
+    pub fn new(frame: &Frame) -> Self {
+        let mut pair = Vec::new();
+        let labels = frame
+            .series
+            .iter()
+            .map(|s| {
+                let mut out = Vec::new();
+                for (n, v) in [("service", &*s.key.service), ("tool", &*s.key.tool)] {
+                    label_pair(n, v, &mut pair, &mut out);
+                }
+                out
+            })
+            .collect();
+        Self {
+            out: Vec::with_capacity(4096 + frame.series.len() * 2048),
+            family: Vec::new(),
+            metric: Vec::new(),
+            pair,
+            labels,
+            kind: None,
+        }
     }
-    encode_varint(body.len() as u64, out);
-    out.extend_from_slice(body);
+
+    /// The delimited messages.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.flush();
+        self.out
+    }
+
+    fn flush(&mut self) {
+        if self.kind.take().is_some() {
+            prost::encoding::encode_varint(self.family.len() as u64, &mut self.out);
+            self.out.extend_from_slice(&self.family);
+            self.family.clear();
+        }
+    }
+
+    /// Starts a metric with the labels of `series` and `extra`.
+    fn metric(&mut self, series: Option<usize>, extra: &[(&str, &str)]) {
+        self.metric.clear();
+        if let Some(i) = series {
+            self.metric.extend_from_slice(&self.labels[i]);
+        }
+        for (n, v) in extra {
+            label_pair(n, v, &mut self.pair, &mut self.metric);
+        }
+    }
+}
+
+impl Sink for Proto {
+    fn family(&mut self, name: &str, kind: Kind, help: &str) {
+        use prost::encoding::{encode_key, encode_varint, WireType};
+        self.flush();
+        bytes_field(1, name.as_bytes(), &mut self.family);
+        bytes_field(2, help.as_bytes(), &mut self.family);
+        encode_key(3, WireType::Varint, &mut self.family);
+        let t = match kind {
+            Kind::Counter => COUNTER,
+            Kind::Gauge => GAUGE,
+            Kind::Histogram => HISTOGRAM,
+        };
+        encode_varint(t as u64, &mut self.family);
+        self.kind = Some(kind);
+    }
+
+    fn sample(&mut self, series: Option<usize>, extra: &[(&str, &str)], value: Value) {
+        self.metric(series, extra);
+        // Gauge 2, Counter 3, each `{ double value = 1; }`.
+        let tag = match self.kind {
+            Some(Kind::Counter) => 3,
+            _ => 2,
+        };
+        let mut inner = [0u8; 9];
+        inner[0] = (1 << 3) | 1;
+        inner[1..].copy_from_slice(&value.as_f64().to_le_bytes());
+        bytes_field(tag, &inner, &mut self.metric);
+        bytes_field(4, &self.metric, &mut self.family);
+    }
+
+    fn histogram(&mut self, series: usize, h: HistogramSample<'_>) {
+        self.metric(Some(series), &[]);
+        prost::encoding::message::encode(7, &histogram(h), &mut self.metric);
+        bytes_field(4, &self.metric, &mut self.family);
+    }
+}
+
+/// Appends a `LabelPair` field (tag 1 of `Metric`), using `pair` as scratch.
+fn label_pair(name: &str, value: &str, pair: &mut Vec<u8>, out: &mut Vec<u8>) {
+    pair.clear();
+    bytes_field(1, name.as_bytes(), pair);
+    bytes_field(2, value.as_bytes(), pair);
+    bytes_field(1, pair, out);
 }
 
 #[cfg(test)]
@@ -236,13 +270,14 @@ fn label(name: &str, value: &str) -> pb::LabelPair {
     }
 }
 
-/// One series' histogram: classic buckets from the exact non-cumulative `counts` per `bounds`
-/// (+Inf last), native buckets from the HDR histogram `hist` (values × `scale`).
-fn histogram(bounds: &[f64], counts: &[u64], sum: f64, hist: &Hist, scale: f64) -> pb::Histogram {
+/// One series' histogram message: the classic buckets, and the native ones when captured.
+fn histogram(h: HistogramSample<'_>) -> pb::Histogram {
     let mut cum = 0;
-    let bucket = bounds
+    let bucket = h
+        .bounds
+        .le
         .iter()
-        .zip(counts)
+        .zip(h.counts)
         .map(|(&b, &n)| {
             cum += n;
             pb::Bucket {
@@ -251,18 +286,21 @@ fn histogram(bounds: &[f64], counts: &[u64], sum: f64, hist: &Hist, scale: f64) 
             }
         })
         .collect();
-    let count = counts.iter().sum();
-    let (zero_count, positive_span, positive_delta) = native(hist, scale);
-    pb::Histogram {
-        sample_count: Some(count),
-        sample_sum: Some(sum),
+    let mut out = pb::Histogram {
+        sample_count: Some(h.counts.iter().sum()),
+        sample_sum: Some(h.sum.as_f64()),
         bucket,
-        schema: Some(NATIVE_SCHEMA),
-        zero_threshold: Some(NATIVE_ZERO_THRESHOLD),
-        zero_count: Some(zero_count),
-        positive_span,
-        positive_delta,
+        ..Default::default()
+    };
+    if let Some(n) = h.native {
+        let (positive_span, positive_delta) = spans(&n.buckets);
+        out.schema = Some(NATIVE_SCHEMA);
+        out.zero_threshold = Some(NATIVE_ZERO_THRESHOLD);
+        out.zero_count = Some(n.zero);
+        out.positive_span = positive_span;
+        out.positive_delta = positive_delta;
     }
+    out
 }
 
 /// The native bucket index of `v` > 0: bucket `i` holds (2^((i-1)/64), 2^(i/64)].
@@ -270,22 +308,27 @@ pub fn native_index(v: f64) -> i32 {
     (v.log2() * f64::from(1u32 << NATIVE_SCHEMA)).ceil() as i32
 }
 
-/// Zero count, spans and deltas of the native histogram of `hist`'s values × `scale`.
-fn native(hist: &Hist, scale: f64) -> (u64, Vec<pb::BucketSpan>, Vec<i64>) {
-    let mut zero = 0;
-    let mut buckets: Vec<(i32, u64)> = Vec::new();
+/// The native buckets of `hist`'s values × `scale`: what [`Frame::capture_with`] copies out of
+/// the aggregator for this exposition.
+pub fn native_buckets(hist: &Hist, scale: f64) -> NativeBuckets {
+    let mut out = NativeBuckets::default();
     hist.for_each_bucket(|v, n| {
         let x = v as f64 * scale;
         if x <= NATIVE_ZERO_THRESHOLD {
-            zero += n;
+            out.zero += n;
             return;
         }
         let i = native_index(x);
-        match buckets.last_mut() {
+        match out.buckets.last_mut() {
             Some((last, c)) if *last == i => *c += n,
-            _ => buckets.push((i, n)),
+            _ => out.buckets.push((i, n)),
         }
     });
+    out
+}
+
+/// Spans and deltas of non-empty native buckets (by index).
+fn spans(buckets: &[(i32, u64)]) -> (Vec<pb::BucketSpan>, Vec<i64>) {
     let mut spans: Vec<pb::BucketSpan> = Vec::new();
     let mut deltas = Vec::with_capacity(buckets.len());
     let (mut prev_i, mut prev_n) = (0i32, 0i64);
@@ -304,11 +347,11 @@ fn native(hist: &Hist, scale: f64) -> (u64, Vec<pb::BucketSpan>, Vec<i64>) {
         prev_i = i;
         prev_n = n;
     }
-    (zero, spans, deltas)
+    (spans, deltas)
 }
 
-/// The families of a text exposition (as [`render_parts`] writes it: `# HELP`, `# TYPE`, then
-/// `name{labels} value` lines), as messages: what [`encode_text`] must encode.
+/// The families of a text exposition (`# HELP`, `# TYPE`, then `name{labels} value` lines), as
+/// messages, histograms' lines as untyped samples: the tests' reading of the text format.
 #[cfg(test)]
 fn parse_text(text: &str) -> Vec<pb::MetricFamily> {
     let mut families: Vec<pb::MetricFamily> = Vec::new();
@@ -363,6 +406,7 @@ fn parse_text(text: &str) -> Vec<pb::MetricFamily> {
 
 /// Calls `f(name, value)` for each label of `a="x",b="y\"z"`, unescaping `\\`, `\"` and `\n`
 /// into `value` (a buffer reused across labels).
+#[cfg(test)]
 fn for_each_label(s: &str, value: &mut String, mut f: impl FnMut(&str, &str)) {
     let mut rest = s;
     while let Some((name, after)) = rest.split_once("=\"") {
@@ -404,89 +448,6 @@ fn bytes_field(tag: u32, bytes: &[u8], buf: &mut Vec<u8>) {
     buf.extend_from_slice(bytes);
 }
 
-/// Encodes the families of a text exposition (as [`render_parts`] writes it) as delimited
-/// `MetricFamily` messages, a line at a time, without building messages: the same bytes as
-/// encoding [`parse_text`]'s families, with no allocation per sample.
-fn encode_text(text: &str, out: &mut Vec<u8>) {
-    use prost::encoding::{encode_key, encode_varint, WireType};
-    let (mut family, mut metric, mut pair) = (Vec::new(), Vec::new(), Vec::new());
-    let mut value = String::new();
-    // The open family's type, once written.
-    let mut kind: Option<i32> = None;
-    let mut open = false;
-    let flush = |family: &mut Vec<u8>, kind: Option<i32>, out: &mut Vec<u8>| {
-        if kind.is_none() {
-            encode_key(3, WireType::Varint, family);
-            encode_varint(UNTYPED as u64, family);
-        }
-        encode_varint(family.len() as u64, out);
-        out.extend_from_slice(family);
-        family.clear();
-    };
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# HELP ") {
-            if open {
-                flush(&mut family, kind, out);
-            }
-            open = true;
-            kind = None;
-            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
-            bytes_field(1, name.as_bytes(), &mut family);
-            bytes_field(2, help.as_bytes(), &mut family);
-        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
-            if !open || kind.is_some() {
-                continue;
-            }
-            let k = match rest.rsplit(' ').next() {
-                Some("counter") => COUNTER,
-                Some("gauge") => GAUGE,
-                _ => UNTYPED,
-            };
-            encode_key(3, WireType::Varint, &mut family);
-            encode_varint(k as u64, &mut family);
-            kind = Some(k);
-        } else if open && !line.is_empty() && !line.starts_with('#') {
-            let Some((series, v)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let v: f64 = match v {
-                "+Inf" => f64::INFINITY,
-                "-Inf" => f64::NEG_INFINITY,
-                v => v.parse().unwrap_or(f64::NAN),
-            };
-            let k = *kind.get_or_insert_with(|| {
-                encode_key(3, WireType::Varint, &mut family);
-                encode_varint(UNTYPED as u64, &mut family);
-                UNTYPED
-            });
-            metric.clear();
-            if let Some((_, labels)) = series.split_once('{') {
-                let labels = labels.strip_suffix('}').unwrap_or(labels);
-                for_each_label(labels, &mut value, |n, v| {
-                    pair.clear();
-                    bytes_field(1, n.as_bytes(), &mut pair);
-                    bytes_field(2, v.as_bytes(), &mut pair);
-                    bytes_field(1, &pair, &mut metric);
-                });
-            }
-            // Gauge 2, Counter 3, Untyped 5, each `{ double value = 1; }`.
-            let tag = match k {
-                COUNTER => 3,
-                GAUGE => 2,
-                _ => 5,
-            };
-            let mut inner = [0u8; 9];
-            inner[0] = (1 << 3) | 1;
-            inner[1..].copy_from_slice(&v.to_le_bytes());
-            bytes_field(tag, &inner, &mut metric);
-            bytes_field(4, &metric, &mut family);
-        }
-    }
-    if open {
-        flush(&mut family, kind, out);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -503,27 +464,102 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn text_families_encode_as_their_messages() {
-        let text = "# HELP a_total Calls.\n# TYPE a_total counter\n\
-                    a_total{service=\"s\\\"1\",tool=\"t\\nx\"} 3\na_total{service=\"s\",tool=\"u\"} 0\n\
-                    # HELP b Size.\n# TYPE b gauge\nb 1.5\nb{x=\"\"} +Inf\n\
-                    # HELP c Other.\nc{y=\"z\"} 7\n# HELP d Empty.\n";
-        let mut bytes = Vec::new();
-        encode_text(text, &mut bytes);
-        let mut slice = bytes.as_slice();
-        let mut decoded = Vec::new();
-        while !slice.is_empty() {
-            decoded.push(pb::MetricFamily::decode_length_delimited(&mut slice).unwrap());
+    /// A state with escapes in its labels, failures, cuts and two windows.
+    fn state() -> State {
+        use crate::collector::aggregator::tests::{known, limits, rec};
+        let mut state = State::new(limits(100));
+        let recs: Vec<_> = (0..60u64)
+            .map(|i| {
+                let tool = ["a\"b\\c\nd", "plain", "日本"][i as usize % 3];
+                let mut r = rec(tool, known(i * 997));
+                r.latency_us = i * 12_345;
+                if i % 7 == 0 {
+                    r.truncated_upstream = true;
+                    r.upstream_limit = Some(1000);
+                }
+                if i % 11 == 0 {
+                    r.error = true;
+                    r.size = crate::collector::record::Size::Failed;
+                }
+                r
+            })
+            .collect();
+        state.record_batch(&recs, 1_700_000_000);
+        state
+    }
+
+    fn decode(mut bytes: &[u8]) -> Vec<pb::MetricFamily> {
+        let mut out = Vec::new();
+        while !bytes.is_empty() {
+            out.push(pb::MetricFamily::decode_length_delimited(&mut bytes).unwrap());
         }
-        assert_eq!(decoded, parse_text(text));
-        assert_eq!(decoded.len(), 4);
-        assert_eq!(decoded[0].metric[0].label[0], label("service", "s\"1"));
-        assert_eq!(
-            decoded[1].metric[1].gauge.as_ref().unwrap().value,
-            Some(f64::INFINITY)
-        );
-        assert_eq!(decoded[2].r#type, Some(UNTYPED));
+        out
+    }
+
+    #[test]
+    fn both_formats_hold_the_same_samples() {
+        let (state, stats) = (state(), SelfStats::default());
+        let frame = Frame::capture_with(&state, 1_700_000_100, true);
+        let text = super::super::exposition::render_frame(&frame, &stats);
+        let proto = decode(&render_frame(&frame, &stats));
+        let parsed = parse_text(&text);
+        assert_eq!(proto.len(), parsed.len());
+        assert!(proto.len() > 30);
+        for (p, t) in proto.iter().zip(&parsed) {
+            assert_eq!((&p.name, &p.help), (&t.name, &t.help));
+            if p.r#type != Some(HISTOGRAM) {
+                assert_eq!(p, t, "{:?}", p.name);
+                continue;
+            }
+            // Histograms: the text's `_bucket`, `_sum` and `_count` lines, series by series.
+            let per = t.metric.len() / p.metric.len();
+            for (m, lines) in p.metric.iter().zip(t.metric.chunks(per)) {
+                let h = m.histogram.as_ref().unwrap();
+                let value = |m: &pb::Metric| m.untyped.as_ref().unwrap().value.unwrap();
+                let cum: Vec<f64> = lines[..h.bucket.len()].iter().map(value).collect();
+                let want: Vec<f64> = h
+                    .bucket
+                    .iter()
+                    .map(|b| b.cumulative_count.unwrap() as f64)
+                    .collect();
+                assert_eq!(cum, want);
+                assert_eq!(m.label, lines[0].label[..2]);
+                assert_eq!(value(&lines[per - 2]), h.sample_sum.unwrap());
+                assert_eq!(value(&lines[per - 1]), h.sample_count.unwrap() as f64);
+                // The native buckets hold every observation the classic ones do.
+                let native: i64 = h
+                    .positive_delta
+                    .iter()
+                    .scan(0, |c, d| {
+                        *c += d;
+                        Some(*c)
+                    })
+                    .sum();
+                assert_eq!(
+                    native as u64 + h.zero_count.unwrap(),
+                    h.sample_count.unwrap()
+                );
+                assert_eq!(h.schema, Some(NATIVE_SCHEMA));
+            }
+        }
+        let calls = &proto[0];
+        assert_eq!(calls.metric[0].label[1], label("tool", "a\"b\\c\nd"));
+        assert_eq!(calls.metric[2].label[1], label("tool", "日本"));
+    }
+
+    #[test]
+    fn without_native_buckets_histograms_are_classic() {
+        let (state, stats) = (state(), SelfStats::default());
+        let proto = decode(&render_frame(
+            &Frame::capture(&state, 1_700_000_100),
+            &stats,
+        ));
+        let size = proto
+            .iter()
+            .find(|f| f.name.as_deref() == Some(super::super::exposition::TOOL_RESULT_SIZE))
+            .unwrap();
+        let h = size.metric[0].histogram.as_ref().unwrap();
+        assert!(h.schema.is_none() && h.positive_span.is_empty() && !h.bucket.is_empty());
     }
 
     #[test]
@@ -550,8 +586,9 @@ mod tests {
         for v in [0, 1000, 1000, 1010, 1_000_000] {
             h.record(v);
         }
-        let (zero, spans, deltas) = native(&h, 1.0);
-        assert_eq!(zero, 1);
+        let n = native_buckets(&h, 1.0);
+        assert_eq!(n.zero, 1);
+        let (spans, deltas) = spans(&n.buckets);
         let total: i64 = deltas
             .iter()
             .scan(0, |c, d| {

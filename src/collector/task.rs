@@ -53,13 +53,10 @@ pub enum Command {
     },
     /// `/metrics`: the numbers, to render elsewhere.
     Metrics {
+        /// With each series' native histogram buckets (for the protobuf exposition).
+        native: bool,
         /// Answer.
         reply: oneshot::Sender<Frame>,
-    },
-    /// `/metrics` in the protobuf exposition, native histograms included.
-    MetricsProto {
-        /// Answer.
-        reply: oneshot::Sender<Vec<u8>>,
     },
     /// Answer when the aggregator is running (readiness).
     Ping {
@@ -131,7 +128,7 @@ pub(crate) async fn run(
                             Err(_) => break,
                         }
                     }
-                    answer(&state, &stats, cmd)
+                    answer(&state, cmd)
                 }
                 None => {}
             },
@@ -163,7 +160,7 @@ fn ingest(state: &mut State, stats: &SelfStats, b: Batch) {
     stats.set_series(state.series_count() as u64, state.overflow_records);
 }
 
-fn answer(state: &State, stats: &SelfStats, cmd: Command) {
+fn answer(state: &State, cmd: Command) {
     let now = now_unix();
     match cmd {
         Command::Tools {
@@ -188,11 +185,8 @@ fn answer(state: &State, stats: &SelfStats, cmd: Command) {
         } => {
             let _ = reply.send(state.history_view(&tool, service.as_deref(), now));
         }
-        Command::Metrics { reply } => {
-            let _ = reply.send(Frame::capture(state, now));
-        }
-        Command::MetricsProto { reply } => {
-            let _ = reply.send(super::exposition_proto::render(state, stats, now));
+        Command::Metrics { native, reply } => {
+            let _ = reply.send(Frame::capture_with(state, now, native));
         }
         Command::Ping { reply } => {
             let _ = reply.send(());

@@ -53,6 +53,7 @@ def provider(endpoint, service):
     keep = Keep()
     tp.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint + "/v1/traces")))
     tp.add_span_processor(SimpleSpanProcessor(keep))
+    tp.endpoint = endpoint
     return tp, keep
 
 
@@ -236,7 +237,252 @@ def run_openai_agents(tp, keep, calls):
     return out
 
 
-RUNNERS = {"pydantic_ai": run_pydantic_ai, "langchain": run_langchain, "openai_agents": run_openai_agents}
+def run_openllmetry(tp, keep, calls):
+    import contextlib
+    import os
+
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import SpanProcessor
+    from traceloop.sdk import Traceloop
+    from traceloop.sdk.decorators import tool, workflow
+
+    # OpenLLMetry's own @tool/@workflow decorators. Traceloop.init adopts the global provider
+    # (ours) and adds the processor given, a no-op one: nothing goes to Traceloop's cloud, spans
+    # leave through our OTLP exporter. It prints its banner on stdout, kept for the JSON.
+    os.environ.setdefault("TRACELOOP_TELEMETRY", "false")
+    trace.set_tracer_provider(tp)
+    with contextlib.redirect_stdout(sys.stderr):
+        Traceloop.init(app_name="agent", api_endpoint=tp.endpoint, processor=SpanProcessor(),
+                       telemetry_enabled=False, instruments=set(), disable_batch=True)
+
+    handed = {}
+
+    def model(messages):
+        """The fake model: records the tool results it was handed, answers from a script."""
+        for m in messages:
+            if m["role"] == "tool":
+                handed[m["tool_call_id"]] = len(m["content"].encode())
+        step = sum(1 for m in messages if m["role"] == "assistant")
+        if step < calls:
+            name = "fetch_page" if step % 2 == 0 else "search_docs"
+            return {"role": "assistant", "tool_calls": [{"id": f"call_{step}", "name": name, "args": {"i": step}}]}
+        return {"role": "assistant", "content": "done"}
+
+    def body(i):
+        if i % FAIL_EVERY == FAIL_EVERY - 1:
+            raise RuntimeError(f"call {i} failed")
+        return payload(SIZES[i % len(SIZES)], i)
+
+    @tool(name="fetch_page")
+    def fetch_page(i: int) -> str:
+        return body(i)
+
+    @tool(name="search_docs")
+    def search_docs(i: int) -> str:
+        return body(i)
+
+    tools = {"fetch_page": fetch_page, "search_docs": search_docs}
+
+    @workflow(name="agent")
+    def agent():
+        messages = [{"role": "user", "content": "go"}]
+        while True:
+            reply = model(messages)
+            messages.append(reply)
+            if "tool_calls" not in reply:
+                return reply["content"]
+            for c in reply["tool_calls"]:
+                try:
+                    out = tools[c["name"]](**c["args"])
+                except RuntimeError as e:
+                    out = f"Error: {e}"
+                messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
+
+    agent()
+    out = []
+    for s in keep.spans:
+        a = s.attributes or {}
+        if a.get("traceloop.span.kind") != "tool":
+            continue
+        # The tool span does not carry the call id: calls run one at a time, in order.
+        out.append({"span_id": hexid(s.context.span_id), "tool": a.get("traceloop.entity.name"), "start": s.start_time})
+    out.sort(key=lambda o: o.pop("start"))
+    for i, o in enumerate(out):
+        o["failed"] = i % FAIL_EVERY == FAIL_EVERY - 1
+        o["bytes"] = None if o["failed"] else handed[f"call_{i}"]
+    return out
+
+
+def run_strands(tp, keep, calls):
+    from opentelemetry import trace
+    from strands import Agent, tool
+    from strands.models.model import Model
+
+    # Strands traces through the global provider.
+    trace.set_tracer_provider(tp)
+    handed = {}
+
+    class Fake(Model):
+        """Strands' Model interface, streaming scripted tool calls; records what it was handed."""
+
+        def update_config(self, **model_config):
+            pass
+
+        def get_config(self):
+            return {}
+
+        def structured_output(self, *args, **kwargs):
+            raise NotImplementedError
+
+        async def stream(self, messages, tool_specs=None, system_prompt=None, **kwargs):
+            step = 0
+            for m in messages:
+                for block in m.get("content", []):
+                    if "toolResult" in block:
+                        r = block["toolResult"]
+                        handed[r["toolUseId"]] = None if r["status"] == "error" else sum(
+                            len((c["text"] if "text" in c else json.dumps(c["json"], ensure_ascii=False)).encode())
+                            for c in r["content"])
+                    if "toolUse" in block:
+                        step += 1
+            yield {"messageStart": {"role": "assistant"}}
+            if step < calls:
+                name = "fetch_page" if step % 2 == 0 else "search_docs"
+                yield {"contentBlockStart": {"start": {"toolUse": {"toolUseId": f"call_{step}", "name": name}}}}
+                yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps({"i": step})}}}}
+                yield {"contentBlockStop": {}}
+                yield {"messageStop": {"stopReason": "tool_use"}}
+            else:
+                yield {"contentBlockDelta": {"delta": {"text": "done"}}}
+                yield {"contentBlockStop": {}}
+                yield {"messageStop": {"stopReason": "end_turn"}}
+
+    def body(i):
+        if i % FAIL_EVERY == FAIL_EVERY - 1:
+            raise RuntimeError(f"call {i} failed")
+        return payload(SIZES[i % len(SIZES)], i)
+
+    @tool
+    def fetch_page(i: int) -> str:
+        """Fetches page i."""
+        return body(i)
+
+    @tool
+    def search_docs(i: int) -> str:
+        """Searches docs."""
+        return body(i)
+
+    # callback_handler=None: the default one prints the streamed text on stdout.
+    Agent(model=Fake(), tools=[fetch_page, search_docs], callback_handler=None)("go")
+    out = []
+    for s in keep.spans:
+        a = s.attributes or {}
+        if a.get("gen_ai.operation.name") != "execute_tool":
+            continue
+        cid = a["gen_ai.tool.call.id"]
+        failed = int(cid.split("_")[1]) % FAIL_EVERY == FAIL_EVERY - 1
+        out.append({"span_id": hexid(s.context.span_id), "tool": a.get("gen_ai.tool.name"),
+                    "failed": failed, "bytes": None if failed else handed[cid]})
+    return out
+
+
+def run_google_adk(tp, keep, calls):
+    import asyncio
+    import os
+
+    from opentelemetry import trace
+
+    # ADK traces through the global provider. Its default telemetry schema (2) puts the tool
+    # result on the span only when GenAI content capture is on.
+    trace.set_tracer_provider(tp)
+    os.environ.setdefault("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    from google.adk.agents import LlmAgent
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    def fails(i):
+        return i % FAIL_EVERY == FAIL_EVERY - 1
+
+    # One call per model turn, except one turn with two calls that succeed: ADK runs them in
+    # parallel and adds its "execute_tool (merged)" span over them.
+    turns = [[i] for i in range(calls)]
+    pair = next((i for i in range(1, calls - 1) if not fails(i) and not fails(i + 1)), None)
+    if pair is not None:
+        turns[pair:pair + 2] = [[pair, pair + 1]]
+    handed = {}
+    state = {"turn": 0}
+
+    class Fake(BaseLlm):
+        """ADK's BaseLlm, answering from the script; records the function responses it got."""
+
+        model: str = "fake"
+
+        async def generate_content_async(self, llm_request, stream=False):
+            for c in llm_request.contents:
+                for p in c.parts or []:
+                    r = p.function_response
+                    if r is not None:
+                        # Handed to the model as a JSON object: {"result": <text>} for a str.
+                        handed[r.id] = len(json.dumps(r.response, ensure_ascii=False).encode())
+            k = state["turn"]
+            state["turn"] += 1
+            if k < len(turns):
+                parts = [types.Part(function_call=types.FunctionCall(
+                    id=f"call_{i}", name="fetch_page" if i % 2 == 0 else "search_docs", args={"i": i}))
+                    for i in turns[k]]
+            else:
+                parts = [types.Part(text="done")]
+            yield LlmResponse(content=types.Content(role="model", parts=parts))
+
+    def body(i):
+        if fails(i):
+            raise RuntimeError(f"call {i} failed")
+        return payload(SIZES[i % len(SIZES)], i)
+
+    def fetch_page(i: int) -> str:
+        """Fetches page i."""
+        return body(i)
+
+    def search_docs(i: int) -> str:
+        """Searches docs."""
+        return body(i)
+
+    runner = InMemoryRunner(agent=LlmAgent(name="agent", model=Fake(), tools=[fetch_page, search_docs]),
+                            app_name="app")
+
+    async def go():
+        session = await runner.session_service.create_session(app_name="app", user_id="user")
+        # A tool that raises ends ADK's invocation (no on_tool_error_callback here); the user
+        # then sends another message in the same session and the script goes on.
+        for _ in range(len(turns) + 1):
+            try:
+                async for _event in runner.run_async(user_id="user", session_id=session.id,
+                                                     new_message=types.Content(role="user",
+                                                                               parts=[types.Part(text="go")])):
+                    pass
+                return
+            except RuntimeError:
+                continue
+
+    asyncio.run(go())
+    out = []
+    for s in keep.spans:
+        a = s.attributes or {}
+        if a.get("gen_ai.operation.name") != "execute_tool" or a.get("gen_ai.tool.name") == "(merged tools)":
+            continue
+        # A failed call's span has no call id ("<not specified>"): its arguments tell the call.
+        cid = a.get("gen_ai.tool.call.id", "")
+        i = int(cid.split("_")[1]) if cid.startswith("call_") else json.loads(a["gen_ai.tool.call.arguments"])["i"]
+        out.append({"span_id": hexid(s.context.span_id), "tool": a.get("gen_ai.tool.name"),
+                    "failed": fails(i), "bytes": None if fails(i) else handed[f"call_{i}"], "i": i})
+    out.sort(key=lambda o: o.pop("i"))
+    return out
+
+
+RUNNERS = {"pydantic_ai": run_pydantic_ai, "langchain": run_langchain, "openai_agents": run_openai_agents,
+           "openllmetry": run_openllmetry, "strands": run_strands, "google_adk": run_google_adk}
 
 
 def main():
@@ -251,10 +497,13 @@ def main():
     calls = RUNNERS[a.framework](tp, keep, a.calls)
     tp.force_flush()
     if a.dump:
+        def cut(attrs):
+            return {k: (v if len(str(v)) < 300 else str(v)[:300] + "…") for k, v in (attrs or {}).items()}
+
         for s in keep.spans:
-            print(s.name, s.status.status_code, {k: (v if len(str(v)) < 300 else str(v)[:300] + "…")
-                                                 for k, v in (s.attributes or {}).items()},
-                  file=sys.stderr)
+            print(s.name, s.status.status_code, cut(s.attributes), file=sys.stderr)
+            for e in s.events:
+                print("    event", e.name, cut(e.attributes), file=sys.stderr)
     json.dump({"framework": a.framework, "service": a.service, "calls": calls}, sys.stdout)
     tp.shutdown()
 
