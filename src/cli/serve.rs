@@ -35,7 +35,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub admin_addr: Option<SocketAddr>,
     /// The URL under which others reach the admin HTTP, for the links alerts carry
-    /// (generatorURL, runbook_url) [default: http://<admin addr>].
+    /// (generatorURL, runbook_url) [default: http://ADMIN_ADDR].
     #[arg(long, value_name = "URL")]
     pub external_url: Option<String>,
     /// Directory for state snapshots, restored at start [default: none, memory only].

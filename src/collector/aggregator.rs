@@ -2,7 +2,7 @@
 //!
 //! Receivers hand it batches of [`ToolRecord`]s over a bounded queue (`try_send`; a full queue is
 //! refused upstream with 503 / UNAVAILABLE and counted, so nothing accepted is lost). Readers (the
-//! admin API, `/metrics`) send it a [`Command`] and get a computed view back; nobody else touches
+//! admin API, `/metrics`) send it a [`Command`](super::task::Command) and get a computed view back; nobody else touches
 //! the state. Every `snapshot_interval` it serializes the state and hands the bytes to a blocking
 //! writer; a slow disk delays only the next snapshot, never ingestion.
 //!

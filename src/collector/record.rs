@@ -77,7 +77,7 @@ pub enum SizeSource {
     /// The result content the emitter recorded, counted as it is (it is what the model got).
     Derived,
     /// The result content with the tracer's own wrapping removed (JSON string escapes, a
-    /// message envelope, `{"result": …}`, `[{"text": …}]`): see [`unwrap_content`].
+    /// message envelope, `{"result": …}`, `[{"text": …}]`): see [`unwrap_content`](super::recognize::unwrap_content).
     Unwrapped,
     /// As [`SizeSource::Unwrapped`], but the result inside the envelope is itself JSON and is
     /// measured re-serialised compactly: close to, not exactly, the text the model got.

@@ -76,7 +76,7 @@ pub struct ToolDetail {
     pub top_args: Vec<TopArgs>,
     /// Results over a ceiling since start, by the weakest layer that cut them.
     pub over_ceiling: Vec<OverCeilingCount>,
-    /// The most recent over-ceiling results (at most [`OVER_CEILING_RECENT`]), newest first.
+    /// The most recent over-ceiling results (at most [`OVER_CEILING_RECENT`](super::aggregator::OVER_CEILING_RECENT)), newest first.
     pub recent_over_ceiling: Vec<OverCeiling>,
     /// Results of known size in the window per classic size bucket (the bounds of
     /// `toolsize_tool_result_size_bytes`, counted from the window's histogram), empty buckets

@@ -463,8 +463,9 @@ def run_google_adk(tp, keep, calls):
                                                                                parts=[types.Part(text="go")])):
                     pass
                 return
-            except RuntimeError:
-                continue
+            except RuntimeError as e:
+                if not str(e).endswith(" failed"):
+                    raise
 
     asyncio.run(go())
     out = []
