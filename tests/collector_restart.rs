@@ -118,3 +118,48 @@ async fn corrupt_snapshot_is_moved_aside() {
     );
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// A GenAI tool span whose recorded result is `chars` characters of text ending with `k`.
+fn result_span(k: u64, chars: usize) -> opentelemetry_proto::tonic::trace::v1::Span {
+    let mut body: String = "résumé text ".chars().cycle().take(chars - 8).collect();
+    body.push_str(&format!("{k:08}"));
+    span(
+        k,
+        "execute_tool fetch",
+        vec![
+            s("gen_ai.operation.name", "execute_tool"),
+            s("gen_ai.tool.name", "fetch"),
+            s("gen_ai.tool.call.result", &body),
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learned_upstream_limit_survives_a_restart() {
+    let dir = data_dir("learned");
+    let post = |b: &Binary, spans| {
+        let http = b.http;
+        async move {
+            assert!(post_proto(http, &request("agent", spans))
+                .await
+                .status()
+                .is_success());
+        }
+    };
+    let b = Binary::start(&["--snapshot-interval", "1h"], Some(&dir));
+    // Three results cut at 1,000 characters, with different endings: a limit, learned.
+    post(&b, (0..3).map(|k| result_span(k, 1000)).collect()).await;
+    let row = &tools(b.admin, "").await["tools"][0];
+    assert_eq!(row["upstream_limit"], 1000, "{row}");
+    assert_eq!(row["truncated_upstream"], 1, "the third is flagged: {row}");
+    b.stop();
+
+    let b = Binary::start(&["--snapshot-interval", "1h"], Some(&dir));
+    // The first cut result after the restart is flagged at once; a shorter one is not.
+    post(&b, vec![result_span(10, 1000), result_span(11, 500)]).await;
+    let row = &tools(b.admin, "").await["tools"][0];
+    assert_eq!(row["truncated_upstream"], 2, "{row}");
+    assert_eq!(row["count"], 5, "{row}");
+    b.stop();
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -13,7 +13,9 @@
 //!
 //! Memory is bounded: at most [`MAX_SERVICES`] services (later ones are not learned) and
 //! [`CANDIDATES`] candidate lengths per service and unit. The state lives behind one mutex taken
-//! once per content-sized span of at least [`MIN_LIMIT`] bytes; it is not kept across restarts.
+//! once per content-sized span of at least [`MIN_LIMIT`] bytes. Limits survive a restart through
+//! the snapshot: each series keeps the limit its results were cut at, and the daemon seeds the
+//! learner with them at start ([`Learner::seed`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -125,6 +127,26 @@ impl Learner {
         hit
     }
 
+    /// Takes `limit` as learned for `service`, in both units, as if its results had been seen
+    /// ending there (a limit restored from a snapshot): a longer result still disproves it.
+    pub fn seed(&self, service: &str, limit: u64) {
+        if limit < MIN_LIMIT {
+            return;
+        }
+        let Ok(mut map) = self.services.lock() else {
+            return;
+        };
+        if !map.contains_key(service) && map.len() >= MAX_SERVICES {
+            return;
+        }
+        for t in map.entry(service.into()).or_default().iter_mut() {
+            t.max = t.max.max(limit);
+            if t.max == limit {
+                t.limit = Some(limit);
+            }
+        }
+    }
+
     /// The learned limits of `service`, characters then UTF-16 units.
     pub fn limits(&self, service: &str) -> (Option<u64>, Option<u64>) {
         self.services
@@ -202,6 +224,20 @@ mod tests {
         assert_eq!(l.observe(&svc, &text(1500, 9)), None);
         assert_eq!(l.limits("agent").0, None);
         assert_eq!(l.observe(&svc, &text(1000, 7)), None);
+    }
+
+    #[test]
+    fn a_seeded_limit_flags_at_once_and_is_still_disproved() {
+        let l = Learner::new();
+        let svc: Arc<str> = "agent".into();
+        l.seed("agent", 1000);
+        assert_eq!(l.observe(&svc, &text(1000, 1)), Some(1000));
+        assert_eq!(l.observe(&svc, &text(999, 2)), None);
+        assert_eq!(l.observe(&svc, &text(1200, 3)), None);
+        assert_eq!(l.limits("agent"), (None, None));
+        // Too short to be a limit, and services past the cap, are not seeded.
+        l.seed("short", 100);
+        assert_eq!(l.limits("short"), (None, None));
     }
 
     #[test]

@@ -516,6 +516,12 @@ impl Recognizer {
         }
     }
 
+    /// Seeds the learner of upstream limits with a limit `service`'s results were cut at before
+    /// a restart (see [`super::learn::Learner::seed`]).
+    pub fn seed_limit(&self, service: &str, limit: u64) {
+        self.learner.seed(service, limit);
+    }
+
     fn slots(&self, attrs: &[(&[u8], AttrValue<'_>)]) -> Slots {
         let mut slots = [NONE; MAX_SLOTS];
         for (i, (k, _)) in attrs.iter().enumerate().take(usize::from(NONE)) {
