@@ -23,6 +23,7 @@ use std::sync::Arc;
 use super::aggregator::{Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
 use super::alerts::rules::{MatchOutcome, REGISTRY};
 use super::alerts::sink::SinkKind;
+use super::histogram::NativeBuckets;
 use super::{RefusedRequest, SelfStats};
 use crate::layers::Stack;
 
@@ -202,17 +203,6 @@ pub struct HistogramSample<'a> {
     pub native: Option<&'a NativeBuckets>,
 }
 
-/// A native (sparse, exponential) histogram's buckets, computed from a series' HDR histogram
-/// when the frame is captured for the protobuf exposition
-/// (see [`super::exposition_proto::NATIVE_SCHEMA`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NativeBuckets {
-    /// Observations in the zero bucket.
-    pub zero: u64,
-    /// (bucket index, count) of every non-empty bucket, by index.
-    pub buckets: Vec<(i32, u64)>,
-}
-
 /// Where the families of an exposition are written: the text format ([`Text`]) or the
 /// protobuf one ([`super::exposition_proto::Proto`]). One description of the families
 /// ([`write_families`]) feeds both, so the formats cannot drift.
@@ -368,7 +358,6 @@ impl Frame {
     /// Copies what `/metrics` shows of `state` at `now`, with each series' native histogram
     /// buckets when `native` (for the protobuf exposition).
     pub fn capture_with(state: &State, now: u64, native: bool) -> Self {
-        use super::exposition_proto::native_buckets;
         let windows: Vec<Option<usize>> = (0..state.limits.windows.len())
             .map(Some)
             .chain([None])
@@ -406,8 +395,8 @@ impl Frame {
                     .collect(),
                 native: native.then(|| {
                     Box::new([
-                        native_buckets(&s.total.size, 1.0),
-                        native_buckets(&s.total.latency, 1e-6),
+                        s.total.size.native_buckets(1.0),
+                        s.total.latency.native_buckets(1e-6),
                     ])
                 }),
             })
