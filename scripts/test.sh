@@ -50,6 +50,12 @@ install_peers() {
   [ -x target/frameworks-venv/bin/python ] || python3 -m venv target/frameworks-venv
   target/frameworks-venv/bin/python -m pip install -q --disable-pip-version-check \
     -r tests/requirements-frameworks.txt
+  # OpenLLMetry, Strands and Google ADK pin OpenTelemetry differently: a second virtualenv, from
+  # a full `pip freeze` so pip resolves nothing.
+  log "pip install -r tests/requirements-frameworks2.txt (target/frameworks-venv2)"
+  [ -x target/frameworks-venv2/bin/python ] || python3 -m venv target/frameworks-venv2
+  target/frameworks-venv2/bin/python -m pip install -q --disable-pip-version-check \
+    -r tests/requirements-frameworks2.txt
   log "npm ci (tests/frameworks)"
   npm ci --prefix tests/frameworks --no-audit --no-fund --silent
   # npm packages: the MCP reference server, pinned by the committed lockfile.

@@ -251,6 +251,29 @@ impl Counts {
         self.upstream_limit = self.upstream_limit.max(r.upstream_limit);
     }
 
+    /// Re-counts one result counted with `source` as whole as cut upstream at `limit`; false
+    /// (and nothing changed) when no result of that source is counted here.
+    fn flag_cut(&mut self, source: SizeSource, limit: u64) -> bool {
+        let from = match source {
+            SizeSource::Measured => return false,
+            SizeSource::Derived => &mut self.derived,
+            SizeSource::Unwrapped | SizeSource::UnwrappedApproximate => &mut self.unwrapped,
+        };
+        if *from == 0
+            || (source == SizeSource::UnwrappedApproximate && self.unwrapped_approximate == 0)
+        {
+            return false;
+        }
+        *from -= 1;
+        if source == SizeSource::UnwrappedApproximate {
+            self.unwrapped_approximate -= 1;
+        }
+        self.lower_bound += 1;
+        self.truncated_upstream += 1;
+        self.upstream_limit = self.upstream_limit.max(Some(limit));
+        true
+    }
+
     fn add(&mut self, o: &Counts) {
         self.calls += o.calls;
         self.errors += o.errors;
@@ -976,6 +999,56 @@ impl State {
                 o.observe(&seen);
             }
         }
+        if !r.earlier_cuts.is_empty() {
+            self.flag_earlier_cuts(r);
+        }
+    }
+
+    /// Flags the results that the limit learned from `r` shows were cut, counted as whole when
+    /// they arrived ([`super::learn`]): in the series' totals, the window slot each landed in
+    /// (the history point it closed into, if it has), and the largest results.
+    fn flag_earlier_cuts(&mut self, r: &ToolRecord) {
+        let Some(limit) = r.upstream_limit else {
+            return;
+        };
+        let (history, ..) = self.limits.history();
+        for e in &r.earlier_cuts {
+            let probe = SeriesKeyRef {
+                service: &r.service,
+                tool: &e.tool,
+            };
+            let Some(s) = self.series.get_mut(&probe as &dyn KeyLike) else {
+                continue;
+            };
+            if !s.total.counts.flag_cut(e.source, limit) {
+                continue;
+            }
+            let at = e.at_ms / 1000;
+            for (i, w) in s.windows.iter_mut().enumerate() {
+                // The aggregator stamps a record a little after the receiver: its slot, or the
+                // next one.
+                let first = at / w.slot_secs;
+                let newest = w.slots.back().map(|(j, _)| *j);
+                let Some(idx) = [first, first + 1].into_iter().find(|&j| {
+                    w.slots
+                        .iter_mut()
+                        .find(|(k, _)| *k == j)
+                        .is_some_and(|(_, st)| st.counts.flag_cut(e.source, limit))
+                }) else {
+                    continue;
+                };
+                if i == history && Some(idx) != newest {
+                    let start = idx * w.slot_secs;
+                    if let Some(p) = s.history.iter_mut().find(|p| p.at_unix == start) {
+                        p.truncated_upstream = p.truncated_upstream.saturating_add(1);
+                    }
+                }
+            }
+            let id = hex(&e.span_id);
+            for l in s.largest.iter_mut().filter(|l| l.span_id == id) {
+                l.truncated_upstream = true;
+            }
+        }
     }
 
     fn apply(
@@ -1202,6 +1275,7 @@ pub(crate) mod tests {
             args_hash: Some(ArgsHash::new(&format!("{tool}-args"))),
             measures: Measurement::default(),
             upstream_limit: None,
+            earlier_cuts: Vec::new(),
         }
     }
 
@@ -1210,6 +1284,61 @@ pub(crate) mod tests {
             bytes: b,
             source: SizeSource::Measured,
         }
+    }
+
+    #[test]
+    fn results_before_a_learned_limit_are_flagged_when_it_is_learned() {
+        use crate::collector::record::EarlierCut;
+        let mut st = State::new(limits(10));
+        // 5m windows of 60 s slots: the first two land in an earlier slot than the others.
+        let t0 = 1_000_020;
+        let derived = |k: u8, bytes| {
+            let mut r = rec("fetch", known(bytes));
+            r.size = Size::Known {
+                bytes,
+                source: SizeSource::Derived,
+            };
+            r.span_id = [k; 8];
+            r
+        };
+        st.record(&derived(1, 1000), t0);
+        st.record(&derived(2, 1000), t0);
+        st.record(&derived(3, 400), t0 + 100);
+        let mut third = derived(4, 1000);
+        third.truncated_upstream = true;
+        third.upstream_limit = Some(1000);
+        third.earlier_cuts = [1u8, 2]
+            .iter()
+            .map(|&k| EarlierCut {
+                tool: "fetch".into(),
+                span_id: [k; 8],
+                source: SizeSource::Derived,
+                at_ms: t0 * 1000 + 5,
+            })
+            .collect();
+        st.record(&third, t0 + 105);
+        for w in [Some("5m"), None] {
+            let v = st.tools_view(w, None, t0 + 110).unwrap();
+            let r = &v.tools[0];
+            assert_eq!(
+                (r.count, r.truncated_upstream, r.lower_bound, r.derived),
+                (4, 3, 3, 1),
+                "{w:?}"
+            );
+            assert_eq!(r.upstream_limit, Some(1000));
+        }
+        let s = st.series.values().next().unwrap();
+        let flagged: Vec<_> = s
+            .largest
+            .iter()
+            .map(|l| (l.span_id.clone(), l.truncated_upstream))
+            .collect();
+        assert!(flagged.contains(&(hex(&[1; 8]), true)), "{flagged:?}");
+        assert!(flagged.contains(&(hex(&[2; 8]), true)), "{flagged:?}");
+        assert!(flagged.contains(&(hex(&[4; 8]), true)), "{flagged:?}");
+        // The earlier slot closed into a history point: it counts them too.
+        let p = s.history.iter().find(|p| p.at_unix <= t0).unwrap();
+        assert_eq!(p.truncated_upstream, 2);
     }
 
     #[test]

@@ -7,18 +7,21 @@
 //! service, [`Learner`] tallies the lengths of recorded result content of at least
 //! [`MIN_LIMIT`] characters. A length reached by [`HITS`] results with different endings, and
 //! never exceeded by any result of the service, is taken as the limit; from then on every result
-//! of that length is flagged. The results seen before the limit is learned are not flagged
-//! retroactively (the first `HITS - 1` cut results are counted as whole). A longer result of the
-//! service later disproves the limit and it is forgotten.
+//! of that length is flagged. The earlier results at that length, counted as whole when they
+//! arrived, are returned with the learning one ([`Observed::earlier`]) so the aggregator flags
+//! them too. A longer result of the service later disproves the limit and it is forgotten.
 //!
 //! Memory is bounded: at most [`MAX_SERVICES`] services (later ones are not learned) and
-//! [`CANDIDATES`] candidate lengths per service and unit. The state lives behind one mutex taken
+//! [`CANDIDATES`] candidate lengths per service and unit, each holding at most `HITS - 1` earlier
+//! results. The state lives behind one mutex taken
 //! once per content-sized span of at least [`MIN_LIMIT`] bytes. Limits survive a restart through
 //! the snapshot: each series keeps the limit its results were cut at, and the daemon seeds the
 //! learner with them at start ([`Learner::seed`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use super::record::{EarlierCut, SizeSource};
 
 /// Shortest length taken as a limit: shorter repeated lengths are normal results.
 pub const MIN_LIMIT: u64 = 256;
@@ -36,10 +39,53 @@ enum Unit {
     Utf16,
 }
 
+/// The result being observed, when it is otherwise counted as whole (borrowed: it is copied
+/// only if kept).
+#[derive(Debug, Clone, Copy)]
+pub struct Whole<'a> {
+    /// Its (sanitised) tool name.
+    pub tool: &'a str,
+    /// Its span id.
+    pub span_id: [u8; 8],
+    /// How its size is counted.
+    pub source: SizeSource,
+}
+
+impl Whole<'_> {
+    fn keep(&self) -> EarlierCut {
+        EarlierCut {
+            tool: self.tool.into(),
+            span_id: self.span_id,
+            source: self.source,
+            at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+        }
+    }
+}
+
+/// What an observed result says.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// The learned limit the result ends at, if any.
+    pub limit: Option<u64>,
+    /// When this result made the limit learned: the earlier results at that length, counted as
+    /// whole then.
+    pub earlier: Vec<EarlierCut>,
+}
+
+#[derive(Debug, Clone)]
+struct Candidate {
+    length: u64,
+    /// Fingerprints of the distinct endings seen at this length.
+    tails: Vec<u64>,
+    /// The results behind them that were counted as whole.
+    earlier: Vec<EarlierCut>,
+}
+
 #[derive(Debug, Default)]
 struct Tally {
-    /// (length, distinct endings seen, fingerprints of those endings).
-    candidates: Vec<(u64, u32, [u64; HITS as usize])>,
+    candidates: Vec<Candidate>,
     /// Longest content seen.
     max: u64,
     /// The learned limit.
@@ -47,15 +93,22 @@ struct Tally {
 }
 
 impl Tally {
-    /// Records a result of length `n` whose ending hashes to `tail`; true when `n` is the
-    /// (possibly just) learned limit.
-    fn observe(&mut self, n: u64, tail: u64) -> bool {
+    /// Records a result of length `n` whose ending hashes to `tail` (`whole`: it was counted as
+    /// whole); true when `n` is the (possibly just) learned limit, with the earlier whole results
+    /// at `n` in `earlier` when it was just learned.
+    fn observe(
+        &mut self,
+        n: u64,
+        tail: u64,
+        whole: Option<Whole<'_>>,
+        earlier: &mut Vec<EarlierCut>,
+    ) -> bool {
         if n > self.max {
             self.max = n;
             if self.limit.is_some_and(|l| n > l) {
                 self.limit = None;
             }
-            self.candidates.retain(|c| c.0 >= n);
+            self.candidates.retain(|c| c.length >= n);
         }
         if self.limit == Some(n) {
             return true;
@@ -63,15 +116,17 @@ impl Tally {
         if n < self.max {
             return false;
         }
-        match self.candidates.iter_mut().find(|c| c.0 == n) {
+        match self.candidates.iter_mut().find(|c| c.length == n) {
             Some(c) => {
-                let seen = &c.2[..c.1 as usize];
-                if !seen.contains(&tail) && c.1 < HITS {
-                    c.2[c.1 as usize] = tail;
-                    c.1 += 1;
+                if !c.tails.contains(&tail) && c.tails.len() < HITS as usize {
+                    c.tails.push(tail);
+                    if c.tails.len() < HITS as usize {
+                        c.earlier.extend(whole.map(|w| w.keep()));
+                    }
                 }
-                if c.1 >= HITS {
+                if c.tails.len() >= HITS as usize {
                     self.limit = Some(n);
+                    earlier.append(&mut c.earlier);
                     return true;
                 }
             }
@@ -79,9 +134,11 @@ impl Tally {
                 if self.candidates.len() >= CANDIDATES {
                     self.candidates.remove(0);
                 }
-                let mut tails = [0; HITS as usize];
-                tails[0] = tail;
-                self.candidates.push((n, 1, tails));
+                self.candidates.push(Candidate {
+                    length: n,
+                    tails: vec![tail],
+                    earlier: whole.map(|w| w.keep()).into_iter().collect(),
+                });
             }
         }
         false
@@ -100,31 +157,35 @@ impl Learner {
         Self::default()
     }
 
-    /// Records the recorded content `s` of a successful result of `service`; returns the
-    /// learned limit it ends at, if any.
-    pub fn observe(&self, service: &Arc<str>, s: &str) -> Option<u64> {
+    /// Records the recorded content `s` of a successful result of `service`: the learned limit
+    /// it ends at, if any. `whole` describes the result when it is otherwise counted as whole, to
+    /// be returned in [`Observed::earlier`] if it proves cut once the limit is learned.
+    pub fn observe(&self, service: &Arc<str>, s: &str, whole: Option<Whole<'_>>) -> Observed {
+        let mut out = Observed::default();
         if (s.len() as u64) < MIN_LIMIT {
-            return None;
+            return out;
         }
         let (chars, utf16) = lengths(s);
         let tail = fingerprint(s);
         let Ok(mut map) = self.services.lock() else {
-            return None;
+            return out;
         };
         if !map.contains_key(service) && map.len() >= MAX_SERVICES {
-            return None;
+            return out;
         }
         let tallies = map.entry(service.clone()).or_default();
-        let mut hit = None;
         for (unit, n) in [(Unit::Chars, chars), (Unit::Utf16, utf16)] {
             if n < MIN_LIMIT {
                 continue;
             }
-            if tallies[unit as usize].observe(n, tail) {
-                hit = hit.or(Some(n));
+            if tallies[unit as usize].observe(n, tail, whole, &mut out.earlier) {
+                out.limit = out.limit.or(Some(n));
             }
         }
-        hit
+        // Both units may learn at once from the same results.
+        out.earlier.sort_by_key(|e| e.span_id);
+        out.earlier.dedup_by_key(|e| e.span_id);
+        out
     }
 
     /// Takes `limit` as learned for `service`, in both units, as if its results had been seen
@@ -183,6 +244,10 @@ fn fingerprint(s: &str) -> u64 {
 mod tests {
     use super::*;
 
+    fn obs(l: &Learner, svc: &Arc<str>, s: &str) -> Option<u64> {
+        l.observe(svc, s, None).limit
+    }
+
     fn text(n: usize, seed: usize) -> String {
         (0..n)
             .map(|i| (b'a' + ((i * 7 + seed) % 26) as u8) as char)
@@ -193,15 +258,15 @@ mod tests {
     fn a_repeated_ceiling_is_learned_after_three_different_results() {
         let l = Learner::new();
         let svc: Arc<str> = "agent".into();
-        assert_eq!(l.observe(&svc, &text(400, 0)), None);
-        assert_eq!(l.observe(&svc, &text(1000, 1)), None);
-        assert_eq!(l.observe(&svc, &text(1000, 2)), None);
-        assert_eq!(l.observe(&svc, &text(1000, 3)), Some(1000));
-        assert_eq!(l.observe(&svc, &text(1000, 4)), Some(1000));
-        assert_eq!(l.observe(&svc, &text(999, 4)), None);
+        assert_eq!(obs(&l, &svc, &text(400, 0)), None);
+        assert_eq!(obs(&l, &svc, &text(1000, 1)), None);
+        assert_eq!(obs(&l, &svc, &text(1000, 2)), None);
+        assert_eq!(obs(&l, &svc, &text(1000, 3)), Some(1000));
+        assert_eq!(obs(&l, &svc, &text(1000, 4)), Some(1000));
+        assert_eq!(obs(&l, &svc, &text(999, 4)), None);
         assert_eq!(l.limits("agent"), (Some(1000), Some(1000)));
         // Another service has not shown it.
-        assert_eq!(l.observe(&"other".into(), &text(1000, 5)), None);
+        assert_eq!(obs(&l, &"other".into(), &text(1000, 5)), None);
     }
 
     #[test]
@@ -209,7 +274,7 @@ mod tests {
         let l = Learner::new();
         let svc: Arc<str> = "agent".into();
         for _ in 0..10 {
-            assert_eq!(l.observe(&svc, &text(1000, 1)), None);
+            assert_eq!(obs(&l, &svc, &text(1000, 1)), None);
         }
     }
 
@@ -218,12 +283,51 @@ mod tests {
         let l = Learner::new();
         let svc: Arc<str> = "agent".into();
         for seed in 0..3 {
-            l.observe(&svc, &text(1000, seed));
+            obs(&l, &svc, &text(1000, seed));
         }
         assert_eq!(l.limits("agent").0, Some(1000));
-        assert_eq!(l.observe(&svc, &text(1500, 9)), None);
+        assert_eq!(obs(&l, &svc, &text(1500, 9)), None);
         assert_eq!(l.limits("agent").0, None);
-        assert_eq!(l.observe(&svc, &text(1000, 7)), None);
+        assert_eq!(obs(&l, &svc, &text(1000, 7)), None);
+    }
+
+    #[test]
+    fn the_results_before_the_limit_was_learned_are_returned_with_it() {
+        let l = Learner::new();
+        let svc: Arc<str> = "agent".into();
+        let whole = |k: u8| Whole {
+            tool: "fetch",
+            span_id: [k; 8],
+            source: SizeSource::Derived,
+        };
+        assert_eq!(
+            l.observe(&svc, &text(1000, 1), Some(whole(1))),
+            Observed::default()
+        );
+        // Flagged otherwise (a marker): a hit, but nothing to correct.
+        assert_eq!(l.observe(&svc, &text(1000, 2), None), Observed::default());
+        // The same ending again is not a new hit, and not a candidate for correction.
+        assert_eq!(
+            l.observe(&svc, &text(1000, 1), Some(whole(9))),
+            Observed::default()
+        );
+        let o = l.observe(&svc, &text(1000, 3), Some(whole(3)));
+        assert_eq!(o.limit, Some(1000));
+        assert_eq!(o.earlier.len(), 1);
+        let e = &o.earlier[0];
+        assert_eq!(
+            (&*e.tool, e.span_id, e.source),
+            ("fetch", [1; 8], SizeSource::Derived)
+        );
+        assert!(e.at_ms > 0);
+        // Once learned, results are flagged as they come: nothing earlier to return.
+        assert_eq!(
+            l.observe(&svc, &text(1000, 4), Some(whole(4))),
+            Observed {
+                limit: Some(1000),
+                earlier: vec![]
+            }
+        );
     }
 
     #[test]
@@ -231,9 +335,9 @@ mod tests {
         let l = Learner::new();
         let svc: Arc<str> = "agent".into();
         l.seed("agent", 1000);
-        assert_eq!(l.observe(&svc, &text(1000, 1)), Some(1000));
-        assert_eq!(l.observe(&svc, &text(999, 2)), None);
-        assert_eq!(l.observe(&svc, &text(1200, 3)), None);
+        assert_eq!(obs(&l, &svc, &text(1000, 1)), Some(1000));
+        assert_eq!(obs(&l, &svc, &text(999, 2)), None);
+        assert_eq!(obs(&l, &svc, &text(1200, 3)), None);
         assert_eq!(l.limits("agent"), (None, None));
         // Too short to be a limit, and services past the cap, are not seeded.
         l.seed("short", 100);
@@ -246,9 +350,9 @@ mod tests {
         let svc: Arc<str> = "agent".into();
         // 300 code points, 600 UTF-16 units: emoji are two units each.
         let cut = |seed: char| format!("{}{seed}", "😀".repeat(299));
-        assert_eq!(l.observe(&svc, &cut('a')), None);
-        assert_eq!(l.observe(&svc, &cut('b')), None);
-        assert_eq!(l.observe(&svc, &cut('c')), Some(300));
+        assert_eq!(obs(&l, &svc, &cut('a')), None);
+        assert_eq!(obs(&l, &svc, &cut('b')), None);
+        assert_eq!(obs(&l, &svc, &cut('c')), Some(300));
         assert_eq!(l.limits("agent"), (Some(300), Some(599)));
     }
 
@@ -273,7 +377,7 @@ mod tests {
         let l = Learner::new();
         let svc: Arc<str> = "agent".into();
         for seed in 0..10 {
-            assert_eq!(l.observe(&svc, &text(100, seed)), None);
+            assert_eq!(obs(&l, &svc, &text(100, seed)), None);
         }
     }
 }

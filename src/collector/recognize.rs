@@ -423,6 +423,8 @@ pub struct Recognizer {
     size: Vec<usize>,
     measures: [usize; 6],
     content: Vec<(usize, Encoding, Envelope)>,
+    /// [`EMITTER_ENVELOPES`], keys as slot indices.
+    emitter_envelopes: Vec<(Emitter, usize, Envelope)>,
     learner: super::learn::Learner,
     args: Vec<usize>,
     args_hash: usize,
@@ -491,6 +493,10 @@ impl Recognizer {
                         .map_or(Envelope::None, |(_, e)| *e);
                     (keys.idx(k), *e, env)
                 })
+                .collect(),
+            emitter_envelopes: EMITTER_ENVELOPES
+                .iter()
+                .map(|&(e, k, env)| (e, keys.idx(k), env))
                 .collect(),
             learner: super::learn::Learner::new(),
             args: ARGS_KEYS.iter().map(|k| keys.idx(k)).collect(),
@@ -633,6 +639,7 @@ impl Recognizer {
             Measurement::default()
         };
         let mut upstream_limit = None;
+        let mut earlier_cuts = Vec::new();
         let size = if error {
             // A failed call has no result, whatever error text the tracer stored as output.
             Size::Failed
@@ -646,7 +653,14 @@ impl Recognizer {
             let content = self
                 .content
                 .iter()
-                .find_map(|&(i, enc, env)| get(i).map(|v| (v, enc, env)))
+                .find_map(|&(i, enc, env)| {
+                    let env = self
+                        .emitter_envelopes
+                        .iter()
+                        .find(|&&(e, k, _)| e == emitter && k == i)
+                        .map_or(env, |&(_, _, x)| x);
+                    get(i).map(|v| (v, enc, env))
+                })
                 .or_else(|| {
                     EVENT_CONTENT.iter().find_map(|(e, k)| {
                         span.event_attr(e, k)
@@ -655,9 +669,11 @@ impl Recognizer {
                 });
             match content {
                 Some((v, enc, env)) => {
-                    let c = self.size_of_content(service, v, enc, env, json_mime);
+                    let call = (tool.as_str(), span_id);
+                    let c = self.size_of_content(service, call, v, enc, env, json_mime);
                     truncated_upstream |= c.cut;
                     upstream_limit = c.limit;
+                    earlier_cuts = c.earlier;
                     c.size
                 }
                 None => Size::Unknown(Unknown::Missing),
@@ -690,6 +706,7 @@ impl Recognizer {
             args_hash,
             measures,
             upstream_limit,
+            earlier_cuts,
         })
     }
 
@@ -721,10 +738,12 @@ impl Recognizer {
     }
 
     /// The size of recorded content, with the tracer's envelope removed, and whether it shows
-    /// an upstream cut (and at which attribute length limit).
+    /// an upstream cut (and at which attribute length limit). `call` (tool name, span id) names
+    /// the result to the learner of limits.
     fn size_of_content(
         &self,
         service: &Arc<str>,
+        call: (&str, [u8; 8]),
         v: AttrValue<'_>,
         enc: Encoding,
         env: Envelope,
@@ -737,24 +756,36 @@ impl Recognizer {
                 {
                     return Content::unknown(Unknown::Placeholder);
                 }
+                let marked = has_marker(s) || json_cut(s, enc != Encoding::Auto || json_mime);
+                let unwrapped = unwrap_content(env, s);
+                let whole = match unwrapped {
+                    Some((_, true)) => SizeSource::Unwrapped,
+                    Some((_, false)) => SizeSource::UnwrappedApproximate,
+                    None => SizeSource::Derived,
+                };
                 let mut limit = self.at_length_limit(s);
+                let mut earlier = Vec::new();
                 if limit.is_none() {
                     if let Ok(text) = std::str::from_utf8(s) {
-                        limit = self.learner.observe(service, text);
+                        let me = (!marked).then_some(super::learn::Whole {
+                            tool: call.0,
+                            span_id: call.1,
+                            source: whole,
+                        });
+                        let o = self.learner.observe(service, text, me);
+                        (limit, earlier) = (o.limit, o.earlier);
                     }
                 }
-                let cut = limit.is_some()
-                    || has_marker(s)
-                    || json_cut(s, enc != Encoding::Auto || json_mime);
-                let (bytes, source) = match (cut, unwrap_content(env, s)) {
-                    (false, Some((n, true))) => (n, SizeSource::Unwrapped),
-                    (false, Some((n, false))) => (n, SizeSource::UnwrappedApproximate),
+                let cut = limit.is_some() || marked;
+                let (bytes, source) = match (cut, unwrapped) {
+                    (false, Some((n, _))) => (n, whole),
                     _ => (s.len() as u64, SizeSource::Derived),
                 };
                 Content {
                     size: Size::Known { bytes, source },
                     cut,
                     limit,
+                    earlier,
                 }
             }
             AttrValue::Kvlist([]) if enc == Encoding::JsonEmptyIsHidden => {
@@ -768,6 +799,7 @@ impl Recognizer {
                     },
                     cut: false,
                     limit: None,
+                    earlier: Vec::new(),
                 },
                 None => Content::unknown(Unknown::Missing),
             },
@@ -795,6 +827,8 @@ struct Content {
     size: Size,
     cut: bool,
     limit: Option<u64>,
+    /// Earlier results the limit learned from this one shows were cut.
+    earlier: Vec<super::record::EarlierCut>,
 }
 
 impl Content {
@@ -803,6 +837,7 @@ impl Content {
             size: Size::Unknown(why),
             cut: false,
             limit: None,
+            earlier: Vec::new(),
         }
     }
 }
@@ -843,6 +878,22 @@ pub const ENVELOPES: &[(&str, Envelope)] = &[
     ("ai.toolCall.result", Envelope::JsonString),
     ("gcp.vertex.agent.tool_response", Envelope::AdkResult),
     ("mlflow.spanOutputs", Envelope::JsonString),
+];
+
+/// Envelopes of one emitter on a key whose other emitters record the result as handed over: the
+/// OTel GenAI attribute holds Google ADK's `{"result": …}` (ADK 2.x with content capture on) and
+/// Strands' content blocks (Strands with the latest GenAI conventions opted in).
+pub const EMITTER_ENVELOPES: &[(Emitter, &str, Envelope)] = &[
+    (
+        Emitter::GoogleAdk,
+        "gen_ai.tool.call.result",
+        Envelope::AdkResult,
+    ),
+    (
+        Emitter::Strands,
+        "gen_ai.tool.call.result",
+        Envelope::TextParts,
+    ),
 ];
 
 /// The UTF-8 bytes of the result inside recorded content `s` wrapped by `env`, and whether they
@@ -1384,6 +1435,36 @@ mod tests {
             assert_eq!(t.tool, tname, "{name}");
         }
         assert!(matches!(outcome(&r, "x", &span("chat gpt-4", vec![s(OP, "chat")])), Outcome::NotTool));
+    }
+
+    #[test]
+    fn the_genai_result_attribute_is_unwrapped_for_adk_and_strands_only() {
+        let r = rec();
+        let size = |scope: &str, status: Option<&str>, v: &str| {
+            let mut attrs = vec![s(OP, EXEC), s("gen_ai.tool.call.result", v)];
+            attrs.extend(status.map(|st| s("gen_ai.tool.status", st)));
+            tool(&r, scope, &span("execute_tool a", attrs)).size
+        };
+        let known = |bytes, source| Size::Known { bytes, source };
+        let adk = r#"{"result": "déjà"}"#;
+        assert_eq!(
+            size("gcp.vertex.agent", None, adk),
+            known(6, SizeSource::Unwrapped)
+        );
+        let parts = r#"[{"text": "ab"}, {"text": "c"}]"#;
+        assert_eq!(
+            size("strands", Some("success"), parts),
+            known(3, SizeSource::Unwrapped)
+        );
+        // Another emitter's result that happens to look the same is what the model got.
+        assert_eq!(
+            size("x", None, adk),
+            known(adk.len() as u64, SizeSource::Derived)
+        );
+        assert_eq!(
+            size("x", None, parts),
+            known(parts.len() as u64, SizeSource::Derived)
+        );
     }
 
     #[test]

@@ -234,6 +234,23 @@ pub struct ToolRecord {
     /// ended at, configured or learned from the data ([`super::learn`]): set with
     /// `truncated_upstream`.
     pub upstream_limit: Option<u64>,
+    /// Results of the same service counted as whole when they arrived, that the limit learned
+    /// from this one shows were cut: the aggregator flags them now.
+    pub earlier_cuts: Vec<EarlierCut>,
+}
+
+/// A result counted as whole that a learned limit shows was cut: which call, and how its size
+/// was counted then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EarlierCut {
+    /// Its (sanitised) tool name.
+    pub tool: Box<str>,
+    /// Its span id.
+    pub span_id: [u8; 8],
+    /// How its size was counted.
+    pub source: SizeSource,
+    /// When it was seen, Unix milliseconds.
+    pub at_ms: u64,
 }
 
 /// A batch of records from one OTLP request.

@@ -588,6 +588,7 @@ pub(crate) mod testing {
             args_hash: Some(ArgsHash::new("0123456789ab")),
             measures: Measurement::default(),
             upstream_limit: None,
+            earlier_cuts: Vec::new(),
         }
     }
 
