@@ -39,28 +39,40 @@ enum Unit {
     Utf16,
 }
 
-/// The result being observed, when it is otherwise counted as whole (borrowed: it is copied
-/// only if kept).
-#[derive(Debug, Clone, Copy)]
+/// The result being observed (borrowed: it is copied only if kept).
+#[derive(Clone, Copy)]
 pub struct Whole<'a> {
     /// Its (sanitised) tool name.
     pub tool: &'a str,
     /// Its span id.
     pub span_id: [u8; 8],
-    /// How its size is counted.
+    /// How its size is counted when whole.
     pub source: SizeSource,
+    /// Whether it is flagged cut for another reason (a marker, a cut JSON document): then it
+    /// is no earlier cut to correct. Asked only when the result would be kept.
+    pub flagged: &'a dyn Fn() -> bool,
+}
+
+impl std::fmt::Debug for Whole<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Whole")
+            .field("tool", &self.tool)
+            .field("span_id", &self.span_id)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Whole<'_> {
-    fn keep(&self) -> EarlierCut {
-        EarlierCut {
+    fn keep(&self) -> Option<EarlierCut> {
+        (!(self.flagged)()).then(|| EarlierCut {
             tool: self.tool.into(),
             span_id: self.span_id,
             source: self.source,
             at_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
-        }
+        })
     }
 }
 
@@ -77,8 +89,9 @@ pub struct Observed {
 #[derive(Debug, Clone)]
 struct Candidate {
     length: u64,
-    /// Fingerprints of the distinct endings seen at this length.
-    tails: Vec<u64>,
+    /// Fingerprints of the distinct endings seen at this length (the first `seen`).
+    tails: [u64; HITS as usize],
+    seen: usize,
     /// The results behind them that were counted as whole.
     earlier: Vec<EarlierCut>,
 }
@@ -118,13 +131,14 @@ impl Tally {
         }
         match self.candidates.iter_mut().find(|c| c.length == n) {
             Some(c) => {
-                if !c.tails.contains(&tail) && c.tails.len() < HITS as usize {
-                    c.tails.push(tail);
-                    if c.tails.len() < HITS as usize {
-                        c.earlier.extend(whole.map(|w| w.keep()));
+                if !c.tails[..c.seen].contains(&tail) && c.seen < HITS as usize {
+                    c.tails[c.seen] = tail;
+                    c.seen += 1;
+                    if c.seen < HITS as usize {
+                        c.earlier.extend(whole.and_then(|w| w.keep()));
                     }
                 }
-                if c.tails.len() >= HITS as usize {
+                if c.seen >= HITS as usize {
                     self.limit = Some(n);
                     earlier.append(&mut c.earlier);
                     return true;
@@ -134,10 +148,13 @@ impl Tally {
                 if self.candidates.len() >= CANDIDATES {
                     self.candidates.remove(0);
                 }
+                let mut tails = [0; HITS as usize];
+                tails[0] = tail;
                 self.candidates.push(Candidate {
                     length: n,
-                    tails: vec![tail],
-                    earlier: whole.map(|w| w.keep()).into_iter().collect(),
+                    tails,
+                    seen: 1,
+                    earlier: whole.and_then(|w| w.keep()).into_iter().collect(),
                 });
             }
         }
@@ -158,8 +175,8 @@ impl Learner {
     }
 
     /// Records the recorded content `s` of a successful result of `service`: the learned limit
-    /// it ends at, if any. `whole` describes the result when it is otherwise counted as whole, to
-    /// be returned in [`Observed::earlier`] if it proves cut once the limit is learned.
+    /// it ends at, if any. `whole` describes the result, to be returned in [`Observed::earlier`]
+    /// if it was counted as whole and proves cut once the limit is learned.
     pub fn observe(&self, service: &Arc<str>, s: &str, whole: Option<Whole<'_>>) -> Observed {
         let mut out = Observed::default();
         if (s.len() as u64) < MIN_LIMIT {
@@ -299,13 +316,21 @@ mod tests {
             tool: "fetch",
             span_id: [k; 8],
             source: SizeSource::Derived,
+            flagged: &|| false,
         };
         assert_eq!(
             l.observe(&svc, &text(1000, 1), Some(whole(1))),
             Observed::default()
         );
         // Flagged otherwise (a marker): a hit, but nothing to correct.
-        assert_eq!(l.observe(&svc, &text(1000, 2), None), Observed::default());
+        let marked = Whole {
+            flagged: &|| true,
+            ..whole(2)
+        };
+        assert_eq!(
+            l.observe(&svc, &text(1000, 2), Some(marked)),
+            Observed::default()
+        );
         // The same ending again is not a new hit, and not a candidate for correction.
         assert_eq!(
             l.observe(&svc, &text(1000, 1), Some(whole(9))),

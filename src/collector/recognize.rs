@@ -654,12 +654,13 @@ impl Recognizer {
                 .content
                 .iter()
                 .find_map(|&(i, enc, env)| {
+                    let v = get(i)?;
                     let env = self
                         .emitter_envelopes
                         .iter()
                         .find(|&&(e, k, _)| e == emitter && k == i)
                         .map_or(env, |&(_, _, x)| x);
-                    get(i).map(|v| (v, enc, env))
+                    Some((v, enc, env))
                 })
                 .or_else(|| {
                     EVENT_CONTENT.iter().find_map(|(e, k)| {
@@ -756,27 +757,29 @@ impl Recognizer {
                 {
                     return Content::unknown(Unknown::Placeholder);
                 }
-                let marked = has_marker(s) || json_cut(s, enc != Encoding::Auto || json_mime);
                 let unwrapped = unwrap_content(env, s);
                 let whole = match unwrapped {
                     Some((_, true)) => SizeSource::Unwrapped,
                     Some((_, false)) => SizeSource::UnwrappedApproximate,
                     None => SizeSource::Derived,
                 };
+                // Markers and cut JSON are looked for only when no length limit says it all.
+                let marked = || has_marker(s) || json_cut(s, enc != Encoding::Auto || json_mime);
                 let mut limit = self.at_length_limit(s);
                 let mut earlier = Vec::new();
                 if limit.is_none() {
                     if let Ok(text) = std::str::from_utf8(s) {
-                        let me = (!marked).then_some(super::learn::Whole {
+                        let me = super::learn::Whole {
                             tool: call.0,
                             span_id: call.1,
                             source: whole,
-                        });
-                        let o = self.learner.observe(service, text, me);
+                            flagged: &marked,
+                        };
+                        let o = self.learner.observe(service, text, Some(me));
                         (limit, earlier) = (o.limit, o.earlier);
                     }
                 }
-                let cut = limit.is_some() || marked;
+                let cut = limit.is_some() || marked();
                 let (bytes, source) = match (cut, unwrapped) {
                     (false, Some((n, _))) => (n, whole),
                     _ => (s.len() as u64, SizeSource::Derived),
