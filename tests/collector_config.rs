@@ -39,7 +39,6 @@ fn unknown_key_is_a_structured_error_with_a_suggestion() {
         msg.contains("did you mean `aggregation.max_series`"),
         "{msg}"
     );
-    std::fs::remove_dir_all(dir).ok();
 }
 
 /// The flags `toolsize serve --help` lists and the flags the key declaration names are the same

@@ -202,7 +202,6 @@ fn unknown_stack_id_exits_2_with_a_suggestion() {
         .output()
         .unwrap();
     assert_eq!(structured_error(&out)["code"], "UNKNOWN_LAYER");
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -292,7 +291,6 @@ fn stack_precedence_is_flag_env_file() {
         (ceiling.layer_id, ceiling.source),
         ("default", Source::Flag)
     );
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,7 +317,6 @@ async fn the_binary_applies_env_over_file_and_flag_over_env() {
         ])
     );
     b.stop();
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,10 +8,8 @@ use std::time::Duration;
 
 use support::collector::*;
 
-fn data_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("toolsize-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+fn data_dir(name: &str) -> support::Scratch {
+    support::Scratch::new(name)
 }
 
 async fn send(b: &Binary, from: u64, n: u64, tool: &str) {
@@ -52,7 +50,6 @@ async fn sigterm_restart_keeps_the_table() {
     assert_eq!(after_detail, before_detail);
     assert_eq!(before_all["tools"][0]["count"], 300);
     b.stop();
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -85,7 +82,6 @@ async fn kill_9_loses_at_most_one_interval() {
     let v = tools(b.admin, "").await;
     assert_eq!(v["tools"][0]["count"], 100);
     b.stop();
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,7 +112,6 @@ async fn corrupt_snapshot_is_moved_aside() {
         names.iter().any(|n| n == "toolsize-state.json"),
         "{names:?}"
     );
-    std::fs::remove_dir_all(dir).ok();
 }
 
 /// A GenAI tool span whose recorded result is `chars` characters of text ending with `k`.
@@ -164,5 +159,4 @@ async fn a_learned_upstream_limit_survives_a_restart() {
     assert_eq!(row["truncated_upstream"], 4, "{row}");
     assert_eq!(row["count"], 5, "{row}");
     b.stop();
-    std::fs::remove_dir_all(dir).ok();
 }

@@ -78,13 +78,14 @@ async fn round(http: SocketAddr, n: &mut u64) {
 
 /// The daemon with a two-layer stack, its ceiling 10,000 bytes, and a data directory (the
 /// snapshot metrics exist only with one).
-fn daemon(name: &str) -> Binary {
+fn daemon(name: &str) -> (Binary, support::Scratch) {
     let data = temp_dir(name);
-    Binary::start_quiet(
+    let b = Binary::start_quiet(
         "codex.tool-output.bytes-fallback,claude-code.mcp.max",
         &["--snapshot-interval", "1s"],
         Some(&data),
-    )
+    );
+    (b, data)
 }
 
 /// Every query the dashboard and the rules hold, with where it comes from.
@@ -198,7 +199,7 @@ async fn dashboard_and_rules_name_only_what_the_daemon_exports() {
     if !support::prometheus::available() {
         return;
     }
-    let d = daemon("drift-data");
+    let (d, _data) = daemon("drift-data");
     let mut n = 0;
     round(d.http, &mut n).await;
     // The alert task publishes on its own tick: wait for the firing gauge to move.
@@ -311,7 +312,7 @@ async fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     if !support::prometheus::available() {
         return;
     }
-    let d = daemon("live-data");
+    let (d, _data) = daemon("live-data");
     let dir = temp_dir("live");
     let prom = Prometheus::start(&dir, &[d.admin], &[PathBuf::from(RULES)]).await;
     prom.wait_targets_up().await;

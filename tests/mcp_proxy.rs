@@ -119,8 +119,7 @@ fn spill_previews_and_the_model_reads_the_rest_in_slices() {
     if !require_python_mcp() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("toolsize-mcp-spill-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = cli::scratch("mcp-spill");
     let spill_dir = dir.to_string_lossy().into_owned();
     let args = [
         "--policy",
@@ -169,7 +168,6 @@ fn spill_previews_and_the_model_reads_the_rest_in_slices() {
     );
     assert!(r[0]["slices"].as_u64().unwrap() > 10);
     assert_eq!(envelope(&r[1])["error"]["code"], json!("INVALID_ID"));
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -296,12 +294,21 @@ fn the_result_object_is_never_over_the_limit() {
     if !require_python_mcp() {
         return;
     }
+    let dir = cli::scratch("mcp-never-over");
+    let spill_dir = dir.to_string_lossy().into_owned();
     for policy in ["truncate", "reject", "spill"] {
         for limit in [1024u64, 3000, 20_000] {
             let limit_s = limit.to_string();
             let mut peer = RawPeer::start(
                 &proxied(
-                    &["--policy", policy, "--max-output", &limit_s],
+                    &[
+                        "--policy",
+                        policy,
+                        "--max-output",
+                        &limit_s,
+                        "--spill-dir",
+                        &spill_dir,
+                    ],
                     &python_server(),
                 ),
                 &[],

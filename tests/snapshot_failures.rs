@@ -64,7 +64,6 @@ async fn a_directory_in_place_of_the_snapshot_fails_every_write() {
         std::fs::create_dir_all(dir.join(SNAPSHOT).join("x")).unwrap();
     })
     .await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
@@ -101,7 +100,6 @@ async fn a_read_only_data_dir_fails_loudly() {
             .status()
             .unwrap();
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
@@ -144,7 +142,6 @@ async fn a_full_disk_fails_and_recovers() {
         "one failure is not persistent"
     );
     b.stop();
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
@@ -191,5 +188,4 @@ async fn a_tiny_tmpfs_fills_up_and_the_partial_file_is_removed() {
     b.signal("-TERM");
     assert_eq!(b.child.wait().unwrap().code(), Some(1));
     Command::new("umount").arg(&dir).status().unwrap();
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -265,7 +265,6 @@ async fn python_sdk_exporters_over_tls_with_a_token() {
     );
     assert_eq!(closed, 1);
     d.shutdown().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
@@ -278,5 +277,4 @@ async fn a_bad_certificate_file_stops_the_start() {
     cfg.tls.key_file = Some(dir.join("key.pem"));
     let e = Daemon::start(&cfg).await.unwrap_err().to_string();
     assert!(e.contains("cert.pem"), "{e}");
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -72,11 +72,8 @@ pub fn request(service: &str, spans: Vec<Span>) -> ExportTraceServiceRequest {
 }
 
 /// A fresh, empty directory for one test (`prefix` and the process id make it unique).
-pub fn temp_dir(prefix: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("toolsize-{prefix}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+pub fn temp_dir(prefix: &str) -> super::Scratch {
+    super::Scratch::new(prefix)
 }
 
 /// A loopback port free at the time of the call.

@@ -20,6 +20,8 @@ pub mod queries;
 #[cfg(feature = "collector")]
 pub mod prometheus;
 
+pub use cli::Scratch;
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
