@@ -251,24 +251,15 @@ impl Counts {
         self.upstream_limit = self.upstream_limit.max(r.upstream_limit);
     }
 
-    /// Re-counts one result counted with `source` as whole as cut upstream at `limit`; false
-    /// (and nothing changed) when no result of that source is counted here.
+    /// Counts one result, sized from `source` as whole when it arrived, as cut upstream at
+    /// `limit`. Only `truncated_upstream` moves, so every exported counter stays monotonic: the
+    /// `source` counters keep how each result was sized when it arrived. False (nothing changed)
+    /// when every content-sized result counted here is already counted cut.
     fn flag_cut(&mut self, source: SizeSource, limit: u64) -> bool {
-        let from = match source {
-            SizeSource::Measured => return false,
-            SizeSource::Derived => &mut self.derived,
-            SizeSource::Unwrapped | SizeSource::UnwrappedApproximate => &mut self.unwrapped,
-        };
-        if *from == 0
-            || (source == SizeSource::UnwrappedApproximate && self.unwrapped_approximate == 0)
-        {
+        let from_content = self.derived + self.unwrapped + self.lower_bound;
+        if source == SizeSource::Measured || self.truncated_upstream >= from_content {
             return false;
         }
-        *from -= 1;
-        if source == SizeSource::UnwrappedApproximate {
-            self.unwrapped_approximate -= 1;
-        }
-        self.lower_bound += 1;
         self.truncated_upstream += 1;
         self.upstream_limit = self.upstream_limit.max(Some(limit));
         true
@@ -1317,12 +1308,14 @@ pub(crate) mod tests {
             })
             .collect();
         st.record(&third, t0 + 105);
+        // Flagged in `truncated_upstream`; the source counters keep how each was sized when it
+        // arrived (they are exported as counters: they never go down).
         for w in [Some("5m"), None] {
             let v = st.tools_view(w, None, t0 + 110).unwrap();
             let r = &v.tools[0];
             assert_eq!(
                 (r.count, r.truncated_upstream, r.lower_bound, r.derived),
-                (4, 3, 3, 1),
+                (4, 3, 1, 3),
                 "{w:?}"
             );
             assert_eq!(r.upstream_limit, Some(1000));

@@ -191,7 +191,13 @@ impl Learner {
             return out;
         }
         let tallies = map.entry(service.clone()).or_default();
-        for (unit, n) in [(Unit::Chars, chars), (Unit::Utf16, utf16)] {
+        let units = [(Unit::Chars, chars), (Unit::Utf16, utf16)];
+        // A result at a limit already learned in either unit is cut: never kept as whole.
+        let at_limit = units
+            .iter()
+            .any(|&(u, n)| tallies[u as usize].limit == Some(n));
+        let whole = whole.filter(|_| !at_limit);
+        for (unit, n) in units {
             if n < MIN_LIMIT {
                 continue;
             }
@@ -202,11 +208,21 @@ impl Learner {
         // Both units may learn at once from the same results.
         out.earlier.sort_by_key(|e| e.span_id);
         out.earlier.dedup_by_key(|e| e.span_id);
+        // What is returned (or this result, now cut) must not be returned again when the other
+        // unit learns a limit later.
+        if !out.earlier.is_empty() || (out.limit.is_some() && whole.is_some()) {
+            let mut gone: Vec<[u8; 8]> = out.earlier.iter().map(|e| e.span_id).collect();
+            gone.extend(whole.filter(|_| out.limit.is_some()).map(|w| w.span_id));
+            for c in tallies.iter_mut().flat_map(|t| t.candidates.iter_mut()) {
+                c.earlier.retain(|e| !gone.contains(&e.span_id));
+            }
+        }
         out
     }
 
-    /// Takes `limit` as learned for `service`, in both units, as if its results had been seen
-    /// ending there (a limit restored from a snapshot): a longer result still disproves it.
+    /// Takes `limit` as learned for `service`, in both units (a limit restored from a
+    /// snapshot): a longer result still disproves it, and a lower limit shown by the data
+    /// replaces it (the longest length seen is not raised).
     pub fn seed(&self, service: &str, limit: u64) {
         if limit < MIN_LIMIT {
             return;
@@ -218,8 +234,7 @@ impl Learner {
             return;
         }
         for t in map.entry(service.into()).or_default().iter_mut() {
-            t.max = t.max.max(limit);
-            if t.max == limit {
+            if t.limit.is_none() && t.max <= limit {
                 t.limit = Some(limit);
             }
         }
@@ -356,6 +371,36 @@ mod tests {
     }
 
     #[test]
+    fn a_result_is_returned_once_when_both_units_learn() {
+        let l = Learner::new();
+        let svc: Arc<str> = "agent".into();
+        let whole = |k: u8| Whole {
+            tool: "fetch",
+            span_id: [k; 8],
+            source: SizeSource::Derived,
+            flagged: &|| false,
+        };
+        // 300 UTF-16 units each, 290 code points for the first three (ten emoji).
+        let emoji =
+            |n: usize, seed: char| format!("{}{}{seed}", "😀".repeat(n), "a".repeat(299 - 2 * n));
+        assert!(l
+            .observe(&svc, &emoji(10, 'a'), Some(whole(1)))
+            .earlier
+            .is_empty());
+        assert!(l
+            .observe(&svc, &emoji(10, 'b'), Some(whole(2)))
+            .earlier
+            .is_empty());
+        // The UTF-16 limit (300) is learned: the first two are returned.
+        let o = l.observe(&svc, &emoji(15, 'c'), Some(whole(3)));
+        assert_eq!(o.limit, Some(300));
+        assert_eq!(o.earlier.len(), 2);
+        // Then 290 code points become a limit too: nothing is returned twice.
+        let o = l.observe(&svc, &emoji(10, 'd'), Some(whole(4)));
+        assert!(o.earlier.is_empty(), "{:?}", o.earlier);
+    }
+
+    #[test]
     fn a_seeded_limit_flags_at_once_and_is_still_disproved() {
         let l = Learner::new();
         let svc: Arc<str> = "agent".into();
@@ -364,6 +409,14 @@ mod tests {
         assert_eq!(obs(&l, &svc, &text(999, 2)), None);
         assert_eq!(obs(&l, &svc, &text(1200, 3)), None);
         assert_eq!(l.limits("agent"), (None, None));
+        // A lower limit shown after the restart replaces the seeded one.
+        l.seed("lowered", 1000);
+        let lowered: Arc<str> = "lowered".into();
+        for seed in 0..2 {
+            assert_eq!(obs(&l, &lowered, &text(800, seed)), None);
+        }
+        assert_eq!(obs(&l, &lowered, &text(800, 2)), Some(800));
+        assert_eq!(l.limits("lowered"), (Some(800), Some(800)));
         // Too short to be a limit, and services past the cap, are not seeded.
         l.seed("short", 100);
         assert_eq!(l.limits("short"), (None, None));

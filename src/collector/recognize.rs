@@ -670,7 +670,11 @@ impl Recognizer {
                 });
             match content {
                 Some((v, enc, env)) => {
-                    let call = (tool.as_str(), span_id);
+                    let call = Call {
+                        tool: tool.as_str(),
+                        span_id,
+                        cut: truncated_upstream,
+                    };
                     let c = self.size_of_content(service, call, v, enc, env, json_mime);
                     truncated_upstream |= c.cut;
                     upstream_limit = c.limit;
@@ -739,12 +743,12 @@ impl Recognizer {
     }
 
     /// The size of recorded content, with the tracer's envelope removed, and whether it shows
-    /// an upstream cut (and at which attribute length limit). `call` (tool name, span id) names
-    /// the result to the learner of limits.
+    /// an upstream cut (and at which attribute length limit). `call` names the result to the
+    /// learner of limits.
     fn size_of_content(
         &self,
         service: &Arc<str>,
-        call: (&str, [u8; 8]),
+        call: Call<'_>,
         v: AttrValue<'_>,
         enc: Encoding,
         env: Envelope,
@@ -769,11 +773,12 @@ impl Recognizer {
                 let mut earlier = Vec::new();
                 if limit.is_none() {
                     if let Ok(text) = std::str::from_utf8(s) {
+                        let flagged = || call.cut || marked();
                         let me = super::learn::Whole {
-                            tool: call.0,
-                            span_id: call.1,
+                            tool: call.tool,
+                            span_id: call.span_id,
                             source: whole,
-                            flagged: &marked,
+                            flagged: &flagged,
                         };
                         let o = self.learner.observe(service, text, Some(me));
                         (limit, earlier) = (o.limit, o.earlier);
@@ -823,6 +828,15 @@ impl Recognizer {
             .copied()
             .find(|&l| l == chars || l == utf16)
     }
+}
+
+/// The call whose result content is sized: its tool, its span, and whether the span already
+/// says the content was cut (`logfire.truncated`).
+#[derive(Debug, Clone, Copy)]
+struct Call<'a> {
+    tool: &'a str,
+    span_id: [u8; 8],
+    cut: bool,
 }
 
 /// What recorded content says of a result.
