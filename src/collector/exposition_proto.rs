@@ -35,8 +35,19 @@ pub const CONTENT_TYPE: &str =
 pub fn wants_protobuf(accept: &str) -> bool {
     accept.split(',').any(|part| {
         let mut fields = part.split(';').map(str::trim);
-        fields.next() == Some("application/vnd.google.protobuf")
-            && fields.any(|f| f == "proto=io.prometheus.client.MetricFamily")
+        if fields.next() != Some("application/vnd.google.protobuf") {
+            return false;
+        }
+        let (mut proto, mut refused) = (false, false);
+        for f in fields {
+            proto |= f == "proto=io.prometheus.client.MetricFamily";
+            // `q=0`: not acceptable.
+            refused |= f
+                .strip_prefix("q=")
+                .and_then(|q| q.parse::<f64>().ok())
+                .is_some_and(|q| q <= 0.0);
+        }
+        proto && !refused
     })
 }
 
@@ -427,6 +438,9 @@ mod tests {
             "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
         ));
         assert!(!wants_protobuf("text/plain;version=0.0.4;q=0.3,*/*;q=0.2"));
+        assert!(!wants_protobuf(
+            "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0,text/plain"
+        ));
         assert!(!wants_protobuf(
             "application/openmetrics-text; version=1.0.0"
         ));

@@ -11,8 +11,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::aggregator::{
-    ArgsStat, Counts, Largest, OverCeiling, OverRecent, Point, SeriesKey, State, Stats, OVERFLOW,
-    OVER_CEILING_RECENT,
+    ArgsStat, Counts, Largest, OverCeiling, OverRecent, Point, SeriesKey, State, Stats,
+    LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
 };
 use super::alerts::SavedAlert;
 use super::histogram::{Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG};
@@ -206,6 +206,10 @@ impl State {
             }
             if ss.latency_buckets.len() == s.latency_buckets.len() {
                 s.latency_buckets = ss.latency_buckets;
+            } else {
+                // As for sizes: counts that agree with the histogram (the protobuf exposition
+                // sends both, and Prometheus refuses a native histogram holding more than its count).
+                s.latency_buckets = s.total.latency.bucket_counts(LATENCY_BUCKETS_US);
             }
             s.size_sum = ss.size_sum;
             s.latency_sum_us = ss.latency_sum_us;
