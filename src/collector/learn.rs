@@ -276,6 +276,16 @@ fn fingerprint(s: &str) -> u64 {
 mod tests {
     use super::*;
 
+    /// Result `k` of tool `fetch`, sized whole from content, not cut otherwise.
+    fn whole(k: u8) -> Whole<'static> {
+        Whole {
+            tool: "fetch",
+            span_id: [k; 8],
+            source: SizeSource::Derived,
+            flagged: &|| false,
+        }
+    }
+
     fn obs(l: &Learner, svc: &Arc<str>, s: &str) -> Option<u64> {
         l.observe(svc, s, None).limit
     }
@@ -327,12 +337,6 @@ mod tests {
     fn the_results_before_the_limit_was_learned_are_returned_with_it() {
         let l = Learner::new();
         let svc: Arc<str> = "agent".into();
-        let whole = |k: u8| Whole {
-            tool: "fetch",
-            span_id: [k; 8],
-            source: SizeSource::Derived,
-            flagged: &|| false,
-        };
         assert_eq!(
             l.observe(&svc, &text(1000, 1), Some(whole(1))),
             Observed::default()
@@ -374,12 +378,6 @@ mod tests {
     fn a_result_is_returned_once_when_both_units_learn() {
         let l = Learner::new();
         let svc: Arc<str> = "agent".into();
-        let whole = |k: u8| Whole {
-            tool: "fetch",
-            span_id: [k; 8],
-            source: SizeSource::Derived,
-            flagged: &|| false,
-        };
         // 300 UTF-16 units each, 290 code points for the first three (ten emoji).
         let emoji =
             |n: usize, seed: char| format!("{}{}{seed}", "😀".repeat(n), "a".repeat(299 - 2 * n));
