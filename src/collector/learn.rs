@@ -48,8 +48,9 @@ pub struct Whole<'a> {
     pub span_id: [u8; 8],
     /// How its size is counted when whole.
     pub source: SizeSource,
-    /// Whether it is flagged cut for another reason (a marker, a cut JSON document): then it
-    /// is no earlier cut to correct. Asked only when the result would be kept.
+    /// Whether it is flagged cut for another reason (a marker, a cut JSON document,
+    /// `logfire.truncated`): then it is no earlier cut to correct. Asked only when the result
+    /// would be kept.
     pub flagged: &'a dyn Fn() -> bool,
 }
 
