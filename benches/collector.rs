@@ -16,13 +16,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use toolsize::collector::aggregator::{now_unix, now_unix_ms, size_bounds, Limits, State};
 use toolsize::collector::alerts::rules::Rules;
 use toolsize::collector::alerts::{AlertStats, EVENT_QUEUE_CAPACITY};
-use toolsize::collector::exposition::{render, Frame};
-use toolsize::collector::exposition_proto;
-use toolsize::collector::receiver::decode::{decode_protobuf, recognize_protobuf};
-use toolsize::collector::recognize::Recognizer;
+use toolsize::collector::ingest::decode::{decode_protobuf, recognize_protobuf};
+use toolsize::collector::ingest::recognize::Recognizer;
+use toolsize::collector::read::exposition::{render, Frame};
+use toolsize::collector::read::exposition_proto;
+use toolsize::collector::state::{now_unix, now_unix_ms, size_bounds, Limits, State};
 use toolsize::collector::Config;
 use toolsize::collector::SelfStats;
 

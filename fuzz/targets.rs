@@ -5,8 +5,8 @@
 
 use std::sync::OnceLock;
 
-use toolsize::collector::receiver::decode::{decode_json, recognize_protobuf, recognize_request};
-use toolsize::collector::recognize::Recognizer;
+use toolsize::collector::ingest::decode::{decode_json, recognize_protobuf, recognize_request};
+use toolsize::collector::ingest::recognize::Recognizer;
 
 fn recognizer() -> &'static Recognizer {
     static R: OnceLock<Recognizer> = OnceLock::new();
@@ -19,7 +19,7 @@ fn hidden(c: char) -> bool {
 }
 
 /// Every name kept is bounded and clean.
-fn check_records(records: &[toolsize::collector::recognize::ToolRecord]) {
+fn check_records(records: &[toolsize::collector::ingest::recognize::ToolRecord]) {
     for r in records {
         assert!(
             r.tool.len() <= 128 + "_tool".len(),

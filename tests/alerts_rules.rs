@@ -12,7 +12,7 @@ use std::process::Command;
 
 use support::collector::require;
 use toolsize::collector::alerts as daemon;
-use toolsize::collector::exposition as names;
+use toolsize::collector::read::exposition as names;
 
 const RULES: &str = "alerts/toolsize.rules.yml";
 const TESTS: &str = "alerts/tests";

@@ -91,7 +91,7 @@ async fn huge_values_keep_histograms_bounded_and_are_counted() {
     // Histograms stop growing at their ceiling: each new series holds 3 size + latency pairs
     // (since start, one 5m slot, one 1h slot), each at most `max_histogram_bytes`; histograms
     // grown to 1 TiB / one day would cost 2.6 times that.
-    let pairs = (N * 3) as usize * toolsize::collector::histogram::max_histogram_bytes();
+    let pairs = (N * 3) as usize * toolsize::collector::state::histogram::max_histogram_bytes();
     let bound = small + (pairs / 1024) as u64 + 16 * 1024;
     assert!(
         huge < bound,

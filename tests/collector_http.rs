@@ -10,8 +10,9 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use prost::Message;
 use support::collector::*;
-use toolsize::collector::receiver::http::{router, RpcStatus};
-use toolsize::collector::{api, Pipeline};
+use toolsize::collector::ingest::http::{router, RpcStatus};
+use toolsize::collector::read::api;
+use toolsize::collector::Pipeline;
 use tower::ServiceExt;
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
@@ -303,8 +304,8 @@ async fn api_errors() {
 #[tokio::test]
 async fn full_queue_is_refused_as_retryable_and_counted() {
     use std::sync::Arc;
-    use toolsize::collector::receiver::Ingest;
-    use toolsize::collector::recognize::Recognizer;
+    use toolsize::collector::ingest::recognize::Recognizer;
+    use toolsize::collector::ingest::Ingest;
     use toolsize::collector::SelfStats;
     // A queue of one batch that nobody drains.
     let (tx, _rx) = tokio::sync::mpsc::channel(1);
@@ -334,8 +335,8 @@ async fn full_queue_is_refused_as_retryable_and_counted() {
 #[tokio::test]
 async fn too_many_bodies_at_once_are_refused_as_retryable_and_counted() {
     use std::sync::Arc;
-    use toolsize::collector::receiver::Ingest;
-    use toolsize::collector::recognize::Recognizer;
+    use toolsize::collector::ingest::recognize::Recognizer;
+    use toolsize::collector::ingest::Ingest;
     use toolsize::collector::SelfStats;
     let (tx, _rx) = tokio::sync::mpsc::channel(16);
     let stats = Arc::new(SelfStats::default());
@@ -363,8 +364,8 @@ async fn too_many_bodies_at_once_are_refused_as_retryable_and_counted() {
 #[tokio::test]
 async fn attributes_past_the_255th_are_counted() {
     use std::sync::Arc;
-    use toolsize::collector::receiver::Ingest;
-    use toolsize::collector::recognize::Recognizer;
+    use toolsize::collector::ingest::recognize::Recognizer;
+    use toolsize::collector::ingest::Ingest;
     use toolsize::collector::SelfStats;
     let (tx, _rx) = tokio::sync::mpsc::channel(16);
     let stats = Arc::new(SelfStats::default());

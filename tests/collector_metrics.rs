@@ -5,7 +5,7 @@
 mod support;
 
 use support::collector::*;
-use toolsize::collector::exposition as names;
+use toolsize::collector::read::exposition as names;
 use toolsize::collector::Daemon;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

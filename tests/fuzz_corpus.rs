@@ -46,14 +46,14 @@ fn args_hash_corpus() {
 /// configurations accepted, JSON texts hashed.
 #[test]
 fn seeds_exercise_the_decoders() {
-    use toolsize::collector::receiver::decode::{decode_json, recognize_protobuf};
-    let r = toolsize::collector::recognize::Recognizer::new(&Default::default(), 128);
+    use toolsize::collector::ingest::decode::{decode_json, recognize_protobuf};
+    let r = toolsize::collector::ingest::recognize::Recognizer::new(&Default::default(), 128);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
     let own = std::fs::read(dir.join("otlp_protobuf/own")).unwrap();
     assert_eq!(recognize_protobuf(&r, &own).unwrap().records.len(), 1);
     let json = std::fs::read(dir.join("otlp_json/failed")).unwrap();
     let req = decode_json(&json).unwrap();
-    let rec = toolsize::collector::receiver::decode::recognize_request(&r, &req);
+    let rec = toolsize::collector::ingest::decode::recognize_request(&r, &req);
     assert!(rec.records[0].error);
     let generated = std::fs::read_to_string(dir.join("config/generated")).unwrap();
     toolsize::collector::Config::from_toml(&generated).unwrap();

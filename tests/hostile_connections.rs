@@ -19,7 +19,7 @@ use toolsize::collector::{Config, Daemon};
 /// Raises this process's soft open-file limit to `n` (both ends of every connection live here)
 /// with util-linux `prlimit`, which needs no unsafe code. Fails when it cannot.
 fn raise_open_files(n: u64) {
-    let soft = toolsize::collector::listener::open_file_limit().expect("/proc/self/limits");
+    let soft = toolsize::collector::net::listener::open_file_limit().expect("/proc/self/limits");
     if soft >= n {
         return;
     }

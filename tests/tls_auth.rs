@@ -260,8 +260,8 @@ async fn python_sdk_exporters_over_tls_with_a_token() {
     let mut buf = Vec::new();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), s.read_to_end(&mut buf)).await;
     let closed = d.stats().listeners.closed(
-        toolsize::collector::listener::Listener::OtlpHttp,
-        toolsize::collector::listener::Closed::TlsHandshake,
+        toolsize::collector::net::listener::Listener::OtlpHttp,
+        toolsize::collector::net::listener::Closed::TlsHandshake,
     );
     assert_eq!(closed, 1);
     d.shutdown().await;

@@ -27,7 +27,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::{status, ResourceSpans, ScopeSpans, Span, Status};
 use prost::Message;
 
-use crate::collector::target::Target;
+use crate::collector::net::client::Target;
 use crate::semconv;
 
 /// The demo agent's `service.name`.

@@ -6,15 +6,15 @@
 //!  OTLP/HTTP :4318 ─┘   (receiver tasks)   (bounded)  (owns all state)  └─▶ snapshot → data dir
 //! ```
 //!
-//! - **Receivers** ([`receiver`]) decode protobuf / JSON / gzip, classify spans with the
-//!   recognition table ([`recognize`]) and `try_send` one batch of tool records per request to the
+//! - **Receivers** ([`ingest`]) decode protobuf / JSON / gzip, classify spans with the
+//!   recognition table ([`ingest::recognize`]) and `try_send` one batch of tool records per request to the
 //!   aggregator. They never block on it: a full queue refuses the request as retryable (HTTP 503 +
 //!   `Retry-After`, gRPC `UNAVAILABLE`), so everything acknowledged is recorded.
-//! - **The aggregator** ([`aggregator`]) is the only owner of per-(service, tool) state: HDR
-//!   histograms of bytes and latency ([`histogram`]), counters, sliding windows, largest results,
+//! - **The aggregator** ([`state`]) is the only owner of per-(service, tool) state: HDR
+//!   histograms of bytes and latency ([`state::histogram`]), counters, sliding windows, largest results,
 //!   repeated argument hashes, a cardinality cap with an overflow series. Readers ask it through a
 //!   command channel and get computed views.
-//! - **Admin HTTP** ([`api`]) serves the status page `/`, `/metrics` ([`exposition`]),
+//! - **Admin HTTP** ([`read::api`]) serves the status page `/`, `/metrics` ([`read::exposition`]),
 //!   `/api/v1/tools`, `/api/v1/tools/{tool}`, `/api/v1/layers`, `/api/v1/alerts`, `/runbook`,
 //!   `/healthz`, `/readyz`.
 //! - **Layers**: the effective stack ([`crate::layers::Stack`], resolved once in
@@ -23,12 +23,12 @@
 //! - **Alerts** ([`alerts`]): rules run on the aggregator for every result and `try_send` their
 //!   matches to the alert task, which deduplicates, resolves after a quiet period and publishes
 //!   the current set to the log, Alertmanager and a webhook (`/api/v1/alerts` lists it).
-//! - **Store** ([`store`]): snapshots every `store.snapshot_interval` and at shutdown, atomic on
+//! - **Store** ([`persist::store`]): snapshots every `store.snapshot_interval` and at shutdown, atomic on
 //!   disk, restored at start; a corrupt file is moved aside and the daemon starts empty.
 //!
-//! - **Listeners** ([`listener`]): every socket holds a slot of its listener's connection cap
-//!   and lives under a header-read and an idle timeout; optional TLS ([`tls`], feature `tls`)
-//!   and a shared token ([`auth`]) guard the OTLP receivers and the admin API.
+//! - **Listeners** ([`net::listener`]): every socket holds a slot of its listener's connection cap
+//!   and lives under a header-read and an idle timeout; optional TLS ([`net::tls`], feature `tls`)
+//!   and a shared token ([`net::auth`]) guard the OTLP receivers and the admin API.
 //!
 //! Behaviour under load: memory is bounded by the read budget (bodies being read) plus the
 //! decoding slots × the body limit, the queue capacity, and `max_series` × the per-series
@@ -42,28 +42,16 @@
 
 pub mod aggregator;
 pub mod alerts;
-pub mod api;
-pub mod auth;
 pub mod config;
-pub mod exposition;
-pub mod exposition_proto;
-pub mod histogram;
-pub mod learn;
-pub mod listener;
-pub mod receiver;
-pub mod recognize;
-pub mod record;
-pub mod runbook;
-pub mod snapshot;
-pub mod store;
-pub mod target;
-pub mod task;
-#[cfg(feature = "tls")]
-pub mod tls;
-pub mod views;
+pub mod ingest;
+pub mod net;
+pub mod persist;
+pub mod read;
+pub mod state;
+pub mod stats;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -72,12 +60,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 pub use config::Config;
+pub use stats::{RefusedRequest, SelfStats, SelfStatsView};
 
-use aggregator::{Limits, State};
-use receiver::Ingest;
-use recognize::Recognizer;
-use store::Store;
-use task::Command;
+use ingest::recognize::Recognizer;
+use ingest::Ingest;
+use persist::store::Store;
+use read::Command;
+use state::{Limits, State};
 
 /// Snapshot writes failing in a row after which `/readyz` answers 503.
 pub const SNAPSHOT_FAILURES_NOT_READY: u64 = 3;
@@ -88,197 +77,6 @@ pub struct Stopped {
     /// A data directory is configured and the final snapshot could not be written: what was
     /// received since the last successful snapshot is lost.
     pub final_snapshot_failed: bool,
-}
-
-/// Why a whole request was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefusedRequest {
-    /// Not decodable (bad protobuf, JSON, gzip).
-    Decode,
-    /// Over the body limit.
-    TooLarge,
-    /// Unknown content type or encoding.
-    UnsupportedMediaType,
-    /// The aggregator queue was full, or the decoding slots or the read budget were taken.
-    Overloaded,
-    /// The body did not arrive within the body deadline.
-    Timeout,
-    /// The token was missing or wrong.
-    Unauthenticated,
-}
-
-impl RefusedRequest {
-    /// Every reason, in exposition order.
-    pub const ALL: [RefusedRequest; 6] = [
-        RefusedRequest::Decode,
-        RefusedRequest::TooLarge,
-        RefusedRequest::UnsupportedMediaType,
-        RefusedRequest::Overloaded,
-        RefusedRequest::Timeout,
-        RefusedRequest::Unauthenticated,
-    ];
-
-    /// The `reason` label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RefusedRequest::Decode => "decode",
-            RefusedRequest::TooLarge => "too_large",
-            RefusedRequest::UnsupportedMediaType => "unsupported_media_type",
-            RefusedRequest::Overloaded => "overloaded",
-            RefusedRequest::Timeout => "timeout",
-            RefusedRequest::Unauthenticated => "unauthenticated",
-        }
-    }
-}
-
-/// The daemon's own counters, shared lock-free between receivers and the aggregator.
-#[derive(Debug, Default)]
-pub struct SelfStats {
-    requests_http: AtomicU64,
-    requests_grpc: AtomicU64,
-    refused_requests: [AtomicU64; 6],
-    admin_unauthenticated: AtomicU64,
-    spans_tool: AtomicU64,
-    spans_other: AtomicU64,
-    spans_invalid: AtomicU64,
-    spans_overloaded: AtomicU64,
-    spans_dropped: AtomicU64,
-    series: AtomicU64,
-    overflow: AtomicU64,
-    snapshot_last_unix: AtomicU64,
-    snapshots_written: AtomicU64,
-    snapshot_failures: AtomicU64,
-    snapshot_failing: AtomicU64,
-    attributes_ignored: AtomicU64,
-    label_cuts: [AtomicU64; 4],
-    /// Connection counters of the listeners.
-    pub listeners: Arc<listener::ListenerStats>,
-    /// Alert counters.
-    pub alerts: Arc<alerts::AlertStats>,
-}
-
-/// A plain copy of [`SelfStats`].
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SelfStatsView {
-    /// OTLP/HTTP requests received.
-    pub requests_http: u64,
-    /// OTLP/gRPC requests received.
-    pub requests_grpc: u64,
-    /// Requests refused, by [`RefusedRequest::ALL`] order.
-    pub refused_requests: [u64; 6],
-    /// Admin requests refused for a missing or wrong token.
-    pub admin_unauthenticated: u64,
-    /// Tool spans accepted and recorded.
-    pub spans_tool: u64,
-    /// Other spans accepted and ignored.
-    pub spans_other: u64,
-    /// Tool spans rejected as unusable (partial success).
-    pub spans_invalid: u64,
-    /// Spans refused because the queue was full.
-    pub spans_overloaded: u64,
-    /// Spans accepted and then lost (stays 0 unless the aggregator died).
-    pub spans_dropped: u64,
-    /// Series, overflow included.
-    pub series: u64,
-    /// Records routed to the overflow series.
-    pub overflow: u64,
-    /// Last successful snapshot, Unix seconds (0: none yet).
-    pub snapshot_last_unix: u64,
-    /// Snapshots written.
-    pub snapshots_written: u64,
-    /// Snapshot writes that failed.
-    pub snapshot_failures: u64,
-    /// Snapshot writes that failed since the last one that succeeded.
-    pub snapshot_failing: u64,
-    /// Span attributes past the first 255 of their span, not looked at.
-    pub attributes_ignored: u64,
-    /// Service and tool names cut or cleaned, per tool span.
-    pub label_cuts: recognize::LabelCuts,
-}
-
-impl SelfStats {
-    pub(crate) fn request(&self, transport: &str) {
-        match transport {
-            "grpc" => &self.requests_grpc,
-            _ => &self.requests_http,
-        }
-        .fetch_add(1, Relaxed);
-    }
-    pub(crate) fn refused_request(&self, r: RefusedRequest) {
-        let i = RefusedRequest::ALL
-            .iter()
-            .position(|x| *x == r)
-            .unwrap_or(0);
-        self.refused_requests[i].fetch_add(1, Relaxed);
-    }
-    pub(crate) fn admin_unauthenticated(&self) {
-        self.admin_unauthenticated.fetch_add(1, Relaxed);
-    }
-    pub(crate) fn refused_spans_overloaded(&self, n: u64) {
-        self.spans_overloaded.fetch_add(n, Relaxed);
-    }
-    pub(crate) fn accepted(&self, tools: u64, other: u64, invalid: u64) {
-        self.spans_tool.fetch_add(tools, Relaxed);
-        self.spans_other.fetch_add(other, Relaxed);
-        self.spans_invalid.fetch_add(invalid, Relaxed);
-    }
-    pub(crate) fn set_series(&self, series: u64, overflow: u64) {
-        self.series.store(series, Relaxed);
-        self.overflow.store(overflow, Relaxed);
-    }
-    pub(crate) fn snapshot_written(&self, now: u64) {
-        self.snapshot_failing.store(0, Relaxed);
-        self.snapshot_last_unix.store(now, Relaxed);
-        self.snapshots_written.fetch_add(1, Relaxed);
-    }
-    pub(crate) fn attributes_ignored(&self, n: u64) {
-        if n > 0 {
-            self.attributes_ignored.fetch_add(n, Relaxed);
-        }
-    }
-    pub(crate) fn label_cuts(&self, c: &recognize::LabelCuts) {
-        for (i, n) in c.service.iter().chain(&c.tool).enumerate() {
-            if *n > 0 {
-                self.label_cuts[i].fetch_add(*n, Relaxed);
-            }
-        }
-    }
-    pub(crate) fn snapshot_failed(&self) {
-        self.snapshot_failures.fetch_add(1, Relaxed);
-        self.snapshot_failing.fetch_add(1, Relaxed);
-    }
-
-    /// A copy of every counter.
-    pub fn view(&self) -> SelfStatsView {
-        SelfStatsView {
-            requests_http: self.requests_http.load(Relaxed),
-            requests_grpc: self.requests_grpc.load(Relaxed),
-            refused_requests: std::array::from_fn(|i| self.refused_requests[i].load(Relaxed)),
-            admin_unauthenticated: self.admin_unauthenticated.load(Relaxed),
-            spans_tool: self.spans_tool.load(Relaxed),
-            spans_other: self.spans_other.load(Relaxed),
-            spans_invalid: self.spans_invalid.load(Relaxed),
-            spans_overloaded: self.spans_overloaded.load(Relaxed),
-            spans_dropped: self.spans_dropped.load(Relaxed),
-            series: self.series.load(Relaxed),
-            overflow: self.overflow.load(Relaxed),
-            snapshot_last_unix: self.snapshot_last_unix.load(Relaxed),
-            snapshots_written: self.snapshots_written.load(Relaxed),
-            snapshot_failures: self.snapshot_failures.load(Relaxed),
-            snapshot_failing: self.snapshot_failing.load(Relaxed),
-            attributes_ignored: self.attributes_ignored.load(Relaxed),
-            label_cuts: recognize::LabelCuts {
-                service: [
-                    self.label_cuts[0].load(Relaxed),
-                    self.label_cuts[1].load(Relaxed),
-                ],
-                tool: [
-                    self.label_cuts[2].load(Relaxed),
-                    self.label_cuts[3].load(Relaxed),
-                ],
-            },
-        }
-    }
 }
 
 /// A failure to start the daemon.
@@ -296,20 +94,20 @@ pub enum CollectorError {
     },
     /// The data directory is unusable.
     #[error(transparent)]
-    Store(#[from] store::StoreError),
+    Store(#[from] persist::store::StoreError),
     /// The token or the TLS files cannot be used.
     #[error("{0}")]
     Security(String),
 }
 
 /// The aggregator and the ingest path, without sockets: what the routers need. Tests build one
-/// and drive [`receiver::http::router`] and [`api::router`] with `oneshot`.
+/// and drive [`ingest::http::router`] and [`read::api::router`] with `oneshot`.
 #[derive(Debug)]
 pub struct Pipeline {
     /// The ingest path for receivers.
     pub ingest: Arc<Ingest>,
     /// State for the admin router.
-    pub api: api::ApiState,
+    pub api: read::api::ApiState,
     /// Self-metrics.
     pub stats: Arc<SelfStats>,
     control: mpsc::Sender<Command>,
@@ -373,7 +171,7 @@ impl Pipeline {
         }
         let (data_tx, data_rx) = mpsc::channel(config.otlp.queue_capacity);
         let (control, control_rx) = mpsc::channel(64);
-        let aggregator = tokio::spawn(task::run(
+        let aggregator = tokio::spawn(aggregator::run(
             state,
             data_rx,
             control_rx,
@@ -385,7 +183,7 @@ impl Pipeline {
         ));
         let token = config.auth.token().map_err(CollectorError::Security)?;
         let auth = Arc::new(
-            auth::Auth::new(
+            net::auth::Auth::new(
                 token.as_deref(),
                 config.auth.api_key_header.as_deref(),
                 config.auth.admin.unwrap_or(true),
@@ -404,7 +202,7 @@ impl Pipeline {
             .with_auth(auth.clone()),
         );
         Ok(Self {
-            api: api::ApiState::new(control.clone(), stats.clone())
+            api: read::api::ApiState::new(control.clone(), stats.clone())
                 .with_stack(Arc::new(config.stack.clone()))
                 .with_alerts(alerts)
                 .with_otlp_addrs(config.otlp.grpc_addr, config.otlp.http_addr)
@@ -488,8 +286,8 @@ impl Daemon {
             l.otlp_max_connections,
             l.admin_max_connections,
         ];
-        let nofile = listener::open_file_limit();
-        let (caps, lowered) = listener::fit_caps(configured, nofile);
+        let nofile = net::listener::open_file_limit();
+        let (caps, lowered) = net::listener::fit_caps(configured, nofile);
         if lowered {
             tracing::warn!(
                 open_file_limit = nofile.unwrap_or(0),
@@ -503,18 +301,19 @@ impl Daemon {
         #[cfg(feature = "tls")]
         let tls = match (&config.tls.cert_file, &config.tls.key_file) {
             (Some(c), Some(k)) => Some(
-                tls::acceptors(c, k).map_err(|e| CollectorError::Security(format!("tls: {e}")))?,
+                net::tls::acceptors(c, k)
+                    .map_err(|e| CollectorError::Security(format!("tls: {e}")))?,
             ),
             _ => None,
         };
-        let budget = |which: listener::Listener, max_connections| listener::Budget {
+        let budget = |which: net::listener::Listener, max_connections| net::listener::Budget {
             listener: which,
             max_connections,
             header_read_timeout: l.header_read_timeout.0,
             idle_timeout: l.idle_timeout.0,
             #[cfg(feature = "tls")]
             tls: tls.as_ref().map(|t| match which {
-                listener::Listener::OtlpGrpc => t.grpc.clone(),
+                net::listener::Listener::OtlpGrpc => t.grpc.clone(),
                 _ => t.http.clone(),
             }),
             #[cfg(not(feature = "tls"))]
@@ -522,25 +321,25 @@ impl Daemon {
         };
         let conns = pipeline.stats.listeners.clone();
         let mut servers = Vec::new();
-        servers.push(tokio::spawn(listener::serve_http(
+        servers.push(tokio::spawn(net::listener::serve_http(
             http_l,
-            receiver::http::router(pipeline.ingest.clone()),
-            budget(listener::Listener::OtlpHttp, caps[1]),
+            ingest::http::router(pipeline.ingest.clone()),
+            budget(net::listener::Listener::OtlpHttp, caps[1]),
             conns.clone(),
             stop.subscribe(),
         )));
-        servers.push(tokio::spawn(listener::serve_http(
+        servers.push(tokio::spawn(net::listener::serve_http(
             admin_l,
-            api::router(pipeline.api.clone()),
-            budget(listener::Listener::Admin, caps[2]),
+            read::api::router(pipeline.api.clone()),
+            budget(net::listener::Listener::Admin, caps[2]),
             conns.clone(),
             stop.subscribe(),
         )));
-        let grpc = receiver::grpc::service(pipeline.ingest.clone());
+        let grpc = ingest::grpc::service(pipeline.ingest.clone());
         let sig = signal();
-        let incoming = listener::grpc_incoming(
+        let incoming = net::listener::grpc_incoming(
             grpc_l,
-            budget(listener::Listener::OtlpGrpc, caps[0]),
+            budget(net::listener::Listener::OtlpGrpc, caps[0]),
             conns,
             stop.subscribe(),
         );

@@ -33,6 +33,7 @@
 //! - The log sink writes one structured line per state change, with sizes and hashes only.
 
 pub mod rules;
+pub mod runbook;
 pub mod sink;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -44,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
-use super::config::Config;
+use crate::collector::config::Config;
 
 /// Alert name of a result over the ceiling of a layer.
 pub const OVER_CEILING: &str = "ToolResultOverCeiling";
@@ -170,7 +171,10 @@ impl Alert {
         let mut annotations = self.annotations.clone();
         if let Some(base) = generator_url.strip_suffix("/api/v1/alerts") {
             annotations.entry("runbook_url".into()).or_insert_with(|| {
-                format!("{base}/runbook#{}", super::runbook::anchor(&self.name))
+                format!(
+                    "{base}/runbook#{}",
+                    crate::collector::alerts::runbook::anchor(&self.name)
+                )
             });
         }
         json!({

@@ -90,7 +90,7 @@ pub fn log(a: &Alert) {
     }
 }
 
-pub use crate::collector::target::Target;
+pub use crate::collector::net::client::Target;
 
 /// One HTTP sink.
 #[derive(Debug, Clone)]

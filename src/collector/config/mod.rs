@@ -947,11 +947,12 @@ impl Config {
             }
         }
         for url in &self.alerts.alertmanager_urls {
-            super::target::Target::parse(url)
+            crate::collector::net::client::Target::parse(url)
                 .map_err(|m| invalid("alerts.alertmanager_urls", m))?;
         }
         if let Some(url) = &self.alerts.webhook_url {
-            super::target::Target::parse(url).map_err(|m| invalid("alerts.webhook_url", m))?;
+            crate::collector::net::client::Target::parse(url)
+                .map_err(|m| invalid("alerts.webhook_url", m))?;
         }
         if self.otlp.max_request_bytes < 1024 {
             return Err(invalid(

@@ -20,7 +20,7 @@
 //!
 //! **No alert crowds out another.** Events go to the alert task over a bounded channel. When it
 //! is full, events wait in a bounded queue here (new alerts first) and are retried after every
-//! batch and every [`FLUSH_INTERVAL`](crate::collector::task::FLUSH_INTERVAL) (100 ms), so a new
+//! batch and every [`FLUSH_INTERVAL`](crate::collector::aggregator::FLUSH_INTERVAL) (100 ms), so a new
 //! (service, tool, layer) over the ceiling fires within 100 ms of the channel draining. The
 //! alert task holds every alert the rules can make
 //! (see [`super::capacity`]); repeated oversize is one alert per (service, tool) that lists its
@@ -41,10 +41,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{AlertStats, Event, Matched};
-use crate::collector::aggregator::{
+use crate::collector::config::Config;
+use crate::collector::state::{
     FxBuild, Limits, Observed, ResultObserver, Series, SeriesKey, Stats,
 };
-use crate::collector::config::Config;
 use crate::layers::{Ceiling, Stack};
 
 pub use near_ceiling::NEAR_CEILING_HINT;
@@ -564,10 +564,10 @@ pub(crate) mod testing {
     //! Records, keys and workloads shared by the rules' tests.
 
     use super::*;
-    use crate::collector::aggregator::State;
-    use crate::collector::recognize::{
+    use crate::collector::ingest::recognize::{
         ArgsHash, Emitter, Measurement, Size, SizeSource, ToolRecord,
     };
+    use crate::collector::state::State;
 
     /// A measured record of `bytes` for `svc`/`fetch`.
     pub(crate) fn rec(bytes: u64) -> ToolRecord {
@@ -653,8 +653,8 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::*;
     use super::*;
-    use crate::collector::aggregator::State;
     use crate::collector::alerts::{OVER_CEILING, REPEATED_OVERSIZE, TRUNCATION_RATE};
+    use crate::collector::state::State;
 
     #[test]
     fn firing_deduplicates_and_resends_every_third_of_the_quiet_period() {
@@ -708,9 +708,9 @@ mod tests {
         let batch: Vec<_> = (0..10_000u32)
             .map(|i| {
                 let mut r = rec(20_000 + u64::from(i));
-                r.args_hash = Some(crate::collector::recognize::ArgsHash::new(&format!(
-                    "{i:012x}"
-                )));
+                r.args_hash = Some(crate::collector::ingest::recognize::ArgsHash::new(
+                    &format!("{i:012x}"),
+                ));
                 r
             })
             .collect();

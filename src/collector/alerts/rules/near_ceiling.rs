@@ -85,7 +85,7 @@ mod tests {
     use super::super::testing::*;
     use super::super::Rules;
     use super::*;
-    use crate::collector::aggregator::{Limits, State};
+    use crate::collector::state::{Limits, State};
 
     #[test]
     fn fires_on_a_p95_close_to_the_ceiling() {

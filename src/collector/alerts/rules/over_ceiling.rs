@@ -107,8 +107,8 @@ impl RecordRule for Rule {
 mod tests {
     use super::super::testing::*;
     use super::*;
-    use crate::collector::aggregator::{Limits, Observed, SeriesKey};
     use crate::collector::config::Config;
+    use crate::collector::state::{Limits, Observed, SeriesKey};
     use crate::layers::Stack;
 
     fn over(rule: &mut Rule, stack: &Stack, bytes: u64, now_ms: u64) -> Decision {

@@ -3,7 +3,7 @@
 //!
 //! "Recent" is the shortest window (5m by default); the baseline is the slots of the longest
 //! window (1h) that ended before the recent window began (see
-//! [`Series::window_stats_ending_by`](crate::collector::aggregator::Series::window_stats_ending_by)).
+//! [`Series::window_stats_ending_by`](crate::collector::state::Series::window_stats_ending_by)).
 
 use super::{labels, ratio, series_labels, WindowInput, WindowRule};
 use crate::collector::alerts::{Matched, P95_JUMP};
@@ -101,8 +101,8 @@ mod tests {
     use super::super::testing::*;
     use super::super::Rules;
     use super::*;
-    use crate::collector::aggregator::{Limits, State};
     use crate::collector::config::Config;
+    use crate::collector::state::{Limits, State};
 
     /// An hour of results around 3 KB (one every 10 s), then 5 minutes (one every 5 s) of
     /// results around `after_median` bytes; returns the state at the end.

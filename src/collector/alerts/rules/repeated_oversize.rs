@@ -14,10 +14,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::{labels, series_labels, Decision, Firing, Hit, Over, RecordRule};
-use crate::collector::aggregator::FxBuild;
 use crate::collector::alerts::{Matched, REPEATED_OVERSIZE};
 use crate::collector::config::RepeatedOversizeConfig;
-use crate::collector::recognize::ArgsHash;
+use crate::collector::ingest::recognize::ArgsHash;
+use crate::collector::state::FxBuild;
 
 use super::over_ceiling::HINT;
 
@@ -205,7 +205,7 @@ mod tests {
     use super::super::testing::*;
     use crate::collector::alerts::{OVER_CEILING, REPEATED_OVERSIZE};
     use crate::collector::config::Config;
-    use crate::collector::recognize::ArgsHash;
+    use crate::collector::ingest::recognize::ArgsHash;
 
     fn config() -> Config {
         let mut config = Config::default();

@@ -87,7 +87,7 @@ mod tests {
     use super::super::testing::*;
     use super::super::Rules;
     use super::*;
-    use crate::collector::aggregator::{Limits, State};
+    use crate::collector::state::{Limits, State};
 
     #[test]
     fn fires_above_the_threshold() {

@@ -8,7 +8,7 @@
 //! the aggregator task, so a scrape holds ingestion only for the copy.
 //!
 //! The families are described once, in [`write_families`], to a [`Sink`]: [`Text`] writes the
-//! text format, [`super::exposition_proto::Proto`] the protobuf one with native histograms.
+//! text format, [`crate::collector::read::exposition_proto::Proto`] the protobuf one with native histograms.
 //!
 //! Names follow `toolsize_<name>_<unit>[_total]` in base units (the Prometheus naming conventions). Per-tool series carry
 //! `service` and `tool` labels, bounded by the cardinality cap (overflow series
@@ -20,11 +20,11 @@ use std::borrow::Cow;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use super::aggregator::{Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
-use super::alerts::rules::{MatchOutcome, REGISTRY};
-use super::alerts::sink::SinkKind;
-use super::histogram::NativeBuckets;
-use super::{RefusedRequest, SelfStats};
+use crate::collector::alerts::rules::{MatchOutcome, REGISTRY};
+use crate::collector::alerts::sink::SinkKind;
+use crate::collector::state::histogram::NativeBuckets;
+use crate::collector::state::{Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
+use crate::collector::stats::{RefusedRequest, SelfStats};
 use crate::layers::Stack;
 
 /// Tool calls.
@@ -204,7 +204,7 @@ pub struct HistogramSample<'a> {
 }
 
 /// Where the families of an exposition are written: the text format ([`Text`]) or the
-/// protobuf one ([`super::exposition_proto::Proto`]). One description of the families
+/// protobuf one ([`crate::collector::read::exposition_proto::Proto`]). One description of the families
 /// ([`write_families`]) feeds both, so the formats cannot drift.
 pub trait Sink {
     /// Starts a family; the samples that follow belong to it.
@@ -628,7 +628,7 @@ pub fn write_families(frame: &Frame, stats: &SelfStats, sink: &mut impl Sink) {
         int(v.admin_unauthenticated),
     );
     {
-        use super::listener::{Closed, Listener};
+        use crate::collector::net::listener::{Closed, Listener};
         let l = &stats.listeners;
         sink.family(CONNECTIONS, Kind::Gauge, "Connections open, by listener.");
         for x in Listener::ALL {
@@ -663,8 +663,14 @@ pub fn write_families(frame: &Frame, stats: &SelfStats, sink: &mut impl Sink) {
         "Tool spans whose service or tool name was cut to its byte limit (too_long) or had control or format characters replaced (hidden_characters).",
     );
     let cuts = [v.label_cuts.service, v.label_cuts.tool];
-    for (label, counts) in super::recognize::LabelCuts::LABELS.iter().zip(cuts) {
-        for (reason, n) in super::recognize::LabelCuts::REASONS.iter().zip(counts) {
+    for (label, counts) in crate::collector::ingest::recognize::LabelCuts::LABELS
+        .iter()
+        .zip(cuts)
+    {
+        for (reason, n) in crate::collector::ingest::recognize::LabelCuts::REASONS
+            .iter()
+            .zip(counts)
+        {
             sink.sample(None, &[("label", label), ("reason", reason)], int(n));
         }
     }

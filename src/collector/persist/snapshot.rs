@@ -2,7 +2,7 @@
 //! how it is restored.
 //!
 //! The format is JSON with a version ([`SNAPSHOT_VERSION`]); a file of another version, or one
-//! that does not parse, is refused and moved aside by [`super::store`]. Restoring into a state
+//! that does not parse, is refused and moved aside by [`crate::collector::persist::store`]. Restoring into a state
 //! whose limits changed keeps what still fits: windows whose length changed start empty, bucket
 //! layouts that changed are rebuilt from the HDR histograms, series past `max_series` are merged
 //! into the overflow series. Firing alerts travel in the snapshot so a restart neither re-pages
@@ -10,13 +10,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregator::{
+use crate::collector::alerts::SavedAlert;
+use crate::collector::ingest::recognize::ArgsHash;
+use crate::collector::state::histogram::{
+    Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG,
+};
+use crate::collector::state::{
     ArgsStat, Counts, Largest, OverCeiling, OverRecent, Point, SeriesKey, State, Stats,
     LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
 };
-use super::alerts::SavedAlert;
-use super::histogram::{Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG};
-use super::recognize::ArgsHash;
 
 /// The bucket layout of snapshots written before they recorded theirs.
 const LEGACY_SIZE_BUCKETS: &[u64] = &[
@@ -270,11 +272,11 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
-    use crate::collector::aggregator::tests::{known, limits, rec, stacked};
-    use crate::collector::aggregator::Limits;
     use crate::collector::alerts::tests::m;
     use crate::collector::alerts::{AlertState, Engine};
     use crate::collector::config::Config;
+    use crate::collector::state::tests::{known, limits, rec, stacked};
+    use crate::collector::state::Limits;
 
     #[test]
     fn restore_after_max_series_was_lowered_keeps_the_cap() {

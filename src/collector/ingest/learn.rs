@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::record::{EarlierCut, SizeSource};
+use crate::collector::ingest::record::{EarlierCut, SizeSource};
 
 /// Shortest length taken as a limit: shorter repeated lengths are normal results.
 pub const MIN_LIMIT: u64 = 256;

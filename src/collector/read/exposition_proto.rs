@@ -16,16 +16,18 @@
 //! its values span, and never more than its HDR histogram has buckets (128 per power of two).
 //!
 //! Both formats are written from one description of the families
-//! ([`super::exposition::write_families`]) to a [`Sink`], so they cannot drift: [`Proto`] encodes
+//! ([`crate::collector::read::exposition::write_families`]) to a [`Sink`], so they cannot drift: [`Proto`] encodes
 //! each metric as it is written, with no message tree and each series' label pairs encoded once.
 //! As for the text format, the aggregator only copies the numbers ([`Frame::capture_with`], which
 //! here also reads each series' native buckets out of its HDR histograms); the encoding runs on
 //! the admin handler's blocking thread.
 
-use super::aggregator::State;
-use super::exposition::{write_families, Frame, HistogramSample, Kind, Sink, Value};
-use super::histogram::{NATIVE_SCHEMA, NATIVE_ZERO_THRESHOLD};
-use super::SelfStats;
+use crate::collector::read::exposition::{
+    write_families, Frame, HistogramSample, Kind, Sink, Value,
+};
+use crate::collector::state::histogram::{NATIVE_SCHEMA, NATIVE_ZERO_THRESHOLD};
+use crate::collector::state::State;
+use crate::collector::SelfStats;
 
 /// Content type of the protobuf exposition (delimited `MetricFamily` messages).
 pub const CONTENT_TYPE: &str =
@@ -448,7 +450,7 @@ mod tests {
 
     /// A state with escapes in its labels, failures, cuts and two windows.
     fn state() -> State {
-        use crate::collector::aggregator::tests::{known, limits, rec};
+        use crate::collector::state::tests::{known, limits, rec};
         let mut state = State::new(limits(100));
         let recs: Vec<_> = (0..60u64)
             .map(|i| {
@@ -461,7 +463,7 @@ mod tests {
                 }
                 if i % 11 == 0 {
                     r.error = true;
-                    r.size = crate::collector::record::Size::Failed;
+                    r.size = crate::collector::ingest::record::Size::Failed;
                 }
                 r
             })
@@ -553,7 +555,7 @@ mod tests {
 
     #[test]
     fn native_index_matches_bucket_bounds() {
-        use super::super::histogram::native_index;
+        use crate::collector::state::histogram::native_index;
         assert_eq!(native_index(1.0), 0);
         assert_eq!(native_index(2.0), 64);
         assert_eq!(native_index(16_384.0), 14 * 64);
@@ -565,8 +567,8 @@ mod tests {
 
     #[test]
     fn spans_and_deltas() {
-        use super::super::histogram::{native_index, Hist};
-        let mut h = Hist::new(super::super::histogram::MAX_BYTES);
+        use crate::collector::state::histogram::{native_index, Hist};
+        let mut h = Hist::new(crate::collector::state::histogram::MAX_BYTES);
         for v in [0, 1000, 1000, 1010, 1_000_000] {
             h.record(v);
         }

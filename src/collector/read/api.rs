@@ -9,8 +9,8 @@
 //!   status page): p50/p95/p99 and truncation and error rates over time from the history
 //!   endpoint, the window's size distribution (`size_distribution`) against the layer limits, the
 //!   largest results with their trace ids and the most repeated argument hashes, as inline SVG.
-//! - `GET /metrics`: Prometheus text format 0.0.4 (see [`super::exposition`]), or the protobuf
-//!   format with native histograms when `Accept` asks for it (see [`super::exposition_proto`]).
+//! - `GET /metrics`: Prometheus text format 0.0.4 (see [`crate::collector::read::exposition`]), or the protobuf
+//!   format with native histograms when `Accept` asks for it (see [`crate::collector::read::exposition_proto`]).
 //! - `GET /api/v1/tools?window=5m|1h|all&service=S`: per (service, tool) count, p50, p95, p99,
 //!   max, errors, truncated, truncated upstream, unknown size, latency p95.
 //! - `GET /api/v1/tools/{tool}?window=&service=`: the same plus the largest recent results (trace
@@ -27,7 +27,7 @@
 //!   task's last published set, without asking the aggregator.
 //! - `GET /runbook`: the alert runbook as HTML, one section per alert (`#<alertname lowercased>`).
 //! - `GET /healthz`: 200 while the process serves.
-//! - With a token configured ([`super::auth`]), every path but `/healthz` and `/readyz` answers
+//! - With a token configured ([`crate::collector::net::auth`]), every path but `/healthz` and `/readyz` answers
 //!   401 to a request without it.
 //! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503; 503 too while the last
 //!   three or more snapshot writes failed.
@@ -48,9 +48,9 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
-use super::alerts::AlertsHandle;
-use super::task::Command;
-use super::SelfStats;
+use crate::collector::alerts::AlertsHandle;
+use crate::collector::read::Command;
+use crate::collector::SelfStats;
 use crate::layers::Stack;
 
 /// Content type of `/metrics`.
@@ -98,7 +98,7 @@ pub struct ApiState {
     alerts: AlertsHandle,
     /// OTLP/gRPC and OTLP/HTTP addresses, named by the status page.
     otlp: [SocketAddr; 2],
-    auth: Arc<super::auth::Auth>,
+    auth: Arc<crate::collector::net::auth::Auth>,
 }
 
 impl ApiState {
@@ -110,8 +110,8 @@ impl ApiState {
             stack: Arc::new(Stack::default()),
             alerts: AlertsHandle::default(),
             otlp: [
-                super::config::DEFAULT_OTLP_GRPC_ADDR,
-                super::config::DEFAULT_OTLP_HTTP_ADDR,
+                crate::collector::config::DEFAULT_OTLP_GRPC_ADDR,
+                crate::collector::config::DEFAULT_OTLP_HTTP_ADDR,
             ]
             .map(|a| a.parse().expect("default address")),
             auth: Arc::default(),
@@ -121,7 +121,7 @@ impl ApiState {
     /// Requires the token of `auth` on all but `/healthz` and `/readyz` when `auth.admin()`
     /// (default: none required).
     #[must_use]
-    pub fn with_auth(mut self, auth: Arc<super::auth::Auth>) -> Self {
+    pub fn with_auth(mut self, auth: Arc<crate::collector::net::auth::Auth>) -> Self {
         self.auth = auth;
         self
     }
@@ -240,7 +240,7 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let native = super::exposition_proto::wants_protobuf(accept);
+    let native = crate::collector::read::exposition_proto::wants_protobuf(accept);
     let frame = match s
         .ask(|reply| Command::Metrics { native, reply }, WAIT)
         .await
@@ -252,10 +252,11 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
     let stats = s.stats.clone();
     let body = tokio::task::spawn_blocking(move || {
         if native {
-            let body = super::exposition_proto::render_frame(&frame, &stats);
-            (super::exposition_proto::CONTENT_TYPE, body)
+            let body = crate::collector::read::exposition_proto::render_frame(&frame, &stats);
+            (crate::collector::read::exposition_proto::CONTENT_TYPE, body)
         } else {
-            let body = super::exposition::render_frame(&frame, &stats).into_bytes();
+            let body =
+                crate::collector::read::exposition::render_frame(&frame, &stats).into_bytes();
             (METRICS_CONTENT_TYPE, body)
         }
     })
@@ -370,7 +371,7 @@ async fn tool_page() -> Response {
 async fn runbook() -> Response {
     (
         [(header::CONTENT_TYPE, HTML_CONTENT_TYPE)],
-        super::runbook::html(),
+        crate::collector::alerts::runbook::html(),
     )
         .into_response()
 }

@@ -23,6 +23,9 @@
 pub mod decode;
 pub mod grpc;
 pub mod http;
+pub mod learn;
+pub mod recognize;
+pub mod record;
 pub mod wire;
 
 use std::sync::Arc;
@@ -30,9 +33,9 @@ use std::sync::Arc;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::sync::mpsc;
 
-use super::recognize::Recognizer;
-use super::task::Batch;
-use super::{RefusedRequest, SelfStats};
+use crate::collector::ingest::recognize::Recognizer;
+use crate::collector::ingest::record::Batch;
+use crate::collector::stats::{RefusedRequest, SelfStats};
 
 /// What a receiver answers after a request was accepted.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -135,7 +138,7 @@ pub struct Ingest {
     bodies: Arc<tokio::sync::Semaphore>,
     read_budget: Arc<tokio::sync::Semaphore>,
     body_timeout: std::time::Duration,
-    auth: Arc<crate::collector::auth::Auth>,
+    auth: Arc<crate::collector::net::auth::Auth>,
 }
 
 const REFUSED_NONE: u8 = 0;
@@ -245,7 +248,7 @@ impl Ingest {
 
     /// Requires the token of `auth` on every request (default: none required).
     #[must_use]
-    pub fn with_auth(mut self, auth: Arc<crate::collector::auth::Auth>) -> Self {
+    pub fn with_auth(mut self, auth: Arc<crate::collector::net::auth::Auth>) -> Self {
         self.auth = auth;
         self
     }

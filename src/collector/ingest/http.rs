@@ -10,7 +10,7 @@
 //!   `Retry-After` when the aggregator queue is full, when the bodies being read hold the whole
 //!   read budget, or when `otlp.max_concurrent_requests` requests are already being decoded
 //!   (each may hold up to `max_request_bytes` compressed plus as much inflated). Other methods
-//!   get 405. With a token configured ([`crate::collector::auth`]), a request without it gets
+//!   get 405. With a token configured ([`crate::collector::net::auth`]), a request without it gets
 //!   401 before its body is read.
 //!
 //! Every refusal is counted in the self-metrics by reason.

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::aggregator::{Largest, OverCeiling, Point, SeriesKey, State, Stats};
+use crate::collector::state::{Largest, OverCeiling, Point, SeriesKey, State, Stats};
 
 /// One row of `/api/v1/tools`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,7 +76,7 @@ pub struct ToolDetail {
     pub top_args: Vec<TopArgs>,
     /// Results over a ceiling since start, by the weakest layer that cut them.
     pub over_ceiling: Vec<OverCeilingCount>,
-    /// The most recent over-ceiling results (at most [`OVER_CEILING_RECENT`](super::aggregator::OVER_CEILING_RECENT)), newest first.
+    /// The most recent over-ceiling results (at most [`OVER_CEILING_RECENT`](crate::collector::state::OVER_CEILING_RECENT)), newest first.
     pub recent_over_ceiling: Vec<OverCeiling>,
     /// Results of known size in the window per classic size bucket (the bounds of
     /// `toolsize_tool_result_size_bytes`, counted from the window's histogram), empty buckets
@@ -316,8 +316,8 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use crate::collector::aggregator::tests::{known, limits, rec};
-    use crate::collector::aggregator::State;
+    use crate::collector::state::tests::{known, limits, rec};
+    use crate::collector::state::State;
 
     #[test]
     fn history_has_one_point_per_minute_over_the_hour_and_survives_a_restore() {

@@ -17,7 +17,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::snapshot::Snapshot;
+use crate::collector::persist::snapshot::Snapshot;
 
 /// File name of the snapshot inside the data directory.
 pub const SNAPSHOT_FILE: &str = "toolsize-state.json";
@@ -90,7 +90,7 @@ impl Store {
     pub fn move_aside(&self, why: &str) -> Result<PathBuf, StoreError> {
         let aside = self.dir.join(format!(
             "{SNAPSHOT_FILE}.corrupt-{}",
-            super::aggregator::now_unix()
+            crate::collector::state::now_unix()
         ));
         fs::rename(&self.path, &aside).map_err(|source| StoreError::Io {
             op: "move aside",

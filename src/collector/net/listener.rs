@@ -16,8 +16,8 @@
 //!   pings (`listeners.grpc_keepalive_interval`) count as traffic: a dead peer is dropped after
 //!   `grpc_keepalive_timeout`, a live idle channel is kept (within the cap).
 //! - **TLS** (feature `tls`, `tls.cert_file` / `tls.key_file`): the handshake runs on the
-//!   connection's own task within the header-read timeout; see [`super::tls`].
-//! - **Body deadline** (`listeners.body_timeout`): see [`super::receiver`]; OTLP bodies are read
+//!   connection's own task within the header-read timeout; see [`crate::collector::net::tls`].
+//! - **Body deadline** (`listeners.body_timeout`): see [`crate::collector::ingest`]; OTLP bodies are read
 //!   before a decoding slot is taken, so slow bodies never hold one.
 //!
 //! The deadlines are checked only while a read or write is pending (one timer per

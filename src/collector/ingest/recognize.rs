@@ -13,7 +13,7 @@
 //! JSON-escaped strings, LangChain's `ToolMessage`, ADK's `{"result": …}`, Strands' text
 //! blocks) is removed first ([`SizeSource::Unwrapped`]). Content that shows an upstream cut (a
 //! truncation marker from [`MARKERS`], a length equal to a configured or environment attribute
-//! limit or to one learned from the data ([`super::learn`]), JSON that no longer parses,
+//! limit or to one learned from the data ([`crate::collector::ingest::learn`]), JSON that no longer parses,
 //! `logfire.truncated`) flags the record truncated upstream: its size is a lower bound, counted
 //! as recorded. Placeholders and missing content make the size unknown — never 0. A failed call
 //! (status ERROR, an error attribute, `gen_ai.tool.status=error`) is never sized, whatever its
@@ -32,13 +32,13 @@ use std::sync::Arc;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
-pub use super::record::{
+pub use crate::collector::ingest::record::{
     ArgsHash, Emitter, Measurement, Size, SizeSource, ToolRecord, Unknown, OVERFLOW,
     UNKNOWN_SERVICE,
 };
 
-use super::config::RecognitionConfig;
-use super::receiver::wire::{AttrValue, SpanView};
+use crate::collector::config::RecognitionConfig;
+use crate::collector::ingest::wire::{AttrValue, SpanView};
 use crate::semconv;
 
 /// One condition of a rule.
@@ -425,7 +425,7 @@ pub struct Recognizer {
     content: Vec<(usize, Encoding, Envelope)>,
     /// [`EMITTER_ENVELOPES`], keys as slot indices.
     emitter_envelopes: Vec<(Emitter, usize, Envelope)>,
-    learner: super::learn::Learner,
+    learner: crate::collector::ingest::learn::Learner,
     args: Vec<usize>,
     args_hash: usize,
     truncated: usize,
@@ -498,7 +498,7 @@ impl Recognizer {
                 .iter()
                 .map(|&(e, k, env)| (e, keys.idx(k), env))
                 .collect(),
-            learner: super::learn::Learner::new(),
+            learner: crate::collector::ingest::learn::Learner::new(),
             args: ARGS_KEYS.iter().map(|k| keys.idx(k)).collect(),
             args_hash: keys.idx(semconv::TOOL_ARGS_HASH),
             truncated: keys.idx(semconv::TOOL_RESULT_TRUNCATED),
@@ -523,7 +523,7 @@ impl Recognizer {
     }
 
     /// Seeds the learner of upstream limits with a limit `service`'s results were cut at before
-    /// a restart (see [`super::learn::Learner::seed`]).
+    /// a restart (see [`crate::collector::ingest::learn::Learner::seed`]).
     pub fn seed_limit(&self, service: &str, limit: u64) {
         self.learner.seed(service, limit);
     }
@@ -774,7 +774,7 @@ impl Recognizer {
                 if limit.is_none() {
                     if let Ok(text) = std::str::from_utf8(s) {
                         let flagged = || call.cut || marked();
-                        let me = super::learn::Whole {
+                        let me = crate::collector::ingest::learn::Whole {
                             tool: call.tool,
                             span_id: call.span_id,
                             source: whole,
@@ -845,7 +845,7 @@ struct Content {
     cut: bool,
     limit: Option<u64>,
     /// Earlier results the limit learned from this one shows were cut.
-    earlier: Vec<super::record::EarlierCut>,
+    earlier: Vec<crate::collector::ingest::record::EarlierCut>,
 }
 
 impl Content {
@@ -1291,7 +1291,7 @@ mod tests {
         .encode_to_vec();
         let mut out = None;
         let svc: Arc<str> = "svc".into();
-        crate::collector::receiver::wire::for_each_span(&body, |_, scope, v| {
+        crate::collector::ingest::wire::for_each_span(&body, |_, scope, v| {
             out = Some(r.recognize(&svc, scope, v))
         })
         .unwrap();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 /// Who emitted a tool span, as decided by the first matching rule of
-/// [`RULES`](super::recognize::RULES).
+/// [`RULES`](crate::collector::ingest::recognize::RULES).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Emitter {
@@ -77,7 +77,7 @@ pub enum SizeSource {
     /// The result content the emitter recorded, counted as it is (it is what the model got).
     Derived,
     /// The result content with the tracer's own wrapping removed (JSON string escapes, a
-    /// message envelope, `{"result": …}`, `[{"text": …}]`): see [`unwrap_content`](super::recognize::unwrap_content).
+    /// message envelope, `{"result": …}`, `[{"text": …}]`): see [`unwrap_content`](crate::collector::ingest::recognize::unwrap_content).
     Unwrapped,
     /// As [`SizeSource::Unwrapped`], but the result inside the envelope is itself JSON and is
     /// measured re-serialised compactly: close to, not exactly, the text the model got.
@@ -198,7 +198,7 @@ impl std::fmt::Display for ArgsHash {
 /// The measures a span carries exactly: the library's one measures type, so recognition, the
 /// layer verdicts and the span contract cannot drift apart. In a record, `bytes` is 0 (the
 /// record's [`Size`] holds the size; join them with [`Measurement::with_bytes`]), `items` is
-/// `None`, and the other measures ([`MEASURE_KEYS`](super::recognize::MEASURE_KEYS)) are read
+/// `None`, and the other measures ([`MEASURE_KEYS`](crate::collector::ingest::recognize::MEASURE_KEYS)) are read
 /// only for measured sizes; an absent one is estimated from bytes by the layer verdict. Keeping
 /// the two unused fields costs 24 bytes per record (see [`Measurement`] for the size).
 pub use crate::measure::Measurement;
@@ -231,7 +231,7 @@ pub struct ToolRecord {
     /// Exact measures other than bytes the span carries (measured sizes only).
     pub measures: Measurement,
     /// The attribute value length limit (characters or UTF-16 units) the recorded content
-    /// ended at, configured or learned from the data ([`super::learn`]): set with
+    /// ended at, configured or learned from the data ([`crate::collector::ingest::learn`]): set with
     /// `truncated_upstream`.
     pub upstream_limit: Option<u64>,
     /// Results of the same service counted as whole when they arrived, that the limit learned

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 /// The runbook's Markdown source.
-pub const SOURCE: &str = include_str!("../../docs/runbook.md");
+pub const SOURCE: &str = include_str!("../../../docs/runbook.md");
 
 /// The anchor of a heading: its letters and digits, lowercased (`ToolResultOverCeiling` →
 /// `toolresultoverceiling`).
@@ -117,11 +117,11 @@ mod tests {
     fn the_runbook_has_a_section_per_built_in_alert() {
         let anchors = anchors();
         for name in [
-            super::super::alerts::OVER_CEILING,
-            super::super::alerts::REPEATED_OVERSIZE,
-            super::super::alerts::P95_JUMP,
-            super::super::alerts::NEAR_CEILING,
-            super::super::alerts::TRUNCATION_RATE,
+            crate::collector::alerts::OVER_CEILING,
+            crate::collector::alerts::REPEATED_OVERSIZE,
+            crate::collector::alerts::P95_JUMP,
+            crate::collector::alerts::NEAR_CEILING,
+            crate::collector::alerts::TRUNCATION_RATE,
         ] {
             assert!(
                 anchors.contains(&anchor(name)),

@@ -12,9 +12,9 @@ use prost::Message;
 use std::sync::Arc;
 
 use super::wire;
-use crate::collector::recognize::{LabelCuts, Outcome, Recognizer, ToolRecord};
+use crate::collector::ingest::recognize::{LabelCuts, Outcome, Recognizer, ToolRecord};
 
-pub use crate::collector::recognize::UNKNOWN_SERVICE;
+pub use crate::collector::ingest::recognize::UNKNOWN_SERVICE;
 
 /// A request body that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -131,7 +131,7 @@ pub struct Recognized {
 }
 
 /// Attributes of one span that recognition looks at; later ones are ignored and counted.
-pub const MAX_ATTRIBUTES_READ: usize = crate::collector::recognize::MAX_ATTRIBUTES_READ;
+pub const MAX_ATTRIBUTES_READ: usize = crate::collector::ingest::recognize::MAX_ATTRIBUTES_READ;
 
 impl Recognized {
     /// Every span of the request.

@@ -1,0 +1,64 @@
+//! Readers of the aggregator's state: the admin HTTP API and pages ([`api`]), the computed views
+//! ([`views`]) and the Prometheus exposition in text ([`exposition`]) and protobuf
+//! ([`exposition_proto`]). They ask the aggregator by command and render off it.
+
+pub mod api;
+pub mod exposition;
+pub mod exposition_proto;
+pub mod views;
+
+use tokio::sync::oneshot;
+
+use exposition::Frame;
+use views::{HistoryView, ToolView, ToolsView};
+
+/// A question for the aggregator.
+#[derive(Debug)]
+pub enum Command {
+    /// `/api/v1/tools`.
+    Tools {
+        /// Window label.
+        window: Option<String>,
+        /// Service filter.
+        service: Option<String>,
+        /// Answer.
+        reply: oneshot::Sender<Result<ToolsView, String>>,
+    },
+    /// `/api/v1/tools/{tool}`.
+    Tool {
+        /// Tool name.
+        tool: String,
+        /// Window label.
+        window: Option<String>,
+        /// Service filter.
+        service: Option<String>,
+        /// Answer.
+        reply: oneshot::Sender<Result<Option<ToolView>, String>>,
+    },
+    /// `/api/v1/tools/{tool}/history`.
+    History {
+        /// Tool name.
+        tool: String,
+        /// Service filter.
+        service: Option<String>,
+        /// Answer.
+        reply: oneshot::Sender<Option<HistoryView>>,
+    },
+    /// `/metrics`: the numbers, to render elsewhere.
+    Metrics {
+        /// With each series' native histogram buckets (for the protobuf exposition).
+        native: bool,
+        /// Answer.
+        reply: oneshot::Sender<Frame>,
+    },
+    /// Answer when the aggregator is running (readiness).
+    Ping {
+        /// Answer.
+        reply: oneshot::Sender<()>,
+    },
+    /// Drain the queue, write a final snapshot, stop.
+    Shutdown {
+        /// Answered once stopped.
+        reply: oneshot::Sender<()>,
+    },
+}

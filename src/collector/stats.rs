@@ -1,0 +1,201 @@
+//! The daemon's own counters (self-metrics): requests, refusals, spans, series, snapshots,
+//! shared lock-free between the receivers, the aggregator and the store, and read by
+//! `/metrics`.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use crate::collector::alerts;
+use crate::collector::ingest::recognize;
+use crate::collector::net::listener;
+
+/// Why a whole request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedRequest {
+    /// Not decodable (bad protobuf, JSON, gzip).
+    Decode,
+    /// Over the body limit.
+    TooLarge,
+    /// Unknown content type or encoding.
+    UnsupportedMediaType,
+    /// The aggregator queue was full, or the decoding slots or the read budget were taken.
+    Overloaded,
+    /// The body did not arrive within the body deadline.
+    Timeout,
+    /// The token was missing or wrong.
+    Unauthenticated,
+}
+
+impl RefusedRequest {
+    /// Every reason, in exposition order.
+    pub const ALL: [RefusedRequest; 6] = [
+        RefusedRequest::Decode,
+        RefusedRequest::TooLarge,
+        RefusedRequest::UnsupportedMediaType,
+        RefusedRequest::Overloaded,
+        RefusedRequest::Timeout,
+        RefusedRequest::Unauthenticated,
+    ];
+
+    /// The `reason` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusedRequest::Decode => "decode",
+            RefusedRequest::TooLarge => "too_large",
+            RefusedRequest::UnsupportedMediaType => "unsupported_media_type",
+            RefusedRequest::Overloaded => "overloaded",
+            RefusedRequest::Timeout => "timeout",
+            RefusedRequest::Unauthenticated => "unauthenticated",
+        }
+    }
+}
+
+/// The daemon's own counters, shared lock-free between receivers and the aggregator.
+#[derive(Debug, Default)]
+pub struct SelfStats {
+    requests_http: AtomicU64,
+    requests_grpc: AtomicU64,
+    refused_requests: [AtomicU64; 6],
+    admin_unauthenticated: AtomicU64,
+    spans_tool: AtomicU64,
+    spans_other: AtomicU64,
+    spans_invalid: AtomicU64,
+    spans_overloaded: AtomicU64,
+    spans_dropped: AtomicU64,
+    series: AtomicU64,
+    overflow: AtomicU64,
+    snapshot_last_unix: AtomicU64,
+    snapshots_written: AtomicU64,
+    snapshot_failures: AtomicU64,
+    snapshot_failing: AtomicU64,
+    attributes_ignored: AtomicU64,
+    label_cuts: [AtomicU64; 4],
+    /// Connection counters of the listeners.
+    pub listeners: Arc<listener::ListenerStats>,
+    /// Alert counters.
+    pub alerts: Arc<alerts::AlertStats>,
+}
+
+/// A plain copy of [`SelfStats`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SelfStatsView {
+    /// OTLP/HTTP requests received.
+    pub requests_http: u64,
+    /// OTLP/gRPC requests received.
+    pub requests_grpc: u64,
+    /// Requests refused, by [`RefusedRequest::ALL`] order.
+    pub refused_requests: [u64; 6],
+    /// Admin requests refused for a missing or wrong token.
+    pub admin_unauthenticated: u64,
+    /// Tool spans accepted and recorded.
+    pub spans_tool: u64,
+    /// Other spans accepted and ignored.
+    pub spans_other: u64,
+    /// Tool spans rejected as unusable (partial success).
+    pub spans_invalid: u64,
+    /// Spans refused because the queue was full.
+    pub spans_overloaded: u64,
+    /// Spans accepted and then lost (stays 0 unless the aggregator died).
+    pub spans_dropped: u64,
+    /// Series, overflow included.
+    pub series: u64,
+    /// Records routed to the overflow series.
+    pub overflow: u64,
+    /// Last successful snapshot, Unix seconds (0: none yet).
+    pub snapshot_last_unix: u64,
+    /// Snapshots written.
+    pub snapshots_written: u64,
+    /// Snapshot writes that failed.
+    pub snapshot_failures: u64,
+    /// Snapshot writes that failed since the last one that succeeded.
+    pub snapshot_failing: u64,
+    /// Span attributes past the first 255 of their span, not looked at.
+    pub attributes_ignored: u64,
+    /// Service and tool names cut or cleaned, per tool span.
+    pub label_cuts: recognize::LabelCuts,
+}
+
+impl SelfStats {
+    pub(crate) fn request(&self, transport: &str) {
+        match transport {
+            "grpc" => &self.requests_grpc,
+            _ => &self.requests_http,
+        }
+        .fetch_add(1, Relaxed);
+    }
+    pub(crate) fn refused_request(&self, r: RefusedRequest) {
+        let i = RefusedRequest::ALL
+            .iter()
+            .position(|x| *x == r)
+            .unwrap_or(0);
+        self.refused_requests[i].fetch_add(1, Relaxed);
+    }
+    pub(crate) fn admin_unauthenticated(&self) {
+        self.admin_unauthenticated.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn refused_spans_overloaded(&self, n: u64) {
+        self.spans_overloaded.fetch_add(n, Relaxed);
+    }
+    pub(crate) fn accepted(&self, tools: u64, other: u64, invalid: u64) {
+        self.spans_tool.fetch_add(tools, Relaxed);
+        self.spans_other.fetch_add(other, Relaxed);
+        self.spans_invalid.fetch_add(invalid, Relaxed);
+    }
+    pub(crate) fn set_series(&self, series: u64, overflow: u64) {
+        self.series.store(series, Relaxed);
+        self.overflow.store(overflow, Relaxed);
+    }
+    pub(crate) fn snapshot_written(&self, now: u64) {
+        self.snapshot_failing.store(0, Relaxed);
+        self.snapshot_last_unix.store(now, Relaxed);
+        self.snapshots_written.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn attributes_ignored(&self, n: u64) {
+        if n > 0 {
+            self.attributes_ignored.fetch_add(n, Relaxed);
+        }
+    }
+    pub(crate) fn label_cuts(&self, c: &recognize::LabelCuts) {
+        for (i, n) in c.service.iter().chain(&c.tool).enumerate() {
+            if *n > 0 {
+                self.label_cuts[i].fetch_add(*n, Relaxed);
+            }
+        }
+    }
+    pub(crate) fn snapshot_failed(&self) {
+        self.snapshot_failures.fetch_add(1, Relaxed);
+        self.snapshot_failing.fetch_add(1, Relaxed);
+    }
+
+    /// A copy of every counter.
+    pub fn view(&self) -> SelfStatsView {
+        SelfStatsView {
+            requests_http: self.requests_http.load(Relaxed),
+            requests_grpc: self.requests_grpc.load(Relaxed),
+            refused_requests: std::array::from_fn(|i| self.refused_requests[i].load(Relaxed)),
+            admin_unauthenticated: self.admin_unauthenticated.load(Relaxed),
+            spans_tool: self.spans_tool.load(Relaxed),
+            spans_other: self.spans_other.load(Relaxed),
+            spans_invalid: self.spans_invalid.load(Relaxed),
+            spans_overloaded: self.spans_overloaded.load(Relaxed),
+            spans_dropped: self.spans_dropped.load(Relaxed),
+            series: self.series.load(Relaxed),
+            overflow: self.overflow.load(Relaxed),
+            snapshot_last_unix: self.snapshot_last_unix.load(Relaxed),
+            snapshots_written: self.snapshots_written.load(Relaxed),
+            snapshot_failures: self.snapshot_failures.load(Relaxed),
+            snapshot_failing: self.snapshot_failing.load(Relaxed),
+            attributes_ignored: self.attributes_ignored.load(Relaxed),
+            label_cuts: recognize::LabelCuts {
+                service: [
+                    self.label_cuts[0].load(Relaxed),
+                    self.label_cuts[1].load(Relaxed),
+                ],
+                tool: [
+                    self.label_cuts[2].load(Relaxed),
+                    self.label_cuts[3].load(Relaxed),
+                ],
+            },
+        }
+    }
+}
