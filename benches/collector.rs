@@ -40,7 +40,7 @@ fn state_with_rules(config: &Config) -> State {
     let rules = Rules::from_config(config)
         .expect("default rules")
         .with_sender(tx, Arc::new(AlertStats::default()));
-    state.add_observer(Box::new(rules));
+    rules.attach_to(&mut state);
     state
 }
 
@@ -142,6 +142,7 @@ fn exposition(c: &mut Criterion) {
         .collect();
     let now = now_unix();
     let stats = SelfStats::default();
+    let alerts = AlertStats::default();
     let layouts = [
         ("current", size_bounds(&config.stack)),
         ("previous", PREVIOUS_SIZE_BOUNDS.to_vec()),
@@ -159,11 +160,11 @@ fn exposition(c: &mut Criterion) {
     let mut g = c.benchmark_group("exposition");
     for (name, state) in &states {
         g.bench_function(format!("render_2000_series_{name}_buckets"), |b| {
-            b.iter(|| render(state, &stats, now))
+            b.iter(|| render(state, &stats, &alerts, now))
         });
     }
     g.bench_function("render_2000_series_protobuf", |b| {
-        b.iter(|| exposition_proto::render(&states[0].1, &stats, now))
+        b.iter(|| exposition_proto::render(&states[0].1, &stats, &alerts, now))
     });
     g.finish();
     // Side by side, same process: time per render and bytes.
@@ -171,7 +172,7 @@ fn exposition(c: &mut Criterion) {
         let t = Instant::now();
         let mut bytes = 0;
         for _ in 0..20 {
-            bytes = render(state, &stats, now).len();
+            bytes = render(state, &stats, &alerts, now).len();
         }
         (t.elapsed().as_secs_f64() / 20.0, bytes)
     };
@@ -190,7 +191,7 @@ fn exposition(c: &mut Criterion) {
     let t = Instant::now();
     let mut b_proto = 0;
     for _ in 0..20 {
-        b_proto = exposition_proto::render(&states[0].1, &stats, now).len();
+        b_proto = exposition_proto::render(&states[0].1, &stats, &alerts, now).len();
     }
     let t_proto = t.elapsed().as_secs_f64() / 20.0;
     eprintln!(

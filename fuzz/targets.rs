@@ -19,7 +19,7 @@ fn hidden(c: char) -> bool {
 }
 
 /// Every name kept is bounded and clean.
-fn check_records(records: &[toolsize::collector::ingest::recognize::ToolRecord]) {
+fn check_records(records: &[toolsize::collector::ingest::record::ToolRecord]) {
     for r in records {
         assert!(
             r.tool.len() <= 128 + "_tool".len(),

@@ -50,7 +50,7 @@ fn graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
         // Where `super` points: the collector for its own files and for `x/mod.rs`.
         let depth = f.strip_prefix(root).unwrap().components().count();
         let in_dir_mod = f.file_name().is_some_and(|n| n == "mod.rs");
-        let supers_to_collector = if depth == 1 || in_dir_mod { 1 } else { 2 };
+        let supers_to_collector = if in_dir_mod { depth - 1 } else { depth };
         for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
             let mut rest = line;
             while let Some(i) = rest
@@ -126,33 +126,103 @@ fn cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     None
 }
 
+/// The stage a module lives in: its folder, or the file itself at the collector's root.
+fn stage(node: &str) -> &str {
+    node.split('/').next().unwrap()
+}
+
+/// Edges between stages (`ingest/recognize → state` is `ingest → state`).
+fn stages(edges: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, tos) in edges {
+        for to in tos {
+            if stage(from) != stage(to) {
+                out.entry(stage(from).to_string())
+                    .or_default()
+                    .insert(stage(to).to_string());
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn the_collector_modules_form_a_dag() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/collector");
     let edges = graph(&root);
-    assert!(edges["task"].contains("aggregator"), "{edges:?}");
-    assert!(edges["snapshot"].contains("aggregator"), "{edges:?}");
+    assert!(edges["aggregator"].contains("state"), "{edges:?}");
+    assert!(edges["persist/snapshot"].contains("state"), "{edges:?}");
     if let Some(c) = cycle(&edges) {
         panic!(
             "the collector's modules import each other in a circle: {}",
             c.join(" → ")
         );
     }
-    // The aggregator owns state and knows nothing of its readers.
-    for reader in [
-        "api",
-        "exposition",
-        "views",
-        "snapshot",
-        "store",
-        "task",
-        "alerts",
-    ] {
-        assert!(
-            !edges["aggregator"].contains(reader),
-            "aggregator imports {reader}"
+}
+
+/// The pipeline's stages, in order: each may use the ones before it and none after. `stats`
+/// holds the daemon's lock-free counters, shared from the edge inwards; the aggregator task
+/// wires state, readers, alerts and the store.
+const STAGES: [&str; 9] = [
+    "net",
+    "config",
+    "stats",
+    "ingest",
+    "state",
+    "alerts",
+    "persist",
+    "read",
+    "aggregator",
+];
+
+#[test]
+fn the_stages_follow_the_pipeline() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/collector");
+    let by_stage = stages(&graph(&root));
+    let order = |s: &str| {
+        STAGES
+            .iter()
+            .position(|x| *x == s)
+            .unwrap_or_else(|| panic!("{s} is a stage of the collector not listed in STAGES"))
+    };
+    for (from, tos) in &by_stage {
+        for to in tos {
+            assert!(
+                order(to) < order(from),
+                "{from} uses {to}, a later stage: the pipeline is {}",
+                STAGES.join(" → ")
+            );
+        }
+    }
+    if let Some(c) = cycle(&by_stage) {
+        panic!(
+            "the collector's stages use each other in a circle: {}",
+            c.join(" → ")
         );
     }
+    // The owner of the state knows nothing of its readers, its alerts or its store.
+    for later in ["read", "alerts", "persist", "aggregator"] {
+        assert!(
+            !by_stage.get("state").is_some_and(|s| s.contains(later)),
+            "state uses {later}"
+        );
+    }
+}
+
+#[test]
+fn the_stage_check_sees_through_files() {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    edges
+        .entry("ingest/recognize".into())
+        .or_default()
+        .insert("state/histogram".into());
+    edges
+        .entry("ingest/decode".into())
+        .or_default()
+        .insert("ingest/wire".into());
+    let s = stages(&edges);
+    assert_eq!(s.len(), 1);
+    assert!(s["ingest"].contains("state"));
 }
 
 #[test]

@@ -20,7 +20,7 @@ use crate::collector::state::{now_unix, now_unix_ms, State};
 use crate::collector::SelfStats;
 
 /// How often the observers may send what waits when no batch comes.
-pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Batches drained before answering a command.
 const DRAIN_BEFORE_ANSWER: usize = 4096;

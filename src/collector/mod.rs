@@ -40,15 +40,15 @@
 //! accepting, in-flight requests finish, the aggregator drains its queue and writes a final
 //! snapshot.
 
-pub mod aggregator;
+pub(crate) mod aggregator;
 pub mod alerts;
 pub mod config;
 pub mod ingest;
 pub mod net;
-pub mod persist;
+pub(crate) mod persist;
 pub mod read;
 pub mod state;
-pub mod stats;
+pub(crate) mod stats;
 
 use std::net::SocketAddr;
 
@@ -60,7 +60,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 pub use config::Config;
-pub use stats::{RefusedRequest, SelfStats, SelfStatsView};
+pub use stats::{RefusedRequest, SelfStats};
 
 use ingest::recognize::Recognizer;
 use ingest::Ingest;
@@ -69,14 +69,14 @@ use read::Command;
 use state::{Limits, State};
 
 /// Snapshot writes failing in a row after which `/readyz` answers 503.
-pub const SNAPSHOT_FAILURES_NOT_READY: u64 = 3;
+pub(crate) const SNAPSHOT_FAILURES_NOT_READY: u64 = 3;
 
 /// How the daemon stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stopped {
     /// A data directory is configured and the final snapshot could not be written: what was
     /// received since the last successful snapshot is lost.
-    pub final_snapshot_failed: bool,
+    pub(crate) final_snapshot_failed: bool,
 }
 
 /// A failure to start the daemon.
@@ -163,11 +163,11 @@ impl Pipeline {
         let (rules, alerts) = alerts::spawn(
             config,
             format!("{}/api/v1/alerts", config.admin_base_url()),
-            stats.alerts.clone(),
+            Arc::new(alerts::AlertStats::default()),
             restored,
         );
         if let Some(rules) = rules {
-            state.add_observer(Box::new(rules));
+            rules.attach_to(&mut state);
         }
         let (data_tx, data_rx) = mpsc::channel(config.otlp.queue_capacity);
         let (control, control_rx) = mpsc::channel(64);

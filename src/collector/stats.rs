@@ -5,8 +5,6 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use crate::collector::alerts;
-use crate::collector::ingest::recognize;
 use crate::collector::net::listener;
 
 /// Why a whole request was refused.
@@ -38,7 +36,7 @@ impl RefusedRequest {
     ];
 
     /// The `reason` label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RefusedRequest::Decode => "decode",
             RefusedRequest::TooLarge => "too_large",
@@ -72,17 +70,15 @@ pub struct SelfStats {
     label_cuts: [AtomicU64; 4],
     /// Connection counters of the listeners.
     pub listeners: Arc<listener::ListenerStats>,
-    /// Alert counters.
-    pub alerts: Arc<alerts::AlertStats>,
 }
 
 /// A plain copy of [`SelfStats`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SelfStatsView {
     /// OTLP/HTTP requests received.
-    pub requests_http: u64,
+    pub(crate) requests_http: u64,
     /// OTLP/gRPC requests received.
-    pub requests_grpc: u64,
+    pub(crate) requests_grpc: u64,
     /// Requests refused, by [`RefusedRequest::ALL`] order.
     pub refused_requests: [u64; 6],
     /// Admin requests refused for a missing or wrong token.
@@ -90,29 +86,29 @@ pub struct SelfStatsView {
     /// Tool spans accepted and recorded.
     pub spans_tool: u64,
     /// Other spans accepted and ignored.
-    pub spans_other: u64,
+    pub(crate) spans_other: u64,
     /// Tool spans rejected as unusable (partial success).
     pub spans_invalid: u64,
     /// Spans refused because the queue was full.
     pub spans_overloaded: u64,
     /// Spans accepted and then lost (stays 0 unless the aggregator died).
-    pub spans_dropped: u64,
+    pub(crate) spans_dropped: u64,
     /// Series, overflow included.
-    pub series: u64,
+    pub(crate) series: u64,
     /// Records routed to the overflow series.
-    pub overflow: u64,
+    pub(crate) overflow: u64,
     /// Last successful snapshot, Unix seconds (0: none yet).
-    pub snapshot_last_unix: u64,
+    pub(crate) snapshot_last_unix: u64,
     /// Snapshots written.
-    pub snapshots_written: u64,
+    pub(crate) snapshots_written: u64,
     /// Snapshot writes that failed.
-    pub snapshot_failures: u64,
+    pub(crate) snapshot_failures: u64,
     /// Snapshot writes that failed since the last one that succeeded.
-    pub snapshot_failing: u64,
+    pub(crate) snapshot_failing: u64,
     /// Span attributes past the first 255 of their span, not looked at.
     pub attributes_ignored: u64,
     /// Service and tool names cut or cleaned, per tool span.
-    pub label_cuts: recognize::LabelCuts,
+    pub(crate) label_cuts: LabelCuts,
 }
 
 impl SelfStats {
@@ -155,7 +151,7 @@ impl SelfStats {
             self.attributes_ignored.fetch_add(n, Relaxed);
         }
     }
-    pub(crate) fn label_cuts(&self, c: &recognize::LabelCuts) {
+    pub(crate) fn label_cuts(&self, c: &LabelCuts) {
         for (i, n) in c.service.iter().chain(&c.tool).enumerate() {
             if *n > 0 {
                 self.label_cuts[i].fetch_add(*n, Relaxed);
@@ -186,7 +182,7 @@ impl SelfStats {
             snapshot_failures: self.snapshot_failures.load(Relaxed),
             snapshot_failing: self.snapshot_failing.load(Relaxed),
             attributes_ignored: self.attributes_ignored.load(Relaxed),
-            label_cuts: recognize::LabelCuts {
+            label_cuts: LabelCuts {
                 service: [
                     self.label_cuts[0].load(Relaxed),
                     self.label_cuts[1].load(Relaxed),
@@ -198,4 +194,20 @@ impl SelfStats {
             },
         }
     }
+}
+
+/// Label values that had to be cut or cleaned, by label: `[too long, hidden characters]`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LabelCuts {
+    /// `service.name` values, counted per tool span.
+    pub(crate) service: [u64; 2],
+    /// Tool names.
+    pub(crate) tool: [u64; 2],
+}
+
+impl LabelCuts {
+    /// The `label` label of each field, in order.
+    pub(crate) const LABELS: [&'static str; 2] = ["service", "tool"];
+    /// The `reason` label of each index.
+    pub(crate) const REASONS: [&'static str; 2] = ["too_long", "hidden_characters"];
 }

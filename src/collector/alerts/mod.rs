@@ -33,8 +33,8 @@
 //! - The log sink writes one structured line per state change, with sizes and hashes only.
 
 pub mod rules;
-pub mod runbook;
-pub mod sink;
+pub(crate) mod runbook;
+pub(crate) mod sink;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -60,12 +60,12 @@ pub const TRUNCATION_RATE: &str = "ToolResultTruncationRate";
 /// Capacity of the channel from the aggregator to the alert task, in events.
 pub const EVENT_QUEUE_CAPACITY: usize = 1024;
 /// Fewest alerts held at once (firing plus recently resolved); the daemon holds [`capacity`].
-pub const MAX_ALERTS: usize = 1000;
+pub(crate) const MAX_ALERTS: usize = 1000;
 
 /// Alerts the daemon holds: enough for every alert its rules can make, one per (series, rule)
 /// and one per (series, layer) over the ceiling, and at least [`MAX_ALERTS`]. Recently resolved
 /// alerts are forgotten first when it is reached.
-pub fn capacity(config: &Config) -> usize {
+pub(crate) fn capacity(config: &Config) -> usize {
     let per_series = rules::REGISTRY.len() + config.stack.layers().len();
     (config.aggregation.max_series + 1)
         .saturating_mul(per_series)
@@ -73,13 +73,13 @@ pub fn capacity(config: &Config) -> usize {
 }
 /// How long a resolved alert is still sent (and listed on `/api/v1/alerts`), so an Alertmanager
 /// restarted meanwhile still learns the resolution.
-pub const RESOLVED_RESEND: Duration = Duration::from_secs(300);
+pub(crate) const RESOLVED_RESEND: Duration = Duration::from_secs(300);
 /// How often the alert task looks for alerts to resolve.
-pub const TICK: Duration = Duration::from_millis(100);
+pub(crate) const TICK: Duration = Duration::from_millis(100);
 
 /// Firing or resolved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlertState {
+pub(crate) enum AlertState {
     /// Still matching.
     Firing,
     /// Quiet for its quiet period.
@@ -88,7 +88,7 @@ pub enum AlertState {
 
 impl AlertState {
     /// `firing` or `resolved`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             AlertState::Firing => "firing",
             AlertState::Resolved => "resolved",
@@ -98,25 +98,25 @@ impl AlertState {
 
 /// One alert.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Alert {
+pub(crate) struct Alert {
     /// `alertname`.
-    pub name: String,
+    pub(crate) name: String,
     /// Identifying labels, `alertname` included.
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// Non-identifying details; the latest event's win.
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
     /// When this episode started.
-    pub starts_at: SystemTime,
+    pub(crate) starts_at: SystemTime,
     /// When it resolved (`None` while firing).
-    pub ends_at: Option<SystemTime>,
+    pub(crate) ends_at: Option<SystemTime>,
     /// Firing or resolved.
-    pub state: AlertState,
+    pub(crate) state: AlertState,
     /// Hash of the labels, hex.
-    pub fingerprint: String,
+    pub(crate) fingerprint: String,
 }
 
 /// The fingerprint of a label set: the first 16 hex digits of the SHA-1 of `k=v\n` lines.
-pub fn fingerprint(labels: &BTreeMap<String, String>) -> String {
+pub(crate) fn fingerprint(labels: &BTreeMap<String, String>) -> String {
     use sha1::{Digest, Sha1};
     let mut h = Sha1::new();
     for (k, v) in labels {
@@ -133,7 +133,7 @@ pub fn fingerprint(labels: &BTreeMap<String, String>) -> String {
 }
 
 /// RFC 3339 UTC with milliseconds, e.g. `2026-01-01T00:00:00.000Z`.
-pub fn rfc3339(t: SystemTime) -> String {
+pub(crate) fn rfc3339(t: SystemTime) -> String {
     let ms = t
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -163,7 +163,7 @@ impl Alert {
     /// The Alertmanager API v2 `postableAlert`: firing alerts end at `now + 4 × resend`, resolved
     /// ones at their resolution time. A `runbook_url` annotation points at the daemon's own
     /// `/runbook` section for the alert.
-    pub fn postable(&self, now: SystemTime, resend: Duration, generator_url: &str) -> Value {
+    pub(crate) fn postable(&self, now: SystemTime, resend: Duration, generator_url: &str) -> Value {
         let ends_at = match (self.state, self.ends_at) {
             (AlertState::Resolved, Some(t)) => t,
             _ => now + resend * 4,
@@ -187,7 +187,7 @@ impl Alert {
     }
 
     /// The `/api/v1/alerts` entry.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "name": self.name,
             "state": self.state.as_str(),
@@ -205,27 +205,27 @@ impl Alert {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Matched {
     /// Labels, `alertname` included.
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// Annotations.
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
     /// Resolves after this long without a match.
-    pub quiet_period: Duration,
+    pub(crate) quiet_period: Duration,
     /// The rule saw it start (not a resend): sent before resends when the channel is full.
-    pub new: bool,
+    pub(crate) new: bool,
 }
 
 /// A firing alert as kept in the snapshot, so a restart neither re-pages (same labels, same
 /// `startsAt`) nor loses it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SavedAlert {
+pub(crate) struct SavedAlert {
     /// Labels, `alertname` included.
-    pub labels: BTreeMap<String, String>,
+    pub(crate) labels: BTreeMap<String, String>,
     /// The latest annotations.
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
     /// When the episode started, Unix milliseconds.
-    pub starts_at_unix_ms: u64,
+    pub(crate) starts_at_unix_ms: u64,
     /// Its quiet period, milliseconds.
-    pub quiet_period_ms: u64,
+    pub(crate) quiet_period_ms: u64,
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
@@ -242,12 +242,12 @@ struct Held {
 
 /// The alert state machine, clock-free (every call takes `now`): deduplication by fingerprint,
 /// resolution after the quiet period, recently resolved alerts kept for [`RESOLVED_RESEND`].
-pub struct Engine {
+pub(crate) struct Engine {
     firing: HashMap<String, Held>,
     resolved: VecDeque<Alert>,
     capacity: usize,
     /// Matches dropped because `capacity` alerts were firing.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 impl Default for Engine {
@@ -267,7 +267,7 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// An engine holding at most `capacity` alerts.
-    pub fn with_capacity(capacity: usize) -> Self {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
         Self {
             firing: HashMap::new(),
             resolved: VecDeque::new(),
@@ -277,7 +277,7 @@ impl Engine {
     }
 
     /// Applies a match; returns the alert when it starts firing (a state change).
-    pub fn on_match(&mut self, m: Matched, now: SystemTime) -> Option<Alert> {
+    pub(crate) fn on_match(&mut self, m: Matched, now: SystemTime) -> Option<Alert> {
         let fp = fingerprint(&m.labels);
         if let Some(h) = self.firing.get_mut(&fp) {
             h.alert.annotations = m.annotations;
@@ -315,7 +315,7 @@ impl Engine {
 
     /// Resolves the alerts quiet for their quiet period and forgets resolutions older than
     /// [`RESOLVED_RESEND`]; returns the newly resolved alerts.
-    pub fn tick(&mut self, now: SystemTime) -> Vec<Alert> {
+    pub(crate) fn tick(&mut self, now: SystemTime) -> Vec<Alert> {
         let quiet: Vec<String> = self
             .firing
             .iter()
@@ -343,7 +343,7 @@ impl Engine {
     }
 
     /// The firing alerts to keep in the snapshot.
-    pub fn saved(&self) -> Vec<SavedAlert> {
+    pub(crate) fn saved(&self) -> Vec<SavedAlert> {
         let mut out: Vec<SavedAlert> = self
             .firing
             .values()
@@ -361,7 +361,7 @@ impl Engine {
     /// Restores firing alerts from a snapshot, silently (no state change): each keeps its
     /// `startsAt` and is considered seen at `now`, so it resolves after its quiet period unless
     /// its rule matches again.
-    pub fn restore(&mut self, saved: Vec<SavedAlert>, now: SystemTime) {
+    pub(crate) fn restore(&mut self, saved: Vec<SavedAlert>, now: SystemTime) {
         for s in saved.into_iter().take(self.capacity) {
             let fp = fingerprint(&s.labels);
             let alert = Alert {
@@ -385,7 +385,7 @@ impl Engine {
     }
 
     /// Firing alerts (oldest first), then recently resolved ones (latest first).
-    pub fn current(&self) -> Vec<Alert> {
+    pub(crate) fn current(&self) -> Vec<Alert> {
         let mut firing: Vec<Alert> = self.firing.values().map(|h| h.alert.clone()).collect();
         firing.sort_by(|a, b| (a.starts_at, &a.fingerprint).cmp(&(b.starts_at, &b.fingerprint)));
         firing.extend(self.resolved.iter().rev().cloned());
@@ -415,7 +415,7 @@ impl AlertStats {
         }
     }
     /// Matches of rule `rule` (an index into [`rules::REGISTRY`]) with `outcome`.
-    pub fn matches(&self, rule: usize, outcome: rules::MatchOutcome) -> u64 {
+    pub(crate) fn matches(&self, rule: usize, outcome: rules::MatchOutcome) -> u64 {
         self.matches
             .get(rule)
             .map_or(0, |r| r[outcome as usize].load(Relaxed))
@@ -424,15 +424,15 @@ impl AlertStats {
         self.notifications[sink as usize][usize::from(!ok)].fetch_add(1, Relaxed);
     }
     /// Events dropped because the alert queue was full or too many alerts were held.
-    pub fn events_dropped(&self) -> u64 {
+    pub(crate) fn events_dropped(&self) -> u64 {
         self.events_dropped.load(Relaxed)
     }
     /// Notifications of `sink` that succeeded (`ok`) or failed.
-    pub fn notifications(&self, sink: sink::SinkKind, ok: bool) -> u64 {
+    pub(crate) fn notifications(&self, sink: sink::SinkKind, ok: bool) -> u64 {
         self.notifications[sink as usize][usize::from(!ok)].load(Relaxed)
     }
     /// Alerts held firing, by (alertname, severity): every enabled rule, 0 when quiet.
-    pub fn firing(&self) -> Vec<((String, String), u64)> {
+    pub(crate) fn firing(&self) -> Vec<((String, String), u64)> {
         self.firing
             .read()
             .map(|f| f.iter().map(|(k, n)| (k.clone(), *n)).collect())
@@ -456,22 +456,22 @@ impl AlertStats {
 
 /// The current alerts, readable by the admin API.
 #[derive(Debug, Clone, Default)]
-pub struct AlertsHandle {
+pub(crate) struct AlertsHandle {
     current: Arc<RwLock<Vec<Alert>>>,
     /// The firing alerts as the snapshot keeps them, updated on every state change.
-    pub saved: Arc<RwLock<Vec<SavedAlert>>>,
+    pub(crate) saved: Arc<RwLock<Vec<SavedAlert>>>,
     /// Counters.
-    pub stats: Arc<AlertStats>,
+    pub(crate) stats: Arc<AlertStats>,
 }
 
 impl AlertsHandle {
     /// Firing alerts, then recently resolved ones.
-    pub fn current(&self) -> Vec<Alert> {
+    pub(crate) fn current(&self) -> Vec<Alert> {
         self.current.read().map(|c| c.clone()).unwrap_or_default()
     }
 
     /// The `/api/v1/alerts` body.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let current = self.current();
         let (firing, resolved): (Vec<&Alert>, Vec<&Alert>) =
             current.iter().partition(|a| a.state == AlertState::Firing);
@@ -483,14 +483,14 @@ impl AlertsHandle {
 }
 
 /// A rule's match sent from the aggregator.
-pub type Event = Matched;
+pub(crate) type Event = Matched;
 
 /// Starts the alert task and its sinks; returns the observer to add to the aggregator (`None`
 /// when every rule is off) and the handle for the admin API.
 ///
 /// `restored` are the firing alerts of the snapshot: they are held again without a new
 /// notification (same `startsAt`) and published to the sinks at once.
-pub fn spawn(
+pub(crate) fn spawn(
     config: &Config,
     generator_url: String,
     stats: Arc<AlertStats>,

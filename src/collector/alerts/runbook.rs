@@ -10,11 +10,11 @@ use std::sync::OnceLock;
 use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 /// The runbook's Markdown source.
-pub const SOURCE: &str = include_str!("../../../docs/runbook.md");
+pub(crate) const SOURCE: &str = include_str!("../../../docs/runbook.md");
 
 /// The anchor of a heading: its letters and digits, lowercased (`ToolResultOverCeiling` →
 /// `toolresultoverceiling`).
-pub fn anchor(heading: &str) -> String {
+pub(crate) fn anchor(heading: &str) -> String {
     heading
         .chars()
         .filter(|c| c.is_alphanumeric() || *c == '-' || *c == '_')
@@ -22,8 +22,9 @@ pub fn anchor(heading: &str) -> String {
         .collect()
 }
 
+#[cfg(test)]
 /// The anchors of the runbook's `##` sections, in order.
-pub fn anchors() -> Vec<String> {
+pub(crate) fn anchors() -> Vec<String> {
     sections(SOURCE).into_iter().map(|(a, _)| a).collect()
 }
 
@@ -54,7 +55,7 @@ fn sections(markdown: &str) -> Vec<(String, String)> {
 }
 
 /// `markdown` as a standalone HTML page, each `##` heading with its anchor as `id`.
-pub fn render(markdown: &str) -> String {
+pub(crate) fn render(markdown: &str) -> String {
     let mut ids = sections(markdown).into_iter().map(|(a, _)| a);
     let events = Parser::new_ext(markdown, Options::ENABLE_TABLES).map(|ev| match ev {
         Event::Start(Tag::Heading {
@@ -86,7 +87,7 @@ pub fn render(markdown: &str) -> String {
 }
 
 /// The runbook page, rendered once.
-pub fn html() -> &'static str {
+pub(crate) fn html() -> &'static str {
     static PAGE: OnceLock<String> = OnceLock::new();
     PAGE.get_or_init(|| render(SOURCE))
 }

@@ -19,17 +19,17 @@ use tokio::time::Instant;
 use super::{Alert, AlertState, AlertStats};
 
 /// First retry delay after a failed post.
-pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
+pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// Longest retry delay.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(10);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(10);
 /// Longest time one post may take (connect included).
-pub const POST_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const POST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most alerts in one post (about 1.5 KB each: a post stays under 1 MB).
-pub const MAX_ALERTS_PER_POST: usize = 500;
+pub(crate) const MAX_ALERTS_PER_POST: usize = 500;
 
 /// A sink, as the `sink` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SinkKind {
+pub(crate) enum SinkKind {
     /// The daemon's log.
     Log = 0,
     /// Alertmanager API v2.
@@ -40,10 +40,11 @@ pub enum SinkKind {
 
 impl SinkKind {
     /// Every sink, in exposition order.
-    pub const ALL: [SinkKind; 3] = [SinkKind::Log, SinkKind::Alertmanager, SinkKind::Webhook];
+    pub(crate) const ALL: [SinkKind; 3] =
+        [SinkKind::Log, SinkKind::Alertmanager, SinkKind::Webhook];
 
     /// The `sink` label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SinkKind::Log => "log",
             SinkKind::Alertmanager => "alertmanager",
@@ -53,7 +54,7 @@ impl SinkKind {
 }
 
 /// Writes one log line for a state change: names, labels, sizes and hashes only.
-pub fn log(a: &Alert) {
+pub(crate) fn log(a: &Alert) {
     let get = |k: &str| {
         a.labels
             .get(k)
@@ -90,25 +91,25 @@ pub fn log(a: &Alert) {
     }
 }
 
-pub use crate::collector::net::client::Target;
+pub(crate) use crate::collector::net::client::Target;
 
 /// One HTTP sink.
 #[derive(Debug, Clone)]
-pub struct HttpSink {
+pub(crate) struct HttpSink {
     /// Alertmanager or webhook.
-    pub kind: SinkKind,
+    pub(crate) kind: SinkKind,
     /// Where to post.
-    pub target: Target,
+    pub(crate) target: Target,
     /// Bearer token.
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// Resend interval.
-    pub resend: Duration,
+    pub(crate) resend: Duration,
     /// `generatorURL` of every alert.
-    pub generator_url: String,
+    pub(crate) generator_url: String,
 }
 
 /// The body posted: every alert of `alerts` as a `postableAlert`.
-pub fn payload<'a>(
+pub(crate) fn payload<'a>(
     alerts: impl IntoIterator<Item = &'a Alert>,
     now: SystemTime,
     resend: Duration,
@@ -144,7 +145,7 @@ async fn post_all(sink: &HttpSink, alerts: &[&Alert], stats: &AlertStats) -> Res
 }
 
 /// Runs one HTTP sink until the alert task stops.
-pub async fn run(
+pub(crate) async fn run(
     sink: HttpSink,
     mut alerts: watch::Receiver<Arc<Vec<Alert>>>,
     stats: Arc<AlertStats>,

@@ -17,23 +17,23 @@ use super::Config;
 #[derive(Debug, Clone, Copy)]
 pub struct Key {
     /// Dotted path: `otlp` (a table) or `otlp.grpc_addr`.
-    pub path: &'static str,
+    pub(crate) path: &'static str,
     /// What it does, as comment lines of the generated file (lines separated by `\n`).
-    pub doc: &'static str,
+    pub(crate) doc: &'static str,
     /// The `TOOLSIZE_*` variable setting it, if any.
-    pub env: Option<&'static str>,
+    pub(crate) env: Option<&'static str>,
     /// The `toolsize serve` flag setting it, if any (parsed by clap, applied by
     /// `Config::load`).
     pub flag: Option<&'static str>,
     /// A value shown commented out in the generated file, for a key unset by default; for a
     /// free table, the commented example lines.
-    pub example: Option<&'static str>,
+    pub(crate) example: Option<&'static str>,
     /// Set by the environment or a flag, this key unsets that one (a token replaces a token
     /// file given by a lower source, and the other way round).
-    pub replaces: Option<&'static str>,
+    pub(crate) replaces: Option<&'static str>,
     /// A table whose keys are the user's (layer ids) or a list of tables: not checked against
     /// [`KEYS`], shown in the generated file by its example only.
-    pub free: bool,
+    pub(crate) free: bool,
 }
 
 const fn key(path: &'static str, doc: &'static str) -> Key {
@@ -82,7 +82,7 @@ impl Key {
     }
 
     /// The last segment of the path.
-    pub fn leaf(&self) -> &'static str {
+    pub(crate) fn leaf(&self) -> &'static str {
         self.path.rsplit('.').next().unwrap_or(self.path)
     }
 
@@ -395,22 +395,22 @@ pub const KEYS: &[Key] = &[
 ];
 
 /// The key at `path`, if the file may hold it.
-pub fn find(path: &str) -> Option<&'static Key> {
+pub(crate) fn find(path: &str) -> Option<&'static Key> {
     KEYS.iter().find(|k| k.path == path)
 }
 
 /// Whether a file may hold `path`.
-pub fn is_known(path: &str) -> bool {
+pub(crate) fn is_known(path: &str) -> bool {
     find(path).is_some()
 }
 
 /// Whether `path` is a table whose contents are the user's.
-pub fn is_free(path: &str) -> bool {
+pub(crate) fn is_free(path: &str) -> bool {
     find(path).is_some_and(|k| k.free)
 }
 
 /// Every `TOOLSIZE_*` variable that sets a key, with its key.
-pub fn env_vars() -> impl Iterator<Item = (&'static str, &'static Key)> {
+pub(crate) fn env_vars() -> impl Iterator<Item = (&'static str, &'static Key)> {
     KEYS.iter().filter_map(|k| k.env.map(|e| (e, k)))
 }
 
@@ -423,7 +423,7 @@ fn defaults() -> Value {
 /// is comma-separated, a number or boolean parsed as such, anything else taken as a string
 /// (empty: unset). The value then goes through the same deserialisation as the file's, so a
 /// duration or an address is checked the same way.
-pub fn set(config: &mut Config, key: &Key, raw: &str) -> Result<(), String> {
+pub(crate) fn set(config: &mut Config, key: &Key, raw: &str) -> Result<(), String> {
     let mut doc = serde_json::to_value(&*config).map_err(|e| e.to_string())?;
     let slot = doc
         .pointer_mut(&Key::pointer(key.path))
@@ -477,7 +477,7 @@ fn typed(current: &Value, raw: &str) -> Result<Value, String> {
 /// The complete commented configuration file `toolsize gen-config` prints: every key of
 /// [`KEYS`] with its documentation, its variable and flag, and its default (a key unset by
 /// default is shown commented out with an example).
-pub fn generated_config() -> String {
+pub(crate) fn generated_config() -> String {
     let defaults = defaults();
     let mut out = String::from(
         "# toolsize collector configuration (`toolsize serve --config FILE`).\n\

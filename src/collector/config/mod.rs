@@ -18,83 +18,83 @@ use crate::layers::{Stack, StackConfig, StackError};
 use crate::suggest::did_you_mean;
 
 pub mod keys;
-pub use keys::generated_config;
+pub(crate) use keys::generated_config;
 
 /// Default OTLP/gRPC listen address.
-pub const DEFAULT_OTLP_GRPC_ADDR: &str = "127.0.0.1:4317";
+pub(crate) const DEFAULT_OTLP_GRPC_ADDR: &str = "127.0.0.1:4317";
 /// Default OTLP/HTTP listen address.
-pub const DEFAULT_OTLP_HTTP_ADDR: &str = "127.0.0.1:4318";
+pub(crate) const DEFAULT_OTLP_HTTP_ADDR: &str = "127.0.0.1:4318";
 /// Default admin HTTP listen address (`/metrics`, `/api/v1/*`).
-pub const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9464";
+pub(crate) const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9464";
 /// Default request body limit, measured after decompression (the OTLP spec's recommendation).
-pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_REQUEST_BYTES: u64 = 64 * 1024 * 1024;
 /// Default capacity of the queue between the receivers and the aggregator, in requests.
-pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
+pub(crate) const DEFAULT_QUEUE_CAPACITY: usize = 1024;
 /// Default number of OTLP requests (HTTP and gRPC together) whose bodies may be read at once;
 /// each may buffer up to `max_request_bytes` twice (compressed and inflated).
-pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 16;
+pub(crate) const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 16;
 /// Default deadline for receiving a whole OTLP request body.
-pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default time to receive a request head (HTTP/1.1; also the longest wait for the next request
 /// on a keep-alive connection) or the HTTP/2 preface (gRPC).
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default longest silence on a connection before the daemon closes it.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default connection cap of each OTLP listener.
-pub const DEFAULT_OTLP_MAX_CONNECTIONS: usize = 2048;
+pub(crate) const DEFAULT_OTLP_MAX_CONNECTIONS: usize = 2048;
 /// Default connection cap of the admin listener.
-pub const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 128;
+pub(crate) const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 128;
 /// Default HTTP/2 streams one gRPC connection may have open at once.
-pub const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS: u32 = 64;
+pub(crate) const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS: u32 = 64;
 /// Default interval of HTTP/2 keepalive pings on gRPC connections.
-pub const DEFAULT_GRPC_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_GRPC_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
 /// Default time to wait for a keepalive ping's answer before closing the connection.
-pub const DEFAULT_GRPC_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_GRPC_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Default sliding windows.
-pub const DEFAULT_WINDOWS: &[&str] = &["5m", "1h"];
+pub(crate) const DEFAULT_WINDOWS: &[&str] = &["5m", "1h"];
 /// Default cardinality cap: (service, tool) series beyond it go to one overflow series.
-pub const DEFAULT_MAX_SERIES: usize = 2000;
+pub(crate) const DEFAULT_MAX_SERIES: usize = 2000;
 /// Default longest tool name kept, in bytes; longer names are cut on a character boundary.
-pub const DEFAULT_MAX_TOOL_NAME_BYTES: usize = 128;
+pub(crate) const DEFAULT_MAX_TOOL_NAME_BYTES: usize = 128;
 /// Default longest `service.name` kept, in bytes; longer names are cut on a character boundary.
-pub const DEFAULT_MAX_SERVICE_NAME_BYTES: usize = 128;
+pub(crate) const DEFAULT_MAX_SERVICE_NAME_BYTES: usize = 128;
 /// Default number of largest recent results kept per series.
-pub const DEFAULT_LARGEST_RESULTS: usize = 10;
+pub(crate) const DEFAULT_LARGEST_RESULTS: usize = 10;
 /// Default number of argument hashes tracked per series (space-saving top-k).
-pub const DEFAULT_TOP_ARGS_HASHES: usize = 32;
+pub(crate) const DEFAULT_TOP_ARGS_HASHES: usize = 32;
 /// Default snapshot interval.
-pub const DEFAULT_SNAPSHOT_INTERVAL: &str = "10s";
+pub(crate) const DEFAULT_SNAPSHOT_INTERVAL: &str = "10s";
 /// Default interval between resends of every firing alert to Alertmanager and webhooks.
-pub const DEFAULT_ALERT_RESEND_INTERVAL: &str = "1m";
+pub(crate) const DEFAULT_ALERT_RESEND_INTERVAL: &str = "1m";
 /// Default severity of `ToolResultOverCeiling`.
-pub const DEFAULT_OVER_CEILING_SEVERITY: &str = "page";
+pub(crate) const DEFAULT_OVER_CEILING_SEVERITY: &str = "page";
 /// Default quiet period after which `ToolResultOverCeiling` resolves.
-pub const DEFAULT_OVER_CEILING_QUIET_PERIOD: &str = "5m";
+pub(crate) const DEFAULT_OVER_CEILING_QUIET_PERIOD: &str = "5m";
 /// Default severity of `ToolArgsRepeatedlyOversize`.
-pub const DEFAULT_REPEATED_OVERSIZE_SEVERITY: &str = "warning";
+pub(crate) const DEFAULT_REPEATED_OVERSIZE_SEVERITY: &str = "warning";
 /// Default number of over-ceiling results with the same arguments hash that fire
 /// `ToolArgsRepeatedlyOversize`.
-pub const DEFAULT_REPEATED_OVERSIZE_COUNT: u32 = 3;
+pub(crate) const DEFAULT_REPEATED_OVERSIZE_COUNT: u32 = 3;
 /// Default window in which those results are counted.
-pub const DEFAULT_REPEATED_OVERSIZE_WINDOW: &str = "10m";
+pub(crate) const DEFAULT_REPEATED_OVERSIZE_WINDOW: &str = "10m";
 /// Default interval between evaluations of the window rules (`ToolResultSizeP95Jump`,
 /// `ToolResultSizeNearCeiling`, `ToolResultTruncationRate`).
-pub const DEFAULT_ALERT_EVALUATION_INTERVAL: &str = "10s";
+pub(crate) const DEFAULT_ALERT_EVALUATION_INTERVAL: &str = "10s";
 /// Default ratio of the recent p95 to the baseline p95 that fires `ToolResultSizeP95Jump`.
-pub const DEFAULT_P95_JUMP_FACTOR: f64 = 3.0;
+pub(crate) const DEFAULT_P95_JUMP_FACTOR: f64 = 3.0;
 /// Default minimum sized results in the recent window for `ToolResultSizeP95Jump`.
-pub const DEFAULT_P95_JUMP_MIN_RECENT: u64 = 20;
+pub(crate) const DEFAULT_P95_JUMP_MIN_RECENT: u64 = 20;
 /// Default minimum sized results in the baseline for `ToolResultSizeP95Jump`.
-pub const DEFAULT_P95_JUMP_MIN_BASELINE: u64 = 50;
+pub(crate) const DEFAULT_P95_JUMP_MIN_BASELINE: u64 = 50;
 /// Default share of the ceiling the recent p95 reaches to fire `ToolResultSizeNearCeiling`.
-pub const DEFAULT_NEAR_CEILING_RATIO: f64 = 0.8;
+pub(crate) const DEFAULT_NEAR_CEILING_RATIO: f64 = 0.8;
 /// Default minimum count of the window rules `ToolResultSizeNearCeiling` and
 /// `ToolResultTruncationRate`.
-pub const DEFAULT_WINDOW_RULE_MIN_COUNT: u64 = 20;
+pub(crate) const DEFAULT_WINDOW_RULE_MIN_COUNT: u64 = 20;
 /// Default truncated share of calls above which `ToolResultTruncationRate` fires.
-pub const DEFAULT_TRUNCATION_RATE_THRESHOLD: f64 = 0.05;
+pub(crate) const DEFAULT_TRUNCATION_RATE_THRESHOLD: f64 = 0.05;
 /// Default placeholders that mean "content hidden", i.e. size unknown.
-pub const DEFAULT_PLACEHOLDERS: &[&str] = &["__REDACTED__", "<not specified>", "<redacted>"];
+pub(crate) const DEFAULT_PLACEHOLDERS: &[&str] = &["__REDACTED__", "<not specified>", "<redacted>"];
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,7 +109,7 @@ pub struct Config {
     /// Recognition of tool spans.
     pub recognition: RecognitionConfig,
     /// Snapshots on disk.
-    pub store: StoreConfig,
+    pub(crate) store: StoreConfig,
     /// Alert rules and sinks.
     pub alerts: AlertsConfig,
     /// Time and connection budgets of the listeners.
@@ -119,7 +119,7 @@ pub struct Config {
     /// TLS on the listeners.
     pub tls: TlsConfig,
     /// `[layers]`: the truncation layers in front of the model, as the file declares them.
-    pub layers: StackConfig,
+    pub(crate) layers: StackConfig,
     /// The effective stack, resolved from flags > environment > file > default by
     /// [`Config::load`] (from the file alone by [`Config::from_toml`]).
     #[serde(skip)]
@@ -137,9 +137,9 @@ pub struct OtlpConfig {
     /// Largest request accepted, after decompression; larger ones get 413 / RESOURCE_EXHAUSTED.
     pub max_request_bytes: u64,
     /// Requests queued for the aggregator; when full, receivers answer 503 / UNAVAILABLE.
-    pub queue_capacity: usize,
+    pub(crate) queue_capacity: usize,
     /// Requests whose bodies are read at once; more get 503 / UNAVAILABLE (reason `overloaded`).
-    pub max_concurrent_requests: usize,
+    pub(crate) max_concurrent_requests: usize,
 }
 
 /// A positive duration written as in the file (`"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`),
@@ -200,11 +200,11 @@ impl std::fmt::Display for Interval {
 /// One sliding window of `aggregation.windows`: its label as written (`"5m"`, used in metric
 /// labels and the API) and its duration, parsed once when the configuration is read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Window {
+pub(crate) struct Window {
     /// The value as written, e.g. `"5m"`.
-    pub label: String,
+    pub(crate) label: String,
     /// Its length.
-    pub duration: Duration,
+    pub(crate) duration: Duration,
 }
 
 impl std::str::FromStr for Window {
@@ -245,13 +245,13 @@ pub struct ListenersConfig {
     /// Connection cap of each OTLP listener (gRPC and HTTP each).
     pub otlp_max_connections: usize,
     /// Connection cap of the admin listener.
-    pub admin_max_connections: usize,
+    pub(crate) admin_max_connections: usize,
     /// HTTP/2 streams one gRPC connection may have open at once.
-    pub grpc_max_concurrent_streams: u32,
+    pub(crate) grpc_max_concurrent_streams: u32,
     /// Interval of HTTP/2 keepalive pings on gRPC connections.
-    pub grpc_keepalive_interval: Interval,
+    pub(crate) grpc_keepalive_interval: Interval,
     /// Time to wait for a ping's answer before closing the connection.
-    pub grpc_keepalive_timeout: Interval,
+    pub(crate) grpc_keepalive_timeout: Interval,
 }
 
 impl Default for ListenersConfig {
@@ -274,18 +274,18 @@ impl Default for ListenersConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// The token; unset (and no `token_file`): no authentication.
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// A file holding the token (first line), instead of `token`.
     pub token_file: Option<PathBuf>,
     /// A header that may carry the token instead of `Authorization: Bearer`, e.g. `x-api-key`.
     pub api_key_header: Option<String>,
     /// Whether the admin API (all but `/healthz` and `/readyz`) requires the token too.
-    pub admin: Option<bool>,
+    pub(crate) admin: Option<bool>,
 }
 
 impl AuthConfig {
     /// The token from `token` or `token_file`.
-    pub fn token(&self) -> Result<Option<String>, String> {
+    pub(crate) fn token(&self) -> Result<Option<String>, String> {
         match (&self.token, &self.token_file) {
             (Some(_), Some(_)) => Err("set auth.token or auth.token_file, not both".into()),
             (Some(t), None) => Ok(Some(t.clone())),
@@ -315,7 +315,7 @@ pub struct AdminConfig {
     pub addr: SocketAddr,
     /// The URL under which others reach the admin HTTP (`http(s)://host[:port][/prefix]`), for
     /// the links in alerts (`generatorURL`, `runbook_url`); `None`: `http://<addr>`.
-    pub external_url: Option<String>,
+    pub(crate) external_url: Option<String>,
 }
 
 /// `[aggregation]`: per (service, tool) state.
@@ -323,7 +323,7 @@ pub struct AdminConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct AggregationConfig {
     /// Sliding windows, e.g. `["5m", "1h"]`.
-    pub windows: Vec<Window>,
+    pub(crate) windows: Vec<Window>,
     /// Cardinality cap on (service, tool) series.
     pub max_series: usize,
     /// Longest tool name kept, in bytes.
@@ -333,7 +333,7 @@ pub struct AggregationConfig {
     /// Largest recent results kept per series.
     pub largest_results: usize,
     /// Argument hashes tracked per series.
-    pub top_args_hashes: usize,
+    pub(crate) top_args_hashes: usize,
 }
 
 /// `[recognition]`: how tool spans and their sizes are read.
@@ -342,9 +342,9 @@ pub struct AggregationConfig {
 pub struct RecognitionConfig {
     /// Attribute value length limits (characters) of the SDKs in front of the daemon; content of
     /// exactly that length is flagged truncated upstream.
-    pub attribute_value_length_limits: Vec<u64>,
+    pub(crate) attribute_value_length_limits: Vec<u64>,
     /// Content values meaning "hidden": the size is unknown, not the placeholder's length.
-    pub placeholders: Vec<String>,
+    pub(crate) placeholders: Vec<String>,
 }
 
 /// `[alerts]`: alert rules and where alerts go.
@@ -354,7 +354,7 @@ pub struct AlertsConfig {
     /// Alertmanager base URLs (`http://host:port`); alerts are posted to every one.
     pub alertmanager_urls: Vec<String>,
     /// Interval between resends of every firing alert.
-    pub resend_interval: Interval,
+    pub(crate) resend_interval: Interval,
     /// A URL receiving the same JSON list as Alertmanager.
     pub webhook_url: Option<String>,
     /// Bearer token sent to the webhook.
@@ -364,57 +364,57 @@ pub struct AlertsConfig {
     /// `ToolArgsRepeatedlyOversize`.
     pub repeated_oversize: RepeatedOversizeConfig,
     /// Interval between evaluations of the window rules.
-    pub evaluation_interval: Interval,
+    pub(crate) evaluation_interval: Interval,
     /// `ToolResultSizeP95Jump`.
-    pub p95_jump: P95JumpConfig,
+    pub(crate) p95_jump: P95JumpConfig,
     /// `ToolResultSizeNearCeiling`.
-    pub near_ceiling: NearCeilingConfig,
+    pub(crate) near_ceiling: NearCeilingConfig,
     /// `ToolResultTruncationRate`.
-    pub truncation_rate: TruncationRateConfig,
+    pub(crate) truncation_rate: TruncationRateConfig,
 }
 
 /// `[alerts.p95_jump]`: the recent p95 of result bytes jumped against the hour before.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct P95JumpConfig {
+pub(crate) struct P95JumpConfig {
     /// Whether the rule runs.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// The `severity` label.
-    pub severity: String,
+    pub(crate) severity: String,
     /// Fires when the recent p95 is at least this many times the baseline p95.
-    pub factor: f64,
+    pub(crate) factor: f64,
     /// Minimum sized results in the recent (shortest) window.
-    pub min_recent: u64,
+    pub(crate) min_recent: u64,
     /// Minimum sized results in the baseline.
-    pub min_baseline: u64,
+    pub(crate) min_baseline: u64,
 }
 
 /// `[alerts.near_ceiling]`: the recent p95 of result bytes close to the ceiling.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct NearCeilingConfig {
+pub(crate) struct NearCeilingConfig {
     /// Whether the rule runs.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// The `severity` label.
-    pub severity: String,
+    pub(crate) severity: String,
     /// Fires when the recent p95 is at least this share of the ceiling in bytes.
-    pub ratio: f64,
+    pub(crate) ratio: f64,
     /// Minimum sized results in the recent window.
-    pub min_count: u64,
+    pub(crate) min_count: u64,
 }
 
 /// `[alerts.truncation_rate]`: too many truncated results.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct TruncationRateConfig {
+pub(crate) struct TruncationRateConfig {
     /// Whether the rule runs.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// The `severity` label.
-    pub severity: String,
+    pub(crate) severity: String,
     /// Fires when (truncated + truncated upstream) / calls in the recent window is above this.
-    pub threshold: f64,
+    pub(crate) threshold: f64,
     /// Minimum calls in the recent window.
-    pub min_count: u64,
+    pub(crate) min_count: u64,
 }
 
 impl Default for P95JumpConfig {
@@ -456,11 +456,11 @@ impl Default for TruncationRateConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct OverCeilingConfig {
     /// Whether the rule runs.
-    pub enabled: bool,
+    pub(crate) enabled: bool,
     /// The `severity` label.
     pub severity: String,
     /// Resolves after this long without an over-ceiling result.
-    pub quiet_period: Interval,
+    pub(crate) quiet_period: Interval,
 }
 
 /// `[alerts.repeated_oversize]`: the same arguments over the ceiling again and again.
@@ -470,11 +470,11 @@ pub struct RepeatedOversizeConfig {
     /// Whether the rule runs.
     pub enabled: bool,
     /// The `severity` label.
-    pub severity: String,
+    pub(crate) severity: String,
     /// Over-ceiling results with one arguments hash that fire it.
-    pub count: u32,
+    pub(crate) count: u32,
     /// Window in which they are counted; the alert resolves after a window without any.
-    pub window: Interval,
+    pub(crate) window: Interval,
 }
 
 impl Default for AlertsConfig {
@@ -518,11 +518,11 @@ impl Default for RepeatedOversizeConfig {
 /// `[store]`: snapshots.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct StoreConfig {
+pub(crate) struct StoreConfig {
     /// Directory for snapshots; empty means state is kept in memory only.
-    pub data_dir: Option<PathBuf>,
+    pub(crate) data_dir: Option<PathBuf>,
     /// Interval between snapshots, e.g. `"10s"`.
-    pub snapshot_interval: Interval,
+    pub(crate) snapshot_interval: Interval,
 }
 
 impl Default for OtlpConfig {
@@ -674,7 +674,7 @@ pub struct Overrides {
 
 /// `TOOLSIZE_*` variables that other parts of toolsize read (the library, `wrap`, the tests);
 /// `serve` ignores them without a warning.
-pub const OTHER_ENV_VARS: &[&str] = &[
+pub(crate) const OTHER_ENV_VARS: &[&str] = &[
     "TOOLSIZE_LARGE_RESULT_BYTES",
     "TOOLSIZE_MAX_TOOL_OUTPUT",
     "TOOLSIZE_SPILL_DIR",
@@ -684,7 +684,7 @@ pub const OTHER_ENV_VARS: &[&str] = &[
 /// One warning per `TOOLSIZE_*` name in `names` that no part of toolsize reads, with the
 /// closest known variable when it looks like a typo. Warnings, not errors: the prefix may be
 /// shared with other tools, and a stray variable must not stop the daemon from starting.
-pub fn unknown_env_warnings<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+pub(crate) fn unknown_env_warnings<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let known: Vec<&str> = keys::env_vars()
         .map(|(n, _)| n)
         .chain(OTHER_ENV_VARS.iter().copied())
@@ -965,7 +965,7 @@ impl Config {
 
     /// The admin HTTP's base URL for links: `admin.external_url` without a trailing `/`, or
     /// `http://<admin.addr>`.
-    pub fn admin_base_url(&self) -> String {
+    pub(crate) fn admin_base_url(&self) -> String {
         match &self.admin.external_url {
             Some(u) => u.trim_end_matches('/').to_string(),
             None => format!("http://{}", self.admin.addr),
@@ -974,7 +974,7 @@ impl Config {
 }
 
 /// Parses `"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s
         .find(|c: char| !c.is_ascii_digit())

@@ -14,8 +14,6 @@ use std::sync::Arc;
 use super::wire;
 use crate::collector::ingest::recognize::{LabelCuts, Outcome, Recognizer, ToolRecord};
 
-pub use crate::collector::ingest::recognize::UNKNOWN_SERVICE;
-
 /// A request body that could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
@@ -40,7 +38,7 @@ pub enum DecodeError {
 }
 
 /// Inflates a gzip body, refusing to produce more than `limit` bytes.
-pub fn gunzip(body: &[u8], limit: u64) -> Result<Vec<u8>, DecodeError> {
+pub(crate) fn gunzip(body: &[u8], limit: u64) -> Result<Vec<u8>, DecodeError> {
     let mut out = Vec::with_capacity((body.len() * 4).min(limit as usize));
     flate2::read::MultiGzDecoder::new(body)
         .take(limit + 1)
@@ -123,15 +121,16 @@ pub struct Recognized {
     /// Tool spans that could not be used (rejected, counted).
     pub invalid: u64,
     /// Why the first rejected span was rejected.
-    pub invalid_reason: Option<&'static str>,
+    pub(crate) invalid_reason: Option<&'static str>,
     /// Attributes past a span's first [`MAX_ATTRIBUTES_READ`], not looked at.
-    pub attributes_ignored: u64,
+    pub(crate) attributes_ignored: u64,
     /// Service and tool names of tool spans that had to be cut or cleaned.
-    pub label_cuts: LabelCuts,
+    pub(crate) label_cuts: LabelCuts,
 }
 
 /// Attributes of one span that recognition looks at; later ones are ignored and counted.
-pub const MAX_ATTRIBUTES_READ: usize = crate::collector::ingest::recognize::MAX_ATTRIBUTES_READ;
+pub(crate) const MAX_ATTRIBUTES_READ: usize =
+    crate::collector::ingest::recognize::MAX_ATTRIBUTES_READ;
 
 impl Recognized {
     /// Every span of the request.

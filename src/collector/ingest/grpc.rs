@@ -35,25 +35,25 @@ use super::{Accepted, Ingest, Refusal};
 use crate::collector::RefusedRequest;
 
 /// Fully qualified gRPC service name.
-pub const SERVICE_NAME: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
+pub(crate) const SERVICE_NAME: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
 /// Path of the Export method.
-pub const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+pub(crate) const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
 /// The gRPC trace service, mounted with `tonic::transport::Server::add_service`.
 #[derive(Debug, Clone)]
-pub struct GrpcReceiver {
+pub(crate) struct GrpcReceiver {
     ingest: Arc<Ingest>,
     limit: usize,
 }
 
 /// The service to mount: limits and gzip set.
-pub fn service(ingest: Arc<Ingest>) -> GrpcReceiver {
+pub(crate) fn service(ingest: Arc<Ingest>) -> GrpcReceiver {
     let limit = usize::try_from(ingest.max_request_bytes()).unwrap_or(usize::MAX);
     GrpcReceiver { ingest, limit }
 }
 
 /// The response for an accepted request.
-pub fn response(a: Accepted) -> ExportTraceServiceResponse {
+pub(crate) fn response(a: Accepted) -> ExportTraceServiceResponse {
     ExportTraceServiceResponse {
         partial_success: (a.rejected_spans > 0 || !a.message.is_empty()).then_some(
             ExportTracePartialSuccess {

@@ -24,13 +24,13 @@ use std::sync::{Arc, Mutex};
 use crate::collector::ingest::record::{EarlierCut, SizeSource};
 
 /// Shortest length taken as a limit: shorter repeated lengths are normal results.
-pub const MIN_LIMIT: u64 = 256;
+pub(crate) const MIN_LIMIT: u64 = 256;
 /// Results with different endings at one length that make it a limit.
-pub const HITS: u32 = 3;
+pub(crate) const HITS: u32 = 3;
 /// Services whose limits are learned.
-pub const MAX_SERVICES: usize = 1024;
+pub(crate) const MAX_SERVICES: usize = 1024;
 /// Candidate lengths kept per service and unit.
-pub const CANDIDATES: usize = 8;
+pub(crate) const CANDIDATES: usize = 8;
 
 /// The unit an SDK counts its limit in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,17 +41,17 @@ enum Unit {
 
 /// The result being observed (borrowed: it is copied only if kept).
 #[derive(Clone, Copy)]
-pub struct Whole<'a> {
+pub(crate) struct Whole<'a> {
     /// Its (sanitised) tool name.
-    pub tool: &'a str,
+    pub(crate) tool: &'a str,
     /// Its span id.
-    pub span_id: [u8; 8],
+    pub(crate) span_id: [u8; 8],
     /// How its size is counted when whole.
-    pub source: SizeSource,
+    pub(crate) source: SizeSource,
     /// Whether it is flagged cut for another reason (a marker, a cut JSON document,
     /// `logfire.truncated`): then it is no earlier cut to correct. Asked only when the result
     /// would be kept.
-    pub flagged: &'a dyn Fn() -> bool,
+    pub(crate) flagged: &'a dyn Fn() -> bool,
 }
 
 impl std::fmt::Debug for Whole<'_> {
@@ -79,12 +79,12 @@ impl Whole<'_> {
 
 /// What an observed result says.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Observed {
+pub(crate) struct Observed {
     /// The learned limit the result ends at, if any.
-    pub limit: Option<u64>,
+    pub(crate) limit: Option<u64>,
     /// When this result made the limit learned: the earlier results at that length, counted as
     /// whole then.
-    pub earlier: Vec<EarlierCut>,
+    pub(crate) earlier: Vec<EarlierCut>,
 }
 
 #[derive(Debug, Clone)]
@@ -165,20 +165,25 @@ impl Tally {
 
 /// Per-service learned limits. Cheap to share by reference; internally locked.
 #[derive(Debug, Default)]
-pub struct Learner {
+pub(crate) struct Learner {
     services: Mutex<HashMap<Arc<str>, [Tally; 2]>>,
 }
 
 impl Learner {
     /// A learner that knows no limit yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Records the recorded content `s` of a successful result of `service`: the learned limit
     /// it ends at, if any. `whole` describes the result, to be returned in [`Observed::earlier`]
     /// if it was counted as whole and proves cut once the limit is learned.
-    pub fn observe(&self, service: &Arc<str>, s: &str, whole: Option<Whole<'_>>) -> Observed {
+    pub(crate) fn observe(
+        &self,
+        service: &Arc<str>,
+        s: &str,
+        whole: Option<Whole<'_>>,
+    ) -> Observed {
         let mut out = Observed::default();
         if (s.len() as u64) < MIN_LIMIT {
             return out;
@@ -224,7 +229,7 @@ impl Learner {
     /// Takes `limit` as learned for `service`, in both units (a limit restored from a
     /// snapshot): a longer result still disproves it, and a lower limit shown by the data
     /// replaces it (the longest length seen is not raised).
-    pub fn seed(&self, service: &str, limit: u64) {
+    pub(crate) fn seed(&self, service: &str, limit: u64) {
         if limit < MIN_LIMIT {
             return;
         }
@@ -241,8 +246,9 @@ impl Learner {
         }
     }
 
+    #[cfg(test)]
     /// The learned limits of `service`, characters then UTF-16 units.
-    pub fn limits(&self, service: &str) -> (Option<u64>, Option<u64>) {
+    pub(crate) fn limits(&self, service: &str) -> (Option<u64>, Option<u64>) {
         self.services
             .lock()
             .ok()

@@ -21,12 +21,12 @@
 //! therefore holds a few bytes of budget until its deadline, never a slot.
 
 pub mod decode;
-pub mod grpc;
+pub(crate) mod grpc;
 pub mod http;
-pub mod learn;
+pub(crate) mod learn;
 pub mod recognize;
 pub mod record;
-pub mod wire;
+pub(crate) mod wire;
 
 use std::sync::Arc;
 
@@ -41,9 +41,9 @@ use crate::collector::stats::{RefusedRequest, SelfStats};
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Accepted {
     /// Spans rejected (partial success); 0 for full success.
-    pub rejected_spans: i64,
+    pub(crate) rejected_spans: i64,
     /// Why, for partial success.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 /// A refused request: the reason it is counted under and the message sent back. Every step of
@@ -54,14 +54,14 @@ pub struct Accepted {
 #[error("{message}")]
 pub struct Refusal {
     /// Why, as counted in `toolsize_otlp_requests_refused_total{reason}`.
-    pub reason: RefusedRequest,
+    pub(crate) reason: RefusedRequest,
     /// What the client is told.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl Refusal {
     /// A refusal for `reason`.
-    pub fn new(reason: RefusedRequest, message: impl Into<String>) -> Self {
+    pub(crate) fn new(reason: RefusedRequest, message: impl Into<String>) -> Self {
         Self {
             reason,
             message: message.into(),
@@ -69,13 +69,13 @@ impl Refusal {
     }
 
     /// Counts the refusal in `stats` and returns it, to answer.
-    pub fn counted(self, stats: &SelfStats) -> Self {
+    pub(crate) fn counted(self, stats: &SelfStats) -> Self {
         stats.refused_request(self.reason);
         self
     }
 
     /// The HTTP status of the reason (OTLP/HTTP).
-    pub fn http_status(&self) -> u16 {
+    pub(crate) fn http_status(&self) -> u16 {
         match self.reason {
             RefusedRequest::Decode => 400,
             RefusedRequest::Unauthenticated => 401,
@@ -88,7 +88,7 @@ impl Refusal {
 
     /// The gRPC status code of the reason (OTLP/gRPC, and the `google.rpc.Status` body of
     /// OTLP/HTTP errors).
-    pub fn grpc_code(&self) -> i32 {
+    pub(crate) fn grpc_code(&self) -> i32 {
         match self.reason {
             RefusedRequest::Decode | RefusedRequest::UnsupportedMediaType => 3,
             RefusedRequest::Timeout => 4,
@@ -99,7 +99,7 @@ impl Refusal {
     }
 
     /// Whether the client should retry (503 + `Retry-After` / `UNAVAILABLE`).
-    pub fn retryable(&self) -> bool {
+    pub(crate) fn retryable(&self) -> bool {
         self.reason == RefusedRequest::Overloaded
     }
 }
@@ -148,7 +148,7 @@ const REFUSED_OVERLOADED: u8 = 2;
 pin_project_lite::pin_project! {
     /// A request body that takes bytes from the shared read budget as frames arrive and stops
     /// past `limit` bytes; the bytes are given back when it is dropped.
-    pub struct BudgetBody<B> {
+    pub(crate) struct BudgetBody<B> {
         #[pin]
         inner: B,
         budget: Arc<tokio::sync::Semaphore>,
@@ -161,7 +161,7 @@ pin_project_lite::pin_project! {
 
 impl<B> BudgetBody<B> {
     /// Why reading stopped early, if it did: `Some(Overloaded)` or `Some(TooLarge)`.
-    pub fn refused(flag: &std::sync::atomic::AtomicU8) -> Option<RefusedRequest> {
+    pub(crate) fn refused(flag: &std::sync::atomic::AtomicU8) -> Option<RefusedRequest> {
         match flag.load(std::sync::atomic::Ordering::Relaxed) {
             REFUSED_TOO_LARGE => Some(RefusedRequest::TooLarge),
             REFUSED_OVERLOADED => Some(RefusedRequest::Overloaded),
@@ -248,13 +248,13 @@ impl Ingest {
 
     /// Requires the token of `auth` on every request (default: none required).
     #[must_use]
-    pub fn with_auth(mut self, auth: Arc<crate::collector::net::auth::Auth>) -> Self {
+    pub(crate) fn with_auth(mut self, auth: Arc<crate::collector::net::auth::Auth>) -> Self {
         self.auth = auth;
         self
     }
 
     /// Step 1, authenticate: `headers` carry the token, if one is configured.
-    pub fn authorize(&self, headers: &axum::http::HeaderMap) -> Result<(), Refusal> {
+    pub(crate) fn authorize(&self, headers: &axum::http::HeaderMap) -> Result<(), Refusal> {
         if self.auth.check(headers) {
             Ok(())
         } else {
@@ -281,19 +281,19 @@ impl Ingest {
     /// Sets the deadline for receiving a whole request body (default
     /// [`DEFAULT_BODY_TIMEOUT`](crate::collector::config::DEFAULT_BODY_TIMEOUT)).
     #[must_use]
-    pub fn with_body_timeout(mut self, d: std::time::Duration) -> Self {
+    pub(crate) fn with_body_timeout(mut self, d: std::time::Duration) -> Self {
         self.body_timeout = d;
         self
     }
 
     /// The deadline for receiving a whole request body.
-    pub fn body_timeout(&self) -> std::time::Duration {
+    pub(crate) fn body_timeout(&self) -> std::time::Duration {
         self.body_timeout
     }
 
     /// `body` wrapped in the read budget; `flag` tells why it stopped early
     /// ([`BudgetBody::refused`]).
-    pub fn budget_body<B>(
+    pub(crate) fn budget_body<B>(
         &self,
         body: B,
         limit: u64,
@@ -315,7 +315,7 @@ impl Ingest {
     /// Step 3 (OTLP/HTTP), read: the whole body within the deadline, the byte budget and
     /// `max_request_bytes`. The permit returned holds the body's bytes of the budget until
     /// dropped.
-    pub async fn read_body<B>(
+    pub(crate) async fn read_body<B>(
         &self,
         body: B,
     ) -> Result<(Vec<u8>, Option<tokio::sync::OwnedSemaphorePermit>), Refusal>
@@ -368,7 +368,7 @@ impl Ingest {
     }
 
     /// The refusal of a body not received within the deadline.
-    pub fn late(&self) -> Refusal {
+    pub(crate) fn late(&self) -> Refusal {
         Refusal::new(
             RefusedRequest::Timeout,
             format!("request body not received within {:?}", self.body_timeout),
@@ -382,7 +382,7 @@ impl Ingest {
     }
 
     /// Step 4, take a decoding slot ([`Ingest::body_permit`]), or be refused as overloaded.
-    pub fn decode_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Refusal> {
+    pub(crate) fn decode_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Refusal> {
         self.body_permit().ok_or_else(|| {
             Refusal::new(
                 RefusedRequest::Overloaded,
@@ -392,12 +392,12 @@ impl Ingest {
     }
 
     /// Largest request accepted, after decompression.
-    pub fn max_request_bytes(&self) -> u64 {
+    pub(crate) fn max_request_bytes(&self) -> u64 {
         self.max_request_bytes
     }
 
     /// The daemon's self-metrics.
-    pub fn stats(&self) -> &SelfStats {
+    pub(crate) fn stats(&self) -> &SelfStats {
         &self.stats
     }
 
@@ -409,7 +409,7 @@ impl Ingest {
     /// Steps 5 and 6, decode and ingest: classifies a protobuf-encoded request in place and
     /// queues its tool records. The spans of a request refused for a full queue are counted
     /// here; the refusal itself is counted by the caller, like every other.
-    pub fn ingest_protobuf(&self, body: &[u8]) -> Result<Accepted, Refusal> {
+    pub(crate) fn ingest_protobuf(&self, body: &[u8]) -> Result<Accepted, Refusal> {
         let rec = decode::recognize_protobuf(&self.recognizer, body)?;
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
         self.stats.attributes_ignored(rec.attributes_ignored);

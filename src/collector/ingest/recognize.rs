@@ -32,10 +32,11 @@ use std::sync::Arc;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
-pub use crate::collector::ingest::record::{
+pub(crate) use crate::collector::ingest::record::{
     ArgsHash, Emitter, Measurement, Size, SizeSource, ToolRecord, Unknown, OVERFLOW,
     UNKNOWN_SERVICE,
 };
+pub(crate) use crate::collector::stats::LabelCuts;
 
 use crate::collector::config::RecognitionConfig;
 use crate::collector::ingest::wire::{AttrValue, SpanView};
@@ -43,7 +44,7 @@ use crate::semconv;
 
 /// One condition of a rule.
 #[derive(Debug, Clone, Copy)]
-pub enum Cond {
+pub(crate) enum Cond {
     /// Attribute present (any value).
     Present(&'static str),
     /// String attribute equal to the value.
@@ -62,11 +63,11 @@ pub enum Cond {
 
 /// A rule: every condition must hold (AND); rules are tried in order.
 #[derive(Debug, Clone, Copy)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// The emitter named when the rule matches.
-    pub emitter: Emitter,
+    pub(crate) emitter: Emitter,
     /// Conditions, all required.
-    pub all: &'static [Cond],
+    pub(crate) all: &'static [Cond],
 }
 
 const OP: &str = semconv::GEN_AI_OPERATION_NAME;
@@ -76,7 +77,7 @@ const EXEC: &str = semconv::OPERATION_EXECUTE_TOOL;
 /// generic OTel GenAI semantic conventions (`gen_ai.operation.name = execute_tool`) after them,
 /// and the bare `gen_ai.tool.*` fallback last.
 #[rustfmt::skip]
-pub const RULES: &[Rule] = &[
+pub(crate) const RULES: &[Rule] = &[
     Rule { emitter: Emitter::Toolsize, all: &[Cond::Present(semconv::TOOL_ARGS_HASH), Cond::Eq(OP, EXEC)] },
     Rule { emitter: Emitter::Toolsize, all: &[Cond::Present(semconv::TOOL_RESULT_BYTES)] },
     Rule { emitter: Emitter::Langfuse, all: &[Cond::Eq("langfuse.observation.type", "tool")] },
@@ -99,7 +100,7 @@ pub const RULES: &[Rule] = &[
 ];
 
 /// Where the tool name lives, in precedence order; then the span name (see [`name_from_span`]).
-pub const NAME_KEYS: &[&str] = &[
+pub(crate) const NAME_KEYS: &[&str] = &[
     semconv::GEN_AI_TOOL_NAME,
     semconv::TOOL_NAME,
     "ai.toolCall.name",
@@ -108,14 +109,14 @@ pub const NAME_KEYS: &[&str] = &[
 ];
 
 /// Attributes carrying a size measured by the tool itself, in bytes.
-pub const SIZE_KEYS: &[&str] = &[
+pub(crate) const SIZE_KEYS: &[&str] = &[
     semconv::TOOL_RESULT_BYTES,
     semconv::GEN_AI_TOOL_CALL_RESULT_SIZE,
 ];
 
 /// Attributes carrying other measures taken by the tool itself (toolsize's span contract), in
 /// the field order of [`Measurement`]: read only alongside a measured size, as non-negative ints.
-pub const MEASURE_KEYS: [&str; 6] = [
+pub(crate) const MEASURE_KEYS: [&str; 6] = [
     semconv::TOOL_RESULT_CHARS,
     semconv::TOOL_RESULT_UTF16_UNITS,
     semconv::TOOL_RESULT_LINES,
@@ -126,7 +127,7 @@ pub const MEASURE_KEYS: [&str; 6] = [
 
 /// How content at a key is encoded by its emitter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
+pub(crate) enum Encoding {
     /// Raw string or JSON: checked as JSON when `output.mime_type` says JSON, or when it starts
     /// with `{` or `[` (see `json_cut` for when such text counts as a cut document).
     Auto,
@@ -138,7 +139,7 @@ pub enum Encoding {
 
 /// Where result content lives, in precedence order: the OTel GenAI attribute first, then each
 /// instrumentation's own attribute.
-pub const CONTENT_KEYS: &[(&str, Encoding)] = &[
+pub(crate) const CONTENT_KEYS: &[(&str, Encoding)] = &[
     ("gen_ai.tool.call.result", Encoding::Auto),
     ("output.value", Encoding::Auto),
     ("traceloop.entity.output", Encoding::Json),
@@ -154,7 +155,7 @@ pub const CONTENT_KEYS: &[(&str, Encoding)] = &[
 ];
 
 /// Span events carrying result content: (event name, attribute), in precedence order (Strands).
-pub const EVENT_CONTENT: &[(&str, &str)] = &[
+pub(crate) const EVENT_CONTENT: &[(&str, &str)] = &[
     ("gen_ai.choice", "message"),
     (
         "gen_ai.client.inference.operation.details",
@@ -163,7 +164,7 @@ pub const EVENT_CONTENT: &[(&str, &str)] = &[
 ];
 
 /// Where the arguments live, in precedence order; hashed when `tool.args_hash` is absent.
-pub const ARGS_KEYS: &[&str] = &[
+pub(crate) const ARGS_KEYS: &[&str] = &[
     "gen_ai.tool.call.arguments",
     "input.value",
     "traceloop.entity.input",
@@ -192,7 +193,7 @@ const OTHER_KEYS: &[&str] = &[
 /// Truncation markers that agent runtimes (Codex, Gemini CLI, Claude Code, Cline, OpenHands
 /// and the others named per entry) insert when they cut a tool result, digits left
 /// out: any of these in a result means a layer already cut it.
-pub const MARKERS: &[(&str, &str)] = &[
+pub(crate) const MARKERS: &[(&str, &str)] = &[
     ("codex", " tokens truncated\u{2026}"),
     ("codex", " chars truncated\u{2026}"),
     ("codex", "Warning: truncated output (original token count: "),
@@ -270,7 +271,7 @@ static ANCHORS: LazyLock<Vec<memmem::Finder<'static>>> = LazyLock::new(|| {
 // per tool span to save a few bytes on a value that lives for one call.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// A tool span.
     Tool(ToolRecord),
     /// Not a tool span: ignored and counted.
@@ -385,35 +386,6 @@ enum CCond {
     Scope(&'static str),
 }
 
-/// Label values that had to be cut or cleaned, by label: `[too long, hidden characters]`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct LabelCuts {
-    /// `service.name` values, counted per tool span.
-    pub service: [u64; 2],
-    /// Tool names.
-    pub tool: [u64; 2],
-}
-
-impl LabelCuts {
-    /// The `label` label of each field, in order.
-    pub const LABELS: [&'static str; 2] = ["service", "tool"];
-    /// The `reason` label of each index.
-    pub const REASONS: [&'static str; 2] = ["too_long", "hidden_characters"];
-
-    /// Adds `other`.
-    pub fn add(&mut self, other: &LabelCuts) {
-        for i in 0..2 {
-            self.service[i] += other.service[i];
-            self.tool[i] += other.tool[i];
-        }
-    }
-
-    /// Whether nothing was cut.
-    pub fn is_empty(&self) -> bool {
-        *self == LabelCuts::default()
-    }
-}
-
 /// The compiled recognition tables plus the configured limits. Cheap to share (`Arc`).
 pub struct Recognizer {
     keys: Keys,
@@ -454,7 +426,7 @@ const NONE: u8 = u8::MAX;
 
 /// Attributes of one span that recognition looks at (slot indices are one byte); later ones
 /// are ignored and counted in `toolsize_span_attributes_ignored_total`.
-pub const MAX_ATTRIBUTES_READ: usize = NONE as usize;
+pub(crate) const MAX_ATTRIBUTES_READ: usize = NONE as usize;
 
 impl Recognizer {
     /// Compiles the tables with the configured limits and placeholders.
@@ -524,7 +496,7 @@ impl Recognizer {
 
     /// Seeds the learner of upstream limits with a limit `service`'s results were cut at before
     /// a restart (see [`crate::collector::ingest::learn::Learner::seed`]).
-    pub fn seed_limit(&self, service: &str, limit: u64) {
+    pub(crate) fn seed_limit(&self, service: &str, limit: u64) {
         self.learner.seed(service, limit);
     }
 
@@ -538,27 +510,28 @@ impl Recognizer {
         slots
     }
 
+    #[cfg(test)]
     /// Classifies one span of `service`, instrumentation scope `scope`.
-    pub fn recognize(&self, service: &Arc<str>, scope: &str, span: &SpanView<'_>) -> Outcome {
+    pub(crate) fn recognize(
+        &self,
+        service: &Arc<str>,
+        scope: &str,
+        span: &SpanView<'_>,
+    ) -> Outcome {
         self.recognize_counting(service, scope, span, &mut LabelCuts::default())
-    }
-
-    /// Longest `service.name` kept, in bytes.
-    pub fn max_service_name_bytes(&self) -> usize {
-        self.max_service
     }
 
     /// Sets the longest `service.name` kept, in bytes (default
     /// [`DEFAULT_MAX_SERVICE_NAME_BYTES`](crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES)).
     #[must_use]
-    pub fn with_max_service_name_bytes(mut self, max: usize) -> Self {
+    pub(crate) fn with_max_service_name_bytes(mut self, max: usize) -> Self {
         self.max_service = max;
         self
     }
 
     /// The `service.name` to key series by: cut to the limit, hidden characters replaced, empty
     /// becoming `unknown_service`; with `[too long, hidden characters]` flags.
-    pub fn service_name(&self, raw: &str) -> (Arc<str>, [bool; 2]) {
+    pub(crate) fn service_name(&self, raw: &str) -> (Arc<str>, [bool; 2]) {
         let s = crate::label::sanitize(raw, self.max_service);
         let value = if s.value.is_empty() {
             UNKNOWN_SERVICE
@@ -570,7 +543,7 @@ impl Recognizer {
 
     /// [`Recognizer::recognize`], counting in `cuts` a tool name that had to be cut or cleaned.
     /// `service` must already be sanitised ([`Recognizer::service_name`]).
-    pub fn recognize_counting(
+    pub(crate) fn recognize_counting(
         &self,
         service: &Arc<str>,
         scope: &str,
@@ -861,15 +834,15 @@ impl Content {
 
 /// Span names of spans that summarise several tool calls (Google ADK's merged span, one per
 /// model turn with two or more tool calls): never a tool, never a series.
-pub const SUMMARY_SPAN_NAMES: &[&str] = &["execute_tool (merged)"];
+pub(crate) const SUMMARY_SPAN_NAMES: &[&str] = &["execute_tool (merged)"];
 
 /// Tool names of summarising spans (Google ADK's `(merged tools)`).
-pub const SUMMARY_TOOL_NAMES: &[&str] = &["(merged tools)"];
+pub(crate) const SUMMARY_TOOL_NAMES: &[&str] = &["(merged tools)"];
 
 /// A tracer's own wrapping around the result it records, removed to get the result as the
 /// framework handed it to the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Envelope {
+pub(crate) enum Envelope {
     /// Recorded as handed over.
     None,
     /// A JSON document of the result: a JSON string is the result's text, decoded (OpenLLMetry's
@@ -889,7 +862,7 @@ pub enum Envelope {
 
 /// Where each content attribute's tracer wraps the result ([`Envelope`]); keys not listed are
 /// counted as recorded.
-pub const ENVELOPES: &[(&str, Envelope)] = &[
+pub(crate) const ENVELOPES: &[(&str, Envelope)] = &[
     ("output.value", Envelope::ToolMessage),
     ("traceloop.entity.output", Envelope::JsonString),
     ("ai.toolCall.result", Envelope::JsonString),
@@ -900,7 +873,7 @@ pub const ENVELOPES: &[(&str, Envelope)] = &[
 /// Envelopes of one emitter on a key whose other emitters record the result as handed over: the
 /// OTel GenAI attribute holds Google ADK's `{"result": …}` (ADK 2.x with content capture on) and
 /// Strands' content blocks (Strands with the latest GenAI conventions opted in).
-pub const EMITTER_ENVELOPES: &[(Emitter, &str, Envelope)] = &[
+pub(crate) const EMITTER_ENVELOPES: &[(Emitter, &str, Envelope)] = &[
     (
         Emitter::GoogleAdk,
         "gen_ai.tool.call.result",
@@ -918,7 +891,7 @@ pub const EMITTER_ENVELOPES: &[(Emitter, &str, Envelope)] = &[
 /// Strings are exact; a result that is itself JSON (a list or an object inside `{"result": …}`
 /// or a ToolMessage's content) is measured re-serialised compactly, which approximates the text
 /// the framework handed the model (its own serialiser may space or order it differently).
-pub fn unwrap_content(env: Envelope, s: &[u8]) -> Option<(u64, bool)> {
+pub(crate) fn unwrap_content(env: Envelope, s: &[u8]) -> Option<(u64, bool)> {
     use serde_json::Value as J;
     if env == Envelope::None {
         return None;
@@ -1005,7 +978,7 @@ const ENV_LIMITS: [&str; 2] = [
 ];
 
 /// True when `s` contains one of the truncation markers of [`MARKERS`].
-pub fn has_marker(s: &[u8]) -> bool {
+pub(crate) fn has_marker(s: &[u8]) -> bool {
     if s.starts_with(LEADING_MARKER.as_bytes()) {
         return true;
     }
@@ -1082,7 +1055,7 @@ fn int_of(v: Option<AttrValue<'_>>) -> Option<u64> {
 
 /// The tool name from a span name: after `execute_tool ` / `tools/call ` / `Function: `,
 /// before `.tool`, else the whole name.
-pub fn name_from_span(name: &str) -> &str {
+pub(crate) fn name_from_span(name: &str) -> &str {
     for p in ["execute_tool ", "tools/call ", "Function: "] {
         if let Some(rest) = name.strip_prefix(p) {
             return rest;
@@ -1091,9 +1064,10 @@ pub fn name_from_span(name: &str) -> &str {
     name.strip_suffix(".tool").unwrap_or(name)
 }
 
+#[cfg(test)]
 /// Cuts a name to `max` bytes on a character boundary and replaces control, format (bidi,
 /// zero-width) and separator characters with `_`; an empty name becomes `unknown`.
-pub fn sanitize_tool_name(name: &str, max: usize) -> String {
+pub(crate) fn sanitize_tool_name(name: &str, max: usize) -> String {
     sanitize_tool_name_counted(name, max, &mut [0; 2])
 }
 
@@ -1136,7 +1110,7 @@ fn hash_value(v: AttrValue<'_>) -> String {
 }
 
 /// Length of the compact JSON serialization of a structured value (no allocation).
-pub fn json_len(v: &Value) -> u64 {
+pub(crate) fn json_len(v: &Value) -> u64 {
     match v {
         Value::StringValue(s) => json_str_len(s),
         Value::BoolValue(b) => {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// [`RULES`](crate::collector::ingest::recognize::RULES).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Emitter {
+pub(crate) enum Emitter {
     /// toolsize's own span contract.
     Toolsize,
     /// Langfuse SDK (`langfuse.observation.type = tool`).
@@ -46,32 +46,12 @@ pub enum Emitter {
     GenAiFallback,
 }
 
-impl Emitter {
-    /// Stable snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Emitter::Toolsize => "toolsize",
-            Emitter::Langfuse => "langfuse",
-            Emitter::OpenInference => "openinference",
-            Emitter::OpenLlmetry => "openllmetry",
-            Emitter::Mcp => "mcp",
-            Emitter::PydanticAi => "pydantic_ai",
-            Emitter::PydanticAiV1 => "pydantic_ai_v1",
-            Emitter::GoogleAdk => "google_adk",
-            Emitter::Strands => "strands",
-            Emitter::OtelGenAi => "otel_gen_ai",
-            Emitter::VercelAi => "vercel_ai",
-            Emitter::Mlflow => "mlflow",
-            Emitter::LogfireAgents => "logfire_agents",
-            Emitter::GenAiFallback => "gen_ai_fallback",
-        }
-    }
-}
+impl Emitter {}
 
 /// How a record's size was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SizeSource {
+pub(crate) enum SizeSource {
     /// Measured by the tool and reported in a size attribute.
     Measured,
     /// The result content the emitter recorded, counted as it is (it is what the model got).
@@ -84,23 +64,11 @@ pub enum SizeSource {
     UnwrappedApproximate,
 }
 
-impl SizeSource {
-    /// The `source` label of a size: `measured`, `derived` (content exact), `unwrapped`
-    /// (content with the tracer's envelope removed), or `lower_bound` when the content shows an
-    /// upstream cut, whatever the source.
-    pub fn label(self, truncated_upstream: bool) -> &'static str {
-        match (self, truncated_upstream) {
-            (_, true) => "lower_bound",
-            (SizeSource::Measured, false) => "measured",
-            (SizeSource::Derived, false) => "derived",
-            (SizeSource::Unwrapped | SizeSource::UnwrappedApproximate, false) => "unwrapped",
-        }
-    }
-}
+impl SizeSource {}
 
 /// Why a result's size is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unknown {
+pub(crate) enum Unknown {
     /// No content and no size attribute (content capture off, or attribute dropped).
     Missing,
     /// A placeholder such as `__REDACTED__`.
@@ -109,7 +77,7 @@ pub enum Unknown {
 
 /// A result size, or why there is none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Size {
+pub(crate) enum Size {
     /// A size in bytes and where it came from.
     Known {
         /// UTF-8 bytes.
@@ -125,7 +93,7 @@ pub enum Size {
 
 impl Size {
     /// The bytes of a known size.
-    pub fn bytes(&self) -> Option<u64> {
+    pub(crate) fn bytes(&self) -> Option<u64> {
         match self {
             Size::Known { bytes, .. } => Some(*bytes),
             _ => None,
@@ -134,22 +102,22 @@ impl Size {
 }
 
 /// `service.name` used when a resource has none.
-pub const UNKNOWN_SERVICE: &str = "unknown_service";
+pub(crate) const UNKNOWN_SERVICE: &str = "unknown_service";
 
 /// Service and tool name of the series that takes the records past the cardinality cap.
-pub const OVERFLOW: &str = "__overflow__";
+pub(crate) const OVERFLOW: &str = "__overflow__";
 
 /// An arguments hash held inline (no allocation per span): up to 12 bytes of UTF-8, normally
 /// 12 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ArgsHash {
+pub(crate) struct ArgsHash {
     len: u8,
     bytes: [u8; 12],
 }
 
 impl ArgsHash {
     /// The first 12 bytes of `s`, cut on a character boundary.
-    pub fn new(s: &str) -> Self {
+    pub(crate) fn new(s: &str) -> Self {
         let mut end = s.len().min(12);
         while !s.is_char_boundary(end) {
             end -= 1;
@@ -165,7 +133,7 @@ impl ArgsHash {
     /// A client-supplied hash: accepted only when its first 12 bytes are ASCII hex digits
     /// (lowercased; anything after them dropped), else `None`. Never copies more than 12 bytes,
     /// whatever the length of the value.
-    pub fn from_hex(s: &[u8]) -> Option<Self> {
+    pub(crate) fn from_hex(s: &[u8]) -> Option<Self> {
         let head = s.get(..12)?;
         if !head.iter().all(u8::is_ascii_hexdigit) {
             return None;
@@ -178,7 +146,7 @@ impl ArgsHash {
     }
 
     /// The hash as text.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
     }
 }
@@ -201,7 +169,7 @@ impl std::fmt::Display for ArgsHash {
 /// `None`, and the other measures ([`MEASURE_KEYS`](crate::collector::ingest::recognize::MEASURE_KEYS)) are read
 /// only for measured sizes; an absent one is estimated from bytes by the layer verdict. Keeping
 /// the two unused fields costs 24 bytes per record (see [`Measurement`] for the size).
-pub use crate::measure::Measurement;
+pub(crate) use crate::measure::Measurement;
 
 /// What the daemon keeps of one tool span.
 #[derive(Debug, Clone, PartialEq)]
@@ -211,51 +179,51 @@ pub struct ToolRecord {
     /// Sanitised tool name.
     pub tool: String,
     /// The emitter that produced the span.
-    pub emitter: Emitter,
+    pub(crate) emitter: Emitter,
     /// Result size.
-    pub size: Size,
+    pub(crate) size: Size,
     /// The tool reported it cut the result (`tool.result.truncated`).
-    pub truncated: bool,
+    pub(crate) truncated: bool,
     /// The content shows a cut made before the daemon saw it: the size is a lower bound.
-    pub truncated_upstream: bool,
+    pub(crate) truncated_upstream: bool,
     /// The call failed.
     pub error: bool,
     /// Latency in microseconds.
-    pub latency_us: u64,
+    pub(crate) latency_us: u64,
     /// Trace id.
-    pub trace_id: [u8; 16],
+    pub(crate) trace_id: [u8; 16],
     /// Span id.
-    pub span_id: [u8; 8],
+    pub(crate) span_id: [u8; 8],
     /// 12 hex digits: `tool.args_hash`, or the canonical hash of the recorded arguments.
-    pub args_hash: Option<ArgsHash>,
+    pub(crate) args_hash: Option<ArgsHash>,
     /// Exact measures other than bytes the span carries (measured sizes only).
-    pub measures: Measurement,
+    pub(crate) measures: Measurement,
     /// The attribute value length limit (characters or UTF-16 units) the recorded content
     /// ended at, configured or learned from the data ([`crate::collector::ingest::learn`]): set with
     /// `truncated_upstream`.
-    pub upstream_limit: Option<u64>,
+    pub(crate) upstream_limit: Option<u64>,
     /// Results of the same service counted as whole when they arrived, that the limit learned
     /// from this one shows were cut: the aggregator flags them now.
-    pub earlier_cuts: Vec<EarlierCut>,
+    pub(crate) earlier_cuts: Vec<EarlierCut>,
 }
 
 /// A result counted as whole that a learned limit shows was cut: which call, and how its size
 /// was counted then.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EarlierCut {
+pub(crate) struct EarlierCut {
     /// Its (sanitised) tool name.
-    pub tool: Box<str>,
+    pub(crate) tool: Box<str>,
     /// Its span id.
-    pub span_id: [u8; 8],
+    pub(crate) span_id: [u8; 8],
     /// How its size was counted.
-    pub source: SizeSource,
+    pub(crate) source: SizeSource,
     /// When it was seen, Unix milliseconds.
-    pub at_ms: u64,
+    pub(crate) at_ms: u64,
 }
 
 /// A batch of records from one OTLP request.
 #[derive(Debug)]
 pub struct Batch {
     /// The tool records.
-    pub records: Vec<ToolRecord>,
+    pub(crate) records: Vec<ToolRecord>,
 }

@@ -14,7 +14,7 @@ use prost::Message;
 /// A malformed message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid protobuf ExportTraceServiceRequest: {0}")]
-pub struct WireError(pub &'static str);
+pub struct WireError(pub(crate) &'static str);
 
 type R<T> = Result<T, WireError>;
 
@@ -117,7 +117,7 @@ fn len(f: Field<'_>) -> R<&[u8]> {
 
 /// An attribute value, borrowed from the request.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum AttrValue<'a> {
+pub(crate) enum AttrValue<'a> {
     /// `string_value`, raw bytes: not yet checked as UTF-8 (sizes are byte counts, and most
     /// values are never read as text); see [`AttrValue::as_str`].
     Str(&'a [u8]),
@@ -137,7 +137,7 @@ pub enum AttrValue<'a> {
 
 impl<'a> AttrValue<'a> {
     /// The string value, when this is a string and valid UTF-8.
-    pub fn as_str(&self) -> Option<&'a str> {
+    pub(crate) fn as_str(&self) -> Option<&'a str> {
         match *self {
             AttrValue::Str(b) => std::str::from_utf8(b).ok(),
             _ => None,
@@ -145,7 +145,7 @@ impl<'a> AttrValue<'a> {
     }
 
     /// The owned OTLP value (decodes nested arrays and maps); used off the hot path.
-    pub fn to_owned_value(&self) -> Option<Value> {
+    pub(crate) fn to_owned_value(&self) -> Option<Value> {
         Some(match *self {
             AttrValue::Str(s) => Value::StringValue(String::from_utf8_lossy(s).into_owned()),
             AttrValue::Bool(b) => Value::BoolValue(b),
@@ -232,23 +232,23 @@ fn any_value(b: &[u8]) -> R<Option<AttrValue<'_>>> {
 
 /// A span, borrowed from the request. `attrs` and `events` are reused between spans.
 #[derive(Debug, Default)]
-pub struct SpanView<'a> {
+pub(crate) struct SpanView<'a> {
     /// Span name.
-    pub name: &'a str,
+    pub(crate) name: &'a str,
     /// Trace id bytes.
-    pub trace_id: &'a [u8],
+    pub(crate) trace_id: &'a [u8],
     /// Span id bytes.
-    pub span_id: &'a [u8],
+    pub(crate) span_id: &'a [u8],
     /// Start, Unix nanoseconds.
-    pub start: u64,
+    pub(crate) start: u64,
     /// End, Unix nanoseconds.
-    pub end: u64,
+    pub(crate) end: u64,
     /// Status code (0 unset, 1 ok, 2 error).
-    pub status_code: i32,
+    pub(crate) status_code: i32,
     /// Attributes with a value; keys as raw bytes.
-    pub attrs: Vec<(&'a [u8], AttrValue<'a>)>,
+    pub(crate) attrs: Vec<(&'a [u8], AttrValue<'a>)>,
     /// Encoded events, read lazily.
-    pub events: Vec<&'a [u8]>,
+    pub(crate) events: Vec<&'a [u8]>,
 }
 
 impl<'a> SpanView<'a> {
@@ -298,7 +298,7 @@ impl<'a> SpanView<'a> {
     }
 
     /// The string value of attribute `key` of the first event named `event`.
-    pub fn event_attr(&self, event: &str, key: &str) -> Option<AttrValue<'a>> {
+    pub(crate) fn event_attr(&self, event: &str, key: &str) -> Option<AttrValue<'a>> {
         self.events.iter().find_map(|e| {
             let mut r = Reader::new(e);
             let mut name = "";
@@ -324,7 +324,7 @@ impl<'a> SpanView<'a> {
 /// Visits every span of an encoded request as (service.name, scope name, span). Stops at the
 /// first malformed part and returns its error (spans visited before it were already seen by
 /// `visit`, so callers collect into a buffer and discard it on error).
-pub fn for_each_span<'a>(
+pub(crate) fn for_each_span<'a>(
     body: &'a [u8],
     mut visit: impl FnMut(&'a str, &'a str, &SpanView<'a>),
 ) -> R<()> {

@@ -14,7 +14,7 @@ use axum::http::HeaderMap;
 
 /// The token check; disabled when no token is configured.
 #[derive(Clone, Default)]
-pub struct Auth {
+pub(crate) struct Auth {
     token: Option<Vec<u8>>,
     api_key_header: Option<axum::http::HeaderName>,
     admin: bool,
@@ -33,7 +33,7 @@ impl std::fmt::Debug for Auth {
 impl Auth {
     /// A check of `token` (none: every request passes), also accepted in `api_key_header`;
     /// `admin` says whether the admin API requires it too.
-    pub fn new(
+    pub(crate) fn new(
         token: Option<&str>,
         api_key_header: Option<&str>,
         admin: bool,
@@ -58,17 +58,17 @@ impl Auth {
     }
 
     /// Whether a token is required at all.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.token.is_some()
     }
 
     /// Whether the admin API requires the token.
-    pub fn admin(&self) -> bool {
+    pub(crate) fn admin(&self) -> bool {
         self.enabled() && self.admin
     }
 
     /// Whether `headers` carry the token (always true when none is configured).
-    pub fn check(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn check(&self, headers: &HeaderMap) -> bool {
         let Some(token) = &self.token else {
             return true;
         };

@@ -9,16 +9,16 @@ use tokio::net::TcpStream;
 
 /// An `http://host:port/path` target.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
+pub(crate) struct Target {
     /// `host:port`.
-    pub authority: String,
+    pub(crate) authority: String,
     /// Path and query.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 impl Target {
     /// Parses an `http://` URL; other schemes are errors.
-    pub fn parse(url: &str) -> Result<Self, String> {
+    pub(crate) fn parse(url: &str) -> Result<Self, String> {
         let uri: Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
         if uri.scheme_str() != Some("http") {
             return Err(format!("{url:?}: only http:// URLs are supported"));
@@ -36,7 +36,7 @@ impl Target {
 
     /// POSTs `body` on a new HTTP/1.1 connection with an optional bearer token; a non-2xx
     /// answer is an error naming the status. Callers bound the time it may take.
-    pub async fn post(
+    pub(crate) async fn post(
         &self,
         content_type: &str,
         token: Option<&str>,
@@ -72,7 +72,7 @@ impl Target {
 
     /// The same host with `suffix` appended to its path (a base URL's API endpoint).
     #[must_use]
-    pub fn with_path(mut self, suffix: &str) -> Self {
+    pub(crate) fn with_path(mut self, suffix: &str) -> Self {
         self.path = format!("{}{suffix}", self.path.trim_end_matches('/'));
         self
     }

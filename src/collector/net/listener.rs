@@ -25,7 +25,7 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -39,7 +39,7 @@ use tokio::time::{Instant, Sleep};
 
 /// File descriptors kept free for everything but client connections (snapshots, the log,
 /// outgoing alert connections, the listeners themselves).
-pub const FD_RESERVE: u64 = 64;
+pub(crate) const FD_RESERVE: u64 = 64;
 
 /// Bytes of the HTTP/2 client preface, which a gRPC client must send within the header-read
 /// timeout.
@@ -58,10 +58,10 @@ pub enum Listener {
 
 impl Listener {
     /// Every listener, in exposition order.
-    pub const ALL: [Listener; 3] = [Listener::OtlpGrpc, Listener::OtlpHttp, Listener::Admin];
+    pub(crate) const ALL: [Listener; 3] = [Listener::OtlpGrpc, Listener::OtlpHttp, Listener::Admin];
 
     /// The `listener` label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Listener::OtlpGrpc => "otlp_grpc",
             Listener::OtlpHttp => "otlp_http",
@@ -89,7 +89,7 @@ pub enum Closed {
 
 impl Closed {
     /// Every reason, in exposition order.
-    pub const ALL: [Closed; 4] = [
+    pub(crate) const ALL: [Closed; 4] = [
         Closed::Limit,
         Closed::HeaderTimeout,
         Closed::IdleTimeout,
@@ -97,7 +97,7 @@ impl Closed {
     ];
 
     /// The `reason` label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Closed::Limit => "limit",
             Closed::HeaderTimeout => "header_timeout",
@@ -117,11 +117,11 @@ pub struct ListenerStats {
 
 impl ListenerStats {
     /// Connections open now.
-    pub fn open(&self, l: Listener) -> u64 {
+    pub(crate) fn open(&self, l: Listener) -> u64 {
         self.open[l.idx()].load(Relaxed)
     }
     /// The effective connection cap.
-    pub fn limit(&self, l: Listener) -> u64 {
+    pub(crate) fn limit(&self, l: Listener) -> u64 {
         self.limit[l.idx()].load(Relaxed)
     }
     /// Connections closed by the daemon for `reason`.
@@ -138,17 +138,17 @@ impl ListenerStats {
 
 /// The time and connection budget of one listener.
 #[derive(Clone)]
-pub struct Budget {
+pub(crate) struct Budget {
     /// Which listener.
-    pub listener: Listener,
+    pub(crate) listener: Listener,
     /// Most connections open at once.
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// Time to receive a request head (HTTP/1.1) or the HTTP/2 preface.
-    pub header_read_timeout: Duration,
+    pub(crate) header_read_timeout: Duration,
     /// Longest silence on a connection.
-    pub idle_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
     /// TLS on this listener.
-    pub tls: Option<TlsAcceptor>,
+    pub(crate) tls: Option<TlsAcceptor>,
 }
 
 impl std::fmt::Debug for Budget {
@@ -165,14 +165,14 @@ impl std::fmt::Debug for Budget {
 
 /// A TLS acceptor (feature `tls`).
 #[cfg(feature = "tls")]
-pub type TlsAcceptor = tokio_rustls::TlsAcceptor;
+pub(crate) type TlsAcceptor = tokio_rustls::TlsAcceptor;
 /// Without the `tls` feature there is no acceptor.
 #[cfg(not(feature = "tls"))]
-pub type TlsAcceptor = std::convert::Infallible;
+pub(crate) type TlsAcceptor = std::convert::Infallible;
 
 /// A connection after the TLS handshake, if the listener has TLS.
 #[derive(Debug)]
-pub enum Stream {
+pub(crate) enum Stream {
     /// Without TLS.
     Plain(Conn),
     /// With TLS.
@@ -277,7 +277,7 @@ pub fn open_file_limit() -> Option<u64> {
 /// The caps to use under an open-file limit of `nofile`: `caps` unchanged when they fit with
 /// [`FD_RESERVE`] to spare, else lowered in proportion (at least 8 each). The second value says
 /// whether they were lowered.
-pub fn fit_caps(caps: [usize; 3], nofile: Option<u64>) -> ([usize; 3], bool) {
+pub(crate) fn fit_caps(caps: [usize; 3], nofile: Option<u64>) -> ([usize; 3], bool) {
     let Some(nofile) = nofile else {
         return (caps, false);
     };
@@ -299,7 +299,7 @@ pub fn fit_caps(caps: [usize; 3], nofile: Option<u64>) -> ([usize; 3], bool) {
 /// An accepted connection holding a slot of its listener, closed after `idle_timeout` of silence
 /// or when the HTTP/2 preface is late.
 #[derive(Debug)]
-pub struct Conn {
+pub(crate) struct Conn {
     io: TcpStream,
     _slot: OwnedSemaphorePermit,
     stats: Arc<ListenerStats>,
@@ -492,7 +492,7 @@ async fn accept_loop<F>(
 /// Serves `router` over HTTP/1.1 on `listener` within `budget` until `stop` turns true, then
 /// lets open connections finish their requests.
 #[cfg_attr(not(feature = "tls"), allow(clippy::clone_on_copy))]
-pub async fn serve_http(
+pub(crate) async fn serve_http(
     listener: TcpListener,
     router: axum::Router,
     budget: Budget,
@@ -544,7 +544,7 @@ pub async fn serve_http(
 /// The connections of the gRPC listener, accepted within `budget` until `stop` turns true, as
 /// the stream `tonic::transport::Server::serve_with_incoming_shutdown` takes.
 #[cfg_attr(not(feature = "tls"), allow(clippy::clone_on_copy))]
-pub fn grpc_incoming(
+pub(crate) fn grpc_incoming(
     listener: TcpListener,
     budget: Budget,
     stats: Arc<ListenerStats>,
@@ -563,11 +563,6 @@ pub fn grpc_incoming(
         });
     }));
     tonic::codegen::tokio_stream::wrappers::ReceiverStream::new(rx)
-}
-
-/// The bound address of a listener, or `fallback`.
-pub fn local(l: &TcpListener, fallback: SocketAddr) -> SocketAddr {
-    l.local_addr().unwrap_or(fallback)
 }
 
 #[cfg(test)]

@@ -17,11 +17,11 @@ use tokio_rustls::TlsAcceptor;
 
 /// The acceptors of the HTTP/1.1 listeners and of the gRPC listener.
 #[derive(Clone)]
-pub struct Acceptors {
+pub(crate) struct Acceptors {
     /// OTLP/HTTP and admin (ALPN `http/1.1`).
-    pub http: TlsAcceptor,
+    pub(crate) http: TlsAcceptor,
     /// OTLP/gRPC (ALPN `h2`).
-    pub grpc: TlsAcceptor,
+    pub(crate) grpc: TlsAcceptor,
 }
 
 impl std::fmt::Debug for Acceptors {
@@ -31,7 +31,7 @@ impl std::fmt::Debug for Acceptors {
 }
 
 /// Reads the certificate chain and key and builds the acceptors.
-pub fn acceptors(cert_file: &Path, key_file: &Path) -> Result<Acceptors, String> {
+pub(crate) fn acceptors(cert_file: &Path, key_file: &Path) -> Result<Acceptors, String> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_file)
         .and_then(|it| it.collect::<Result<_, _>>())
         .map_err(|e| format!("cannot read certificates from {}: {e}", cert_file.display()))?;

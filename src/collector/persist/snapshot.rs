@@ -83,15 +83,15 @@ struct SeriesSnap {
 
 /// The on-disk form of [`State`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// Format version.
-    pub version: u32,
+    pub(crate) version: u32,
     /// When it was written, Unix seconds.
-    pub written_unix: u64,
+    pub(crate) written_unix: u64,
     /// When the state started.
-    pub started_unix: u64,
+    pub(crate) started_unix: u64,
     /// Records routed to the overflow series.
-    pub overflow_records: u64,
+    pub(crate) overflow_records: u64,
     /// Upper bounds of the size buckets (absent in older snapshots: [`SIZE_BUCKETS`]).
     #[serde(default)]
     size_bounds: Option<Vec<u64>>,
@@ -102,11 +102,11 @@ pub struct Snapshot {
 }
 
 /// The snapshot format version this build writes and reads.
-pub const SNAPSHOT_VERSION: u32 = 1;
+pub(crate) const SNAPSHOT_VERSION: u32 = 1;
 
 impl State {
     /// A snapshot of the whole state, with the alerts firing now.
-    pub fn snapshot(&self, now: u64, alerts: Vec<SavedAlert>) -> Snapshot {
+    pub(crate) fn snapshot(&self, now: u64, alerts: Vec<SavedAlert>) -> Snapshot {
         Snapshot {
             version: SNAPSHOT_VERSION,
             written_unix: now,
@@ -153,7 +153,7 @@ impl State {
     /// Restores a snapshot into an empty state and returns the alerts that were firing. Windows
     /// whose length changed since the snapshot start empty; bucket layouts that changed are
     /// rebuilt from the HDR histograms.
-    pub fn restore(&mut self, snap: Snapshot) -> Result<Vec<SavedAlert>, String> {
+    pub(crate) fn restore(&mut self, snap: Snapshot) -> Result<Vec<SavedAlert>, String> {
         if snap.version != SNAPSHOT_VERSION {
             return Err(format!(
                 "snapshot version {} (this build reads {SNAPSHOT_VERSION})",

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::collector::persist::snapshot::Snapshot;
 
 /// File name of the snapshot inside the data directory.
-pub const SNAPSHOT_FILE: &str = "toolsize-state.json";
+pub(crate) const SNAPSHOT_FILE: &str = "toolsize-state.json";
 
 /// A failed store operation.
 #[derive(Debug, thiserror::Error)]
@@ -39,14 +39,14 @@ pub enum StoreError {
 
 /// The snapshot file of a data directory.
 #[derive(Debug)]
-pub struct Store {
+pub(crate) struct Store {
     dir: PathBuf,
     path: PathBuf,
 }
 
 impl Store {
     /// Opens (creates) the data directory.
-    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+    pub(crate) fn open(dir: &Path) -> Result<Self, StoreError> {
         fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             op: "create directory",
             path: dir.to_owned(),
@@ -59,13 +59,13 @@ impl Store {
     }
 
     /// The snapshot file.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Reads the snapshot. `Ok(None)` when there is none, or when it was corrupt and has been
     /// moved aside (logged at error level).
-    pub fn load(&self) -> Result<Option<Snapshot>, StoreError> {
+    pub(crate) fn load(&self) -> Result<Option<Snapshot>, StoreError> {
         let bytes = match fs::read(&self.path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -87,7 +87,7 @@ impl Store {
     }
 
     /// Moves the snapshot aside after it failed to load; logs why.
-    pub fn move_aside(&self, why: &str) -> Result<PathBuf, StoreError> {
+    pub(crate) fn move_aside(&self, why: &str) -> Result<PathBuf, StoreError> {
         let aside = self.dir.join(format!(
             "{SNAPSHOT_FILE}.corrupt-{}",
             crate::collector::state::now_unix()
@@ -107,7 +107,7 @@ impl Store {
     }
 
     /// Writes `bytes` atomically: temp file, fsync, rename, fsync of the directory.
-    pub fn write(&self, bytes: &[u8]) -> Result<(), StoreError> {
+    pub(crate) fn write(&self, bytes: &[u8]) -> Result<(), StoreError> {
         let tmp = self.tmp_path();
         let io = |op, path: &Path| {
             let path = path.to_owned();
@@ -132,7 +132,7 @@ impl Store {
     }
 
     /// The temporary file a write goes through.
-    pub fn tmp_path(&self) -> PathBuf {
+    pub(crate) fn tmp_path(&self) -> PathBuf {
         self.dir.join(format!(".{SNAPSHOT_FILE}.tmp"))
     }
 }

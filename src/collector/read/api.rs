@@ -54,10 +54,10 @@ use crate::collector::SelfStats;
 use crate::layers::Stack;
 
 /// Content type of `/metrics`.
-pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Content type of `/` and `/runbook`.
-pub const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
+pub(crate) const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
 
 /// The status page's template: `{{otlp_http}}` and `{{otlp_grpc}}` stand for the OTLP addresses.
 const STATUS_TEMPLATE: &str = include_str!("status.html");
@@ -69,7 +69,7 @@ const TOOL_TEMPLATE: &str = include_str!("tool.html");
 const PAGE_CSS: &str = include_str!("page.css");
 
 /// One tool's page, the same for every tool.
-pub fn tool_page_html() -> &'static str {
+pub(crate) fn tool_page_html() -> &'static str {
     static PAGE: std::sync::LazyLock<String> =
         std::sync::LazyLock::new(|| TOOL_TEMPLATE.replace("{{page_css}}", PAGE_CSS));
     &PAGE
@@ -82,7 +82,7 @@ const STATUS_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; \
     form-action 'none'";
 
 /// The status page served on `/`, naming the OTLP addresses an exporter should point at.
-pub fn status_page(otlp_grpc: SocketAddr, otlp_http: SocketAddr) -> String {
+pub(crate) fn status_page(otlp_grpc: SocketAddr, otlp_http: SocketAddr) -> String {
     STATUS_TEMPLATE
         .replace("{{page_css}}", PAGE_CSS)
         .replace("{{otlp_http}}", &otlp_http.to_string())
@@ -103,7 +103,7 @@ pub struct ApiState {
 
 impl ApiState {
     /// A state asking the aggregator behind `control`.
-    pub fn new(control: mpsc::Sender<Command>, stats: Arc<SelfStats>) -> Self {
+    pub(crate) fn new(control: mpsc::Sender<Command>, stats: Arc<SelfStats>) -> Self {
         Self {
             control,
             stats,
@@ -121,35 +121,30 @@ impl ApiState {
     /// Requires the token of `auth` on all but `/healthz` and `/readyz` when `auth.admin()`
     /// (default: none required).
     #[must_use]
-    pub fn with_auth(mut self, auth: Arc<crate::collector::net::auth::Auth>) -> Self {
+    pub(crate) fn with_auth(mut self, auth: Arc<crate::collector::net::auth::Auth>) -> Self {
         self.auth = auth;
         self
     }
 
     /// The OTLP addresses the status page tells exporters to use (default: the default ones).
     #[must_use]
-    pub fn with_otlp_addrs(mut self, grpc: SocketAddr, http: SocketAddr) -> Self {
+    pub(crate) fn with_otlp_addrs(mut self, grpc: SocketAddr, http: SocketAddr) -> Self {
         self.otlp = [grpc, http];
         self
     }
 
     /// The alerts served on `/api/v1/alerts` (default: none).
     #[must_use]
-    pub fn with_alerts(mut self, alerts: AlertsHandle) -> Self {
+    pub(crate) fn with_alerts(mut self, alerts: AlertsHandle) -> Self {
         self.alerts = alerts;
         self
     }
 
     /// The effective layer stack served on `/api/v1/layers` (default: the default stack).
     #[must_use]
-    pub fn with_stack(mut self, stack: Arc<Stack>) -> Self {
+    pub(crate) fn with_stack(mut self, stack: Arc<Stack>) -> Self {
         self.stack = stack;
         self
-    }
-
-    /// Self-metrics.
-    pub fn stats(&self) -> &SelfStats {
-        &self.stats
     }
 
     async fn ask<T>(
@@ -178,11 +173,11 @@ impl ApiState {
 
 /// Query parameters of the tools endpoints.
 #[derive(Debug, Default, Deserialize)]
-pub struct ToolsQuery {
+pub(crate) struct ToolsQuery {
     /// A configured window label, or `all` (default).
-    pub window: Option<String>,
+    pub(crate) window: Option<String>,
     /// Only this service.
-    pub service: Option<String>,
+    pub(crate) service: Option<String>,
 }
 
 /// The admin router.
@@ -250,13 +245,15 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
     };
     // Rendered here, on a blocking thread, not on the aggregator task.
     let stats = s.stats.clone();
+    let alerts = s.alerts.stats.clone();
     let body = tokio::task::spawn_blocking(move || {
         if native {
-            let body = crate::collector::read::exposition_proto::render_frame(&frame, &stats);
+            let body =
+                crate::collector::read::exposition_proto::render_frame(&frame, &stats, &alerts);
             (crate::collector::read::exposition_proto::CONTENT_TYPE, body)
         } else {
-            let body =
-                crate::collector::read::exposition::render_frame(&frame, &stats).into_bytes();
+            let body = crate::collector::read::exposition::render_frame(&frame, &stats, &alerts)
+                .into_bytes();
             (METRICS_CONTENT_TYPE, body)
         }
     })
@@ -387,7 +384,7 @@ async fn layers(State(s): State<ApiState>) -> Response {
 }
 
 /// The JSON of `/api/v1/layers`.
-pub fn layers_json(stack: &Stack) -> serde_json::Value {
+pub(crate) fn layers_json(stack: &Stack) -> serde_json::Value {
     let layers: Vec<serde_json::Value> = stack
         .layers()
         .iter()

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use crate::collector::alerts::rules::{MatchOutcome, REGISTRY};
 use crate::collector::alerts::sink::SinkKind;
+use crate::collector::alerts::AlertStats;
 use crate::collector::state::histogram::NativeBuckets;
 use crate::collector::state::{Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
 use crate::collector::stats::{RefusedRequest, SelfStats};
@@ -57,7 +58,7 @@ pub const TOOL_RESULT_SIZE_P95: &str = "toolsize_tool_result_size_p95_bytes";
 /// Daemon-computed result size 99th percentile per window.
 pub const TOOL_RESULT_SIZE_P99: &str = "toolsize_tool_result_size_p99_bytes";
 /// Largest result size per window (exact).
-pub const TOOL_RESULT_SIZE_MAX: &str = "toolsize_tool_result_size_max_bytes";
+pub(crate) const TOOL_RESULT_SIZE_MAX: &str = "toolsize_tool_result_size_max_bytes";
 /// Daemon-computed duration 95th percentile per window.
 pub const TOOL_CALL_DURATION_P95: &str = "toolsize_tool_call_duration_p95_seconds";
 /// OTLP requests received.
@@ -81,15 +82,15 @@ pub const VALUES_CLAMPED: &str = "toolsize_values_clamped_total";
 /// Span attributes past the first 255 of their span, not looked at by recognition.
 pub const SPAN_ATTRIBUTES_IGNORED: &str = "toolsize_span_attributes_ignored_total";
 /// Service and tool names cut or cleaned before use, by `label` and `reason`.
-pub const LABEL_VALUES_SANITIZED: &str = "toolsize_label_values_sanitized_total";
+pub(crate) const LABEL_VALUES_SANITIZED: &str = "toolsize_label_values_sanitized_total";
 /// Admin requests refused, by reason (`unauthenticated`).
-pub const ADMIN_REQUESTS_REFUSED: &str = "toolsize_admin_requests_refused_total";
+pub(crate) const ADMIN_REQUESTS_REFUSED: &str = "toolsize_admin_requests_refused_total";
 /// Connections open now, by `listener`.
-pub const CONNECTIONS: &str = "toolsize_connections";
+pub(crate) const CONNECTIONS: &str = "toolsize_connections";
 /// Connection cap in effect, by `listener`.
-pub const CONNECTIONS_LIMIT: &str = "toolsize_connections_limit";
+pub(crate) const CONNECTIONS_LIMIT: &str = "toolsize_connections_limit";
 /// Connections the daemon closed or refused, by `listener` and `reason`.
-pub const CONNECTIONS_CLOSED: &str = "toolsize_connections_closed_total";
+pub(crate) const CONNECTIONS_CLOSED: &str = "toolsize_connections_closed_total";
 /// Age of the last snapshot.
 pub const SNAPSHOT_AGE: &str = "toolsize_snapshot_age_seconds";
 /// Snapshots written.
@@ -100,14 +101,14 @@ pub const SNAPSHOT_FAILURES: &str = "toolsize_snapshot_failures_total";
 /// Alert notifications, by sink (log, alertmanager, webhook) and outcome (success, failure).
 pub const ALERT_NOTIFICATIONS: &str = "toolsize_alert_notifications_total";
 /// Alerts the daemon holds firing, by `alertname` and `severity` (every enabled rule, 0 when quiet).
-pub const ALERTS_FIRING: &str = "toolsize_alerts_firing";
+pub(crate) const ALERTS_FIRING: &str = "toolsize_alerts_firing";
 /// Alert rule matches dropped (alert queue full, or too many alerts held).
 pub const ALERT_EVENTS_DROPPED: &str = "toolsize_alert_events_dropped_total";
 /// Alert rule matches, by rule (`alertname`) and `outcome` (sent, merged, deferred, dropped).
 pub const ALERT_MATCHES: &str = "toolsize_alert_matches_total";
 
 /// Escapes a label value for the text format (borrowed when nothing needs escaping).
-pub fn escape(v: &str) -> Cow<'_, str> {
+pub(crate) fn escape(v: &str) -> Cow<'_, str> {
     if !v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
         return Cow::Borrowed(v);
     }
@@ -133,7 +134,7 @@ fn f64_text(v: f64) -> String {
 
 /// The type of a metric family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A counter.
     Counter,
     /// A gauge.
@@ -155,7 +156,7 @@ impl Kind {
 
 /// A sample value: counts are written as integers in the text format, the rest as floats.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Value {
+pub(crate) enum Value {
     /// A count.
     Int(u64),
     /// Anything else.
@@ -164,7 +165,7 @@ pub enum Value {
 
 impl Value {
     /// As a float (what the protobuf exposition carries).
-    pub fn as_f64(self) -> f64 {
+    pub(crate) fn as_f64(self) -> f64 {
         match self {
             Value::Int(n) => n as f64,
             Value::Float(v) => v,
@@ -175,11 +176,11 @@ impl Value {
 /// A classic histogram's upper bounds (+Inf implied), as numbers and as the text of their `le`
 /// label (formatted once per scrape, not once per series).
 #[derive(Debug, Clone)]
-pub struct Bounds {
+pub(crate) struct Bounds {
     /// Upper bounds.
-    pub le: Vec<f64>,
+    pub(crate) le: Vec<f64>,
     /// Their `le` label values.
-    pub text: Vec<String>,
+    pub(crate) text: Vec<String>,
 }
 
 impl Bounds {
@@ -192,21 +193,21 @@ impl Bounds {
 /// One classic histogram of a series: non-cumulative counts per bound with +Inf last, and the
 /// sum; with the native buckets when the frame was captured with them.
 #[derive(Debug, Clone, Copy)]
-pub struct HistogramSample<'a> {
+pub(crate) struct HistogramSample<'a> {
     /// Bucket bounds.
-    pub bounds: &'a Bounds,
+    pub(crate) bounds: &'a Bounds,
     /// Non-cumulative counts, one per bound then +Inf.
-    pub counts: &'a [u64],
+    pub(crate) counts: &'a [u64],
     /// Sum of the values.
-    pub sum: Value,
+    pub(crate) sum: Value,
     /// The native histogram.
-    pub native: Option<&'a NativeBuckets>,
+    pub(crate) native: Option<&'a NativeBuckets>,
 }
 
 /// Where the families of an exposition are written: the text format ([`Text`]) or the
 /// protobuf one ([`crate::collector::read::exposition_proto::Proto`]). One description of the families
 /// ([`write_families`]) feeds both, so the formats cannot drift.
-pub trait Sink {
+pub(crate) trait Sink {
     /// Starts a family; the samples that follow belong to it.
     fn family(&mut self, name: &str, kind: Kind, help: &str);
     /// One sample of the open counter or gauge family: the labels of frame series `series`
@@ -217,7 +218,7 @@ pub trait Sink {
 }
 
 /// The text format: `# HELP`, `# TYPE`, then `name{labels} value` lines.
-pub struct Text {
+pub(crate) struct Text {
     out: String,
     name: String,
     labels: Vec<String>,
@@ -225,7 +226,7 @@ pub struct Text {
 
 impl Text {
     /// A text exposition of `frame`'s series.
-    pub fn new(frame: &Frame) -> Self {
+    pub(crate) fn new(frame: &Frame) -> Self {
         Self {
             out: String::with_capacity(4096 + frame.series.len() * 4096),
             name: String::new(),
@@ -244,7 +245,7 @@ impl Text {
     }
 
     /// The text.
-    pub fn finish(self) -> String {
+    pub(crate) fn finish(self) -> String {
         self.out
     }
 
@@ -304,27 +305,27 @@ impl Sink for Text {
 /// One series as `/metrics` shows it: its counters and bucket counts since start, and its
 /// quantiles per window, copied out of the aggregator.
 #[derive(Debug, Clone)]
-pub struct FrameSeries {
+pub(crate) struct FrameSeries {
     /// The series.
-    pub key: SeriesKey,
+    pub(crate) key: SeriesKey,
     /// Counters since start.
-    pub total: Counts,
+    pub(crate) total: Counts,
     /// Over-ceiling results by weakest layer.
-    pub over_ceiling: Vec<(String, u64)>,
+    pub(crate) over_ceiling: Vec<(String, u64)>,
     /// Non-cumulative size bucket counts, +Inf last.
-    pub size_buckets: Vec<u64>,
+    pub(crate) size_buckets: Vec<u64>,
     /// Non-cumulative latency bucket counts, +Inf last.
-    pub latency_buckets: Vec<u64>,
+    pub(crate) latency_buckets: Vec<u64>,
     /// Sum of result bytes.
-    pub size_sum: u64,
+    pub(crate) size_sum: u64,
     /// Sum of latencies, microseconds.
-    pub latency_sum_us: u64,
+    pub(crate) latency_sum_us: u64,
     /// Per window (the configured ones, then `all`): p50, p95, p99 bytes, latency p95 µs, max
     /// bytes; `None` when the window saw no call.
-    pub windows: Vec<Option<[u64; 5]>>,
+    pub(crate) windows: Vec<Option<[u64; 5]>>,
     /// Native buckets of the size (bytes) and latency (seconds) histograms since start, when
     /// captured for the protobuf exposition.
-    pub native: Option<Box<[NativeBuckets; 2]>>,
+    pub(crate) native: Option<Box<[NativeBuckets; 2]>>,
 }
 
 /// What `/metrics` needs of the aggregator's state, copied out at one instant so the exposition
@@ -332,26 +333,26 @@ pub struct FrameSeries {
 #[derive(Debug, Clone)]
 pub struct Frame {
     /// Series, sorted by key.
-    pub series: Vec<FrameSeries>,
+    pub(crate) series: Vec<FrameSeries>,
     /// The effective stack.
-    pub stack: Arc<Stack>,
+    pub(crate) stack: Arc<Stack>,
     /// Upper bounds of the size buckets.
-    pub size_bounds: Arc<[u64]>,
+    pub(crate) size_bounds: Arc<[u64]>,
     /// Window labels, then `all`.
-    pub windows: Vec<String>,
+    pub(crate) windows: Vec<String>,
     /// The cardinality cap.
-    pub max_series: usize,
+    pub(crate) max_series: usize,
     /// Records routed to the overflow series.
-    pub overflow_records: u64,
+    pub(crate) overflow_records: u64,
     /// Values clamped: (sizes, latencies).
-    pub clamped: [u64; 2],
+    pub(crate) clamped: [u64; 2],
     /// When it was captured, Unix seconds.
-    pub now: u64,
+    pub(crate) now: u64,
 }
 
 impl Frame {
     /// Copies what the text exposition shows of `state` at `now`.
-    pub fn capture(state: &State, now: u64) -> Self {
+    pub(crate) fn capture(state: &State, now: u64) -> Self {
         Self::capture_with(state, now, false)
     }
 
@@ -422,19 +423,24 @@ impl Frame {
 }
 
 /// Renders the whole text exposition of `state` at `now` (capture and render in one go).
-pub fn render(state: &State, stats: &SelfStats, now: u64) -> String {
-    render_frame(&Frame::capture(state, now), stats)
+pub fn render(state: &State, stats: &SelfStats, alerts: &AlertStats, now: u64) -> String {
+    render_frame(&Frame::capture(state, now), stats, alerts)
 }
 
 /// Renders the whole text exposition of a captured frame.
-pub fn render_frame(frame: &Frame, stats: &SelfStats) -> String {
+pub(crate) fn render_frame(frame: &Frame, stats: &SelfStats, alerts: &AlertStats) -> String {
     let mut text = Text::new(frame);
-    write_families(frame, stats, &mut text);
+    write_families(frame, stats, alerts, &mut text);
     text.finish()
 }
 
 /// Writes every family of the exposition of `frame` to `sink`.
-pub fn write_families(frame: &Frame, stats: &SelfStats, sink: &mut impl Sink) {
+pub(crate) fn write_families(
+    frame: &Frame,
+    stats: &SelfStats,
+    alerts: &AlertStats,
+    sink: &mut impl Sink,
+) {
     let now = frame.now;
     let all = || (0..frame.series.len()).zip(&frame.series);
 
@@ -704,7 +710,7 @@ pub fn write_families(frame: &Frame, stats: &SelfStats, sink: &mut impl Sink) {
             sink.sample(
                 None,
                 &[("sink", kind.as_str()), ("outcome", outcome)],
-                int(stats.alerts.notifications(kind, ok)),
+                int(alerts.notifications(kind, ok)),
             );
         }
     }
@@ -713,7 +719,7 @@ pub fn write_families(frame: &Frame, stats: &SelfStats, sink: &mut impl Sink) {
         Kind::Counter,
         "Alert rule matches dropped because the alert table was full.",
     );
-    sink.sample(None, &[], int(stats.alerts.events_dropped()));
+    sink.sample(None, &[], int(alerts.events_dropped()));
     sink.family(
         ALERT_MATCHES,
         Kind::Counter,
@@ -724,7 +730,7 @@ pub fn write_families(frame: &Frame, stats: &SelfStats, sink: &mut impl Sink) {
             sink.sample(
                 None,
                 &[("alertname", name), ("outcome", outcome.as_str())],
-                int(stats.alerts.matches(i, outcome)),
+                int(alerts.matches(i, outcome)),
             );
         }
     }
@@ -733,7 +739,7 @@ pub fn write_families(frame: &Frame, stats: &SelfStats, sink: &mut impl Sink) {
         Kind::Gauge,
         "Alerts the daemon holds firing, by rule and severity.",
     );
-    for ((name, severity), n) in stats.alerts.firing() {
+    for ((name, severity), n) in alerts.firing() {
         sink.sample(
             None,
             &[("alertname", &name), ("severity", &severity)],

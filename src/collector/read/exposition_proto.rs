@@ -22,6 +22,7 @@
 //! here also reads each series' native buckets out of its HDR histograms); the encoding runs on
 //! the admin handler's blocking thread.
 
+use crate::collector::alerts::AlertStats;
 use crate::collector::read::exposition::{
     write_families, Frame, HistogramSample, Kind, Sink, Value,
 };
@@ -30,11 +31,11 @@ use crate::collector::state::State;
 use crate::collector::SelfStats;
 
 /// Content type of the protobuf exposition (delimited `MetricFamily` messages).
-pub const CONTENT_TYPE: &str =
+pub(crate) const CONTENT_TYPE: &str =
     "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; encoding=delimited";
 
 /// Whether an `Accept` header asks for the protobuf exposition.
-pub fn wants_protobuf(accept: &str) -> bool {
+pub(crate) fn wants_protobuf(accept: &str) -> bool {
     accept.split(',').any(|part| {
         let mut fields = part.split(';').map(str::trim);
         if fields.next() != Some("application/vnd.google.protobuf") {
@@ -54,89 +55,89 @@ pub fn wants_protobuf(accept: &str) -> bool {
 }
 
 /// `io.prometheus.client` messages (proto2: every scalar optional), only the fields used here.
-pub mod pb {
+pub(crate) mod pb {
     #![allow(missing_docs)]
     use prost::Message;
 
     #[derive(Clone, PartialEq, Message)]
-    pub struct LabelPair {
+    pub(crate) struct LabelPair {
         #[prost(string, optional, tag = "1")]
-        pub name: Option<String>,
+        pub(crate) name: Option<String>,
         #[prost(string, optional, tag = "2")]
-        pub value: Option<String>,
+        pub(crate) value: Option<String>,
     }
     #[derive(Clone, PartialEq, Message)]
-    pub struct Gauge {
+    pub(crate) struct Gauge {
         #[prost(double, optional, tag = "1")]
-        pub value: Option<f64>,
+        pub(crate) value: Option<f64>,
     }
     #[derive(Clone, PartialEq, Message)]
-    pub struct Counter {
+    pub(crate) struct Counter {
         #[prost(double, optional, tag = "1")]
-        pub value: Option<f64>,
+        pub(crate) value: Option<f64>,
     }
     #[derive(Clone, PartialEq, Message)]
-    pub struct Untyped {
+    pub(crate) struct Untyped {
         #[prost(double, optional, tag = "1")]
-        pub value: Option<f64>,
+        pub(crate) value: Option<f64>,
     }
     #[derive(Clone, PartialEq, Message)]
-    pub struct Bucket {
+    pub(crate) struct Bucket {
         #[prost(uint64, optional, tag = "1")]
-        pub cumulative_count: Option<u64>,
+        pub(crate) cumulative_count: Option<u64>,
         #[prost(double, optional, tag = "2")]
-        pub upper_bound: Option<f64>,
+        pub(crate) upper_bound: Option<f64>,
     }
     #[derive(Clone, PartialEq, Message)]
-    pub struct BucketSpan {
+    pub(crate) struct BucketSpan {
         #[prost(sint32, optional, tag = "1")]
-        pub offset: Option<i32>,
+        pub(crate) offset: Option<i32>,
         #[prost(uint32, optional, tag = "2")]
-        pub length: Option<u32>,
+        pub(crate) length: Option<u32>,
     }
     #[derive(Clone, PartialEq, Message)]
-    pub struct Histogram {
+    pub(crate) struct Histogram {
         #[prost(uint64, optional, tag = "1")]
-        pub sample_count: Option<u64>,
+        pub(crate) sample_count: Option<u64>,
         #[prost(double, optional, tag = "2")]
-        pub sample_sum: Option<f64>,
+        pub(crate) sample_sum: Option<f64>,
         #[prost(message, repeated, tag = "3")]
-        pub bucket: Vec<Bucket>,
+        pub(crate) bucket: Vec<Bucket>,
         #[prost(sint32, optional, tag = "5")]
-        pub schema: Option<i32>,
+        pub(crate) schema: Option<i32>,
         #[prost(double, optional, tag = "6")]
-        pub zero_threshold: Option<f64>,
+        pub(crate) zero_threshold: Option<f64>,
         #[prost(uint64, optional, tag = "7")]
-        pub zero_count: Option<u64>,
+        pub(crate) zero_count: Option<u64>,
         #[prost(message, repeated, tag = "12")]
-        pub positive_span: Vec<BucketSpan>,
+        pub(crate) positive_span: Vec<BucketSpan>,
         #[prost(sint64, repeated, packed = "true", tag = "13")]
-        pub positive_delta: Vec<i64>,
+        pub(crate) positive_delta: Vec<i64>,
     }
     #[derive(Clone, PartialEq, Message)]
-    pub struct Metric {
+    pub(crate) struct Metric {
         #[prost(message, repeated, tag = "1")]
-        pub label: Vec<LabelPair>,
+        pub(crate) label: Vec<LabelPair>,
         #[prost(message, optional, tag = "2")]
-        pub gauge: Option<Gauge>,
+        pub(crate) gauge: Option<Gauge>,
         #[prost(message, optional, tag = "3")]
-        pub counter: Option<Counter>,
+        pub(crate) counter: Option<Counter>,
         #[prost(message, optional, tag = "5")]
-        pub untyped: Option<Untyped>,
+        pub(crate) untyped: Option<Untyped>,
         #[prost(message, optional, tag = "7")]
-        pub histogram: Option<Histogram>,
+        pub(crate) histogram: Option<Histogram>,
     }
     /// `MetricType`: COUNTER 0, GAUGE 1, SUMMARY 2, UNTYPED 3, HISTOGRAM 4.
     #[derive(Clone, PartialEq, Message)]
-    pub struct MetricFamily {
+    pub(crate) struct MetricFamily {
         #[prost(string, optional, tag = "1")]
-        pub name: Option<String>,
+        pub(crate) name: Option<String>,
         #[prost(string, optional, tag = "2")]
-        pub help: Option<String>,
+        pub(crate) help: Option<String>,
         #[prost(int32, optional, tag = "3")]
         pub r#type: Option<i32>,
         #[prost(message, repeated, tag = "4")]
-        pub metric: Vec<Metric>,
+        pub(crate) metric: Vec<Metric>,
     }
 }
 
@@ -147,22 +148,22 @@ const UNTYPED: i32 = 3;
 const HISTOGRAM: i32 = 4;
 
 /// Renders the whole protobuf exposition of `state` at `now` (capture and render in one go).
-pub fn render(state: &State, stats: &SelfStats, now: u64) -> Vec<u8> {
-    render_frame(&Frame::capture_with(state, now, true), stats)
+pub fn render(state: &State, stats: &SelfStats, alerts: &AlertStats, now: u64) -> Vec<u8> {
+    render_frame(&Frame::capture_with(state, now, true), stats, alerts)
 }
 
 /// Renders the whole protobuf exposition of a frame captured with its native buckets
 /// ([`Frame::capture_with`]); without them the histograms carry only the classic buckets.
-pub fn render_frame(frame: &Frame, stats: &SelfStats) -> Vec<u8> {
+pub(crate) fn render_frame(frame: &Frame, stats: &SelfStats, alerts: &AlertStats) -> Vec<u8> {
     let mut proto = Proto::new(frame);
-    write_families(frame, stats, &mut proto);
+    write_families(frame, stats, alerts, &mut proto);
     proto.finish()
 }
 
 /// The protobuf exposition: each family one length-delimited `MetricFamily`, each metric
 /// encoded once as it is written (no message tree is built: encoding a whole family at once
 /// sizes every nested message again at each level), each series' label pairs encoded once.
-pub struct Proto {
+pub(crate) struct Proto {
     out: Vec<u8>,
     family: Vec<u8>,
     metric: Vec<u8>,
@@ -173,7 +174,7 @@ pub struct Proto {
 
 impl Proto {
     /// A protobuf exposition of `frame`'s series.
-    pub fn new(frame: &Frame) -> Self {
+    pub(crate) fn new(frame: &Frame) -> Self {
         let mut pair = Vec::new();
         let labels = frame
             .series
@@ -197,7 +198,7 @@ impl Proto {
     }
 
     /// The delimited messages.
-    pub fn finish(mut self) -> Vec<u8> {
+    pub(crate) fn finish(mut self) -> Vec<u8> {
         self.flush();
         self.out
     }
@@ -484,8 +485,8 @@ mod tests {
     fn both_formats_hold_the_same_samples() {
         let (state, stats) = (state(), SelfStats::default());
         let frame = Frame::capture_with(&state, 1_700_000_100, true);
-        let text = super::super::exposition::render_frame(&frame, &stats);
-        let proto = decode(&render_frame(&frame, &stats));
+        let text = super::super::exposition::render_frame(&frame, &stats, &AlertStats::default());
+        let proto = decode(&render_frame(&frame, &stats, &AlertStats::default()));
         let parsed = parse_text(&text);
         assert_eq!(proto.len(), parsed.len());
         assert!(proto.len() > 30);
@@ -537,6 +538,7 @@ mod tests {
         let proto = decode(&render_frame(
             &Frame::capture(&state, 1_700_000_100),
             &stats,
+            &AlertStats::default(),
         ));
         let size = proto
             .iter()

@@ -5,7 +5,7 @@
 pub mod api;
 pub mod exposition;
 pub mod exposition_proto;
-pub mod views;
+pub(crate) mod views;
 
 use tokio::sync::oneshot;
 
@@ -14,7 +14,7 @@ use views::{HistoryView, ToolView, ToolsView};
 
 /// A question for the aggregator.
 #[derive(Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// `/api/v1/tools`.
     Tools {
         /// Window label.

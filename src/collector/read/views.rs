@@ -8,120 +8,120 @@ use crate::collector::state::{Largest, OverCeiling, Point, SeriesKey, State, Sta
 
 /// One row of `/api/v1/tools`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolRow {
+pub(crate) struct ToolRow {
     /// Service.
-    pub service: String,
+    pub(crate) service: String,
     /// Tool.
-    pub tool: String,
+    pub(crate) tool: String,
     /// Calls.
-    pub count: u64,
+    pub(crate) count: u64,
     /// Calls with a known size.
-    pub sized: u64,
+    pub(crate) sized: u64,
     /// Result bytes, median.
-    pub p50: u64,
+    pub(crate) p50: u64,
     /// Result bytes, 95th percentile.
-    pub p95: u64,
+    pub(crate) p95: u64,
     /// Result bytes, 99th percentile.
-    pub p99: u64,
+    pub(crate) p99: u64,
     /// Largest result bytes.
-    pub max: u64,
+    pub(crate) max: u64,
     /// Failed calls.
-    pub errors: u64,
+    pub(crate) errors: u64,
     /// Results the tool reported truncated.
-    pub truncated: u64,
+    pub(crate) truncated: u64,
     /// Results cut upstream (size is a lower bound).
-    pub truncated_upstream: u64,
+    pub(crate) truncated_upstream: u64,
     /// Successful calls of unknown size.
-    pub unknown_size: u64,
+    pub(crate) unknown_size: u64,
     /// Sizes measured by the tool.
-    pub measured: u64,
+    pub(crate) measured: u64,
     /// Sizes derived from content, counted as recorded.
-    pub derived: u64,
+    pub(crate) derived: u64,
     /// Sizes derived from content with the tracer's envelope removed.
-    pub unwrapped: u64,
+    pub(crate) unwrapped: u64,
     /// Of `unwrapped`, those of a JSON result inside the envelope, measured re-serialised
     /// compactly: approximate (the framework's own serialisation may differ in spacing).
     #[serde(default)]
-    pub unwrapped_approximate: u64,
+    pub(crate) unwrapped_approximate: u64,
     /// Sizes that are lower bounds (the content showed an upstream cut).
-    pub lower_bound: u64,
+    pub(crate) lower_bound: u64,
     /// The attribute value length limit results were seen cut at, configured or learned from
     /// the data (characters or UTF-16 units); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upstream_limit: Option<u64>,
+    pub(crate) upstream_limit: Option<u64>,
     /// Latency, 95th percentile, milliseconds.
-    pub latency_p95_ms: f64,
+    pub(crate) latency_p95_ms: f64,
 }
 
 /// `/api/v1/tools`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolsView {
+pub(crate) struct ToolsView {
     /// The window: a configured label or `all`.
-    pub window: String,
+    pub(crate) window: String,
     /// The configured windows' labels, shortest first (`all` is always accepted too).
-    pub windows: Vec<String>,
+    pub(crate) windows: Vec<String>,
     /// Rows sorted by service then tool.
-    pub tools: Vec<ToolRow>,
+    pub(crate) tools: Vec<ToolRow>,
 }
 
 /// One series of `/api/v1/tools/{tool}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolDetail {
+pub(crate) struct ToolDetail {
     /// The summary row.
     #[serde(flatten)]
-    pub row: ToolRow,
+    pub(crate) row: ToolRow,
     /// Largest recent results.
-    pub largest: Vec<Largest>,
+    pub(crate) largest: Vec<Largest>,
     /// Most repeated argument hashes.
-    pub top_args: Vec<TopArgs>,
+    pub(crate) top_args: Vec<TopArgs>,
     /// Results over a ceiling since start, by the weakest layer that cut them.
-    pub over_ceiling: Vec<OverCeilingCount>,
+    pub(crate) over_ceiling: Vec<OverCeilingCount>,
     /// The most recent over-ceiling results (at most [`OVER_CEILING_RECENT`](crate::collector::state::OVER_CEILING_RECENT)), newest first.
-    pub recent_over_ceiling: Vec<OverCeiling>,
+    pub(crate) recent_over_ceiling: Vec<OverCeiling>,
     /// Results of known size in the window per classic size bucket (the bounds of
     /// `toolsize_tool_result_size_bytes`, counted from the window's histogram), empty buckets
     /// included; the last bucket has no upper bound.
-    pub size_distribution: Vec<Bucket>,
+    pub(crate) size_distribution: Vec<Bucket>,
 }
 
 /// One bucket of a size distribution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     /// Upper bound, bytes (inclusive); `None` for the last, unbounded bucket.
-    pub le: Option<u64>,
+    pub(crate) le: Option<u64>,
     /// Results in the bucket.
-    pub count: u64,
+    pub(crate) count: u64,
 }
 
 /// Over-ceiling results of one layer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OverCeilingCount {
+pub(crate) struct OverCeilingCount {
     /// The layer id.
-    pub layer: String,
+    pub(crate) layer: String,
     /// Results whose weakest cutting layer it was.
-    pub count: u64,
+    pub(crate) count: u64,
 }
 
 /// A repeated arguments hash.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TopArgs {
+pub(crate) struct TopArgs {
     /// The hash.
-    pub args_hash: String,
+    pub(crate) args_hash: String,
     /// Calls (upper bound).
-    pub count: u64,
+    pub(crate) count: u64,
     /// Largest result with it.
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
 }
 
 /// `/api/v1/tools/{tool}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolView {
+pub(crate) struct ToolView {
     /// The window.
-    pub window: String,
+    pub(crate) window: String,
     /// The tool.
-    pub tool: String,
+    pub(crate) tool: String,
     /// One entry per service that called it.
-    pub series: Vec<ToolDetail>,
+    pub(crate) series: Vec<ToolDetail>,
 }
 
 fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
@@ -150,7 +150,7 @@ fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
 
 impl State {
     /// The `/api/v1/tools` view.
-    pub fn tools_view(
+    pub(crate) fn tools_view(
         &self,
         window: Option<&str>,
         service: Option<&str>,
@@ -177,7 +177,7 @@ impl State {
     }
 
     /// The `/api/v1/tools/{tool}` view; `Ok(None)` when no series has that tool.
-    pub fn tool_view(
+    pub(crate) fn tool_view(
         &self,
         tool: &str,
         window: Option<&str>,
@@ -260,24 +260,24 @@ impl State {
 
 /// The history of one series.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SeriesHistory {
+pub(crate) struct SeriesHistory {
     /// Service.
-    pub service: String,
+    pub(crate) service: String,
     /// Points, oldest first; the last one is the slot still open.
-    pub points: Vec<Point>,
+    pub(crate) points: Vec<Point>,
 }
 
 /// `/api/v1/tools/{tool}/history`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistoryView {
+pub(crate) struct HistoryView {
     /// Tool name.
-    pub tool: String,
+    pub(crate) tool: String,
     /// Seconds between points: the slot length of the shortest window.
-    pub resolution_secs: u64,
+    pub(crate) resolution_secs: u64,
     /// How far back points go: the longest window.
-    pub retention_secs: u64,
+    pub(crate) retention_secs: u64,
     /// One entry per matching series, sorted by service.
-    pub series: Vec<SeriesHistory>,
+    pub(crate) series: Vec<SeriesHistory>,
 }
 
 impl State {
@@ -293,7 +293,12 @@ impl State {
     }
 
     /// The `/api/v1/tools/{tool}/history` view (`None` when the tool has no series).
-    pub fn history_view(&self, tool: &str, service: Option<&str>, now: u64) -> Option<HistoryView> {
+    pub(crate) fn history_view(
+        &self,
+        tool: &str,
+        service: Option<&str>,
+        now: u64,
+    ) -> Option<HistoryView> {
         let keys = self.keys_of(tool, service);
         if keys.is_empty() {
             return None;

@@ -26,17 +26,17 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// Significant decimal digits kept by the result size histograms.
-pub const SIGFIG: u8 = 2;
+pub(crate) const SIGFIG: u8 = 2;
 /// Significant decimal digits kept by the latency histograms.
-pub const LATENCY_SIGFIG: u8 = 1;
+pub(crate) const LATENCY_SIGFIG: u8 = 1;
 /// Lowest discernible result size, bytes: sizes under 1 KiB are resolved to 4 bytes (1 % of
 /// 400 bytes), which saves two power-of-two buckets (1 KiB) per size histogram. No layer cuts
 /// under 200 units.
-pub const SIZE_RESOLUTION: u64 = 4;
+pub(crate) const SIZE_RESOLUTION: u64 = 4;
 /// Largest result size tracked: 1 GiB. Larger values are clamped and counted.
-pub const MAX_BYTES: u64 = 1 << 30;
+pub(crate) const MAX_BYTES: u64 = 1 << 30;
 /// Largest latency tracked: one hour, in microseconds. Larger values are clamped and counted.
-pub const MAX_LATENCY_US: u64 = 3_600 * 1_000_000;
+pub(crate) const MAX_LATENCY_US: u64 = 3_600 * 1_000_000;
 
 /// Bytes of counts of one size histogram plus one latency histogram, each grown to its ceiling.
 pub fn max_histogram_bytes() -> usize {
@@ -61,7 +61,7 @@ fn empty(sigfig: u8) -> Histogram<u32> {
 
 /// An HDR histogram with a fixed ceiling and a count of clamped values.
 #[derive(Debug, Clone)]
-pub struct Hist {
+pub(crate) struct Hist {
     h: Option<Box<Histogram<u32>>>,
     sigfig: u8,
     ceiling: u64,
@@ -72,17 +72,17 @@ pub struct Hist {
 impl Hist {
     /// An empty histogram of result sizes clamping at `ceiling` ([`SIGFIG`] digits; nothing
     /// allocated until the first value).
-    pub fn new(ceiling: u64) -> Self {
+    pub(crate) fn new(ceiling: u64) -> Self {
         Self::with_sigfig(ceiling, SIGFIG)
     }
 
     /// An empty latency histogram clamping at `ceiling` ([`LATENCY_SIGFIG`] digit).
-    pub fn latency(ceiling: u64) -> Self {
+    pub(crate) fn latency(ceiling: u64) -> Self {
         Self::with_sigfig(ceiling, LATENCY_SIGFIG)
     }
 
     /// An empty histogram keeping `sigfig` significant digits.
-    pub fn with_sigfig(ceiling: u64, sigfig: u8) -> Self {
+    pub(crate) fn with_sigfig(ceiling: u64, sigfig: u8) -> Self {
         Self {
             h: None,
             sigfig,
@@ -99,7 +99,7 @@ impl Hist {
 
     /// Records one value, clamping it to the ceiling (and counting it); the exact value still
     /// counts for [`Hist::max`].
-    pub fn record(&mut self, v: u64) {
+    pub(crate) fn record(&mut self, v: u64) {
         self.max_seen = self.max_seen.max(v);
         let v = if v > self.ceiling {
             self.clamped += 1;
@@ -112,7 +112,7 @@ impl Hist {
     }
 
     /// Adds every value of `other`.
-    pub fn add(&mut self, other: &Hist) {
+    pub(crate) fn add(&mut self, other: &Hist) {
         if let Some(o) = &other.h {
             if self.ceiling >= other.ceiling {
                 // Every value of `other` is within our ceiling: a saturating sum (it grows the
@@ -131,29 +131,26 @@ impl Hist {
     }
 
     /// Values recorded.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.h.as_ref().map_or(0, |h| h.len())
     }
 
-    /// True when nothing was recorded.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
+    #[cfg(test)]
     /// Values clamped to the ceiling.
-    pub fn clamped(&self) -> u64 {
+    pub(crate) fn clamped(&self) -> u64 {
         self.clamped
     }
 
+    #[cfg(test)]
     /// Bytes held by the counts (0 until the first value).
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         self.h
             .as_ref()
             .map_or(0, |h| h.distinct_values() * std::mem::size_of::<u32>())
     }
 
     /// The value at quantile `q` (0..=1), within the stated precision; 0 when empty.
-    pub fn quantile(&self, q: f64) -> u64 {
+    pub(crate) fn quantile(&self, q: f64) -> u64 {
         match &self.h {
             Some(h) if !h.is_empty() => {
                 // The middle of the bucket halves the worst-case error (≤ 1/256); no quantile
@@ -167,14 +164,14 @@ impl Hist {
     }
 
     /// The largest value recorded, exact (not clamped); 0 when empty.
-    pub fn max(&self) -> u64 {
+    pub(crate) fn max(&self) -> u64 {
         self.max_seen
     }
 
     /// Non-cumulative counts of the recorded values per classic bucket with upper bounds
     /// `bounds` (sorted), plus the `+Inf` bucket last. A value lands by its HDR bucket's middle,
     /// so one within the stated precision of a bound may land on the other side of it.
-    pub fn bucket_counts(&self, bounds: &[u64]) -> Vec<u64> {
+    pub(crate) fn bucket_counts(&self, bounds: &[u64]) -> Vec<u64> {
         let mut counts = vec![0; bounds.len() + 1];
         if let Some(h) = &self.h {
             for v in h.iter_recorded() {
@@ -190,7 +187,7 @@ impl Hist {
     /// histogram buckets of the protobuf exposition.
     /// The lowest bucket (`[0, SIZE_RESOLUTION)` for sizes) is reported as 0, so empty results
     /// land in a native histogram's zero bucket.
-    pub fn for_each_bucket(&self, mut f: impl FnMut(u64, u64)) {
+    pub(crate) fn for_each_bucket(&self, mut f: impl FnMut(u64, u64)) {
         if let Some(h) = &self.h {
             for v in h.iter_recorded() {
                 let at = v.value_iterated_to();
@@ -205,7 +202,7 @@ impl Hist {
     }
 
     /// A serializable form: (value, count) of every non-empty bucket.
-    pub fn to_snapshot(&self) -> HistSnapshot {
+    pub(crate) fn to_snapshot(&self) -> HistSnapshot {
         HistSnapshot {
             ceiling: self.ceiling,
             clamped: self.clamped,
@@ -221,7 +218,7 @@ impl Hist {
 
     /// Rebuilds a histogram from [`Hist::to_snapshot`] with the current `ceiling` (a snapshot
     /// written with a higher one is clamped to it); each value lands in its own bucket.
-    pub fn from_snapshot(s: &HistSnapshot, ceiling: u64, sigfig: u8) -> Self {
+    pub(crate) fn from_snapshot(s: &HistSnapshot, ceiling: u64, sigfig: u8) -> Self {
         let mut h = Self::with_sigfig(ceiling, sigfig);
         for &(v, n) in &s.buckets {
             let n = u32::try_from(n).unwrap_or(u32::MAX);
@@ -235,7 +232,7 @@ impl Hist {
 
 /// Serialized [`Hist`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HistSnapshot {
+pub(crate) struct HistSnapshot {
     ceiling: u64,
     clamped: u64,
     max_seen: u64,
@@ -244,30 +241,30 @@ pub struct HistSnapshot {
 
 /// Native histogram schema: bucket bounds are powers of 2^(2^-6), 64 buckets per power of two,
 /// each 1.09 % wide. Schema 5 (2.2 % wide) could miss the 2 % fleet p95 goal by up to its width.
-pub const NATIVE_SCHEMA: i32 = 6;
+pub(crate) const NATIVE_SCHEMA: i32 = 6;
 
 /// Width of the native zero bucket: values at most this (0 bytes, 0 seconds) land there. Positive
 /// so that a histogram with no observations yet is still read as native (client_golang's default).
-pub const NATIVE_ZERO_THRESHOLD: f64 = 2.938_735_877_055_719e-39;
+pub(crate) const NATIVE_ZERO_THRESHOLD: f64 = 2.938_735_877_055_719e-39;
 
 /// A native (sparse, exponential) histogram's buckets, of schema [`NATIVE_SCHEMA`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NativeBuckets {
+pub(crate) struct NativeBuckets {
     /// Observations in the zero bucket.
-    pub zero: u64,
+    pub(crate) zero: u64,
     /// (bucket index, count) of every non-empty bucket, by index.
-    pub buckets: Vec<(i32, u64)>,
+    pub(crate) buckets: Vec<(i32, u64)>,
 }
 
 /// The native bucket index of `v` > 0: bucket `i` holds (2^((i-1)/64), 2^(i/64)].
-pub fn native_index(v: f64) -> i32 {
+pub(crate) fn native_index(v: f64) -> i32 {
     (v.log2() * f64::from(1u32 << NATIVE_SCHEMA)).ceil() as i32
 }
 
 impl Hist {
     /// The native histogram buckets of the values × `scale`: what the protobuf exposition sends
     /// beside the classic buckets.
-    pub fn native_buckets(&self, scale: f64) -> NativeBuckets {
+    pub(crate) fn native_buckets(&self, scale: f64) -> NativeBuckets {
         let mut out = NativeBuckets::default();
         self.for_each_bucket(|v, n| {
             let x = v as f64 * scale;

@@ -31,8 +31,8 @@ use crate::collector::state::histogram::{Hist, MAX_BYTES, MAX_LATENCY_US};
 use crate::layers::{Cut, Stack};
 
 /// Time slots per sliding window.
-pub const SLOTS_PER_WINDOW: u64 = 5;
-pub use crate::collector::ingest::recognize::OVERFLOW;
+pub(crate) const SLOTS_PER_WINDOW: u64 = 5;
+pub(crate) use crate::collector::ingest::recognize::OVERFLOW;
 /// Upper bounds of the classic `toolsize_tool_result_size_bytes` buckets (bytes), before the
 /// stack's ceilings are added ([`size_bounds`]).
 ///
@@ -41,7 +41,7 @@ pub use crate::collector::ingest::recognize::OVERFLOW;
 /// two) from 4 KiB to 1 MiB, where layer ceilings live, and half-octave (×1.5) below and above.
 /// `tests/fleet_p95.rs` measures the fleet p95 Prometheus computes from them against the exact
 /// one (within 1.5 % on its workload; up to 80 % on the previous 15-bucket layout).
-pub const SIZE_BUCKETS: &[u64] = &[
+pub(crate) const SIZE_BUCKETS: &[u64] = &[
     256, 384, 512, 768, 1_024, 1_536, 2_048, 3_072, 4_096, 5_120, 6_144, 7_168, 8_192, 10_240,
     12_288, 14_336, 16_384, 20_480, 24_576, 28_672, 32_768, 40_960, 49_152, 57_344, 65_536, 81_920,
     98_304, 114_688, 131_072, 163_840, 196_608, 229_376, 262_144, 327_680, 393_216, 458_752,
@@ -54,9 +54,10 @@ pub const SIZE_BUCKETS: &[u64] = &[
 /// and 110 %, so "over the ceiling by how much" is too. Without them, results bunched just over
 /// a 16 KiB ceiling fall in (16384, 20480] and Prometheus puts their p95 up to 19 % too high
 /// (`tests/fleet_native.rs` measures it).
-pub const NEAR_CEILING_BOUNDS: &[(u64, u64)] = &[(4, 5), (9, 10), (41, 40), (21, 20), (11, 10)];
+pub(crate) const NEAR_CEILING_BOUNDS: &[(u64, u64)] =
+    &[(4, 5), (9, 10), (41, 40), (21, 20), (11, 10)];
 /// Over-ceiling results kept per series for `/api/v1/tools/{tool}`, most recent last.
-pub const OVER_CEILING_RECENT: usize = 20;
+pub(crate) const OVER_CEILING_RECENT: usize = 20;
 
 /// [`SIZE_BUCKETS`] with every byte limit of `stack` added, and the bounds just under and over
 /// it of [`NEAR_CEILING_BOUNDS`], sorted and deduplicated: the classic histogram can then answer
@@ -83,7 +84,7 @@ pub fn size_bounds(stack: &Stack) -> Vec<u64> {
 }
 
 /// Upper bounds of the classic `toolsize_tool_call_duration_seconds` buckets, in microseconds.
-pub const LATENCY_BUCKETS_US: &[u64] = &[
+pub(crate) const LATENCY_BUCKETS_US: &[u64] = &[
     1_000, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
     5_000_000, 10_000_000, 30_000_000, 60_000_000,
 ];
@@ -91,7 +92,7 @@ pub const LATENCY_BUCKETS_US: &[u64] = &[
 /// A fast keyed hasher (the FxHash mix) for the aggregator's maps, seeded per process so tool
 /// names cannot be chosen to collide. SipHash was a visible share of the per-span cost.
 #[derive(Debug, Clone, Copy)]
-pub struct FxBuild(u64);
+pub(crate) struct FxBuild(u64);
 
 impl Default for FxBuild {
     fn default() -> Self {
@@ -113,7 +114,7 @@ impl std::hash::BuildHasher for FxBuild {
 
 /// The hasher of [`FxBuild`].
 #[derive(Debug, Clone, Copy)]
-pub struct FxHasher(u64);
+pub(crate) struct FxHasher(u64);
 
 impl FxHasher {
     #[inline]
@@ -152,31 +153,31 @@ impl std::hash::Hasher for FxHasher {
 
 /// A (service, tool) pair.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct SeriesKey {
+pub(crate) struct SeriesKey {
     /// `service.name`.
-    pub service: String,
+    pub(crate) service: String,
     /// Tool name.
-    pub tool: String,
+    pub(crate) tool: String,
 }
 
 /// One recorded result as an observer sees it: its series and the verdict the aggregator
 /// computed once for it.
 #[derive(Debug)]
-pub struct Observed<'a> {
+pub(crate) struct Observed<'a> {
     /// The series it was added to.
-    pub key: &'a SeriesKey,
+    pub(crate) key: &'a SeriesKey,
     /// The series' id, stable for the life of the process (a cheap key for observers' maps).
-    pub series: u32,
+    pub(crate) series: u32,
     /// The record.
-    pub record: &'a ToolRecord,
+    pub(crate) record: &'a ToolRecord,
     /// The weakest layer that cuts it, with its index in the stack, when one does.
-    pub over: Option<(usize, Cut<'a>)>,
+    pub(crate) over: Option<(usize, Cut<'a>)>,
     /// When it was recorded, Unix milliseconds.
-    pub now_ms: u64,
+    pub(crate) now_ms: u64,
 }
 
 /// Something told about every recorded result; the seam where alert rules plug in.
-pub trait ResultObserver: Send + 'static {
+pub(crate) trait ResultObserver: Send + 'static {
     /// Called once per tool record, after it was added to its series.
     fn observe(&mut self, seen: &Observed<'_>);
 
@@ -196,37 +197,37 @@ pub trait ResultObserver: Send + 'static {
 
 /// The counters of one series over one period.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// Tool calls.
-    pub calls: u64,
+    pub(crate) calls: u64,
     /// Failed calls.
-    pub errors: u64,
+    pub(crate) errors: u64,
     /// Results the tool reported truncated.
-    pub truncated: u64,
+    pub(crate) truncated: u64,
     /// Results that show an upstream cut.
-    pub truncated_upstream: u64,
+    pub(crate) truncated_upstream: u64,
     /// Successful calls whose size is unknown.
-    pub unknown_size: u64,
+    pub(crate) unknown_size: u64,
     /// Sizes measured by the tool.
-    pub measured: u64,
+    pub(crate) measured: u64,
     /// Sizes derived from content, counted as recorded.
-    pub derived: u64,
+    pub(crate) derived: u64,
     /// Sizes derived from content with the tracer's envelope removed.
     #[serde(default)]
-    pub unwrapped: u64,
+    pub(crate) unwrapped: u64,
     /// Sizes that are lower bounds (the content showed an upstream cut).
     #[serde(default)]
-    pub lower_bound: u64,
+    pub(crate) lower_bound: u64,
     /// Of the unwrapped sizes, those of a JSON result re-serialised (approximate).
     #[serde(default)]
-    pub unwrapped_approximate: u64,
+    pub(crate) unwrapped_approximate: u64,
     /// Results over the ceiling of a layer.
     #[serde(default)]
-    pub over_ceiling: u64,
+    pub(crate) over_ceiling: u64,
     /// The largest attribute value length limit results were seen cut at (configured or
     /// learned), characters or UTF-16 units.
     #[serde(default)]
-    pub upstream_limit: Option<u64>,
+    pub(crate) upstream_limit: Option<u64>,
 }
 
 impl Counts {
@@ -286,13 +287,13 @@ impl Counts {
 /// Counters and histograms of one series over one period. The counters read as fields
 /// (`stats.calls`) through [`Counts`].
 #[derive(Debug, Clone)]
-pub struct Stats {
+pub(crate) struct Stats {
     /// The counters.
-    pub counts: Counts,
+    pub(crate) counts: Counts,
     /// Result bytes.
-    pub size: Hist,
+    pub(crate) size: Hist,
     /// Latency, microseconds.
-    pub latency: Hist,
+    pub(crate) latency: Hist,
 }
 
 impl std::ops::Deref for Stats {
@@ -331,34 +332,34 @@ impl Stats {
 /// One point of a series' history: one slot of the shortest window, summarised when it closed.
 /// Kept in 48 bytes: 32-bit counts and sizes (a size past 4 GiB reads as 4 GiB).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Point {
+pub(crate) struct Point {
     /// Start of the slot, Unix seconds.
-    pub at_unix: u64,
+    pub(crate) at_unix: u64,
     /// Tool calls.
-    pub count: u32,
+    pub(crate) count: u32,
     /// Results of known size.
-    pub sized: u32,
+    pub(crate) sized: u32,
     /// Median result bytes.
-    pub p50: u32,
+    pub(crate) p50: u32,
     /// 95th percentile result bytes.
-    pub p95: u32,
+    pub(crate) p95: u32,
     /// 99th percentile result bytes.
-    pub p99: u32,
+    pub(crate) p99: u32,
     /// Largest result bytes.
-    pub max: u32,
+    pub(crate) max: u32,
     /// Failed calls.
-    pub errors: u32,
+    pub(crate) errors: u32,
     /// Results the tool reported truncated.
-    pub truncated: u32,
+    pub(crate) truncated: u32,
     /// Results that showed an upstream cut.
-    pub truncated_upstream: u32,
+    pub(crate) truncated_upstream: u32,
     /// Results over the ceiling of a layer.
-    pub over_ceiling: u32,
+    pub(crate) over_ceiling: u32,
 }
 
 impl Point {
     /// The point of a slot starting at `at_unix`.
-    pub fn of(at_unix: u64, s: &Stats) -> Self {
+    pub(crate) fn of(at_unix: u64, s: &Stats) -> Self {
         let n = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         Self {
             at_unix,
@@ -449,74 +450,74 @@ impl Ring {
 
 /// One result among the largest recent ones.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Largest {
+pub(crate) struct Largest {
     /// Bytes.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Trace id, hex.
-    pub trace_id: String,
+    pub(crate) trace_id: String,
     /// Span id, hex.
-    pub span_id: String,
+    pub(crate) span_id: String,
     /// Arguments hash, when known.
-    pub args_hash: Option<String>,
+    pub(crate) args_hash: Option<String>,
     /// When the daemon received it, Unix seconds.
-    pub at_unix: u64,
+    pub(crate) at_unix: u64,
     /// The content showed an upstream cut: `bytes` is a lower bound.
-    pub truncated_upstream: bool,
+    pub(crate) truncated_upstream: bool,
 }
 
 /// One recent result over the ceiling of its weakest cutting layer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OverCeiling {
+pub(crate) struct OverCeiling {
     /// Result bytes.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// The weakest layer that cuts it.
-    pub layer: String,
+    pub(crate) layer: String,
     /// That layer's effective limit, in `unit`.
-    pub limit: u64,
+    pub(crate) limit: u64,
     /// The layer's unit.
-    pub unit: String,
+    pub(crate) unit: String,
     /// The result's size in `unit`.
-    pub value: u64,
+    pub(crate) value: u64,
     /// Whether `value` was estimated from bytes.
-    pub estimated: bool,
+    pub(crate) estimated: bool,
     /// Trace id, hex.
-    pub trace_id: String,
+    pub(crate) trace_id: String,
     /// Span id, hex.
-    pub span_id: String,
+    pub(crate) span_id: String,
     /// Arguments hash, when known.
-    pub args_hash: Option<String>,
+    pub(crate) args_hash: Option<String>,
     /// When the daemon received it, Unix seconds.
-    pub at_unix: u64,
+    pub(crate) at_unix: u64,
 }
 
 /// One recent result over the ceiling of its weakest cutting layer, as kept per series: plain
 /// numbers and ids, nothing allocated per record. [`OverRecent::view`] gives the API's form.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct OverRecent {
+pub(crate) struct OverRecent {
     /// Result bytes.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Index of the weakest cutting layer in the stack's layers.
-    pub layer: u16,
+    pub(crate) layer: u16,
     /// That layer's effective limit, in its unit.
-    pub limit: u64,
+    pub(crate) limit: u64,
     /// The result's size in that unit.
-    pub value: u64,
+    pub(crate) value: u64,
     /// Whether `value` was estimated from bytes.
-    pub estimated: bool,
+    pub(crate) estimated: bool,
     /// Trace id.
-    pub trace_id: [u8; 16],
+    pub(crate) trace_id: [u8; 16],
     /// Span id.
-    pub span_id: [u8; 8],
+    pub(crate) span_id: [u8; 8],
     /// Arguments hash, when known.
-    pub args_hash: Option<ArgsHash>,
+    pub(crate) args_hash: Option<ArgsHash>,
     /// When the daemon received it, Unix seconds.
-    pub at_unix: u64,
+    pub(crate) at_unix: u64,
 }
 
 impl OverRecent {
     /// The API's form, with the layer's id and unit from `stack` (`None` if the stack has no
     /// such layer).
-    pub fn view(&self, stack: &Stack) -> Option<OverCeiling> {
+    pub(crate) fn view(&self, stack: &Stack) -> Option<OverCeiling> {
         let l = stack.layers().get(usize::from(self.layer))?;
         Some(OverCeiling {
             bytes: self.bytes,
@@ -534,7 +535,7 @@ impl OverRecent {
 
     /// Back from the API's form (a snapshot), when `stack` still has its layer and the ids are
     /// hex of the right length.
-    pub fn from_view(v: &OverCeiling, stack: &Stack) -> Option<Self> {
+    pub(crate) fn from_view(v: &OverCeiling, stack: &Stack) -> Option<Self> {
         let layer = stack.layers().iter().position(|l| l.id() == v.layer)?;
         Some(Self {
             bytes: v.bytes,
@@ -565,46 +566,46 @@ fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
 
 /// How often one arguments hash was seen (space-saving estimate: an upper bound).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ArgsStat {
+pub(crate) struct ArgsStat {
     /// Calls with this hash.
-    pub count: u64,
+    pub(crate) count: u64,
     /// Largest result with this hash.
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
 }
 
 /// Everything kept for one series.
 #[derive(Debug, Clone)]
-pub struct Series {
+pub(crate) struct Series {
     /// Its id, given at creation, stable for the life of the process.
-    pub id: u32,
+    pub(crate) id: u32,
     /// Since start (or since the restored snapshot's start).
-    pub total: Stats,
+    pub(crate) total: Stats,
     pub(crate) windows: Vec<Ring>,
     /// Non-cumulative counts per [`SIZE_BUCKETS`] bound, plus +Inf last.
-    pub size_buckets: Vec<u64>,
+    pub(crate) size_buckets: Vec<u64>,
     /// Non-cumulative counts per [`LATENCY_BUCKETS_US`] bound, plus +Inf last.
-    pub latency_buckets: Vec<u64>,
+    pub(crate) latency_buckets: Vec<u64>,
     /// Sum of known result bytes.
-    pub size_sum: u64,
+    pub(crate) size_sum: u64,
     /// Sum of latencies, microseconds.
-    pub latency_sum_us: u64,
+    pub(crate) latency_sum_us: u64,
     /// Largest recent results, largest first.
-    pub largest: Vec<Largest>,
+    pub(crate) largest: Vec<Largest>,
     /// Arguments hashes (space-saving top-k).
-    pub args: HashMap<ArgsHash, ArgsStat, FxBuild>,
+    pub(crate) args: HashMap<ArgsHash, ArgsStat, FxBuild>,
     /// Results over a ceiling since start, by the weakest layer that cut them (few layers: a
     /// vector).
-    pub over_ceiling: Vec<(String, u64)>,
+    pub(crate) over_ceiling: Vec<(String, u64)>,
     /// The most recent over-ceiling results, oldest first, at most [`OVER_CEILING_RECENT`].
-    pub over_recent: VecDeque<OverRecent>,
+    pub(crate) over_recent: VecDeque<OverRecent>,
     /// Closed slots of the shortest window, oldest first, over the longest window
     /// ([`Limits::history`]).
-    pub history: VecDeque<Point>,
+    pub(crate) history: VecDeque<Point>,
 }
 
 impl Series {
     /// The stats of window `i` (an index into [`Limits::windows`]) at `now`.
-    pub fn window_stats(&self, i: usize, now: u64) -> Stats {
+    pub(crate) fn window_stats(&self, i: usize, now: u64) -> Stats {
         self.windows
             .get(i)
             .map(|w| w.merged(now))
@@ -613,18 +614,19 @@ impl Series {
 
     /// The stats of the slots of window `i` that ended by `end`: with the 1h window and
     /// `end = now - 5 min`, between 36 and 48 minutes of data ending 5 to 17 minutes ago.
-    pub fn window_stats_ending_by(&self, i: usize, now: u64, end: u64) -> Stats {
+    pub(crate) fn window_stats_ending_by(&self, i: usize, now: u64, end: u64) -> Stats {
         self.windows
             .get(i)
             .map(|w| w.merged_ending_by(now, end))
             .unwrap_or_default()
     }
 
+    #[cfg(test)]
     /// Heap bytes held by the series: histogram counts, bucket counts, largest and recent
     /// over-ceiling results with their strings, arguments hashes. (The key and the map entry
     /// are not counted; the rules keep up to 7 KiB more per series whose results repeat
     /// oversized arguments, see `alerts::rules::repeated_oversize`.)
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
         let stats = |s: &Stats| s.size.heap_bytes() + s.latency.heap_bytes();
         let mut n = stats(&self.total);
@@ -719,7 +721,7 @@ impl Series {
     }
 
     /// The history at `now`: closed points within the retention, then the newest slot.
-    pub fn history(&self, limits: &Limits, now: u64) -> Vec<Point> {
+    pub(crate) fn history(&self, limits: &Limits, now: u64) -> Vec<Point> {
         let (w, _, retention) = limits.history();
         let from = now.saturating_sub(retention);
         let mut out: Vec<Point> = self
@@ -748,15 +750,15 @@ fn add_over(counts: &mut Vec<(String, u64)>, id: &str, n: u64) {
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Windows: label and length.
-    pub windows: Vec<(String, Duration)>,
+    pub(crate) windows: Vec<(String, Duration)>,
     /// Cardinality cap.
-    pub max_series: usize,
+    pub(crate) max_series: usize,
     /// Largest results kept per series.
-    pub largest_results: usize,
+    pub(crate) largest_results: usize,
     /// Argument hashes kept per series.
-    pub top_args_hashes: usize,
+    pub(crate) top_args_hashes: usize,
     /// The effective layer stack; every result of known size is checked against it.
-    pub stack: Arc<Stack>,
+    pub(crate) stack: Arc<Stack>,
     /// Upper bounds of the classic size histogram: [`size_bounds`] of the stack.
     pub size_bounds: Arc<[u64]>,
 }
@@ -764,7 +766,7 @@ pub struct Limits {
 impl Limits {
     /// The history: the index of the shortest window (whose slots are its points), its
     /// resolution (slot length) and its retention (the longest window), in seconds.
-    pub fn history(&self) -> (usize, u64, u64) {
+    pub(crate) fn history(&self) -> (usize, u64, u64) {
         let shortest = self
             .windows
             .iter()
@@ -782,7 +784,7 @@ impl Limits {
     }
 
     /// Points kept per series: the retention over the resolution.
-    pub fn history_points(&self) -> usize {
+    pub(crate) fn history_points(&self) -> usize {
         let (_, resolution, retention) = self.history();
         (retention / resolution).max(1) as usize
     }
@@ -808,15 +810,15 @@ impl Limits {
 /// The aggregated state, owned by the aggregator task.
 pub struct State {
     /// Limits.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// Series by key.
-    pub series: HashMap<SeriesKey, Series, FxBuild>,
+    pub(crate) series: HashMap<SeriesKey, Series, FxBuild>,
     /// Records routed to the overflow series.
-    pub overflow_records: u64,
+    pub(crate) overflow_records: u64,
     /// Unix seconds the state started (kept across restores).
-    pub started_unix: u64,
+    pub(crate) started_unix: u64,
     /// Values above the histogram ceilings, clamped: (sizes, latencies).
-    pub clamped: [u64; 2],
+    pub(crate) clamped: [u64; 2],
     observers: Vec<Box<dyn ResultObserver>>,
     next_id: u32,
 }
@@ -878,31 +880,32 @@ impl State {
     }
 
     /// Adds an observer told about every record (ceiling checks go here).
-    pub fn add_observer(&mut self, o: Box<dyn ResultObserver>) {
+    pub(crate) fn add_observer(&mut self, o: Box<dyn ResultObserver>) {
         self.observers.push(o);
     }
 
     /// Lets the observers send what they queued.
-    pub fn tick_observers(&mut self) {
+    pub(crate) fn tick_observers(&mut self) {
         for o in &mut self.observers {
             o.tick();
         }
     }
 
+    #[cfg(test)]
     /// Runs the observers' window evaluations at `now` (Unix seconds).
-    pub fn evaluate_observers(&mut self, now: u64) {
+    pub(crate) fn evaluate_observers(&mut self, now: u64) {
         self.evaluate_observers_ms(now * 1000);
     }
 
     /// Runs the observers' window evaluations at `now_ms` (Unix milliseconds).
-    pub fn evaluate_observers_ms(&mut self, now_ms: u64) {
+    pub(crate) fn evaluate_observers_ms(&mut self, now_ms: u64) {
         for o in &mut self.observers {
             o.periodic(&self.series, &self.limits, now_ms / 1000, now_ms);
         }
     }
 
     /// Number of series, the overflow series included.
-    pub fn series_count(&self) -> usize {
+    pub(crate) fn series_count(&self) -> usize {
         self.series.len()
     }
 
@@ -920,13 +923,14 @@ impl State {
         self.tick_observers();
     }
 
+    #[cfg(test)]
     /// Records one result received at `now` (Unix seconds).
-    pub fn record(&mut self, r: &ToolRecord, now: u64) {
+    pub(crate) fn record(&mut self, r: &ToolRecord, now: u64) {
         self.record_ms(r, now * 1000);
     }
 
     /// Records one result received at `now_ms` (Unix milliseconds).
-    pub fn record_ms(&mut self, r: &ToolRecord, now_ms: u64) {
+    pub(crate) fn record_ms(&mut self, r: &ToolRecord, now_ms: u64) {
         let now = now_ms / 1000;
         if let Size::Known { bytes, .. } = r.size {
             self.clamped[0] += u64::from(bytes > MAX_BYTES);
@@ -1125,7 +1129,7 @@ impl State {
     }
 
     /// The stats of `series` over `window` (`None`: since start).
-    pub fn stats(&self, series: &Series, window: Option<usize>, now: u64) -> Stats {
+    pub(crate) fn stats(&self, series: &Series, window: Option<usize>, now: u64) -> Stats {
         match window {
             None => series.total.clone(),
             Some(i) => series.windows[i].merged(now),
@@ -1133,7 +1137,7 @@ impl State {
     }
 
     /// Index of a window label; `Ok(None)` for `all`.
-    pub fn window_index(&self, label: Option<&str>) -> Result<Option<usize>, String> {
+    pub(crate) fn window_index(&self, label: Option<&str>) -> Result<Option<usize>, String> {
         match label {
             None | Some("all") => Ok(None),
             Some(l) => self

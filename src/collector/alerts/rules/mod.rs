@@ -28,11 +28,11 @@
 //! is counted by rule and outcome (`toolsize_alert_matches_total`): `sent`, `merged` into an
 //! alert already firing, `deferred` while the channel was full, `dropped` past the queue.
 
-pub mod near_ceiling;
-pub mod over_ceiling;
-pub mod p95_jump;
-pub mod repeated_oversize;
-pub mod truncation_rate;
+pub(crate) mod near_ceiling;
+pub(crate) mod over_ceiling;
+pub(crate) mod p95_jump;
+pub(crate) mod repeated_oversize;
+pub(crate) mod truncation_rate;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -43,17 +43,12 @@ use tokio::sync::mpsc;
 use super::{AlertStats, Event, Matched};
 use crate::collector::config::Config;
 use crate::collector::state::{
-    FxBuild, Limits, Observed, ResultObserver, Series, SeriesKey, Stats,
+    FxBuild, Limits, Observed, ResultObserver, Series, SeriesKey, State, Stats,
 };
 use crate::layers::{Ceiling, Stack};
 
-pub use near_ceiling::NEAR_CEILING_HINT;
-pub use over_ceiling::HINT;
-pub use p95_jump::P95_JUMP_HINT;
-pub use truncation_rate::TRUNCATION_RATE_HINT;
-
 /// Every built-in rule's alert name, in the order of `toolsize_alert_matches_total`.
-pub const REGISTRY: [&str; 5] = [
+pub(crate) const REGISTRY: [&str; 5] = [
     super::OVER_CEILING,
     super::REPEATED_OVERSIZE,
     super::P95_JUMP,
@@ -63,7 +58,7 @@ pub const REGISTRY: [&str; 5] = [
 
 /// What became of one match, the `outcome` label of `toolsize_alert_matches_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MatchOutcome {
+pub(crate) enum MatchOutcome {
     /// An event went to the alert task: a new alert, or a resend of a firing one.
     Sent = 0,
     /// Absorbed into an alert already firing (nothing built, nothing sent).
@@ -76,7 +71,7 @@ pub enum MatchOutcome {
 
 impl MatchOutcome {
     /// Every outcome, in exposition order.
-    pub const ALL: [MatchOutcome; 4] = [
+    pub(crate) const ALL: [MatchOutcome; 4] = [
         MatchOutcome::Sent,
         MatchOutcome::Merged,
         MatchOutcome::Deferred,
@@ -84,7 +79,7 @@ impl MatchOutcome {
     ];
 
     /// The `outcome` label.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             MatchOutcome::Sent => "sent",
             MatchOutcome::Merged => "merged",
@@ -96,20 +91,20 @@ impl MatchOutcome {
 
 /// A record over the ceiling of its weakest layer, as the record rules see it.
 #[derive(Debug)]
-pub struct Over<'a> {
+pub(crate) struct Over<'a> {
     /// The aggregator's record, its series and the verdict.
-    pub seen: &'a Observed<'a>,
+    pub(crate) seen: &'a Observed<'a>,
     /// Result bytes.
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Index of the weakest cutting layer in [`Stack::layers`].
-    pub layer: usize,
+    pub(crate) layer: usize,
     /// The cut.
-    pub cut: &'a crate::layers::Cut<'a>,
+    pub(crate) cut: &'a crate::layers::Cut<'a>,
 }
 
 /// What a rule made of one match.
 #[derive(Debug)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Nothing matched.
     Quiet,
     /// Matched an alert already firing: absorbed.
@@ -119,7 +114,7 @@ pub enum Decision {
 }
 
 /// A rule run on every record over a ceiling.
-pub trait RecordRule: Send + std::fmt::Debug {
+pub(crate) trait RecordRule: Send + std::fmt::Debug {
     /// The alert name (one of [`REGISTRY`]).
     fn name(&self) -> &'static str;
     /// The `severity` label.
@@ -132,31 +127,31 @@ pub trait RecordRule: Send + std::fmt::Debug {
 
 /// What a window rule sees of one series at an evaluation.
 #[derive(Debug)]
-pub struct WindowInput<'a> {
+pub(crate) struct WindowInput<'a> {
     /// The series.
-    pub key: &'a SeriesKey,
+    pub(crate) key: &'a SeriesKey,
     /// All of its state (for baselines).
-    pub series: &'a Series,
+    pub(crate) series: &'a Series,
     /// Its stats over the recent (shortest) window.
-    pub recent: &'a Stats,
+    pub(crate) recent: &'a Stats,
     /// Results of known size in the recent window.
-    pub n: u64,
+    pub(crate) n: u64,
     /// Their p95, bytes.
-    pub p95: u64,
+    pub(crate) p95: u64,
     /// Index, label and length of the recent window.
-    pub recent_window: (usize, &'a str, Duration),
+    pub(crate) recent_window: (usize, &'a str, Duration),
     /// Index and label of the baseline (longest) window.
-    pub base_window: (usize, &'a str),
+    pub(crate) base_window: (usize, &'a str),
     /// The stack's ceiling.
-    pub ceiling: Option<Ceiling<'a>>,
+    pub(crate) ceiling: Option<Ceiling<'a>>,
     /// Evaluation time, Unix seconds.
-    pub now_unix: u64,
+    pub(crate) now_unix: u64,
     /// How long a window alert stays firing without a match.
-    pub quiet_period: Duration,
+    pub(crate) quiet_period: Duration,
 }
 
 /// A rule run every evaluation on each series' windows.
-pub trait WindowRule: Send + std::fmt::Debug {
+pub(crate) trait WindowRule: Send + std::fmt::Debug {
     /// The alert name (one of [`REGISTRY`]).
     fn name(&self) -> &'static str;
     /// The `severity` label.
@@ -204,7 +199,7 @@ pub(crate) fn hex(b: &[u8]) -> String {
 
 /// What a [`Firing`] probe found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hit {
+pub(crate) enum Hit {
     /// Not firing (or quiet long enough to have resolved): a new alert.
     New,
     /// Firing, and a resend is due.
@@ -223,7 +218,7 @@ struct Hot {
 /// anything is built. An alert is resent every third of its quiet period while it matches, so
 /// the alert task, which resolves it after the quiet period without an event, keeps it firing.
 #[derive(Debug)]
-pub struct Firing<K> {
+pub(crate) struct Firing<K> {
     hot: HashMap<K, Hot, FxBuild>,
     quiet_ms: u64,
     resend_ms: u64,
@@ -231,7 +226,7 @@ pub struct Firing<K> {
 
 impl<K: std::hash::Hash + Eq + Copy> Firing<K> {
     /// Deduplication for alerts that resolve after `quiet_period` without a match.
-    pub fn new(quiet_period: Duration) -> Self {
+    pub(crate) fn new(quiet_period: Duration) -> Self {
         let quiet_ms = quiet_period.as_millis().max(1) as u64;
         Self {
             hot: HashMap::default(),
@@ -241,7 +236,7 @@ impl<K: std::hash::Hash + Eq + Copy> Firing<K> {
     }
 
     /// One match of `key` at `now_ms`.
-    pub fn hit(&mut self, key: K, now_ms: u64) -> Hit {
+    pub(crate) fn hit(&mut self, key: K, now_ms: u64) -> Hit {
         match self.hot.get_mut(&key) {
             Some(h) if h.seen_ms + self.quiet_ms > now_ms => {
                 h.seen_ms = now_ms;
@@ -273,24 +268,26 @@ impl<K: std::hash::Hash + Eq + Copy> Firing<K> {
     }
 
     /// Forgets alerts quiet for the quiet period.
-    pub fn sweep(&mut self, now_ms: u64) {
+    pub(crate) fn sweep(&mut self, now_ms: u64) {
         let quiet = self.quiet_ms;
         self.hot.retain(|_, h| h.seen_ms + quiet > now_ms);
     }
 
+    #[cfg(test)]
     /// Alerts held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.hot.len()
     }
 
+    #[cfg(test)]
     /// True when nothing is firing.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.hot.is_empty()
     }
 }
 
 /// Events waiting for room in the channel, at most this many.
-pub const MAX_DEFERRED: usize = 8192;
+pub(crate) const MAX_DEFERRED: usize = 8192;
 
 /// The enabled rules, as one [`ResultObserver`] on the aggregator.
 #[derive(Debug)]
@@ -310,7 +307,7 @@ pub struct Rules {
 
 impl Rules {
     /// The alert name and severity of every enabled rule.
-    pub fn enabled(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn enabled(&self) -> Vec<(&'static str, String)> {
         let mut out: Vec<(usize, &'static str, String)> = self
             .records
             .iter()
@@ -356,6 +353,11 @@ impl Rules {
         })
     }
 
+    /// Attaches the rules to the aggregator's state: every recorded result goes through them.
+    pub fn attach_to(self, state: &mut State) {
+        state.add_observer(Box::new(self));
+    }
+
     /// Where matches go.
     #[must_use]
     pub fn with_sender(mut self, tx: mpsc::Sender<Event>, stats: Arc<AlertStats>) -> Self {
@@ -364,32 +366,12 @@ impl Rules {
         self
     }
 
-    /// The decisions of the record rules on one observed record (without sending anything).
-    pub fn evaluate(&mut self, seen: &Observed<'_>) -> Vec<(usize, Decision)> {
-        let Some((layer, cut)) = &seen.over else {
-            return Vec::new();
-        };
-        let Some(bytes) = seen.record.size.bytes() else {
-            return Vec::new();
-        };
-        let over = Over {
-            seen,
-            bytes,
-            layer: *layer,
-            cut,
-        };
-        self.records
-            .iter_mut()
-            .map(|(i, r)| (*i, r.over(&over)))
-            .collect()
-    }
-
     /// The matches of the window rules over every series at `now_unix`.
     ///
     /// "Recent" is the shortest configured window (5m by default). `ToolResultSizeP95Jump`
     /// compares its p95 with the p95 of the baseline: the slots of the longest window (1h) that
     /// ended before the recent window began (see [`Series::window_stats_ending_by`]).
-    pub fn evaluate_windows(
+    pub(crate) fn evaluate_windows(
         &self,
         series: &HashMap<SeriesKey, Series, FxBuild>,
         limits: &Limits,

@@ -6,12 +6,12 @@ use crate::collector::alerts::{Matched, NEAR_CEILING};
 use crate::collector::config::NearCeilingConfig;
 
 /// The hint of `ToolResultSizeNearCeiling`.
-pub const NEAR_CEILING_HINT: &str =
+pub(crate) const NEAR_CEILING_HINT: &str =
     "results are about to be cut: paginate, narrow the filter, or return a summary and a handle";
 
 /// The rule.
 #[derive(Debug)]
-pub struct Rule {
+pub(crate) struct Rule {
     severity: String,
     ratio: f64,
     min_count: u64,
@@ -19,7 +19,7 @@ pub struct Rule {
 
 impl Rule {
     /// The rule of `[alerts.near_ceiling]`, when enabled.
-    pub fn from_config(c: &NearCeilingConfig) -> Option<Self> {
+    pub(crate) fn from_config(c: &NearCeilingConfig) -> Option<Self> {
         c.enabled.then(|| Self {
             severity: c.severity.clone(),
             ratio: c.ratio,

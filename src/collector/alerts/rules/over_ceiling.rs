@@ -12,12 +12,12 @@ use crate::collector::alerts::{Matched, OVER_CEILING};
 use crate::collector::config::OverCeilingConfig;
 
 /// The hint every over-ceiling alert carries.
-pub const HINT: &str =
+pub(crate) const HINT: &str =
     "paginate with a cursor, narrow the filter, or return a summary and a handle";
 
 /// The rule.
 #[derive(Debug)]
-pub struct Rule {
+pub(crate) struct Rule {
     severity: String,
     quiet_period: Duration,
     firing: Firing<(u32, u32)>,
@@ -25,7 +25,7 @@ pub struct Rule {
 
 impl Rule {
     /// The rule of `[alerts.over_ceiling]`, when enabled.
-    pub fn from_config(c: &OverCeilingConfig) -> Option<Self> {
+    pub(crate) fn from_config(c: &OverCeilingConfig) -> Option<Self> {
         let quiet_period = c.quiet_period.0;
         c.enabled.then(|| Self {
             severity: c.severity.clone(),

@@ -10,12 +10,13 @@ use crate::collector::alerts::{Matched, P95_JUMP};
 use crate::collector::config::P95JumpConfig;
 
 /// The hint of `ToolResultSizeP95Jump`.
-pub const P95_JUMP_HINT: &str = "a deploy or a changed query made results larger; compare the \
+pub(crate) const P95_JUMP_HINT: &str =
+    "a deploy or a changed query made results larger; compare the \
      largest recent results with the arguments hashes of before";
 
 /// The rule.
 #[derive(Debug)]
-pub struct Rule {
+pub(crate) struct Rule {
     severity: String,
     factor: f64,
     min_recent: u64,
@@ -24,7 +25,7 @@ pub struct Rule {
 
 impl Rule {
     /// The rule of `[alerts.p95_jump]`, when enabled.
-    pub fn from_config(c: &P95JumpConfig) -> Option<Self> {
+    pub(crate) fn from_config(c: &P95JumpConfig) -> Option<Self> {
         c.enabled.then(|| Self {
             severity: c.severity.clone(),
             factor: c.factor,

@@ -22,9 +22,9 @@ use crate::collector::state::FxBuild;
 use super::over_ceiling::HINT;
 
 /// Distinct arguments hashes tracked per series (≈ 7 KiB per series that has any).
-pub const TRACKED_PER_SERIES: usize = 128;
+pub(crate) const TRACKED_PER_SERIES: usize = 128;
 /// Hashes listed in the alert's `args_hashes` annotation.
-pub const LISTED: usize = 5;
+pub(crate) const LISTED: usize = 5;
 
 #[derive(Debug, Clone, Copy)]
 struct Tracker {
@@ -36,7 +36,7 @@ struct Tracker {
 
 /// The rule.
 #[derive(Debug)]
-pub struct Rule {
+pub(crate) struct Rule {
     severity: String,
     count: u32,
     window: Duration,
@@ -67,7 +67,7 @@ impl Hashes {
 
 impl Rule {
     /// The rule of `[alerts.repeated_oversize]`, when enabled.
-    pub fn from_config(c: &RepeatedOversizeConfig) -> Option<Self> {
+    pub(crate) fn from_config(c: &RepeatedOversizeConfig) -> Option<Self> {
         let window = c.window.0;
         c.enabled.then(|| Self {
             severity: c.severity.clone(),

@@ -6,12 +6,12 @@ use crate::collector::alerts::{Matched, TRUNCATION_RATE};
 use crate::collector::config::TruncationRateConfig;
 
 /// The hint of `ToolResultTruncationRate`.
-pub const TRUNCATION_RATE_HINT: &str =
+pub(crate) const TRUNCATION_RATE_HINT: &str =
     "the model often sees partial results: make the tool return less, or raise the layer's limit";
 
 /// The rule.
 #[derive(Debug)]
-pub struct Rule {
+pub(crate) struct Rule {
     severity: String,
     threshold: f64,
     min_count: u64,
@@ -19,7 +19,7 @@ pub struct Rule {
 
 impl Rule {
     /// The rule of `[alerts.truncation_rate]`, when enabled.
-    pub fn from_config(c: &TruncationRateConfig) -> Option<Self> {
+    pub(crate) fn from_config(c: &TruncationRateConfig) -> Option<Self> {
         c.enabled.then(|| Self {
             severity: c.severity.clone(),
             threshold: c.threshold,
