@@ -182,6 +182,13 @@ pub const KEYS: &[Key] = &[
         "recognition.placeholders",
         "Content values that mean \"hidden\": the result's size is unknown, never the placeholder's.",
     ),
+    key(
+        "recognition.join_window",
+        "How long the signals of one coding agent's tool call (log record, span event, span) are\n\
+         waited for, from the first, before the call is counted once (see docs/agents.md). The\n\
+         agents' SDKs export every 5 s by default and flush at exit.",
+    )
+    .env("TOOLSIZE_JOIN_WINDOW"),
     key("store", ""),
     key(
         "store.data_dir",
@@ -612,6 +619,7 @@ mod tests {
             ("TOOLSIZE_AUTH_TOKEN_FILE", "/tmp/t"),
             ("TOOLSIZE_TLS_CERT_FILE", "/tmp/c.pem"),
             ("TOOLSIZE_TLS_KEY_FILE", "/tmp/k.pem"),
+            ("TOOLSIZE_JOIN_WINDOW", "2s"),
         ];
         for (name, key) in env_vars() {
             if key.path.starts_with("layers.") {

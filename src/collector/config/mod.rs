@@ -94,6 +94,7 @@ pub(crate) const DEFAULT_WINDOW_RULE_MIN_COUNT: u64 = 20;
 /// Default truncated share of calls above which `ToolResultTruncationRate` fires.
 pub(crate) const DEFAULT_TRUNCATION_RATE_THRESHOLD: f64 = 0.05;
 /// Default placeholders that mean "content hidden", i.e. size unknown.
+pub(crate) const DEFAULT_JOIN_WINDOW: &str = "10s";
 pub(crate) const DEFAULT_PLACEHOLDERS: &[&str] = &["__REDACTED__", "<not specified>", "<redacted>"];
 
 /// The whole configuration.
@@ -345,6 +346,8 @@ pub struct RecognitionConfig {
     pub(crate) attribute_value_length_limits: Vec<u64>,
     /// Content values meaning "hidden": the size is unknown, not the placeholder's length.
     pub(crate) placeholders: Vec<String>,
+    /// How long the signals of one coding agent's tool call are waited for.
+    pub(crate) join_window: Interval,
 }
 
 /// `[alerts]`: alert rules and where alerts go.
@@ -567,6 +570,7 @@ impl Default for RecognitionConfig {
         Self {
             attribute_value_length_limits: Vec::new(),
             placeholders: DEFAULT_PLACEHOLDERS.iter().map(|s| s.to_string()).collect(),
+            join_window: Interval::default_of(DEFAULT_JOIN_WINDOW),
         }
     }
 }
