@@ -55,8 +55,6 @@ pub(crate) enum Emitter {
     /// A `tool_result` log record of another emitter (opencode's OpenTelemetry plugin and
     /// others that mirror Claude Code's events).
     ToolResultLog,
-    /// toolsize's own agent hook (`toolsize hook`), reporting what an agent's hook saw.
-    Hook,
 }
 
 impl Emitter {}

@@ -472,8 +472,15 @@ pub(crate) struct Largest {
     pub(crate) args_hash: Option<String>,
     /// When the daemon received it, Unix seconds.
     pub(crate) at_unix: u64,
-    /// The content showed an upstream cut: `bytes` is a lower bound.
+    /// The content showed an upstream cut: `bytes` is a lower bound, unless the emitter told
+    /// the size before its cut (`original`).
     pub(crate) truncated_upstream: bool,
+    /// The layer that cut it, when the emitter said (a coding agent's own limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cut_by: Option<String>,
+    /// The size before that cut, when the emitter said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) original: Option<u64>,
 }
 
 /// One recent result over the ceiling of its weakest cutting layer.
@@ -1147,6 +1154,8 @@ impl State {
                         args_hash: r.args_hash.map(|h| h.to_string()),
                         at_unix: now,
                         truncated_upstream: r.truncated_upstream,
+                        cut_by: r.upstream.layer.map(str::to_string),
+                        original: r.upstream.original,
                     },
                 );
                 s.largest.truncate(keep);

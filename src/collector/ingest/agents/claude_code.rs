@@ -13,18 +13,29 @@
 //!   the call failed. `claude_code.tool.blocked_on_user`, `claude_code.interaction` and
 //!   `claude_code.llm_request` are not tools.
 //!
+//! - Log `toolsize.hook.post_tool_use` (scope `toolsize.hook.claude_code`), from
+//!   `toolsize hook claude-code` run as Claude Code's `PostToolUse` hook: a part; Claude Code
+//!   persisted the output and gave the model a 2 KB preview, so the call is counted as cut
+//!   upstream (`claude-code.bash`, or `claude-code.tool-result.persist`) with the original size.
+//!
 //! All are joined on `tool_use_id` (= `gen_ai.tool.call.id`).
 
 use super::{Agent, Attrs, CallId, Signal, SpanVerdict};
-use crate::collector::ingest::record::{Emitter, Role};
+use crate::collector::ingest::record::{Emitter, Role, Upstream};
 use crate::collector::ingest::wire::{LogView, SpanView};
 
 /// The entry.
 pub(crate) const AGENT: Agent = Agent {
-    owns: |scope| scope.starts_with("com.anthropic.claude_code"),
+    owns: |scope| scope.starts_with("com.anthropic.claude_code") || scope == HOOK_SCOPE,
     span,
     log,
 };
+
+/// The scope of the records `toolsize hook claude-code` exports.
+pub(crate) const HOOK_SCOPE: &str = "toolsize.hook.claude_code";
+
+/// The `event.name` of those records.
+pub(crate) const HOOK_EVENT: &str = "toolsize.hook.post_tool_use";
 
 /// The name Claude Code gives every user MCP tool in its telemetry without
 /// `OTEL_LOG_TOOL_DETAILS=1`.
@@ -56,10 +67,24 @@ fn span<'a>(s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
 
 fn log<'a>(l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
     let a = Attrs(&l.attrs);
+    let Some(id) = call_id(a) else { return };
+    if super::event_name(l) == HOOK_EVENT {
+        // The hook saw Claude Code persist the output and hand the model a preview.
+        let mut sig = Signal::new(Emitter::ClaudeCode, Role::Part, CallId::Id(id));
+        sig.tool = a.str("tool_name");
+        sig.upstream = Upstream {
+            layer: Some(match a.str("toolsize.layer") {
+                Some("claude-code.bash") => "claude-code.bash",
+                _ => "claude-code.tool-result.persist",
+            }),
+            original: a.int("tool.result.original_bytes"),
+        };
+        out.push(sig);
+        return;
+    }
     if super::event_name(l) != "tool_result" {
         return;
     }
-    let Some(id) = call_id(a) else { return };
     let mut sig = Signal::new(Emitter::ClaudeCode, Role::Primary, CallId::Id(id));
     sig.tool = a.str("tool_name");
     sig.failed = a.bool("success") == Some(false);
