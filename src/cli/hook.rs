@@ -35,7 +35,6 @@ use super::CliError;
 use crate::collector::ingest::agents::claude_code::{HOOK_EVENT, HOOK_SCOPE};
 use crate::collector::net::client::Target;
 
-
 /// Largest payload read.
 const MAX_PAYLOAD: u64 = 64 << 20;
 
@@ -114,7 +113,10 @@ pub(crate) fn request(cut: &Cut, service: &str) -> ExportLogsServiceRequest {
                         kv("event.name", s(HOOK_EVENT)),
                         kv("tool_use_id", s(&cut.tool_use_id)),
                         kv("tool_name", s(&cut.tool_name)),
-                        kv("tool.result.original_bytes", Value::IntValue(cut.original as i64)),
+                        kv(
+                            "tool.result.original_bytes",
+                            Value::IntValue(cut.original as i64),
+                        ),
                         kv("toolsize.layer", s(cut.layer)),
                     ],
                     ..Default::default()

@@ -147,8 +147,8 @@ impl<'a> AttrValue<'a> {
     }
 
     /// The owned OTLP value (decodes nested arrays and maps); used off the hot path.
-    pub(crate) fn to_owned_value(&self) -> Option<Value> {
-        Some(match *self {
+    pub(crate) fn to_owned_value(self) -> Option<Value> {
+        Some(match self {
             AttrValue::Str(s) => Value::StringValue(String::from_utf8_lossy(s).into_owned()),
             AttrValue::Bool(b) => Value::BoolValue(b),
             AttrValue::Int(i) => Value::IntValue(i),
