@@ -10,6 +10,11 @@
 //! Also `/metrics` rendering of 2,000 series with the current size buckets against the previous
 //! 15-bucket layout, run side by side, with the ratio and the exposition sizes printed.
 //!
+//! And the coding agents' logs path against the spans path: 512 Claude Code `tool_result` log
+//! records (12 string-typed attributes each) against 512 toolsize-contract tool spans of the
+//! same sizes, read + recognised, then recorded (the log records through the join of agents'
+//! signals, released as the aggregator does); per record, with the ratio printed.
+//!
 //! `cargo bench --features collector --bench collector`
 
 use std::sync::Arc;
@@ -18,7 +23,9 @@ use std::time::Instant;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use toolsize::collector::alerts::rules::Rules;
 use toolsize::collector::alerts::{AlertStats, EVENT_QUEUE_CAPACITY};
-use toolsize::collector::ingest::decode::{decode_protobuf, recognize_protobuf};
+use toolsize::collector::ingest::decode::{
+    decode_protobuf, recognize_logs_protobuf, recognize_protobuf,
+};
 use toolsize::collector::ingest::recognize::Recognizer;
 use toolsize::collector::read::exposition::{render, Frame};
 use toolsize::collector::read::exposition_proto;
@@ -231,5 +238,82 @@ fn exposition(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench, exposition);
+/// The logs path of the coding agents against the spans path, per record.
+fn agents(c: &mut Criterion) {
+    let config = Config::default();
+    let recognizer = Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes);
+    let logs: Vec<Vec<u8>> = (0..16)
+        .map(|s| workload::logs_request("claude-code", s, 512, Mix::Storm))
+        .collect();
+    // The spans baseline: every span a measured toolsize-contract tool span.
+    let spans: Vec<Vec<u8>> = (0..16)
+        .map(|s| workload::request_tools("agent", s * 10, 512, Mix::Storm, 40))
+        .collect();
+    let mut g = c.benchmark_group("agents");
+    g.throughput(Throughput::Elements(512));
+    let mut i = 0;
+    g.bench_function("logs_read_and_recognise", |b| {
+        b.iter(|| {
+            i += 1;
+            recognize_logs_protobuf(&recognizer, &logs[i % logs.len()]).unwrap()
+        })
+    });
+    g.bench_function("spans_read_and_recognise", |b| {
+        b.iter(|| {
+            i += 1;
+            recognize_protobuf(&recognizer, &spans[i % spans.len()]).unwrap()
+        })
+    });
+    let mut state = state_with_rules(&config);
+    g.bench_function("logs_decode_recognise_join_record", |b| {
+        b.iter(|| {
+            i += 1;
+            let r = recognize_logs_protobuf(&recognizer, &logs[i % logs.len()]).unwrap();
+            let now = now_unix_ms();
+            state.record_batch_ms(&r.records, now);
+            state.release_joined(u64::MAX);
+        })
+    });
+    let mut state = state_with_rules(&config);
+    g.bench_function("spans_decode_recognise_record", |b| {
+        b.iter(|| {
+            i += 1;
+            let r = recognize_protobuf(&recognizer, &spans[i % spans.len()]).unwrap();
+            state.record_batch_ms(&r.records, now_unix_ms());
+        })
+    });
+    g.finish();
+    // Side by side, interleaved, for the ratio.
+    let per = |f: &mut dyn FnMut()| {
+        let t = Instant::now();
+        for _ in 0..200 {
+            f();
+        }
+        t.elapsed().as_secs_f64() / (200.0 * 512.0) * 1e6
+    };
+    let (mut l, mut s) = (Vec::new(), Vec::new());
+    let mut ls = state_with_rules(&config);
+    let mut ss = state_with_rules(&config);
+    for round in 0..5 {
+        l.push(per(&mut || {
+            let r = recognize_logs_protobuf(&recognizer, &logs[round % 16]).unwrap();
+            ls.record_batch_ms(&r.records, now_unix_ms());
+            ls.release_joined(u64::MAX);
+        }));
+        s.push(per(&mut || {
+            let r = recognize_protobuf(&recognizer, &spans[round % 16]).unwrap();
+            ss.record_batch_ms(&r.records, now_unix_ms());
+        }));
+    }
+    l.sort_by(f64::total_cmp);
+    s.sort_by(f64::total_cmp);
+    println!(
+        "agents: logs path {:.3} µs/record, spans path {:.3} µs/span (medians of 5 interleaved rounds): logs ÷ spans ×{:.2}",
+        l[2],
+        s[2],
+        l[2] / s[2]
+    );
+}
+
+criterion_group!(benches, bench, exposition, agents);
 criterion_main!(benches);

@@ -170,10 +170,19 @@ async fn grpc_bad_input_gets_otlp_status_codes() {
     assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e}");
     // Empty message: success.
     raw_export(d.otlp_grpc_addr, vec![], false).await.unwrap();
+    // The logs and metrics services are served: an empty export of each succeeds.
+    for path in [
+        "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+        "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+    ] {
+        raw_call(d.otlp_grpc_addr, path, vec![], false)
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+    }
     // A method that is not served: refused before any handler, still counted.
     let e = raw_call(
         d.otlp_grpc_addr,
-        "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+        "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export",
         vec![],
         false,
     )
@@ -205,7 +214,17 @@ async fn grpc_bad_input_gets_otlp_status_codes() {
     // Every call counts as a request, those refused before the handler included.
     assert_eq!(
         sample(&text, "toolsize_otlp_requests_total{transport=\"grpc\"}"),
-        Some(5.0)
+        Some(7.0)
     );
+    for (signal, n) in [("traces", 1.0), ("logs", 1.0), ("metrics", 1.0)] {
+        assert_eq!(
+            sample(
+                &text,
+                &format!("toolsize_otlp_requests_accepted_total{{signal=\"{signal}\"}}")
+            ),
+            Some(n),
+            "{signal}"
+        );
+    }
     d.shutdown().await;
 }

@@ -139,3 +139,70 @@ pub(crate) fn envelope(service: &str, spans: Vec<Span>) -> ExportTraceServiceReq
         }],
     }
 }
+
+/// A protobuf OTLP logs request of `records` Claude Code `tool_result` log records for `service`
+/// (string-typed values, as Claude Code sends them), sized as [`request_mix`]'s measured spans,
+/// over 40 tools.
+#[allow(dead_code)]
+pub(crate) fn logs_request(service: &str, seed: u64, records: u64, mix: Mix) -> Vec<u8> {
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+    let size_mod = match mix {
+        Mix::Storm => 32_768,
+        Mix::Quiet => 16_000,
+    };
+    let s = |v: String| Value::StringValue(v);
+    let log_records = (0..records)
+        .map(|i| {
+            let n = seed * 100_000 + i;
+            LogRecord {
+                time_unix_nano: 1_700_000_000_000_000_000,
+                body: Some(AnyValue {
+                    value: Some(s("claude_code.tool_result".into())),
+                }),
+                attributes: vec![
+                    kv("event.name", s("tool_result".into())),
+                    kv("event.timestamp", s("2026-11-24T12:00:00.000Z".into())),
+                    kv("event.sequence", Value::IntValue(n as i64)),
+                    kv(
+                        "session.id",
+                        s("5f0c8a3e-4b1d-4c55-9a51-1f2b3c4d5e6f".into()),
+                    ),
+                    kv(
+                        "prompt.id",
+                        s("8d1e2f3a-0b4c-4d5e-8f6a-7b8c9d0e1f2a".into()),
+                    ),
+                    kv("tool_name", s(format!("tool_{}", n % 40))),
+                    kv("tool_use_id", s(format!("toolu_{n:020}"))),
+                    kv("success", s("true".into())),
+                    kv("duration_ms", s("12".into())),
+                    kv("tool_input_size_bytes", s("59".into())),
+                    kv(
+                        "tool_result_size_bytes",
+                        s(((n * 7919) % size_mod).to_string()),
+                    ),
+                    kv("request_id", s(format!("req_{n:020}"))),
+                ],
+                ..Default::default()
+            }
+        })
+        .collect();
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", s(service.into()))],
+                ..Default::default()
+            }),
+            scope_logs: vec![ScopeLogs {
+                scope: Some(InstrumentationScope {
+                    name: "com.anthropic.claude_code.events".into(),
+                    ..Default::default()
+                }),
+                log_records,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+    .encode_to_vec()
+}

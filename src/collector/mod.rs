@@ -4,16 +4,23 @@
 //!  OTLP/gRPC :4317 ─┐                                  ┌─▶ /metrics (Prometheus text)
 //!                   ├─ decode → recognise → try_send ─▶ aggregator task ─┼─▶ /api/v1/tools[/{tool}]
 //!  OTLP/HTTP :4318 ─┘   (receiver tasks)   (bounded)  (owns all state)  └─▶ snapshot → data dir
+//!  traces, logs, metrics
 //! ```
 //!
-//! - **Receivers** ([`ingest`]) decode protobuf / JSON / gzip, classify spans with the
-//!   recognition table ([`ingest::recognize`]) and `try_send` one batch of tool records per request to the
-//!   aggregator. They never block on it: a full queue refuses the request as retryable (HTTP 503 +
+//! The folders are the stages, in pipeline order (held by `tests/module_dag.rs`): [`net`],
+//! [`config`], [`stats`], [`ingest`], [`state`], [`alerts`], [`persist`], [`read`], and the
+//! `aggregator` task that wires the last five.
+//!
+//! - **Receivers** ([`ingest`]) take the three OTLP signals, decode protobuf / JSON / gzip,
+//!   classify spans with the recognition table ([`ingest::recognize`]) and the coding agents'
+//!   log records and spans with their own entries, and `try_send` one batch of tool records per
+//!   request to the aggregator. They never block on it: a full queue refuses the request as retryable (HTTP 503 +
 //!   `Retry-After`, gRPC `UNAVAILABLE`), so everything acknowledged is recorded.
 //! - **The aggregator** ([`state`]) is the only owner of per-(service, tool) state: HDR
 //!   histograms of bytes and latency ([`state::histogram`]), counters, sliding windows, largest results,
-//!   repeated argument hashes, a cardinality cap with an overflow series. Readers ask it through a
-//!   command channel and get computed views.
+//!   repeated argument hashes, a cardinality cap with an overflow series, and the join of a
+//!   coding agent's signals into one record per call. Readers ask it through a command channel
+//!   ([`read::Command`]) and get computed views.
 //! - **Admin HTTP** ([`read::api`]) serves the status page `/`, `/metrics` ([`read::exposition`]),
 //!   `/api/v1/tools`, `/api/v1/tools/{tool}`, `/api/v1/layers`, `/api/v1/alerts`, `/runbook`,
 //!   `/healthz`, `/readyz`.

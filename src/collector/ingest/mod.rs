@@ -1,13 +1,18 @@
-//! OTLP receivers: gRPC ([`grpc`]) and HTTP ([`http`]), sharing one ingest path.
+//! The ingest stage: OTLP receivers, gRPC ([`grpc`]) and HTTP ([`http`]), sharing one ingest
+//! path for the three signals; the zero-copy reader ([`wire`]); span recognition
+//! ([`recognize`], learned limits in [`learn`]); the coding agents' own telemetry ([`agents`]);
+//! and the record they all produce ([`record`]).
 //!
-//! A request goes through the same steps on both: authenticate ([`Ingest::authorize`]), negotiate
-//! the encoding (HTTP), read the body ([`Ingest::read_body`]; on gRPC tonic reads it through a
-//! [`BudgetBody`]), take a decoding slot ([`Ingest::decode_slot`]), decode and ingest
-//! ([`Ingest::ingest_protobuf`]), respond. Each step refuses with one type, [`Refusal`], counted
-//! once by the receiver and answered with the status of its reason.
+//! A request goes through the same steps on both transports and for every signal: authenticate
+//! ([`Ingest::authorize`]), negotiate the encoding (HTTP), read the body ([`Ingest::read_body`];
+//! on gRPC tonic reads it through a [`BudgetBody`]), take a decoding slot
+//! ([`Ingest::decode_slot`]), decode and ingest ([`Ingest::ingest_signal`]), respond. Each step
+//! refuses with one type, [`Refusal`], counted once by the receiver and answered with the status
+//! of its reason.
 //!
-//! Both decode a request, classify its spans ([`decode::recognize_request`]) and hand the tool
-//! records to the aggregator with `try_send`. They never wait for the aggregator: when its queue
+//! Traces and logs are read in place for tool calls (spans by [`recognize`] or, under a coding
+//! agent's scopes, by [`agents`]; log records by [`agents`]) and the tool records handed to the
+//! aggregator with `try_send`; metrics are checked and acknowledged. They never wait for the aggregator: when its queue
 //! is full the whole request is refused as retryable (HTTP 503 + `Retry-After`, gRPC
 //! `UNAVAILABLE`) and counted, so nothing that was acknowledged is ever dropped. Spans that are
 //! tool spans but unusable are rejected through OTLP partial success and counted.

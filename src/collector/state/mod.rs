@@ -954,7 +954,7 @@ impl State {
 
     /// Records the joined calls whose window ended by `now_ms` (every waiting call with
     /// `u64::MAX`, at shutdown).
-    pub(crate) fn release_joined(&mut self, now_ms: u64) {
+    pub fn release_joined(&mut self, now_ms: u64) {
         let mut out = Vec::new();
         self.joiner.release(now_ms, &mut out);
         let at = now_ms.min(now_unix_ms());
