@@ -34,8 +34,6 @@ use crate::semconv;
 pub const SERVICE: &str = "demo-agent";
 /// Time between two batches of tool calls.
 pub const TICK: Duration = Duration::from_millis(250);
-/// When `search_orders` starts returning everything, unless `--deploy-after` says otherwise.
-pub const DEPLOY_AFTER: Duration = Duration::from_secs(60);
 
 fn kv(k: &str, v: Value) -> KeyValue {
     KeyValue {

@@ -569,11 +569,6 @@ impl Envelope {
         self
     }
 
-    /// Adds a warning in place.
-    pub fn push_warning(&mut self, warning: Warning) {
-        self.warnings.push(warning);
-    }
-
     /// Marks the envelope as cut even without a field warning, recording the full size if known
     /// (`meta.original_bytes`).
     pub fn mark_truncated(&mut self, original_bytes: Option<u64>) {

@@ -17,8 +17,6 @@ use crate::guard::envelope::Warning;
 
 /// Rows per page when the caller does not say.
 pub const DEFAULT_PAGE_SIZE: usize = 50;
-/// Most rows per page unless configured otherwise.
-pub const DEFAULT_MAX_PAGE_SIZE: usize = 500;
 
 /// Where the next page starts, decoded from a cursor.
 #[derive(Debug, Clone, PartialEq, Eq)]

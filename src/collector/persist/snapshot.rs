@@ -240,8 +240,8 @@ impl State {
                 continue;
             }
             merged += 1;
-            merged_calls += s.total.calls;
-            self.overflow_records += s.total.calls;
+            merged_calls += s.total.counts.calls;
+            self.overflow_records += s.total.counts.calls;
             let overflow = SeriesKey {
                 service: OVERFLOW.to_string(),
                 tool: OVERFLOW.to_string(),

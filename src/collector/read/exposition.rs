@@ -391,7 +391,7 @@ impl Frame {
                     .iter()
                     .map(|w| {
                         let q = |st: &Stats| {
-                            (st.calls > 0).then(|| {
+                            (st.counts.calls > 0).then(|| {
                                 [
                                     st.size.quantile(0.5),
                                     st.size.quantile(0.95),

@@ -307,13 +307,6 @@ pub(crate) struct Stats {
     pub(crate) latency: Hist,
 }
 
-impl std::ops::Deref for Stats {
-    type Target = Counts;
-    fn deref(&self) -> &Counts {
-        &self.counts
-    }
-}
-
 impl Default for Stats {
     fn default() -> Self {
         Self {
@@ -374,16 +367,16 @@ impl Point {
         let n = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         Self {
             at_unix,
-            count: n(s.calls),
+            count: n(s.counts.calls),
             sized: n(s.size.len()),
             p50: n(s.size.quantile(0.5)),
             p95: n(s.size.quantile(0.95)),
             p99: n(s.size.quantile(0.99)),
             max: n(s.size.max()),
-            errors: n(s.errors),
-            truncated: n(s.truncated),
-            truncated_upstream: n(s.truncated_upstream),
-            over_ceiling: n(s.over_ceiling),
+            errors: n(s.counts.errors),
+            truncated: n(s.counts.truncated),
+            truncated_upstream: n(s.counts.truncated_upstream),
+            over_ceiling: n(s.counts.over_ceiling),
         }
     }
 }

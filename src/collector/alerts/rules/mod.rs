@@ -401,7 +401,7 @@ impl Rules {
         for key in keys {
             let s = &series[key];
             let recent = s.window_stats(recent_window.0, now_unix);
-            if recent.calls == 0 {
+            if recent.counts.calls == 0 {
                 continue;
             }
             let input = WindowInput {

@@ -39,9 +39,9 @@ impl WindowRule for Rule {
 
     fn evaluate(&self, w: &WindowInput<'_>) -> Option<Matched> {
         let (recent, key) = (w.recent, w.key);
-        let cut = recent.truncated + recent.truncated_upstream;
-        let rate = cut as f64 / recent.calls.max(1) as f64;
-        if recent.calls < self.min_count || rate <= self.threshold {
+        let cut = recent.counts.truncated + recent.counts.truncated_upstream;
+        let rate = cut as f64 / recent.counts.calls.max(1) as f64;
+        if recent.counts.calls < self.min_count || rate <= self.threshold {
             return None;
         }
         let recent_label = w.recent_window.1;
@@ -50,9 +50,12 @@ impl WindowRule for Rule {
             annotations: labels(&[
                 ("rate", &ratio(rate)),
                 ("threshold", &ratio(self.threshold)),
-                ("truncated", &recent.truncated.to_string()),
-                ("truncated_upstream", &recent.truncated_upstream.to_string()),
-                ("calls", &recent.calls.to_string()),
+                ("truncated", &recent.counts.truncated.to_string()),
+                (
+                    "truncated_upstream",
+                    &recent.counts.truncated_upstream.to_string(),
+                ),
+                ("calls", &recent.counts.calls.to_string()),
                 (
                     "summary",
                     &format!(
@@ -67,11 +70,11 @@ impl WindowRule for Rule {
                         "{cut} of {} calls of tool {} (service {}) over the last \
                          {recent_label} returned a truncated result ({} by the tool, \
                          {} upstream).",
-                        recent.calls,
+                        recent.counts.calls,
                         key.tool,
                         key.service,
-                        recent.truncated,
-                        recent.truncated_upstream
+                        recent.counts.truncated,
+                        recent.counts.truncated_upstream
                     ),
                 ),
                 ("hint", TRUNCATION_RATE_HINT),
