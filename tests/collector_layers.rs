@@ -12,7 +12,8 @@ use support::cli::structured_error;
 use support::collector::*;
 use toolsize::collector::config::{Config, Overrides};
 use toolsize::collector::Daemon;
-use toolsize::layers::{Source, StackConfig};
+use toolsize::layers::StackConfig;
+use toolsize::Origin;
 
 /// (id, limit, source) of every layer served on `/api/v1/layers`.
 fn layer_rows(v: &serde_json::Value) -> Vec<(String, u64, String)> {
@@ -221,14 +222,14 @@ fn stack_precedence_is_flag_env_file() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
-    let got = |c: &Config| -> Vec<(String, u64, Source)> {
+    let got = |c: &Config| -> Vec<(String, u64, Origin)> {
         c.stack
             .layers()
             .iter()
             .map(|l| (l.id().to_owned(), l.limit, l.source))
             .collect()
     };
-    let own = |r: &[(&str, u64, Source)]| -> Vec<(String, u64, Source)> {
+    let own = |r: &[(&str, u64, Origin)]| -> Vec<(String, u64, Origin)> {
         r.iter().map(|(i, l, s)| (i.to_string(), *l, *s)).collect()
     };
 
@@ -237,10 +238,10 @@ fn stack_precedence_is_flag_env_file() {
     assert_eq!(
         got(&c),
         own(&[
-            ("codex.tool-output.tokens", 10_000, Source::Catalog),
-            ("cline.message-builder", 7000, Source::File),
-            ("my-proxy", 3000, Source::File),
-            ("default", 4096, Source::File),
+            ("codex.tool-output.tokens", 10_000, Origin::Catalog),
+            ("cline.message-builder", 7000, Origin::File),
+            ("my-proxy", 3000, Origin::File),
+            ("default", 4096, Origin::File),
         ])
     );
     // Env beats file: its list replaces the file's, its limits win.
@@ -256,9 +257,9 @@ fn stack_precedence_is_flag_env_file() {
     assert_eq!(
         got(&c),
         own(&[
-            ("cline.message-builder", 5000, Source::Env),
-            ("my-proxy", 3000, Source::File),
-            ("default", 8192, Source::Env),
+            ("cline.message-builder", 5000, Origin::Env),
+            ("my-proxy", 3000, Origin::File),
+            ("default", 8192, Origin::Env),
         ])
     );
     // Flag beats env.
@@ -281,15 +282,15 @@ fn stack_precedence_is_flag_env_file() {
     assert_eq!(
         got(&c),
         own(&[
-            ("cline.message-builder", 4000, Source::Flag),
-            ("my-proxy", 3000, Source::File),
-            ("default", 2048, Source::Flag),
+            ("cline.message-builder", 4000, Origin::Flag),
+            ("my-proxy", 3000, Origin::File),
+            ("default", 2048, Origin::Flag),
         ])
     );
     let ceiling = c.stack.ceiling_bytes().unwrap();
     assert_eq!(
         (ceiling.layer_id, ceiling.source),
-        ("default", Source::Flag)
+        ("default", Origin::Flag)
     );
 }
 
