@@ -118,6 +118,11 @@ mod tests {
     }
 
     #[test]
+    fn the_flags_are_a_valid_command() {
+        Flags::augment_args(Command::new("serve")).debug_assert();
+    }
+
+    #[test]
     fn help_is_the_first_sentence_and_the_computed_default() {
         let help = Flags::augment_args(Command::new("serve"))
             .render_help()

@@ -1,12 +1,12 @@
 //! The keys of the configuration, as its sections declare them.
 //!
-//! Each key is declared once, on its field ([`super::declare`]); [`KEYS`] lists them in file
-//! order. Everything else is derived from that list: the file `toolsize gen-config` prints
-//! ([`generated_config`], the defaults read from `Config::default()`), the keys a file may hold
-//! ([`is_known`], with a "did you mean" over [`KEYS`]), the variables
-//! [`Config::load`](super::Config::load) reads ([`env_vars`]), the flags of `toolsize serve`
-//! ([`super::flags`]), the table of `docs/collector.md` ([`sources_table`]) and how the text of a
-//! variable or flag becomes its key's value ([`set`], by the key's type).
+//! Each key is declared once, on its field (the `section!` macro of `declare.rs`); [`KEYS`]
+//! lists them in file order. Everything else is derived from that list: the file
+//! `toolsize gen-config` prints (`generated_config`, the defaults read from `Config::default()`),
+//! the keys a file may hold (with a "did you mean" over [`KEYS`]), the variables
+//! [`Config::load`](super::Config::load) reads, the flags of `toolsize serve`
+//! ([`Flags`](super::Flags)), the table of `docs/collector.md` ([`sources_table`]) and how the
+//! text of a variable or flag becomes its key's value (by the key's type).
 
 use std::sync::LazyLock;
 

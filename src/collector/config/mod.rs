@@ -7,17 +7,18 @@
 //! came from (`flag --max-series`, `environment variable TOOLSIZE_MAX_SERIES`, `config file
 //! /etc/toolsize.toml`), never a panic.
 //!
-//! A key is its field. Each section is declared once with [`declare::section!`]: per field its
-//! documentation, type, default, and optionally its variable, flag and checks ([`sections`],
-//! [`alerts`]; the library's `[layers]` in [`layers`]). Everything else is derived from that
-//! declaration: the list of keys ([`keys::KEYS`]), the file `toolsize gen-config` prints, the
-//! keys a file may hold, the variables read, the flags of `toolsize serve` ([`Flags`]), the
-//! checks run after the merge, and the sources table of `docs/collector.md`. Adding a key is
-//! adding a field to its section.
+//! A key is its field. Each section is declared once with the `section!` macro (`declare.rs`):
+//! per field its documentation, type, default, and optionally its variable, flag and checks
+//! (`sections.rs`, `alerts.rs`; the library's `[layers]` in `layers.rs`). Everything else is
+//! derived from that declaration: the list of keys ([`keys::KEYS`]), the file
+//! `toolsize gen-config` prints, the keys a file may hold, the variables read, the flags of
+//! `toolsize serve` ([`Flags`]), the checks run after the merge, and the sources table of
+//! `docs/collector.md`. Adding a key is adding a field to its section.
 //!
-//! Every source goes through one merge ([`merge`]): the file, then each variable and flag as
-//! text parsed by its key's type, each value remembered with where it came from. The layer
-//! stack keeps each limit's source by resolving the flag, variable and file settings together
+//! Every source goes through one merge (`merge.rs`): the file, then each variable and flag as
+//! text parsed by its key's type, each value remembered with where it came from
+//! ([`crate::Origin`] and the flag, variable or file). The layer stack keeps each limit's source
+//! by resolving the flag, variable and file settings together
 //! ([`crate::layers::Stack::resolve`]).
 
 use std::path::{Path, PathBuf};
@@ -499,6 +500,25 @@ mod tests {
             e.starts_with("invalid value for tls.key_file (flag --tls-key-file): set both"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_configuration_changed_in_code_is_checked_as_such() {
+        let mut c = Config::default();
+        assert!(c.validate().is_ok());
+        c.aggregation.max_series = 0;
+        let e = c.validate().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid value for aggregation.max_series (set in code): must be above 0"
+        );
+        assert!(matches!(
+            e,
+            ConfigError::Invalid {
+                origin: Origin::Explicit,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -56,7 +56,8 @@ section! {
         #[key(env = "TOOLSIZE_ADMIN_ADDR", flag = "--admin-addr", value_name = "ADDR")]
         pub addr: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9464)),
         /// The URL under which others reach the admin HTTP, for the links alerts carry
-        /// (generatorURL and runbook_url, e.g. https://toolsize-1.internal/runbook#toolresultoverceiling).
+        /// (generatorURL and runbook_url, e.g.
+        /// `https://toolsize-1.internal/runbook#toolresultoverceiling`).
         /// Unset, the links use `http://<addr>`.
         #[key(
             env = "TOOLSIZE_EXTERNAL_URL",
@@ -175,7 +176,7 @@ section! {
 section! {
     /// A shared token the OTLP receivers and the admin API require (all but /healthz and
     /// /readyz): `Authorization: Bearer <token>`, e.g.
-    /// OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20<token>. A missing or wrong token gets
+    /// `OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20<token>`. A missing or wrong token gets
     /// 401 / UNAUTHENTICATED and is counted. Unset: no authentication. Prefer token_file or the
     /// environment to a token in this file.
     pub struct AuthConfig {
@@ -219,7 +220,7 @@ impl AuthConfig {
 section! {
     /// TLS on the three listeners (OTLP/gRPC, OTLP/HTTP, admin), PEM files; needs a toolsize
     /// built with the `tls` feature. Exporters trust it with
-    /// OTEL_EXPORTER_OTLP_CERTIFICATE=<CA file>.
+    /// `OTEL_EXPORTER_OTLP_CERTIFICATE=<CA file>`.
     pub struct TlsConfig {
         /// PEM certificate (chain) for TLS on every listener.
         #[key(
