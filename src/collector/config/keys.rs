@@ -338,6 +338,12 @@ mod tests {
             if let Some(e) = k.env {
                 assert!(e.starts_with("TOOLSIZE_"), "{e}");
             }
+            if let Some(other) = k.replaces {
+                assert!(
+                    find(other).is_some_and(|o| o.replaces == Some(&*k.path)),
+                    "{other}"
+                );
+            }
             if let Some(f) = k.flag {
                 assert!(f.starts_with("--"), "{f}");
                 assert!(k.value_name.is_some(), "{f} has no value name");
