@@ -35,6 +35,10 @@ install_peers() {
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+  #   unshare (util-linux), ip (iproute2): the coding agents of tests/coding_agents.rs run in a
+  #     network namespace of their own, loopback only.
+  command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+  command -v ip >/dev/null 2>&1 || missing+=(iproute2)
   if [ ${#missing[@]} -gt 0 ]; then
     log "apt-get install ${missing[*]}"
     apt-get update -qq
@@ -61,6 +65,9 @@ install_peers() {
   # npm packages: the MCP reference server, pinned by the committed lockfile.
   log "npm ci (tests/npm)"
   (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
+  # The coding agents (tests/coding_agents.rs): Claude Code, Codex and Gemini CLI, pinned.
+  log "npm ci (tests/agents/npm)"
+  (cd tests/agents/npm && npm ci --no-audit --no-fund --loglevel=error)
 }
 
 if [ "${TOOLSIZE_SKIP_INSTALL:-0}" != 1 ]; then

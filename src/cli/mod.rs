@@ -13,6 +13,8 @@ pub mod args_hash;
 pub mod check;
 #[cfg(feature = "collector")]
 pub mod demo;
+#[cfg(feature = "collector")]
+pub mod hook;
 pub mod layers;
 pub mod mcp;
 #[cfg(feature = "collector")]
@@ -66,6 +68,10 @@ pub enum Command {
     /// sparklines, firing alerts.
     #[cfg(feature = "collector")]
     Top(top::TopArgs),
+    /// A coding agent's hook (Claude Code's PostToolUse): reads the payload on standard input and
+    /// tells the daemon about cuts the agent's own telemetry does not show (sizes only).
+    #[cfg(feature = "collector")]
+    Hook(hook::HookArgs),
 }
 
 /// Parses the process's arguments and runs them. `--help` and `--version` print as usual and exit
@@ -105,6 +111,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::GenConfig => serve::gen_config(),
         #[cfg(feature = "collector")]
         Command::Top(args) => top::run(args),
+        #[cfg(feature = "collector")]
+        Command::Hook(args) => hook::run(&args),
     }
 }
 

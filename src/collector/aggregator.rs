@@ -1,6 +1,8 @@
 //! The aggregator task: the one loop that owns the [`State`].
 //!
-//! It takes batches from the receivers (bounded queue), answers the readers' [`Command`]s,
+//! It takes batches from the receivers (bounded queue), releases the coding agents' calls whose
+//! signals were joined ([`crate::collector::state::join`]) on the flush timer, answers the
+//! readers' [`Command`]s,
 //! runs the window rules every evaluation interval and writes a snapshot every
 //! `snapshot_interval` on a blocking thread (a slow disk delays only the next snapshot, never
 //! ingestion). For `/metrics` it hands out a [`Frame`]: the numbers, copied; the text is
@@ -57,6 +59,8 @@ pub(crate) async fn run(
                     while let Ok(b) = data.try_recv() {
                         ingest(&mut state, &stats, b);
                     }
+                    // Every call of a coding agent still waiting for its other signals.
+                    state.release_joined(u64::MAX);
                     if let Some(w) = writing.take() {
                         let _ = w.await;
                     }
@@ -86,7 +90,10 @@ pub(crate) async fn run(
                 None => return,
             },
             _ = evaluate.tick() => state.evaluate_observers_ms(now_unix_ms()),
-            _ = flush.tick() => state.tick_observers(),
+            _ = flush.tick() => {
+                state.release_joined(now_unix_ms());
+                state.tick_observers();
+            }
             _ = tick.tick() => {
                 if let Some(store) = &store {
                     if writing.as_ref().is_none_or(|w| w.is_finished()) {

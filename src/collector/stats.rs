@@ -48,6 +48,83 @@ impl RefusedRequest {
     }
 }
 
+/// The OTLP signals the receivers accept. Traces and logs are read for tool calls; metrics are
+/// acknowledged and counted, never refused for being metrics (an SDK left at its defaults
+/// exports all three to one endpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OtlpSignal {
+    /// `ExportTraceServiceRequest`.
+    Traces,
+    /// `ExportLogsServiceRequest`.
+    Logs,
+    /// `ExportMetricsServiceRequest`.
+    Metrics,
+}
+
+impl OtlpSignal {
+    /// Every signal, in exposition order.
+    pub(crate) const ALL: [OtlpSignal; 3] =
+        [OtlpSignal::Traces, OtlpSignal::Logs, OtlpSignal::Metrics];
+
+    /// The `signal` label.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            OtlpSignal::Traces => "traces",
+            OtlpSignal::Logs => "logs",
+            OtlpSignal::Metrics => "metrics",
+        }
+    }
+
+    /// The OTLP/HTTP path.
+    pub(crate) fn http_path(self) -> &'static str {
+        match self {
+            OtlpSignal::Traces => "/v1/traces",
+            OtlpSignal::Logs => "/v1/logs",
+            OtlpSignal::Metrics => "/v1/metrics",
+        }
+    }
+
+    /// The OTLP/gRPC method path.
+    pub(crate) fn grpc_path(self) -> &'static str {
+        match self {
+            OtlpSignal::Traces => "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+            OtlpSignal::Logs => "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+            OtlpSignal::Metrics => {
+                "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+            }
+        }
+    }
+}
+
+/// Requests accepted, by signal.
+#[derive(Debug, Default)]
+struct AcceptedRequests {
+    traces: AtomicU64,
+    logs: AtomicU64,
+    metrics: AtomicU64,
+}
+
+impl AcceptedRequests {
+    fn of(&self, s: OtlpSignal) -> &AtomicU64 {
+        match s {
+            OtlpSignal::Traces => &self.traces,
+            OtlpSignal::Logs => &self.logs,
+            OtlpSignal::Metrics => &self.metrics,
+        }
+    }
+}
+
+/// Log records accepted (tool calls recorded, others ignored) and refused under overload.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LogRecords {
+    /// Records of tool calls, recorded.
+    pub(crate) tool: u64,
+    /// Other records, ignored.
+    pub(crate) other: u64,
+    /// Records refused because the queue was full.
+    pub(crate) overloaded: u64,
+}
+
 /// The daemon's own counters, shared lock-free between receivers and the aggregator.
 #[derive(Debug, Default)]
 pub struct SelfStats {
@@ -68,6 +145,10 @@ pub struct SelfStats {
     snapshot_failing: AtomicU64,
     attributes_ignored: AtomicU64,
     label_cuts: [AtomicU64; 4],
+    accepted_requests: AcceptedRequests,
+    log_records_tool: AtomicU64,
+    log_records_other: AtomicU64,
+    log_records_overloaded: AtomicU64,
     /// Connection counters of the listeners.
     pub listeners: Arc<listener::ListenerStats>,
 }
@@ -109,6 +190,10 @@ pub struct SelfStatsView {
     pub attributes_ignored: u64,
     /// Service and tool names cut or cleaned, per tool span.
     pub(crate) label_cuts: LabelCuts,
+    /// Requests accepted, by [`OtlpSignal::ALL`] order.
+    pub(crate) accepted_requests: [u64; 3],
+    /// Log records.
+    pub(crate) log_records: LogRecords,
 }
 
 impl SelfStats {
@@ -136,6 +221,16 @@ impl SelfStats {
         self.spans_tool.fetch_add(tools, Relaxed);
         self.spans_other.fetch_add(other, Relaxed);
         self.spans_invalid.fetch_add(invalid, Relaxed);
+    }
+    pub(crate) fn accepted_request(&self, s: OtlpSignal) {
+        self.accepted_requests.of(s).fetch_add(1, Relaxed);
+    }
+    pub(crate) fn accepted_logs(&self, tool: u64, other: u64) {
+        self.log_records_tool.fetch_add(tool, Relaxed);
+        self.log_records_other.fetch_add(other, Relaxed);
+    }
+    pub(crate) fn refused_logs_overloaded(&self, n: u64) {
+        self.log_records_overloaded.fetch_add(n, Relaxed);
     }
     pub(crate) fn set_series(&self, series: u64, overflow: u64) {
         self.series.store(series, Relaxed);
@@ -191,6 +286,12 @@ impl SelfStats {
                     self.label_cuts[2].load(Relaxed),
                     self.label_cuts[3].load(Relaxed),
                 ],
+            },
+            accepted_requests: OtlpSignal::ALL.map(|s| self.accepted_requests.of(s).load(Relaxed)),
+            log_records: LogRecords {
+                tool: self.log_records_tool.load(Relaxed),
+                other: self.log_records_other.load(Relaxed),
+                overloaded: self.log_records_overloaded.load(Relaxed),
             },
         }
     }

@@ -113,6 +113,11 @@ section! {
         pub(crate) placeholders: Vec<String> = ["__REDACTED__", "<not specified>", "<redacted>"]
             .map(String::from)
             .to_vec(),
+        /// How long the signals of one coding agent's tool call (log record, span event, span)
+        /// are waited for, from the first, before the call is counted once (see
+        /// docs/agents.md). The agents' SDKs export every 5 s by default and flush at exit.
+        #[key(env = "TOOLSIZE_JOIN_WINDOW")]
+        pub(crate) join_window: Interval = Interval::secs(10),
     }
 }
 

@@ -6,13 +6,16 @@
 
 use std::io::Read;
 
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
 
 use std::sync::Arc;
 
-use super::wire;
+use super::{agents, wire};
 use crate::collector::ingest::recognize::{LabelCuts, Outcome, Recognizer, ToolRecord};
+use crate::collector::stats::OtlpSignal;
 
 /// A request body that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -26,14 +29,14 @@ pub enum DecodeError {
     /// Not valid gzip.
     #[error("invalid gzip body: {0}")]
     Gzip(std::io::Error),
-    /// Not a valid protobuf `ExportTraceServiceRequest`.
-    #[error("invalid protobuf ExportTraceServiceRequest: {0}")]
+    /// Not a valid protobuf export request.
+    #[error("invalid protobuf export request: {0}")]
     Protobuf(#[from] prost::DecodeError),
-    /// Not a valid protobuf `ExportTraceServiceRequest` (zero-copy reader).
+    /// Not a valid protobuf export request (zero-copy reader).
     #[error(transparent)]
     Wire(#[from] wire::WireError),
-    /// Not a valid OTLP/JSON `ExportTraceServiceRequest`.
-    #[error("invalid OTLP/JSON ExportTraceServiceRequest: {0}")]
+    /// Not a valid OTLP/JSON export request.
+    #[error("invalid OTLP/JSON export request: {0}")]
     Json(#[from] serde_json::Error),
 }
 
@@ -60,55 +63,93 @@ pub fn decode_protobuf(body: &[u8]) -> Result<ExportTraceServiceRequest, DecodeE
 /// (`"kind": "SPAN_KIND_INTERNAL"`, `"code": "STATUS_CODE_ERROR"`); bodies that hold no enum
 /// name take the direct path.
 pub fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, DecodeError> {
-    let named = |p: &[u8]| memchr::memmem::find(body, p).is_some();
-    if !named(b"\"SPAN_KIND_") && !named(b"\"STATUS_CODE_") {
-        return Ok(serde_json::from_slice(body)?);
-    }
-    let mut v: serde_json::Value = serde_json::from_slice(body)?;
-    enum_names_to_numbers(&mut v)?;
-    Ok(serde_json::from_value(v)?)
+    from_json(body)
 }
 
-/// Replaces enum names by their numbers where OTLP/JSON has enums: `kind` of a span and `code`
-/// of its status. An unknown name is an error, as in the protobuf JSON mapping.
-fn enum_names_to_numbers(v: &mut serde_json::Value) -> Result<(), DecodeError> {
+/// Decodes OTLP/JSON, through [`named_enums_to_numbers`] only when the body names an enum.
+fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
+    match named_enums_to_numbers(body)? {
+        Some(v) => Ok(serde_json::from_value(v)?),
+        None => Ok(serde_json::from_slice(body)?),
+    }
+}
+
+/// The protobuf encoding of an OTLP/JSON request of `signal`, for the in-place readers. Traces
+/// and logs are decoded in full (a record that does not decode is a 400); a metrics request is
+/// only checked to be a JSON object, as toolsize reads nothing in it.
+pub(crate) fn json_to_protobuf(signal: OtlpSignal, body: &[u8]) -> Result<Vec<u8>, DecodeError> {
+    match signal {
+        OtlpSignal::Traces => Ok(decode_json(body)?.encode_to_vec()),
+        OtlpSignal::Logs => Ok(from_json::<ExportLogsServiceRequest>(body)?.encode_to_vec()),
+        OtlpSignal::Metrics => {
+            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(body)?;
+            Ok(Vec::new())
+        }
+    }
+}
+
+/// Checks that a protobuf body is an `ExportMetricsServiceRequest` (nothing in it is kept).
+pub(crate) fn check_metrics_protobuf(body: &[u8]) -> Result<(), DecodeError> {
+    ExportMetricsServiceRequest::decode(body)?;
+    Ok(())
+}
+
+/// The JSON of `body` with the enums that OTLP/JSON may name replaced by their numbers: a span's
+/// `kind`, a status's `code`, a log record's `severityNumber`, a metric's
+/// `aggregationTemporality`; `None` when the body names none. An unknown name is an error, as in
+/// the protobuf JSON mapping.
+fn named_enums_to_numbers(body: &[u8]) -> Result<Option<serde_json::Value>, DecodeError> {
+    use opentelemetry_proto::tonic::logs::v1::SeverityNumber;
+    use opentelemetry_proto::tonic::metrics::v1::AggregationTemporality;
     use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, status::StatusCode};
     use serde_json::Value;
-    fn number(
-        field: &mut Value,
-        what: &str,
-        from_name: fn(&str) -> Option<i32>,
-    ) -> Result<(), DecodeError> {
-        if let Value::String(name) = field {
-            let n = from_name(name).ok_or_else(|| {
-                DecodeError::Json(serde::de::Error::custom(format!("unknown {what} {name:?}")))
-            })?;
-            *field = Value::from(n);
+    let named = |p: &[u8]| memchr::memmem::find(body, p).is_some();
+    if ![
+        "\"SPAN_KIND_",
+        "\"STATUS_CODE_",
+        "\"SEVERITY_NUMBER_",
+        "\"AGGREGATION_TEMPORALITY_",
+    ]
+    .iter()
+    .any(|p| named(p.as_bytes()))
+    {
+        return Ok(None);
+    }
+    let mut v: Value = serde_json::from_slice(body)?;
+    fn number(key: &str, name: &str) -> Option<Result<i32, DecodeError>> {
+        let n = match key {
+            "kind" => SpanKind::from_str_name(name).map(|k| k as i32),
+            "code" => StatusCode::from_str_name(name).map(|c| c as i32),
+            "severityNumber" => SeverityNumber::from_str_name(name).map(|s| s as i32),
+            "aggregationTemporality" => {
+                AggregationTemporality::from_str_name(name).map(|a| a as i32)
+            }
+            _ => return None,
+        };
+        Some(n.ok_or_else(|| {
+            DecodeError::Json(serde::de::Error::custom(format!("unknown {key} {name:?}")))
+        }))
+    }
+    fn walk(v: &mut Value) -> Result<(), DecodeError> {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m.iter_mut() {
+                    if let Value::String(name) = x {
+                        if let Some(n) = number(k, name) {
+                            *x = Value::from(n?);
+                            continue;
+                        }
+                    }
+                    walk(x)?;
+                }
+            }
+            Value::Array(a) => a.iter_mut().try_for_each(walk)?,
+            _ => {}
         }
         Ok(())
     }
-    let spans = v
-        .get_mut("resourceSpans")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-        .filter_map(|rs| rs.get_mut("scopeSpans").and_then(Value::as_array_mut))
-        .flatten()
-        .filter_map(|ss| ss.get_mut("spans").and_then(Value::as_array_mut))
-        .flatten();
-    for span in spans {
-        if let Some(k) = span.get_mut("kind") {
-            number(k, "span kind", |n| {
-                SpanKind::from_str_name(n).map(|k| k as i32)
-            })?;
-        }
-        if let Some(c) = span.get_mut("status").and_then(|s| s.get_mut("code")) {
-            number(c, "status code", |n| {
-                StatusCode::from_str_name(n).map(|c| c as i32)
-            })?;
-        }
-    }
-    Ok(())
+    walk(&mut v)?;
+    Ok(Some(v))
 }
 
 /// What a request held.
@@ -146,6 +187,7 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
     // The sanitised name of the resource being read: the raw name is sanitised once per run of
     // spans from one resource, not once per span.
     let mut service: Option<(&str, Arc<str>, [bool; 2])> = None;
+    let mut signals = Vec::new();
     wire::for_each_span(body, |svc, scope, span| {
         let (arc, cut) = match &service {
             Some((name, arc, cut)) if *name == svc => (arc.clone(), *cut),
@@ -156,6 +198,30 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
             }
         };
         out.attributes_ignored += span.attrs.len().saturating_sub(MAX_ATTRIBUTES_READ) as u64;
+        if let Some(agent) = agents::owner(scope) {
+            signals.clear();
+            if (agent.span)(span, &mut signals) == agents::SpanVerdict::NotTool {
+                out.not_tool += 1;
+                return;
+            }
+            let at = agents::Origin {
+                trace_id: span.trace_id,
+                span_id: span.span_id,
+                span_us: Some(span.end.saturating_sub(span.start) / 1000),
+            };
+            for s in &signals {
+                out.records.push(agents::record(
+                    &arc,
+                    s,
+                    at,
+                    r.max_tool_name_bytes(),
+                    &mut out.label_cuts,
+                ));
+            }
+            out.label_cuts.service[0] += u64::from(cut[0]);
+            out.label_cuts.service[1] += u64::from(cut[1]);
+            return;
+        }
         match r.recognize_counting(&arc, scope, span, &mut out.label_cuts) {
             Outcome::Tool(t) => {
                 out.label_cuts.service[0] += u64::from(cut[0]);
@@ -168,6 +234,51 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
                 out.invalid_reason.get_or_insert(why);
             }
         }
+    })?;
+    Ok(out)
+}
+
+/// Reads every log record of a protobuf-encoded `ExportLogsServiceRequest` in place: the tool
+/// calls of the coding agents ([`agents`]) and `tool_result` events of other emitters become
+/// records; every other record is counted as not a tool call.
+pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, DecodeError> {
+    let mut out = Recognized::default();
+    let mut service: Option<(&str, Arc<str>, [bool; 2])> = None;
+    let mut signals = Vec::new();
+    wire::for_each_log(body, |svc, scope, log| {
+        let (arc, cut) = match &service {
+            Some((name, arc, cut)) if *name == svc => (arc.clone(), *cut),
+            _ => {
+                let (arc, cut) = r.service_name(svc);
+                service = Some((svc, arc.clone(), cut));
+                (arc, cut)
+            }
+        };
+        signals.clear();
+        match agents::owner(scope) {
+            Some(agent) => (agent.log)(log, &mut signals),
+            None => agents::tool_result_log::log(log, &mut signals),
+        }
+        if signals.is_empty() {
+            out.not_tool += 1;
+            return;
+        }
+        let at = agents::Origin {
+            trace_id: log.trace_id,
+            span_id: log.span_id,
+            span_us: None,
+        };
+        for s in &signals {
+            out.records.push(agents::record(
+                &arc,
+                s,
+                at,
+                r.max_tool_name_bytes(),
+                &mut out.label_cuts,
+            ));
+        }
+        out.label_cuts.service[0] += u64::from(cut[0]);
+        out.label_cuts.service[1] += u64::from(cut[1]);
     })?;
     Ok(out)
 }

@@ -1,4 +1,6 @@
-//! OTLP/gRPC receiver: `opentelemetry.proto.collector.trace.v1.TraceService/Export`.
+//! OTLP/gRPC receiver: `TraceService/Export`, `LogsService/Export` (read for the coding agents'
+//! tool calls) and `MetricsService/Export` (checked and acknowledged) of
+//! `opentelemetry.proto.collector.*.v1`.
 //!
 //! The service is routed by hand with a bytes codec (rather than the generated server and its
 //! prost codec) so that a message that does not decode is answered `INVALID_ARGUMENT`, as OTLP
@@ -14,8 +16,9 @@
 //! Every call is counted as a request, whatever its path. Refusals tonic makes before the
 //! handler runs are counted by the status it answered: `OUT_OF_RANGE` / `RESOURCE_EXHAUSTED` as
 //! `too_large`, `UNIMPLEMENTED` (unsupported `grpc-encoding`) as `unsupported_media_type`, any
-//! other error as `decode`. A path other than Export is answered `UNIMPLEMENTED` and counted as
-//! `unsupported_media_type`. With a token configured, a call without it gets `UNAUTHENTICATED`
+//! other error as `decode`. A path other than the three Export methods is answered
+//! `UNIMPLEMENTED` and counted as `unsupported_media_type`. The three responses share one wire
+//! layout (`partial_success` = rejected count, message), so one encoder answers all three. With a token configured, a call without it gets `UNAUTHENTICATED`
 //! (reason `unauthenticated`) before its message is read.
 
 use std::convert::Infallible;
@@ -32,12 +35,11 @@ use tonic::server::{Grpc, NamedService, UnaryService};
 use tonic::{Request, Response, Status};
 
 use super::{Accepted, Ingest, Refusal};
+use crate::collector::stats::OtlpSignal;
 use crate::collector::RefusedRequest;
 
 /// Fully qualified gRPC service name.
 pub(crate) const SERVICE_NAME: &str = "opentelemetry.proto.collector.trace.v1.TraceService";
-/// Path of the Export method.
-pub(crate) const EXPORT_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
 /// The gRPC trace service, mounted with `tonic::transport::Server::add_service`.
 #[derive(Debug, Clone)]
@@ -83,20 +85,24 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         self.ingest.stats().request("grpc");
-        if req.uri().path() != EXPORT_PATH {
+        let path = req.uri().path();
+        let Some(signal) = OtlpSignal::ALL.into_iter().find(|s| s.grpc_path() == path) else {
             self.ingest
                 .stats()
                 .refused_request(RefusedRequest::UnsupportedMediaType);
             return Box::pin(async {
-                Ok(Status::unimplemented("only TraceService/Export is served").into_http())
+                Ok(Status::unimplemented(
+                    "only the trace, logs and metrics Export methods are served",
+                )
+                .into_http())
             });
-        }
+        };
         if let Err(r) = self.ingest.authorize(req.headers()) {
             let s = status(r, self.ingest.stats());
             return Box::pin(async move { Ok(s.into_http()) });
         }
         let reached = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let export = Export(self.ingest.clone(), reached.clone());
+        let export = Export(self.ingest.clone(), signal, reached.clone());
         let mut grpc = Grpc::new(RawCodec)
             .accept_compressed(CompressionEncoding::Gzip)
             .send_compressed(CompressionEncoding::Gzip)
@@ -156,22 +162,22 @@ fn status(r: Refusal, stats: &crate::collector::SelfStats) -> Status {
     Status::new(tonic::Code::from_i32(r.grpc_code()), r.message)
 }
 
-/// The handler, and a flag it sets once tonic has handed it a message.
-struct Export(Arc<Ingest>, Arc<std::sync::atomic::AtomicBool>);
+/// The handler of one signal, and a flag it sets once tonic has handed it a message.
+struct Export(Arc<Ingest>, OtlpSignal, Arc<std::sync::atomic::AtomicBool>);
 
 impl UnaryService<Bytes> for Export {
     type Response = ExportTraceServiceResponse;
     type Future = BoxFuture<Response<Self::Response>, Status>;
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        let ingest = self.0.clone();
-        self.1.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (ingest, signal) = (self.0.clone(), self.1);
+        self.2.store(true, std::sync::atomic::Ordering::Relaxed);
         Box::pin(async move {
             let _slot = ingest
                 .decode_slot()
                 .map_err(|r| status(r, ingest.stats()))?;
             ingest
-                .ingest_protobuf(request.get_ref())
+                .ingest_signal(signal, request.get_ref())
                 .map(|a| Response::new(response(a)))
                 .map_err(|r| status(r, ingest.stats()))
         })

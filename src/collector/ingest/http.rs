@@ -1,9 +1,10 @@
 //! OTLP/HTTP receiver.
 //!
-//! Endpoints:
-//! - `POST /v1/traces`: `application/x-protobuf` or `application/json`, optionally
-//!   `Content-Encoding: gzip`. Answers in the request's encoding: 200 with an
-//!   `ExportTraceServiceResponse` (partial success when spans were rejected), 400 with a
+//! Endpoints: `POST /v1/traces`, `POST /v1/logs` (read for the coding agents' tool calls) and
+//! `POST /v1/metrics` (checked and acknowledged), each alike:
+//! - `application/x-protobuf` or `application/json` (chunked or not), optionally
+//!   `Content-Encoding: gzip`. Answers in the request's encoding: 200 with the signal's export
+//!   response (partial success when spans were rejected), 400 with a
 //!   `google.rpc.Status` on bad data, 413 when the body passes `otlp.max_request_bytes` (measured
 //!   after decompression; a gzip bomb is stopped at the limit), 415 on an unknown content type or
 //!   encoding, 408 when the body does not arrive within `listeners.body_timeout`, 503 +
@@ -27,6 +28,7 @@ use prost::Message;
 
 use super::decode;
 use super::{grpc, Accepted, Ingest, Refusal};
+use crate::collector::stats::OtlpSignal;
 use crate::collector::RefusedRequest;
 
 const PROTOBUF: &str = "application/x-protobuf";
@@ -51,8 +53,19 @@ enum Encoding {
 
 /// The OTLP/HTTP router.
 pub fn router(ingest: Arc<Ingest>) -> Router {
-    Router::new()
-        .route("/v1/traces", post(traces))
+    let route = |r: Router<Arc<Ingest>>, signal: OtlpSignal| {
+        r.route(
+            signal.http_path(),
+            post(
+                move |State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body| {
+                    export(ing, signal, headers, body)
+                },
+            ),
+        )
+    };
+    OtlpSignal::ALL
+        .into_iter()
+        .fold(Router::new(), route)
         .layer(DefaultBodyLimit::disable())
         .with_state(ingest)
 }
@@ -89,9 +102,9 @@ fn refusal(enc: Encoding, r: Refusal) -> Response {
     resp
 }
 
-async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) -> Response {
+async fn export(ing: Arc<Ingest>, signal: OtlpSignal, headers: HeaderMap, body: Body) -> Response {
     ing.stats().request("http");
-    match handle(&ing, &headers, body).await {
+    match handle(&ing, signal, &headers, body).await {
         Ok((enc, accepted)) => respond(enc, accepted),
         Err((enc, r)) => refusal(enc, r.counted(ing.stats())),
     }
@@ -100,6 +113,7 @@ async fn traces(State(ing): State<Arc<Ingest>>, headers: HeaderMap, body: Body) 
 /// The steps of one request; a refusal carries the encoding to answer in.
 async fn handle(
     ing: &Ingest,
+    signal: OtlpSignal,
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(Encoding, Accepted), (Encoding, Refusal)> {
@@ -117,10 +131,16 @@ async fn handle(
         &raw
     };
     let accepted = match enc {
-        Encoding::Protobuf => ing.ingest_protobuf(bytes),
-        Encoding::Json => decode::decode_json(bytes)
+        Encoding::Protobuf => ing.ingest_signal(signal, bytes),
+        Encoding::Json => decode::json_to_protobuf(signal, bytes)
             .map_err(Refusal::from)
-            .and_then(|req| ing.ingest_request(&req)),
+            .and_then(|pb| match signal {
+                OtlpSignal::Metrics => {
+                    ing.stats().accepted_request(signal);
+                    Ok(Accepted::default())
+                }
+                _ => ing.ingest_signal(signal, &pb),
+            }),
     };
     accepted.map(|a| (enc, a)).map_err(at)
 }

@@ -20,6 +20,7 @@
 //! for the time of decompression, decoding and recognition. A client sending a byte a second
 //! therefore holds a few bytes of budget until its deadline, never a slot.
 
+pub(crate) mod agents;
 pub mod decode;
 pub(crate) mod grpc;
 pub mod http;
@@ -34,8 +35,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::sync::mpsc;
 
 use crate::collector::ingest::recognize::Recognizer;
-use crate::collector::ingest::record::Batch;
-use crate::collector::stats::{RefusedRequest, SelfStats};
+use crate::collector::ingest::record::{Batch, ToolRecord};
+use crate::collector::stats::{OtlpSignal, RefusedRequest, SelfStats};
 
 /// What a receiver answers after a request was accepted.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -406,6 +407,25 @@ impl Ingest {
         self.ingest_protobuf(&prost::Message::encode_to_vec(req))
     }
 
+    /// Steps 5 and 6 for any signal: decodes a protobuf-encoded export request and queues the
+    /// tool records it holds (traces and logs); metrics are checked and acknowledged. Counts the
+    /// request as accepted by signal.
+    pub(crate) fn ingest_signal(
+        &self,
+        signal: OtlpSignal,
+        body: &[u8],
+    ) -> Result<Accepted, Refusal> {
+        let accepted = match signal {
+            OtlpSignal::Traces => self.ingest_protobuf(body),
+            OtlpSignal::Logs => self.ingest_logs_protobuf(body),
+            OtlpSignal::Metrics => decode::check_metrics_protobuf(body)
+                .map(|()| Accepted::default())
+                .map_err(Refusal::from),
+        }?;
+        self.stats.accepted_request(signal);
+        Ok(accepted)
+    }
+
     /// Steps 5 and 6, decode and ingest: classifies a protobuf-encoded request in place and
     /// queues its tool records. The spans of a request refused for a full queue are counted
     /// here; the refusal itself is counted by the caller, like every other.
@@ -414,20 +434,8 @@ impl Ingest {
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
         self.stats.attributes_ignored(rec.attributes_ignored);
         self.stats.label_cuts(&rec.label_cuts);
-        if tools > 0
-            && self
-                .tx
-                .try_send(Batch {
-                    records: rec.records,
-                })
-                .is_err()
-        {
-            self.stats.refused_spans_overloaded(tools + other + invalid);
-            return Err(Refusal::new(
-                RefusedRequest::Overloaded,
-                "the aggregator queue is full; retry later",
-            ));
-        }
+        self.queue(rec.records)
+            .inspect_err(|_| self.stats.refused_spans_overloaded(tools + other + invalid))?;
         self.stats.accepted(tools, other, invalid);
         Ok(match rec.invalid_reason {
             Some(why) => Accepted {
@@ -436,5 +444,29 @@ impl Ingest {
             },
             None => Accepted::default(),
         })
+    }
+
+    /// Reads the log records of a protobuf-encoded `ExportLogsServiceRequest` in place and
+    /// queues the tool calls among them.
+    pub(crate) fn ingest_logs_protobuf(&self, body: &[u8]) -> Result<Accepted, Refusal> {
+        let rec = decode::recognize_logs_protobuf(&self.recognizer, body)?;
+        let (tools, other) = (rec.records.len() as u64, rec.not_tool);
+        self.stats.label_cuts(&rec.label_cuts);
+        self.queue(rec.records)
+            .inspect_err(|_| self.stats.refused_logs_overloaded(tools + other))?;
+        self.stats.accepted_logs(tools, other);
+        Ok(Accepted::default())
+    }
+
+    /// Hands the records of one request to the aggregator, or refuses the request as
+    /// overloaded when its queue is full (nothing of it is kept).
+    fn queue(&self, records: Vec<ToolRecord>) -> Result<(), Refusal> {
+        if records.is_empty() || self.tx.try_send(Batch { records }).is_ok() {
+            return Ok(());
+        }
+        Err(Refusal::new(
+            RefusedRequest::Overloaded,
+            "the aggregator queue is full; retry later",
+        ))
     }
 }

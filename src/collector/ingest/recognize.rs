@@ -33,7 +33,7 @@ use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
 
 pub(crate) use crate::collector::ingest::record::{
-    ArgsHash, Emitter, Measurement, Size, SizeSource, ToolRecord, Unknown, OVERFLOW,
+    ArgsHash, Emitter, Measurement, Size, SizeSource, ToolRecord, Unknown, Upstream, OVERFLOW,
     UNKNOWN_SERVICE,
 };
 pub(crate) use crate::collector::stats::LabelCuts;
@@ -529,6 +529,11 @@ impl Recognizer {
         self
     }
 
+    /// The longest tool name kept, in bytes.
+    pub(crate) fn max_tool_name_bytes(&self) -> usize {
+        self.max_name
+    }
+
     /// The `service.name` to key series by: cut to the limit, hidden characters replaced, empty
     /// becoming `unknown_service`; with `[too long, hidden characters]` flags.
     pub(crate) fn service_name(&self, raw: &str) -> (Arc<str>, [bool; 2]) {
@@ -685,6 +690,8 @@ impl Recognizer {
             measures,
             upstream_limit,
             earlier_cuts,
+            upstream: Upstream::default(),
+            join: None,
         })
     }
 
@@ -1018,7 +1025,7 @@ fn json_cut(s: &[u8], declared: bool) -> bool {
 /// An error attribute that says the call failed: `true`, a non-zero number, or a non-empty
 /// string other than `false` / `0` (an error message or type). `error=false` and an empty
 /// `tool.error` say it did not.
-fn truthy(v: Option<AttrValue<'_>>) -> bool {
+pub(crate) fn truthy(v: Option<AttrValue<'_>>) -> bool {
     match v {
         Some(AttrValue::Bool(b)) => b,
         Some(AttrValue::Int(i)) => i != 0,
@@ -1040,11 +1047,11 @@ fn bytes_of(v: Option<AttrValue<'_>>) -> Option<&[u8]> {
     }
 }
 
-fn str_of(v: Option<AttrValue<'_>>) -> Option<&str> {
+pub(crate) fn str_of(v: Option<AttrValue<'_>>) -> Option<&str> {
     v.and_then(|v| v.as_str())
 }
 
-fn int_of(v: Option<AttrValue<'_>>) -> Option<u64> {
+pub(crate) fn int_of(v: Option<AttrValue<'_>>) -> Option<u64> {
     match v {
         Some(AttrValue::Int(i)) if i >= 0 => Some(i as u64),
         Some(AttrValue::Double(d)) if d.is_finite() && d >= 0.0 => Some(d as u64),
@@ -1073,7 +1080,7 @@ pub(crate) fn sanitize_tool_name(name: &str, max: usize) -> String {
 
 /// [`sanitize_tool_name`], adding 1 to `cuts[0]` when the name was cut and to `cuts[1]` when
 /// characters were replaced.
-fn sanitize_tool_name_counted(name: &str, max: usize, cuts: &mut [u64; 2]) -> String {
+pub(crate) fn sanitize_tool_name_counted(name: &str, max: usize, cuts: &mut [u64; 2]) -> String {
     let s = crate::label::sanitize(name, max);
     cuts[0] += u64::from(s.truncated);
     cuts[1] += u64::from(s.replaced);
@@ -1091,7 +1098,7 @@ fn sanitize_tool_name_counted(name: &str, max: usize, cuts: &mut [u64; 2]) -> St
 /// `tool.args_hash` of recorded arguments: when they are JSON, the same canonical hash the
 /// library computes (Python's `json.dumps(args, sort_keys=True, default=str)`), so a tool called
 /// with the same arguments from any emitter gets the same hash; otherwise SHA-1 of the raw bytes.
-fn hash_value(v: AttrValue<'_>) -> String {
+pub(crate) fn hash_value(v: AttrValue<'_>) -> String {
     let text = match v {
         AttrValue::Str(s) => match std::str::from_utf8(s) {
             Ok(t) => std::borrow::Cow::Borrowed(t),

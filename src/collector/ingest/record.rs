@@ -44,6 +44,17 @@ pub(crate) enum Emitter {
     /// Only `gen_ai.tool.name` / `gen_ai.tool.call.id` present: the last-resort rule Langfuse's
     /// ingestion also applies to spans of unknown emitters.
     GenAiFallback,
+    /// Claude Code's own telemetry (`claude_code.tool_result` logs, `claude_code.tool` spans).
+    ClaudeCode,
+    /// Codex CLI's own telemetry (`codex.tool_result` span events and logs).
+    Codex,
+    /// Gemini CLI's own telemetry (`gemini_cli.tool_call` logs, `tool_call` spans).
+    GeminiCli,
+    /// Qwen Code's own telemetry (Gemini CLI's, prefixed `qwen-code.`).
+    QwenCode,
+    /// A `tool_result` log record of another emitter (opencode's OpenTelemetry plugin and
+    /// others that mirror Claude Code's events).
+    ToolResultLog,
 }
 
 impl Emitter {}
@@ -62,6 +73,10 @@ pub(crate) enum SizeSource {
     /// As [`SizeSource::Unwrapped`], but the result inside the envelope is itself JSON and is
     /// measured re-serialised compactly: close to, not exactly, the text the model got.
     UnwrappedApproximate,
+    /// Reported by a coding agent in its own size attribute, in the agent's unit (UTF-16 code
+    /// units for Claude Code and Gemini CLI: equal to bytes for ASCII text; bytes of the output
+    /// before the agent's own cut for Codex). See `docs/agents.md`.
+    Reported,
 }
 
 impl SizeSource {}
@@ -205,6 +220,43 @@ pub struct ToolRecord {
     /// Results of the same service counted as whole when they arrived, that the limit learned
     /// from this one shows were cut: the aggregator flags them now.
     pub(crate) earlier_cuts: Vec<EarlierCut>,
+    /// What the emitter revealed of a cut it made itself (a coding agent's own limit).
+    pub(crate) upstream: Upstream,
+    /// The call this record is one signal of, when the emitter sends a call more than once
+    /// (span, span event, log): the aggregator joins them into one record.
+    pub(crate) join: Option<Join>,
+}
+
+/// A cut the emitter made itself and says so: the layer (a catalog id) and, when known, the
+/// size before the cut, in the record's size unit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Upstream {
+    /// The catalog layer that cut the result.
+    pub(crate) layer: Option<&'static str>,
+    /// The result's size before the cut.
+    pub(crate) original: Option<u64>,
+}
+
+/// Which call a record belongs to, and what it can tell about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Join {
+    /// A hash of the service and the emitter's call identity (a call id, or what the emitter
+    /// offers instead).
+    pub(crate) key: u64,
+    /// What this signal is for the call.
+    pub(crate) role: Role,
+}
+
+/// What one signal is for a call that arrives as several.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Role {
+    /// The signal that carries the size: it decides the record.
+    Primary,
+    /// A signal that counts the call when the primary never comes (its exporter off).
+    Secondary,
+    /// A part of the call (a child span, a truncation notice, a hook's report): never counted
+    /// on its own; adds what it knows (failure, the agent's cut) to the call's record.
+    Part,
 }
 
 /// A result counted as whole that a learned limit shows was cut: which call, and how its size

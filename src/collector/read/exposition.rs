@@ -24,8 +24,9 @@ use crate::collector::alerts::rules::{MatchOutcome, REGISTRY};
 use crate::collector::alerts::sink::SinkKind;
 use crate::collector::alerts::AlertStats;
 use crate::collector::state::histogram::NativeBuckets;
+use crate::collector::state::join::JoinStats;
 use crate::collector::state::{Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
-use crate::collector::stats::{RefusedRequest, SelfStats};
+use crate::collector::stats::{OtlpSignal, RefusedRequest, SelfStats};
 use crate::layers::Stack;
 
 /// Tool calls.
@@ -67,6 +68,16 @@ pub const OTLP_REQUESTS: &str = "toolsize_otlp_requests_total";
 pub const OTLP_REQUESTS_REFUSED: &str = "toolsize_otlp_requests_refused_total";
 /// Spans accepted, by kind (tool, other).
 pub const SPANS_ACCEPTED: &str = "toolsize_spans_accepted_total";
+/// OTLP export requests accepted, by signal.
+pub const OTLP_REQUESTS_ACCEPTED: &str = "toolsize_otlp_requests_accepted_total";
+/// Signals of coding agents' calls, by what the joiner did with them.
+pub const AGENT_SIGNALS: &str = "toolsize_agent_signals_total";
+/// Coding agents' calls waiting for their other signals.
+pub const AGENT_CALLS_WAITING: &str = "toolsize_agent_calls_waiting";
+/// Log records accepted, by kind.
+pub const LOG_RECORDS_ACCEPTED: &str = "toolsize_log_records_accepted_total";
+/// Log records refused, by reason.
+pub const LOG_RECORDS_REFUSED: &str = "toolsize_log_records_refused_total";
 /// Spans refused, by reason (invalid, overloaded).
 pub const SPANS_REFUSED: &str = "toolsize_spans_refused_total";
 /// Spans accepted then lost.
@@ -346,6 +357,8 @@ pub struct Frame {
     pub(crate) overflow_records: u64,
     /// Values clamped: (sizes, latencies).
     pub(crate) clamped: [u64; 2],
+    /// The joiner of coding agents' signals: counters, and calls waiting.
+    pub(crate) joins: (JoinStats, usize),
     /// When it was captured, Unix seconds.
     pub(crate) now: u64,
 }
@@ -417,6 +430,7 @@ impl Frame {
             max_series: state.limits.max_series,
             overflow_records: state.overflow_records,
             clamped: state.clamped,
+            joins: (state.joiner.stats, state.joiner.waiting()),
             now,
         }
     }
@@ -473,7 +487,7 @@ pub(crate) fn write_families(
     sink.family(
         TOOL_RESULTS_SIZED,
         Kind::Counter,
-        "Results of known size, by source: measured by the tool, derived from content as recorded, unwrapped from the tracer's envelope, or a lower bound (cut upstream).",
+        "Results of known size, by source: measured by the tool, derived from content as recorded, unwrapped from the tracer's envelope, reported by a coding agent, or a lower bound (cut upstream).",
     );
     for (i, s) in all() {
         let t = &s.total;
@@ -481,6 +495,7 @@ pub(crate) fn write_families(
             ("measured", t.measured),
             ("derived", t.derived),
             ("unwrapped", t.unwrapped),
+            ("reported", t.reported),
             ("lower_bound", t.lower_bound),
         ] {
             sink.sample(Some(i), &[("source", source)], Value::Int(n));
@@ -576,6 +591,31 @@ pub(crate) fn write_families(
         sink.sample(None, &[("reason", r.as_str())], int(n));
     }
     sink.family(
+        OTLP_REQUESTS_ACCEPTED,
+        Kind::Counter,
+        "OTLP export requests accepted, by signal: traces and logs are read for tool calls, metrics acknowledged.",
+    );
+    for (s, n) in OtlpSignal::ALL.iter().zip(v.accepted_requests) {
+        sink.sample(None, &[("signal", s.as_str())], int(n));
+    }
+    sink.family(
+        LOG_RECORDS_ACCEPTED,
+        Kind::Counter,
+        "Log records accepted: tool calls of coding agents recorded, other records ignored.",
+    );
+    sink.sample(None, &[("kind", "tool")], int(v.log_records.tool));
+    sink.sample(None, &[("kind", "other")], int(v.log_records.other));
+    sink.family(
+        LOG_RECORDS_REFUSED,
+        Kind::Counter,
+        "Log records refused, by reason.",
+    );
+    sink.sample(
+        None,
+        &[("reason", "overloaded")],
+        int(v.log_records.overloaded),
+    );
+    sink.family(
         SPANS_ACCEPTED,
         Kind::Counter,
         "Spans accepted: tool spans recorded, other spans ignored.",
@@ -617,6 +657,26 @@ pub(crate) fn write_families(
     for (h, n) in ["size", "latency"].iter().zip(frame.clamped) {
         sink.sample(None, &[("histogram", h)], int(n));
     }
+    let (joins, waiting) = frame.joins;
+    sink.family(
+        AGENT_SIGNALS,
+        Kind::Counter,
+        "Signals of coding agents' tool calls joined into one record per call: merged into a call another signal opened, late (after the call was counted), orphan calls (parts alone), unjoined (too many calls waiting).",
+    );
+    for (outcome, n) in [
+        ("merged", joins.merged),
+        ("late", joins.late),
+        ("orphan", joins.orphans),
+        ("unjoined", joins.unjoined),
+    ] {
+        sink.sample(None, &[("outcome", outcome)], int(n));
+    }
+    sink.family(
+        AGENT_CALLS_WAITING,
+        Kind::Gauge,
+        "Coding agents' tool calls waiting for their other signals (at most one join window).",
+    );
+    sink.sample(None, &[], int(waiting as u64));
     sink.family(
         SPAN_ATTRIBUTES_IGNORED,
         Kind::Counter,

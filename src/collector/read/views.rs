@@ -43,6 +43,9 @@ pub(crate) struct ToolRow {
     /// compactly: approximate (the framework's own serialisation may differ in spacing).
     #[serde(default)]
     pub(crate) unwrapped_approximate: u64,
+    /// Sizes a coding agent reported in its own attribute.
+    #[serde(default)]
+    pub(crate) reported: u64,
     /// Sizes that are lower bounds (the content showed an upstream cut).
     pub(crate) lower_bound: u64,
     /// The attribute value length limit results were seen cut at, configured or learned from
@@ -142,6 +145,7 @@ fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
         derived: st.derived,
         unwrapped: st.unwrapped,
         unwrapped_approximate: st.unwrapped_approximate,
+        reported: st.reported,
         lower_bound: st.lower_bound,
         upstream_limit: st.upstream_limit,
         latency_p95_ms: st.latency.quantile(0.95) as f64 / 1000.0,

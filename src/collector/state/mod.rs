@@ -18,6 +18,7 @@
 //! two windows, ≈ 281 KiB (see [`crate::collector::state::histogram`] for the computation).
 
 pub mod histogram;
+pub(crate) mod join;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -221,6 +222,10 @@ pub(crate) struct Counts {
     /// Of the unwrapped sizes, those of a JSON result re-serialised (approximate).
     #[serde(default)]
     pub(crate) unwrapped_approximate: u64,
+    /// Sizes a coding agent reported in its own attribute (cut by the agent or not, when it
+    /// said how large the result was before its cut).
+    #[serde(default)]
+    pub(crate) reported: u64,
     /// Results over the ceiling of a layer.
     #[serde(default)]
     pub(crate) over_ceiling: u64,
@@ -238,8 +243,13 @@ impl Counts {
         self.truncated += u64::from(r.truncated);
         self.truncated_upstream += u64::from(r.truncated_upstream);
         match r.size {
-            Size::Known { source, .. } => match (source, r.truncated_upstream) {
+            // A cut whose original size the emitter revealed is not a lower bound.
+            Size::Known { source, .. } => match (
+                source,
+                r.truncated_upstream && r.upstream.original.is_none(),
+            ) {
                 (_, true) => self.lower_bound += 1,
+                (SizeSource::Reported, false) => self.reported += 1,
                 (SizeSource::Measured, false) => self.measured += 1,
                 (SizeSource::Derived, false) => self.derived += 1,
                 (SizeSource::Unwrapped, false) => self.unwrapped += 1,
@@ -279,6 +289,7 @@ impl Counts {
         self.unwrapped += o.unwrapped;
         self.lower_bound += o.lower_bound;
         self.unwrapped_approximate += o.unwrapped_approximate;
+        self.reported += o.reported;
         self.over_ceiling += o.over_ceiling;
         self.upstream_limit = self.upstream_limit.max(o.upstream_limit);
     }
@@ -461,8 +472,15 @@ pub(crate) struct Largest {
     pub(crate) args_hash: Option<String>,
     /// When the daemon received it, Unix seconds.
     pub(crate) at_unix: u64,
-    /// The content showed an upstream cut: `bytes` is a lower bound.
+    /// The content showed an upstream cut: `bytes` is a lower bound, unless the emitter told
+    /// the size before its cut (`original`).
     pub(crate) truncated_upstream: bool,
+    /// The layer that cut it, when the emitter said (a coding agent's own limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cut_by: Option<String>,
+    /// The size before that cut, when the emitter said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) original: Option<u64>,
 }
 
 /// One recent result over the ceiling of its weakest cutting layer.
@@ -761,6 +779,8 @@ pub struct Limits {
     pub(crate) stack: Arc<Stack>,
     /// Upper bounds of the classic size histogram: [`size_bounds`] of the stack.
     pub size_bounds: Arc<[u64]>,
+    /// How long the signals of a coding agent's call are waited for, milliseconds.
+    pub(crate) join_window_ms: u64,
 }
 
 impl Limits {
@@ -803,6 +823,7 @@ impl Limits {
             top_args_hashes: c.aggregation.top_args_hashes,
             size_bounds: size_bounds(&c.stack).into(),
             stack: Arc::new(c.stack.clone()),
+            join_window_ms: c.recognition.join_window.0.as_millis() as u64,
         }
     }
 }
@@ -821,6 +842,8 @@ pub struct State {
     pub(crate) clamped: [u64; 2],
     observers: Vec<Box<dyn ResultObserver>>,
     next_id: u32,
+    /// The signals of coding agents' calls waiting to be joined.
+    pub(crate) joiner: join::Joiner,
 }
 
 impl std::fmt::Debug for State {
@@ -859,6 +882,7 @@ fn hex(b: &[u8]) -> String {
 impl State {
     /// An empty state.
     pub fn new(limits: Limits) -> Self {
+        let joiner = join::Joiner::new(limits.join_window_ms);
         Self {
             limits,
             series: HashMap::default(),
@@ -867,6 +891,7 @@ impl State {
             clamped: [0; 2],
             observers: Vec::new(),
             next_id: 0,
+            joiner,
         }
     }
 
@@ -918,9 +943,27 @@ impl State {
     /// what they queued.
     pub fn record_batch_ms(&mut self, records: &[ToolRecord], now_ms: u64) {
         for r in records {
-            self.record_ms(r, now_ms);
+            if r.join.is_none() {
+                self.record_ms(r, now_ms);
+            } else if let Some(alone) = self.joiner.add(r, now_ms) {
+                self.record_ms(&alone, now_ms);
+            }
         }
         self.tick_observers();
+    }
+
+    /// Records the joined calls whose window ended by `now_ms` (every waiting call with
+    /// `u64::MAX`, at shutdown).
+    pub(crate) fn release_joined(&mut self, now_ms: u64) {
+        let mut out = Vec::new();
+        self.joiner.release(now_ms, &mut out);
+        let at = now_ms.min(now_unix_ms());
+        for r in &out {
+            self.record_ms(r, at);
+        }
+        if !out.is_empty() {
+            self.tick_observers();
+        }
     }
 
     #[cfg(test)]
@@ -1111,6 +1154,8 @@ impl State {
                         args_hash: r.args_hash.map(|h| h.to_string()),
                         at_unix: now,
                         truncated_upstream: r.truncated_upstream,
+                        cut_by: r.upstream.layer.map(str::to_string),
+                        original: r.upstream.original,
                     },
                 );
                 s.largest.truncate(keep);
@@ -1254,6 +1299,7 @@ pub(crate) mod tests {
             top_args_hashes: 2,
             stack: Arc::new(Stack::default()),
             size_bounds: SIZE_BUCKETS.into(),
+            join_window_ms: join::DEFAULT_JOIN_WINDOW_MS,
         }
     }
 
@@ -1273,6 +1319,8 @@ pub(crate) mod tests {
             measures: Measurement::default(),
             upstream_limit: None,
             earlier_cuts: Vec::new(),
+            upstream: Default::default(),
+            join: None,
         }
     }
 

@@ -571,6 +571,8 @@ pub(crate) mod testing {
             measures: Measurement::default(),
             upstream_limit: None,
             earlier_cuts: Vec::new(),
+            upstream: Default::default(),
+            join: None,
         }
     }
 

@@ -1,0 +1,144 @@
+//! Claude Code (and the Claude Agent SDK, which runs it): logs under
+//! `com.anthropic.claude_code.events`, beta spans under `com.anthropic.claude_code.tracing`.
+//!
+//! - Log `tool_result` (always, with `CLAUDE_CODE_ENABLE_TELEMETRY=1` and
+//!   `OTEL_LOGS_EXPORTER=otlp`): the primary signal. `tool_result_size_bytes` (a string) is the
+//!   length of what the model got **in UTF-16 code units** (2.1.331: 3,144 for a Read result of
+//!   3,694 UTF-8 bytes); absent when the call failed (`success` = `"false"`). User MCP tools are
+//!   all named `mcp_tool` unless `OTEL_LOG_TOOL_DETAILS=1` adds `tool_parameters` with the server
+//!   and tool names: then the series is `mcp__<server>__<tool>`, Claude Code's own name for it.
+//! - Span `claude_code.tool` (`CLAUDE_CODE_ENHANCED_TELEMETRY_BETA=1`): secondary, it counts the
+//!   call when logs are off; it carries no size.
+//! - Span `claude_code.tool.execution`: a part; its `success = false` (or an error status) marks
+//!   the call failed. `claude_code.tool.blocked_on_user`, `claude_code.interaction` and
+//!   `claude_code.llm_request` are not tools.
+//!
+//! - Log `toolsize.hook.post_tool_use` (scope `toolsize.hook.claude_code`), from
+//!   `toolsize hook claude-code` run as Claude Code's `PostToolUse` hook: a part; Claude Code
+//!   persisted the output and gave the model a 2 KB preview, so the call is counted as cut
+//!   upstream (`claude-code.bash`, or `claude-code.tool-result.persist`) with the original size.
+//!
+//! All are joined on `tool_use_id` (= `gen_ai.tool.call.id`).
+
+use super::{Agent, Attrs, CallId, Signal, SpanVerdict};
+use crate::collector::ingest::record::{Emitter, Role, Upstream};
+use crate::collector::ingest::wire::{LogView, SpanView};
+
+/// The entry.
+pub(crate) const AGENT: Agent = Agent {
+    owns: |scope| scope.starts_with("com.anthropic.claude_code") || scope == HOOK_SCOPE,
+    span,
+    log,
+};
+
+/// The scope of the records `toolsize hook claude-code` exports.
+pub(crate) const HOOK_SCOPE: &str = "toolsize.hook.claude_code";
+
+/// The `event.name` of those records.
+pub(crate) const HOOK_EVENT: &str = "toolsize.hook.post_tool_use";
+
+/// The name Claude Code gives every user MCP tool in its telemetry without
+/// `OTEL_LOG_TOOL_DETAILS=1`.
+pub(crate) const MCP_TOOL: &str = "mcp_tool";
+
+fn call_id<'a>(a: Attrs<'_, 'a>) -> Option<&'a str> {
+    a.str("tool_use_id")
+        .or_else(|| a.str("gen_ai.tool.call.id"))
+        .filter(|s| !s.is_empty())
+}
+
+fn span<'a>(s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
+    let a = Attrs(&s.attrs);
+    let role = match s.name {
+        "claude_code.tool" => Role::Secondary,
+        "claude_code.tool.execution" => Role::Part,
+        _ => return SpanVerdict::NotTool,
+    };
+    let Some(id) = call_id(a) else {
+        return SpanVerdict::NotTool;
+    };
+    let mut sig = Signal::new(Emitter::ClaudeCode, role, CallId::Id(id));
+    sig.tool = a.str("tool_name").or_else(|| a.str("gen_ai.tool.name"));
+    sig.latency_ms = a.int("duration_ms");
+    sig.failed = s.status_code == 2 || a.bool("success") == Some(false);
+    out.push(sig);
+    SpanVerdict::Signals
+}
+
+fn log<'a>(l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
+    let a = Attrs(&l.attrs);
+    let Some(id) = call_id(a) else { return };
+    if super::event_name(l) == HOOK_EVENT {
+        // The hook saw Claude Code persist the output and hand the model a preview.
+        let mut sig = Signal::new(Emitter::ClaudeCode, Role::Part, CallId::Id(id));
+        sig.tool = a.str("tool_name");
+        sig.upstream = Upstream {
+            layer: Some(match a.str("toolsize.layer") {
+                Some("claude-code.bash") => "claude-code.bash",
+                _ => "claude-code.tool-result.persist",
+            }),
+            original: a.int("tool.result.original_bytes"),
+        };
+        out.push(sig);
+        return;
+    }
+    if super::event_name(l) != "tool_result" {
+        return;
+    }
+    let mut sig = Signal::new(Emitter::ClaudeCode, Role::Primary, CallId::Id(id));
+    sig.tool = a.str("tool_name");
+    sig.failed = a.bool("success") == Some(false);
+    sig.size = a.int("tool_result_size_bytes");
+    sig.utf16 = true;
+    sig.latency_ms = a.int("duration_ms");
+    sig.args = a.get("tool_input");
+    sig.mcp_details = a.str("tool_parameters");
+    out.push(sig);
+}
+
+/// The series name of a user MCP tool from `tool_parameters` (with `OTEL_LOG_TOOL_DETAILS=1`):
+/// `mcp__<server>__<tool>`, or `None` when the details are not there.
+pub(crate) fn mcp_name(tool_parameters: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(tool_parameters).ok()?;
+    let server = v.get("mcp_server_name")?.as_str()?;
+    let tool = v.get("mcp_tool_name")?.as_str()?;
+    Some(format!("mcp__{server}__{tool}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collector::ingest::wire::AttrValue;
+
+    #[test]
+    fn mcp_tools_are_named_by_server_and_tool_when_the_details_are_on() {
+        assert_eq!(
+            mcp_name(r#"{"mcp_server_name":"github","mcp_tool_name":"search_code"}"#).as_deref(),
+            Some("mcp__github__search_code")
+        );
+        assert_eq!(mcp_name(r#"{"bash_command":"seq"}"#), None);
+        assert_eq!(mcp_name("not json"), None);
+    }
+
+    #[test]
+    fn the_execution_child_is_a_part_and_other_spans_are_not_tools() {
+        let mut s = SpanView {
+            name: "claude_code.tool.execution",
+            ..SpanView::default()
+        };
+        s.attrs.push((b"tool_use_id", AttrValue::Str(b"toolu_1")));
+        s.attrs.push((b"success", AttrValue::Bool(false)));
+        let mut out = Vec::new();
+        assert_eq!(span(&s, &mut out), SpanVerdict::Signals);
+        assert_eq!(out[0].role, Role::Part);
+        assert!(out[0].failed);
+        for name in [
+            "claude_code.tool.blocked_on_user",
+            "claude_code.interaction",
+            "claude_code.llm_request",
+        ] {
+            s.name = name;
+            assert_eq!(span(&s, &mut Vec::new()), SpanVerdict::NotTool, "{name}");
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Gemini CLI, and Qwen Code (a fork emitting the same events under its own prefix): everything
+//! under the scope `gemini-cli` (`qwen-code`).
+//!
+//! - Log `gemini_cli.tool_call`: the primary signal. `content_length` is the length of what the
+//!   model got **in UTF-16 code units** (0.61.0: 3,000 for a file of 3,550 UTF-8 bytes).
+//!   `success` is true for a shell command that exits non-zero; with `logPrompts` on, `metadata`
+//!   says `"isError": true` and the call is counted failed.
+//! - Log `gemini_cli.tool_output_truncated`: a part. Gemini CLI cut the result at `threshold`
+//!   (40,000 characters by default) and saved the whole output to a file; the call is counted as
+//!   cut upstream by `gemini-cli.tool-output`, with `original_content_length`.
+//! - Span `tool_call` (`gen_ai.operation.name = tool_call`): secondary, it counts the call when
+//!   logs are off. `schedule_tool_calls`, `llm_call` and the rest are not tools.
+//!
+//! The log records carry no call id. Gemini CLI starts one trace per batch of tool calls, and
+//! every signal of a call is in that trace: they are joined on (trace id, tool name), or
+//! (`prompt_id`, tool name) for a record outside a trace.
+
+use super::{Agent, Attrs, CallId, Signal, SpanVerdict};
+use crate::collector::ingest::record::{Emitter, Role, Upstream};
+use crate::collector::ingest::wire::{LogView, SpanView};
+
+/// Gemini CLI's entry.
+pub(crate) const GEMINI: Agent = Agent {
+    owns: |scope| scope == "gemini-cli",
+    span: |s, out| span(&GEMINI_EVENTS, s, out),
+    log: |l, out| log(&GEMINI_EVENTS, l, out),
+};
+
+/// Qwen Code's entry (its events follow Gemini CLI's; not run here, see `docs/agents.md`).
+pub(crate) const QWEN: Agent = Agent {
+    owns: |scope| scope == "qwen-code",
+    span: |s, out| span(&QWEN_EVENTS, s, out),
+    log: |l, out| log(&QWEN_EVENTS, l, out),
+};
+
+/// The names one of the two agents uses.
+struct Events {
+    emitter: Emitter,
+    tool_call: &'static str,
+    truncated: &'static str,
+    layer: &'static str,
+}
+
+const GEMINI_EVENTS: Events = Events {
+    emitter: Emitter::GeminiCli,
+    tool_call: "gemini_cli.tool_call",
+    truncated: "gemini_cli.tool_output_truncated",
+    layer: "gemini-cli.tool-output",
+};
+
+const QWEN_EVENTS: Events = Events {
+    emitter: Emitter::QwenCode,
+    tool_call: "qwen-code.tool_call",
+    truncated: "qwen-code.tool_output_truncated",
+    layer: "qwen-code.tool-output",
+};
+
+/// The call of a record: its trace, else its prompt, with the tool's name.
+fn call<'a>(trace_id: &'a [u8], a: Attrs<'_, 'a>, tool: &'a str) -> Option<CallId<'a>> {
+    let group = match trace_id {
+        t if !t.is_empty() && t.iter().any(|b| *b != 0) => t,
+        _ => a.str("prompt_id").filter(|p| !p.is_empty())?.as_bytes(),
+    };
+    Some(CallId::Grouped(group, tool))
+}
+
+fn span<'a>(ev: &Events, s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
+    let a = Attrs(&s.attrs);
+    if s.name != "tool_call" && a.str("gen_ai.operation.name") != Some("tool_call") {
+        return SpanVerdict::NotTool;
+    }
+    let Some(tool) = a.str("gen_ai.tool.name").filter(|t| !t.is_empty()) else {
+        return SpanVerdict::NotTool;
+    };
+    let Some(id) = call(s.trace_id, a, tool) else {
+        return SpanVerdict::NotTool;
+    };
+    let mut sig = Signal::new(ev.emitter, Role::Secondary, id);
+    sig.tool = Some(tool);
+    sig.failed = s.status_code == 2;
+    out.push(sig);
+    SpanVerdict::Signals
+}
+
+fn log<'a>(ev: &Events, l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
+    let a = Attrs(&l.attrs);
+    let name = super::event_name(l);
+    if name == ev.tool_call {
+        let Some(tool) = a.str("function_name").filter(|t| !t.is_empty()) else {
+            return;
+        };
+        let Some(id) = call(l.trace_id, a, tool) else {
+            return;
+        };
+        let mut sig = Signal::new(ev.emitter, Role::Primary, id);
+        sig.tool = Some(tool);
+        sig.size = a.int("content_length");
+        sig.utf16 = true;
+        sig.latency_ms = a.int("duration_ms");
+        sig.failed = a.bool("success") == Some(false) || a.str("metadata").is_some_and(is_error);
+        sig.args = a.get("function_args");
+        out.push(sig);
+    } else if name == ev.truncated {
+        let Some(tool) = a.str("tool_name").filter(|t| !t.is_empty()) else {
+            return;
+        };
+        let Some(id) = call(l.trace_id, a, tool) else {
+            return;
+        };
+        let mut sig = Signal::new(ev.emitter, Role::Part, id);
+        sig.tool = Some(tool);
+        sig.upstream = Upstream {
+            layer: Some(ev.layer),
+            original: a.int("original_content_length"),
+        };
+        out.push(sig);
+    }
+}
+
+/// Whether a tool call's `metadata` says it failed (`{"exitCode": 1, "isError": true}`).
+fn is_error(metadata: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(metadata)
+        .ok()
+        .and_then(|v| v.get("isError")?.as_bool())
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collector::ingest::wire::AttrValue;
+
+    #[test]
+    fn a_shell_command_that_failed_is_read_from_the_metadata() {
+        assert!(is_error(r#"{"exitCode": 1, "isError": true}"#));
+        assert!(!is_error(r#"{"exitCode": 0}"#));
+        assert!(!is_error("{"));
+    }
+
+    #[test]
+    fn the_truncation_notice_joins_the_call_by_trace_and_tool() {
+        let mut call_log = LogView {
+            trace_id: &[7; 16],
+            ..LogView::default()
+        };
+        call_log
+            .attrs
+            .push((b"event.name", AttrValue::Str(b"gemini_cli.tool_call")));
+        call_log
+            .attrs
+            .push((b"function_name", AttrValue::Str(b"run_shell_command")));
+        call_log
+            .attrs
+            .push((b"content_length", AttrValue::Int(40_302)));
+        let mut cut = LogView {
+            trace_id: &[7; 16],
+            ..LogView::default()
+        };
+        cut.attrs.push((
+            b"event.name",
+            AttrValue::Str(b"gemini_cli.tool_output_truncated"),
+        ));
+        cut.attrs
+            .push((b"tool_name", AttrValue::Str(b"run_shell_command")));
+        cut.attrs
+            .push((b"original_content_length", AttrValue::Int(108_967)));
+        let mut out = Vec::new();
+        log(&GEMINI_EVENTS, &call_log, &mut out);
+        log(&GEMINI_EVENTS, &cut, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!((out[0].role, out[0].size), (Role::Primary, Some(40_302)));
+        assert_eq!(out[1].role, Role::Part);
+        assert_eq!(out[1].upstream.original, Some(108_967));
+        let (CallId::Grouped(g0, t0), CallId::Grouped(g1, t1)) = (out[0].call, out[1].call) else {
+            panic!("grouped calls expected");
+        };
+        assert_eq!((g0, t0), (g1, t1));
+    }
+}

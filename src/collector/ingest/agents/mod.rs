@@ -1,0 +1,350 @@
+//! Recognition of the coding agents' own telemetry: Claude Code, Codex, Gemini CLI, Qwen Code,
+//! and any emitter of Claude Code-style `tool_result` log records.
+//!
+//! A coding agent describes one tool call in several signals: Claude Code in a
+//! `claude_code.tool_result` log record, a `claude_code.tool` span and its
+//! `claude_code.tool.execution` child; Codex in a `codex.tool_result` span event and a log record
+//! of the same name; Gemini CLI in a `gemini_cli.tool_call` log record, a
+//! `gemini_cli.tool_output_truncated` record and a `tool_call` span. Each agent is one entry
+//! ([`Agent`]) in its own module, owning the instrumentation scopes it emits under: the generic
+//! span rules never see those scopes, so the agent's internal spans (Codex's 960 spans a session,
+//! Claude Code's `.execution` children) make no series. The entry reads each record into
+//! [`Signal`]s that carry the call's identity and their [`Role`]: the *primary* signal carries the
+//! size, a *secondary* one counts the call when the primary's exporter is off, a *part* only adds
+//! what it knows (a failure, the agent's own cut). The aggregator joins the signals of one call
+//! into one record (`state::join`), so a call sent three ways is counted once.
+//!
+//! Values the agents send as strings (`"2329"`, `"true"`) are read as numbers and booleans. A
+//! failed call is an error and unsized. What each agent's size means (UTF-16 code units of what
+//! the model got for Claude Code and Gemini CLI, UTF-8 bytes of the output before the agent's own
+//! cut for Codex) is recorded as [`SizeSource::Reported`] and documented in `docs/agents.md`.
+//!
+//! Adding an agent is adding a module with one [`Agent`] and its line in [`AGENTS`].
+
+pub(crate) mod claude_code;
+pub(crate) mod codex;
+pub(crate) mod gemini;
+pub(crate) mod tool_result_log;
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use crate::collector::ingest::recognize::{
+    hash_value, int_of, sanitize_tool_name_counted, str_of, LabelCuts,
+};
+use crate::collector::ingest::record::{
+    ArgsHash, Emitter, Join, Measurement, Role, Size, SizeSource, ToolRecord, Unknown, Upstream,
+};
+use crate::collector::ingest::wire::{AttrValue, EventView, LogView, SpanView};
+
+/// The attributes of a span, an event or a log record, read by key.
+#[derive(Clone, Copy)]
+pub(crate) struct Attrs<'v, 'a>(pub(crate) &'v [(&'a [u8], AttrValue<'a>)]);
+
+impl<'v, 'a> Attrs<'v, 'a> {
+    /// The value of `key`.
+    pub(crate) fn get(&self, key: &str) -> Option<AttrValue<'a>> {
+        self.0
+            .iter()
+            .find(|(k, _)| *k == key.as_bytes())
+            .map(|(_, v)| *v)
+    }
+
+    /// The string value of `key`.
+    pub(crate) fn str(&self, key: &str) -> Option<&'a str> {
+        str_of(self.get(key))
+    }
+
+    /// The value of `key` as a non-negative integer, also when sent as a string or a double.
+    pub(crate) fn int(&self, key: &str) -> Option<u64> {
+        int_of(self.get(key))
+    }
+
+    /// The value of `key` as a boolean, also when sent as the string `"true"` / `"false"`.
+    pub(crate) fn bool(&self, key: &str) -> Option<bool> {
+        match self.get(key)? {
+            AttrValue::Bool(b) => Some(b),
+            v => match v.as_str()?.trim() {
+                s if s.eq_ignore_ascii_case("true") => Some(true),
+                s if s.eq_ignore_ascii_case("false") => Some(false),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// Who a call is, as the agent tells it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CallId<'a> {
+    /// The agent's call id (Claude Code's `tool_use_id`, Codex's `call_id`).
+    Id(&'a str),
+    /// No call id: the trace (or another grouping id the agent offers) and the tool name.
+    Grouped(&'a [u8], &'a str),
+    /// Nothing to join on: the record stands alone.
+    Alone,
+}
+
+/// One signal of one tool call, as an agent's entry reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Signal<'a> {
+    /// The emitter.
+    pub(crate) emitter: Emitter,
+    /// What this signal is for the call.
+    pub(crate) role: Role,
+    /// The call.
+    pub(crate) call: CallId<'a>,
+    /// The tool's name (a part may not know it).
+    pub(crate) tool: Option<&'a str>,
+    /// The size the agent reported.
+    pub(crate) size: Option<u64>,
+    /// `size` counts UTF-16 code units (the length of a JavaScript string).
+    pub(crate) utf16: bool,
+    /// The call failed.
+    pub(crate) failed: bool,
+    /// Its duration, milliseconds.
+    pub(crate) latency_ms: Option<u64>,
+    /// A cut the agent made itself.
+    pub(crate) upstream: Upstream,
+    /// The arguments as JSON text, hashed (never kept).
+    pub(crate) args: Option<AttrValue<'a>>,
+    /// Claude Code's `tool_parameters` (with `OTEL_LOG_TOOL_DETAILS=1`), naming the server and
+    /// tool of a call it names `mcp_tool`.
+    pub(crate) mcp_details: Option<&'a str>,
+}
+
+impl<'a> Signal<'a> {
+    /// A signal with nothing known but who emitted it, its role and its call.
+    pub(crate) fn new(emitter: Emitter, role: Role, call: CallId<'a>) -> Self {
+        Self {
+            emitter,
+            role,
+            call,
+            tool: None,
+            size: None,
+            utf16: false,
+            failed: false,
+            latency_ms: None,
+            upstream: Upstream::default(),
+            args: None,
+            mcp_details: None,
+        }
+    }
+}
+
+/// What an agent made of one of its spans.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SpanVerdict {
+    /// Not a tool call, nor a part of one: ignored and counted as not a tool span.
+    NotTool,
+    /// The signals it carries were pushed.
+    Signals,
+}
+
+/// One coding agent: the scopes it emits under and how to read its spans and log records.
+pub(crate) struct Agent {
+    /// Whether spans and log records of this instrumentation scope are the agent's.
+    pub(crate) owns: fn(scope: &str) -> bool,
+    /// Reads one of its spans (and the span's events).
+    pub(crate) span: for<'a> fn(&SpanView<'a>, &mut Vec<Signal<'a>>) -> SpanVerdict,
+    /// Reads one of its log records.
+    pub(crate) log: for<'a> fn(&LogView<'a>, &mut Vec<Signal<'a>>),
+}
+
+/// Every agent, tried in order by scope.
+pub(crate) static AGENTS: &[Agent] = &[
+    claude_code::AGENT,
+    codex::AGENT,
+    gemini::GEMINI,
+    gemini::QWEN,
+];
+
+/// The agent that owns `scope`, if any.
+pub(crate) fn owner(scope: &str) -> Option<&'static Agent> {
+    AGENTS.iter().find(|a| (a.owns)(scope))
+}
+
+/// The `event.name` of a log record: the attribute most SDKs set, else OTLP's `event_name`.
+pub(crate) fn event_name<'a>(log: &LogView<'a>) -> &'a str {
+    Attrs(&log.attrs)
+        .str("event.name")
+        .unwrap_or(log.event_name)
+}
+
+/// The `event.name` of a span event: its attribute (Codex names the event after its source
+/// line and puts the real name there), else the event's name.
+pub(crate) fn span_event_name<'a>(ev: &EventView<'a>) -> &'a str {
+    Attrs(&ev.attrs).str("event.name").unwrap_or(ev.name)
+}
+
+/// Where a signal was read: the identity of the span or record it came from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Origin<'a> {
+    /// Trace id (may be empty for a log record outside a span).
+    pub(crate) trace_id: &'a [u8],
+    /// Span id.
+    pub(crate) span_id: &'a [u8],
+    /// The span's duration, microseconds, when it came from a span.
+    pub(crate) span_us: Option<u64>,
+}
+
+/// Turns a signal into a record of `service` (sanitised): the tool name cleaned and counted in
+/// `cuts`, the size typed, the join key hashed from the service, the emitter and the call.
+pub(crate) fn record(
+    service: &Arc<str>,
+    s: &Signal<'_>,
+    at: Origin<'_>,
+    max_name: usize,
+    cuts: &mut LabelCuts,
+) -> ToolRecord {
+    let mcp = s
+        .tool
+        .filter(|t| *t == claude_code::MCP_TOOL)
+        .and(s.mcp_details)
+        .and_then(claude_code::mcp_name);
+    let tool = match mcp.as_deref().or(s.tool).filter(|t| !t.is_empty()) {
+        Some(t) => sanitize_tool_name_counted(t, max_name, &mut cuts.tool),
+        None => String::new(),
+    };
+    let size = match (s.failed, s.size) {
+        (true, _) => Size::Failed,
+        (false, Some(n)) => Size::Known {
+            bytes: n,
+            source: SizeSource::Reported,
+        },
+        (false, None) => Size::Unknown(Unknown::Missing),
+    };
+    let measures = Measurement {
+        utf16_units: s.size.filter(|_| s.utf16 && !s.failed),
+        ..Measurement::default()
+    };
+    let join = |call: &dyn Fn(&mut std::collections::hash_map::DefaultHasher)| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        service.hash(&mut h);
+        (s.emitter as u8).hash(&mut h);
+        call(&mut h);
+        Some(Join {
+            key: h.finish(),
+            role: s.role,
+        })
+    };
+    let join = match s.call {
+        CallId::Id(id) => join(&|h| (0u8, id).hash(h)),
+        CallId::Grouped(group, name) => join(&|h| (1u8, group, name).hash(h)),
+        CallId::Alone => None,
+    };
+    ToolRecord {
+        service: service.clone(),
+        tool,
+        emitter: s.emitter,
+        size,
+        truncated: false,
+        truncated_upstream: s.upstream.layer.is_some() && !s.failed,
+        error: s.failed,
+        latency_us: s
+            .latency_ms
+            .map(|ms| ms.saturating_mul(1000))
+            .or(at.span_us)
+            .unwrap_or(0),
+        trace_id: at.trace_id.try_into().unwrap_or([0; 16]),
+        span_id: at.span_id.try_into().unwrap_or([0; 8]),
+        args_hash: s.args.map(|v| ArgsHash::new(&hash_value(v))),
+        measures,
+        upstream_limit: None,
+        earlier_cuts: Vec::new(),
+        upstream: s.upstream,
+        join,
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_read_as_numbers_and_booleans() {
+        let attrs = [
+            (&b"n"[..], AttrValue::Str(b"2329")),
+            (&b"b"[..], AttrValue::Str(b"false")),
+            (&b"i"[..], AttrValue::Int(7)),
+            (&b"t"[..], AttrValue::Bool(true)),
+            (&b"x"[..], AttrValue::Str(b"many")),
+        ];
+        let a = Attrs(&attrs);
+        assert_eq!(a.int("n"), Some(2329));
+        assert_eq!(a.int("i"), Some(7));
+        assert_eq!(a.int("x"), None);
+        assert_eq!(a.bool("b"), Some(false));
+        assert_eq!(a.bool("t"), Some(true));
+        assert_eq!(a.bool("x"), None);
+        assert_eq!(a.get("missing"), None);
+    }
+
+    #[test]
+    fn each_scope_has_at_most_one_owner() {
+        for scope in [
+            "com.anthropic.claude_code.events",
+            "com.anthropic.claude_code.tracing",
+            "codex_exec",
+            "codex_otel.log_only",
+            "gemini-cli",
+            "qwen-code",
+        ] {
+            let owners = AGENTS.iter().filter(|a| (a.owns)(scope)).count();
+            assert_eq!(owners, 1, "{scope}");
+        }
+        for scope in [
+            "pydantic-ai",
+            "openinference.instrumentation.langchain",
+            "ai",
+            "",
+        ] {
+            assert!(owner(scope).is_none(), "{scope}");
+        }
+    }
+
+    #[test]
+    fn signals_of_one_call_share_a_key_and_other_calls_do_not() {
+        let svc: Arc<str> = "claude-code".into();
+        let at = Origin {
+            trace_id: &[],
+            span_id: &[],
+            span_us: None,
+        };
+        let key = |role, id| {
+            let s = Signal::new(Emitter::ClaudeCode, role, CallId::Id(id));
+            record(&svc, &s, at, 128, &mut LabelCuts::default())
+                .join
+                .unwrap()
+                .key
+        };
+        assert_eq!(key(Role::Primary, "toolu_1"), key(Role::Part, "toolu_1"));
+        assert_ne!(key(Role::Primary, "toolu_1"), key(Role::Primary, "toolu_2"));
+        let other: Arc<str> = "claude-code-2".into();
+        let s = Signal::new(Emitter::ClaudeCode, Role::Primary, CallId::Id("toolu_1"));
+        assert_ne!(
+            record(&other, &s, at, 128, &mut LabelCuts::default())
+                .join
+                .unwrap()
+                .key,
+            key(Role::Primary, "toolu_1")
+        );
+    }
+
+    #[test]
+    fn a_failed_call_is_unsized_and_never_cut() {
+        let svc: Arc<str> = "a".into();
+        let mut s = Signal::new(Emitter::Codex, Role::Primary, CallId::Id("c"));
+        s.size = Some(148);
+        s.failed = true;
+        s.upstream.layer = Some("codex.tool-output.tokens");
+        let at = Origin {
+            trace_id: &[1; 16],
+            span_id: &[2; 8],
+            span_us: Some(5),
+        };
+        let r = record(&svc, &s, at, 128, &mut LabelCuts::default());
+        assert_eq!(r.size, Size::Failed);
+        assert!(r.error && !r.truncated_upstream);
+        assert_eq!((r.trace_id, r.span_id, r.latency_us), ([1; 16], [2; 8], 5));
+    }
+}

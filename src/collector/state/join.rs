@@ -1,0 +1,325 @@
+//! One record per tool call: the signals a coding agent sends about one call (a log record, a
+//! span event, a span, a truncation notice) joined before the call is counted.
+//!
+//! Records that carry a [`Join`] wait here, at most the join window from the first signal of
+//! their call ([`DEFAULT_JOIN_WINDOW_MS`]: the agents' SDKs export logs and spans on their own
+//! timers, 5 s apart at most by default, and flush both at exit). Then the call is released as
+//! one record: the primary signal's (the one with the size), else the secondary's, with what the
+//! others add (a failure, the agent's own cut and the size before it). A call made only of parts
+//! is dropped; a signal that arrives after its call was released is dropped as a duplicate; both
+//! are counted ([`JoinStats`]). Several calls with one key (Gemini CLI's calls of one tool in
+//! one batch share a trace) stay apart: a second primary opens a second call.
+//!
+//! Under load: at most [`MAX_PENDING`] calls wait; a signal past that is counted at once, unjoined.
+//! The keys of released calls are kept for two windows, at most [`MAX_PENDING`] of them. Every
+//! waiting call is released at shutdown, before the final snapshot. A crash loses at most one
+//! window of agent calls.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::collector::ingest::record::{Role, Size, ToolRecord};
+use crate::collector::state::FxBuild;
+
+/// How long the signals of one call are waited for, from the first, in milliseconds.
+pub(crate) const DEFAULT_JOIN_WINDOW_MS: u64 = 10_000;
+
+/// Calls waiting at most; also the most released keys remembered.
+pub(crate) const MAX_PENDING: usize = 65_536;
+
+/// What the joiner did, counted since start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct JoinStats {
+    /// Signals folded into the record of a call another signal opened.
+    pub(crate) merged: u64,
+    /// Signals that arrived after their call was released, dropped.
+    pub(crate) late: u64,
+    /// Calls released with only parts (no primary nor secondary signal), dropped.
+    pub(crate) orphans: u64,
+    /// Signals counted at once because [`MAX_PENDING`] calls were waiting.
+    pub(crate) unjoined: u64,
+}
+
+/// One call being waited for.
+#[derive(Debug)]
+struct Pending {
+    release_ms: u64,
+    primary: Option<ToolRecord>,
+    secondary: Option<ToolRecord>,
+    parts: Vec<ToolRecord>,
+}
+
+impl Pending {
+    fn takes(&self, role: Role) -> bool {
+        match role {
+            Role::Primary => self.primary.is_none(),
+            Role::Secondary => self.secondary.is_none(),
+            Role::Part => true,
+        }
+    }
+
+    fn put(&mut self, r: ToolRecord, role: Role) {
+        match role {
+            Role::Primary => self.primary = Some(r),
+            Role::Secondary => self.secondary = Some(r),
+            Role::Part => self.parts.push(r),
+        }
+    }
+
+    /// The call as one record, or `None` for parts alone.
+    fn merge(self) -> Option<ToolRecord> {
+        let Pending {
+            primary,
+            secondary,
+            parts,
+            ..
+        } = self;
+        let (mut base, other) = match (primary, secondary) {
+            (Some(p), s) => (p, s),
+            (None, Some(s)) => (s, None),
+            (None, None) => return None,
+        };
+        base.join = None;
+        for o in other.iter().chain(&parts) {
+            if base.tool.is_empty() {
+                base.tool.clone_from(&o.tool);
+            }
+            if base.latency_us == 0 {
+                base.latency_us = o.latency_us;
+            }
+            if base.args_hash.is_none() {
+                base.args_hash = o.args_hash;
+            }
+            if base.trace_id == [0; 16] {
+                (base.trace_id, base.span_id) = (o.trace_id, o.span_id);
+            }
+            base.error |= o.error;
+            if base.upstream.layer.is_none() && o.upstream.layer.is_some() {
+                base.upstream = o.upstream;
+            }
+        }
+        if base.error {
+            base.size = Size::Failed;
+            base.truncated_upstream = false;
+        } else {
+            base.truncated_upstream |= base.upstream.layer.is_some();
+        }
+        Some(base)
+    }
+}
+
+/// The calls being waited for.
+#[derive(Debug)]
+pub(crate) struct Joiner {
+    window_ms: u64,
+    pending: HashMap<u64, Vec<Pending>, FxBuild>,
+    /// (release time, key), in arrival order: release times only grow.
+    due: VecDeque<(u64, u64)>,
+    released: HashMap<u64, u64, FxBuild>,
+    /// (forget time, key).
+    forget: VecDeque<(u64, u64)>,
+    waiting: usize,
+    pub(crate) stats: JoinStats,
+}
+
+impl Default for Joiner {
+    fn default() -> Self {
+        Self::new(DEFAULT_JOIN_WINDOW_MS)
+    }
+}
+
+impl Joiner {
+    /// A joiner waiting `window_ms` for the signals of a call.
+    pub(crate) fn new(window_ms: u64) -> Self {
+        Self {
+            window_ms,
+            pending: HashMap::default(),
+            due: VecDeque::new(),
+            released: HashMap::default(),
+            forget: VecDeque::new(),
+            waiting: 0,
+            stats: JoinStats::default(),
+        }
+    }
+
+    /// Calls waiting.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Takes one signal received at `now_ms`; returns it at once when it cannot wait.
+    pub(crate) fn add(&mut self, r: &ToolRecord, now_ms: u64) -> Option<ToolRecord> {
+        let Some(join) = r.join else {
+            return Some(r.clone());
+        };
+        if let Some(calls) = self.pending.get_mut(&join.key) {
+            if let Some(p) = calls.iter_mut().find(|p| p.takes(join.role)) {
+                p.put(r.clone(), join.role);
+                self.stats.merged += 1;
+                return None;
+            }
+        } else if self.released.contains_key(&join.key) {
+            self.stats.late += 1;
+            return None;
+        }
+        if self.waiting >= MAX_PENDING {
+            self.stats.unjoined += 1;
+            let mut alone = r.clone();
+            alone.join = None;
+            return (join.role != Role::Part).then_some(alone);
+        }
+        let release_ms = now_ms.saturating_add(self.window_ms);
+        let mut p = Pending {
+            release_ms,
+            primary: None,
+            secondary: None,
+            parts: Vec::new(),
+        };
+        p.put(r.clone(), join.role);
+        self.pending.entry(join.key).or_default().push(p);
+        self.due.push_back((release_ms, join.key));
+        self.waiting += 1;
+        None
+    }
+
+    /// Releases the calls whose window ended by `now_ms` (every call with `u64::MAX`), each as
+    /// one record, to `out`.
+    pub(crate) fn release(&mut self, now_ms: u64, out: &mut Vec<ToolRecord>) {
+        while let Some(&(at, key)) = self.due.front() {
+            if at > now_ms {
+                break;
+            }
+            self.due.pop_front();
+            let Some(calls) = self.pending.get_mut(&key) else {
+                continue;
+            };
+            let Some(i) = calls.iter().position(|p| p.release_ms == at) else {
+                continue;
+            };
+            let p = calls.remove(i);
+            if calls.is_empty() {
+                self.pending.remove(&key);
+                let forget_at = now_ms.saturating_add(2 * self.window_ms);
+                if self.released.len() < MAX_PENDING {
+                    self.released.insert(key, forget_at);
+                    self.forget.push_back((forget_at, key));
+                }
+            }
+            self.waiting -= 1;
+            match p.merge() {
+                Some(r) => out.push(r),
+                None => self.stats.orphans += 1,
+            }
+        }
+        while let Some(&(at, key)) = self.forget.front() {
+            if at > now_ms {
+                break;
+            }
+            self.forget.pop_front();
+            if self.released.get(&key) == Some(&at) {
+                self.released.remove(&key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collector::ingest::record::{Join, SizeSource, Upstream};
+    use crate::collector::state::tests::rec;
+
+    fn known(bytes: u64) -> Size {
+        Size::Known {
+            bytes,
+            source: SizeSource::Reported,
+        }
+    }
+
+    fn signal(key: u64, role: Role, size: Option<u64>) -> ToolRecord {
+        let size = size.map_or(
+            Size::Unknown(crate::collector::ingest::record::Unknown::Missing),
+            known,
+        );
+        let mut r = rec("Bash", size);
+        r.join = Some(Join { key, role });
+        r
+    }
+
+    #[test]
+    fn three_signals_of_one_call_make_one_record_with_the_primarys_size() {
+        let mut j = Joiner::new(1000);
+        let mut out = Vec::new();
+        let mut part = signal(1, Role::Part, None);
+        part.error = false;
+        part.upstream = Upstream {
+            layer: Some("gemini-cli.tool-output"),
+            original: Some(108_967),
+        };
+        assert!(j.add(&signal(1, Role::Secondary, None), 0).is_none());
+        assert!(j.add(&part, 10).is_none());
+        assert!(j.add(&signal(1, Role::Primary, Some(40_302)), 20).is_none());
+        j.release(999, &mut out);
+        assert!(out.is_empty(), "released before the window ended");
+        j.release(1000, &mut out);
+        assert_eq!(out.len(), 1);
+        let r = &out[0];
+        assert_eq!(r.size.bytes(), Some(40_302));
+        assert!(r.truncated_upstream);
+        assert_eq!(r.upstream.original, Some(108_967));
+        assert!(r.join.is_none());
+        assert_eq!(j.stats.merged, 2);
+        assert_eq!(j.waiting(), 0);
+    }
+
+    #[test]
+    fn a_failed_part_makes_the_call_failed_and_unsized() {
+        let mut j = Joiner::new(10);
+        let mut failed = signal(2, Role::Part, None);
+        failed.error = true;
+        j.add(&signal(2, Role::Secondary, None), 0);
+        j.add(&failed, 1);
+        let mut out = Vec::new();
+        j.release(10, &mut out);
+        assert_eq!(out.len(), 1);
+        assert!(out[0].error);
+        assert_eq!(out[0].size, Size::Failed);
+    }
+
+    #[test]
+    fn late_signals_duplicates_and_orphans_are_counted_not_recorded() {
+        let mut j = Joiner::new(10);
+        let mut out = Vec::new();
+        j.add(&signal(3, Role::Primary, Some(5)), 0);
+        j.release(10, &mut out);
+        assert!(j.add(&signal(3, Role::Secondary, None), 11).is_none());
+        assert_eq!(j.stats.late, 1);
+        j.add(&signal(4, Role::Part, None), 12);
+        j.release(22, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(j.stats.orphans, 1);
+        // Two windows later the key is forgotten: a new call with it counts again.
+        j.release(100, &mut out);
+        j.add(&signal(3, Role::Primary, Some(6)), 100);
+        j.release(110, &mut out);
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn two_primaries_with_one_key_are_two_calls() {
+        let mut j = Joiner::new(10);
+        j.add(&signal(5, Role::Primary, Some(1)), 0);
+        j.add(&signal(5, Role::Primary, Some(2)), 1);
+        let mut out = Vec::new();
+        j.release(u64::MAX, &mut out);
+        let mut sizes: Vec<_> = out.iter().filter_map(|r| r.size.bytes()).collect();
+        sizes.sort_unstable();
+        assert_eq!(sizes, [1, 2]);
+    }
+
+    #[test]
+    fn records_without_a_key_pass_at_once() {
+        let mut j = Joiner::new(10);
+        let r = rec("t", known(3));
+        assert_eq!(j.add(&r, 0).map(|r| r.size), Some(r.size));
+    }
+}

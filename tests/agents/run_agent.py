@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""Runs one real coding agent through a scripted session against `toolsize serve`.
+
+    python3 run_agent.py --toolsize target/debug/toolsize --agent claude --variant logs \
+        --out DIR [--npm-bin tests/agents/npm/node_modules/.bin]
+
+Inside a network namespace of its own (`unshare -n`, loopback only: neither the agent nor what
+it spawns can reach anything but 127.0.0.1), it starts
+
+  * `toolsize serve` on free loopback ports (join window 1 s, see docs/agents.md),
+  * fake_model.py, the model endpoint: it scripts four tool calls (`seq 1 20000`, `echo small`,
+    `cat /nonexistent`, a read of read_me.txt) and records what the model got of each result,
+
+then runs the agent with its own documented telemetry switches pointed at the daemon, waits
+until the daemon has heard everything and the join window has passed, and writes to DIR:
+
+  model_records.jsonl   one line per tool result the model got (exact text sizes)
+  tools.json            GET /api/v1/tools of the daemon
+  tool-<name>.json      GET /api/v1/tools/<name>, for every series
+  metrics.txt           GET /metrics
+  hook_payloads.jsonl   what Claude Code's PostToolUse hook saw (variants with `hook`)
+  meta.json             argv, exit codes, timings
+  agent_stdout.txt, agent_stderr.txt, toolsize.log
+
+Exit code 0 when the agent exited 0 and the model got all four tool results. Standard library
+only. The variants are listed with --list.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = os.path.join(HERE, "read_me.txt")
+PROMPT = "Run the scripted toolsize steps."
+JOIN_WINDOW = "1s"
+
+CLAUDE_TELEMETRY = {
+    "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+    "OTEL_LOGS_EXPORTER": "otlp",
+    "OTEL_METRICS_EXPORTER": "otlp",
+    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "{otlp}",
+}
+CLAUDE_TRACES = {
+    "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
+    "OTEL_TRACES_EXPORTER": "otlp",
+}
+
+# Every variant turns on every signal the agent offers, over both encodings it speaks.
+VARIANTS = {
+    "claude": {
+        # Logs, metrics and the beta traces, protobuf: each call arrives as a log record, a
+        # span and its .execution child.
+        "all-signals": {"env": dict(CLAUDE_TELEMETRY, **CLAUDE_TRACES)},
+        # The same over OTLP/JSON, with tool details (MCP names) and gzip off.
+        "all-signals-json": {"env": dict(CLAUDE_TELEMETRY, **CLAUDE_TRACES,
+                                         OTEL_EXPORTER_OTLP_PROTOCOL="http/json",
+                                         OTEL_LOG_TOOL_DETAILS="1")},
+        # Logs only, gzip, and toolsize's PostToolUse hook reporting Claude Code's own cut.
+        "logs-hook": {"env": dict(CLAUDE_TELEMETRY, OTEL_EXPORTER_OTLP_COMPRESSION="gzip"),
+                      "hook": True},
+    },
+    "codex": {
+        "all-signals": {"protocol": "binary"},
+        "all-signals-json": {"protocol": "json"},
+    },
+    "gemini": {
+        # Gemini CLI speaks OTLP/JSON over HTTP (chunked) or gRPC.
+        "all-signals": {"telemetry": {"logPrompts": True, "otlpProtocol": "http"}},
+        "grpc": {"telemetry": {"logPrompts": True, "otlpProtocol": "grpc"}},
+    },
+}
+
+
+def wait_file(path, proc, timeout=20.0):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            return open(path).read()
+        if proc.poll() is not None:
+            raise RuntimeError("exited early: %s" % proc.args)
+        time.sleep(0.05)
+    raise RuntimeError("nothing in %s" % path)
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
+
+
+def counter(metrics, name):
+    total = 0.0
+    for line in metrics.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def wait_quiet(admin, settle, max_wait):
+    """Returns when the daemon has received no OTLP request for `settle` seconds."""
+    t0 = time.time()
+    last, changed = -1.0, time.time()
+    while time.time() - t0 < max_wait:
+        n = counter(get(admin + "/metrics"), "toolsize_otlp_requests_total")
+        if n != last:
+            last, changed = n, time.time()
+        elif time.time() - changed >= settle:
+            return
+        time.sleep(0.2)
+
+
+def setup_claude(v, ctx):
+    env = {
+        "ANTHROPIC_BASE_URL": ctx["model"],
+        "ANTHROPIC_API_KEY": "sk-ant-fake-key",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "OTEL_LOGS_EXPORT_INTERVAL": "1000",
+        "OTEL_METRIC_EXPORT_INTERVAL": "1000",
+    }
+    env.update({k: val.format(otlp=ctx["otlp_http"]) for k, val in v["env"].items()})
+    files = {}
+    if v.get("hook"):
+        # The hook as docs/agents.md shows it: toolsize reads the payload on standard input and
+        # exports what it says of the call (sizes only) to the daemon.
+        hook_env = "OTEL_EXPORTER_OTLP_ENDPOINT=%s" % ctx["otlp_http"]
+        hook = [{"matcher": "*", "hooks": [{
+            "type": "command",
+            "command": "tee -a %s | %s %s hook claude-code" % (
+                os.path.join(ctx["out"], "hook_payloads.jsonl"), hook_env, ctx["toolsize"])}]}]
+        settings = {"hooks": {"PostToolUse": hook}}
+        files[os.path.join(ctx["proj"], ".claude", "settings.json")] = json.dumps(settings, indent=2)
+    argv = [os.path.join(ctx["npm_bin"], "claude"), "-p", PROMPT, "--output-format", "json",
+            "--allowedTools", "Bash", "Read"]
+    return env, files, argv
+
+
+def setup_codex(v, ctx):
+    codex_home = os.path.join(ctx["home"], ".codex")
+    ep, proto = ctx["otlp_http"], v["protocol"]
+    toml = f'''model = "gpt-5.5"
+model_provider = "fake"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+
+[model_providers.fake]
+name = "fake"
+base_url = "{ctx["model"]}/v1"
+wire_api = "responses"
+env_key = "FAKE_OPENAI_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+[otel]
+environment = "toolsize-ci"
+exporter = {{ otlp-http = {{ endpoint = "{ep}/v1/logs", protocol = "{proto}" }} }}
+trace_exporter = {{ otlp-http = {{ endpoint = "{ep}/v1/traces", protocol = "{proto}" }} }}
+metrics_exporter = {{ otlp-http = {{ endpoint = "{ep}/v1/metrics", protocol = "{proto}" }} }}
+'''
+    env = {"CODEX_HOME": codex_home, "FAKE_OPENAI_API_KEY": "sk-fake-key"}
+    argv = [os.path.join(ctx["npm_bin"], "codex"), "exec", "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox", "--json", "-C", ctx["proj"], PROMPT]
+    return env, {os.path.join(codex_home, "config.toml"): toml}, argv
+
+
+def setup_gemini(v, ctx):
+    tel = {"enabled": True, "target": "local"}
+    tel.update(v["telemetry"])
+    tel["otlpEndpoint"] = ctx["otlp_grpc"] if tel["otlpProtocol"] == "grpc" else ctx["otlp_http"]
+    settings = {
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "telemetry": tel,
+    }
+    env = {
+        "GEMINI_API_KEY": "fake-gemini-key",
+        "GOOGLE_GEMINI_BASE_URL": ctx["model"],
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+    }
+    files = {os.path.join(ctx["home"], ".gemini", "settings.json"): json.dumps(settings, indent=2)}
+    argv = [os.path.join(ctx["npm_bin"], "gemini"), "-p", PROMPT, "--yolo", "--output-format", "json"]
+    return env, files, argv
+
+
+SETUP = {"claude": setup_claude, "codex": setup_codex, "gemini": setup_gemini}
+
+
+def reexec_in_netns():
+    """Runs this script again in a loopback-only network namespace; returns its exit code."""
+    if os.environ.get("TOOLSIZE_AGENT_NETNS") == "1":
+        return None
+    if not shutil.which("unshare"):
+        sys.exit("unshare (util-linux) is needed to isolate the agents from the network")
+    env = dict(os.environ, TOOLSIZE_AGENT_NETNS="1")
+    cmd = ["unshare", "-n", "--", "sh", "-c", 'ip link set lo up 2>/dev/null || true; exec "$@"',
+           "sh", sys.executable, os.path.abspath(__file__)] + sys.argv[1:]
+    return subprocess.call(cmd, env=env)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--agent", choices=sorted(VARIANTS))
+    ap.add_argument("--variant")
+    ap.add_argument("--toolsize", help="the toolsize binary")
+    ap.add_argument("--out")
+    ap.add_argument("--npm-bin", default=os.path.join(HERE, "npm", "node_modules", ".bin"))
+    ap.add_argument("--timeout", type=float, default=180.0)
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args()
+    if a.list:
+        print(json.dumps({k: sorted(v) for k, v in VARIANTS.items()}))
+        return 0
+    if not (a.agent and a.variant in VARIANTS.get(a.agent, {}) and a.toolsize and a.out):
+        ap.error("need --agent, one of its --variant, --toolsize and --out")
+    rc = reexec_in_netns()
+    if rc is not None:
+        return rc
+
+    out = os.path.abspath(a.out)
+    shutil.rmtree(out, ignore_errors=True)
+    home, proj, tmp = (os.path.join(out, d) for d in ("home", "proj", "tmp"))
+    for d in (home, proj, tmp):
+        os.makedirs(d)
+    read_file = os.path.join(proj, "read_me.txt")
+    shutil.copyfile(FIXTURE, read_file)
+    started = time.monotonic()
+    procs = []
+    try:
+        daemon = subprocess.Popen(
+            [a.toolsize, "serve", "--otlp-grpc-addr", "127.0.0.1:0", "--otlp-http-addr", "127.0.0.1:0",
+             "--admin-addr", "127.0.0.1:0"],
+            env=dict(os.environ, TOOLSIZE_JOIN_WINDOW=JOIN_WINDOW, RUST_LOG="info"),
+            stdout=subprocess.PIPE, stderr=open(os.path.join(out, "toolsize.log"), "w"), text=True)
+        procs.append(daemon)
+        listening = json.loads(daemon.stdout.readline())
+        port_file = os.path.join(out, "model.port")
+        model = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "fake_model.py"), "--port", "0", "--port-file", port_file,
+             "--records", os.path.join(out, "model_records.jsonl"), "--read-file", read_file],
+            stdout=open(os.path.join(out, "fake_model.log"), "w"), stderr=subprocess.STDOUT)
+        procs.append(model)
+        ctx = {
+            "otlp_http": "http://" + listening["otlp_http"],
+            "otlp_grpc": "http://" + listening["otlp_grpc"],
+            "model": "http://127.0.0.1:%s" % wait_file(port_file, model).strip(),
+            "home": home, "proj": proj, "out": out, "npm_bin": a.npm_bin,
+            "toolsize": os.path.abspath(a.toolsize),
+        }
+        admin = "http://" + listening["admin"]
+        set_env, files, argv = SETUP[a.agent](VARIANTS[a.agent][a.variant], ctx)
+        for p, text in files.items():
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "w") as f:
+                f.write(text + "\n")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TERM": "xterm",
+               "LANG": "C.UTF-8", "USER": os.environ.get("USER", "root"), "SHELL": "/bin/bash",
+               "TMPDIR": tmp}
+        env.update(set_env)
+        t0 = time.monotonic()
+        with open(os.path.join(out, "agent_stdout.txt"), "wb") as so, \
+                open(os.path.join(out, "agent_stderr.txt"), "wb") as se:
+            agent = subprocess.run(["timeout", "-k", "5", str(int(a.timeout))] + argv, cwd=proj, env=env,
+                                   stdin=subprocess.DEVNULL, stdout=so, stderr=se)
+        agent_s = time.monotonic() - t0
+        # Everything the agent flushed at exit has arrived; then one join window more.
+        wait_quiet(admin, settle=2.0, max_wait=30.0)
+        time.sleep(1.5)
+        tools = json.loads(get(admin + "/api/v1/tools"))
+        with open(os.path.join(out, "tools.json"), "w") as f:
+            json.dump(tools, f, indent=2)
+        for row in tools["tools"]:
+            name = row["tool"]
+            detail = get(admin + "/api/v1/tools/" + urllib.request.quote(name, safe=""))
+            with open(os.path.join(out, "tool-%s.json" % name.replace("/", "_")), "w") as f:
+                f.write(detail)
+        with open(os.path.join(out, "metrics.txt"), "w") as f:
+            f.write(get(admin + "/metrics"))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    recs = [json.loads(l) for l in open(os.path.join(out, "model_records.jsonl"), encoding="utf-8")
+            if l.strip()]
+    meta = {"agent": a.agent, "variant": a.variant, "argv": argv, "env_set": set_env,
+            "agent_exit_code": agent.returncode, "agent_s": round(agent_s, 2),
+            "total_s": round(time.monotonic() - started, 2),
+            "tool_results_seen": [r["label"] for r in recs]}
+    with open(os.path.join(out, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+    ok = agent.returncode == 0 and meta["tool_results_seen"] == ["seq", "echo", "cat_fail", "read"]
+    print(json.dumps(meta))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+//! The real coding agents, heard: Claude Code 2.1.331, Codex 0.169.0 and Gemini CLI 0.61.0
+//! (`tests/agents/npm`, installed by `scripts/test.sh`), each driven through one scripted session
+//! by a fake model endpoint of the project's own (`tests/agents/fake_model.py`: `seq 1 20000`,
+//! `echo small`, `cat /nonexistent`, a read of a 3,550-byte file with non-ASCII text), with the
+//! agent's own telemetry switches pointed at a `toolsize serve` (`tests/agents/run_agent.py`,
+//! in a loopback-only network namespace), every signal on.
+//!
+//! Per agent and variant: every tool call counted once (no phantom series, no duplicate from a
+//! span, a span event and a log record of the same call), sized as the model got it (in the
+//! agent's unit; Codex: the output before its own cut, as documented), the failed call counted
+//! failed where the agent says so, the agent's own cut counted upstream with its layer and the
+//! original size, and no OTLP request refused. The test prints the table of `docs/agents.md`
+//! and checks the document holds it. In CI a missing agent fails the test.
+#![cfg(feature = "collector")]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use support::collector::{missing_peers_allowed, require};
+
+fn agents_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents")
+}
+
+/// Whether the pinned agents are installed; their absence fails the test unless missing peers
+/// are allowed (then the test is skipped loudly).
+fn agents_installed() -> bool {
+    let bin = agents_dir().join("npm/node_modules/.bin");
+    let ok = ["claude", "codex", "gemini"]
+        .iter()
+        .all(|a| bin.join(a).exists());
+    if !ok {
+        assert!(
+            missing_peers_allowed(),
+            "the coding agents are not installed in tests/agents/npm (scripts/test.sh runs npm ci \
+             there); set TOOLSIZE_ALLOW_MISSING_PEERS=1 to skip"
+        );
+        eprintln!("\n*** SKIPPED: coding agents not installed: this test checked NOTHING ***\n");
+    }
+    ok
+}
+
+/// One tool result as the model got it.
+#[derive(Debug)]
+struct Got {
+    label: String,
+    utf8: u64,
+    utf16: u64,
+}
+
+/// What one run left in its directory.
+struct Run {
+    dir: PathBuf,
+    model: Vec<Got>,
+    tools: Value,
+    metrics: String,
+}
+
+impl Run {
+    fn tool(&self, name: &str) -> Value {
+        let p = self.dir.join(format!("tool-{name}.json"));
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| {
+            panic!("{}: {e}", p.display());
+        }))
+        .unwrap()
+    }
+
+    /// (count, errors, truncated upstream) by tool.
+    fn rows(&self) -> BTreeMap<String, (u64, u64, u64)> {
+        self.tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let n = |k: &str| t[k].as_u64().unwrap();
+                (
+                    t["tool"].as_str().unwrap().to_string(),
+                    (n("count"), n("errors"), n("truncated_upstream")),
+                )
+            })
+            .collect()
+    }
+
+    /// (bytes, cut_by, original) of every sized result, sorted.
+    fn sized(&self) -> Vec<(u64, Option<String>, Option<u64>)> {
+        let mut out: Vec<_> = self
+            .rows()
+            .keys()
+            .flat_map(|t| {
+                self.tool(t)["series"][0]["largest"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|l| {
+                        (
+                            l["bytes"].as_u64().unwrap(),
+                            l["cut_by"].as_str().map(str::to_string),
+                            l["original"].as_u64(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn got(&self, label: &str) -> &Got {
+        self.model.iter().find(|g| g.label == label).unwrap()
+    }
+
+    fn metric(&self, line: &str) -> f64 {
+        self.metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {line} in /metrics"))
+    }
+}
+
+fn run(agent: &str, variant: &str) -> Run {
+    let dir = std::env::temp_dir().join(format!(
+        "toolsize-agents-{}-{agent}-{variant}",
+        std::process::id()
+    ));
+    let out = Command::new("python3")
+        .arg(agents_dir().join("run_agent.py"))
+        .args(["--agent", agent, "--variant", variant, "--toolsize"])
+        .arg(env!("CARGO_BIN_EXE_toolsize"))
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{agent}/{variant}: {}\n{}\nagent stderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(dir.join("agent_stderr.txt")).unwrap_or_default()
+    );
+    let model = std::fs::read_to_string(dir.join("model_records.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            Got {
+                label: v["label"].as_str().unwrap().into(),
+                utf8: v["utf8_bytes"].as_u64().unwrap(),
+                utf16: v["utf16_units"].as_u64().unwrap(),
+            }
+        })
+        .collect();
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let run = Run {
+        model,
+        tools: serde_json::from_str(&read("tools.json")).unwrap(),
+        metrics: read("metrics.txt"),
+        dir: dir.clone(),
+    };
+    // Nothing refused, nothing lost in the join.
+    for reason in [
+        "decode",
+        "too_large",
+        "unsupported_media_type",
+        "overloaded",
+        "timeout",
+    ] {
+        let line = format!("toolsize_otlp_requests_refused_total{{reason=\"{reason}\"}}");
+        assert_eq!(run.metric(&line), 0.0, "{agent}/{variant}: {line}");
+    }
+    for outcome in ["late", "orphan", "unjoined"] {
+        let line = format!("toolsize_agent_signals_total{{outcome=\"{outcome}\"}}");
+        assert_eq!(run.metric(&line), 0.0, "{agent}/{variant}: {line}");
+    }
+    run
+}
+
+/// One row of the table in `docs/agents.md`.
+fn row(agent: &str, variant: &str, r: &Run, note: &str) -> String {
+    let rows = r.rows();
+    let calls: u64 = rows.values().map(|x| x.0).sum();
+    let errors: u64 = rows.values().map(|x| x.1).sum();
+    let cut: u64 = rows.values().map(|x| x.2).sum();
+    format!(
+        "| {agent} | {variant} | {} | {calls} of 4 | {} | {errors} | {cut} | {note} |",
+        rows.keys().cloned().collect::<Vec<_>>().join(", "),
+        r.sized().len(),
+    )
+}
+
+#[test]
+fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
+    if !require("python3", &["--version"]) || !require("unshare", &["--version"]) {
+        return;
+    }
+    if !agents_installed() {
+        return;
+    }
+    let mut table = vec![
+        "| agent | variant | series | calls counted | sized | failed | cut by the agent | size unit |"
+            .to_string(),
+        "|---|---|---|---|---|---|---|---|".to_string(),
+    ];
+
+    // Claude Code: logs + beta traces (each call a log record, a span and its child), over
+    // protobuf and JSON; then logs with the PostToolUse hook.
+    for variant in ["all-signals", "all-signals-json", "logs-hook"] {
+        let r = run("claude", variant);
+        let rows = r.rows();
+        assert_eq!(
+            rows.keys().collect::<Vec<_>>(),
+            ["Bash", "Read"],
+            "{variant}: no other series (claude_code.tool.execution is a part of a call)"
+        );
+        assert_eq!((rows["Bash"].0, rows["Bash"].1), (3, 1), "{variant}: Bash");
+        assert_eq!((rows["Read"].0, rows["Read"].1), (1, 0), "{variant}: Read");
+        // Sized as the model got it, in UTF-16 code units (the read has non-ASCII text).
+        let mut want: Vec<u64> = ["seq", "echo", "read"]
+            .iter()
+            .map(|l| r.got(l).utf16)
+            .collect();
+        want.sort();
+        let sized = r.sized();
+        assert_eq!(
+            sized.iter().map(|s| s.0).collect::<Vec<_>>(),
+            want,
+            "{variant}"
+        );
+        assert_ne!(r.got("read").utf16, r.got("read").utf8);
+        let seq = sized.iter().find(|s| s.0 == r.got("seq").utf16).unwrap();
+        if variant == "logs-hook" {
+            // The hook shows the persisted output: cut by Claude Code's Bash layer, 108,894
+            // bytes before the cut.
+            assert_eq!(
+                (seq.1.as_deref(), seq.2),
+                (Some("claude-code.bash"), Some(108_894))
+            );
+            assert_eq!(rows["Bash"].2, 1);
+        } else {
+            assert_eq!(
+                seq.1, None,
+                "{variant}: without the hook the cut is invisible"
+            );
+        }
+        let note = if variant == "logs-hook" {
+            "UTF-16 units of what the model got; the hook adds the 108,894-byte original"
+        } else {
+            "UTF-16 units of what the model got"
+        };
+        table.push(row("Claude Code", variant, &r, note));
+    }
+
+    // Codex: span events + logs + metrics, protobuf and JSON.
+    for variant in ["all-signals", "all-signals-json"] {
+        let r = run("codex", variant);
+        let rows = r.rows();
+        assert_eq!(
+            rows.keys().collect::<Vec<_>>(),
+            ["exec_command"],
+            "{variant}: Codex's own spans make no series"
+        );
+        // Codex says success for a command that exits 1.
+        assert_eq!(rows["exec_command"], (4, 0, 1), "{variant}");
+        let sized = r.sized();
+        let mut whole: Vec<u64> = ["echo", "cat_fail", "read"]
+            .iter()
+            .map(|l| r.got(l).utf8)
+            .collect();
+        whole.sort();
+        assert_eq!(
+            sized
+                .iter()
+                .filter(|s| s.1.is_none())
+                .map(|s| s.0)
+                .collect::<Vec<_>>(),
+            whole,
+            "{variant}: UTF-8 bytes of what the model got"
+        );
+        let cut = sized.iter().find(|s| s.1.is_some()).unwrap();
+        assert_eq!(cut.1.as_deref(), Some("codex.tool-output.tokens"));
+        assert!(
+            cut.0 > 108_894 && cut.2 == Some(cut.0),
+            "{variant}: the output before the cut: {cut:?}"
+        );
+        assert!(r.got("seq").utf8 < cut.0, "the model got Codex's cut");
+        table.push(row(
+            "Codex",
+            variant,
+            &r,
+            "UTF-8 bytes of the output before Codex's cut",
+        ));
+    }
+
+    // Gemini CLI: logs + traces + metrics over OTLP/HTTP (JSON, chunked) and OTLP/gRPC.
+    for variant in ["all-signals", "grpc"] {
+        let r = run("gemini", variant);
+        let rows = r.rows();
+        assert_eq!(
+            rows.keys().collect::<Vec<_>>(),
+            ["read_file", "run_shell_command"],
+            "{variant}"
+        );
+        // The failed command: success=true, but the metadata (logPrompts on) says isError.
+        assert_eq!(rows["run_shell_command"], (3, 1, 1), "{variant}");
+        assert_eq!(rows["read_file"], (1, 0, 0), "{variant}");
+        let sized = r.sized();
+        let mut want: Vec<u64> = ["seq", "echo", "read"]
+            .iter()
+            .map(|l| r.got(l).utf16)
+            .collect();
+        want.sort();
+        assert_eq!(
+            sized.iter().map(|s| s.0).collect::<Vec<_>>(),
+            want,
+            "{variant}: UTF-16 units of what the model got"
+        );
+        let cut = sized.iter().find(|s| s.1.is_some()).unwrap();
+        assert_eq!(cut.1.as_deref(), Some("gemini-cli.tool-output"));
+        assert!(cut.2.is_some_and(|o| o > 108_000), "{cut:?}");
+        table.push(row(
+            "Gemini CLI",
+            variant,
+            &r,
+            "UTF-16 units of what the model got; the original from its truncation record",
+        ));
+    }
+
+    let table = table.join("\n");
+    println!("{table}");
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/agents.md"))
+        .unwrap();
+    assert!(
+        doc.contains(&table),
+        "docs/agents.md does not hold the table this test measured:\n{table}"
+    );
+}
