@@ -378,7 +378,8 @@ mod tests {
                 }
                 (default, _) => (as_text(default), default.clone()),
             };
-            set(&mut c, key, &[text.clone()]).unwrap_or_else(|e| panic!("{name} {text:?}: {e}"));
+            set(&mut c, key, std::slice::from_ref(&text))
+                .unwrap_or_else(|e| panic!("{name} {text:?}: {e}"));
             let v = serde_json::to_value(&c).unwrap();
             let got = v.pointer(&Key::pointer(&key.path)).unwrap();
             let want = match want {
