@@ -46,6 +46,7 @@ use tracing::field::Empty;
 use tracing::Span;
 
 use crate::measure::{Measurement, Measurer, Measures};
+use crate::origin::Origin;
 use crate::semconv::*;
 
 /// Results above this many bytes get a `tool.large_result` span event, unless configured
@@ -54,30 +55,6 @@ pub const DEFAULT_LARGE_RESULT_BYTES: u64 = 16 * 1024;
 
 /// Environment variable overriding [`DEFAULT_LARGE_RESULT_BYTES`].
 pub const ENV_LARGE_RESULT_BYTES: &str = "TOOLSIZE_LARGE_RESULT_BYTES";
-
-/// Where an effective setting came from, in precedence order (first wins).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// Passed explicitly for one call (builder method).
-    Explicit,
-    /// Set by the application with [`set_defaults`] (typically from its config file).
-    Config,
-    /// Read from the environment.
-    Environment,
-    /// The built-in default.
-    Default,
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Source::Explicit => "explicit",
-            Source::Config => "config",
-            Source::Environment => "environment",
-            Source::Default => "default",
-        })
-    }
-}
 
 /// Per-call settings: which measures to take, and the large-result threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +86,7 @@ pub fn set_defaults(settings: Settings) -> Result<(), Settings> {
     let mut fresh = false;
     let now = DEFAULTS.get_or_init(|| {
         fresh = true;
-        log_effective(settings.large_result_bytes, Source::Config);
+        log_effective(settings.large_result_bytes, Origin::Config);
         settings
     });
     if fresh {
@@ -133,11 +110,11 @@ pub fn defaults() -> Settings {
     })
 }
 
-fn large_result_bytes_from_env(value: Option<String>) -> (u64, Source) {
+fn large_result_bytes_from_env(value: Option<String>) -> (u64, Origin) {
     match value {
-        None => (DEFAULT_LARGE_RESULT_BYTES, Source::Default),
+        None => (DEFAULT_LARGE_RESULT_BYTES, Origin::Default),
         Some(v) => match v.trim().parse::<u64>() {
-            Ok(n) if n > 0 => (n, Source::Environment),
+            Ok(n) if n > 0 => (n, Origin::Env),
             _ => {
                 tracing::warn!(
                     target: "toolsize",
@@ -146,13 +123,13 @@ fn large_result_bytes_from_env(value: Option<String>) -> (u64, Source) {
                     default = DEFAULT_LARGE_RESULT_BYTES,
                     "Ignoring invalid large-result threshold: expected a positive whole number of bytes; using the default."
                 );
-                (DEFAULT_LARGE_RESULT_BYTES, Source::Default)
+                (DEFAULT_LARGE_RESULT_BYTES, Origin::Default)
             }
         },
     }
 }
 
-fn log_effective(bytes: u64, source: Source) {
+fn log_effective(bytes: u64, source: Origin) {
     tracing::info!(
         target: "toolsize",
         large_result_bytes = bytes,
@@ -735,16 +712,16 @@ mod tests {
     fn env_threshold_parsing() {
         assert_eq!(
             large_result_bytes_from_env(None),
-            (DEFAULT_LARGE_RESULT_BYTES, Source::Default)
+            (DEFAULT_LARGE_RESULT_BYTES, Origin::Default)
         );
         assert_eq!(
             large_result_bytes_from_env(Some(" 4096 ".into())),
-            (4096, Source::Environment)
+            (4096, Origin::Env)
         );
         for bad in ["", "abc", "-1", "0", "1.5"] {
             assert_eq!(
                 large_result_bytes_from_env(Some(bad.into())),
-                (DEFAULT_LARGE_RESULT_BYTES, Source::Default),
+                (DEFAULT_LARGE_RESULT_BYTES, Origin::Default),
                 "{bad:?}"
             );
         }

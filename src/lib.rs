@@ -12,6 +12,7 @@ pub mod instrument;
 mod label;
 pub mod layers;
 pub mod measure;
+pub mod origin;
 pub mod semconv;
 pub mod suggest;
 
@@ -26,3 +27,4 @@ pub use args_hash::{args_hash, canonical_json, ArgsHashError};
 pub use guard::{CeilingGuard, Envelope, Warning};
 pub use instrument::{record_cut, tool_call, ToolCall, ToolCallBuilder};
 pub use measure::{measure, Measurement, Measures};
+pub use origin::Origin;

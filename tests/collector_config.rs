@@ -79,3 +79,83 @@ fn the_docs_list_every_variable_and_flag() {
         "docs/collector.md must hold this table:\n{table}"
     );
 }
+
+/// A bad value stops `serve` with a structured error (exit 2) naming the key and the flag,
+/// variable or file it came from.
+#[test]
+fn a_bad_value_names_its_source() {
+    let dir = support::collector::temp_dir("cfg-origin");
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, "[aggregation]\nmax_series = 0\n").unwrap();
+    let serve = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_toolsize"));
+        c.arg("serve").env_remove("TOOLSIZE_MAX_SERIES");
+        c
+    };
+    let cases = [
+        (
+            serve().args(["--max-series", "0"]).output().unwrap(),
+            "flag --max-series".to_string(),
+        ),
+        (
+            serve().env("TOOLSIZE_MAX_SERIES", "0").output().unwrap(),
+            "environment variable TOOLSIZE_MAX_SERIES".to_string(),
+        ),
+        (
+            serve().arg("--config").arg(&file).output().unwrap(),
+            format!("config file {}", file.display()),
+        ),
+    ];
+    for (out, from) in cases {
+        let err = structured_error(&out);
+        assert_eq!(err["code"], "CONFIG");
+        assert_eq!(
+            err["message"],
+            format!("invalid value for aggregation.max_series ({from}): must be above 0")
+        );
+    }
+    // Text that is not the key's type is the same error, not a usage error.
+    let err = structured_error(&serve().args(["--admin-addr", "nope"]).output().unwrap());
+    assert_eq!(err["code"], "CONFIG");
+    let msg = err["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("invalid value for admin.addr (flag --admin-addr): \"nope\""),
+        "{msg}"
+    );
+}
+
+/// `--help` gives each flag its key's first sentence and the default computed from the
+/// defaults, and the flags of lists are repeatable.
+#[test]
+fn serve_help_shows_the_computed_defaults() {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolsize"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for want in [
+        "--max-series <N>",
+        "[default: 2000]",
+        "--window <DURATION>",
+        "[default: 5m, 1h]",
+        "--otlp-grpc-addr <ADDR>",
+        "[default: 127.0.0.1:4317]",
+        "--stack <ID[=LIMIT],...>",
+    ] {
+        assert!(help.contains(want), "{want:?} not in\n{help}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_toolsize"))
+        .args([
+            "serve",
+            "--window",
+            "1m",
+            "--window",
+            "2m",
+            "--max-series",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    // Parsed (both windows accepted), then refused for max_series: not a usage error.
+    assert_eq!(structured_error(&out)["code"], "CONFIG");
+}

@@ -10,9 +10,9 @@ use std::process::Command;
 
 use support::cli::structured_error;
 use support::collector::*;
-use toolsize::collector::config::{Config, Overrides};
+use toolsize::collector::config::{Config, Flags};
 use toolsize::collector::Daemon;
-use toolsize::layers::{Source, StackConfig};
+use toolsize::Origin;
 
 /// (id, limit, source) of every layer served on `/api/v1/layers`.
 fn layer_rows(v: &serde_json::Value) -> Vec<(String, u64, String)> {
@@ -36,21 +36,17 @@ fn rows(r: &[(&str, u64, &str)]) -> Vec<(String, u64, String)> {
         .collect()
 }
 
-/// Starts the daemon on loopback ports with `flag` as the `--stack`/`--ceiling-bytes` flags.
-async fn start_with_stack(flag: StackConfig) -> Daemon {
-    let mut config = Config::load(
-        None,
-        Vec::new(),
-        &Overrides {
-            stack: Some(flag),
-            ..Overrides::default()
-        },
-    )
-    .unwrap();
+/// Starts the daemon of `config` on loopback ports.
+async fn start_with(mut config: Config) -> Daemon {
     let ports = loopback_config();
     config.otlp = ports.otlp;
     config.admin = ports.admin;
     Daemon::start(&config).await.unwrap()
+}
+
+/// The configuration `flags` give.
+fn with_flags(flags: &[&str]) -> Config {
+    Config::load(None, Vec::new(), &Flags::parse_from(flags).unwrap()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,11 +84,13 @@ async fn stack_named_by_flag_is_served_with_sources() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_results_are_counted_under_the_weakest_layer() {
-    let flag = StackConfig {
-        ceiling_bytes: Some(12_345),
-        ..StackConfig::parse_list("codex.tool-output.tokens,default").unwrap()
-    };
-    let d = start_with_stack(flag).await;
+    let d = start_with(with_flags(&[
+        "--stack",
+        "codex.tool-output.tokens,default",
+        "--ceiling-bytes",
+        "12345",
+    ]))
+    .await;
     // 50,000 bytes: over codex's 10,000 tokens (≈ 40,000 bytes) and over default's 12,345; the
     // weakest is default. 13,000: over default only. 100: under every limit.
     let spans = vec![
@@ -221,26 +219,26 @@ fn stack_precedence_is_flag_env_file() {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
-    let got = |c: &Config| -> Vec<(String, u64, Source)> {
+    let got = |c: &Config| -> Vec<(String, u64, Origin)> {
         c.stack
             .layers()
             .iter()
             .map(|l| (l.id().to_owned(), l.limit, l.source))
             .collect()
     };
-    let own = |r: &[(&str, u64, Source)]| -> Vec<(String, u64, Source)> {
+    let own = |r: &[(&str, u64, Origin)]| -> Vec<(String, u64, Origin)> {
         r.iter().map(|(i, l, s)| (i.to_string(), *l, *s)).collect()
     };
 
     // File alone.
-    let c = Config::load(Some(&file), env(&[]), &Overrides::default()).unwrap();
+    let c = Config::load(Some(&file), env(&[]), &Flags::default()).unwrap();
     assert_eq!(
         got(&c),
         own(&[
-            ("codex.tool-output.tokens", 10_000, Source::Catalog),
-            ("cline.message-builder", 7000, Source::File),
-            ("my-proxy", 3000, Source::File),
-            ("default", 4096, Source::File),
+            ("codex.tool-output.tokens", 10_000, Origin::Catalog),
+            ("cline.message-builder", 7000, Origin::File),
+            ("my-proxy", 3000, Origin::File),
+            ("default", 4096, Origin::File),
         ])
     );
     // Env beats file: its list replaces the file's, its limits win.
@@ -250,25 +248,25 @@ fn stack_precedence_is_flag_env_file() {
             ("TOOLSIZE_STACK", "cline.message-builder=5000"),
             ("TOOLSIZE_CEILING_BYTES", "8192"),
         ]),
-        &Overrides::default(),
+        &Flags::default(),
     )
     .unwrap();
     assert_eq!(
         got(&c),
         own(&[
-            ("cline.message-builder", 5000, Source::Env),
-            ("my-proxy", 3000, Source::File),
-            ("default", 8192, Source::Env),
+            ("cline.message-builder", 5000, Origin::Env),
+            ("my-proxy", 3000, Origin::File),
+            ("default", 8192, Origin::Env),
         ])
     );
     // Flag beats env.
-    let flags = Overrides {
-        stack: Some(StackConfig {
-            ceiling_bytes: Some(2048),
-            ..StackConfig::parse_list("cline.message-builder=4000").unwrap()
-        }),
-        ..Overrides::default()
-    };
+    let flags = Flags::parse_from([
+        "--stack",
+        "cline.message-builder=4000",
+        "--ceiling-bytes",
+        "2048",
+    ])
+    .unwrap();
     let c = Config::load(
         Some(&file),
         env(&[
@@ -281,15 +279,15 @@ fn stack_precedence_is_flag_env_file() {
     assert_eq!(
         got(&c),
         own(&[
-            ("cline.message-builder", 4000, Source::Flag),
-            ("my-proxy", 3000, Source::File),
-            ("default", 2048, Source::Flag),
+            ("cline.message-builder", 4000, Origin::Flag),
+            ("my-proxy", 3000, Origin::File),
+            ("default", 2048, Origin::Flag),
         ])
     );
     let ceiling = c.stack.ceiling_bytes().unwrap();
     assert_eq!(
         (ceiling.layer_id, ceiling.source),
-        ("default", Source::Flag)
+        ("default", Origin::Flag)
     );
 }
 
@@ -321,18 +319,12 @@ async fn the_binary_applies_env_over_file_and_flag_over_env() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exact_chars_on_the_span_decide_a_chars_layer() {
-    use toolsize::layers::{Action, CustomLayer, Scope, Unit};
-    let flag = StackConfig {
-        custom: vec![CustomLayer {
-            name: "my-chars".into(),
-            limit: 1000,
-            unit: Unit::Chars,
-            scope: Scope::PerResult,
-            action: Action::TruncateSilent,
-        }],
-        ..StackConfig::default()
-    };
-    let d = start_with_stack(flag).await;
+    let config = Config::from_toml(
+        "[[layers.custom]]\nname = \"my-chars\"\nlimit = 1000\nunit = \"chars\"\n\
+         scope = \"per_result\"\naction = \"truncate_silent\"\n",
+    )
+    .unwrap();
+    let d = start_with(config).await;
     // 3,000 bytes of non-ASCII text, 900 chars: under the 1,000-char limit when the span says
     // so; without `tool.result.chars`, chars are estimated from bytes (3,000) and over it.
     let mut exact = own_span(1, "exact", 3000);

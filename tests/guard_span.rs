@@ -126,7 +126,7 @@ fn the_effective_limit_is_logged_once_with_its_source() {
         .filter(|l| l.contains("limit_bytes=77777"))
         .collect();
     assert_eq!(env_lines.len(), 1, "{text}");
-    assert!(env_lines[0].contains("source=environment"), "{text}");
+    assert!(env_lines[0].contains("source=env"), "{text}");
     assert!(
         env_lines[0].contains("Tool output limit resolved."),
         "{text}"

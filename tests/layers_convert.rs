@@ -2,9 +2,9 @@
 //! non-ASCII and multi-line text, exact and estimated values.
 
 use toolsize::layers::{
-    Action, CustomLayer, Cut, ResultMeasures, Scope, Source, Stack, StackConfig, Unit, Verdict,
+    Action, CustomLayer, Cut, ResultMeasures, Scope, Stack, StackConfig, Unit, Verdict,
 };
-use toolsize::{measure, Measures};
+use toolsize::{measure, Measures, Origin};
 
 fn measured(text: &str) -> ResultMeasures {
     measure(text.as_bytes(), Measures::ALL)
@@ -75,7 +75,7 @@ fn emoji_heavy_result_against_chars_and_utf16_layers() {
     let c = s.ceiling_bytes().unwrap();
     assert_eq!(
         (c.layer_id, c.bytes, c.source),
-        ("cline.message-builder", 8_000, Source::Catalog)
+        ("cline.message-builder", 8_000, Origin::Catalog)
     );
 
     // Bytes only: code points and units are estimated as bytes (an upper bound), so the chars
@@ -280,7 +280,7 @@ fn overrides_move_the_weakest_layer() {
     let c = s.ceiling_bytes().unwrap();
     assert_eq!(
         (c.layer_id, c.bytes, c.source),
-        ("default", 16_384, Source::Default)
+        ("default", 16_384, Origin::Default)
     );
 }
 
@@ -308,7 +308,7 @@ fn item_layers_need_the_item_count() {
 fn from_layers_keeps_byte_limits_consistent() {
     use toolsize::layers::{Layer, StackLayer};
     let layer = Layer::user("t", 100, Unit::Tokens, Scope::PerResult, Action::Reject);
-    let mut l = StackLayer::new(layer, 100, Source::Flag);
+    let mut l = StackLayer::new(layer, 100, Origin::Flag);
     l.limit = 50;
     let s = Stack::from_layers(vec![l]);
     assert_eq!(s.ceiling_bytes().unwrap().bytes, 200);

@@ -6,7 +6,6 @@
 //! stops gracefully on SIGINT or SIGTERM: in-flight requests finish, the queue drains and a final
 //! snapshot is written. Logs go to standard error (`RUST_LOG` overrides the `info` level).
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -14,63 +13,21 @@ use clap::Args;
 
 use super::CliError;
 use crate::collector::config::{
-    generated_config, unknown_env_warnings, Config, ConfigError, Overrides,
+    generated_config, unknown_env_warnings, Config, ConfigError, Flags,
 };
 use crate::collector::Daemon;
-use crate::layers::{Stack, StackConfig, StackError};
+use crate::layers::{Stack, StackError};
 
-/// Flags of `toolsize serve`.
+/// Flags of `toolsize serve`: `--config`, and one flag per configuration key that has one
+/// ([`Flags`], derived from the keys' declaration).
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// TOML configuration file (`toolsize gen-config` prints a complete one).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// OTLP/gRPC listen address [default: 127.0.0.1:4317].
-    #[arg(long, value_name = "ADDR")]
-    pub otlp_grpc_addr: Option<SocketAddr>,
-    /// OTLP/HTTP listen address [default: 127.0.0.1:4318].
-    #[arg(long, value_name = "ADDR")]
-    pub otlp_http_addr: Option<SocketAddr>,
-    /// Admin HTTP listen address: /metrics, /api/v1/* [default: 127.0.0.1:9464].
-    #[arg(long, value_name = "ADDR")]
-    pub admin_addr: Option<SocketAddr>,
-    /// The URL under which others reach the admin HTTP, for the links alerts carry
-    /// (generatorURL, runbook_url) [default: http://ADMIN_ADDR].
-    #[arg(long, value_name = "URL")]
-    pub external_url: Option<String>,
-    /// Directory for state snapshots, restored at start [default: none, memory only].
-    #[arg(long, value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
-    /// Interval between snapshots, e.g. 10s [default: 10s].
-    #[arg(long, value_name = "DURATION")]
-    pub snapshot_interval: Option<String>,
-    /// Cardinality cap on (service, tool) series [default: 2000].
-    #[arg(long, value_name = "N")]
-    pub max_series: Option<usize>,
-    /// Sliding window, repeatable, e.g. --window 5m --window 1h [default: 5m, 1h].
-    #[arg(long = "window", value_name = "DURATION")]
-    pub windows: Vec<String>,
-    /// Truncation layers in front of the model, by id, each optionally `id=limit` (in the
-    /// layer's unit); `toolsize layers` lists them [default: one 16384-byte `default` layer].
-    #[arg(long, value_name = "ID[=LIMIT],...")]
-    pub stack: Option<String>,
-    /// The `default` layer's byte ceiling; keeps `default` in the stack [default: 16384].
-    #[arg(long, value_name = "N")]
-    pub ceiling_bytes: Option<u64>,
-    /// Alertmanager base URL (http://host:port), repeatable: alerts are posted to every one
-    /// [default: none].
-    #[arg(long = "alertmanager-url", value_name = "URL")]
-    pub alertmanager_urls: Vec<String>,
-    /// A file holding the token OTLP and admin requests must carry as
-    /// `Authorization: Bearer <token>` [default: none, no authentication].
-    #[arg(long, value_name = "FILE")]
-    pub auth_token_file: Option<PathBuf>,
-    /// PEM certificate (chain) for TLS on every listener (feature `tls`) [default: none].
-    #[arg(long, value_name = "FILE", requires = "tls_key_file")]
-    pub tls_cert_file: Option<PathBuf>,
-    /// PEM private key of --tls-cert-file.
-    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
-    pub tls_key_file: Option<PathBuf>,
+    /// The flags setting configuration keys.
+    #[command(flatten)]
+    pub settings: Flags,
 }
 
 /// Flags of `toolsize demo`: those of `serve`, and when the synthetic agent's deploy happens.
@@ -83,32 +40,6 @@ pub struct DemoArgs {
     /// the size alerts show), after start, e.g. 30s or 5m.
     #[arg(long, value_name = "DURATION", default_value = "60s")]
     pub deploy_after: crate::collector::config::Interval,
-}
-
-impl ServeArgs {
-    fn overrides(&self) -> Result<Overrides, StackError> {
-        let mut stack = match &self.stack {
-            Some(list) => StackConfig::parse_list(list)?,
-            None => StackConfig::default(),
-        };
-        stack.ceiling_bytes = self.ceiling_bytes;
-        Ok(Overrides {
-            otlp_grpc_addr: self.otlp_grpc_addr,
-            otlp_http_addr: self.otlp_http_addr,
-            admin_addr: self.admin_addr,
-            external_url: self.external_url.clone(),
-            data_dir: self.data_dir.clone(),
-            snapshot_interval: self.snapshot_interval.clone(),
-            max_series: self.max_series,
-            alertmanager_urls: (!self.alertmanager_urls.is_empty())
-                .then(|| self.alertmanager_urls.clone()),
-            windows: (!self.windows.is_empty()).then(|| self.windows.clone()),
-            stack: (!stack.is_empty() || self.ceiling_bytes.is_some()).then_some(stack),
-            auth_token_file: self.auth_token_file.clone(),
-            tls_cert_file: self.tls_cert_file.clone(),
-            tls_key_file: self.tls_key_file.clone(),
-        })
-    }
 }
 
 /// Prints the complete commented configuration file.
@@ -130,13 +61,9 @@ pub fn demo(args: DemoArgs) -> ExitCode {
 /// Runs the daemon; with `demo` (the deploy's delay), the synthetic agent too.
 fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
     let env = std::env::vars().filter(|(k, _)| k.starts_with("TOOLSIZE_"));
-    let overrides = match args.overrides() {
-        Ok(o) => o,
-        Err(e) => return stack_error(&e).report(),
-    };
-    let config = match Config::load(args.config.as_deref(), env, &overrides) {
+    let config = match Config::load(args.config.as_deref(), env, &args.settings) {
         Ok(c) => c,
-        Err(ConfigError::Stack(e)) => return stack_error(&e).report(),
+        Err(e @ ConfigError::Stack { .. }) => return stack_error(&e).report(),
         Err(e) => return CliError::new("CONFIG", e.to_string()).report(),
     };
     if demo.is_some() && config.tls.cert_file.is_some() {
@@ -224,12 +151,15 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
 }
 
 /// A stack that does not resolve: `UNKNOWN_LAYER` (with its "did you mean") or `INVALID_STACK`.
-fn stack_error(e: &StackError) -> CliError {
+fn stack_error(e: &ConfigError) -> CliError {
     let code = match e {
-        StackError::UnknownId { .. } => "UNKNOWN_LAYER",
+        ConfigError::Stack {
+            error: StackError::UnknownId { .. },
+            ..
+        } => "UNKNOWN_LAYER",
         _ => "INVALID_STACK",
     };
-    CliError::new(code, format!("invalid layer stack: {e}"))
+    CliError::new(code, e.to_string())
 }
 
 /// Logs the effective stack once: every layer with its limit and source, then the ceiling.

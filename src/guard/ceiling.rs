@@ -26,6 +26,7 @@ use sha1::{Digest, Sha1};
 use crate::guard::envelope::{coalesce, Envelope, EnvelopeError, Phase, Unit, Warning};
 use crate::guard::json_truncate::JsonTruncator;
 use crate::guard::truncate::{floor_char_boundary, TextTruncator, DEFAULT_HEAD_RATIO};
+use crate::origin::Origin;
 
 /// Output limit used when nothing else sets one: 16 KiB.
 pub const DEFAULT_MAX_TOOL_OUTPUT: u64 = 16 * 1024;
@@ -89,44 +90,20 @@ impl FromStr for Policy {
     }
 }
 
-/// Where the effective limit came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LimitSource {
-    /// Passed in code or on the command line.
-    Explicit,
-    /// From a configuration file.
-    Config,
-    /// From [`ENV_MAX_TOOL_OUTPUT`].
-    Environment,
-    /// [`DEFAULT_MAX_TOOL_OUTPUT`].
-    Default,
-}
-
-impl fmt::Display for LimitSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            LimitSource::Explicit => "explicit",
-            LimitSource::Config => "config",
-            LimitSource::Environment => "environment",
-            LimitSource::Default => "default",
-        })
-    }
-}
-
 /// The effective output limit and where it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Limit {
     /// The limit in bytes.
     pub bytes: u64,
     /// Its source.
-    pub source: LimitSource,
+    pub source: Origin,
 }
 
 /// A limit that is present but unusable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitError {
     /// Which source held the bad value.
-    pub source: LimitSource,
+    pub source: Origin,
     /// The value as given.
     pub value: String,
 }
@@ -134,7 +111,7 @@ pub struct LimitError {
 impl fmt::Display for LimitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let from = match self.source {
-            LimitSource::Environment => format!("{ENV_MAX_TOOL_OUTPUT} (environment)"),
+            Origin::Env => format!("{ENV_MAX_TOOL_OUTPUT} (environment)"),
             other => format!("the {other} limit"),
         };
         write!(
@@ -166,23 +143,23 @@ pub fn resolve_limit(
         }
     };
     if let Some(bytes) = explicit {
-        return checked(bytes, LimitSource::Explicit);
+        return checked(bytes, Origin::Explicit);
     }
     if let Some(bytes) = config {
-        return checked(bytes, LimitSource::Config);
+        return checked(bytes, Origin::Config);
     }
     if let Some(raw) = env {
         return match raw.trim().parse::<u64>() {
-            Ok(bytes) => checked(bytes, LimitSource::Environment),
+            Ok(bytes) => checked(bytes, Origin::Env),
             Err(_) => Err(LimitError {
-                source: LimitSource::Environment,
+                source: Origin::Env,
                 value: raw.to_owned(),
             }),
         };
     }
     Ok(Limit {
         bytes: DEFAULT_MAX_TOOL_OUTPUT,
-        source: LimitSource::Default,
+        source: Origin::Default,
     })
 }
 
@@ -956,19 +933,19 @@ mod tests {
     #[test]
     fn limit_precedence() {
         let l = resolve_limit(Some(1), Some(2), Some("3")).unwrap();
-        assert_eq!((l.bytes, l.source), (1, LimitSource::Explicit));
+        assert_eq!((l.bytes, l.source), (1, Origin::Explicit));
         let l = resolve_limit(None, Some(2), Some("3")).unwrap();
-        assert_eq!((l.bytes, l.source), (2, LimitSource::Config));
+        assert_eq!((l.bytes, l.source), (2, Origin::Config));
         let l = resolve_limit(None, None, Some("3")).unwrap();
-        assert_eq!((l.bytes, l.source), (3, LimitSource::Environment));
+        assert_eq!((l.bytes, l.source), (3, Origin::Env));
         let l = resolve_limit(None, None, None).unwrap();
-        assert_eq!((l.bytes, l.source), (16_384, LimitSource::Default));
+        assert_eq!((l.bytes, l.source), (16_384, Origin::Default));
     }
 
     #[test]
     fn bad_limits_are_errors_not_fallbacks() {
         let err = resolve_limit(None, None, Some("16k")).unwrap_err();
-        assert_eq!(err.source, LimitSource::Environment);
+        assert_eq!(err.source, Origin::Env);
         assert!(err.to_string().contains(ENV_MAX_TOOL_OUTPUT));
         assert!(resolve_limit(Some(0), None, None).is_err());
         assert!(resolve_limit(None, Some(0), None).is_err());
@@ -981,7 +958,7 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(g.limit().bytes, 4096);
-        assert_eq!(g.limit().source, LimitSource::Environment);
+        assert_eq!(g.limit().source, Origin::Env);
     }
 
     #[test]

@@ -51,8 +51,7 @@ pub mod truncate;
 
 pub use ceiling::{
     resolve_limit, CeilingGuard, CeilingGuardBuilder, FsSpillStore, GuardError, Guarded, Limit,
-    LimitSource, Outcome, Policy, SpillStore, DEFAULT_MAX_TOOL_OUTPUT, DEFAULT_POLICY,
-    ENV_MAX_TOOL_OUTPUT,
+    Outcome, Policy, SpillStore, DEFAULT_MAX_TOOL_OUTPUT, DEFAULT_POLICY, ENV_MAX_TOOL_OUTPUT,
 };
 pub use compare::compare;
 pub use envelope::{Envelope, EnvelopeError, Phase, Unit, Violation, Warning};

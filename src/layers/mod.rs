@@ -24,7 +24,6 @@ mod stack;
 pub use catalog::{catalog, find, Action, Layer, LayerKind, Scope, Unit};
 pub use convert::{ByteLimit, ResultMeasures, Value};
 pub use stack::{
-    suggest, Ceiling, CustomLayer, Cut, Source, Stack, StackConfig, StackError, StackLayer,
-    Verdict, DEFAULT_CEILING_BYTES, DEFAULT_LAYER_ID, ENV_CEILING_BYTES, ENV_STACK,
-    MAX_LAYER_NAME_BYTES,
+    suggest, Ceiling, CustomLayer, Cut, Stack, StackConfig, StackError, StackLayer, Verdict,
+    DEFAULT_CEILING_BYTES, DEFAULT_LAYER_ID, ENV_CEILING_BYTES, ENV_STACK, MAX_LAYER_NAME_BYTES,
 };

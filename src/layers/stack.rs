@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::catalog::{self, Action, Layer, Scope, Unit};
 use super::convert::{limit_in_bytes, value_for, ByteLimit, ResultMeasures};
+use crate::origin::Origin;
 
 /// The default ceiling when no layer is named: 16 KiB.
 pub const DEFAULT_CEILING_BYTES: u64 = 16 * 1024;
@@ -25,41 +26,6 @@ pub const ENV_STACK: &str = "TOOLSIZE_STACK";
 
 /// Environment variable setting the default layer's byte ceiling.
 pub const ENV_CEILING_BYTES: &str = "TOOLSIZE_CEILING_BYTES";
-
-/// Where an effective limit came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Source {
-    /// A command-line flag.
-    Flag,
-    /// An environment variable.
-    Env,
-    /// The configuration file.
-    File,
-    /// toolsize's built-in default ([`DEFAULT_CEILING_BYTES`]).
-    Default,
-    /// The built-in catalog.
-    Catalog,
-}
-
-impl Source {
-    /// The name used in logs and JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Flag => "flag",
-            Source::Env => "env",
-            Source::File => "file",
-            Source::Default => "default",
-            Source::Catalog => "catalog",
-        }
-    }
-}
-
-impl fmt::Display for Source {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A layer declared by the user.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,14 +191,14 @@ pub struct StackLayer {
     /// The effective limit, in `layer.unit`.
     pub limit: u64,
     /// Where the effective limit came from.
-    pub source: Source,
+    pub source: Origin,
     /// The effective limit converted to bytes; `None` for depth and item limits.
     pub limit_bytes: Option<ByteLimit>,
 }
 
 impl StackLayer {
     /// `layer` at an effective `limit` (in `layer.unit`) from `source`.
-    pub fn new(layer: Layer, limit: u64, source: Source) -> StackLayer {
+    pub fn new(layer: Layer, limit: u64, source: Origin) -> StackLayer {
         StackLayer {
             limit_bytes: limit_in_bytes(limit, layer.unit),
             layer,
@@ -257,7 +223,7 @@ pub struct Ceiling<'a> {
     /// Whether the conversion is an estimate.
     pub estimated: bool,
     /// Where its limit came from.
-    pub source: Source,
+    pub source: Origin,
 }
 
 /// One layer that would cut a result.
@@ -304,11 +270,11 @@ pub struct Stack {
 impl Default for Stack {
     /// The default stack: one `default` layer of [`DEFAULT_CEILING_BYTES`].
     fn default() -> Stack {
-        Stack::from_layers(vec![default_layer(DEFAULT_CEILING_BYTES, Source::Default)])
+        Stack::from_layers(vec![default_layer(DEFAULT_CEILING_BYTES, Origin::Default)])
     }
 }
 
-fn default_layer(limit: u64, source: Source) -> StackLayer {
+fn default_layer(limit: u64, source: Origin) -> StackLayer {
     let mut layer = Layer::user(
         DEFAULT_LAYER_ID,
         limit,
@@ -350,17 +316,17 @@ impl Stack {
         env: Option<&StackConfig>,
         file: Option<&StackConfig>,
     ) -> Result<Stack, StackError> {
-        let sources: Vec<(Source, &StackConfig)> = [
-            (Source::Flag, flag),
-            (Source::Env, env),
-            (Source::File, file),
+        let sources: Vec<(Origin, &StackConfig)> = [
+            (Origin::Flag, flag),
+            (Origin::Env, env),
+            (Origin::File, file),
         ]
         .into_iter()
         .filter_map(|(s, c)| c.map(|c| (s, c)))
         .collect();
 
         // Custom layers, first definition (highest precedence) winning.
-        let mut custom: Vec<(&CustomLayer, Source)> = Vec::new();
+        let mut custom: Vec<(&CustomLayer, Origin)> = Vec::new();
         for &(source, config) in &sources {
             for (i, c) in config.custom.iter().enumerate() {
                 if c.name.trim().is_empty()
@@ -403,8 +369,8 @@ impl Stack {
             }
         };
 
-        let mut overrides: BTreeMap<&str, (u64, Source)> = BTreeMap::new();
-        let mut ceiling: Option<(u64, Source)> = None;
+        let mut overrides: BTreeMap<&str, (u64, Origin)> = BTreeMap::new();
+        let mut ceiling: Option<(u64, Origin)> = None;
         for &(source, config) in &sources {
             for id in &config.ids {
                 check(id)?;
@@ -450,7 +416,7 @@ impl Stack {
             }
             let over = overrides.get(id).copied();
             let layer = if id == DEFAULT_LAYER_ID {
-                let (limit, source) = over.unwrap_or((DEFAULT_CEILING_BYTES, Source::Default));
+                let (limit, source) = over.unwrap_or((DEFAULT_CEILING_BYTES, Origin::Default));
                 default_layer(limit, source)
             } else if let Some((c, source)) = custom.iter().find(|(c, _)| c.name == id) {
                 let layer = Layer::user(&c.name, c.limit, c.unit, c.scope, c.action);
@@ -461,7 +427,7 @@ impl Stack {
                 let Some(layer) = catalog::find(id) else {
                     continue;
                 };
-                let (limit, source) = over.unwrap_or((layer.limit, Source::Catalog));
+                let (limit, source) = over.unwrap_or((layer.limit, Origin::Catalog));
                 StackLayer::new(layer.clone(), limit, source)
             };
             layers.push(layer);
@@ -554,7 +520,7 @@ mod tests {
     use super::*;
 
     /// (id, limit, source) of every layer, in stack order.
-    fn rows(s: &Stack) -> Vec<(&str, u64, Source)> {
+    fn rows(s: &Stack) -> Vec<(&str, u64, Origin)> {
         s.layers()
             .iter()
             .map(|l| (l.id(), l.limit, l.source))
@@ -575,7 +541,7 @@ mod tests {
         let c = stack.ceiling_bytes().unwrap();
         assert_eq!(
             (c.layer_id, c.bytes, c.estimated, c.source),
-            ("default", 16 * 1024, false, Source::Default)
+            ("default", 16 * 1024, false, Origin::Default)
         );
         let v = stack.verdict(&ResultMeasures::from_bytes(16 * 1024), false);
         assert!(v.cuts.is_empty() && v.weakest.is_none());
@@ -631,9 +597,9 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("cline.message-builder", 7000, Source::File),
-                ("codex.tool-output.tokens", 10_000, Source::Catalog),
-                ("default", 4096, Source::File),
+                ("cline.message-builder", 7000, Origin::File),
+                ("codex.tool-output.tokens", 10_000, Origin::Catalog),
+                ("default", 4096, Origin::File),
             ]
         );
         // Env names the list (replacing the file's) and overrides the limit; the flag's ceiling
@@ -643,14 +609,14 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("cline.message-builder", 5000, Source::Env),
-                ("default", 2048, Source::Flag),
+                ("cline.message-builder", 5000, Origin::Env),
+                ("default", 2048, Origin::Flag),
             ]
         );
         let c = s.ceiling_bytes().unwrap();
         assert_eq!(
             (c.layer_id, c.bytes, c.source),
-            ("default", 2048, Source::Flag)
+            ("default", 2048, Origin::Flag)
         );
     }
 
@@ -702,7 +668,7 @@ mod tests {
         };
         let s = Stack::resolve(None, None, Some(&file)).unwrap();
         assert_eq!(s.layers().len(), 1);
-        assert_eq!(s.layers()[0].source, Source::File);
+        assert_eq!(s.layers()[0].source, Origin::File);
         assert_eq!(s.ceiling_bytes().unwrap().layer_id, "my-proxy");
         // Named in the list and overridden by the flag.
         let flag = StackConfig::parse_list("my-proxy=3000,default").unwrap();
@@ -711,8 +677,8 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("my-proxy", 3000, Source::Flag),
-                ("default", 16384, Source::Default)
+                ("my-proxy", 3000, Origin::Flag),
+                ("default", 16384, Origin::Default)
             ]
         );
         // A custom name becomes a label: bounded, no hidden characters.

@@ -1,605 +1,95 @@
 //! The daemon's configuration: one typed struct, read from a TOML file, `TOOLSIZE_*` environment
 //! variables and command-line flags.
 //!
-//! Precedence: flags > environment > file > built-in defaults (the `DEFAULT_*` constants). An
-//! unknown key in the file is an error that names the closest known key ("did you mean"); a bad
-//! value (an address that does not parse, a zero interval) is an error, never a panic.
-//! Each key is declared once: its type and default here, its documentation, variable and flag in
-//! [`keys::KEYS`], from which the file `toolsize gen-config` prints, the keys a file may hold and
-//! the variables read are derived.
+//! Precedence, for every key: flags > environment > file > built-in defaults. An unknown key in
+//! the file is an error that names the closest known key ("did you mean"); a bad value (an
+//! address that does not parse, a zero interval) is an error naming the key and where the value
+//! came from (`flag --max-series`, `environment variable TOOLSIZE_MAX_SERIES`, `config file
+//! /etc/toolsize.toml`), never a panic.
+//!
+//! A key is its field. Each section is declared once with the `section!` macro (`declare.rs`):
+//! per field its documentation, type, default, and optionally its variable, flag and checks
+//! (`sections.rs`, `alerts.rs`; the library's `[layers]` in `layers.rs`). Everything else is
+//! derived from that declaration: the list of keys ([`keys::KEYS`]), the file
+//! `toolsize gen-config` prints, the keys a file may hold, the variables read, the flags of
+//! `toolsize serve` ([`Flags`]), the checks run after the merge, and the sources table of
+//! `docs/collector.md`. Adding a key is adding a field to its section.
+//!
+//! Every source goes through one merge (`merge.rs`): the file, then each variable and flag as
+//! text parsed by its key's type, each value remembered with where it came from
+//! ([`crate::Origin`] and the flag, variable or file). The layer stack keeps each limit's source
+//! by resolving the flag, variable and file settings together
+//! ([`crate::layers::Stack::resolve`]).
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 use crate::layers::{Stack, StackConfig, StackError};
+use crate::origin::Origin;
 use crate::suggest::did_you_mean;
 
+mod alerts;
+pub(crate) mod declare;
+mod flags;
 pub mod keys;
+mod layers;
+mod merge;
+mod sections;
+mod values;
+
+pub use alerts::{AlertsConfig, OverCeilingConfig, RepeatedOversizeConfig};
+pub(crate) use alerts::{NearCeilingConfig, P95JumpConfig, TruncationRateConfig};
+use declare::{section, Section};
+pub use flags::Flags;
 pub(crate) use keys::generated_config;
+use merge::{Origins, Provenance, StackSources};
+pub use sections::{
+    AdminConfig, AggregationConfig, AuthConfig, ListenersConfig, OtlpConfig, RecognitionConfig,
+    TlsConfig,
+};
+pub(crate) use sections::{
+    StoreConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS,
+    DEFAULT_MAX_SERVICE_NAME_BYTES, DEFAULT_OTLP_GRPC_ADDR, DEFAULT_OTLP_HTTP_ADDR,
+};
+pub(crate) use values::parse_duration;
+pub use values::Interval;
 
-/// Default OTLP/gRPC listen address.
-pub(crate) const DEFAULT_OTLP_GRPC_ADDR: &str = "127.0.0.1:4317";
-/// Default OTLP/HTTP listen address.
-pub(crate) const DEFAULT_OTLP_HTTP_ADDR: &str = "127.0.0.1:4318";
-/// Default admin HTTP listen address (`/metrics`, `/api/v1/*`).
-pub(crate) const DEFAULT_ADMIN_ADDR: &str = "127.0.0.1:9464";
-/// Default request body limit, measured after decompression (the OTLP spec's recommendation).
-pub(crate) const DEFAULT_MAX_REQUEST_BYTES: u64 = 64 * 1024 * 1024;
-/// Default capacity of the queue between the receivers and the aggregator, in requests.
-pub(crate) const DEFAULT_QUEUE_CAPACITY: usize = 1024;
-/// Default number of OTLP requests (HTTP and gRPC together) whose bodies may be read at once;
-/// each may buffer up to `max_request_bytes` twice (compressed and inflated).
-pub(crate) const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 16;
-/// Default deadline for receiving a whole OTLP request body.
-pub(crate) const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default time to receive a request head (HTTP/1.1; also the longest wait for the next request
-/// on a keep-alive connection) or the HTTP/2 preface (gRPC).
-pub(crate) const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default longest silence on a connection before the daemon closes it.
-pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
-/// Default connection cap of each OTLP listener.
-pub(crate) const DEFAULT_OTLP_MAX_CONNECTIONS: usize = 2048;
-/// Default connection cap of the admin listener.
-pub(crate) const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 128;
-/// Default HTTP/2 streams one gRPC connection may have open at once.
-pub(crate) const DEFAULT_GRPC_MAX_CONCURRENT_STREAMS: u32 = 64;
-/// Default interval of HTTP/2 keepalive pings on gRPC connections.
-pub(crate) const DEFAULT_GRPC_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
-/// Default time to wait for a keepalive ping's answer before closing the connection.
-pub(crate) const DEFAULT_GRPC_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
-/// Default sliding windows.
-pub(crate) const DEFAULT_WINDOWS: &[&str] = &["5m", "1h"];
-/// Default cardinality cap: (service, tool) series beyond it go to one overflow series.
-pub(crate) const DEFAULT_MAX_SERIES: usize = 2000;
-/// Default longest tool name kept, in bytes; longer names are cut on a character boundary.
-pub(crate) const DEFAULT_MAX_TOOL_NAME_BYTES: usize = 128;
-/// Default longest `service.name` kept, in bytes; longer names are cut on a character boundary.
-pub(crate) const DEFAULT_MAX_SERVICE_NAME_BYTES: usize = 128;
-/// Default number of largest recent results kept per series.
-pub(crate) const DEFAULT_LARGEST_RESULTS: usize = 10;
-/// Default number of argument hashes tracked per series (space-saving top-k).
-pub(crate) const DEFAULT_TOP_ARGS_HASHES: usize = 32;
-/// Default snapshot interval.
-pub(crate) const DEFAULT_SNAPSHOT_INTERVAL: &str = "10s";
-/// Default interval between resends of every firing alert to Alertmanager and webhooks.
-pub(crate) const DEFAULT_ALERT_RESEND_INTERVAL: &str = "1m";
-/// Default severity of `ToolResultOverCeiling`.
-pub(crate) const DEFAULT_OVER_CEILING_SEVERITY: &str = "page";
-/// Default quiet period after which `ToolResultOverCeiling` resolves.
-pub(crate) const DEFAULT_OVER_CEILING_QUIET_PERIOD: &str = "5m";
-/// Default severity of `ToolArgsRepeatedlyOversize`.
-pub(crate) const DEFAULT_REPEATED_OVERSIZE_SEVERITY: &str = "warning";
-/// Default number of over-ceiling results with the same arguments hash that fire
-/// `ToolArgsRepeatedlyOversize`.
-pub(crate) const DEFAULT_REPEATED_OVERSIZE_COUNT: u32 = 3;
-/// Default window in which those results are counted.
-pub(crate) const DEFAULT_REPEATED_OVERSIZE_WINDOW: &str = "10m";
-/// Default interval between evaluations of the window rules (`ToolResultSizeP95Jump`,
-/// `ToolResultSizeNearCeiling`, `ToolResultTruncationRate`).
-pub(crate) const DEFAULT_ALERT_EVALUATION_INTERVAL: &str = "10s";
-/// Default ratio of the recent p95 to the baseline p95 that fires `ToolResultSizeP95Jump`.
-pub(crate) const DEFAULT_P95_JUMP_FACTOR: f64 = 3.0;
-/// Default minimum sized results in the recent window for `ToolResultSizeP95Jump`.
-pub(crate) const DEFAULT_P95_JUMP_MIN_RECENT: u64 = 20;
-/// Default minimum sized results in the baseline for `ToolResultSizeP95Jump`.
-pub(crate) const DEFAULT_P95_JUMP_MIN_BASELINE: u64 = 50;
-/// Default share of the ceiling the recent p95 reaches to fire `ToolResultSizeNearCeiling`.
-pub(crate) const DEFAULT_NEAR_CEILING_RATIO: f64 = 0.8;
-/// Default minimum count of the window rules `ToolResultSizeNearCeiling` and
-/// `ToolResultTruncationRate`.
-pub(crate) const DEFAULT_WINDOW_RULE_MIN_COUNT: u64 = 20;
-/// Default truncated share of calls above which `ToolResultTruncationRate` fires.
-pub(crate) const DEFAULT_TRUNCATION_RATE_THRESHOLD: f64 = 0.05;
-/// Default placeholders that mean "content hidden", i.e. size unknown.
-pub(crate) const DEFAULT_JOIN_WINDOW: &str = "10s";
-pub(crate) const DEFAULT_PLACEHOLDERS: &[&str] = &["__REDACTED__", "<not specified>", "<redacted>"];
-
-/// The whole configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Config {
-    /// OTLP receivers.
-    pub otlp: OtlpConfig,
-    /// Admin HTTP listener.
-    pub admin: AdminConfig,
-    /// Per-tool aggregation.
-    pub aggregation: AggregationConfig,
-    /// Recognition of tool spans.
-    pub recognition: RecognitionConfig,
-    /// Snapshots on disk.
-    pub(crate) store: StoreConfig,
-    /// Alert rules and sinks.
-    pub alerts: AlertsConfig,
-    /// Time and connection budgets of the listeners.
-    pub listeners: ListenersConfig,
-    /// Token authentication of the OTLP receivers and the admin API.
-    pub auth: AuthConfig,
-    /// TLS on the listeners.
-    pub tls: TlsConfig,
-    /// `[layers]`: the truncation layers in front of the model, as the file declares them.
-    pub(crate) layers: StackConfig,
-    /// The effective stack, resolved from flags > environment > file > default by
-    /// [`Config::load`] (from the file alone by [`Config::from_toml`]).
-    #[serde(skip)]
-    pub stack: Stack,
-}
-
-/// `[otlp]`: the OTLP receivers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OtlpConfig {
-    /// OTLP/gRPC listen address.
-    pub grpc_addr: SocketAddr,
-    /// OTLP/HTTP listen address.
-    pub http_addr: SocketAddr,
-    /// Largest request accepted, after decompression; larger ones get 413 / RESOURCE_EXHAUSTED.
-    pub max_request_bytes: u64,
-    /// Requests queued for the aggregator; when full, receivers answer 503 / UNAVAILABLE.
-    pub(crate) queue_capacity: usize,
-    /// Requests whose bodies are read at once; more get 503 / UNAVAILABLE (reason `overloaded`).
-    pub(crate) max_concurrent_requests: usize,
-}
-
-/// A positive duration written as in the file (`"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`),
-/// parsed once when the configuration is read; a bad or zero value is an error there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Interval(pub Duration);
-
-impl std::str::FromStr for Interval {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match parse_duration(s)? {
-            d if d.is_zero() => Err(format!("{s:?} must be above 0")),
-            d => Ok(Interval(d)),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Interval {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-impl Serialize for Interval {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl Interval {
-    /// A default written in the file's grammar; a bad constant is a bug, caught by the tests.
-    fn default_of(s: &str) -> Self {
-        s.parse().expect("valid default")
-    }
-}
-
-/// Written back in the file's grammar, with the largest unit that divides it.
-impl std::fmt::Display for Interval {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ms = self.0.as_millis();
-        if !ms.is_multiple_of(1000) {
-            return write!(f, "{ms}ms");
-        }
-        let s = ms / 1000;
-        match [(86400, "d"), (3600, "h"), (60, "m")]
-            .into_iter()
-            .find(|(n, _)| s.is_multiple_of(*n))
-        {
-            Some((n, unit)) => write!(f, "{}{unit}", s / n),
-            None => write!(f, "{s}s"),
-        }
-    }
-}
-
-/// One sliding window of `aggregation.windows`: its label as written (`"5m"`, used in metric
-/// labels and the API) and its duration, parsed once when the configuration is read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Window {
-    /// The value as written, e.g. `"5m"`.
-    pub(crate) label: String,
-    /// Its length.
-    pub(crate) duration: Duration,
-}
-
-impl std::str::FromStr for Window {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(Window {
-            label: s.to_string(),
-            duration: parse_duration(s)?,
-        })
-    }
-}
-
-impl Serialize for Window {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.label)
-    }
-}
-
-impl<'de> Deserialize<'de> for Window {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?
-            .parse()
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-/// `[listeners]`: time and connection budgets of the three listeners.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ListenersConfig {
-    /// Time to receive a request head or the HTTP/2 preface.
-    pub header_read_timeout: Interval,
-    /// Deadline for receiving a whole OTLP request body.
-    pub body_timeout: Interval,
-    /// Longest silence on a connection.
-    pub idle_timeout: Interval,
-    /// Connection cap of each OTLP listener (gRPC and HTTP each).
-    pub otlp_max_connections: usize,
-    /// Connection cap of the admin listener.
-    pub(crate) admin_max_connections: usize,
-    /// HTTP/2 streams one gRPC connection may have open at once.
-    pub(crate) grpc_max_concurrent_streams: u32,
-    /// Interval of HTTP/2 keepalive pings on gRPC connections.
-    pub(crate) grpc_keepalive_interval: Interval,
-    /// Time to wait for a ping's answer before closing the connection.
-    pub(crate) grpc_keepalive_timeout: Interval,
-}
-
-impl Default for ListenersConfig {
-    fn default() -> Self {
-        Self {
-            header_read_timeout: Interval(DEFAULT_HEADER_READ_TIMEOUT),
-            body_timeout: Interval(DEFAULT_BODY_TIMEOUT),
-            idle_timeout: Interval(DEFAULT_IDLE_TIMEOUT),
-            otlp_max_connections: DEFAULT_OTLP_MAX_CONNECTIONS,
-            admin_max_connections: DEFAULT_ADMIN_MAX_CONNECTIONS,
-            grpc_max_concurrent_streams: DEFAULT_GRPC_MAX_CONCURRENT_STREAMS,
-            grpc_keepalive_interval: Interval(DEFAULT_GRPC_KEEPALIVE_INTERVAL),
-            grpc_keepalive_timeout: Interval(DEFAULT_GRPC_KEEPALIVE_TIMEOUT),
-        }
-    }
-}
-
-/// `[auth]`: a shared token required by the OTLP receivers and the admin API.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuthConfig {
-    /// The token; unset (and no `token_file`): no authentication.
-    pub(crate) token: Option<String>,
-    /// A file holding the token (first line), instead of `token`.
-    pub token_file: Option<PathBuf>,
-    /// A header that may carry the token instead of `Authorization: Bearer`, e.g. `x-api-key`.
-    pub api_key_header: Option<String>,
-    /// Whether the admin API (all but `/healthz` and `/readyz`) requires the token too.
-    pub(crate) admin: Option<bool>,
-}
-
-impl AuthConfig {
-    /// The token from `token` or `token_file`.
-    pub(crate) fn token(&self) -> Result<Option<String>, String> {
-        match (&self.token, &self.token_file) {
-            (Some(_), Some(_)) => Err("set auth.token or auth.token_file, not both".into()),
-            (Some(t), None) => Ok(Some(t.clone())),
-            (None, Some(f)) => std::fs::read_to_string(f)
-                .map(|t| t.lines().next().map(str::to_string))
-                .map_err(|e| format!("cannot read auth.token_file {}: {e}", f.display())),
-            (None, None) => Ok(None),
-        }
-    }
-}
-
-/// `[tls]`: one certificate for the three listeners (needs the `tls` feature).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TlsConfig {
-    /// PEM certificate (chain).
-    pub cert_file: Option<PathBuf>,
-    /// PEM private key.
-    pub key_file: Option<PathBuf>,
-}
-
-/// `[admin]`: the admin HTTP listener.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AdminConfig {
-    /// Listen address.
-    pub addr: SocketAddr,
-    /// The URL under which others reach the admin HTTP (`http(s)://host[:port][/prefix]`), for
-    /// the links in alerts (`generatorURL`, `runbook_url`); `None`: `http://<addr>`.
-    pub(crate) external_url: Option<String>,
-}
-
-/// `[aggregation]`: per (service, tool) state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AggregationConfig {
-    /// Sliding windows, e.g. `["5m", "1h"]`.
-    pub(crate) windows: Vec<Window>,
-    /// Cardinality cap on (service, tool) series.
-    pub max_series: usize,
-    /// Longest tool name kept, in bytes.
-    pub max_tool_name_bytes: usize,
-    /// Longest `service.name` kept, in bytes.
-    pub max_service_name_bytes: usize,
-    /// Largest recent results kept per series.
-    pub largest_results: usize,
-    /// Argument hashes tracked per series.
-    pub(crate) top_args_hashes: usize,
-}
-
-/// `[recognition]`: how tool spans and their sizes are read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RecognitionConfig {
-    /// Attribute value length limits (characters) of the SDKs in front of the daemon; content of
-    /// exactly that length is flagged truncated upstream.
-    pub(crate) attribute_value_length_limits: Vec<u64>,
-    /// Content values meaning "hidden": the size is unknown, not the placeholder's length.
-    pub(crate) placeholders: Vec<String>,
-    /// How long the signals of one coding agent's tool call are waited for.
-    pub(crate) join_window: Interval,
-}
-
-/// `[alerts]`: alert rules and where alerts go.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AlertsConfig {
-    /// Alertmanager base URLs (`http://host:port`); alerts are posted to every one.
-    pub alertmanager_urls: Vec<String>,
-    /// Interval between resends of every firing alert.
-    pub(crate) resend_interval: Interval,
-    /// A URL receiving the same JSON list as Alertmanager.
-    pub webhook_url: Option<String>,
-    /// Bearer token sent to the webhook.
-    pub webhook_token: Option<String>,
-    /// `ToolResultOverCeiling`.
-    pub over_ceiling: OverCeilingConfig,
-    /// `ToolArgsRepeatedlyOversize`.
-    pub repeated_oversize: RepeatedOversizeConfig,
-    /// Interval between evaluations of the window rules.
-    pub(crate) evaluation_interval: Interval,
-    /// `ToolResultSizeP95Jump`.
-    pub(crate) p95_jump: P95JumpConfig,
-    /// `ToolResultSizeNearCeiling`.
-    pub(crate) near_ceiling: NearCeilingConfig,
-    /// `ToolResultTruncationRate`.
-    pub(crate) truncation_rate: TruncationRateConfig,
-}
-
-/// `[alerts.p95_jump]`: the recent p95 of result bytes jumped against the hour before.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub(crate) struct P95JumpConfig {
-    /// Whether the rule runs.
-    pub(crate) enabled: bool,
-    /// The `severity` label.
-    pub(crate) severity: String,
-    /// Fires when the recent p95 is at least this many times the baseline p95.
-    pub(crate) factor: f64,
-    /// Minimum sized results in the recent (shortest) window.
-    pub(crate) min_recent: u64,
-    /// Minimum sized results in the baseline.
-    pub(crate) min_baseline: u64,
-}
-
-/// `[alerts.near_ceiling]`: the recent p95 of result bytes close to the ceiling.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub(crate) struct NearCeilingConfig {
-    /// Whether the rule runs.
-    pub(crate) enabled: bool,
-    /// The `severity` label.
-    pub(crate) severity: String,
-    /// Fires when the recent p95 is at least this share of the ceiling in bytes.
-    pub(crate) ratio: f64,
-    /// Minimum sized results in the recent window.
-    pub(crate) min_count: u64,
-}
-
-/// `[alerts.truncation_rate]`: too many truncated results.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub(crate) struct TruncationRateConfig {
-    /// Whether the rule runs.
-    pub(crate) enabled: bool,
-    /// The `severity` label.
-    pub(crate) severity: String,
-    /// Fires when (truncated + truncated upstream) / calls in the recent window is above this.
-    pub(crate) threshold: f64,
-    /// Minimum calls in the recent window.
-    pub(crate) min_count: u64,
-}
-
-impl Default for P95JumpConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            severity: "warning".to_string(),
-            factor: DEFAULT_P95_JUMP_FACTOR,
-            min_recent: DEFAULT_P95_JUMP_MIN_RECENT,
-            min_baseline: DEFAULT_P95_JUMP_MIN_BASELINE,
-        }
-    }
-}
-
-impl Default for NearCeilingConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            severity: "warning".to_string(),
-            ratio: DEFAULT_NEAR_CEILING_RATIO,
-            min_count: DEFAULT_WINDOW_RULE_MIN_COUNT,
-        }
-    }
-}
-
-impl Default for TruncationRateConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            severity: "warning".to_string(),
-            threshold: DEFAULT_TRUNCATION_RATE_THRESHOLD,
-            min_count: DEFAULT_WINDOW_RULE_MIN_COUNT,
-        }
-    }
-}
-
-/// `[alerts.over_ceiling]`: a result over the ceiling of a layer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OverCeilingConfig {
-    /// Whether the rule runs.
-    pub(crate) enabled: bool,
-    /// The `severity` label.
-    pub severity: String,
-    /// Resolves after this long without an over-ceiling result.
-    pub(crate) quiet_period: Interval,
-}
-
-/// `[alerts.repeated_oversize]`: the same arguments over the ceiling again and again.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RepeatedOversizeConfig {
-    /// Whether the rule runs.
-    pub enabled: bool,
-    /// The `severity` label.
-    pub(crate) severity: String,
-    /// Over-ceiling results with one arguments hash that fire it.
-    pub(crate) count: u32,
-    /// Window in which they are counted; the alert resolves after a window without any.
-    pub(crate) window: Interval,
-}
-
-impl Default for AlertsConfig {
-    fn default() -> Self {
-        Self {
-            alertmanager_urls: Vec::new(),
-            resend_interval: Interval::default_of(DEFAULT_ALERT_RESEND_INTERVAL),
-            webhook_url: None,
-            webhook_token: None,
-            over_ceiling: OverCeilingConfig::default(),
-            repeated_oversize: RepeatedOversizeConfig::default(),
-            evaluation_interval: Interval::default_of(DEFAULT_ALERT_EVALUATION_INTERVAL),
-            p95_jump: P95JumpConfig::default(),
-            near_ceiling: NearCeilingConfig::default(),
-            truncation_rate: TruncationRateConfig::default(),
-        }
-    }
-}
-
-impl Default for OverCeilingConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            severity: DEFAULT_OVER_CEILING_SEVERITY.to_string(),
-            quiet_period: Interval::default_of(DEFAULT_OVER_CEILING_QUIET_PERIOD),
-        }
-    }
-}
-
-impl Default for RepeatedOversizeConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            severity: DEFAULT_REPEATED_OVERSIZE_SEVERITY.to_string(),
-            count: DEFAULT_REPEATED_OVERSIZE_COUNT,
-            window: Interval::default_of(DEFAULT_REPEATED_OVERSIZE_WINDOW),
-        }
-    }
-}
-
-/// `[store]`: snapshots.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub(crate) struct StoreConfig {
-    /// Directory for snapshots; empty means state is kept in memory only.
-    pub(crate) data_dir: Option<PathBuf>,
-    /// Interval between snapshots, e.g. `"10s"`.
-    pub(crate) snapshot_interval: Interval,
-}
-
-impl Default for OtlpConfig {
-    fn default() -> Self {
-        Self {
-            grpc_addr: DEFAULT_OTLP_GRPC_ADDR.parse().expect("valid default"),
-            http_addr: DEFAULT_OTLP_HTTP_ADDR.parse().expect("valid default"),
-            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
-            queue_capacity: DEFAULT_QUEUE_CAPACITY,
-            max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
-        }
-    }
-}
-
-impl Default for AdminConfig {
-    fn default() -> Self {
-        Self {
-            addr: DEFAULT_ADMIN_ADDR.parse().expect("valid default"),
-            external_url: None,
-        }
-    }
-}
-
-impl Default for AggregationConfig {
-    fn default() -> Self {
-        Self {
-            windows: DEFAULT_WINDOWS
-                .iter()
-                .map(|s| s.parse().expect("valid default"))
-                .collect(),
-            max_series: DEFAULT_MAX_SERIES,
-            max_tool_name_bytes: DEFAULT_MAX_TOOL_NAME_BYTES,
-            max_service_name_bytes: DEFAULT_MAX_SERVICE_NAME_BYTES,
-            largest_results: DEFAULT_LARGEST_RESULTS,
-            top_args_hashes: DEFAULT_TOP_ARGS_HASHES,
-        }
-    }
-}
-
-impl Default for RecognitionConfig {
-    fn default() -> Self {
-        Self {
-            attribute_value_length_limits: Vec::new(),
-            placeholders: DEFAULT_PLACEHOLDERS.iter().map(|s| s.to_string()).collect(),
-            join_window: Interval::default_of(DEFAULT_JOIN_WINDOW),
-        }
-    }
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        Self {
-            data_dir: None,
-            snapshot_interval: Interval::default_of(DEFAULT_SNAPSHOT_INTERVAL),
-        }
-    }
-}
-
-#[allow(clippy::derivable_impls)]
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            otlp: OtlpConfig::default(),
-            admin: AdminConfig::default(),
-            aggregation: AggregationConfig::default(),
-            recognition: RecognitionConfig::default(),
-            store: StoreConfig::default(),
-            alerts: AlertsConfig::default(),
-            listeners: ListenersConfig::default(),
-            auth: AuthConfig::default(),
-            tls: TlsConfig::default(),
-            layers: StackConfig::default(),
-            stack: Stack::default(),
-        }
+section! {
+    /// The whole configuration.
+    pub struct Config {
+        /// OTLP receivers.
+        #[section]
+        pub otlp: OtlpConfig,
+        /// Admin HTTP listener.
+        #[section]
+        pub admin: AdminConfig,
+        /// Per-tool aggregation.
+        #[section]
+        pub aggregation: AggregationConfig,
+        /// Recognition of tool spans.
+        #[section]
+        pub recognition: RecognitionConfig,
+        /// Snapshots on disk.
+        #[section]
+        pub(crate) store: StoreConfig,
+        /// Alert rules and sinks.
+        #[section]
+        pub alerts: AlertsConfig,
+        /// Time and connection budgets of the listeners.
+        #[section]
+        pub listeners: ListenersConfig,
+        /// Token authentication of the OTLP receivers and the admin API.
+        #[section]
+        pub auth: AuthConfig,
+        /// TLS on the listeners.
+        #[section]
+        pub tls: TlsConfig,
+        /// `[layers]`: the truncation layers in front of the model, as the file declares them.
+        #[section]
+        pub(crate) layers: StackConfig,
+        /// The effective stack, resolved from flags > environment > file > default by
+        /// [`Config::load`] (from the file alone by [`Config::from_toml`]).
+        #[skip]
+        pub stack: Stack = Stack::default(),
     }
 }
 
@@ -630,50 +120,47 @@ pub enum ConfigError {
         /// The closest known key.
         suggestion: Option<String>,
     },
-    /// A value that parses but makes no sense.
-    #[error("invalid value for {key} ({origin}): {message}")]
+    /// A value that does not parse or makes no sense.
+    #[error("invalid value for {key} ({from}): {message}")]
     Invalid {
-        /// The dotted key or variable name.
+        /// The dotted key, e.g. `aggregation.max_series`.
         key: String,
-        /// Where the value came from: file, environment, flag.
-        origin: &'static str,
+        /// Where the value came from: a flag, a variable, the file, the default, or code
+        /// ([`Origin::Explicit`]).
+        origin: Origin,
+        /// Which: `flag --max-series`, `environment variable TOOLSIZE_MAX_SERIES`,
+        /// `config file /etc/toolsize.toml`, `default`, `set in code`.
+        from: String,
         /// What is wrong.
         message: String,
     },
     /// The layer stack does not resolve (an unknown id, with a "did you mean", or a zero limit).
-    #[error("invalid layer stack: {0}")]
-    Stack(StackError),
+    #[error("invalid layer stack{}: {error}", from.as_ref().map(|f| format!(" ({f})")).unwrap_or_default())]
+    Stack {
+        /// Why.
+        error: StackError,
+        /// The flag, variable or file holding the bad value, described as for
+        /// [`ConfigError::Invalid`].
+        from: Option<String>,
+    },
 }
 
-/// Values given on the command line; `None` means "not given".
-#[derive(Debug, Clone, Default)]
-pub struct Overrides {
-    /// `--otlp-grpc-addr`.
-    pub otlp_grpc_addr: Option<SocketAddr>,
-    /// `--otlp-http-addr`.
-    pub otlp_http_addr: Option<SocketAddr>,
-    /// `--admin-addr`.
-    pub admin_addr: Option<SocketAddr>,
-    /// `--external-url`.
-    pub external_url: Option<String>,
-    /// `--data-dir`.
-    pub data_dir: Option<PathBuf>,
-    /// `--snapshot-interval`.
-    pub snapshot_interval: Option<String>,
-    /// `--max-series`.
-    pub max_series: Option<usize>,
-    /// `--window` (repeatable).
-    pub windows: Option<Vec<String>>,
-    /// `--stack` and `--ceiling-bytes`, as one source of stack settings.
-    pub stack: Option<StackConfig>,
-    /// `--alertmanager-url` (repeatable).
-    pub alertmanager_urls: Option<Vec<String>>,
-    /// `--auth-token-file`.
-    pub auth_token_file: Option<PathBuf>,
-    /// `--tls-cert-file`.
-    pub tls_cert_file: Option<PathBuf>,
-    /// `--tls-key-file`.
-    pub tls_key_file: Option<PathBuf>,
+impl ConfigError {
+    fn invalid(key: &str, from: &Provenance, message: String) -> Self {
+        ConfigError::Invalid {
+            key: key.to_string(),
+            origin: from.origin,
+            from: from.to_string(),
+            message,
+        }
+    }
+
+    fn stack(error: StackError, from: Option<&Provenance>) -> Self {
+        ConfigError::Stack {
+            error,
+            from: from.map(Provenance::to_string),
+        }
+    }
 }
 
 /// `TOOLSIZE_*` variables that other parts of toolsize read (the library, `wrap`, the tests);
@@ -705,264 +192,101 @@ pub(crate) fn unknown_env_warnings<'a>(names: impl IntoIterator<Item = &'a str>)
 
 impl Config {
     /// Reads the configuration: defaults, then `file`, then `env` (`TOOLSIZE_*` pairs), then
-    /// `flags`; validates the result.
+    /// `flags`; checks the result and resolves the layer stack.
     pub fn load(
         file: Option<&Path>,
         env: impl IntoIterator<Item = (String, String)>,
-        flags: &Overrides,
+        flags: &Flags,
     ) -> Result<Self, ConfigError> {
-        let mut config = match file {
+        let (mut config, mut origins) = match file {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
                     path: path.to_owned(),
                     source,
                 })?;
-                Self::from_toml(&text).map_err(|e| match e {
-                    ConfigError::Parse { message, .. } => ConfigError::Parse {
-                        path: path.to_owned(),
-                        message,
-                    },
-                    other => other,
-                })?
+                Self::parse(&text, Some(path))?
             }
-            None => Self::default(),
+            None => (Self::default(), Origins::default()),
         };
-        let env: std::collections::HashMap<String, String> = env.into_iter().collect();
-        let mut names: Vec<&String> = env.keys().collect();
-        names.sort();
-        for name in names {
-            config.apply_env(name, &env[name])?;
-        }
-        config.apply_flags(flags)?;
-        config.validate()?;
-        let env_stack = StackConfig::from_env(&env).map_err(ConfigError::Stack)?;
-        config.stack = Stack::resolve(
-            flags.stack.as_ref(),
-            env_stack.as_ref(),
-            Some(&config.layers),
-        )
-        .map_err(ConfigError::Stack)?;
+        let mut stacks = StackSources::default();
+        let settings = merge::env_settings(env).into_iter().chain(flags.settings());
+        merge::apply(&mut config, &mut origins, &mut stacks, settings)?;
+        config.check_all(&origins)?;
+        config.stack = layers::resolve(
+            &stacks.flag,
+            &stacks.env,
+            &config.layers,
+            &Provenance::file(file),
+        )?;
         Ok(config)
     }
 
     /// Parses a TOML document; unknown keys are rejected with a suggestion.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        let table: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: PathBuf::new(),
-            message: e.to_string(),
-        })?;
-        check_keys(&table, "")?;
-        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: PathBuf::new(),
-            message: e.to_string(),
-        })?;
-        config.validate()?;
-        config.stack =
-            Stack::resolve(None, None, Some(&config.layers)).map_err(ConfigError::Stack)?;
+        let (mut config, origins) = Self::parse(text, None)?;
+        config.check_all(&origins)?;
+        let none = StackSources::default();
+        config.stack = layers::resolve(
+            &none.flag,
+            &none.env,
+            &config.layers,
+            &Provenance::file(None),
+        )?;
         Ok(config)
     }
 
-    fn apply_env(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
-        // Other TOOLSIZE_* variables belong to the library or other subcommands; the stack's
-        // are resolved with the stack (`StackConfig::from_env`).
-        let Some((_, key)) = keys::env_vars().find(|(n, _)| *n == name) else {
-            return Ok(());
+    /// The file's configuration, unchecked, and its keys' origins.
+    fn parse(text: &str, path: Option<&Path>) -> Result<(Self, Origins), ConfigError> {
+        let parse_error = |e: toml::de::Error| ConfigError::Parse {
+            path: path.map(Path::to_owned).unwrap_or_default(),
+            message: e.to_string(),
         };
-        if key.path.starts_with("layers.") {
-            return Ok(());
-        }
-        keys::set(self, key, value).map_err(|message| ConfigError::Invalid {
-            key: name.to_string(),
-            origin: "environment",
-            message,
-        })
+        let table: toml::Table = toml::from_str(text).map_err(parse_error)?;
+        let mut origins = Origins::default();
+        check_keys(&table, "", &Provenance::file(path), &mut origins)?;
+        let config = toml::from_str(text).map_err(parse_error)?;
+        Ok((config, origins))
     }
 
-    fn apply_flags(&mut self, f: &Overrides) -> Result<(), ConfigError> {
-        let invalid = |key: &str| {
-            let key = key.to_string();
-            move |message: String| ConfigError::Invalid {
-                key,
-                origin: "flag",
-                message,
-            }
-        };
-        if let Some(a) = f.otlp_grpc_addr {
-            self.otlp.grpc_addr = a;
-        }
-        if let Some(a) = f.otlp_http_addr {
-            self.otlp.http_addr = a;
-        }
-        if let Some(a) = f.admin_addr {
-            self.admin.addr = a;
-        }
-        if let Some(u) = &f.external_url {
-            self.admin.external_url = Some(u.clone());
-        }
-        if let Some(d) = &f.data_dir {
-            self.store.data_dir = Some(d.clone());
-        }
-        if let Some(i) = &f.snapshot_interval {
-            self.store.snapshot_interval = i.parse().map_err(invalid("--snapshot-interval"))?;
-        }
-        if let Some(m) = f.max_series {
-            self.aggregation.max_series = m;
-        }
-        if let Some(w) = &f.windows {
-            self.aggregation.windows = w
-                .iter()
-                .map(|s| s.parse())
-                .collect::<Result<_, _>>()
-                .map_err(invalid("--window"))?;
-        }
-        if let Some(u) = &f.alertmanager_urls {
-            self.alerts.alertmanager_urls = u.clone();
-        }
-        if let Some(t) = &f.auth_token_file {
-            self.auth.token_file = Some(t.clone());
-            self.auth.token = None;
-        }
-        if let Some(c) = &f.tls_cert_file {
-            self.tls.cert_file = Some(c.clone());
-        }
-        if let Some(k) = &f.tls_key_file {
-            self.tls.key_file = Some(k.clone());
-        }
-        Ok(())
-    }
-
-    /// Checks values that parse but make no sense.
+    /// Checks the values of a configuration built or changed in code, as [`Config::load`]
+    /// checks what it reads; an error's origin is [`Origin::Explicit`] (`set in code`).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |key: &str, message: String| ConfigError::Invalid {
-            key: key.to_string(),
-            origin: "config",
-            message,
-        };
-        if self.aggregation.windows.is_empty() {
-            return Err(invalid("aggregation.windows", "at least one window".into()));
-        }
-        for w in &self.aggregation.windows {
-            if w.duration.as_secs() < 5 {
-                return Err(invalid(
-                    "aggregation.windows",
-                    format!("window {:?} is shorter than 5s", w.label),
-                ));
-            }
-        }
-        if self.aggregation.max_series == 0 {
-            return Err(invalid("aggregation.max_series", "must be above 0".into()));
-        }
-        if self.aggregation.max_tool_name_bytes < 8 {
-            return Err(invalid(
-                "aggregation.max_tool_name_bytes",
-                "must be at least 8".into(),
-            ));
-        }
-        if !(8..=4096).contains(&self.aggregation.max_service_name_bytes) {
-            return Err(invalid(
-                "aggregation.max_service_name_bytes",
-                "must be between 8 and 4096".into(),
-            ));
-        }
-        if self.otlp.max_concurrent_requests == 0 {
-            return Err(invalid(
-                "otlp.max_concurrent_requests",
-                "must be above 0".into(),
-            ));
-        }
-        if self.otlp.queue_capacity == 0 {
-            return Err(invalid("otlp.queue_capacity", "must be above 0".into()));
-        }
-        let l = &self.listeners;
-        for (key, n) in [
-            ("listeners.otlp_max_connections", l.otlp_max_connections),
-            ("listeners.admin_max_connections", l.admin_max_connections),
-            (
-                "listeners.grpc_max_concurrent_streams",
-                l.grpc_max_concurrent_streams as usize,
-            ),
-        ] {
-            if n == 0 {
-                return Err(invalid(key, "must be above 0".into()));
-            }
-        }
+        self.check_all(&Origins::set_in_code())
+    }
+
+    /// Checks values that parse but make no sense: each key's declared checks, then the keys
+    /// that go in pairs. An error names where the value came from.
+    fn check_all(&self, origins: &Origins) -> Result<(), ConfigError> {
+        let invalid =
+            |key: &str, message: String| ConfigError::invalid(key, origins.of(key), message);
+        self.check("")
+            .map_err(|(key, message)| invalid(&key, message))?;
         if self.auth.token.is_some() && self.auth.token_file.is_some() {
             return Err(invalid(
                 "auth.token",
                 "set auth.token or auth.token_file, not both".into(),
             ));
         }
-        if let Some(h) = &self.auth.api_key_header {
-            if axum::http::HeaderName::from_bytes(h.trim().as_bytes()).is_err() {
+        match (&self.tls.cert_file, &self.tls.key_file) {
+            (Some(_), None) => {
                 return Err(invalid(
-                    "auth.api_key_header",
-                    format!("{h:?} is not a header name"),
-                ));
+                    "tls.cert_file",
+                    "set both tls.cert_file and tls.key_file, or neither".into(),
+                ))
             }
-        }
-        if self.tls.cert_file.is_some() != self.tls.key_file.is_some() {
-            return Err(invalid(
-                "tls",
-                "set both tls.cert_file and tls.key_file, or neither".into(),
-            ));
-        }
-        if self.tls.cert_file.is_some() && !cfg!(feature = "tls") {
-            return Err(invalid(
-                "tls.cert_file",
-                "this toolsize was built without the `tls` feature".into(),
-            ));
-        }
-        let p = &self.alerts.p95_jump.factor;
-        if !(p.is_finite() && *p > 1.0) {
-            return Err(invalid(
-                "alerts.p95_jump.factor",
-                "must be a number above 1".into(),
-            ));
-        }
-        let r = &self.alerts.near_ceiling.ratio;
-        if !(r.is_finite() && *r > 0.0 && *r <= 1.0) {
-            return Err(invalid(
-                "alerts.near_ceiling.ratio",
-                "must be above 0 and at most 1".into(),
-            ));
-        }
-        let t = &self.alerts.truncation_rate.threshold;
-        if !(t.is_finite() && (0.0..1.0).contains(t)) {
-            return Err(invalid(
-                "alerts.truncation_rate.threshold",
-                "must be at least 0 and below 1".into(),
-            ));
-        }
-        if self.alerts.repeated_oversize.count == 0 {
-            return Err(invalid(
-                "alerts.repeated_oversize.count",
-                "must be above 0".into(),
-            ));
-        }
-        if let Some(url) = &self.admin.external_url {
-            let rest = url
-                .strip_prefix("http://")
-                .or_else(|| url.strip_prefix("https://"));
-            if !rest.is_some_and(|r| !r.is_empty() && !r.starts_with('/')) {
+            (None, Some(_)) => {
                 return Err(invalid(
-                    "admin.external_url",
-                    format!("{url:?} is not an http:// or https:// URL with a host"),
-                ));
+                    "tls.key_file",
+                    "set both tls.cert_file and tls.key_file, or neither".into(),
+                ))
             }
-        }
-        for url in &self.alerts.alertmanager_urls {
-            crate::collector::net::client::Target::parse(url)
-                .map_err(|m| invalid("alerts.alertmanager_urls", m))?;
-        }
-        if let Some(url) = &self.alerts.webhook_url {
-            crate::collector::net::client::Target::parse(url)
-                .map_err(|m| invalid("alerts.webhook_url", m))?;
-        }
-        if self.otlp.max_request_bytes < 1024 {
-            return Err(invalid(
-                "otlp.max_request_bytes",
-                "must be at least 1024".into(),
-            ));
+            (Some(_), Some(_)) if !cfg!(feature = "tls") => {
+                return Err(invalid(
+                    "tls.cert_file",
+                    "this toolsize was built without the `tls` feature".into(),
+                ))
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -977,50 +301,29 @@ impl Config {
     }
 }
 
-/// Parses `"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`.
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{s:?} has no unit (use ms, s, m, h or d)"))?;
-    let (n, unit) = s.split_at(split);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?} does not start with a number"))?;
-    let secs = match unit {
-        "ms" => return Ok(Duration::from_millis(n)),
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86400,
-        _ => {
-            return Err(format!(
-                "{s:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
-            ))
-        }
-    };
-    Ok(Duration::from_secs(secs))
-}
-
-fn check_keys(table: &toml::Table, prefix: &str) -> Result<(), ConfigError> {
+/// Checks every key of the file's `table` under `prefix` is known, and records it as coming
+/// from the file (`from`).
+fn check_keys(
+    table: &toml::Table,
+    prefix: &str,
+    from: &Provenance,
+    origins: &mut Origins,
+) -> Result<(), ConfigError> {
     for (k, v) in table {
-        let key = if prefix.is_empty() {
-            k.clone()
-        } else {
-            format!("{prefix}.{k}")
-        };
+        let key = declare::join(prefix, k);
         if !keys::is_known(&key) {
             return Err(ConfigError::UnknownKey {
-                suggestion: did_you_mean(&key, keys::KEYS.iter().map(|k| k.path))
+                suggestion: did_you_mean(&key, keys::KEYS.iter().map(|k| k.path.as_str()))
                     .map(str::to_owned),
                 key,
             });
         }
+        origins.record(&key, from);
         if let toml::Value::Table(t) = v {
             if keys::is_free(&key) {
                 continue;
             }
-            check_keys(t, &key)?;
+            check_keys(t, &key, from, origins)?;
         }
     }
     Ok(())
@@ -1028,7 +331,40 @@ fn check_keys(table: &toml::Table, prefix: &str) -> Result<(), ConfigError> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn flags(args: &[&str]) -> Flags {
+        Flags::parse_from(args).unwrap()
+    }
+
+    /// A file holding `text`, removed on drop.
+    struct TempFile(PathBuf);
+
+    impl TempFile {
+        fn new(name: &str, text: &str) -> Self {
+            let dir =
+                std::env::temp_dir().join(format!("toolsize-cfg-{name}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("c.toml");
+            std::fs::write(&path, text).unwrap();
+            TempFile(path)
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
+        }
+    }
 
     #[test]
     fn generated_config_parses_back_to_the_defaults() {
@@ -1058,28 +394,224 @@ mod tests {
 
     #[test]
     fn precedence_is_flags_env_file_defaults() {
-        let dir = std::env::temp_dir().join(format!("toolsize-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("c.toml");
-        std::fs::write(
-            &file,
-            "[aggregation]\nmax_series = 10\n[admin]\naddr = \"127.0.0.1:1\"\n[otlp]\nhttp_addr = \"127.0.0.1:7\"\n",
-        )
-        .unwrap();
-        let env = vec![
-            ("TOOLSIZE_MAX_SERIES".to_string(), "20".to_string()),
-            ("TOOLSIZE_ADMIN_ADDR".to_string(), "127.0.0.1:2".to_string()),
-        ];
-        let flags = Overrides {
-            admin_addr: Some("127.0.0.1:3".parse().unwrap()),
-            ..Overrides::default()
-        };
-        let c = Config::load(Some(&file), env, &flags).unwrap();
+        let file = TempFile::new(
+            "precedence",
+            "[aggregation]\nmax_series = 10\n[admin]\naddr = \"127.0.0.1:1\"\n\
+             [otlp]\nhttp_addr = \"127.0.0.1:7\"\n[recognition]\nplaceholders = [\"x\"]\n",
+        );
+        let env = env(&[
+            ("TOOLSIZE_MAX_SERIES", "20"),
+            ("TOOLSIZE_ADMIN_ADDR", "127.0.0.1:2"),
+            ("TOOLSIZE_PLACEHOLDERS", "<hidden>, [omitted]"),
+            ("TOOLSIZE_ATTRIBUTE_VALUE_LENGTH_LIMITS", "1000,2048"),
+        ]);
+        let c = Config::load(Some(&file.0), env, &flags(&["--admin-addr", "127.0.0.1:3"])).unwrap();
         assert_eq!(c.admin.addr.port(), 3, "flag beats env");
         assert_eq!(c.aggregation.max_series, 20, "env beats file");
+        assert_eq!(
+            c.recognition.placeholders,
+            ["<hidden>", "[omitted]"],
+            "env beats file"
+        );
+        assert_eq!(c.recognition.attribute_value_length_limits, [1000, 2048]);
         assert_eq!(c.otlp.http_addr.port(), 7, "file beats default");
         assert_eq!(c.otlp.grpc_addr.port(), 4317, "default");
-        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// A bad value from each source is an error naming the key and that source.
+    #[test]
+    fn errors_name_where_the_bad_value_came_from() {
+        let file = TempFile::new("origin", "[aggregation]\nmax_series = 0\n");
+        let cases = [
+            (
+                Config::load(Some(&file.0), vec![], &Flags::default()),
+                Origin::File,
+                format!("config file {}", file.0.display()),
+            ),
+            (
+                Config::load(
+                    None,
+                    env(&[("TOOLSIZE_MAX_SERIES", "0")]),
+                    &Flags::default(),
+                ),
+                Origin::Env,
+                "environment variable TOOLSIZE_MAX_SERIES".to_string(),
+            ),
+            (
+                Config::load(None, vec![], &flags(&["--max-series", "0"])),
+                Origin::Flag,
+                "flag --max-series".to_string(),
+            ),
+            (
+                Config::from_toml("[aggregation]\nmax_series = 0\n"),
+                Origin::File,
+                "config file".to_string(),
+            ),
+        ];
+        for (result, want_origin, want_from) in cases {
+            let e = result.unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("invalid value for aggregation.max_series ({want_from}): must be above 0")
+            );
+            let ConfigError::Invalid {
+                key, origin, from, ..
+            } = e
+            else {
+                panic!("{e:?}")
+            };
+            assert_eq!(
+                (key.as_str(), origin, from),
+                ("aggregation.max_series", want_origin, want_from)
+            );
+        }
+        // The file's bad value is overridden by a good one: no error.
+        let c = Config::load(
+            Some(&file.0),
+            env(&[("TOOLSIZE_MAX_SERIES", "5")]),
+            &Flags::default(),
+        )
+        .unwrap();
+        assert_eq!(c.aggregation.max_series, 5);
+        // Text that is not the key's type names its source too.
+        let e = Config::load(
+            None,
+            env(&[("TOOLSIZE_MAX_SERIES", "many")]),
+            &Flags::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("invalid value for aggregation.max_series (environment variable TOOLSIZE_MAX_SERIES): \"many\""),
+            "{e}"
+        );
+        let e = Config::load(None, vec![], &flags(&["--otlp-grpc-addr", "nope"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid value for otlp.grpc_addr (flag --otlp-grpc-addr): \"nope\""),
+            "{e}"
+        );
+        // A pair's check names the one that was given.
+        let e = Config::load(None, vec![], &flags(&["--tls-key-file", "/k.pem"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid value for tls.key_file (flag --tls-key-file): set both"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_configuration_changed_in_code_is_checked_as_such() {
+        let mut c = Config::default();
+        assert!(c.validate().is_ok());
+        c.aggregation.max_series = 0;
+        let e = c.validate().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid value for aggregation.max_series (set in code): must be above 0"
+        );
+        assert!(matches!(
+            e,
+            ConfigError::Invalid {
+                origin: Origin::Explicit,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn stack_errors_name_their_source() {
+        let file = TempFile::new("stack-origin", "[layers]\nstack = [\"defualt\"]\n");
+        let from = |r: Result<Config, ConfigError>| match r.unwrap_err() {
+            ConfigError::Stack { from, .. } => from.unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            from(Config::load(Some(&file.0), vec![], &Flags::default())),
+            format!("config file {}", file.0.display())
+        );
+        assert_eq!(
+            from(Config::load(
+                None,
+                env(&[("TOOLSIZE_STACK", "defualt")]),
+                &Flags::default()
+            )),
+            "environment variable TOOLSIZE_STACK"
+        );
+        assert_eq!(
+            from(Config::load(
+                None,
+                vec![],
+                &flags(&["--stack", "default,defualt"])
+            )),
+            "flag --stack"
+        );
+        assert_eq!(
+            from(Config::load(
+                None,
+                vec![],
+                &flags(&["--ceiling-bytes", "0"])
+            )),
+            "flag --ceiling-bytes"
+        );
+        assert_eq!(
+            from(Config::load(
+                None,
+                vec![],
+                &flags(&["--stack", "default=x"])
+            )),
+            "flag --stack"
+        );
+        let e = Config::load(
+            None,
+            env(&[("TOOLSIZE_CEILING_BYTES", "lots")]),
+            &Flags::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("invalid value for layers.ceiling_bytes (environment variable TOOLSIZE_CEILING_BYTES)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_token_replaces_a_token_file_of_a_lower_source_only() {
+        let file = TempFile::new("token", "[auth]\ntoken_file = \"/tmp/t\"\n");
+        let c = Config::load(
+            Some(&file.0),
+            env(&[("TOOLSIZE_AUTH_TOKEN", "s3cret")]),
+            &Flags::default(),
+        )
+        .unwrap();
+        assert_eq!(c.auth.token.as_deref(), Some("s3cret"));
+        assert_eq!(c.auth.token_file, None);
+        let c = Config::load(
+            Some(&file.0),
+            env(&[("TOOLSIZE_AUTH_TOKEN", "s3cret")]),
+            &flags(&["--auth-token-file", "/tmp/u"]),
+        )
+        .unwrap();
+        assert_eq!(c.auth.token, None);
+        assert_eq!(c.auth.token_file.as_deref(), Some(Path::new("/tmp/u")));
+        // Both from one source: refused, naming it.
+        let e = Config::load(
+            None,
+            env(&[
+                ("TOOLSIZE_AUTH_TOKEN", "s3cret"),
+                ("TOOLSIZE_AUTH_TOKEN_FILE", "/tmp/t"),
+            ]),
+            &Flags::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "invalid value for auth.token (environment variable TOOLSIZE_AUTH_TOKEN): \
+             set auth.token or auth.token_file, not both"
+        );
     }
 
     #[test]
@@ -1095,6 +627,52 @@ mod tests {
         assert!(Config::from_toml("[alerts.p95_jump]\nfactr = 3.0\n").is_err());
         assert!(Config::from_toml("[alerts.near_ceiling]\nratio = 1.5\n").is_err());
         assert!(Config::from_toml("[alerts.truncation_rate]\nthreshold = 1.0\n").is_err());
+        for (text, key) in [
+            (
+                "[aggregation]\nmax_tool_name_bytes = 7\n",
+                "aggregation.max_tool_name_bytes",
+            ),
+            (
+                "[aggregation]\nmax_service_name_bytes = 4097\n",
+                "aggregation.max_service_name_bytes",
+            ),
+            (
+                "[otlp]\nmax_request_bytes = 1023\n",
+                "otlp.max_request_bytes",
+            ),
+            ("[otlp]\nqueue_capacity = 0\n", "otlp.queue_capacity"),
+            (
+                "[otlp]\nmax_concurrent_requests = 0\n",
+                "otlp.max_concurrent_requests",
+            ),
+            (
+                "[listeners]\nadmin_max_connections = 0\n",
+                "listeners.admin_max_connections",
+            ),
+            (
+                "[listeners]\ngrpc_max_concurrent_streams = 0\n",
+                "listeners.grpc_max_concurrent_streams",
+            ),
+            (
+                "[auth]\napi_key_header = \"bad header\"\n",
+                "auth.api_key_header",
+            ),
+            (
+                "[alerts]\nwebhook_url = \"ftp://x\"\n",
+                "alerts.webhook_url",
+            ),
+            (
+                "[alerts.repeated_oversize]\ncount = 0\n",
+                "alerts.repeated_oversize.count",
+            ),
+            ("[aggregation]\nwindows = []\n", "aggregation.windows"),
+        ] {
+            let e = Config::from_toml(text).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("invalid value for {key} (config file): ")),
+                "{e}"
+            );
+        }
         let c = Config::from_toml(
             "[alerts]\nevaluation_interval = \"2s\"\n[alerts.p95_jump]\nfactor = 4.5\n\
              min_recent = 5\n[alerts.near_ceiling]\nenabled = false\n\
@@ -1108,77 +686,68 @@ mod tests {
         assert!(!c.alerts.near_ceiling.enabled);
         assert_eq!(c.alerts.truncation_rate.threshold, 0.1);
         assert_eq!(c.alerts.truncation_rate.min_count, 7);
-        let env = vec![("TOOLSIZE_MAX_SERIES".to_string(), "many".to_string())];
-        assert!(Config::load(None, env, &Overrides::default()).is_err());
     }
 
     #[test]
     fn external_url_precedence_and_validation() {
-        let dir = std::env::temp_dir().join(format!("toolsize-cfg-url-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("c.toml");
-        std::fs::write(&path, "[admin]\nexternal_url = \"http://file:9464\"\n").unwrap();
-        let file = Some(path.as_path());
-        let env = vec![(
-            "TOOLSIZE_EXTERNAL_URL".to_string(),
-            "https://env.example/toolsize".to_string(),
-        )];
-        let from_file = Config::load(file, vec![], &Overrides::default()).unwrap();
+        let file = TempFile::new("url", "[admin]\nexternal_url = \"http://file:9464\"\n");
+        let file = Some(file.0.as_path());
+        let env = env(&[("TOOLSIZE_EXTERNAL_URL", "https://env.example/toolsize")]);
+        let from_file = Config::load(file, vec![], &Flags::default()).unwrap();
         assert_eq!(
             from_file.admin.external_url.as_deref(),
             Some("http://file:9464")
         );
-        let c = Config::load(file, env.clone(), &Overrides::default()).unwrap();
+        let c = Config::load(file, env.clone(), &Flags::default()).unwrap();
         assert_eq!(
             c.admin.external_url.as_deref(),
             Some("https://env.example/toolsize"),
             "env beats file"
         );
-        let flags = Overrides {
-            external_url: Some("http://flag:1".into()),
-            ..Overrides::default()
-        };
-        let c = Config::load(file, env, &flags).unwrap();
+        let c = Config::load(file, env, &flags(&["--external-url", "http://flag:1"])).unwrap();
         assert_eq!(
             c.admin.external_url.as_deref(),
             Some("http://flag:1"),
             "flag beats env"
         );
-        let _ = std::fs::remove_dir_all(&dir);
         for bad in [
             "toolsize.internal",
             "ftp://x",
             "http://",
             "https:///runbook",
         ] {
-            let f = Overrides {
-                external_url: Some(bad.into()),
-                ..Overrides::default()
-            };
-            let e = Config::load(None, vec![], &f).unwrap_err().to_string();
-            assert!(e.contains("admin.external_url"), "{bad}: {e}");
+            let e = Config::load(None, vec![], &flags(&["--external-url", bad]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("invalid value for admin.external_url (flag --external-url)"),
+                "{bad}: {e}"
+            );
         }
     }
 
     #[test]
     fn alertmanager_urls_from_env_and_flags() {
-        let env = vec![(
-            "TOOLSIZE_ALERTMANAGER_URLS".to_string(),
-            "http://a:9093, http://b:9093".to_string(),
-        )];
-        let c = Config::load(None, env.clone(), &Overrides::default()).unwrap();
+        let env = env(&[("TOOLSIZE_ALERTMANAGER_URLS", "http://a:9093, http://b:9093")]);
+        let c = Config::load(None, env.clone(), &Flags::default()).unwrap();
         assert_eq!(
             c.alerts.alertmanager_urls,
             ["http://a:9093", "http://b:9093"]
         );
-        let flags = Overrides {
-            alertmanager_urls: Some(vec!["http://c:9093".into()]),
-            ..Overrides::default()
-        };
-        let c = Config::load(None, env, &flags).unwrap();
+        let c = Config::load(
+            None,
+            env,
+            &flags(&[
+                "--alertmanager-url",
+                "http://c:9093",
+                "--alertmanager-url",
+                "http://d:9093",
+            ]),
+        )
+        .unwrap();
         assert_eq!(
             c.alerts.alertmanager_urls,
-            ["http://c:9093"],
+            ["http://c:9093", "http://d:9093"],
             "flag beats env"
         );
     }
@@ -1238,41 +807,37 @@ mod tests {
         let e = Config::from_toml("[aggregation]\nwindows = [\"2s\"]\n").unwrap_err();
         assert!(e.to_string().contains("shorter than 5s"), "{e}");
 
-        let env = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
         let c = Config::load(
             None,
-            env("TOOLSIZE_WINDOWS", " 1m, 10m ,"),
-            &Overrides::default(),
+            env(&[("TOOLSIZE_WINDOWS", " 1m, 10m ,")]),
+            &Flags::default(),
         )
         .unwrap();
         let labels: Vec<_> = c.aggregation.windows.iter().map(|w| &w.label).collect();
         assert_eq!(labels, ["1m", "10m"]);
         let e = Config::load(
             None,
-            env("TOOLSIZE_SNAPSHOT_INTERVAL", "0s"),
-            &Overrides::default(),
+            env(&[("TOOLSIZE_SNAPSHOT_INTERVAL", "0s")]),
+            &Flags::default(),
         )
         .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid value for store.snapshot_interval \
+             (environment variable TOOLSIZE_SNAPSHOT_INTERVAL): \"0s\" must be above 0"
+        );
+        let e = Config::load(None, Vec::new(), &flags(&["--window", "5 minutes"])).unwrap_err();
         assert!(
             e.to_string()
-                .starts_with("invalid value for TOOLSIZE_SNAPSHOT_INTERVAL (environment)"),
+                .starts_with("invalid value for aggregation.windows (flag --window)"),
             "{e}"
         );
-        let flags = Overrides {
-            windows: Some(vec!["5 minutes".into()]),
-            ..Overrides::default()
-        };
-        let e = Config::load(None, Vec::new(), &flags).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("invalid value for --window (flag)"),
-            "{e}"
-        );
-        let flags = Overrides {
-            snapshot_interval: Some("90s".into()),
-            ..Overrides::default()
-        };
-        let c = Config::load(None, env("TOOLSIZE_SNAPSHOT_INTERVAL", "1s"), &flags).unwrap();
+        let c = Config::load(
+            None,
+            env(&[("TOOLSIZE_SNAPSHOT_INTERVAL", "1s")]),
+            &flags(&["--snapshot-interval", "90s"]),
+        )
+        .unwrap();
         assert_eq!(
             c.store.snapshot_interval.0,
             Duration::from_secs(90),
@@ -1281,28 +846,12 @@ mod tests {
     }
 
     #[test]
-    fn intervals_display_in_the_file_grammar() {
-        for s in ["250ms", "1500ms", "10s", "90s", "5m", "1h", "36h", "1d"] {
-            let i: Interval = s.parse().unwrap();
-            assert_eq!(i.to_string(), s);
-        }
-        assert_eq!("120s".parse::<Interval>().unwrap().to_string(), "2m");
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert!(parse_duration("5").is_err());
-        assert!(parse_duration("m").is_err());
-    }
-
-    #[test]
     fn unknown_toolsize_variables_warn_with_a_suggestion() {
         let w = unknown_env_warnings([
             "TOOLSIZE_MAX_SERIE",
             "TOOLSIZE_SPILL_DIR",
             "TOOLSIZE_DATA_DIR",
+            "TOOLSIZE_PLACEHOLDERS",
             "TOOLSIZE_ZZZZZZZZZZZZZZZZZZZZZZZZ",
             "PATH",
         ]);

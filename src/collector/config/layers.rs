@@ -1,0 +1,173 @@
+//! The `[layers]` keys: the library's [`StackConfig`] declared as a section, in one small list,
+//! and the stack settings of the variables and flags, kept per source so that
+//! [`Stack::resolve`] gives every limit its [`Origin`](crate::Origin) and an error names the
+//! source that holds the bad value.
+
+use crate::layers::{Stack, StackConfig, StackError, ENV_CEILING_BYTES, ENV_STACK};
+
+use super::declare::{join, Section, Text};
+use super::keys::Key;
+use super::merge::Provenance;
+use super::ConfigError;
+
+impl Section for StackConfig {
+    const DOC: &'static str = "\
+The truncation layers between your tools and the model (`toolsize layers` lists the catalog).
+Each result is compared with every layer, in its unit; the weakest layer that cuts it is
+counted in toolsize_tool_results_over_ceiling_total{layer}. With no layer named, the stack is
+one `default` layer of 16384 bytes. Precedence: flag > environment > this file > default.";
+
+    fn keys(path: &str, out: &mut Vec<Key>) {
+        out.push(Key::table(path.to_string(), Self::DOC));
+        out.push(
+            Key::value::<Vec<String>>(
+                path,
+                "stack",
+                "The layers in front of the model, by id, e.g. [\"claude-code.mcp.max\", \"default\"];\n\
+                 in the environment and the flag \"id[=limit],...\", a limit in the layer's unit.",
+            )
+            .env(ENV_STACK)
+            .flag("--stack")
+            .value_name("ID[=LIMIT],..."),
+        );
+        out.push(
+            Key::value::<Option<u64>>(
+                path,
+                "ceiling_bytes",
+                "The `default` layer's byte ceiling (16384 unless set); setting it keeps `default` in\n\
+                 the stack.",
+            )
+            .env(ENV_CEILING_BYTES)
+            .flag("--ceiling-bytes")
+            .value_name("N")
+            .example("16384"),
+        );
+        out.push(
+            Key::table(
+                join(path, "overrides"),
+                "Limit overrides by layer id, in the layer's own unit:",
+            )
+            .free()
+            .example("[layers.overrides]\n\"cline.message-builder\" = 6000"),
+        );
+        out.push(
+            Key::table(
+                join(path, "custom"),
+                "Your own layers (always part of the stack); unit: bytes, chars, utf16_units, tokens,\n\
+                 lines, depth or items; scope: per_result (default), per_string, per_attribute or\n\
+                 per_line.",
+            )
+            .free()
+            .example(
+                "[[layers.custom]]\nname = \"my-proxy\"\nlimit = 2000\nunit = \"chars\"\n\
+                 scope = \"per_result\"\naction = \"truncate_silent\"",
+            ),
+        );
+    }
+
+    /// Checked when the stack is resolved ([`resolve`]).
+    fn check(&self, _: &str) -> Result<(), (String, String)> {
+        Ok(())
+    }
+}
+
+/// The stack settings one source (the variables, or the flags) gives, and which setting gave
+/// them.
+#[derive(Debug, Default)]
+pub(super) struct StackSource {
+    config: StackConfig,
+    /// The variable or flag that named the layers.
+    list: Option<Provenance>,
+    /// The variable or flag that set the ceiling.
+    ceiling: Option<Provenance>,
+}
+
+impl StackSource {
+    /// Whether `key` belongs to the stack, resolved by [`resolve`] rather than set.
+    pub(super) fn takes(key: &Key) -> bool {
+        key.path.starts_with("layers.")
+    }
+
+    /// Adds the texts of `key`, a stack key, given by `from`.
+    pub(super) fn add(
+        &mut self,
+        key: &Key,
+        texts: &[String],
+        from: &Provenance,
+    ) -> Result<(), ConfigError> {
+        match key.leaf() {
+            "stack" => {
+                let list = StackConfig::parse_list(&texts.join(","))
+                    .map_err(|error| ConfigError::stack(error, Some(from)))?;
+                self.config.ids = list.ids;
+                self.config.overrides = list.overrides;
+                self.list = Some(from.clone());
+            }
+            "ceiling_bytes" => {
+                self.config.ceiling_bytes = Option::<u64>::from_texts(texts)
+                    .map_err(|message| ConfigError::invalid(&key.path, from, message))?;
+                self.ceiling = Some(from.clone());
+            }
+            other => unreachable!("[layers] has no key {other} a variable or flag sets"),
+        }
+        Ok(())
+    }
+
+    fn get(&self) -> Option<&StackConfig> {
+        (!self.config.is_empty()).then_some(&self.config)
+    }
+
+    /// The setting holding what `error` is about, if this source holds it.
+    fn blame(&self, error: &StackError) -> Option<&Provenance> {
+        match culprit(&self.config, error)? {
+            Part::Ceiling => self.ceiling.as_ref(),
+            Part::List | Part::Custom => self.list.as_ref(),
+        }
+    }
+}
+
+/// The part of a source's stack settings an error is about.
+enum Part {
+    List,
+    Ceiling,
+    Custom,
+}
+
+fn culprit(c: &StackConfig, error: &StackError) -> Option<Part> {
+    let custom = |name: &str| c.custom.iter().any(|l| l.name == name);
+    match error {
+        StackError::UnknownId { id, .. } => {
+            (c.ids.contains(id) || c.overrides.contains_key(id)).then_some(Part::List)
+        }
+        StackError::InvalidLimit { what, .. } if what == "ceiling_bytes" => {
+            (c.ceiling_bytes == Some(0)).then_some(Part::Ceiling)
+        }
+        StackError::InvalidLimit { what, .. } => {
+            if c.overrides.get(what) == Some(&0) {
+                Some(Part::List)
+            } else {
+                custom(what).then_some(Part::Custom)
+            }
+        }
+        StackError::DuplicateName(name) | StackError::InvalidName(name) => {
+            custom(name).then_some(Part::Custom)
+        }
+    }
+}
+
+/// The stack from the flags, the variables and the file (`[layers]`, given by `file_from`),
+/// in that precedence; an error names the source holding the bad value.
+pub(super) fn resolve(
+    flag: &StackSource,
+    env: &StackSource,
+    file: &StackConfig,
+    file_from: &Provenance,
+) -> Result<Stack, ConfigError> {
+    Stack::resolve(flag.get(), env.get(), Some(file)).map_err(|error| {
+        let from = flag
+            .blame(&error)
+            .or_else(|| env.blame(&error))
+            .or_else(|| culprit(file, &error).map(|_| file_from));
+        ConfigError::stack(error.clone(), from)
+    })
+}

@@ -1,0 +1,144 @@
+//! The values of the configuration that are parsed once, when it is read: durations
+//! ([`Interval`], [`parse_duration`]) and sliding windows ([`Window`]).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A positive duration written as in the file (`"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`),
+/// parsed once when the configuration is read; a bad or zero value is an error there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interval(pub Duration);
+
+impl std::str::FromStr for Interval {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match parse_duration(s)? {
+            d if d.is_zero() => Err(format!("{s:?} must be above 0")),
+            d => Ok(Interval(d)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Interval {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for Interval {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl Interval {
+    /// `n` seconds, for a default (zero would be refused when read: the tests read the
+    /// defaults back).
+    pub(crate) const fn secs(n: u64) -> Self {
+        Interval(Duration::from_secs(n))
+    }
+}
+
+/// Written back in the file's grammar, with the largest unit that divides it.
+impl std::fmt::Display for Interval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = self.0.as_millis();
+        if !ms.is_multiple_of(1000) {
+            return write!(f, "{ms}ms");
+        }
+        let s = ms / 1000;
+        match [(86400, "d"), (3600, "h"), (60, "m")]
+            .into_iter()
+            .find(|(n, _)| s.is_multiple_of(*n))
+        {
+            Some((n, unit)) => write!(f, "{}{unit}", s / n),
+            None => write!(f, "{s}s"),
+        }
+    }
+}
+
+/// One sliding window of `aggregation.windows`: its label as written (`"5m"`, used in metric
+/// labels and the API) and its duration, parsed once when the configuration is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Window {
+    /// The value as written, e.g. `"5m"`.
+    pub(crate) label: String,
+    /// Its length.
+    pub(crate) duration: Duration,
+}
+
+impl std::str::FromStr for Window {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(Window {
+            label: s.to_string(),
+            duration: parse_duration(s)?,
+        })
+    }
+}
+
+impl Serialize for Window {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.label)
+    }
+}
+
+impl<'de> Deserialize<'de> for Window {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Parses `"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`.
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{s:?} has no unit (use ms, s, m, h or d)"))?;
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s:?} does not start with a number"))?;
+    let secs = match unit {
+        "ms" => return Ok(Duration::from_millis(n)),
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86400,
+        _ => {
+            return Err(format!(
+                "{s:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
+            ))
+        }
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_display_in_the_file_grammar() {
+        for s in ["250ms", "1500ms", "10s", "90s", "5m", "1h", "36h", "1d"] {
+            let i: Interval = s.parse().unwrap();
+            assert_eq!(i.to_string(), s);
+        }
+        assert_eq!("120s".parse::<Interval>().unwrap().to_string(), "2m");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("m").is_err());
+    }
+}
