@@ -150,14 +150,7 @@ pub fn args_hash<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 
 /// The first 12 lowercase hex digits of the SHA-1 of already-canonical JSON bytes.
 pub fn args_hash_of_canonical(canonical: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha1::digest(canonical);
-    let mut s = String::with_capacity(12);
-    for &b in digest.iter().take(6) {
-        s.push(char::from(HEX[usize::from(b >> 4)]));
-        s.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
-    s
+    crate::hex::encode(&Sha1::digest(canonical)[..6])
 }
 
 /// Canonical JSON of a JSON text, as Python's

@@ -8,6 +8,7 @@ pub mod args_hash;
 #[cfg(feature = "export")]
 pub mod export;
 pub mod guard;
+mod hex;
 pub mod instrument;
 mod label;
 pub mod layers;

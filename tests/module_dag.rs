@@ -160,10 +160,12 @@ fn the_collector_modules_form_a_dag() {
     }
 }
 
-/// The pipeline's stages, in order: each may use the ones before it and none after. `stats`
+/// The pipeline's stages, in order: each may use the ones before it and none after. `clock` is
+/// the one Unix-time conversion; `stats`
 /// holds the daemon's lock-free counters, shared from the edge inwards; the aggregator task
 /// wires state, readers, alerts and the store.
-const STAGES: [&str; 9] = [
+const STAGES: [&str; 10] = [
+    "clock",
     "net",
     "config",
     "stats",

@@ -49,6 +49,7 @@
 
 pub(crate) mod aggregator;
 pub mod alerts;
+pub(crate) mod clock;
 pub mod config;
 pub mod ingest;
 pub mod net;

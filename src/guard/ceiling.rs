@@ -294,10 +294,7 @@ impl FsSpillStore {
 
 impl SpillStore for FsSpillStore {
     fn put(&self, _tool: &str, payload: &[u8]) -> Result<String, SpillError> {
-        let id: String = Sha1::digest(payload)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let id = crate::hex::encode(&Sha1::digest(payload));
         let path = self.path_of(&id)?;
         if path.is_file() {
             return Ok(id);

@@ -44,19 +44,7 @@ impl fmt::Display for CursorError {
 
 impl std::error::Error for CursorError {}
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
+use crate::hex::{decode as unhex, encode as hex};
 
 impl Cursor {
     /// A cursor for "skip `offset` rows".

@@ -125,19 +125,12 @@ pub(crate) fn fingerprint(labels: &BTreeMap<String, String>) -> String {
         h.update(v.as_bytes());
         h.update(b"\n");
     }
-    h.finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex::encode(&h.finalize()[..8])
 }
 
 /// RFC 3339 UTC with milliseconds, e.g. `2026-01-01T00:00:00.000Z`.
 pub(crate) fn rfc3339(t: SystemTime) -> String {
-    let ms = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+    let ms = unix_ms(t);
     let (secs, ms) = (ms / 1000, ms % 1000);
     let days = (secs / 86400) as i64;
     let rem = secs % 86400;
@@ -228,11 +221,7 @@ pub(crate) struct SavedAlert {
     pub(crate) quiet_period_ms: u64,
 }
 
-fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+use crate::collector::clock::unix_ms;
 
 struct Held {
     alert: Alert,

@@ -70,9 +70,7 @@ impl Whole<'_> {
             tool: self.tool.into(),
             span_id: self.span_id,
             source: self.source,
-            at_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
+            at_ms: crate::collector::clock::now_unix_ms(),
         })
     }
 }

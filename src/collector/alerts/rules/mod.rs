@@ -188,14 +188,6 @@ pub(crate) fn ratio(x: f64) -> String {
 }
 
 /// Trace id as hex.
-pub(crate) fn hex(b: &[u8]) -> String {
-    use std::fmt::Write;
-    b.iter()
-        .fold(String::with_capacity(b.len() * 2), |mut s, x| {
-            let _ = write!(s, "{x:02x}");
-            s
-        })
-}
 
 /// What a [`Firing`] probe found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,9 +7,10 @@
 
 use std::time::Duration;
 
-use super::{hex, labels, Decision, Firing, Hit, Over, RecordRule};
+use super::{labels, Decision, Firing, Hit, Over, RecordRule};
 use crate::collector::alerts::{Matched, OVER_CEILING};
 use crate::collector::config::OverCeilingConfig;
+use crate::hex::encode as hex;
 
 /// The hint every over-ceiling alert carries.
 pub(crate) const HINT: &str =

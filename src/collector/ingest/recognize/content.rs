@@ -1,0 +1,370 @@
+//! Reading result content and attribute values: truncation markers, envelopes removed,
+//! JSON that no longer parses, the JSON length of structured values, tool names cleaned.
+
+use std::sync::LazyLock;
+
+use memchr::memmem;
+use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
+
+use super::table::Envelope;
+use crate::collector::ingest::record::OVERFLOW;
+use crate::collector::ingest::wire::AttrValue;
+
+/// Truncation markers that agent runtimes (Codex, Gemini CLI, Claude Code, Cline, OpenHands
+/// and the others named per entry) insert when they cut a tool result, digits left
+/// out: any of these in a result means a layer already cut it.
+pub(crate) const MARKERS: &[(&str, &str)] = &[
+    ("codex", " tokens truncated\u{2026}"),
+    ("codex", " chars truncated\u{2026}"),
+    ("codex", "Warning: truncated output (original token count: "),
+    ("codex", " text items ...]"),
+    ("codex legacy", "[... omitted "),
+    ("codex legacy", "[... output truncated to fit "),
+    ("gemini cli", "Output too large. Showing first "),
+    ("gemini cli", " characters omitted] ..."),
+    ("gemini cli", "... [truncated]"),
+    ("claude code", "Preview (first 2KB)"),
+    ("claude code", "PARTIAL view"),
+    ("cline", "...[truncated "),
+    ("cline", "[... output truncated: "),
+    ("inspect ai", " was too long to be displayed."),
+    ("inspect ai", "<START_TOOL_OUTPUT>"),
+    ("openhands", "[... Observation truncated due to length ...]"),
+    ("openhands", "<response clipped><NOTE>"),
+    ("swe-agent", "<elided_chars>"),
+    (
+        "smolagents",
+        "_This content has been truncated to stay below ",
+    ),
+    (
+        "deepagents",
+        "Tool result too large, the result of this tool call",
+    ),
+    ("deepagents", " lines truncated] ..."),
+    ("opencode", " lines truncated..."),
+    ("opencode", " bytes truncated..."),
+    (
+        "opencode",
+        "The tool call succeeded but the output was truncated.",
+    ),
+    (
+        "goose",
+        "The response returned from the tool call was larger (",
+    ),
+    ("continue cli", " lines truncated)"),
+    ("continue cli", " characters truncated)"),
+    ("langchain shell", "... Output truncated at "),
+    ("langfuse codex", "\u{2026}[truncated "),
+];
+
+/// Marker that only counts at the very start of a result (Codex legacy).
+const LEADING_MARKER: &str = "Total output lines: ";
+
+static FINDERS: LazyLock<Vec<memmem::Finder<'static>>> = LazyLock::new(|| {
+    MARKERS
+        .iter()
+        .map(|(_, m)| memmem::Finder::new(m.as_bytes()))
+        .collect()
+});
+
+/// Cheap pre-filter: every marker's text contains one of these (checked by a test), so a result
+/// without any is scanned 9 times instead of once per marker.
+static ANCHORS: LazyLock<Vec<memmem::Finder<'static>>> = LazyLock::new(|| {
+    [
+        "runcat",
+        "omitted",
+        "too l",
+        "Preview",
+        "PARTIAL",
+        "START_TOOL",
+        "clipped",
+        "elided",
+        "larger (",
+    ]
+    .iter()
+    .map(|a| memmem::Finder::new(a.as_bytes()))
+    .collect()
+});
+
+/// The UTF-8 bytes of the result inside recorded content `s` wrapped by `env`, and whether they
+/// are exact, or `None` when `s` is not in that envelope (then it is counted as recorded).
+/// Strings are exact; a result that is itself JSON (a list or an object inside `{"result": …}`
+/// or a ToolMessage's content) is measured re-serialised compactly, which approximates the text
+/// the framework handed the model (its own serialiser may space or order it differently).
+pub(crate) fn unwrap_content(env: Envelope, s: &[u8]) -> Option<(u64, bool)> {
+    use serde_json::Value as J;
+    if env == Envelope::None {
+        return None;
+    }
+    let t = s.trim_ascii();
+    if !matches!(t.first(), Some(b'"' | b'{' | b'[')) {
+        return None;
+    }
+    let v: J = serde_json::from_slice(t).ok()?;
+    let text_len = |v: &J| -> (u64, bool) {
+        match v {
+            J::String(s) => (s.len() as u64, true),
+            other => (
+                serde_json::to_string(other).map_or(0, |s| s.len() as u64),
+                false,
+            ),
+        }
+    };
+    match (env, &v) {
+        (_, J::String(s)) => Some((s.len() as u64, true)),
+        (Envelope::ToolMessage, J::Object(o)) => {
+            let msg = |o: &serde_json::Map<String, J>| -> Option<(u64, bool)> {
+                let is_tool = o.get("type").and_then(J::as_str) == Some("tool");
+                // `message_to_dict` form: {"type": "tool", "data": {"content": …}}.
+                if let (true, Some(J::Object(d))) = (is_tool, o.get("data")) {
+                    return d.get("content").map(text_len);
+                }
+                let content = o.get("content")?;
+                (is_tool || o.contains_key("tool_call_id")).then(|| text_len(content))
+            };
+            let lc = |o: &serde_json::Map<String, J>| -> Option<(u64, bool)> {
+                let id = o.get("id")?.as_array()?;
+                (id.last()?.as_str()? == "ToolMessage")
+                    .then(|| o.get("kwargs")?.get("content").map(text_len))?
+            };
+            let inner = |o: &serde_json::Map<String, J>| msg(o).or_else(|| lc(o));
+            inner(o).or_else(|| match o.get("output") {
+                Some(J::Object(x)) => inner(x),
+                _ => None,
+            })
+        }
+        (Envelope::AdkResult, J::Object(o)) if o.len() == 1 => o.get("result").map(text_len),
+        (Envelope::TextParts, J::Array(a)) if !a.is_empty() => {
+            let mut n = 0;
+            for part in a {
+                match part.get("text") {
+                    Some(J::String(s)) => n += s.len() as u64,
+                    _ => return None,
+                }
+            }
+            Some((n, true))
+        }
+        _ => None,
+    }
+}
+
+/// True when `s` contains one of the truncation markers of [`MARKERS`].
+pub(crate) fn has_marker(s: &[u8]) -> bool {
+    if s.starts_with(LEADING_MARKER.as_bytes()) {
+        return true;
+    }
+    if !ANCHORS.iter().any(|a| a.find(s).is_some()) {
+        return false;
+    }
+    FINDERS.iter().any(|f| f.find(s).is_some())
+}
+
+/// True when `s`, JSON or text that starts like a JSON document, shows a cut.
+///
+/// - `declared` (the emitter always writes JSON, or `output.mime_type` says JSON): any parse
+///   failure is a cut.
+/// - Otherwise only text starting with `{` or `[` is checked. It is cut when the parser ran out
+///   of input mid-document (`{"a": [1, 2`), or when it looks like a whole document (ends with
+///   the matching `}` / `]`) yet does not parse. Text such as `[INFO] started` fails with a
+///   syntax error before its end and is plain text, not a cut JSON document.
+///
+/// Valid JSON nested deeper than the parser's recursion limit (128) is never flagged.
+pub(crate) fn json_cut(s: &[u8], declared: bool) -> bool {
+    let t = s.trim_ascii();
+    let whole = match (t.first(), t.last()) {
+        (Some(b'{'), Some(b'}')) | (Some(b'['), Some(b']')) => true,
+        (Some(b'{' | b'['), _) => false,
+        _ if declared => true,
+        _ => return false,
+    };
+    let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(t) else {
+        return false;
+    };
+    if e.to_string().starts_with("recursion limit exceeded") {
+        return false;
+    }
+    declared || whole || e.is_eof()
+}
+
+/// An error attribute that says the call failed: `true`, a non-zero number, or a non-empty
+/// string other than `false` / `0` (an error message or type). `error=false` and an empty
+/// `tool.error` say it did not.
+pub(crate) fn truthy(v: Option<AttrValue<'_>>) -> bool {
+    match v {
+        Some(AttrValue::Bool(b)) => b,
+        Some(AttrValue::Int(i)) => i != 0,
+        Some(AttrValue::Double(d)) => d != 0.0,
+        Some(AttrValue::Str(s)) => {
+            let s = s.trim_ascii();
+            !s.is_empty() && !s.eq_ignore_ascii_case(b"false") && s != b"0"
+        }
+        Some(AttrValue::Bytes(b)) => !b.is_empty(),
+        Some(_) => true,
+        None => false,
+    }
+}
+
+pub(crate) fn bytes_of(v: Option<AttrValue<'_>>) -> Option<&[u8]> {
+    match v {
+        Some(AttrValue::Str(b)) => Some(b),
+        _ => None,
+    }
+}
+
+pub(crate) fn str_of(v: Option<AttrValue<'_>>) -> Option<&str> {
+    v.and_then(|v| v.as_str())
+}
+
+pub(crate) fn int_of(v: Option<AttrValue<'_>>) -> Option<u64> {
+    match v {
+        Some(AttrValue::Int(i)) if i >= 0 => Some(i as u64),
+        Some(AttrValue::Double(d)) if d.is_finite() && d >= 0.0 => Some(d as u64),
+        Some(v @ AttrValue::Str(_)) => v.as_str()?.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// The tool name from a span name: after `execute_tool ` / `tools/call ` / `Function: `,
+/// before `.tool`, else the whole name.
+pub(crate) fn name_from_span(name: &str) -> &str {
+    for p in ["execute_tool ", "tools/call ", "Function: "] {
+        if let Some(rest) = name.strip_prefix(p) {
+            return rest;
+        }
+    }
+    name.strip_suffix(".tool").unwrap_or(name)
+}
+
+#[cfg(test)]
+/// Cuts a name to `max` bytes on a character boundary and replaces control, format (bidi,
+/// zero-width) and separator characters with `_`; an empty name becomes `unknown`.
+pub(crate) fn sanitize_tool_name(name: &str, max: usize) -> String {
+    sanitize_tool_name_counted(name, max, &mut [0; 2])
+}
+
+/// [`sanitize_tool_name`], adding 1 to `cuts[0]` when the name was cut and to `cuts[1]` when
+/// characters were replaced.
+pub(crate) fn sanitize_tool_name_counted(name: &str, max: usize, cuts: &mut [u64; 2]) -> String {
+    let s = crate::label::sanitize(name, max);
+    cuts[0] += u64::from(s.truncated);
+    cuts[1] += u64::from(s.replaced);
+    let mut out = s.value;
+    if out.is_empty() {
+        out.push_str("unknown");
+    }
+    // A real tool must not merge with the overflow series in dashboards.
+    if out == OVERFLOW {
+        out.push_str("_tool");
+    }
+    out
+}
+
+/// `tool.args_hash` of recorded arguments: when they are JSON, the same canonical hash the
+/// library computes (Python's `json.dumps(args, sort_keys=True, default=str)`), so a tool called
+/// with the same arguments from any emitter gets the same hash; otherwise SHA-1 of the raw bytes.
+pub(crate) fn hash_value(v: AttrValue<'_>) -> String {
+    let text = match v {
+        AttrValue::Str(s) => match std::str::from_utf8(s) {
+            Ok(t) => std::borrow::Cow::Borrowed(t),
+            Err(_) => return crate::args_hash::args_hash_of_canonical(s),
+        },
+        other => {
+            let mut buf = String::new();
+            if let Some(v) = other.to_owned_value() {
+                write_json(&v, &mut buf);
+            }
+            std::borrow::Cow::Owned(buf)
+        }
+    };
+    crate::args_hash::args_hash_json(&text)
+        .unwrap_or_else(|_| crate::args_hash::args_hash_of_canonical(text.as_bytes()))
+}
+
+/// Length of the compact JSON serialization of a structured value (no allocation).
+pub(crate) fn json_len(v: &Value) -> u64 {
+    match v {
+        Value::StringValue(s) => json_str_len(s),
+        Value::BoolValue(b) => {
+            if *b {
+                4
+            } else {
+                5
+            }
+        }
+        Value::IntValue(i) => i.to_string().len() as u64,
+        Value::DoubleValue(d) => serde_json::to_string(d)
+            .map(|s| s.len() as u64)
+            .unwrap_or(4),
+        // Bytes are base64 in JSON.
+        Value::BytesValue(b) => 2 + (b.len() as u64).div_ceil(3) * 4,
+        // Profiles-only string table index: no content here.
+        Value::StringValueStrindex(_) => 4,
+        Value::ArrayValue(a) => {
+            let items: u64 = a.values.iter().map(any_len).sum();
+            2 + items + (a.values.len() as u64).saturating_sub(1)
+        }
+        Value::KvlistValue(kv) => {
+            let items: u64 = kv
+                .values
+                .iter()
+                .map(|e| json_str_len(&e.key) + 1 + e.value.as_ref().map(any_len).unwrap_or(4))
+                .sum();
+            2 + items + (kv.values.len() as u64).saturating_sub(1)
+        }
+    }
+}
+
+fn any_len(v: &AnyValue) -> u64 {
+    v.value.as_ref().map(json_len).unwrap_or(4)
+}
+
+fn json_str_len(s: &str) -> u64 {
+    let escapes: u64 = s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
+            0..=0x1f => 5,
+            _ => 0,
+        })
+        .sum();
+    2 + s.len() as u64 + escapes
+}
+
+pub(crate) fn write_json(v: &Value, out: &mut String) {
+    match v {
+        Value::StringValue(s) => out.push_str(&serde_json::to_string(s).unwrap_or_default()),
+        Value::BoolValue(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::IntValue(i) => out.push_str(&i.to_string()),
+        Value::DoubleValue(d) => out.push_str(&serde_json::to_string(d).unwrap_or_default()),
+        Value::BytesValue(b) => out.push_str(&format!("{b:?}")),
+        Value::StringValueStrindex(_) => out.push_str("null"),
+        Value::ArrayValue(a) => {
+            out.push('[');
+            for (i, x) in a.values.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                match &x.value {
+                    Some(v) => write_json(v, out),
+                    None => out.push_str("null"),
+                }
+            }
+            out.push(']');
+        }
+        Value::KvlistValue(kv) => {
+            out.push('{');
+            for (i, e) in kv.values.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(&e.key).unwrap_or_default());
+                out.push(':');
+                match e.value.as_ref().and_then(|v| v.value.as_ref()) {
+                    Some(v) => write_json(v, out),
+                    None => out.push_str("null"),
+                }
+            }
+            out.push('}');
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Series keys and the hasher of the series map: (service, tool) pairs looked up by borrowed
+//! strings on the hot path (one hash, no allocation unless the series is new).
+
+use serde::{Deserialize, Serialize};
+
+/// A fast keyed hasher (the FxHash mix) for the aggregator's maps, seeded per process so tool
+/// names cannot be chosen to collide. SipHash was a visible share of the per-span cost.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FxBuild(u64);
+
+impl Default for FxBuild {
+    fn default() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        Self(
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish(),
+        )
+    }
+}
+
+impl std::hash::BuildHasher for FxBuild {
+    type Hasher = FxHasher;
+    fn build_hasher(&self) -> FxHasher {
+        FxHasher(self.0)
+    }
+}
+
+/// The hasher of [`FxBuild`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl std::hash::Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut v = [0u8; 8];
+            v[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(v));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A (service, tool) pair.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct SeriesKey {
+    /// `service.name`.
+    pub(crate) service: String,
+    /// Tool name.
+    pub(crate) tool: String,
+}
+
+/// Borrowed form of [`SeriesKey`] for allocation-free lookups.
+pub(crate) struct SeriesKeyRef<'a> {
+    pub(crate) service: &'a str,
+    pub(crate) tool: &'a str,
+}
+
+pub(crate) trait KeyLike {
+    fn parts(&self) -> (&str, &str);
+}
+
+impl KeyLike for SeriesKey {
+    fn parts(&self) -> (&str, &str) {
+        (&self.service, &self.tool)
+    }
+}
+
+impl KeyLike for SeriesKeyRef<'_> {
+    fn parts(&self) -> (&str, &str) {
+        (self.service, self.tool)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyLike + 'a> for SeriesKey {
+    fn borrow(&self) -> &(dyn KeyLike + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn KeyLike + '_ {
+    fn eq(&self, o: &Self) -> bool {
+        self.parts() == o.parts()
+    }
+}
+
+impl Eq for dyn KeyLike + '_ {}
+
+impl std::hash::Hash for dyn KeyLike + '_ {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let (s, t) = self.parts();
+        s.hash(h);
+        t.hash(h);
+    }
+}
+
+impl std::hash::Hash for SeriesKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.service.hash(h);
+        self.tool.hash(h);
+    }
+}

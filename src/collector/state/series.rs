@@ -1,0 +1,597 @@
+//! One series' state: counters ([`Counts`]), histograms over a period ([`Stats`]), the time
+//! slots of the sliding windows ([`Ring`]), history points, the largest and the recent
+//! over-ceiling results, the top argument hashes, and how a record updates them
+//! ([`Series`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::histogram::{Hist, MAX_BYTES, MAX_LATENCY_US};
+use super::key::FxBuild;
+use super::limits::{Limits, LATENCY_BUCKETS_US, OVER_CEILING_RECENT, SLOTS_PER_WINDOW};
+use crate::collector::ingest::recognize::{ArgsHash, Size, SizeSource, ToolRecord};
+use crate::layers::Stack;
+
+/// The counters of one series over one period.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Counts {
+    /// Tool calls.
+    pub(crate) calls: u64,
+    /// Failed calls.
+    pub(crate) errors: u64,
+    /// Results the tool reported truncated.
+    pub(crate) truncated: u64,
+    /// Results that show an upstream cut.
+    pub(crate) truncated_upstream: u64,
+    /// Successful calls whose size is unknown.
+    pub(crate) unknown_size: u64,
+    /// Sizes measured by the tool.
+    pub(crate) measured: u64,
+    /// Sizes derived from content, counted as recorded.
+    pub(crate) derived: u64,
+    /// Sizes derived from content with the tracer's envelope removed.
+    #[serde(default)]
+    pub(crate) unwrapped: u64,
+    /// Sizes that are lower bounds (the content showed an upstream cut).
+    #[serde(default)]
+    pub(crate) lower_bound: u64,
+    /// Of the unwrapped sizes, those of a JSON result re-serialised (approximate).
+    #[serde(default)]
+    pub(crate) unwrapped_approximate: u64,
+    /// Sizes a coding agent reported in its own attribute (cut by the agent or not, when it
+    /// said how large the result was before its cut).
+    #[serde(default)]
+    pub(crate) reported: u64,
+    /// Results over the ceiling of a layer.
+    #[serde(default)]
+    pub(crate) over_ceiling: u64,
+    /// The largest attribute value length limit results were seen cut at (configured or
+    /// learned), characters or UTF-16 units.
+    #[serde(default)]
+    pub(crate) upstream_limit: Option<u64>,
+}
+
+impl Counts {
+    pub(crate) fn record(&mut self, r: &ToolRecord, over: bool) {
+        self.over_ceiling += u64::from(over);
+        self.calls += 1;
+        self.errors += u64::from(r.error);
+        self.truncated += u64::from(r.truncated);
+        self.truncated_upstream += u64::from(r.truncated_upstream);
+        match r.size {
+            // A cut whose original size the emitter revealed is not a lower bound.
+            Size::Known { source, .. } => match (
+                source,
+                r.truncated_upstream && r.upstream.original.is_none(),
+            ) {
+                (_, true) => self.lower_bound += 1,
+                (SizeSource::Reported, false) => self.reported += 1,
+                (SizeSource::Measured, false) => self.measured += 1,
+                (SizeSource::Derived, false) => self.derived += 1,
+                (SizeSource::Unwrapped, false) => self.unwrapped += 1,
+                (SizeSource::UnwrappedApproximate, false) => {
+                    self.unwrapped += 1;
+                    self.unwrapped_approximate += 1;
+                }
+            },
+            Size::Unknown(_) => self.unknown_size += 1,
+            Size::Failed => {}
+        }
+        self.upstream_limit = self.upstream_limit.max(r.upstream_limit);
+    }
+
+    /// Counts one result, sized from `source` as whole when it arrived, as cut upstream at
+    /// `limit`. Only `truncated_upstream` moves, so every exported counter stays monotonic: the
+    /// `source` counters keep how each result was sized when it arrived. False (nothing changed)
+    /// when every content-sized result counted here is already counted cut.
+    pub(crate) fn flag_cut(&mut self, source: SizeSource, limit: u64) -> bool {
+        let from_content = self.derived + self.unwrapped + self.lower_bound;
+        if source == SizeSource::Measured || self.truncated_upstream >= from_content {
+            return false;
+        }
+        self.truncated_upstream += 1;
+        self.upstream_limit = self.upstream_limit.max(Some(limit));
+        true
+    }
+
+    fn add(&mut self, o: &Counts) {
+        self.calls += o.calls;
+        self.errors += o.errors;
+        self.truncated += o.truncated;
+        self.truncated_upstream += o.truncated_upstream;
+        self.unknown_size += o.unknown_size;
+        self.measured += o.measured;
+        self.derived += o.derived;
+        self.unwrapped += o.unwrapped;
+        self.lower_bound += o.lower_bound;
+        self.unwrapped_approximate += o.unwrapped_approximate;
+        self.reported += o.reported;
+        self.over_ceiling += o.over_ceiling;
+        self.upstream_limit = self.upstream_limit.max(o.upstream_limit);
+    }
+}
+
+/// Counters and histograms of one series over one period. The counters read as fields
+/// (`stats.calls`) through [`Counts`].
+#[derive(Debug, Clone)]
+pub(crate) struct Stats {
+    /// The counters.
+    pub(crate) counts: Counts,
+    /// Result bytes.
+    pub(crate) size: Hist,
+    /// Latency, microseconds.
+    pub(crate) latency: Hist,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self {
+            counts: Counts::default(),
+            size: Hist::new(MAX_BYTES),
+            latency: Hist::latency(MAX_LATENCY_US),
+        }
+    }
+}
+
+impl Stats {
+    pub(crate) fn record(&mut self, r: &ToolRecord, over: bool) {
+        self.counts.record(r, over);
+        if let Size::Known { bytes, .. } = r.size {
+            self.size.record(bytes);
+        }
+        self.latency.record(r.latency_us);
+    }
+
+    fn add(&mut self, o: &Stats) {
+        self.counts.add(&o.counts);
+        self.size.add(&o.size);
+        self.latency.add(&o.latency);
+    }
+}
+
+/// One point of a series' history: one slot of the shortest window, summarised when it closed.
+/// Kept in 48 bytes: 32-bit counts and sizes (a size past 4 GiB reads as 4 GiB).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Point {
+    /// Start of the slot, Unix seconds.
+    pub(crate) at_unix: u64,
+    /// Tool calls.
+    pub(crate) count: u32,
+    /// Results of known size.
+    pub(crate) sized: u32,
+    /// Median result bytes.
+    pub(crate) p50: u32,
+    /// 95th percentile result bytes.
+    pub(crate) p95: u32,
+    /// 99th percentile result bytes.
+    pub(crate) p99: u32,
+    /// Largest result bytes.
+    pub(crate) max: u32,
+    /// Failed calls.
+    pub(crate) errors: u32,
+    /// Results the tool reported truncated.
+    pub(crate) truncated: u32,
+    /// Results that showed an upstream cut.
+    pub(crate) truncated_upstream: u32,
+    /// Results over the ceiling of a layer.
+    pub(crate) over_ceiling: u32,
+}
+
+impl Point {
+    /// The point of a slot starting at `at_unix`.
+    pub(crate) fn of(at_unix: u64, s: &Stats) -> Self {
+        let n = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        Self {
+            at_unix,
+            count: n(s.counts.calls),
+            sized: n(s.size.len()),
+            p50: n(s.size.quantile(0.5)),
+            p95: n(s.size.quantile(0.95)),
+            p99: n(s.size.quantile(0.99)),
+            max: n(s.size.max()),
+            errors: n(s.counts.errors),
+            truncated: n(s.counts.truncated),
+            truncated_upstream: n(s.counts.truncated_upstream),
+            over_ceiling: n(s.counts.over_ceiling),
+        }
+    }
+}
+
+/// One sliding window: the most recent [`SLOTS_PER_WINDOW`] slots.
+#[derive(Debug, Clone)]
+pub(crate) struct Ring {
+    pub(crate) slot_secs: u64,
+    pub(crate) slots: VecDeque<(u64, Stats)>,
+}
+
+impl Ring {
+    pub(crate) fn new(window: Duration) -> Self {
+        Self {
+            slot_secs: (window.as_secs() / SLOTS_PER_WINDOW).max(1),
+            slots: VecDeque::new(),
+        }
+    }
+
+    /// The point of the newest slot when `now` falls in a later one (it is about to close).
+    pub(crate) fn closing(&self, now: u64) -> Option<Point> {
+        let (idx, s) = self.slots.back()?;
+        (*idx != now / self.slot_secs).then(|| Point::of(idx * self.slot_secs, s))
+    }
+
+    /// The point of the newest slot, still open or not yet closed by a later record.
+    pub(crate) fn open_point(&self) -> Option<Point> {
+        let (idx, s) = self.slots.back()?;
+        Some(Point::of(idx * self.slot_secs, s))
+    }
+
+    pub(crate) fn current(&mut self, now: u64) -> &mut Stats {
+        let idx = now / self.slot_secs;
+        if self.slots.back().map(|(i, _)| *i) != Some(idx) {
+            self.slots.push_back((idx, Stats::default()));
+            self.expire(now);
+        }
+        &mut self.slots.back_mut().expect("just pushed").1
+    }
+
+    fn expire(&mut self, now: u64) {
+        let idx = now / self.slot_secs;
+        while self
+            .slots
+            .front()
+            .is_some_and(|(i, _)| i + SLOTS_PER_WINDOW <= idx)
+        {
+            self.slots.pop_front();
+        }
+    }
+
+    /// The slots of the window that ended by `end` (Unix seconds).
+    fn merged_ending_by(&self, now: u64, end: u64) -> Stats {
+        let idx = now / self.slot_secs;
+        let mut out = Stats::default();
+        for (i, s) in &self.slots {
+            if i + SLOTS_PER_WINDOW > idx && (i + 1) * self.slot_secs <= end {
+                out.add(s);
+            }
+        }
+        out
+    }
+
+    pub(crate) fn merged(&self, now: u64) -> Stats {
+        let idx = now / self.slot_secs;
+        let mut out = Stats::default();
+        for (i, s) in &self.slots {
+            if i + SLOTS_PER_WINDOW > idx {
+                out.add(s);
+            }
+        }
+        out
+    }
+}
+
+/// One result among the largest recent ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Largest {
+    /// Bytes.
+    pub(crate) bytes: u64,
+    /// Trace id, hex.
+    pub(crate) trace_id: String,
+    /// Span id, hex.
+    pub(crate) span_id: String,
+    /// Arguments hash, when known.
+    pub(crate) args_hash: Option<String>,
+    /// When the daemon received it, Unix seconds.
+    pub(crate) at_unix: u64,
+    /// The content showed an upstream cut: `bytes` is a lower bound, unless the emitter told
+    /// the size before its cut (`original`).
+    pub(crate) truncated_upstream: bool,
+    /// The layer that cut it, when the emitter said (a coding agent's own limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cut_by: Option<String>,
+    /// The size before that cut, when the emitter said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) original: Option<u64>,
+}
+
+/// One recent result over the ceiling of its weakest cutting layer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OverCeiling {
+    /// Result bytes.
+    pub(crate) bytes: u64,
+    /// The weakest layer that cuts it.
+    pub(crate) layer: String,
+    /// That layer's effective limit, in `unit`.
+    pub(crate) limit: u64,
+    /// The layer's unit.
+    pub(crate) unit: String,
+    /// The result's size in `unit`.
+    pub(crate) value: u64,
+    /// Whether `value` was estimated from bytes.
+    pub(crate) estimated: bool,
+    /// Trace id, hex.
+    pub(crate) trace_id: String,
+    /// Span id, hex.
+    pub(crate) span_id: String,
+    /// Arguments hash, when known.
+    pub(crate) args_hash: Option<String>,
+    /// When the daemon received it, Unix seconds.
+    pub(crate) at_unix: u64,
+}
+
+/// One recent result over the ceiling of its weakest cutting layer, as kept per series: plain
+/// numbers and ids, nothing allocated per record. [`OverRecent::view`] gives the API's form.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct OverRecent {
+    /// Result bytes.
+    pub(crate) bytes: u64,
+    /// Index of the weakest cutting layer in the stack's layers.
+    pub(crate) layer: u16,
+    /// That layer's effective limit, in its unit.
+    pub(crate) limit: u64,
+    /// The result's size in that unit.
+    pub(crate) value: u64,
+    /// Whether `value` was estimated from bytes.
+    pub(crate) estimated: bool,
+    /// Trace id.
+    pub(crate) trace_id: [u8; 16],
+    /// Span id.
+    pub(crate) span_id: [u8; 8],
+    /// Arguments hash, when known.
+    pub(crate) args_hash: Option<ArgsHash>,
+    /// When the daemon received it, Unix seconds.
+    pub(crate) at_unix: u64,
+}
+
+impl OverRecent {
+    /// The API's form, with the layer's id and unit from `stack` (`None` if the stack has no
+    /// such layer).
+    pub(crate) fn view(&self, stack: &Stack) -> Option<OverCeiling> {
+        let l = stack.layers().get(usize::from(self.layer))?;
+        Some(OverCeiling {
+            bytes: self.bytes,
+            layer: l.id().to_string(),
+            limit: self.limit,
+            unit: l.layer.unit.as_str().to_string(),
+            value: self.value,
+            estimated: self.estimated,
+            trace_id: crate::hex::encode(&self.trace_id),
+            span_id: crate::hex::encode(&self.span_id),
+            args_hash: self.args_hash.map(|h| h.to_string()),
+            at_unix: self.at_unix,
+        })
+    }
+
+    /// Back from the API's form (a snapshot), when `stack` still has its layer and the ids are
+    /// hex of the right length.
+    pub(crate) fn from_view(v: &OverCeiling, stack: &Stack) -> Option<Self> {
+        let layer = stack.layers().iter().position(|l| l.id() == v.layer)?;
+        Some(Self {
+            bytes: v.bytes,
+            layer: u16::try_from(layer).ok()?,
+            limit: v.limit,
+            value: v.value,
+            estimated: v.estimated,
+            trace_id: crate::hex::decode_array(&v.trace_id)?,
+            span_id: crate::hex::decode_array(&v.span_id)?,
+            args_hash: v.args_hash.as_deref().map(ArgsHash::new),
+            at_unix: v.at_unix,
+        })
+    }
+}
+
+/// How often one arguments hash was seen (space-saving estimate: an upper bound).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ArgsStat {
+    /// Calls with this hash.
+    pub(crate) count: u64,
+    /// Largest result with this hash.
+    pub(crate) max_bytes: u64,
+}
+
+/// Everything kept for one series.
+#[derive(Debug, Clone)]
+pub(crate) struct Series {
+    /// Its id, given at creation, stable for the life of the process.
+    pub(crate) id: u32,
+    /// Since start (or since the restored snapshot's start).
+    pub(crate) total: Stats,
+    pub(crate) windows: Vec<Ring>,
+    /// Non-cumulative counts per [`SIZE_BUCKETS`] bound, plus +Inf last.
+    pub(crate) size_buckets: Vec<u64>,
+    /// Non-cumulative counts per [`LATENCY_BUCKETS_US`] bound, plus +Inf last.
+    pub(crate) latency_buckets: Vec<u64>,
+    /// Sum of known result bytes.
+    pub(crate) size_sum: u64,
+    /// Sum of latencies, microseconds.
+    pub(crate) latency_sum_us: u64,
+    /// Largest recent results, largest first.
+    pub(crate) largest: Vec<Largest>,
+    /// Arguments hashes (space-saving top-k).
+    pub(crate) args: HashMap<ArgsHash, ArgsStat, FxBuild>,
+    /// Results over a ceiling since start, by the weakest layer that cut them (few layers: a
+    /// vector).
+    pub(crate) over_ceiling: Vec<(String, u64)>,
+    /// The most recent over-ceiling results, oldest first, at most [`OVER_CEILING_RECENT`].
+    pub(crate) over_recent: VecDeque<OverRecent>,
+    /// Closed slots of the shortest window, oldest first, over the longest window
+    /// ([`Limits::history`]).
+    pub(crate) history: VecDeque<Point>,
+}
+
+impl Series {
+    /// The stats of window `i` (an index into [`Limits::windows`]) at `now`.
+    pub(crate) fn window_stats(&self, i: usize, now: u64) -> Stats {
+        self.windows
+            .get(i)
+            .map(|w| w.merged(now))
+            .unwrap_or_default()
+    }
+
+    /// The stats of the slots of window `i` that ended by `end`: with the 1h window and
+    /// `end = now - 5 min`, between 36 and 48 minutes of data ending 5 to 17 minutes ago.
+    pub(crate) fn window_stats_ending_by(&self, i: usize, now: u64, end: u64) -> Stats {
+        self.windows
+            .get(i)
+            .map(|w| w.merged_ending_by(now, end))
+            .unwrap_or_default()
+    }
+
+    #[cfg(test)]
+    /// Heap bytes held by the series: histogram counts, bucket counts, largest and recent
+    /// over-ceiling results with their strings, arguments hashes. (The key and the map entry
+    /// are not counted; the rules keep up to 7 KiB more per series whose results repeat
+    /// oversized arguments, see `alerts::rules::repeated_oversize`.)
+    pub(crate) fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let stats = |s: &Stats| s.size.heap_bytes() + s.latency.heap_bytes();
+        let mut n = stats(&self.total);
+        for w in &self.windows {
+            n += w.slots.capacity() * size_of::<(u64, Stats)>();
+            n += w.slots.iter().map(|(_, s)| stats(s)).sum::<usize>();
+        }
+        n += (self.size_buckets.capacity() + self.latency_buckets.capacity()) * size_of::<u64>();
+        let strings = |t: &str, sp: &str, a: &Option<String>| {
+            t.len() + sp.len() + a.as_ref().map_or(0, String::len)
+        };
+        n += self.largest.capacity() * size_of::<Largest>();
+        n += self
+            .largest
+            .iter()
+            .map(|l| strings(&l.trace_id, &l.span_id, &l.args_hash))
+            .sum::<usize>();
+        n += self.over_recent.capacity() * size_of::<OverRecent>();
+        n += self.history.capacity() * size_of::<Point>();
+        // A hash map entry: key, value and one control byte.
+        n += self.args.capacity() * (size_of::<ArgsHash>() + size_of::<ArgsStat>() + 1);
+        n += self.over_ceiling.capacity() * size_of::<(String, u64)>()
+            + self
+                .over_ceiling
+                .iter()
+                .map(|(l, _)| l.len())
+                .sum::<usize>();
+        n
+    }
+
+    /// Adds everything of `o` (a series merged into the overflow one on restore).
+    pub(crate) fn merge(&mut self, o: Series, limits: &Limits) {
+        self.total.add(&o.total);
+        for (ring, or) in self.windows.iter_mut().zip(o.windows) {
+            for (idx, st) in or.slots {
+                match ring.slots.iter_mut().find(|(i, _)| *i == idx) {
+                    Some((_, mine)) => mine.add(&st),
+                    None => ring.slots.push_back((idx, st)),
+                }
+            }
+            ring.slots.make_contiguous().sort_by_key(|(i, _)| *i);
+        }
+        for (a, b) in self.size_buckets.iter_mut().zip(&o.size_buckets) {
+            *a += b;
+        }
+        for (a, b) in self.latency_buckets.iter_mut().zip(&o.latency_buckets) {
+            *a += b;
+        }
+        self.size_sum += o.size_sum;
+        self.latency_sum_us += o.latency_sum_us;
+        self.largest.extend(o.largest);
+        self.largest.sort_by_key(|l| std::cmp::Reverse(l.bytes));
+        self.largest.truncate(limits.largest_results);
+        for (h, a) in o.args {
+            let e = self.args.entry(h).or_default();
+            e.count += a.count;
+            e.max_bytes = e.max_bytes.max(a.max_bytes);
+        }
+        if self.args.len() > limits.top_args_hashes {
+            let mut v: Vec<_> = self.args.drain().collect();
+            v.sort_by_key(|e| std::cmp::Reverse(e.1.count));
+            v.truncate(limits.top_args_hashes);
+            self.args.extend(v);
+        }
+        for (id, n) in o.over_ceiling {
+            add_over(&mut self.over_ceiling, &id, n);
+        }
+        self.over_recent.extend(o.over_recent);
+        self.over_recent
+            .make_contiguous()
+            .sort_by_key(|r| r.at_unix);
+        while self.over_recent.len() > OVER_CEILING_RECENT {
+            self.over_recent.pop_front();
+        }
+    }
+
+    pub(crate) fn new(limits: &Limits, id: u32) -> Self {
+        Self {
+            id,
+            total: Stats::default(),
+            windows: limits.windows.iter().map(|(_, d)| Ring::new(*d)).collect(),
+            size_buckets: vec![0; limits.size_bounds.len() + 1],
+            latency_buckets: vec![0; LATENCY_BUCKETS_US.len() + 1],
+            size_sum: 0,
+            latency_sum_us: 0,
+            largest: Vec::new(),
+            args: HashMap::default(),
+            over_ceiling: Vec::new(),
+            over_recent: VecDeque::new(),
+            history: VecDeque::new(),
+        }
+    }
+
+    /// The history at `now`: closed points within the retention, then the newest slot.
+    pub(crate) fn history(&self, limits: &Limits, now: u64) -> Vec<Point> {
+        let (w, _, retention) = limits.history();
+        let from = now.saturating_sub(retention);
+        let mut out: Vec<Point> = self
+            .history
+            .iter()
+            .filter(|p| p.at_unix >= from)
+            .copied()
+            .collect();
+        if let Some(p) = self.windows.get(w).and_then(Ring::open_point) {
+            if p.at_unix >= from && out.last().is_none_or(|l| l.at_unix < p.at_unix) {
+                out.push(p);
+            }
+        }
+        out
+    }
+}
+
+pub(crate) fn add_over(counts: &mut Vec<(String, u64)>, id: &str, n: u64) {
+    match counts.iter_mut().find(|(l, _)| l == id) {
+        Some((_, c)) => *c += n,
+        None => counts.push((id.to_string(), n)),
+    }
+}
+
+pub(crate) fn space_saving(
+    map: &mut HashMap<ArgsHash, ArgsStat, FxBuild>,
+    h: ArgsHash,
+    bytes: u64,
+    cap: usize,
+) {
+    if cap == 0 {
+        return;
+    }
+    if let Some(e) = map.get_mut(&h) {
+        e.count += 1;
+        e.max_bytes = e.max_bytes.max(bytes);
+        return;
+    }
+    let mut count = 1;
+    if map.len() >= cap {
+        if let Some(min) = map
+            .iter()
+            .min_by_key(|(_, v)| v.count)
+            .map(|(k, v)| (*k, v.count))
+        {
+            map.remove(&min.0);
+            count = min.1 + 1;
+        }
+    }
+    map.insert(
+        h,
+        ArgsStat {
+            count,
+            max_bytes: bytes,
+        },
+    );
+}
