@@ -187,8 +187,6 @@ pub(crate) fn ratio(x: f64) -> String {
     format!("{x:.2}")
 }
 
-/// Trace id as hex.
-
 /// What a [`Firing`] probe found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Hit {
