@@ -180,23 +180,63 @@ impl Recognized {
     }
 }
 
+/// The sanitised `service.name` of the resource being read: the raw name is sanitised once per
+/// run of items from one resource, not once per item.
+#[derive(Default)]
+struct Services<'a>(Option<(&'a str, Arc<str>, [bool; 2])>);
+
+impl<'a> Services<'a> {
+    /// The name and its `[too long, hidden characters]` flags.
+    fn of(&mut self, r: &Recognizer, raw: &'a str) -> (Arc<str>, [bool; 2]) {
+        match &self.0 {
+            Some((name, arc, cut)) if *name == raw => (arc.clone(), *cut),
+            _ => {
+                let (arc, cut) = r.service_name(raw);
+                self.0 = Some((raw, arc.clone(), cut));
+                (arc, cut)
+            }
+        }
+    }
+}
+
+impl Recognized {
+    /// Adds a record of a tool call whose service name was cut or cleaned as `cut` says.
+    fn push(&mut self, record: ToolRecord, cut: [bool; 2]) {
+        self.label_cuts.service[0] += u64::from(cut[0]);
+        self.label_cuts.service[1] += u64::from(cut[1]);
+        self.records.push(record);
+    }
+
+    /// Adds the records of a coding agent's signals, read at `at`.
+    fn push_signals(
+        &mut self,
+        r: &Recognizer,
+        service: &Arc<str>,
+        cut: [bool; 2],
+        signals: &[agents::Signal<'_>],
+        at: agents::Origin<'_>,
+    ) {
+        for s in signals {
+            let rec = agents::record(
+                service,
+                s,
+                at,
+                r.max_tool_name_bytes(),
+                &mut self.label_cuts,
+            );
+            self.push(rec, cut);
+        }
+    }
+}
+
 /// Classifies every span of a protobuf-encoded request, reading it in place (see
 /// [`super::wire`]). A malformed request is an error and nothing of it is kept.
 pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, DecodeError> {
     let mut out = Recognized::default();
-    // The sanitised name of the resource being read: the raw name is sanitised once per run of
-    // spans from one resource, not once per span.
-    let mut service: Option<(&str, Arc<str>, [bool; 2])> = None;
+    let mut services = Services::default();
     let mut signals = Vec::new();
     wire::for_each_span(body, |svc, scope, span| {
-        let (arc, cut) = match &service {
-            Some((name, arc, cut)) if *name == svc => (arc.clone(), *cut),
-            _ => {
-                let (arc, cut) = r.service_name(svc);
-                service = Some((svc, arc.clone(), cut));
-                (arc, cut)
-            }
-        };
+        let (arc, cut) = services.of(r, svc);
         out.attributes_ignored += span.attrs.len().saturating_sub(MAX_ATTRIBUTES_READ) as u64;
         if let Some(agent) = agents::owner(scope) {
             signals.clear();
@@ -209,25 +249,11 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
                 span_id: span.span_id,
                 span_us: Some(span.end.saturating_sub(span.start) / 1000),
             };
-            for s in &signals {
-                out.records.push(agents::record(
-                    &arc,
-                    s,
-                    at,
-                    r.max_tool_name_bytes(),
-                    &mut out.label_cuts,
-                ));
-            }
-            out.label_cuts.service[0] += u64::from(cut[0]);
-            out.label_cuts.service[1] += u64::from(cut[1]);
+            out.push_signals(r, &arc, cut, &signals, at);
             return;
         }
         match r.recognize_counting(&arc, scope, span, &mut out.label_cuts) {
-            Outcome::Tool(t) => {
-                out.label_cuts.service[0] += u64::from(cut[0]);
-                out.label_cuts.service[1] += u64::from(cut[1]);
-                out.records.push(t)
-            }
+            Outcome::Tool(t) => out.push(t, cut),
             Outcome::NotTool | Outcome::Summary => out.not_tool += 1,
             Outcome::Invalid(why) => {
                 out.invalid += 1;
@@ -243,17 +269,10 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
 /// records; every other record is counted as not a tool call.
 pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, DecodeError> {
     let mut out = Recognized::default();
-    let mut service: Option<(&str, Arc<str>, [bool; 2])> = None;
+    let mut services = Services::default();
     let mut signals = Vec::new();
     wire::for_each_log(body, |svc, scope, log| {
-        let (arc, cut) = match &service {
-            Some((name, arc, cut)) if *name == svc => (arc.clone(), *cut),
-            _ => {
-                let (arc, cut) = r.service_name(svc);
-                service = Some((svc, arc.clone(), cut));
-                (arc, cut)
-            }
-        };
+        let (arc, cut) = services.of(r, svc);
         signals.clear();
         match agents::owner(scope) {
             Some(agent) => (agent.log)(log, &mut signals),
@@ -268,17 +287,7 @@ pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized
             span_id: log.span_id,
             span_us: None,
         };
-        for s in &signals {
-            out.records.push(agents::record(
-                &arc,
-                s,
-                at,
-                r.max_tool_name_bytes(),
-                &mut out.label_cuts,
-            ));
-        }
-        out.label_cuts.service[0] += u64::from(cut[0]);
-        out.label_cuts.service[1] += u64::from(cut[1]);
+        out.push_signals(r, &arc, cut, &signals, at);
     })?;
     Ok(out)
 }
