@@ -1,13 +1,24 @@
 """An MCP server for toolsize's proxy tests, on the official Python SDK (`mcp`).
 
-Tools: small, huge and typed ones, an error, and structured output.
+    python3 server.py                                   # stdio
+    python3 server.py --http PORT [--json] [--token T] [--tls CERT KEY]
+
+Tools: small, huge and typed ones, an error, structured output, progress notifications, a
+slow one that notes its cancellation, one
+that declares a larger result allowance for Claude Code (`anthropic/maxResultSizeChars`), and
+one that asks to be called again (`input_required`, protocol 2026-07-28) before it answers.
+Over HTTP (Streamable HTTP at /mcp on 127.0.0.1) it answers with SSE streams, or with JSON
+with --json; with --token every request must carry `Authorization: Bearer T` (401 otherwise);
+with --tls it serves https with that certificate and key.
 """
 
 import json
+import sys
 from typing import Annotated
 
 from pydantic import BaseModel, Field
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import InputRequiredResult
 
 server = MCPServer("toolsize-test-server")
 
@@ -71,5 +82,70 @@ def fail(reason: str) -> str:
     raise ValueError(f"failed on purpose: {reason}")
 
 
+@server.tool()
+async def slow_rows(count: int, ctx: Context) -> str:
+    """Reports progress three times, then returns `count` rows (as `rows`)."""
+    for i in range(3):
+        await ctx.report_progress(i + 1, 3)
+    return rows(count)
+
+
+@server.tool(meta={"anthropic/maxResultSizeChars": 200000})
+def big_report(count: int) -> str:
+    """Declares a 200,000-char allowance for Claude Code; returns `count` rows (as `rows`)."""
+    return rows(count)
+
+
+@server.tool()
+def confirmed_rows(count: int, ctx: Context) -> str | InputRequiredResult:
+    """Answers input_required until called again with its requestState, then `count` rows."""
+    if ctx.request_state != "confirmed":
+        return InputRequiredResult(request_state="confirmed")
+    return rows(count)
+
+
+@server.tool()
+async def sleepy(seconds: float, marker: str, progress: bool = False, ctx: Context = None) -> str:
+    """Sleeps; writes "cancelled" to the file `marker` if the call is cancelled first."""
+    import anyio
+
+    try:
+        if progress:
+            await ctx.report_progress(0, 1)
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        with open(marker, "w") as f:
+            f.write("cancelled")
+        raise
+    return "slept"
+
+
+def serve_http(argv: list[str]) -> None:
+    import uvicorn
+
+    port = int(argv[argv.index("--http") + 1])
+    token = argv[argv.index("--token") + 1] if "--token" in argv else None
+    app = server.streamable_http_app(json_response="--json" in argv, host="127.0.0.1")
+
+    async def guarded(scope, receive, send):
+        if token is not None and scope["type"] == "http":
+            headers = dict(scope["headers"])
+            if headers.get(b"authorization") != f"Bearer {token}".encode():
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await app(scope, receive, send)
+
+    tls = {}
+    if "--tls" in argv:
+        i = argv.index("--tls")
+        tls = {"ssl_certfile": argv[i + 1], "ssl_keyfile": argv[i + 2]}
+    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning", **tls)
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    if "--http" in sys.argv:
+        serve_http(sys.argv)
+    else:
+        server.run("stdio")
