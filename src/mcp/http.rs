@@ -605,11 +605,7 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// Whether `version` is a revision whose requests mirror their body in headers (2026-07-28
-/// and later: dates sort as text).
-fn mirrors_headers(version: &str) -> bool {
-    version.len() == 10 && version >= "2026-07-28"
-}
+use super::proxy::is_modern as mirrors_headers;
 
 /// For a request the proxy acts on at a revision that mirrors the body in headers: the `400`
 /// when they disagree.

@@ -176,6 +176,8 @@ struct InFlight {
     tool: String,
     call: ToolCall,
     limit: Applied,
+    /// Whether the request is on a revision whose results carry `resultType` (2026-07-28 on).
+    modern: bool,
     /// The key a retry finds it by when the tool answers `input_required` without a
     /// `requestState`.
     retry_key: String,
@@ -278,6 +280,25 @@ struct ResultFlags {
 }
 
 const INPUT_REQUIRED: &str = "input_required";
+
+/// Bytes `,"resultType":"complete"` adds to a result.
+const RESULT_TYPE_BYTES: u64 = 24;
+
+/// Whether `version` is a revision whose results carry `resultType` and whose HTTP requests
+/// mirror their body in headers (2026-07-28 and later: the dates sort as text).
+pub(crate) fn is_modern(version: &str) -> bool {
+    version.len() == 10 && version >= "2026-07-28"
+}
+
+/// A result the proxy makes itself, with `resultType: "complete"` on revisions that require it.
+fn stamped(mut result: Value, modern: bool) -> Value {
+    if modern {
+        if let Some(obj) = result.as_object_mut() {
+            obj.insert("resultType".into(), json!("complete"));
+        }
+    }
+    result
+}
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -489,6 +510,14 @@ impl Proxy {
             None
         };
 
+        let version = meta_head
+            .version()
+            .or_else(|| {
+                cx.protocol_version
+                    .map(|v| v.chars().take(MAX_LABEL_CHARS).collect())
+            })
+            .or_else(|| cx.session.protocol_version());
+        let modern = version.as_deref().is_some_and(is_modern);
         let in_flight = match parked {
             Some(p) => p,
             None => {
@@ -528,6 +557,7 @@ impl Proxy {
                     tool,
                     call,
                     limit,
+                    modern,
                     retry_key,
                 }
             }
@@ -550,7 +580,7 @@ impl Proxy {
                         "Nothing was sent to {tool}. Fix every listed argument and call again."
                     ));
                     let answer = result::error_result(Envelope::err(err).to_json());
-                    let answer = fit_answer(answer, &tool, limit);
+                    let answer = stamped(fit_answer(answer, &tool, limit, modern), modern);
                     // Codes and key paths only: a violation's message may quote a value.
                     let summary: Vec<String> = e
                         .violations
@@ -566,7 +596,11 @@ impl Proxy {
             }
         }
         if spill_tool {
-            let answer = spill::read(self.opts.guard.store().as_ref(), args, limit);
+            let room = if modern { RESULT_TYPE_BYTES } else { 0 };
+            let answer = stamped(
+                spill::read(self.opts.guard.store().as_ref(), args, limit - room),
+                modern,
+            );
             let bytes = serde_json::to_vec(&answer).unwrap_or_default();
             if answer.get("isError") == Some(&Value::Bool(true)) {
                 in_flight
@@ -746,7 +780,9 @@ impl Proxy {
                 return None;
             }
         }
-        let InFlight { tool, call, .. } = in_flight;
+        let InFlight {
+            tool, call, modern, ..
+        } = in_flight;
         let Ok(mut msg) = serde_json::from_slice::<Value>(line) else {
             call.fail(&"the server's response is not JSON", "invalid_response");
             return None;
@@ -761,7 +797,7 @@ impl Proxy {
         // The size as the server wrote it: what the client would have handed on.
         let size = raw_len.unwrap_or_else(|| json_len(result));
         let is_error = result.get("isError") == Some(&Value::Bool(true));
-        let shaped = self.shape(&tool, result, size, limit);
+        let shaped = self.shape(&tool, result, size, limit, modern);
         let out = serde_json::to_vec(&shaped).unwrap_or_default();
         if is_error {
             call.fail(&"the tool returned an error result", ERROR_TYPE_TOOL_ERROR);
@@ -772,12 +808,14 @@ impl Proxy {
         serde_json::to_vec(&msg).ok()
     }
 
-    /// A result of `size` bytes, over `limit`, shaped by the policy.
-    fn shape(&self, tool: &str, result: &Value, size: u64, limit: u64) -> Value {
+    /// A result of `size` bytes, over `limit`, shaped by the policy. A cut keeps the result's
+    /// own members (`resultType` among them); a refusal made here is stamped when `modern`.
+    fn shape(&self, tool: &str, result: &Value, size: u64, limit: u64, modern: bool) -> Value {
+        let refuse = |tool: &str, size: u64, limit: u64| refusal(tool, size, limit, modern);
         match self.opts.guard.policy() {
-            Policy::Reject => result::refuse(tool, size, limit),
+            Policy::Reject => refuse(tool, size, limit),
             Policy::Truncate => result::cut(result, size, limit, &Notice::Truncated)
-                .map_or_else(|| result::refuse(tool, size, limit), |(v, _)| v),
+                .map_or_else(|| refuse(tool, size, limit), |(v, _)| v),
             Policy::Spill => {
                 let text = result::text_view(result);
                 match self.opts.guard.store().put(tool, text.as_bytes()) {
@@ -789,7 +827,7 @@ impl Proxy {
                             id,
                         };
                         result::cut(result, size, limit, &notice)
-                            .map_or_else(|| result::refuse(tool, size, limit), |(v, _)| v)
+                            .map_or_else(|| refuse(tool, size, limit), |(v, _)| v)
                     }
                     Err(e) => {
                         log_line(
@@ -797,7 +835,7 @@ impl Proxy {
                             "Spilling a tool result failed; it is refused instead.",
                             json!({"tool": tool, "result_bytes": size, "error": e.to_string()}),
                         );
-                        result::refuse(tool, size, limit)
+                        refuse(tool, size, limit)
                     }
                 }
             }
@@ -828,9 +866,13 @@ impl Proxy {
             return None;
         };
         let InFlight {
-            tool, call, limit, ..
+            tool,
+            call,
+            limit,
+            modern,
+            ..
         } = *in_flight;
-        let refusal = result::refuse(&tool, size, limit.bytes);
+        let refusal = refusal(&tool, size, limit.bytes, modern);
         let out = serde_json::to_vec(&refusal).unwrap_or_default();
         call.finish_truncated(&out, size);
         Some(response(id, refusal))
@@ -857,8 +899,16 @@ fn parent_on(call: &ToolCall, meta: &Value) {
     }
 }
 
-/// A validation answer cut to the limit (a huge list of violations loses its tail, marked).
-fn fit_answer(answer: Value, tool: &str, limit: u64) -> Value {
+/// The refusal of a result of `size` bytes, with room for `resultType` when `modern`.
+fn refusal(tool: &str, size: u64, limit: u64, modern: bool) -> Value {
+    let room = if modern { RESULT_TYPE_BYTES } else { 0 };
+    stamped(result::refuse(tool, size, limit - room), modern)
+}
+
+/// A validation answer cut to the limit (a huge list of violations loses its tail, marked),
+/// with room for `resultType` when `modern`.
+fn fit_answer(answer: Value, tool: &str, limit: u64, modern: bool) -> Value {
+    let limit = limit - if modern { RESULT_TYPE_BYTES } else { 0 };
     let size = json_len(&answer);
     if size <= limit {
         return answer;
