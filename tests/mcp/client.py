@@ -1,6 +1,6 @@
 """An MCP client for toolsize's proxy tests, on the official Python SDK (`mcp`).
 
-    python3 client.py CALLS_JSON -- COMMAND ARGS...
+    python3 client.py CALLS_JSON [--mode 2026-07-28] -- COMMAND ARGS...
     python3 client.py CALLS_JSON --url URL [--mode legacy|2026-07-28] [--header "K: V"]...
 
 The second form speaks Streamable HTTP to URL: `legacy` (the default) negotiates with
@@ -78,6 +78,15 @@ async def main() -> None:
     sep = sys.argv.index("--")
     command, args = sys.argv[sep + 1], sys.argv[sep + 2 :]
     params = StdioServerParameters(command=command, args=args, env=dict(os.environ))
+    if "--mode" in sys.argv[:sep]:
+        from mcp import Client
+
+        mode = sys.argv[sys.argv.index("--mode") + 1]
+        async with Client(params, mode=mode, cache=None) as client:
+            out["protocol_version"] = client.protocol_version
+            await run_calls(client, calls, out)
+        print(json.dumps(out))
+        return
     async with stdio_client(params, errlog=sys.stderr) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()

@@ -86,10 +86,22 @@ pub fn everything_server() -> Option<Vec<String>> {
 /// Runs the Python SDK client (`tests/mcp/client.py`) against `command`, making `calls`; returns
 /// what it printed. `env` is added to this process's environment.
 pub fn python_client(calls: &Value, command: &[String], env: &[(&str, String)]) -> Value {
+    python_client_at(None, calls, command, env)
+}
+
+/// [`python_client`] on protocol `mode` (`2026-07-28`: no handshake, `_meta` on each request).
+pub fn python_client_at(
+    mode: Option<&str>,
+    calls: &Value,
+    command: &[String],
+    env: &[(&str, String)],
+) -> Value {
     let mut cmd = Command::new("python3");
-    cmd.arg(mcp_dir().join("client.py"))
-        .arg(calls.to_string())
-        .arg("--")
+    cmd.arg(mcp_dir().join("client.py")).arg(calls.to_string());
+    if let Some(m) = mode {
+        cmd.args(["--mode", m]);
+    }
+    cmd.arg("--")
         .args(command)
         .env_remove("TOOLSIZE_MAX_TOOL_OUTPUT")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
