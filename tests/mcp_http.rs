@@ -483,18 +483,15 @@ fn one_span_per_call_parented_on_the_request_trace_context() {
         ]
     );
     let s = |key: &str, i: usize| sink::str_attr(&spans[i].attributes, key);
-    for i in 0..spans.len() {
+    for (i, span) in spans.iter().enumerate() {
         assert_eq!(s(NETWORK_TRANSPORT, i).as_deref(), Some("tcp"));
         assert_eq!(s(MCP_METHOD_NAME, i).as_deref(), Some("tools/call"));
-        assert_eq!(
-            sink::int_attr(&spans[i], TOOL_RESULT_LIMIT_BYTES),
-            Some(4096)
-        );
+        assert_eq!(sink::int_attr(span, TOOL_RESULT_LIMIT_BYTES), Some(4096));
         assert_eq!(
             s(TOOL_RESULT_LIMIT_SOURCE, i).as_deref(),
             Some("--max-output")
         );
-        for kv in &spans[i].attributes {
+        for kv in span.attributes {
             assert!(!format!("{:?}", kv.value).contains("private argument"));
         }
     }

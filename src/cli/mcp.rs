@@ -2,8 +2,8 @@
 //! `-- CMD ARGS…` (a server on stdio) or `--listen ADDR --upstream URL` (a server over Streamable
 //! HTTP): a proxy that measures, guards and traces every `tools/call` ([`crate::mcp`]).
 //!
-//! The output limit resolves `--max-output > --host preset (a tool's declared allowance first)
-//! > $TOOLSIZE_MAX_TOOL_OUTPUT > 16 KiB` and must be at least [`MIN_MAX_OUTPUT`]; it applies to
+//! The output limit resolves `--max-output`, then the `--host` preset (a tool's declared
+//! allowance first), then `$TOOLSIZE_MAX_TOOL_OUTPUT`, then 16 KiB, and must be at least [`MIN_MAX_OUTPUT`]; it applies to
 //! each result's `result` object. Bad arguments, an unknown host (with a "did you mean"), an
 //! upstream URL the proxy cannot use, an address it cannot listen on or a server that cannot be
 //! started are structured errors on standard error, exit 2, before anything is relayed. The

@@ -913,7 +913,7 @@ fn act_on_event(
         return event;
     };
     let is_response = peek(&data).is_some_and(|h| {
-        h.method.is_none() && h.id.as_ref().is_some_and(|id| id.to_string() == p.key)
+        h.method.is_none() && h.id.as_ref().map(proxy::key_of).as_deref() == Some(p.key.as_str())
     });
     if !is_response {
         *pending = Some(p);

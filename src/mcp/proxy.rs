@@ -304,6 +304,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The key a request is kept by: its id as JSON text (`1` and `"1"` differ).
+pub(crate) fn key_of(id: &Value) -> String {
+    id.to_string()
+}
+
 fn id_text(id: &Value) -> String {
     match id {
         Value::String(s) => s.chars().take(MAX_ID_BYTES).collect(),
@@ -453,7 +458,7 @@ impl Proxy {
         let (Some(method), Some(id)) = (head.method.as_deref(), head.id.as_ref()) else {
             return Inbound::Forward(None);
         };
-        let key = id.to_string();
+        let key = key_of(id);
         let kind = match method {
             "initialize" => {
                 if let Ok(v) = serde_json::from_slice::<Value>(msg) {

@@ -54,20 +54,15 @@ impl Splitter {
     pub(crate) fn push(&mut self, chunk: &[u8], more: bool) -> Vec<Piece> {
         let mut out = Vec::new();
         self.buf.extend_from_slice(chunk);
-        loop {
-            match self.find_end(more) {
-                Some(end) => {
-                    let event: Vec<u8> = self.buf.drain(..end).collect();
-                    self.scanned = 0;
-                    self.mid_line = false;
-                    if self.passing {
-                        self.passing = false;
-                        out.push(Piece::Raw(event));
-                    } else {
-                        out.push(Piece::Event(event));
-                    }
-                }
-                None => break,
+        while let Some(end) = self.find_end(more) {
+            let event: Vec<u8> = self.buf.drain(..end).collect();
+            self.scanned = 0;
+            self.mid_line = false;
+            if self.passing {
+                self.passing = false;
+                out.push(Piece::Raw(event));
+            } else {
+                out.push(Piece::Event(event));
             }
         }
         if (self.buf.len() > MAX_EVENT_BYTES || self.passing) && !self.buf.is_empty() {

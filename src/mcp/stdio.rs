@@ -89,7 +89,7 @@ impl Stdio1 {
                     let msg: Value = serde_json::from_slice(line).ok()?;
                     let id = msg.pointer("/params/requestId")?;
                     // Dropping the call ends its span as cancelled.
-                    let gone = lock(&self.pending).remove(&id.to_string());
+                    let gone = lock(&self.pending).remove(&super::proxy::key_of(id));
                     drop(gone);
                 }
                 None
@@ -103,7 +103,7 @@ impl Stdio1 {
         if head.method.is_some() {
             return None;
         }
-        let key = head.id?.to_string();
+        let key = super::proxy::key_of(&head.id?);
         let pending = lock(&self.pending).remove(&key)?;
         self.proxy.response(line, pending, &cx(&self.session))
     }
