@@ -491,7 +491,7 @@ fn one_span_per_call_parented_on_the_request_trace_context() {
             s(TOOL_RESULT_LIMIT_SOURCE, i).as_deref(),
             Some("--max-output")
         );
-        for kv in span.attributes {
+        for kv in &span.attributes {
             assert!(!format!("{:?}", kv.value).contains("private argument"));
         }
     }
