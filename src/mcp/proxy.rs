@@ -17,7 +17,8 @@
 //!
 //! * the client's name (for `--host auto`): `initialize`'s `clientInfo` up to 2025-11-25 (kept
 //!   in the [`Session`]), or each request's `_meta["io.modelcontextprotocol/clientInfo"]` on
-//!   2026-07-28, which has no handshake;
+//!   2026-07-28, which has no handshake (a `server/discover` request's is kept in the session
+//!   too, for later requests on the same connection that leave it out);
 //! * the protocol version on the span: the request's
 //!   `_meta["io.modelcontextprotocol/protocolVersion"]`, else the transport's header, else the
 //!   `initialize` answer;
@@ -467,6 +468,14 @@ impl Proxy {
                     }
                 }
                 PendingKind::Initialize
+            }
+            "server/discover" => {
+                // 2026-07-28's handshake: the client's name, kept for the requests on this
+                // connection that leave it out of their `_meta` (it is a SHOULD).
+                if let Some(name) = head.meta().client_name() {
+                    *lock(&cx.session.client_name) = Some(name);
+                }
+                return Inbound::Forward(None);
             }
             "tools/list" => PendingKind::ToolsList(self.host_for(cx, &head.meta())),
             MCP_METHOD_TOOLS_CALL => match self.call(msg, id, cx) {
