@@ -33,8 +33,11 @@
 //!
 //! # Under load and failure
 //!
-//! Connections are served one task each, at most [`MAX_CONNECTIONS`] at once (more wait in the
-//! listen backlog), with a [`HEADER_READ_TIMEOUT`] for request heads. A request body over
+//! Connections are served one task each on one I/O thread (measured: a second worker thread
+//! doubled the latency the proxy adds, from cross-thread wake-ups), at most [`MAX_CONNECTIONS`]
+//! at once (more wait in the listen backlog), with a [`HEADER_READ_TIMEOUT`] for request heads.
+//! A response over [`BLOCKING_BYTES`] is acted on in the blocking pool, so a cut, which takes
+//! milliseconds, never stalls the other connections. A request body over
 //! [`MAX_REQUEST_BYTES`] is refused with `413`. A JSON response to a request acted on is read up
 //! to [`MAX_RESPONSE_BYTES`]; a `tools/call` result past that is refused as too large (its
 //! `tool.result.original_bytes` a lower bound), anything else passes unread. Upstream
@@ -92,6 +95,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Idle upstream connections kept for reuse.
 const MAX_IDLE: usize = 64;
+/// Responses larger than this are acted on in the blocking pool, so that a cut (milliseconds)
+/// never stalls the connections sharing the I/O thread.
+pub const BLOCKING_BYTES: usize = 64 * 1024;
 
 /// The path the proxy serves.
 pub const PATH: &str = "/mcp";
@@ -807,12 +813,13 @@ impl State {
             }
         };
         lease.done();
-        let cx = Context {
-            session: &session,
-            transport: "tcp",
-            protocol_version: version.as_deref(),
+        let Some((bytes, replaced)) = act(self, session, version, bytes, pending).await else {
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "toolsize mcp is stopping\n",
+            );
         };
-        let out = match self.proxy.response(&bytes, pending, &cx) {
+        let out = match replaced {
             Some(replaced) => {
                 if let Ok(len) = HeaderValue::from_str(&replaced.len().to_string()) {
                     head.headers.insert(hyper::header::CONTENT_LENGTH, len);
@@ -823,6 +830,32 @@ impl State {
         };
         Response::from_parts(head, Out::full(out))
     }
+}
+
+/// Hands a response to the proxy: inline when small, in the blocking pool when large. Returns
+/// the response as it came and its replacement, if any.
+async fn act(
+    state: Arc<State>,
+    session: Arc<Session>,
+    version: Option<String>,
+    bytes: Vec<u8>,
+    pending: Pending,
+) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+    let len = bytes.len();
+    let run = move || {
+        let cx = Context {
+            session: &session,
+            transport: "tcp",
+            protocol_version: version.as_deref(),
+        };
+        let replaced = state.proxy.response(&bytes, pending, &cx);
+        (bytes, replaced)
+    };
+    if len <= BLOCKING_BYTES {
+        return Some(run());
+    }
+    // An error: the runtime is shutting down; the call ends cancelled.
+    tokio::task::spawn_blocking(run).await.ok()
 }
 
 trait RetainHopByHop {
@@ -876,12 +909,9 @@ async fn relay_events(
                 Piece::Event(event) => match pending.take() {
                     None => event,
                     Some(p) => {
-                        let cx = Context {
-                            session: &session,
-                            transport: "tcp",
-                            protocol_version: version.as_deref(),
-                        };
-                        act_on_event(&state.proxy, event, p, &cx, &mut pending)
+                        let (out, kept) = act_on_event(&state, &session, &version, event, p).await;
+                        pending = kept;
+                        out
                     }
                 },
             };
@@ -899,29 +929,35 @@ async fn relay_events(
     // A call whose response never came ends as cancelled when `pending` drops here.
 }
 
-/// An event while the response to `p` is awaited: handed to the proxy when it is that response,
-/// else relayed as it is and `p` kept.
-fn act_on_event(
-    proxy: &Proxy,
+/// An event while the response to `p` is awaited: handed to the proxy when it is that response
+/// (returning what to relay and no pending), else relayed as it is and `p` kept.
+async fn act_on_event(
+    state: &Arc<State>,
+    session: &Arc<Session>,
+    version: &Option<String>,
     event: Vec<u8>,
     p: Pending,
-    cx: &Context<'_>,
-    pending: &mut Option<Pending>,
-) -> Vec<u8> {
+) -> (Vec<u8>, Option<Pending>) {
     let Some(data) = sse::data(&event) else {
-        *pending = Some(p);
-        return event;
+        return (event, Some(p));
     };
     let is_response = peek(&data).is_some_and(|h| {
         h.method.is_none() && h.id.as_ref().map(proxy::key_of).as_deref() == Some(p.key.as_str())
     });
     if !is_response {
-        *pending = Some(p);
-        return event;
+        return (event, Some(p));
     }
-    match proxy.response(&data, p, cx) {
-        Some(replaced) => sse::with_data(&event, &replaced),
-        None => event,
+    let acted = act(
+        Arc::clone(state),
+        Arc::clone(session),
+        version.clone(),
+        data,
+        p,
+    )
+    .await;
+    match acted {
+        Some((_, Some(replaced))) => (sse::with_data(&event, &replaced), None),
+        _ => (event, None),
     }
 }
 
@@ -986,7 +1022,7 @@ pub async fn serve(
 /// Binds `listen`, says where on standard error, and serves until `SIGINT` or `SIGTERM`.
 pub fn run(opts: Options, listen: SocketAddr, upstream: Upstream) -> Result<(), HttpError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(1)
         .enable_all()
         .build()
         .map_err(HttpError::Listen)?;
