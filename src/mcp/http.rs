@@ -10,7 +10,7 @@
 //! * `/mcp`: every method is forwarded to the upstream URL with the client's headers (an
 //!   `Authorization` header reaches the server unchanged), except the hop-by-hop ones, `Host`
 //!   (the upstream's) and `Accept-Encoding` on `POST` (a result must be read to be measured).
-//!   A `POST` body is read whole and handed to the shared [`Proxy`]; a request it answers itself
+//!   A `POST` body is read whole and handed to the shared `Proxy` (module `proxy`); a request it answers itself
 //!   (arguments refused, `toolsize_read_spill`) gets its answer as `application/json` and is not
 //!   forwarded. The response comes back with the server's status and headers: as it came when
 //!   the proxy does not act on it; for the requests it acts on, an `application/json` body is

@@ -20,7 +20,7 @@
 //! `_meta`, experimental methods), and would have to negotiate versions itself; it would also
 //! add its dependency tree (futures, tokio-util, chrono, …) to a build that needs none of it. A
 //! relay that does not understand a message cannot break it, which is also how one proxy speaks
-//! 2025-06-18, 2025-11-25 and 2026-07-28 at once ([`proxy`] says what differs). Batches (JSON
+//! 2025-06-18, 2025-11-25 and 2026-07-28 at once (module `proxy` says what differs). Batches (JSON
 //! arrays, protocol 2025-03-26) pass through unmeasured.
 //!
 //! # What it acts on
@@ -51,11 +51,11 @@
 //! A message's cost is one scan to peek, plus a parse and one cut for the results acted on, so a
 //! client pipelining many calls waits only on its own results. Each transport's module says how
 //! it bounds memory and what it does when a peer goes away; what both share is bounded
-//! ([`proxy::MAX_PARKED`], [`MAX_TOOLS`]). A message that is not JSON is relayed as it is.
+//! (the calls parked for an `input_required` retry, [`MAX_TOOLS`]). A message that is not JSON is relayed as it is.
 
 pub mod host;
 pub mod http;
-pub mod proxy;
+pub(crate) mod proxy;
 pub(crate) mod result;
 pub mod spill;
 mod sse;

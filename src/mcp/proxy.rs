@@ -65,7 +65,7 @@ use super::spill::{self, SPILL_TOOL};
 use super::{Options, MAX_ID_BYTES, MAX_TOOLS, MAX_TOOL_NAME_CHARS, META_MAX_OUTPUT};
 
 /// Most calls waiting for the retry of an `input_required` result.
-pub const MAX_PARKED: usize = 1024;
+pub(crate) const MAX_PARKED: usize = 1024;
 
 /// Longest client name or protocol version kept.
 const MAX_LABEL_CHARS: usize = 64;

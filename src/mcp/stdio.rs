@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Two threads, one per direction, read a line each and hand it to the shared
-//! [`Proxy`](super::proxy::Proxy); a line it does not act on is written on byte for byte. The
+//! `Proxy` (module `proxy`); a line it does not act on is written on byte for byte. The
 //! requests whose responses it acts on are kept by id, at most [`MAX_IN_FLIGHT`], ids of at most
 //! [`MAX_ID_BYTES`]: a request past either bound is relayed unmeasured and counted in a warning
 //! on standard error, never refused. `notifications/cancelled` ends the call it names as
