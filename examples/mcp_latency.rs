@@ -257,7 +257,7 @@ fn compare(
     (row, plen)
 }
 
-fn stdio_rows(bin: &PathBuf, server: &[String], calls: usize) -> Vec<Row> {
+fn stdio_rows(bin: &std::path::Path, server: &[String], calls: usize) -> Vec<Row> {
     let mut proxied = vec![
         bin.to_string_lossy().into_owned(),
         "mcp".to_owned(),
@@ -353,7 +353,6 @@ fn main() {
 mod http {
     use std::convert::Infallible;
     use std::io::{BufRead, BufReader};
-    use std::path::PathBuf;
     use std::process::{Command, Stdio};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -455,7 +454,7 @@ mod http {
     }
 
     /// The proxy in front of `upstream`; its address, read from the line it logs.
-    fn proxy(bin: &PathBuf, upstream: &str) -> (std::process::Child, String) {
+    fn proxy(bin: &std::path::Path, upstream: &str) -> (std::process::Child, String) {
         let mut child = Command::new(bin)
             .args([
                 "mcp",
@@ -490,7 +489,7 @@ mod http {
         (child, addr)
     }
 
-    pub(super) fn rows(bin: &PathBuf, calls: usize) -> Vec<Row> {
+    pub(super) fn rows(bin: &std::path::Path, calls: usize) -> Vec<Row> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
