@@ -365,10 +365,12 @@ fn the_inspector_cli_is_a_client_of_the_proxy_on_both_eras() {
     }
     let server = python_http_server(&[]);
     let proxy = HttpProxy::start(&server.url, &["--max-output", "4096"], &[]);
+    let home = cli::scratch("mcp-inspector-home");
     for era in ["legacy", "modern"] {
         let call = |url: &str, tool: &str, arg: &str| {
             inspect(
                 &cli,
+                &home,
                 url,
                 &[
                     "--protocol-era",
@@ -394,11 +396,13 @@ fn the_inspector_cli_is_a_client_of_the_proxy_on_both_eras() {
         assert!(serde_json::to_string(&big["result"]).unwrap().len() <= 4096 + 256);
         let listed_d = inspect(
             &cli,
+            &home,
             &server.url,
             &["--protocol-era", era, "--method", "tools/list"],
         );
         let listed_t = inspect(
             &cli,
+            &home,
             &proxy.url,
             &["--protocol-era", era, "--method", "tools/list"],
         );

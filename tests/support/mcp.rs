@@ -445,15 +445,15 @@ pub fn inspector() -> Option<Vec<String>> {
     None
 }
 
-/// Runs the Inspector's CLI against `url` over HTTP with `args`; returns its JSON output.
-pub fn inspect(cli: &[String], url: &str, args: &[&str]) -> Value {
-    let home = std::env::temp_dir().join(format!("toolsize-inspector-{}", std::process::id()));
+/// Runs the Inspector's CLI against `url` over HTTP with `args`, its home (catalog, settings) in
+/// `home`; returns its JSON output.
+pub fn inspect(cli: &[String], home: &std::path::Path, url: &str, args: &[&str]) -> Value {
     let out = Command::new(&cli[0])
         .args(&cli[1..])
         .arg(url)
         .args(["--transport", "http", "--format", "json", "--quiet"])
         .args(args)
-        .env("HOME", &home)
+        .env("HOME", home)
         .env("MCP_CATALOG_PATH", home.join("mcp.json"))
         .output()
         .expect("run the MCP Inspector CLI");
