@@ -828,3 +828,92 @@ fn bad_command_lines_over_http_are_structured_errors() {
     ]));
     assert_eq!(e["code"], json!("UNKNOWN_HOST"));
 }
+
+/// Up to 2025-11-25 a dropped `POST` stream is not a cancellation: the server finishes the call
+/// and replays its response on a `GET` stream resumed with `Last-Event-ID`. The proxy keeps the
+/// call with its session and guards the replayed result like any other.
+#[test]
+fn a_response_replayed_on_a_resumed_stream_is_guarded() {
+    use std::io::{Read, Write};
+    if !require_python_mcp() {
+        return;
+    }
+    let server = python_http_server(&["--resumable"]);
+    let proxy = HttpProxy::start(&server.url, &["--max-output", "4096"], &[]);
+    let v = "2025-11-25";
+    let h = vec![("mcp-protocol-version".to_owned(), v.to_owned())];
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":v,"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}});
+    let (_, headers, _) = post(&proxy.url, &init, &h);
+    let sid = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let mut hs = h.clone();
+    hs.push(("mcp-session-id".to_owned(), sid.clone()));
+    post(
+        &proxy.url,
+        &json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        &hs,
+    );
+
+    // The call's stream: read up to its first event id, then dropped.
+    let addr = proxy
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let body = json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
+                      "params":{"name":"sleepy_rows","arguments":{"seconds":1.5,"count":2000}}})
+    .to_string();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        conn,
+        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\nmcp-protocol-version: {v}\r\nmcp-session-id: {sid}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut got = Vec::new();
+    let last_id = loop {
+        let mut buf = [0u8; 4096];
+        let n = conn.read(&mut buf).expect("the priming event");
+        assert!(n > 0, "the stream ended before an event id");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if let Some(line) = text.lines().find(|l| l.starts_with("id: ")) {
+            break line[4..].trim().to_owned();
+        }
+    };
+    drop(conn);
+    std::thread::sleep(Duration::from_millis(2500));
+
+    // The resumed stream carries the response, cut by the proxy.
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut resp = client
+        .get(&proxy.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", v)
+        .header("mcp-session-id", &sid)
+        .header("last-event-id", &last_id)
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let mut replayed = String::new();
+    let mut buf = [0u8; 65536];
+    while !replayed.contains("RESULT_TRUNCATED") {
+        let n = resp.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "the resumed stream ended without the response: {replayed}"
+        );
+        replayed.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let data = replayed
+        .lines()
+        .find(|l| l.starts_with("data: ") && l.contains("RESULT_TRUNCATED"))
+        .unwrap();
+    let msg: Value = serde_json::from_str(&data[6..]).unwrap();
+    assert_eq!(msg["id"], json!(2));
+    assert!(serde_json::to_string(&msg["result"]).unwrap().len() <= 4096);
+}

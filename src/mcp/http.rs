@@ -23,8 +23,11 @@
 //! Up to 2025-11-25, a server may name a session (`Mcp-Session-Id` on its `initialize` answer);
 //! the proxy keeps what it learns per session (the client's name, the protocol version; at most
 //! [`MAX_SESSIONS`], the oldest forgotten first), forwards the header both ways, and forgets the
-//! session on `DELETE`. Streams opened with `GET` (and resumed with `Last-Event-ID`) pass through
-//! as they are. On 2026-07-28 each request stands alone (no session, no `GET` stream); for the
+//! session on `DELETE`. A request whose `POST` stream ends before its response (the client went
+//! away; those revisions do not cancel on disconnect) stays with its session, at most
+//! 64 of them: a `GET` stream of the session (resumed with `Last-Event-ID`)
+//! is read for their responses, which are acted on like any other; everything else on a `GET`
+//! stream passes as it is. On 2026-07-28 each request stands alone (no session, no `GET` stream); for the
 //! requests it acts on, the proxy checks what the specification asks of any component that
 //! processes the body: `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` (base64 sentinel
 //! decoded) must match the body, else `400` with a `HeaderMismatch` (`-32020`) error, and the
@@ -775,20 +778,31 @@ impl State {
 
         let (mut head, body) = resp.into_parts();
         head.headers.retain_hop_by_hop();
-        let Some(pending) = pending else {
-            return Response::from_parts(head, Out::Relay(body, Some(lease)));
+        // A stream of the session (`GET`, resumed with `Last-Event-ID` up to 2025-11-25) may
+        // carry the responses a broken `POST` stream did not: it is read for them.
+        let orphans = if parts.method == Method::GET {
+            session.take_orphans()
+        } else {
+            Vec::new()
         };
         let content_type = header(&head.headers, "content-type")
             .unwrap_or("")
             .to_ascii_lowercase();
-        if content_type.starts_with("text/event-stream") {
+        if content_type.starts_with("text/event-stream")
+            && (pending.is_some() || !orphans.is_empty())
+        {
             head.headers.remove(hyper::header::CONTENT_LENGTH);
             let (tx, rx) = mpsc::channel(16);
+            let awaited: Vec<Pending> = pending.into_iter().chain(orphans).collect();
             tokio::spawn(relay_events(
-                self, session, version, body, lease, pending, tx,
+                self, session, version, body, lease, awaited, tx,
             ));
             return Response::from_parts(head, Out::Chan(rx));
         }
+        session.keep_orphans(orphans);
+        let Some(pending) = pending else {
+            return Response::from_parts(head, Out::Relay(body, Some(lease)));
+        };
         if !content_type.starts_with("application/json") {
             // No JSON-RPC answer (a 202, an HTML error page): the call ends without a result.
             self.proxy.http_failure(pending, head.status.as_u16());
@@ -881,11 +895,10 @@ async fn relay_events(
     version: Option<String>,
     mut body: Incoming,
     lease: Lease,
-    pending: Pending,
+    mut pending: Vec<Pending>,
     tx: mpsc::Sender<Bytes>,
 ) {
     let mut splitter = Splitter::default();
-    let mut pending = Some(pending);
     let mut complete = false;
     loop {
         let frame = tokio::select! {
@@ -906,17 +919,13 @@ async fn relay_events(
         for piece in splitter.push(&chunk, more) {
             let out = match piece {
                 Piece::Raw(raw) => raw,
-                Piece::Event(event) => match pending.take() {
-                    None => event,
-                    Some(p) => {
-                        let (out, kept) = act_on_event(&state, &session, &version, event, p).await;
-                        pending = kept;
-                        out
-                    }
-                },
+                Piece::Event(event) if pending.is_empty() => event,
+                Piece::Event(event) => {
+                    act_on_event(&state, &session, &version, event, &mut pending).await
+                }
             };
             if tx.send(Bytes::from(out)).await.is_err() {
-                return;
+                break;
             }
         }
         if !more {
@@ -926,27 +935,33 @@ async fn relay_events(
     if complete {
         lease.done();
     }
-    // A call whose response never came ends as cancelled when `pending` drops here.
+    // Responses that never came: a session keeps them for a resumed stream; otherwise (or past
+    // its bound) their calls end as cancelled.
+    if session.id.is_some() {
+        session.keep_orphans(pending);
+    }
 }
 
-/// An event while the response to `p` is awaited: handed to the proxy when it is that response
-/// (returning what to relay and no pending), else relayed as it is and `p` kept.
+/// An event while responses are awaited: handed to the proxy when it is one of them (which
+/// then leaves `pending`), else relayed as it is.
 async fn act_on_event(
     state: &Arc<State>,
     session: &Arc<Session>,
     version: &Option<String>,
     event: Vec<u8>,
-    p: Pending,
-) -> (Vec<u8>, Option<Pending>) {
+    pending: &mut Vec<Pending>,
+) -> Vec<u8> {
     let Some(data) = sse::data(&event) else {
-        return (event, Some(p));
+        return event;
     };
-    let is_response = peek(&data).is_some_and(|h| {
-        h.method.is_none() && h.id.as_ref().map(proxy::key_of).as_deref() == Some(p.key.as_str())
-    });
-    if !is_response {
-        return (event, Some(p));
-    }
+    let key = peek(&data)
+        .filter(|h| h.method.is_none())
+        .and_then(|h| h.id)
+        .map(|id| proxy::key_of(&id));
+    let Some(at) = key.and_then(|k| pending.iter().position(|p| p.key == k)) else {
+        return event;
+    };
+    let p = pending.swap_remove(at);
     let acted = act(
         Arc::clone(state),
         Arc::clone(session),
@@ -956,8 +971,8 @@ async fn act_on_event(
     )
     .await;
     match acted {
-        Some((_, Some(replaced))) => (sse::with_data(&event, &replaced), None),
-        _ => (event, None),
+        Some((_, Some(replaced))) => sse::with_data(&event, &replaced),
+        _ => event,
     }
 }
 

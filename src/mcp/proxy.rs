@@ -89,7 +89,13 @@ pub(crate) struct Session {
     pub(crate) id: Option<String>,
     protocol_version: Mutex<Option<String>>,
     client_name: Mutex<Option<String>>,
+    /// Requests whose response stream broke before their response came (HTTP sessions): the
+    /// server may replay it on a resumed stream.
+    orphans: Mutex<VecDeque<Pending>>,
 }
+
+/// Most requests a session keeps waiting for a replayed response; the oldest then ends.
+pub(crate) const MAX_ORPHANS: usize = 64;
 
 impl Session {
     /// A session with the id the server gave it.
@@ -108,6 +114,23 @@ impl Session {
     /// The client's name from its `initialize` request.
     pub(crate) fn client_name(&self) -> Option<String> {
         lock(&self.client_name).clone()
+    }
+
+    /// Keeps requests whose response may be replayed on a resumed stream.
+    pub(crate) fn keep_orphans(&self, pending: Vec<Pending>) {
+        let mut orphans = lock(&self.orphans);
+        for p in pending {
+            if orphans.len() >= MAX_ORPHANS {
+                // Ends as cancelled: its response never came back.
+                orphans.pop_front();
+            }
+            orphans.push_back(p);
+        }
+    }
+
+    /// The requests kept for a resumed stream.
+    pub(crate) fn take_orphans(&self) -> Vec<Pending> {
+        lock(&self.orphans).drain(..).collect()
     }
 
     /// Takes over what another session learnt (the `initialize` exchange made before the

@@ -1,7 +1,7 @@
 """An MCP server for toolsize's proxy tests, on the official Python SDK (`mcp`).
 
     python3 server.py                                   # stdio
-    python3 server.py --http PORT [--json] [--token T] [--tls CERT KEY]
+    python3 server.py --http PORT [--json] [--resumable] [--token T] [--tls CERT KEY]
 
 Tools: small, huge and typed ones, an error, structured output, progress notifications, a
 slow one that notes its cancellation, one
@@ -9,7 +9,9 @@ that declares a larger result allowance for Claude Code (`anthropic/maxResultSiz
 one that asks to be called again (`input_required`, protocol 2026-07-28) before it answers.
 Over HTTP (Streamable HTTP at /mcp on 127.0.0.1) it answers with SSE streams, or with JSON
 with --json; with --token every request must carry `Authorization: Bearer T` (401 otherwise);
-with --tls it serves https with that certificate and key.
+with --tls it serves https with that certificate and key; with --resumable it keeps every event
+in memory, so a client whose stream broke gets the rest with `GET` and `Last-Event-ID`
+(revisions up to 2025-11-25).
 """
 
 import json
@@ -120,12 +122,47 @@ async def sleepy(seconds: float, marker: str, progress: bool = False, ctx: Conte
     return "slept"
 
 
+@server.tool()
+async def sleepy_rows(seconds: float, count: int) -> str:
+    """Sleeps, then returns `count` rows (as `rows`)."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return rows(count)
+
+
+class MemoryEventStore:
+    """Every event kept, for streams resumed with Last-Event-ID."""
+
+    def __init__(self):
+        self.events = []  # (event id, stream id, message)
+
+    async def store_event(self, stream_id, message):
+        event_id = str(len(self.events) + 1)
+        self.events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id, send_callback):
+        from mcp.server.streamable_http import EventMessage
+
+        ids = [e[0] for e in self.events]
+        if last_event_id not in ids:
+            return None
+        at = ids.index(last_event_id)
+        stream_id = self.events[at][1]
+        for event_id, sid, message in self.events[at + 1 :]:
+            if sid == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream_id
+
+
 def serve_http(argv: list[str]) -> None:
     import uvicorn
 
     port = int(argv[argv.index("--http") + 1])
     token = argv[argv.index("--token") + 1] if "--token" in argv else None
-    app = server.streamable_http_app(json_response="--json" in argv, host="127.0.0.1")
+    options = {"event_store": MemoryEventStore(), "retry_interval": 100} if "--resumable" in argv else {}
+    app = server.streamable_http_app(json_response="--json" in argv, host="127.0.0.1", **options)
 
     async def guarded(scope, receive, send):
         if token is not None and scope["type"] == "http":
