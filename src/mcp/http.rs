@@ -710,9 +710,8 @@ impl State {
             match self.proxy.request(&body, &cx) {
                 Inbound::Answer(answer) => return json_response(StatusCode::OK, answer),
                 Inbound::Forward(p) => {
-                    if p.is_some() {
-                        request_id = peek(&body).and_then(|h| h.id);
-                    }
+                    // For the error a request gets when the server cannot be reached.
+                    request_id = peek(&body).and_then(|h| h.id);
                     pending = p;
                 }
             }
