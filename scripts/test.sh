@@ -20,8 +20,9 @@ install_peers() {
   #   chromium: renders the status page at / headless (tests/status_page.rs);
   #   tmux: runs `toolsize top` in a terminal and reads its screen (tests/cli_top.rs);
   #   openssl: makes the CA and certificate of the TLS test (tests/tls_auth.rs);
-  #   nodejs, npm: run @modelcontextprotocol/server-everything behind `toolsize mcp`
-  #     (tests/mcp_proxy.rs), installed from tests/npm/package-lock.json below.
+  #   nodejs, npm: run @modelcontextprotocol/server-everything behind `toolsize mcp` and the MCP
+  #     Inspector's CLI in front of it (tests/mcp_proxy.rs, tests/mcp_http.rs), installed from
+  #     tests/npm/package-lock.json below.
   local missing=()
   command -v python3 >/dev/null 2>&1 || missing+=(python3)
   python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
@@ -62,7 +63,7 @@ install_peers() {
     -r tests/requirements-frameworks2.txt
   log "npm ci (tests/frameworks)"
   npm ci --prefix tests/frameworks --no-audit --no-fund --silent
-  # npm packages: the MCP reference server, pinned by the committed lockfile.
+  # npm packages: the MCP reference server and the MCP Inspector, pinned by the committed lockfile.
   log "npm ci (tests/npm)"
   (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
   # The coding agents (tests/coding_agents.rs): Claude Code, Codex and Gemini CLI, pinned.

@@ -247,6 +247,8 @@ impl<'a> ToolCallBuilder<'a> {
             { JSONRPC_REQUEST_ID } = Empty,
             { RPC_RESPONSE_STATUS_CODE } = Empty,
             { NETWORK_TRANSPORT } = Empty,
+            { TOOL_RESULT_LIMIT_BYTES } = Empty,
+            { TOOL_RESULT_LIMIT_SOURCE } = Empty,
         );
         ToolCall {
             span,
@@ -408,6 +410,13 @@ impl ToolCall {
         if let Some(v) = mcp.transport {
             span.record(NETWORK_TRANSPORT, v);
         }
+    }
+
+    /// Records the output limit a proxy holds this call's result to, and where it came from
+    /// (`tool.result.limit_bytes`, `tool.result.limit_source`).
+    pub fn record_limit(&self, bytes: u64, source: &str) {
+        self.span.record(TOOL_RESULT_LIMIT_BYTES, int(bytes));
+        self.span.record(TOOL_RESULT_LIMIT_SOURCE, source);
     }
 
     /// Ends the call as failed with a JSON-RPC error `code` (`rpc.response.status_code` and

@@ -73,6 +73,13 @@ pub const JSONRPC_REQUEST_ID: &str = "jsonrpc.request.id";
 /// `rpc.response.status_code`: the JSON-RPC error code, as text, when the server answered with an
 /// error.
 pub const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
+/// `tool.result.limit_bytes`: the output limit a proxy held this call's result to, in bytes
+/// (`toolsize mcp`).
+pub const TOOL_RESULT_LIMIT_BYTES: &str = "tool.result.limit_bytes";
+/// `tool.result.limit_source`: where that limit came from: `--max-output`, a host preset's
+/// layer, a tool's declared allowance (`anthropic/maxResultSizeChars`), the environment or the
+/// default (`toolsize mcp`).
+pub const TOOL_RESULT_LIMIT_SOURCE: &str = "tool.result.limit_source";
 /// `network.transport`: `pipe` for an MCP server on standard input and output.
 pub const NETWORK_TRANSPORT: &str = "network.transport";
 /// `error.type` of an MCP tool result with `isError: true` (OTel MCP semantic conventions).

@@ -13,8 +13,8 @@ mod mcp;
 mod sink;
 
 use mcp::{
-    envelope, everything_server, notice, proxied, python_client, python_server, require_python_mcp,
-    RawPeer,
+    envelope, everything_server, notice, proxied, python_client, python_client_at, python_server,
+    require_python_mcp, RawPeer,
 };
 use serde_json::{json, Value};
 
@@ -476,6 +476,95 @@ fn one_span_per_tools_call_at_an_otlp_receiver() {
     assert_eq!(sink::int_attr(&spans[2], TOOL_RESULT_BYTES), None);
     assert_eq!(s(ERROR_TYPE, 3).as_deref(), Some("tool_error"));
     assert_eq!(sink::int_attr(&spans[3], TOOL_RESULT_BYTES), None);
+    drop(rt);
+}
+
+/// Protocol 2026-07-28 on stdio: no handshake, the version and client in each request's
+/// `_meta`, an `input_required` answer relayed untouched and its retry measured once, results the
+/// proxy makes carrying `resultType`, the span parented on `_meta` trace context.
+#[test]
+fn the_2026_07_28_revision_on_stdio() {
+    use toolsize::semconv::*;
+    if !require_python_mcp() {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (addr, received) = rt.block_on(sink::http());
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}")),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf".to_owned()),
+    ];
+    let calls = json!([
+        {"name": "confirmed_rows", "arguments": {"count": 300}},
+        {"name": "search", "arguments": {"qurey": "abc"}},
+        {"name": "echo", "arguments": {"text": "hi"}},
+    ]);
+    let server = proxied(
+        &["--max-output", "4096", "--policy", "truncate"],
+        &python_server(),
+    );
+    let out = python_client_at(Some("2026-07-28"), &calls, &server, &env);
+    let r = &out["results"];
+    assert_eq!(out["protocol_version"], json!("2026-07-28"));
+    assert_eq!(notice(&r[0])["code"], json!("RESULT_TRUNCATED"));
+    assert_eq!(r[0]["resultType"], json!("complete"));
+    assert_eq!(r[1]["resultType"], json!("complete"));
+    assert_eq!(envelope(&r[1])["error"]["code"], json!("VALIDATION_ERROR"));
+    assert_eq!(text(&r[2], 0), "hi");
+
+    // A raw line carrying trace context, and the interim answer as the server wrote it.
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"});
+    let line = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "echo", "arguments": {"text": "traced"}, "_meta": meta}});
+    let mut peer = RawPeer::start(&server, &env);
+    peer.call(&line.to_string(), 1);
+    let ask = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": {"name": "confirmed_rows", "arguments": {"count": 3}, "_meta": meta}});
+    let interim: Value = serde_json::from_slice(&peer.call(&ask.to_string(), 2)).unwrap();
+    assert_eq!(interim["result"]["resultType"], json!("input_required"));
+    assert_eq!(peer.finish(), Some(0));
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let spans = loop {
+        let spans: Vec<_> = received
+            .spans()
+            .into_iter()
+            .map(|(_, s)| s)
+            .filter(|s| s.name.starts_with("execute_tool "))
+            .collect();
+        if spans.len() >= 5 || std::time::Instant::now() > deadline {
+            break spans;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    // One span for the call answered input_required then retried; the raw session's parked
+    // call ends as cancelled when the proxy stops.
+    assert_eq!(
+        names,
+        [
+            "execute_tool confirmed_rows",
+            "execute_tool search",
+            "execute_tool echo",
+            "execute_tool echo",
+            "execute_tool confirmed_rows"
+        ]
+    );
+    let s = |key: &str, i: usize| sink::str_attr(&spans[i].attributes, key);
+    assert_eq!(s(MCP_PROTOCOL_VERSION, 0).as_deref(), Some("2026-07-28"));
+    assert!(sink::int_attr(&spans[0], TOOL_RESULT_ORIGINAL_BYTES).unwrap() > 4096);
+    assert_eq!(s(ERROR_TYPE, 1).as_deref(), Some("validation_error"));
+    assert_eq!(
+        spans[3].parent_span_id,
+        vec![0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31]
+    );
+    assert_eq!(s(ERROR_TYPE, 4).as_deref(), Some("cancelled"));
     drop(rt);
 }
 

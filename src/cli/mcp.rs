@@ -1,15 +1,18 @@
-//! `toolsize mcp [--policy reject|truncate|spill] [--max-output BYTES | --host NAME] -- CMD ARGS…`:
-//! runs an MCP server on stdio behind a proxy that measures, guards and traces every
-//! `tools/call` ([`crate::mcp`]).
+//! `toolsize mcp [--policy reject|truncate|spill] [--max-output BYTES | --host NAME|auto]`
+//! `-- CMD ARGS…` (a server on stdio) or `--listen ADDR --upstream URL` (a server over Streamable
+//! HTTP): a proxy that measures, guards and traces every `tools/call` ([`crate::mcp`]).
 //!
-//! The output limit resolves `--max-output > --host preset > $TOOLSIZE_MAX_TOOL_OUTPUT > 16 KiB`
-//! and must be at least [`MIN_MAX_OUTPUT`]; it applies to each result's `result` object. Bad
-//! arguments, an unknown host (with a "did you mean") or a server that cannot be started are
-//! structured errors on standard error, exit 2, before anything is relayed; otherwise the proxy
-//! exits with the server's exit code. Spans are exported when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
-//! its `TRACES_` form) is set, and flushed before exit.
+//! The output limit resolves `--max-output`, then the `--host` preset (a tool's declared
+//! allowance first), then `$TOOLSIZE_MAX_TOOL_OUTPUT`, then 16 KiB, and must be at least [`MIN_MAX_OUTPUT`]; it applies to
+//! each result's `result` object. Bad arguments, an unknown host (with a "did you mean"), an
+//! upstream URL the proxy cannot use, an address it cannot listen on or a server that cannot be
+//! started are structured errors on standard error, exit 2, before anything is relayed. The
+//! stdio form exits with the server's exit code; the HTTP form runs until `SIGINT` or `SIGTERM`
+//! and exits 0. Spans are exported when `OTEL_EXPORTER_OTLP_ENDPOINT` (or its `TRACES_` form) is
+//! set, and flushed before exit.
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -18,7 +21,7 @@ use serde_json::json;
 
 use crate::cli::{CliError, MIN_MAX_OUTPUT};
 use crate::guard::ceiling::{CeilingGuard, FsSpillStore, Policy};
-use crate::mcp::host;
+use crate::mcp::{host, HostChoice};
 
 /// Arguments of `toolsize mcp`.
 #[derive(Debug, clap::Args)]
@@ -31,7 +34,8 @@ pub struct McpArgs {
     #[arg(long, value_name = "BYTES")]
     pub max_output: Option<u64>,
     /// Preset the limit from the layer catalog for the MCP client in front: claude-code, codex,
-    /// gemini-cli, copilot-cli, qwen-code, goose or opencode.
+    /// gemini-cli, copilot-cli, qwen-code, goose or opencode; or auto, chosen per call from the
+    /// name the client gives itself.
     #[arg(long, value_name = "NAME")]
     pub host: Option<String>,
     /// Directory for spilled results (default: $TOOLSIZE_SPILL_DIR, else toolsize-spill in the
@@ -44,9 +48,35 @@ pub struct McpArgs {
     /// Add the limit to every tool in tools/list (`_meta` and a sentence of the description).
     #[arg(long)]
     pub annotate_tools: bool,
-    /// The MCP server's command and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// Serve MCP over Streamable HTTP at http://ADDR/mcp, forwarding to --upstream (instead of
+    /// running a server on stdio). Port 0 picks a free port, said on standard error.
+    #[arg(long, value_name = "ADDR", requires = "upstream")]
+    pub listen: Option<SocketAddr>,
+    /// The URL of the MCP server the HTTP proxy forwards to (http:// or https://).
+    #[arg(long, value_name = "URL", requires = "listen")]
+    pub upstream: Option<String>,
+    /// A PEM file of CA certificates trusted for an https --upstream, besides the public roots.
+    #[arg(long, value_name = "FILE", requires = "upstream")]
+    pub upstream_ca: Option<PathBuf>,
+    /// The MCP server's command and its arguments, after `--` (the stdio form).
+    #[arg(
+        last = true,
+        value_name = "CMD",
+        required_unless_present = "upstream",
+        conflicts_with = "upstream"
+    )]
     pub command: Vec<OsString>,
+}
+
+/// The preset named by `--host`.
+fn host_choice(name: Option<&str>) -> Result<HostChoice, CliError> {
+    match name {
+        None => Ok(HostChoice::None),
+        Some("auto") => Ok(HostChoice::Auto),
+        Some(n) => host::preset(n)
+            .map(HostChoice::Preset)
+            .map_err(|m| CliError::new("UNKNOWN_HOST", format!("{m} (or auto)"))),
+    }
 }
 
 /// Runs `toolsize mcp`.
@@ -55,14 +85,16 @@ pub fn run(args: McpArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return CliError::new("INVALID_POLICY", format!("{e}")).report(),
     };
-    let preset = match args.host.as_deref().map(host::preset).transpose() {
-        Ok(p) => p,
-        Err(message) => return CliError::new("UNKNOWN_HOST", message).report(),
+    let choice = match host_choice(args.host.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return e.report(),
     };
-    let host_limits = preset.map(|p| p.limits(&|k| std::env::var(k).ok()));
+    let fixed = match choice {
+        HostChoice::Preset(p) => Some(p.limits(&|k| std::env::var(k).ok())),
+        _ => None,
+    };
     let mut builder = CeilingGuard::builder()
         .max_output_opt(args.max_output)
-        .config_max_output(host_limits.as_ref().map(|h| h.limit_bytes))
         .policy(policy);
     if let Some(dir) = &args.spill_dir {
         builder = builder.store(Arc::new(FsSpillStore::new(dir)));
@@ -81,32 +113,68 @@ pub fn run(args: McpArgs) -> ExitCode {
         Ok(g) => g,
         Err(e) => return CliError::new("INVALID_LIMIT", e.to_string()).report(),
     };
-    let Some((program, rest)) = args.command.split_first() else {
-        return CliError::new("MISSING_COMMAND", "give the server's command after `--`").report();
+    let upstream = match (&args.upstream, args.listen) {
+        (Some(url), Some(_)) => {
+            match crate::mcp::http::Upstream::parse(url, args.upstream_ca.as_deref()) {
+                Ok(u) => Some(u),
+                Err(e) => return CliError::new("INVALID_UPSTREAM", e.to_string()).report(),
+            }
+        }
+        _ => None,
     };
     // Kept to the end: dropping it flushes the spans.
     let export = crate::cli::wrap::init_export();
-    if let Some(h) = &host_limits {
-        {
-            let line = json!({
-                "level": "INFO",
-                "target": "toolsize::mcp",
-                "host": args.host,
-                "limit_bytes": guard.limit().bytes,
-                "host_limit_layer": h.limit_layer,
-                "host_limit_estimated": h.estimated,
-                "warn_bytes": h.warn_bytes,
-                "policy": policy.to_string(),
-                "message": "Output limit in effect.",
-            });
-            eprintln!("{line}");
+    let explicit = args.max_output.is_some();
+    let limit_line = match (&fixed, choice) {
+        (Some(h), _) => Some(json!({
+            "host": args.host,
+            "limit_bytes": if explicit { guard.limit().bytes } else { h.limit_bytes },
+            "host_limit_layer": h.limit_layer,
+            "host_limit_estimated": h.estimated,
+            "warn_bytes": h.warn_bytes,
+        })),
+        (None, HostChoice::Auto) => Some(json!({
+            "host": "auto",
+            "limit_bytes": guard.limit().bytes,
+            "limit_source": if explicit { "--max-output".to_owned() } else { guard.limit().source.to_string() },
+            "note": "a recognised client's preset replaces this limit, per call",
+        })),
+        _ => None,
+    };
+    if let Some(mut line) = limit_line {
+        if let Some(obj) = line.as_object_mut() {
+            obj.insert("level".into(), json!("INFO"));
+            obj.insert("target".into(), json!("toolsize::mcp"));
+            obj.insert("policy".into(), json!(policy.to_string()));
+            obj.insert("message".into(), json!("Output limit in effect."));
         }
+        eprintln!("{line}");
     }
     let opts = crate::mcp::Options {
         guard,
-        warn_bytes: host_limits.as_ref().and_then(|h| h.warn_bytes),
+        warn_bytes: None,
+        host: choice,
         check_args: !args.no_check_args,
         annotate_tools: args.annotate_tools,
+    };
+    if let (Some(upstream), Some(listen)) = (upstream, args.listen) {
+        let served = crate::mcp::http::run(opts, listen, upstream);
+        drop(export);
+        return match served {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(crate::mcp::http::HttpError::Listen(e)) => {
+                CliError::new("LISTEN_FAILED", format!("cannot listen on {listen}: {e}")).report()
+            }
+            Err(e) => CliError::new("INVALID_UPSTREAM", e.to_string()).report(),
+        };
+    }
+    let Some((program, rest)) = args.command.split_first() else {
+        drop(export);
+        return CliError::new(
+            "MISSING_COMMAND",
+            "give the server's command after `--`, or --listen and --upstream",
+        )
+        .report();
     };
     let code = match crate::mcp::run(opts, program, rest) {
         Ok(code) => code,

@@ -49,8 +49,9 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Run a command-line tool; measure, guard and report its output as an envelope.
     Wrap(wrap::WrapArgs),
-    /// Run an MCP server on stdio behind a proxy that measures, guards and traces every
-    /// tools/call and checks its arguments.
+    /// Put a proxy in front of an MCP server, on stdio (`-- CMD`) or over Streamable HTTP
+    /// (`--listen ADDR --upstream URL`), that measures, guards and traces every tools/call and
+    /// checks its arguments.
     Mcp(mcp::McpArgs),
     /// List the built-in catalog of truncation layers (limits, units, scopes, actions).
     Layers(layers::LayersArgs),

@@ -11,6 +11,25 @@
 //! the environment the proxy runs in (`MAX_MCP_OUTPUT_TOKENS` for Claude Code, which passes its
 //! environment on to the servers it starts), the knob's value replaces the catalog's default.
 //! Nothing here does I/O beyond reading that variable, or fails but on an unknown host name.
+//!
+//! # `--host auto`
+//!
+//! The preset is then chosen per call from the name the client gives itself: `clientInfo.name`
+//! of its `initialize` request on protocol revisions up to 2025-11-25, and
+//! `_meta["io.modelcontextprotocol/clientInfo"].name` of each request on 2026-07-28 (which has no
+//! handshake). Names are matched by [`from_client_name`]; a client the table does not know gets
+//! no preset (the environment's limit, else 16 KiB). The specification says this name is
+//! self-reported, for display and logging, and not for behaviour: `auto` only picks which of the
+//! host's *own* limits to mirror, and a client lying about its name only changes where its own
+//! results are cut.
+//!
+//! # Limits a tool declares
+//!
+//! Claude Code lets a server raise (or set) the point where one tool's result is persisted to a
+//! file: `_meta["anthropic/maxResultSizeChars"]` on the tool in `tools/list`, honoured up to
+//! [`CLAUDE_CODE_MAX_DECLARED_CHARS`] characters. With the `claude-code` preset, a tool
+//! declaring it is held to that many bytes (at least as many as characters, so never over the
+//! declared count) in place of the preset's limit; `--max-output` still wins over it.
 
 use crate::layers::convert::limit_in_bytes;
 use crate::layers::{find, Action, Unit};
@@ -59,6 +78,55 @@ pub const HOSTS: &[HostPreset] = &[
         layers: &["opencode.tool-output.bytes"],
     },
 ];
+
+/// The `_meta` key of a tool in `tools/list` by which a server declares how large a result of
+/// that tool Claude Code should take inline, in characters.
+pub const META_MAX_RESULT_SIZE_CHARS: &str = "anthropic/maxResultSizeChars";
+
+/// The most `anthropic/maxResultSizeChars` Claude Code honours.
+pub const CLAUDE_CODE_MAX_DECLARED_CHARS: u64 = 500_000;
+
+/// What the client names itself as (`clientInfo.name`, lower-cased), mapped to presets: the
+/// first entry whose text the name contains wins.
+const CLIENT_NAMES: &[(&str, &str)] = &[
+    ("claude-code", "claude-code"),
+    ("claude code", "claude-code"),
+    ("codex", "codex"),
+    ("gemini", "gemini-cli"),
+    ("copilot", "copilot-cli"),
+    ("qwen", "qwen-code"),
+    ("goose", "goose"),
+    ("opencode", "opencode"),
+];
+
+/// The preset for a client calling itself `name` (`clientInfo.name`), if the table knows it.
+pub fn from_client_name(name: &str) -> Option<&'static HostPreset> {
+    let lower = name.to_ascii_lowercase();
+    let (_, preset) = CLIENT_NAMES.iter().find(|(part, _)| lower.contains(part))?;
+    HOSTS.iter().find(|h| h.name == *preset)
+}
+
+/// The limit a tool declares for `preset`, in bytes, when the preset's host honours one:
+/// `anthropic/maxResultSizeChars` for Claude Code, clamped to what it honours.
+/// `declared_chars` is the tool's `_meta["anthropic/maxResultSizeChars"]`, when it is a
+/// positive integer ([`declared_chars`]).
+pub fn declared_limit(preset: &HostPreset, declared_chars: Option<u64>) -> Option<u64> {
+    if preset.name != "claude-code" {
+        return None;
+    }
+    declared_chars
+        .filter(|c| *c > 0)
+        .map(|c| c.min(CLAUDE_CODE_MAX_DECLARED_CHARS))
+}
+
+/// A tool's `_meta["anthropic/maxResultSizeChars"]` as listed in `tools/list`, when it is a
+/// positive integer.
+pub fn declared_chars(tool: &serde_json::Value) -> Option<u64> {
+    tool.get("_meta")?
+        .get(META_MAX_RESULT_SIZE_CHARS)?
+        .as_u64()
+        .filter(|c| *c > 0)
+}
 
 /// A preset resolved to bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +222,28 @@ mod tests {
         assert_eq!(
             preset("claude-code").unwrap().limits(&garbage).limit_bytes,
             50_000
+        );
+    }
+
+    #[test]
+    fn clients_are_known_by_the_names_they_give() {
+        let name = |n: &str| from_client_name(n).map(|p| p.name);
+        assert_eq!(name("claude-code"), Some("claude-code"));
+        assert_eq!(name("codex-mcp-client"), Some("codex"));
+        assert_eq!(name("gemini-cli-mcp-client"), Some("gemini-cli"));
+        assert_eq!(name("mcp-inspector"), None);
+        let tool = serde_json::json!({"name": "t", "_meta": {META_MAX_RESULT_SIZE_CHARS: 900_000}});
+        let cc = preset("claude-code").unwrap();
+        assert_eq!(declared_limit(cc, declared_chars(&tool)), Some(500_000));
+        assert_eq!(declared_limit(cc, Some(120_000)), Some(120_000));
+        assert_eq!(
+            declared_limit(preset("codex").unwrap(), Some(120_000)),
+            None
+        );
+        assert_eq!(declared_limit(cc, None), None);
+        assert_eq!(
+            declared_chars(&serde_json::json!({"_meta": {META_MAX_RESULT_SIZE_CHARS: "x"}})),
+            None
         );
     }
 

@@ -1,6 +1,12 @@
 """An MCP client for toolsize's proxy tests, on the official Python SDK (`mcp`).
 
-    python3 client.py CALLS_JSON -- COMMAND ARGS...
+    python3 client.py CALLS_JSON [--mode 2026-07-28] -- COMMAND ARGS...
+    python3 client.py CALLS_JSON --url URL [--mode legacy|2026-07-28] [--header "K: V"]...
+
+The second form speaks Streamable HTTP to URL: `legacy` (the default) negotiates with
+`initialize` (2025-11-25, with a session when the server gives one), `2026-07-28` sends each
+request on its own with its `_meta` and the mirrored headers, and drives `input_required`
+results to the end as the SDK does (retrying under a new id).
 
 Starts COMMAND as a stdio MCP server (toolsize's proxy in front of a server, or a server
 alone), initializes, lists the tools, makes each call of CALLS_JSON (a list of
@@ -32,24 +38,60 @@ async def read_spill_all(session: ClientSession, payload_id: str) -> dict:
     return {"spilled_text": text, "slices": slices}
 
 
+async def run_calls(session, calls: list, out: dict) -> None:
+    tools = await session.list_tools()
+    out["tools"] = [t.model_dump(mode="json", by_alias=True) for t in tools.tools]
+    for call in calls:
+        if "read_spill_all" in call:
+            out["results"].append(await read_spill_all(session, call["read_spill_all"]))
+            continue
+        result = await session.call_tool(call["name"], call.get("arguments", {}))
+        out["results"].append(result.model_dump(mode="json", by_alias=True))
+
+
+async def over_http(calls: list, argv: list[str], out: dict) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    url = argv[argv.index("--url") + 1]
+    mode = argv[argv.index("--mode") + 1] if "--mode" in argv else "legacy"
+    headers = {}
+    for i, a in enumerate(argv):
+        if a == "--header":
+            k, v = argv[i + 1].split(":", 1)
+            headers[k.strip()] = v.strip()
+    http = create_mcp_http_client(headers=headers)
+    transport = streamable_http_client(url, http_client=http)
+    async with Client(transport, mode=mode, cache=None) as client:
+        out["protocol_version"] = client.protocol_version
+        await run_calls(client, calls, out)
+
+
 async def main() -> None:
     calls = json.loads(sys.argv[1])
+    out = {"results": []}
+    if "--url" in sys.argv:
+        await over_http(calls, sys.argv, out)
+        print(json.dumps(out))
+        return
     sep = sys.argv.index("--")
     command, args = sys.argv[sep + 1], sys.argv[sep + 2 :]
     params = StdioServerParameters(command=command, args=args, env=dict(os.environ))
-    out = {"results": []}
+    if "--mode" in sys.argv[:sep]:
+        from mcp import Client
+
+        mode = sys.argv[sys.argv.index("--mode") + 1]
+        async with Client(params, mode=mode, cache=None) as client:
+            out["protocol_version"] = client.protocol_version
+            await run_calls(client, calls, out)
+        print(json.dumps(out))
+        return
     async with stdio_client(params, errlog=sys.stderr) as (read, write):
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             out["protocol_version"] = init.protocol_version
-            tools = await session.list_tools()
-            out["tools"] = [t.model_dump(mode="json", by_alias=True) for t in tools.tools]
-            for call in calls:
-                if "read_spill_all" in call:
-                    out["results"].append(await read_spill_all(session, call["read_spill_all"]))
-                    continue
-                result = await session.call_tool(call["name"], call.get("arguments", {}))
-                out["results"].append(result.model_dump(mode="json", by_alias=True))
+            await run_calls(session, calls, out)
     print(json.dumps(out))
 
 
