@@ -53,11 +53,12 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::guard::ceiling::{LimitSource, Policy};
+use crate::guard::ceiling::Policy;
 use crate::guard::envelope::Envelope;
 use crate::guard::schema::Schema;
 use crate::instrument::{McpAttributes, ToolCall};
 use crate::semconv::{ERROR_TYPE_TOOL_ERROR, MCP_METHOD_TOOLS_CALL};
+use crate::Origin;
 
 use super::host::{self, HostLimits, HostPreset, META_MAX_RESULT_SIZE_CHARS};
 use super::result::{self, json_len, Notice};
@@ -438,7 +439,7 @@ impl Proxy {
         let guard = self.opts.guard.limit();
         let limits = host.and_then(|p| self.preset_limits(p));
         let warn = limits.and_then(|l| l.warn_bytes).or(self.opts.warn_bytes);
-        if guard.source == LimitSource::Explicit {
+        if guard.source == Origin::Explicit {
             return Applied {
                 bytes: guard.bytes,
                 warn,
