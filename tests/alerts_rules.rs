@@ -12,7 +12,7 @@ use std::process::Command;
 
 use support::collector::require;
 use toolsize::collector::alerts as daemon;
-use toolsize::collector::read::exposition as names;
+use toolsize::collector::read::names;
 
 const RULES: &str = "alerts/toolsize.rules.yml";
 const TESTS: &str = "alerts/tests";
@@ -572,40 +572,8 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 
 /// Every series name `/metrics` can show.
 fn exported() -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = [
-        names::TOOL_CALLS,
-        names::TOOL_CALL_ERRORS,
-        names::TOOL_RESULTS_TRUNCATED,
-        names::TOOL_RESULTS_TRUNCATED_UPSTREAM,
-        names::TOOL_RESULTS_SIZE_UNKNOWN,
-        names::TOOL_RESULTS_SIZED,
-        names::TOOL_RESULT_UPSTREAM_LIMIT,
-        names::TOOL_RESULTS_OVER_CEILING,
-        names::CEILING_BYTES,
-        names::TOOL_RESULT_SIZE_P50,
-        names::TOOL_RESULT_SIZE_P95,
-        names::TOOL_RESULT_SIZE_P99,
-        names::TOOL_CALL_DURATION_P95,
-        names::OTLP_REQUESTS,
-        names::OTLP_REQUESTS_REFUSED,
-        names::SPANS_ACCEPTED,
-        names::SPANS_REFUSED,
-        names::SPANS_DROPPED,
-        names::SERIES,
-        names::SERIES_LIMIT,
-        names::SERIES_OVERFLOW,
-        names::VALUES_CLAMPED,
-        names::SPAN_ATTRIBUTES_IGNORED,
-        names::SNAPSHOT_AGE,
-        names::SNAPSHOTS_WRITTEN,
-        names::SNAPSHOT_FAILURES,
-        names::ALERT_NOTIFICATIONS,
-        names::ALERT_EVENTS_DROPPED,
-        names::ALERT_MATCHES,
-    ]
-    .map(String::from)
-    .into();
-    for h in [names::TOOL_RESULT_SIZE, names::TOOL_CALL_DURATION] {
+    let mut out: BTreeSet<String> = names::FAMILIES.iter().map(|s| s.to_string()).collect();
+    for h in names::HISTOGRAMS {
         for suffix in ["_bucket", "_count", "_sum"] {
             out.insert(format!("{h}{suffix}"));
         }

@@ -5,7 +5,7 @@
 mod support;
 
 use support::collector::*;
-use toolsize::collector::read::exposition as names;
+use toolsize::collector::read::names::FAMILIES;
 use toolsize::collector::Daemon;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -28,13 +28,30 @@ async fn metrics_pass_promtool_and_account_for_every_span() {
     let text = metrics(d.admin_addr).await;
 
     for n in [
-        names::TOOL_CALLS,
-        names::TOOL_RESULTS_TRUNCATED,
-        names::SPANS_ACCEPTED,
-        names::SERIES_OVERFLOW,
+        "toolsize_tool_calls_total",
+        "toolsize_tool_results_truncated_total",
+        "toolsize_spans_accepted_total",
+        "toolsize_series_overflow_total",
     ] {
+        assert!(FAMILIES.contains(&n), "{n}");
         assert!(text.contains(&format!("# TYPE {n} counter")), "{n}");
     }
+    // Every family the daemon writes is in the list the drift tests read, and the other way
+    // round: all but the snapshot's age, written once a snapshot was (no data dir here).
+    let written: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next())
+        .collect();
+    let listed: std::collections::BTreeSet<&str> = FAMILIES.iter().copied().collect();
+    assert!(
+        written.is_subset(&listed),
+        "{:?}",
+        written.difference(&listed)
+    );
+    assert_eq!(
+        listed.difference(&written).copied().collect::<Vec<_>>(),
+        ["toolsize_snapshot_age_seconds"]
+    );
     assert!(text.contains("# TYPE toolsize_tool_result_size_bytes histogram"));
     assert!(text.contains("# TYPE toolsize_tool_call_duration_seconds histogram"));
     let l = r#"service="svc \"a\"",tool="grep""#;

@@ -542,7 +542,7 @@ mod tests {
         ));
         let size = proto
             .iter()
-            .find(|f| f.name.as_deref() == Some(super::super::exposition::TOOL_RESULT_SIZE))
+            .find(|f| f.name.as_deref() == Some(crate::collector::read::names::TOOL_RESULT_SIZE))
             .unwrap();
         let h = size.metric[0].histogram.as_ref().unwrap();
         assert!(h.schema.is_none() && h.positive_span.is_empty() && !h.bucket.is_empty());
