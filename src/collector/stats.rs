@@ -125,12 +125,36 @@ pub(crate) struct LogRecords {
     pub(crate) overloaded: u64,
 }
 
+/// Requests refused as a whole, by reason.
+#[derive(Debug, Default)]
+struct RefusedCounts {
+    decode: AtomicU64,
+    too_large: AtomicU64,
+    unsupported_media_type: AtomicU64,
+    overloaded: AtomicU64,
+    timeout: AtomicU64,
+    unauthenticated: AtomicU64,
+}
+
+impl RefusedCounts {
+    fn of(&self, r: RefusedRequest) -> &AtomicU64 {
+        match r {
+            RefusedRequest::Decode => &self.decode,
+            RefusedRequest::TooLarge => &self.too_large,
+            RefusedRequest::UnsupportedMediaType => &self.unsupported_media_type,
+            RefusedRequest::Overloaded => &self.overloaded,
+            RefusedRequest::Timeout => &self.timeout,
+            RefusedRequest::Unauthenticated => &self.unauthenticated,
+        }
+    }
+}
+
 /// The daemon's own counters, shared lock-free between receivers and the aggregator.
 #[derive(Debug, Default)]
 pub struct SelfStats {
     requests_http: AtomicU64,
     requests_grpc: AtomicU64,
-    refused_requests: [AtomicU64; 6],
+    refused_requests: RefusedCounts,
     admin_unauthenticated: AtomicU64,
     spans_tool: AtomicU64,
     spans_other: AtomicU64,
@@ -205,11 +229,7 @@ impl SelfStats {
         .fetch_add(1, Relaxed);
     }
     pub(crate) fn refused_request(&self, r: RefusedRequest) {
-        let i = RefusedRequest::ALL
-            .iter()
-            .position(|x| *x == r)
-            .unwrap_or(0);
-        self.refused_requests[i].fetch_add(1, Relaxed);
+        self.refused_requests.of(r).fetch_add(1, Relaxed);
     }
     pub(crate) fn admin_unauthenticated(&self) {
         self.admin_unauthenticated.fetch_add(1, Relaxed);
@@ -263,7 +283,8 @@ impl SelfStats {
         SelfStatsView {
             requests_http: self.requests_http.load(Relaxed),
             requests_grpc: self.requests_grpc.load(Relaxed),
-            refused_requests: std::array::from_fn(|i| self.refused_requests[i].load(Relaxed)),
+            refused_requests: RefusedRequest::ALL
+                .map(|r| self.refused_requests.of(r).load(Relaxed)),
             admin_unauthenticated: self.admin_unauthenticated.load(Relaxed),
             spans_tool: self.spans_tool.load(Relaxed),
             spans_other: self.spans_other.load(Relaxed),

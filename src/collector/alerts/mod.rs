@@ -66,7 +66,7 @@ pub(crate) const MAX_ALERTS: usize = 1000;
 /// and one per (series, layer) over the ceiling, and at least [`MAX_ALERTS`]. Recently resolved
 /// alerts are forgotten first when it is reached.
 pub(crate) fn capacity(config: &Config) -> usize {
-    let per_series = rules::REGISTRY.len() + config.stack.layers().len();
+    let per_series = rules::RuleKind::ALL.len() + config.stack.layers().len();
     (config.aggregation.max_series + 1)
         .saturating_mul(per_series)
         .max(MAX_ALERTS)
@@ -386,7 +386,7 @@ impl Engine {
 #[derive(Debug, Default)]
 pub struct AlertStats {
     events_dropped: AtomicU64,
-    /// By rule ([`rules::REGISTRY`]) × [`rules::MatchOutcome`].
+    /// By [`rules::RuleKind`] × [`rules::MatchOutcome`].
     matches: [[AtomicU64; 4]; 5],
     /// By [`sink::SinkKind::ALL`] × (success, failure).
     notifications: [[AtomicU64; 2]; 3],
@@ -398,16 +398,12 @@ impl AlertStats {
     pub(crate) fn event_dropped(&self) {
         self.events_dropped.fetch_add(1, Relaxed);
     }
-    pub(crate) fn matched(&self, rule: usize, outcome: rules::MatchOutcome) {
-        if let Some(r) = self.matches.get(rule) {
-            r[outcome as usize].fetch_add(1, Relaxed);
-        }
+    pub(crate) fn matched(&self, rule: rules::RuleKind, outcome: rules::MatchOutcome) {
+        self.matches[rule as usize][outcome as usize].fetch_add(1, Relaxed);
     }
-    /// Matches of rule `rule` (an index into [`rules::REGISTRY`]) with `outcome`.
-    pub(crate) fn matches(&self, rule: usize, outcome: rules::MatchOutcome) -> u64 {
-        self.matches
-            .get(rule)
-            .map_or(0, |r| r[outcome as usize].load(Relaxed))
+    /// Matches of `rule` with `outcome`.
+    pub(crate) fn matches(&self, rule: rules::RuleKind, outcome: rules::MatchOutcome) -> u64 {
+        self.matches[rule as usize][outcome as usize].load(Relaxed)
     }
     pub(crate) fn notification(&self, sink: sink::SinkKind, ok: bool) {
         self.notifications[sink as usize][usize::from(!ok)].fetch_add(1, Relaxed);

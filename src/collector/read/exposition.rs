@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use crate::collector::alerts::rules::{MatchOutcome, REGISTRY};
+use crate::collector::alerts::rules::{MatchOutcome, RuleKind};
 use crate::collector::alerts::sink::SinkKind;
 use crate::collector::alerts::AlertStats;
 use crate::collector::state::histogram::NativeBuckets;
@@ -226,6 +226,21 @@ impl Sink for Text {
     }
 }
 
+/// The quantiles `/metrics` shows of one series over one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WindowQuantiles {
+    /// Median result bytes.
+    pub(crate) p50: u64,
+    /// 95th percentile result bytes.
+    pub(crate) p95: u64,
+    /// 99th percentile result bytes.
+    pub(crate) p99: u64,
+    /// 95th percentile latency, microseconds.
+    pub(crate) latency_p95_us: u64,
+    /// Largest result bytes (exact).
+    pub(crate) max: u64,
+}
+
 /// One series as `/metrics` shows it: its counters and bucket counts since start, and its
 /// quantiles per window, copied out of the aggregator.
 #[derive(Debug, Clone)]
@@ -246,7 +261,7 @@ pub(crate) struct FrameSeries {
     pub(crate) latency_sum_us: u64,
     /// Per window (the configured ones, then `all`): p50, p95, p99 bytes, latency p95 µs, max
     /// bytes; `None` when the window saw no call.
-    pub(crate) windows: Vec<Option<[u64; 5]>>,
+    pub(crate) windows: Vec<Option<WindowQuantiles>>,
     /// Native buckets of the size (bytes) and latency (seconds) histograms since start, when
     /// captured for the protobuf exposition.
     pub(crate) native: Option<Box<[NativeBuckets; 2]>>,
@@ -304,14 +319,12 @@ impl Frame {
                     .iter()
                     .map(|w| {
                         let q = |st: &Stats| {
-                            (st.counts.calls > 0).then(|| {
-                                [
-                                    st.size.quantile(0.5),
-                                    st.size.quantile(0.95),
-                                    st.size.quantile(0.99),
-                                    st.latency.quantile(0.95),
-                                    st.size.max(),
-                                ]
+                            (st.counts.calls > 0).then(|| WindowQuantiles {
+                                p50: st.size.quantile(0.5),
+                                p95: st.size.quantile(0.95),
+                                p99: st.size.quantile(0.99),
+                                latency_p95_us: st.latency.quantile(0.95),
+                                max: st.size.max(),
                             })
                         };
                         match w {
@@ -466,13 +479,13 @@ pub(crate) fn write_families(
     write_histograms(frame, sink);
 
     // Quantiles per window, computed by the daemon (exact to 1 %).
-    type Pick = fn(&[u64; 5]) -> Value;
+    type Pick = fn(&WindowQuantiles) -> Value;
     let quantiles: [(&str, &str, Pick); 5] = [
-        (TOOL_RESULT_SIZE_P50, "Median result size over a sliding window, computed by the daemon from HDR histograms (1% precision).", |q| Value::Int(q[0])),
-        (TOOL_RESULT_SIZE_P95, "95th percentile result size over a sliding window, computed by the daemon (1% precision).", |q| Value::Int(q[1])),
-        (TOOL_RESULT_SIZE_P99, "99th percentile result size over a sliding window, computed by the daemon (1% precision).", |q| Value::Int(q[2])),
-        (TOOL_CALL_DURATION_P95, "95th percentile call duration over a sliding window, computed by the daemon.", |q| Value::Float(q[3] as f64 / 1e6)),
-        (TOOL_RESULT_SIZE_MAX, "Largest result size over a sliding window (exact).", |q| Value::Int(q[4])),
+        (TOOL_RESULT_SIZE_P50, "Median result size over a sliding window, computed by the daemon from HDR histograms (1% precision).", |q| Value::Int(q.p50)),
+        (TOOL_RESULT_SIZE_P95, "95th percentile result size over a sliding window, computed by the daemon (1% precision).", |q| Value::Int(q.p95)),
+        (TOOL_RESULT_SIZE_P99, "99th percentile result size over a sliding window, computed by the daemon (1% precision).", |q| Value::Int(q.p99)),
+        (TOOL_CALL_DURATION_P95, "95th percentile call duration over a sliding window, computed by the daemon.", |q| Value::Float(q.latency_p95_us as f64 / 1e6)),
+        (TOOL_RESULT_SIZE_MAX, "Largest result size over a sliding window (exact).", |q| Value::Int(q.max)),
     ];
     for (name, help, pick) in quantiles {
         sink.family(name, Kind::Gauge, help);
@@ -698,12 +711,12 @@ pub(crate) fn write_families(
         Kind::Counter,
         "Alert rule matches, by rule and outcome: sent (a new alert or a resend), merged into an alert already firing, deferred while the alert queue was full, dropped past the retry queue.",
     );
-    for (i, name) in REGISTRY.iter().enumerate() {
+    for rule in RuleKind::ALL {
         for outcome in MatchOutcome::ALL {
             sink.sample(
                 None,
-                &[("alertname", name), ("outcome", outcome.as_str())],
-                int(alerts.matches(i, outcome)),
+                &[("alertname", rule.name()), ("outcome", outcome.as_str())],
+                int(alerts.matches(rule, outcome)),
             );
         }
     }

@@ -9,7 +9,7 @@
 //!   [`truncation_rate`] (`ToolResultTruncationRate`).
 //!
 //! Adding a rule is its file (config, hint, payload, tests), its runbook section and one line
-//! in [`REGISTRY`] and [`Rules::from_config`].
+//! in [`RuleKind`] and [`Rules::from_config`].
 //!
 //! **Deduplicate first.** A record over the ceiling for an alert already firing costs a probe
 //! of a [`Firing`] map keyed by integers (series id, layer index) and nothing else: no string,
@@ -47,14 +47,42 @@ use crate::collector::state::{
 };
 use crate::layers::{Ceiling, Stack};
 
-/// Every built-in rule's alert name, in the order of `toolsize_alert_matches_total`.
-pub(crate) const REGISTRY: [&str; 5] = [
-    super::OVER_CEILING,
-    super::REPEATED_OVERSIZE,
-    super::P95_JUMP,
-    super::NEAR_CEILING,
-    super::TRUNCATION_RATE,
-];
+/// The built-in rules, by type; their order is that of `toolsize_alert_matches_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum RuleKind {
+    /// [`over_ceiling`].
+    OverCeiling,
+    /// [`repeated_oversize`].
+    RepeatedOversize,
+    /// [`p95_jump`].
+    P95Jump,
+    /// [`near_ceiling`].
+    NearCeiling,
+    /// [`truncation_rate`].
+    TruncationRate,
+}
+
+impl RuleKind {
+    /// Every rule, in exposition order.
+    pub(crate) const ALL: [RuleKind; 5] = [
+        RuleKind::OverCeiling,
+        RuleKind::RepeatedOversize,
+        RuleKind::P95Jump,
+        RuleKind::NearCeiling,
+        RuleKind::TruncationRate,
+    ];
+
+    /// The alert name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            RuleKind::OverCeiling => super::OVER_CEILING,
+            RuleKind::RepeatedOversize => super::REPEATED_OVERSIZE,
+            RuleKind::P95Jump => super::P95_JUMP,
+            RuleKind::NearCeiling => super::NEAR_CEILING,
+            RuleKind::TruncationRate => super::TRUNCATION_RATE,
+        }
+    }
+}
 
 /// What became of one match, the `outcome` label of `toolsize_alert_matches_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,8 +143,13 @@ pub(crate) enum Decision {
 
 /// A rule run on every record over a ceiling.
 pub(crate) trait RecordRule: Send + std::fmt::Debug {
-    /// The alert name (one of [`REGISTRY`]).
-    fn name(&self) -> &'static str;
+    /// Which rule this is.
+    fn kind(&self) -> RuleKind;
+
+    /// The alert name.
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
     /// The `severity` label.
     fn severity(&self) -> &str;
     /// One record over the ceiling.
@@ -152,8 +185,13 @@ pub(crate) struct WindowInput<'a> {
 
 /// A rule run every evaluation on each series' windows.
 pub(crate) trait WindowRule: Send + std::fmt::Debug {
-    /// The alert name (one of [`REGISTRY`]).
-    fn name(&self) -> &'static str;
+    /// Which rule this is.
+    fn kind(&self) -> RuleKind;
+
+    /// The alert name.
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
     /// The `severity` label.
     fn severity(&self) -> &str;
     /// The match of one series, if any.
@@ -282,8 +320,8 @@ pub(crate) const MAX_DEFERRED: usize = 8192;
 /// The enabled rules, as one [`ResultObserver`] on the aggregator.
 #[derive(Debug)]
 pub struct Rules {
-    records: Vec<(usize, Box<dyn RecordRule>)>,
-    windows: Vec<(usize, Box<dyn WindowRule>)>,
+    records: Vec<(RuleKind, Box<dyn RecordRule>)>,
+    windows: Vec<(RuleKind, Box<dyn WindowRule>)>,
     stack: Arc<Stack>,
     /// Window rules resolve after this long without a match (3 × the evaluation interval).
     window_quiet_period: Duration,
@@ -298,7 +336,7 @@ pub struct Rules {
 impl Rules {
     /// The alert name and severity of every enabled rule.
     pub(crate) fn enabled(&self) -> Vec<(&'static str, String)> {
-        let mut out: Vec<(usize, &'static str, String)> = self
+        let mut out: Vec<(RuleKind, &'static str, String)> = self
             .records
             .iter()
             .map(|(i, r)| (*i, r.name(), r.severity().to_string()))
@@ -316,7 +354,6 @@ impl Rules {
     pub fn from_config(config: &Config) -> Option<Self> {
         let a = &config.alerts;
         let window_quiet_period = config.alerts.evaluation_interval.0 * 3;
-        let index = |name: &str| REGISTRY.iter().position(|n| *n == name).unwrap_or(0);
         let mut records: Vec<Box<dyn RecordRule>> = Vec::new();
         records.extend(over_ceiling::Rule::from_config(&a.over_ceiling).map(|r| Box::new(r) as _));
         records.extend(
@@ -332,8 +369,8 @@ impl Rules {
             return None;
         }
         Some(Self {
-            records: records.into_iter().map(|r| (index(r.name()), r)).collect(),
-            windows: windows.into_iter().map(|r| (index(r.name()), r)).collect(),
+            records: records.into_iter().map(|r| (r.kind(), r)).collect(),
+            windows: windows.into_iter().map(|r| (r.kind(), r)).collect(),
             stack: Arc::new(config.stack.clone()),
             window_quiet_period,
             tx: None,
@@ -366,7 +403,7 @@ impl Rules {
         series: &HashMap<SeriesKey, Series, FxBuild>,
         limits: &Limits,
         now_unix: u64,
-    ) -> Vec<Matched> {
+    ) -> Vec<(RuleKind, Matched)> {
         let mut out = Vec::new();
         if self.windows.is_empty() {
             return out;
@@ -406,7 +443,11 @@ impl Rules {
                 now_unix,
                 quiet_period: self.window_quiet_period,
             };
-            out.extend(self.windows.iter().filter_map(|(_, r)| r.evaluate(&input)));
+            out.extend(
+                self.windows
+                    .iter()
+                    .filter_map(|(k, r)| Some((*k, r.evaluate(&input)?))),
+            );
         }
         out
     }
@@ -427,7 +468,7 @@ impl Rules {
     }
 
     /// Sends one due event, or queues it when the channel is full.
-    fn send(&mut self, rule: usize, m: Matched, urgent: bool) {
+    fn send(&mut self, rule: RuleKind, m: Matched, urgent: bool) {
         let Some(tx) = &self.tx else { return };
         let waiting = !self.urgent.is_empty() || (!urgent && !self.deferred.is_empty());
         if !waiting {
@@ -445,7 +486,7 @@ impl Rules {
         self.defer(rule, m, urgent);
     }
 
-    fn defer(&mut self, rule: usize, m: Matched, urgent: bool) {
+    fn defer(&mut self, rule: RuleKind, m: Matched, urgent: bool) {
         if self.urgent.len() + self.deferred.len() >= MAX_DEFERRED {
             // Make room for a new alert by dropping the oldest resend; a resend past the
             // queue is dropped (its alert is resent at its next match).
@@ -513,13 +554,7 @@ impl ResultObserver for Rules {
             r.sweep(now_ms);
         }
         self.flush();
-        let index: Vec<(&'static str, usize)> =
-            self.windows.iter().map(|(i, r)| (r.name(), *i)).collect();
-        for m in self.evaluate_windows(series, limits, now_unix) {
-            let rule = index
-                .iter()
-                .find(|(n, _)| m.labels.get("alertname").map(String::as_str) == Some(n))
-                .map_or(0, |(_, i)| *i);
+        for (rule, m) in self.evaluate_windows(series, limits, now_unix) {
             self.send(rule, m, false);
         }
     }
@@ -627,7 +662,7 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::*;
     use super::*;
-    use crate::collector::alerts::{OVER_CEILING, REPEATED_OVERSIZE, TRUNCATION_RATE};
+    use crate::collector::alerts::{OVER_CEILING, TRUNCATION_RATE};
     use crate::collector::state::State;
 
     #[test]
@@ -690,15 +725,11 @@ mod tests {
             .collect();
         st.record_batch_ms(&batch, T0 * 1000);
         assert_eq!(names(&mut rx), vec![OVER_CEILING.to_string()]);
-        let over = REGISTRY.iter().position(|n| *n == OVER_CEILING).unwrap();
+        let over = RuleKind::OverCeiling;
         assert_eq!(stats.matches(over, MatchOutcome::Sent), 1);
         assert_eq!(stats.matches(over, MatchOutcome::Merged), 9_999);
-        let rep = REGISTRY
-            .iter()
-            .position(|n| *n == REPEATED_OVERSIZE)
-            .unwrap();
         assert_eq!(
-            stats.matches(rep, MatchOutcome::Sent),
+            stats.matches(RuleKind::RepeatedOversize, MatchOutcome::Sent),
             0,
             "no hash repeated"
         );

@@ -1,7 +1,7 @@
 //! `ToolResultSizeNearCeiling`: the recent p95 of result bytes is within `ratio` of the ceiling
 //! (the weakest layer's limit in bytes): results are about to be cut.
 
-use super::{labels, ratio, series_labels, WindowInput, WindowRule};
+use super::{labels, ratio, series_labels, RuleKind, WindowInput, WindowRule};
 use crate::collector::alerts::{Matched, NEAR_CEILING};
 use crate::collector::config::NearCeilingConfig;
 
@@ -29,8 +29,8 @@ impl Rule {
 }
 
 impl WindowRule for Rule {
-    fn name(&self) -> &'static str {
-        NEAR_CEILING
+    fn kind(&self) -> RuleKind {
+        RuleKind::NearCeiling
     }
 
     fn severity(&self) -> &str {
@@ -97,7 +97,11 @@ mod tests {
             for i in 0..n {
                 st.record(&rec(sizes.next(median, 0.1)), T0 + i);
             }
-            rules.evaluate_windows(&st.series, &st.limits, T0 + n)
+            rules
+                .evaluate_windows(&st.series, &st.limits, T0 + n)
+                .into_iter()
+                .map(|(_, m)| m)
+                .collect::<Vec<_>>()
         };
         // Default stack: one 16384-byte layer; 80 % is 13107 bytes.
         let m = run(13_500.0, 30);

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::{labels, Decision, Firing, Hit, Over, RecordRule};
+use super::{labels, Decision, Firing, Hit, Over, RecordRule, RuleKind};
 use crate::collector::alerts::{Matched, OVER_CEILING};
 use crate::collector::config::OverCeilingConfig;
 use crate::hex::encode as hex;
@@ -81,8 +81,8 @@ impl Rule {
 }
 
 impl RecordRule for Rule {
-    fn name(&self) -> &'static str {
-        OVER_CEILING
+    fn kind(&self) -> RuleKind {
+        RuleKind::OverCeiling
     }
 
     fn severity(&self) -> &str {

@@ -5,7 +5,7 @@
 //! window (1h) that ended before the recent window began (see
 //! [`Series::window_stats_ending_by`](crate::collector::state::Series::window_stats_ending_by)).
 
-use super::{labels, ratio, series_labels, WindowInput, WindowRule};
+use super::{labels, ratio, series_labels, RuleKind, WindowInput, WindowRule};
 use crate::collector::alerts::{Matched, P95_JUMP};
 use crate::collector::config::P95JumpConfig;
 
@@ -36,8 +36,8 @@ impl Rule {
 }
 
 impl WindowRule for Rule {
-    fn name(&self) -> &'static str {
-        P95_JUMP
+    fn kind(&self) -> RuleKind {
+        RuleKind::P95Jump
     }
 
     fn severity(&self) -> &str {
@@ -128,7 +128,11 @@ mod tests {
         let mut config = only_window(P95_JUMP);
         let rules = Rules::from_config(&config).unwrap();
         let (st, now) = deploy_scenario(&config, 41_000.0);
-        let m = rules.evaluate_windows(&st.series, &st.limits, now);
+        let m = rules
+            .evaluate_windows(&st.series, &st.limits, now)
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect::<Vec<_>>();
         assert_eq!(m.len(), 1, "{m:?}");
         let m = &m[0];
         assert_eq!(m.labels["alertname"], P95_JUMP);
@@ -148,6 +152,9 @@ mod tests {
         let (st, now) = deploy_scenario(&config, 3000.0);
         assert!(rules
             .evaluate_windows(&st.series, &st.limits, now)
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect::<Vec<_>>()
             .is_empty());
 
         // A higher factor, or too few results before, and it stays quiet.
@@ -156,12 +163,18 @@ mod tests {
         let (st, now) = deploy_scenario(&config, 41_000.0);
         assert!(rules
             .evaluate_windows(&st.series, &st.limits, now)
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect::<Vec<_>>()
             .is_empty());
         config.alerts.p95_jump.factor = 3.0;
         config.alerts.p95_jump.min_baseline = 10_000;
         let rules = Rules::from_config(&config).unwrap();
         assert!(rules
             .evaluate_windows(&st.series, &st.limits, now)
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect::<Vec<_>>()
             .is_empty());
         config.alerts.p95_jump.enabled = false;
         assert!(Rules::from_config(&config).is_none(), "switched off");
@@ -184,7 +197,12 @@ mod tests {
         let (mut st, mut now) = deploy_scenario(&config, 41_000.0);
         let mut engine = crate::collector::alerts::Engine::default();
         let at = |t: u64| std::time::UNIX_EPOCH + Duration::from_secs(t);
-        for m in rules.evaluate_windows(&st.series, &st.limits, now) {
+        for m in rules
+            .evaluate_windows(&st.series, &st.limits, now)
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect::<Vec<_>>()
+        {
             assert!(engine.on_match(m, at(now)).is_some(), "fires");
         }
         // Rolled back: 3 KB results again for 10 minutes, evaluated every 10 s.
@@ -193,7 +211,12 @@ mod tests {
         for _ in 0..60 {
             st.record(&rec(sizes.next(3000.0, 0.5)), now);
             now += 10;
-            for m in rules.evaluate_windows(&st.series, &st.limits, now) {
+            for m in rules
+                .evaluate_windows(&st.series, &st.limits, now)
+                .into_iter()
+                .map(|(_, m)| m)
+                .collect::<Vec<_>>()
+            {
                 engine.on_match(m, at(now));
             }
             resolved.extend(engine.tick(at(now)));

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{labels, series_labels, Decision, Firing, Hit, Over, RecordRule};
+use super::{labels, series_labels, Decision, Firing, Hit, Over, RecordRule, RuleKind};
 use crate::collector::alerts::{Matched, REPEATED_OVERSIZE};
 use crate::collector::config::RepeatedOversizeConfig;
 use crate::collector::ingest::recognize::ArgsHash;
@@ -171,8 +171,8 @@ impl Rule {
 }
 
 impl RecordRule for Rule {
-    fn name(&self) -> &'static str {
-        REPEATED_OVERSIZE
+    fn kind(&self) -> RuleKind {
+        RuleKind::RepeatedOversize
     }
 
     fn severity(&self) -> &str {

@@ -1,7 +1,7 @@
 //! `ToolResultTruncationRate`: more than `threshold` of the recent results were truncated, by
 //! the tool or upstream.
 
-use super::{labels, ratio, series_labels, WindowInput, WindowRule};
+use super::{labels, ratio, series_labels, RuleKind, WindowInput, WindowRule};
 use crate::collector::alerts::{Matched, TRUNCATION_RATE};
 use crate::collector::config::TruncationRateConfig;
 
@@ -29,8 +29,8 @@ impl Rule {
 }
 
 impl WindowRule for Rule {
-    fn name(&self) -> &'static str {
-        TRUNCATION_RATE
+    fn kind(&self) -> RuleKind {
+        RuleKind::TruncationRate
     }
 
     fn severity(&self) -> &str {
@@ -104,7 +104,11 @@ mod tests {
                 r.truncated_upstream = i >= truncated && i < truncated + upstream;
                 st.record(&r, T0 + i);
             }
-            rules.evaluate_windows(&st.series, &st.limits, T0 + calls)
+            rules
+                .evaluate_windows(&st.series, &st.limits, T0 + calls)
+                .into_iter()
+                .map(|(_, m)| m)
+                .collect::<Vec<_>>()
         };
         let m = run(100, 4, 3);
         assert_eq!(m.len(), 1, "7 % > 5 %");
