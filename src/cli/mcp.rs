@@ -3,7 +3,7 @@
 //! HTTP): a proxy that measures, guards and traces every `tools/call` ([`crate::mcp`]).
 //!
 //! The output limit resolves `--max-output`, then the `--host` preset (a tool's declared
-//! allowance first), then `$TOOLSIZE_MAX_TOOL_OUTPUT`, then 16 KiB, and must be at least [`MIN_MAX_OUTPUT`]; it applies to
+//! allowance first), then `$TOOLSIZE_MAX_TOOL_OUTPUT`, then 16 KiB, and must be at least [`MIN_MAX_OUTPUT`](super::MIN_MAX_OUTPUT); it applies to
 //! each result's `result` object. Bad arguments, an unknown host (with a "did you mean"), an
 //! upstream URL the proxy cannot use, an address it cannot listen on or a server that cannot be
 //! started are structured errors on standard error, exit 2, before anything is relayed. The
@@ -15,12 +15,11 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::cli::{CliError, MIN_MAX_OUTPUT};
-use crate::guard::ceiling::{CeilingGuard, FsSpillStore, Policy};
+use crate::cli::CliError;
+use crate::guard::ceiling::{CeilingGuard, Policy};
 use crate::mcp::{host, HostChoice};
 
 /// Arguments of `toolsize mcp`.
@@ -93,23 +92,12 @@ pub fn run(args: McpArgs) -> ExitCode {
         HostChoice::Preset(p) => Some(p.limits(&|k| std::env::var(k).ok())),
         _ => None,
     };
-    let mut builder = CeilingGuard::builder()
+    let guard = match CeilingGuard::builder()
         .max_output_opt(args.max_output)
-        .policy(policy);
-    if let Some(dir) = &args.spill_dir {
-        builder = builder.store(Arc::new(FsSpillStore::new(dir)));
-    }
-    let guard = match builder.build() {
-        Ok(g) if g.limit().bytes < MIN_MAX_OUTPUT => {
-            return CliError::new(
-                "INVALID_LIMIT",
-                format!(
-                    "the output limit is {} bytes: at least {MIN_MAX_OUTPUT} are needed for a refusal or a notice to fit",
-                    g.limit().bytes
-                ),
-            )
-            .report();
-        }
+        .policy(policy)
+        .spill_dir(args.spill_dir.as_deref())
+        .build_for_proxy()
+    {
         Ok(g) => g,
         Err(e) => return CliError::new("INVALID_LIMIT", e.to_string()).report(),
     };

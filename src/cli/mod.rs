@@ -28,7 +28,7 @@ pub const EXIT_USAGE: u8 = 2;
 
 /// Smallest output limit `wrap` and `mcp` accept, in bytes: room for the refusal itself, so that
 /// what they print is never over the limit, whatever happens.
-pub const MIN_MAX_OUTPUT: u64 = 1024;
+pub const MIN_MAX_OUTPUT: u64 = crate::guard::ceiling::MIN_PROXY_LIMIT;
 
 /// Make tool-result size visible in LLM agent loops, and make silent truncation loud.
 #[derive(Debug, Parser)]

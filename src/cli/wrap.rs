@@ -18,7 +18,7 @@
 //! **The limit is the whole envelope**, warnings and meta included (the final newline aside):
 //! `data` gets what the other members leave, and many cuts of one shape are one
 //! `FIELD_TRUNCATED` warning with a `count` and the paths' pattern (`data.rows[*].body`), so the
-//! next layer never has to cut what `wrap` printed. A limit below [`MIN_MAX_OUTPUT`] is refused,
+//! next layer never has to cut what `wrap` printed. A limit below [`MIN_MAX_OUTPUT`](super::MIN_MAX_OUTPUT) is refused,
 //! since the refusal itself must fit.
 //!
 //! The tool's exit code is passed through (128 + signal when it was killed); a failing tool gets
@@ -32,15 +32,14 @@
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, ExitStatus, Stdio};
-use std::sync::Arc;
+use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use crate::cli::{CliError, EXIT_USAGE, MIN_MAX_OUTPUT};
+use crate::cli::{CliError, EXIT_USAGE};
 use crate::guard::ceiling::{
-    fit, Attempt, CeilingGuard, FsSpillStore, GuardError, Guarded, Outcome, Policy, ResultTooLarge,
+    fit, Attempt, CeilingGuard, GuardError, Guarded, Outcome, Policy, ResultTooLarge,
 };
 use crate::guard::envelope::{
     audit_envelope, coalesce, looks_like_envelope, Envelope, EnvelopeError, Phase, Warning,
@@ -121,26 +120,14 @@ pub fn run(args: WrapArgs) -> ExitCode {
         )
         .report();
     }
-    let mut builder = CeilingGuard::builder()
+    let guard = match CeilingGuard::builder()
         .max_output_opt(args.max_output)
         .policy(policy)
         .head_ratio(args.head_ratio)
-        .inspect_wrapper(args.inspect_wrapper);
-    if let Some(dir) = &args.spill_dir {
-        builder = builder.store(Arc::new(FsSpillStore::new(dir)));
-    }
-    let guard = match builder.build() {
-        Ok(g) if g.limit().bytes < MIN_MAX_OUTPUT => {
-            let limit = g.limit();
-            return CliError::new(
-                "INVALID_LIMIT",
-                format!(
-                    "the {} output limit is {} bytes: at least {MIN_MAX_OUTPUT} are needed for the envelope and its warnings",
-                    limit.source, limit.bytes
-                ),
-            )
-            .report();
-        }
+        .inspect_wrapper(args.inspect_wrapper)
+        .spill_dir(args.spill_dir.as_deref())
+        .build_for_proxy()
+    {
         Ok(g) => g,
         Err(e) => return CliError::new("INVALID_LIMIT", e.to_string()).report(),
     };
@@ -189,7 +176,7 @@ pub fn run(args: WrapArgs) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let code = exit_code(status);
+    let code = crate::guard::child_exit_code(status);
     let size = stdout.len() as u64;
 
     let result = shape(&guard, &tool, &stdout, code, start);
@@ -226,21 +213,6 @@ fn print_line(line: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();
-}
-
-/// The exit code to pass through: the tool's own, or 128 + signal.
-pub(crate) fn exit_code(status: ExitStatus) -> u8 {
-    if let Some(code) = status.code() {
-        return u8::try_from(code & 0xff).unwrap_or(1);
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(sig) = status.signal() {
-            return u8::try_from(128 + (sig & 0x7f)).unwrap_or(1);
-        }
-    }
-    1
 }
 
 /// Logs a warning: through `tracing` when a subscriber is installed, else as one JSON line on

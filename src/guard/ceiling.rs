@@ -556,6 +556,25 @@ impl CeilingGuardBuilder {
         self
     }
 
+    /// Spills to files in `dir` when it is `Some` (else [`FsSpillStore::from_env`]).
+    pub fn spill_dir(self, dir: Option<&std::path::Path>) -> Self {
+        match dir {
+            Some(d) => self.store(Arc::new(FsSpillStore::new(d))),
+            None => self,
+        }
+    }
+
+    /// [`CeilingGuardBuilder::build`] for a proxy that stands between a tool and the model
+    /// (`toolsize wrap`, `toolsize mcp`): the limit must leave room for the refusal or notice the
+    /// proxy writes in place of a result ([`MIN_PROXY_LIMIT`] bytes).
+    pub fn build_for_proxy(self) -> Result<CeilingGuard, ProxyGuardError> {
+        let guard = self.build().map_err(ProxyGuardError::Limit)?;
+        match guard.limit() {
+            l if l.bytes < MIN_PROXY_LIMIT => Err(ProxyGuardError::TooSmall(l)),
+            _ => Ok(guard),
+        }
+    }
+
     /// Resolves the limit, logs it (once) with its source, and builds the guard.
     pub fn build(self) -> Result<CeilingGuard, LimitError> {
         let env = match self.env {
@@ -575,6 +594,34 @@ impl CeilingGuardBuilder {
         })
     }
 }
+
+/// Smallest limit a proxy accepts, in bytes: room for its refusal or notice, so that what it
+/// writes is never over the limit, whatever happens.
+pub const MIN_PROXY_LIMIT: u64 = 1024;
+
+/// A proxy's guard that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyGuardError {
+    /// A limit that is present but unusable.
+    Limit(LimitError),
+    /// A limit below [`MIN_PROXY_LIMIT`].
+    TooSmall(Limit),
+}
+
+impl fmt::Display for ProxyGuardError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProxyGuardError::Limit(e) => write!(f, "{e}"),
+            ProxyGuardError::TooSmall(l) => write!(
+                f,
+                "the {} output limit is {} bytes: at least {MIN_PROXY_LIMIT} are needed for a refusal or a notice to fit",
+                l.source, l.bytes
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ProxyGuardError {}
 
 /// Keeps at least this much room for the summary when spilling text.
 const MIN_PREVIEW_ROOM: usize = 64;

@@ -64,3 +64,19 @@ pub use truncate::{TextCut, TextTruncator, DEFAULT_HEAD_RATIO};
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/guard.md")]
 struct GuideExamples;
+
+/// The exit code a proxy passes through for the program it runs (`toolsize wrap`'s tool,
+/// `toolsize mcp`'s server): the program's own, or 128 + the signal that ended it.
+pub fn child_exit_code(status: std::process::ExitStatus) -> u8 {
+    if let Some(code) = status.code() {
+        return u8::try_from(code & 0xff).unwrap_or(1);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            return u8::try_from(128 + (sig & 0x7f)).unwrap_or(1);
+        }
+    }
+    1
+}

@@ -451,7 +451,7 @@ impl Proxy {
             let declared = lock(&self.tools).get(tool).and_then(|t| t.declared_chars);
             if let Some(chars) = host::declared_limit(preset, declared) {
                 return Applied {
-                    bytes: chars.max(crate::cli::MIN_MAX_OUTPUT),
+                    bytes: chars.max(crate::guard::ceiling::MIN_PROXY_LIMIT),
                     warn,
                     source: format!(
                         "{META_MAX_RESULT_SIZE_CHARS} of the tool ({chars} chars, --host {})",

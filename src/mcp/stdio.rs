@@ -200,5 +200,5 @@ pub fn run(opts: Options, program: &OsString, args: &[OsString]) -> Result<u8, R
     }
     let status = child.wait().map_err(RunError::Relay)?;
     relay.map_err(RunError::Relay)?;
-    Ok(crate::cli::wrap::exit_code(status))
+    Ok(crate::guard::child_exit_code(status))
 }
