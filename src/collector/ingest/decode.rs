@@ -180,6 +180,24 @@ impl Recognized {
     }
 }
 
+/// The agent owning the scope being read, looked up once per run of items from one scope (the
+/// reader hands every item of a scope the same string).
+#[derive(Default)]
+struct Owners<'a>(Option<(&'a str, Option<&'static agents::Agent>)>);
+
+impl<'a> Owners<'a> {
+    fn of(&mut self, scope: &'a str) -> Option<&'static agents::Agent> {
+        match self.0 {
+            Some((s, owner)) if std::ptr::eq(s, scope) => owner,
+            _ => {
+                let owner = agents::owner(scope);
+                self.0 = Some((scope, owner));
+                owner
+            }
+        }
+    }
+}
+
 /// The sanitised `service.name` of the resource being read: the raw name is sanitised once per
 /// run of items from one resource, not once per item.
 #[derive(Default)]
@@ -234,11 +252,12 @@ impl Recognized {
 pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, DecodeError> {
     let mut out = Recognized::default();
     let mut services = Services::default();
+    let mut owners = Owners::default();
     let mut signals = Vec::new();
     wire::for_each_span(body, |svc, scope, span| {
         let (arc, cut) = services.of(r, svc);
         out.attributes_ignored += span.attrs.len().saturating_sub(MAX_ATTRIBUTES_READ) as u64;
-        if let Some(agent) = agents::owner(scope) {
+        if let Some(agent) = owners.of(scope) {
             signals.clear();
             if (agent.span)(span, &mut signals) == agents::SpanVerdict::NotTool {
                 out.not_tool += 1;
@@ -270,11 +289,12 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
 pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, DecodeError> {
     let mut out = Recognized::default();
     let mut services = Services::default();
+    let mut owners = Owners::default();
     let mut signals = Vec::new();
     wire::for_each_log(body, |svc, scope, log| {
         let (arc, cut) = services.of(r, svc);
         signals.clear();
-        match agents::owner(scope) {
+        match owners.of(scope) {
             Some(agent) => (agent.log)(log, &mut signals),
             None => agents::tool_result_log::log(log, &mut signals),
         }
