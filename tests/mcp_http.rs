@@ -14,6 +14,9 @@ mod mcp;
 #[path = "support/sink.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod sink;
+#[path = "support/tls.rs"]
+#[allow(unreachable_pub)]
+mod tls;
 
 use std::time::{Duration, Instant};
 
@@ -653,7 +656,7 @@ fn an_https_upstream_is_checked_against_the_given_ca() {
         return;
     }
     let dir = cli::scratch("mcp-http-tls");
-    make_certs(&dir);
+    tls::make_certs(&dir);
     let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
     let server = python_http_server(&["--tls", cert.to_str().unwrap(), key.to_str().unwrap()]);
     assert!(server.url.starts_with("https://"));
@@ -689,76 +692,6 @@ fn an_https_upstream_is_checked_against_the_given_ca() {
     let v: Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(v["id"], json!(1));
     assert_eq!(v["error"]["code"], json!(-32603));
-}
-
-#[cfg(feature = "tls")]
-fn make_certs(dir: &std::path::Path) {
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("openssl (the command) is needed to make the test CA");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    run(&[
-        "req",
-        "-x509",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=toolsize test CA",
-    ]);
-    run(&[
-        "req",
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-    ]);
-    std::fs::write(
-        dir.join("ext.cnf"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
-         keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    run(&[
-        "x509",
-        "-req",
-        "-in",
-        "server.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "server.pem",
-        "-days",
-        "2",
-        "-extfile",
-        "ext.cnf",
-    ]);
 }
 
 #[test]

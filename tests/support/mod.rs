@@ -119,3 +119,6 @@ pub fn float(span: &SpanData, key: &str) -> Option<f64> {
         other => panic!("{key} is not a float: {other:?}"),
     }
 }
+
+/// A test CA and a server certificate signed by it.
+pub mod tls;
