@@ -69,21 +69,23 @@ static FINDERS: LazyLock<Vec<memmem::Finder<'static>>> = LazyLock::new(|| {
 
 /// Cheap pre-filter: every marker's text contains one of these (checked by a test), so a result
 /// without any is scanned 9 times instead of once per marker.
+pub(crate) const ANCHOR_TEXTS: [&str; 9] = [
+    "runcat",
+    "omitted",
+    "too l",
+    "Preview",
+    "PARTIAL",
+    "START_TOOL",
+    "clipped",
+    "elided",
+    "larger (",
+];
+
 static ANCHORS: LazyLock<Vec<memmem::Finder<'static>>> = LazyLock::new(|| {
-    [
-        "runcat",
-        "omitted",
-        "too l",
-        "Preview",
-        "PARTIAL",
-        "START_TOOL",
-        "clipped",
-        "elided",
-        "larger (",
-    ]
-    .iter()
-    .map(|a| memmem::Finder::new(a.as_bytes()))
-    .collect()
+    ANCHOR_TEXTS
+        .iter()
+        .map(|a| memmem::Finder::new(a.as_bytes()))
+        .collect()
 });
 
 /// The UTF-8 bytes of the result inside recorded content `s` wrapped by `env`, and whether they

@@ -933,17 +933,6 @@ mod tests {
 
     #[test]
     fn every_marker_contains_an_anchor() {
-        let anchors = [
-            "runcat",
-            "omitted",
-            "too l",
-            "Preview",
-            "PARTIAL",
-            "START_TOOL",
-            "clipped",
-            "elided",
-            "larger (",
-        ];
         for (layer, m) in MARKERS {
             // " text items ...]" is the tail of Codex's "[omitted N text items ...]".
             let text = if m.contains("text items") {
@@ -951,7 +940,10 @@ mod tests {
             } else {
                 m.to_string()
             };
-            assert!(anchors.iter().any(|a| text.contains(a)), "{layer}: {m}");
+            assert!(
+                ANCHOR_TEXTS.iter().any(|a| text.contains(a)),
+                "{layer}: {m}"
+            );
             assert!(
                 has_marker(format!("some output {text} more").as_bytes()),
                 "{layer}: {m}"
