@@ -211,7 +211,10 @@ impl Pipeline {
         );
         Ok(Self {
             api: read::api::ApiState::new(control.clone(), stats.clone())
-                .with_stack(Arc::new(config.stack.clone()))
+                .with_stack(
+                    Arc::new(config.stack.clone()),
+                    state::stacks::Stacks::new(&config.stack, &config.layers).others(),
+                )
                 .with_alerts(alerts)
                 .with_otlp_addrs(config.otlp.grpc_addr, config.otlp.http_addr)
                 .with_auth(auth),

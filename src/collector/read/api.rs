@@ -21,7 +21,11 @@
 //!   tool.
 //! - `GET /api/v1/layers`: the effective layer stack, in stack order: each layer's id, product,
 //!   limit, unit, scope, action, limit in bytes (and whether that is an estimate) and the source
-//!   of its limit (flag, env, file, default, catalog); plus the ceiling (the weakest layer).
+//!   of its limit (flag, env, file, default, catalog); plus the ceiling (the weakest layer), and
+//!   `stacks`: the other stacks series are held to (configured services', then the coding
+//!   agents'), each with the services it holds and its layers with the tools each applies to.
+//! - Each row of `/api/v1/tools` and `/api/v1/tools/{tool}` says the `stack` its series is held
+//!   to and its `ceiling` (layer, bytes, estimated).
 //! - `GET /api/v1/alerts`: `{"firing": [...], "resolved": [...]}`, each alert with its name,
 //!   state, fingerprint, labels, annotations, `startsAt` and `endsAt`; answered from the alert
 //!   task's last published set, without asking the aggregator.
@@ -50,6 +54,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::collector::alerts::AlertsHandle;
 use crate::collector::read::Command;
+use crate::collector::state::stacks::OtherStack;
 use crate::collector::SelfStats;
 use crate::layers::Stack;
 
@@ -95,6 +100,8 @@ pub struct ApiState {
     control: mpsc::Sender<Command>,
     stats: Arc<SelfStats>,
     stack: Arc<Stack>,
+    /// The other stacks series are held to (configured services', coding agents').
+    others: Arc<[OtherStack]>,
     alerts: AlertsHandle,
     /// OTLP/gRPC and OTLP/HTTP addresses, named by the status page.
     otlp: [SocketAddr; 2],
@@ -108,6 +115,7 @@ impl ApiState {
             control,
             stats,
             stack: Arc::new(Stack::default()),
+            others: Arc::new([]),
             alerts: AlertsHandle::default(),
             otlp: [
                 crate::collector::config::DEFAULT_OTLP_GRPC_ADDR,
@@ -142,8 +150,9 @@ impl ApiState {
 
     /// The effective layer stack served on `/api/v1/layers` (default: the default stack).
     #[must_use]
-    pub(crate) fn with_stack(mut self, stack: Arc<Stack>) -> Self {
+    pub(crate) fn with_stack(mut self, stack: Arc<Stack>, others: Vec<OtherStack>) -> Self {
         self.stack = stack;
+        self.others = others.into();
         self
     }
 
@@ -380,11 +389,11 @@ async fn alerts(State(s): State<ApiState>) -> Response {
 
 /// `/api/v1/layers`: answered from the resolved stack, without asking the aggregator.
 async fn layers(State(s): State<ApiState>) -> Response {
-    Json(layers_json(&s.stack)).into_response()
+    Json(layers_json(&s.stack, &s.others)).into_response()
 }
 
 /// The JSON of `/api/v1/layers`.
-pub(crate) fn layers_json(stack: &Stack) -> serde_json::Value {
+pub(crate) fn layers_json(stack: &Stack, others: &[OtherStack]) -> serde_json::Value {
     let layers: Vec<serde_json::Value> = stack
         .layers()
         .iter()
@@ -410,7 +419,18 @@ pub(crate) fn layers_json(stack: &Stack) -> serde_json::Value {
             "source": c.source.as_str(),
         })
     });
-    serde_json::json!({ "layers": layers, "ceiling": ceiling })
+    let stacks: Vec<serde_json::Value> = others
+        .iter()
+        .map(|o| {
+            let layers: Vec<serde_json::Value> = o
+                .layers
+                .iter()
+                .map(|(id, tools)| serde_json::json!({ "id": id, "tools": tools }))
+                .collect();
+            serde_json::json!({ "stack": o.stack, "services": o.services, "layers": layers })
+        })
+        .collect();
+    serde_json::json!({ "layers": layers, "ceiling": ceiling, "stacks": stacks })
 }
 
 async fn readyz(State(s): State<ApiState>) -> Response {

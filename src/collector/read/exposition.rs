@@ -251,6 +251,8 @@ pub(crate) struct FrameSeries {
     pub(crate) total: Counts,
     /// Over-ceiling results by weakest layer.
     pub(crate) over_ceiling: Vec<(String, u64)>,
+    /// The stack the series is held to.
+    pub(crate) held_to: HeldTo,
     /// Non-cumulative size bucket counts, +Inf last.
     pub(crate) size_buckets: Vec<u64>,
     /// Non-cumulative latency bucket counts, +Inf last.
@@ -267,13 +269,24 @@ pub(crate) struct FrameSeries {
     pub(crate) native: Option<Box<[NativeBuckets; 2]>>,
 }
 
+/// The stack one series is held to, as `/metrics` shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldTo {
+    /// The stack's name (`daemon`, a service's, an agent's).
+    pub(crate) stack: Arc<str>,
+    /// Its layers: indices into [`Frame::stack`], in stack order.
+    pub(crate) layers: Vec<usize>,
+    /// Its ceiling: the weakest layer's id and limit in bytes.
+    pub(crate) ceiling: Option<(String, u64)>,
+}
+
 /// What `/metrics` needs of the aggregator's state, copied out at one instant so the exposition
 /// is rendered off the aggregator task: a scrape holds ingestion only for [`Frame::capture`].
 #[derive(Debug, Clone)]
 pub struct Frame {
     /// Series, sorted by key.
     pub(crate) series: Vec<FrameSeries>,
-    /// The effective stack.
+    /// Every layer a series is held to (the daemon's stack, then the services' and agents').
     pub(crate) stack: Arc<Stack>,
     /// Upper bounds of the size buckets.
     pub(crate) size_bounds: Arc<[u64]>,
@@ -311,6 +324,16 @@ impl Frame {
                 key: k.clone(),
                 total: s.total.counts,
                 over_ceiling: s.over_ceiling.clone(),
+                held_to: {
+                    let mut layers = s.profile.order.to_vec();
+                    layers.sort_unstable();
+                    let ceiling = state.limits.stacks.ceiling(&s.profile);
+                    HeldTo {
+                        stack: s.profile.name.clone(),
+                        layers,
+                        ceiling: ceiling.map(|c| (c.layer_id.to_string(), c.bytes)),
+                    }
+                },
                 size_buckets: s.size_buckets.clone(),
                 latency_buckets: s.latency_buckets.clone(),
                 size_sum: s.size_sum,
@@ -344,7 +367,7 @@ impl Frame {
         series.sort_by(|a, b| a.key.cmp(&b.key));
         Self {
             series,
-            stack: state.limits.stack.clone(),
+            stack: state.limits.stacks.all.clone(),
             size_bounds: state.limits.size_bounds.clone(),
             windows: state
                 .limits
@@ -451,18 +474,26 @@ pub(crate) fn write_families(
                 .find(|(l, _)| l == id)
                 .map_or(0, |(_, n)| *n)
         };
-        for layer in stack.layers() {
-            sink.sample(
-                Some(i),
-                &[("layer", layer.id())],
-                Value::Int(count(layer.id())),
-            );
+        let mine = || s.held_to.layers.iter().map(|&l| stack.layers()[l].id());
+        for id in mine() {
+            sink.sample(Some(i), &[("layer", id)], Value::Int(count(id)));
         }
-        // Counts restored from a snapshot for layers no longer in the stack.
+        // Counts restored from a snapshot for layers no longer in the series' stack.
         for (id, n) in &s.over_ceiling {
-            if !stack.layers().iter().any(|x| x.id() == id) {
+            if !mine().any(|x| x == id) {
                 sink.sample(Some(i), &[("layer", id)], Value::Int(*n));
             }
+        }
+    }
+    sink.family(
+        TOOL_RESULT_CEILING_BYTES,
+        Kind::Gauge,
+        "The ceiling each series is held to: the limit in bytes of the weakest layer of its stack (the daemon's, its service's or its coding agent's), with the stack and layer as labels.",
+    );
+    for (i, s) in all() {
+        if let Some((layer, bytes)) = &s.held_to.ceiling {
+            let labels = [("stack", &*s.held_to.stack), ("layer", layer.as_str())];
+            sink.sample(Some(i), &labels, Value::Int(*bytes));
         }
     }
     sink.family(

@@ -19,6 +19,8 @@ pub(crate) const TOOL_RESULTS_SIZED: &str = "toolsize_tool_results_sized_total";
 pub(crate) const TOOL_RESULT_UPSTREAM_LIMIT: &str = "toolsize_tool_result_upstream_limit_chars";
 /// Results over a ceiling, by the weakest layer that cuts them (`layer` label).
 pub(crate) const TOOL_RESULTS_OVER_CEILING: &str = "toolsize_tool_results_over_ceiling_total";
+/// The ceiling each series is held to, in bytes (`stack` and `layer` labels).
+pub(crate) const TOOL_RESULT_CEILING_BYTES: &str = "toolsize_tool_result_ceiling_bytes";
 /// Each layer's effective limit in bytes (`layer` label); estimated for non-byte units.
 pub(crate) const CEILING_BYTES: &str = "toolsize_ceiling_bytes";
 /// Result size histogram.
@@ -102,6 +104,7 @@ pub const FAMILIES: &[&str] = &[
     TOOL_RESULTS_SIZED,
     TOOL_RESULT_UPSTREAM_LIMIT,
     TOOL_RESULTS_OVER_CEILING,
+    TOOL_RESULT_CEILING_BYTES,
     CEILING_BYTES,
     TOOL_RESULT_SIZE,
     TOOL_CALL_DURATION,
