@@ -26,6 +26,9 @@
 //!   agents'), each with the services it holds and its layers with the tools each applies to.
 //! - Each row of `/api/v1/tools` and `/api/v1/tools/{tool}` says the `stack` its series is held
 //!   to and its `ceiling` (layer, bytes, estimated).
+//! - `GET /api/v1/forward`: `{"upstreams": [...]}`, each upstream of `--forward` with its
+//!   `protocol`, the requests `sent`, dropped for a full queue (`queue_full`), given up
+//!   (`gave_up`), still `queued`, the `retries` and the `last_error`.
 //! - `GET /api/v1/alerts`: `{"firing": [...], "resolved": [...]}`, each alert with its name,
 //!   state, fingerprint, labels, annotations, `startsAt` and `endsAt`; answered from the alert
 //!   task's last published set, without asking the aggregator.
@@ -53,6 +56,7 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::collector::alerts::AlertsHandle;
+use crate::collector::forward::Forwarder;
 use crate::collector::read::Command;
 use crate::collector::state::stacks::OtherStack;
 use crate::collector::SelfStats;
@@ -106,6 +110,8 @@ pub struct ApiState {
     /// OTLP/gRPC and OTLP/HTTP addresses, named by the status page.
     otlp: [SocketAddr; 2],
     auth: Arc<crate::collector::net::auth::Auth>,
+    /// The upstreams accepted requests are relayed to, if any.
+    forward: Option<Forwarder>,
 }
 
 impl ApiState {
@@ -123,6 +129,7 @@ impl ApiState {
             ]
             .map(|a| a.parse().expect("default address")),
             auth: Arc::default(),
+            forward: None,
         }
     }
 
@@ -138,6 +145,13 @@ impl ApiState {
     #[must_use]
     pub(crate) fn with_otlp_addrs(mut self, grpc: SocketAddr, http: SocketAddr) -> Self {
         self.otlp = [grpc, http];
+        self
+    }
+
+    /// The upstreams whose counts `/api/v1/forward` and `/metrics` show (default: none).
+    #[must_use]
+    pub(crate) fn with_forwarder(mut self, forward: Option<Forwarder>) -> Self {
+        self.forward = forward;
         self
     }
 
@@ -200,6 +214,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/tools/{tool}/history", get(history))
         .route("/api/v1/layers", get(layers))
         .route("/api/v1/alerts", get(alerts))
+        .route("/api/v1/forward", get(forward))
         .route("/runbook", get(runbook))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -245,13 +260,14 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let native = crate::collector::read::exposition_proto::wants_protobuf(accept);
-    let frame = match s
+    let mut frame = match s
         .ask(|reply| Command::Metrics { native, reply }, WAIT)
         .await
     {
         Ok(frame) => frame,
         Err(r) => return r,
     };
+    frame.forward = s.forward.as_ref().map(Forwarder::views).unwrap_or_default();
     // Rendered here, on a blocking thread, not on the aggregator task.
     let stats = s.stats.clone();
     let alerts = s.alerts.stats.clone();
@@ -271,6 +287,12 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
+}
+
+/// `/api/v1/forward`: each upstream's counts (an empty list without forwarding).
+async fn forward(State(s): State<ApiState>) -> Response {
+    let views = s.forward.as_ref().map(Forwarder::views).unwrap_or_default();
+    Json(serde_json::json!({ "upstreams": views })).into_response()
 }
 
 async fn tools(State(s): State<ApiState>, Query(q): Query<ToolsQuery>) -> Response {

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use crate::collector::alerts::rules::{MatchOutcome, RuleKind};
 use crate::collector::alerts::sink::SinkKind;
 use crate::collector::alerts::AlertStats;
+use crate::collector::forward::UpstreamView;
 use crate::collector::state::histogram::NativeBuckets;
 use crate::collector::state::join::JoinStats;
 use crate::collector::state::{Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
@@ -300,6 +301,8 @@ pub struct Frame {
     pub(crate) clamped: [u64; 2],
     /// The joiner of coding agents' signals: counters, and calls waiting.
     pub(crate) joins: (JoinStats, usize),
+    /// The upstreams requests are forwarded to (filled in by the reader, not the aggregator).
+    pub(crate) forward: Vec<UpstreamView>,
     /// When it was captured, Unix seconds.
     pub(crate) now: u64,
 }
@@ -380,8 +383,48 @@ impl Frame {
             overflow_records: state.overflow_records,
             clamped: state.clamped,
             joins: (state.joiner.stats, state.joiner.waiting()),
+            forward: Vec::new(),
             now,
         }
+    }
+}
+
+/// The families of forwarding: each upstream's requests by outcome, retries and queue.
+fn write_forward(upstreams: &[UpstreamView], sink: &mut impl Sink) {
+    let int = Value::Int;
+    sink.family(
+        FORWARD_REQUESTS,
+        Kind::Counter,
+        "Accepted OTLP requests relayed to an upstream, by outcome: sent, dropped for a full queue (queue_full), given up after retries or refused for good (gave_up).",
+    );
+    for u in upstreams {
+        for (outcome, n) in [
+            ("sent", u.sent),
+            ("queue_full", u.queue_full),
+            ("gave_up", u.gave_up),
+        ] {
+            sink.sample(
+                None,
+                &[("upstream", &u.upstream), ("outcome", outcome)],
+                int(n),
+            );
+        }
+    }
+    sink.family(
+        FORWARD_RETRIES,
+        Kind::Counter,
+        "Attempts to relay a request to an upstream that were retried.",
+    );
+    for u in upstreams {
+        sink.sample(None, &[("upstream", &u.upstream)], int(u.retries));
+    }
+    sink.family(
+        FORWARD_QUEUE,
+        Kind::Gauge,
+        "Requests waiting for or in flight to an upstream.",
+    );
+    for u in upstreams {
+        sink.sample(None, &[("upstream", &u.upstream)], int(u.queued));
     }
 }
 
@@ -634,6 +677,7 @@ pub(crate) fn write_families(
         "Coding agents' tool calls waiting for their other signals (at most one join window).",
     );
     sink.sample(None, &[], int(waiting as u64));
+    write_forward(&frame.forward, sink);
     sink.family(
         SPAN_ATTRIBUTES_IGNORED,
         Kind::Counter,

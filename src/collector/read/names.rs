@@ -50,6 +50,12 @@ pub(crate) const OTLP_REQUESTS_ACCEPTED: &str = "toolsize_otlp_requests_accepted
 pub(crate) const AGENT_SIGNALS: &str = "toolsize_agent_signals_total";
 /// Coding agents' calls waiting for their other signals.
 pub(crate) const AGENT_CALLS_WAITING: &str = "toolsize_agent_calls_waiting";
+/// Accepted requests relayed to an upstream, by outcome.
+pub(crate) const FORWARD_REQUESTS: &str = "toolsize_forward_requests_total";
+/// Relay attempts retried, by upstream.
+pub(crate) const FORWARD_RETRIES: &str = "toolsize_forward_retries_total";
+/// Requests waiting for or in flight to an upstream.
+pub(crate) const FORWARD_QUEUE: &str = "toolsize_forward_queue_requests";
 /// Log records accepted, by kind.
 pub(crate) const LOG_RECORDS_ACCEPTED: &str = "toolsize_log_records_accepted_total";
 /// Log records refused, by reason.
@@ -119,6 +125,9 @@ pub const FAMILIES: &[&str] = &[
     OTLP_REQUESTS_ACCEPTED,
     AGENT_SIGNALS,
     AGENT_CALLS_WAITING,
+    FORWARD_REQUESTS,
+    FORWARD_RETRIES,
+    FORWARD_QUEUE,
     LOG_RECORDS_ACCEPTED,
     LOG_RECORDS_REFUSED,
     SPANS_REFUSED,
