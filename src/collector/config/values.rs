@@ -225,7 +225,6 @@ mod tests {
     }
 }
 
-
 #[cfg(test)]
 mod upstream_tests {
     use super::*;
@@ -240,8 +239,12 @@ mod upstream_tests {
             otlp_upstream("grpc://collector").unwrap(),
             ("grpc", "collector:4317".into(), String::new())
         );
-        assert!(otlp_upstream("ftp://x").unwrap_err().contains("not supported"));
-        assert!(otlp_upstream("grpc://x:4317/v1").unwrap_err().contains("no path"));
+        assert!(otlp_upstream("ftp://x")
+            .unwrap_err()
+            .contains("not supported"));
+        assert!(otlp_upstream("grpc://x:4317/v1")
+            .unwrap_err()
+            .contains("no path"));
         assert!(otlp_upstream("localhost:4318").is_err());
     }
 

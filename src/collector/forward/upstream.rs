@@ -284,7 +284,10 @@ mod tests {
         assert!(matches!(classify_http(StatusCode::OK, None), Attempt::Sent));
         for s in [429, 502, 503, 504] {
             let s = StatusCode::from_u16(s).unwrap();
-            assert!(matches!(classify_http(s, None), Attempt::Retry { .. }), "{s}");
+            assert!(
+                matches!(classify_http(s, None), Attempt::Retry { .. }),
+                "{s}"
+            );
         }
         for s in [400, 401, 404, 413, 500] {
             let s = StatusCode::from_u16(s).unwrap();

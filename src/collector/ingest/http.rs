@@ -18,13 +18,13 @@
 
 use std::sync::Arc;
 
-use prost::bytes::Bytes;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use prost::bytes::Bytes;
 use prost::Message;
 
 use super::decode;

@@ -163,7 +163,11 @@ const LANGFUSE: Entry = Entry {
     emitter: Emitter::Langfuse,
     when: &[&[Cond::Eq("langfuse.observation.type", "tool")]],
     reads: 7,
-    result: &[content("langfuse.observation.output", Encoding::Auto, Envelope::None)],
+    result: &[content(
+        "langfuse.observation.output",
+        Encoding::Auto,
+        Envelope::None,
+    )],
     args: &["langfuse.observation.input"],
     ..NOTHING
 };
@@ -174,7 +178,11 @@ const OPENINFERENCE: Entry = Entry {
     emitter: Emitter::OpenInference,
     when: &[&[Cond::EqIgnoreCase("openinference.span.kind", "tool")]],
     reads: 2,
-    result: &[content("output.value", Encoding::Auto, Envelope::ToolMessage)],
+    result: &[content(
+        "output.value",
+        Encoding::Auto,
+        Envelope::ToolMessage,
+    )],
     args: &["input.value"],
     ..NOTHING
 };
@@ -185,7 +193,11 @@ const OPENLLMETRY: Entry = Entry {
     when: &[&[Cond::Eq("traceloop.span.kind", "tool")]],
     reads: 3,
     name: &["traceloop.entity.name"],
-    result: &[content("traceloop.entity.output", Encoding::Json, Envelope::JsonString)],
+    result: &[content(
+        "traceloop.entity.output",
+        Encoding::Json,
+        Envelope::JsonString,
+    )],
     args: &["traceloop.entity.input"],
     ..NOTHING
 };
@@ -259,7 +271,11 @@ const VERCEL_AI: Entry = Entry {
     ],
     reads: 5,
     name: &["ai.toolCall.name"],
-    result: &[content("ai.toolCall.result", Encoding::Json, Envelope::JsonString)],
+    result: &[content(
+        "ai.toolCall.result",
+        Encoding::Json,
+        Envelope::JsonString,
+    )],
     args: &["ai.toolCall.args"],
     ..NOTHING
 };
@@ -282,7 +298,11 @@ const MLFLOW: Entry = Entry {
         &[Cond::Eq("mlflow.spanType", "TOOL")],
     ],
     reads: 8,
-    result: &[content("mlflow.spanOutputs", Encoding::Json, Envelope::JsonString)],
+    result: &[content(
+        "mlflow.spanOutputs",
+        Encoding::Json,
+        Envelope::JsonString,
+    )],
     args: &["mlflow.spanInputs"],
     ..NOTHING
 };

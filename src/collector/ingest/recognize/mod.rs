@@ -43,8 +43,8 @@ use crate::collector::config::RecognitionConfig;
 use crate::collector::ingest::wire::{AttrValue, SpanView};
 
 pub(crate) use content::*;
-pub(crate) use emitters::{Cond, Encoding, Envelope};
 use emitters::{cond_keys, read_list, COMMON, EMITTERS, MEASURE_KEYS};
+pub(crate) use emitters::{Cond, Encoding, Envelope};
 
 /// What [`Recognizer::recognize`] made of a span.
 // The record is moved straight into the request's batch: boxing it would add an allocation
@@ -241,8 +241,16 @@ impl Recognizer {
                 .map(|(e, k, env)| (e, keys.idx(k), env))
                 .collect(),
             summaries: (
-                EMITTERS.iter().flat_map(|e| e.summaries.0).copied().collect(),
-                EMITTERS.iter().flat_map(|e| e.summaries.1).copied().collect(),
+                EMITTERS
+                    .iter()
+                    .flat_map(|e| e.summaries.0)
+                    .copied()
+                    .collect(),
+                EMITTERS
+                    .iter()
+                    .flat_map(|e| e.summaries.1)
+                    .copied()
+                    .collect(),
             ),
             learner: crate::collector::ingest::learn::Learner::new(),
             args: slots(read_list(|e| e.args, |k| k)),
