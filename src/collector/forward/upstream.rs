@@ -77,7 +77,10 @@ impl Upstream {
                 let endpoint = Endpoint::from_shared(format!("http://{authority}"))
                     .map_err(|e| format!("{name}: {e}"))?
                     .connect_timeout(std::time::Duration::from_secs(5))
-                    .tcp_nodelay(true);
+                    .tcp_nodelay(true)
+                    // Export requests run to megabytes: windows that hold a few of them.
+                    .initial_stream_window_size(Some(4 << 20))
+                    .initial_connection_window_size(Some(16 << 20));
                 Kind::Grpc {
                     channel: endpoint.connect_lazy(),
                 }
@@ -134,11 +137,15 @@ impl Upstream {
                 Err(e) => return retry(format!("connect: {e}")),
             };
             let _ = stream.set_nodelay(true);
-            let (sender, connection) =
-                match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await {
-                    Ok(x) => x,
-                    Err(e) => return retry(format!("handshake: {e}")),
-                };
+            // Bodies are shared `Bytes`: written with writev, never copied into hyper's buffer.
+            let (sender, connection) = match hyper::client::conn::http1::Builder::new()
+                .writev(true)
+                .handshake(TokioIo::new(stream))
+                .await
+            {
+                Ok(x) => x,
+                Err(e) => return retry(format!("handshake: {e}")),
+            };
             tokio::spawn(async move {
                 let _ = connection.await;
             });
