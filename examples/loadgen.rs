@@ -439,14 +439,30 @@ async fn run(run: &Run, mix: Mix, target: SocketAddr, pid: u32, admin: Option<&s
 }
 
 /// Checks the daemon's own counters against what the load generator saw.
-async fn account(admin: &str, out: &Outcome) -> bool {
+async fn account(admin: &str, out: &Outcome, logs: bool) -> bool {
     let metrics = get(admin, "/metrics").await;
-    let accepted = sample(&metrics, "toolsize_spans_accepted_total{kind=\"tool\"}")
-        + sample(&metrics, "toolsize_spans_accepted_total{kind=\"other\"}");
-    let refused = sample(
-        &metrics,
-        "toolsize_spans_refused_total{reason=\"overloaded\"}",
-    ) + sample(&metrics, "toolsize_spans_refused_total{reason=\"invalid\"}");
+    let (accepted, refused) = if logs {
+        let accepted = sample(
+            &metrics,
+            "toolsize_log_records_accepted_total{kind=\"tool\"}",
+        ) + sample(
+            &metrics,
+            "toolsize_log_records_accepted_total{kind=\"other\"}",
+        );
+        let refused = sample(
+            &metrics,
+            "toolsize_log_records_refused_total{reason=\"overloaded\"}",
+        );
+        (accepted, refused)
+    } else {
+        let accepted = sample(&metrics, "toolsize_spans_accepted_total{kind=\"tool\"}")
+            + sample(&metrics, "toolsize_spans_accepted_total{kind=\"other\"}");
+        let refused = sample(
+            &metrics,
+            "toolsize_spans_refused_total{reason=\"overloaded\"}",
+        ) + sample(&metrics, "toolsize_spans_refused_total{reason=\"invalid\"}");
+        (accepted, refused)
+    };
     let matches: f64 = metrics
         .lines()
         .filter(|l| l.starts_with("toolsize_alert_matches_total{"))
@@ -541,7 +557,7 @@ async fn main() {
         let mut d = start_daemon(&bin, config.alertmanager.as_deref(), forward.as_deref());
         let pid = d.child.id();
         let out = run(&config, m, d.http, pid, Some(&d.admin)).await;
-        accounted &= account(&d.admin, &out).await;
+        accounted &= account(&d.admin, &out, config.logs).await;
         if forward.is_some() {
             forwarded(&d.admin).await;
         }

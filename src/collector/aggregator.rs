@@ -112,7 +112,7 @@ pub(crate) async fn run(
 }
 
 fn ingest(state: &mut State, stats: &SelfStats, b: Batch) {
-    state.record_batch_ms(&b.records, now_unix_ms());
+    state.record_owned_batch_ms(b.records, now_unix_ms());
     stats.set_series(state.series_count() as u64, state.overflow_records);
 }
 

@@ -147,13 +147,13 @@ impl Joiner {
     }
 
     /// Takes one signal received at `now_ms`; returns it at once when it cannot wait.
-    pub(crate) fn add(&mut self, r: &ToolRecord, now_ms: u64) -> Option<ToolRecord> {
+    pub(crate) fn add(&mut self, mut r: ToolRecord, now_ms: u64) -> Option<ToolRecord> {
         let Some(join) = r.join else {
-            return Some(r.clone());
+            return Some(r);
         };
         if let Some(calls) = self.pending.get_mut(&join.key) {
             if let Some(p) = calls.iter_mut().find(|p| p.takes(join.role)) {
-                p.put(r.clone(), join.role);
+                p.put(r, join.role);
                 self.stats.merged += 1;
                 return None;
             }
@@ -163,9 +163,8 @@ impl Joiner {
         }
         if self.waiting >= MAX_PENDING {
             self.stats.unjoined += 1;
-            let mut alone = r.clone();
-            alone.join = None;
-            return (join.role != Role::Part).then_some(alone);
+            r.join = None;
+            return (join.role != Role::Part).then_some(r);
         }
         let release_ms = now_ms.saturating_add(self.window_ms);
         let mut p = Pending {
@@ -174,7 +173,7 @@ impl Joiner {
             secondary: None,
             parts: Vec::new(),
         };
-        p.put(r.clone(), join.role);
+        p.put(r, join.role);
         self.pending.entry(join.key).or_default().push(p);
         self.due.push_back((release_ms, join.key));
         self.waiting += 1;
@@ -255,9 +254,9 @@ mod tests {
             layer: Some("gemini-cli.tool-output"),
             original: Some(108_967),
         };
-        assert!(j.add(&signal(1, Role::Secondary, None), 0).is_none());
-        assert!(j.add(&part, 10).is_none());
-        assert!(j.add(&signal(1, Role::Primary, Some(40_302)), 20).is_none());
+        assert!(j.add(signal(1, Role::Secondary, None), 0).is_none());
+        assert!(j.add(part, 10).is_none());
+        assert!(j.add(signal(1, Role::Primary, Some(40_302)), 20).is_none());
         j.release(999, &mut out);
         assert!(out.is_empty(), "released before the window ended");
         j.release(1000, &mut out);
@@ -276,8 +275,8 @@ mod tests {
         let mut j = Joiner::new(10);
         let mut failed = signal(2, Role::Part, None);
         failed.error = true;
-        j.add(&signal(2, Role::Secondary, None), 0);
-        j.add(&failed, 1);
+        j.add(signal(2, Role::Secondary, None), 0);
+        j.add(failed, 1);
         let mut out = Vec::new();
         j.release(10, &mut out);
         assert_eq!(out.len(), 1);
@@ -289,17 +288,17 @@ mod tests {
     fn late_signals_duplicates_and_orphans_are_counted_not_recorded() {
         let mut j = Joiner::new(10);
         let mut out = Vec::new();
-        j.add(&signal(3, Role::Primary, Some(5)), 0);
+        j.add(signal(3, Role::Primary, Some(5)), 0);
         j.release(10, &mut out);
-        assert!(j.add(&signal(3, Role::Secondary, None), 11).is_none());
+        assert!(j.add(signal(3, Role::Secondary, None), 11).is_none());
         assert_eq!(j.stats.late, 1);
-        j.add(&signal(4, Role::Part, None), 12);
+        j.add(signal(4, Role::Part, None), 12);
         j.release(22, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(j.stats.orphans, 1);
         // Two windows later the key is forgotten: a new call with it counts again.
         j.release(100, &mut out);
-        j.add(&signal(3, Role::Primary, Some(6)), 100);
+        j.add(signal(3, Role::Primary, Some(6)), 100);
         j.release(110, &mut out);
         assert_eq!(out.len(), 2);
     }
@@ -307,8 +306,8 @@ mod tests {
     #[test]
     fn two_primaries_with_one_key_are_two_calls() {
         let mut j = Joiner::new(10);
-        j.add(&signal(5, Role::Primary, Some(1)), 0);
-        j.add(&signal(5, Role::Primary, Some(2)), 1);
+        j.add(signal(5, Role::Primary, Some(1)), 0);
+        j.add(signal(5, Role::Primary, Some(2)), 1);
         let mut out = Vec::new();
         j.release(u64::MAX, &mut out);
         let mut sizes: Vec<_> = out.iter().filter_map(|r| r.size.bytes()).collect();
@@ -320,6 +319,7 @@ mod tests {
     fn records_without_a_key_pass_at_once() {
         let mut j = Joiner::new(10);
         let r = rec("t", known(3));
-        assert_eq!(j.add(&r, 0).map(|r| r.size), Some(r.size));
+        let size = r.size;
+        assert_eq!(j.add(r, 0).map(|r| r.size), Some(size));
     }
 }

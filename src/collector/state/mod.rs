@@ -29,6 +29,7 @@ pub(crate) use limits::*;
 pub use limits::{size_bounds, Limits};
 pub(crate) use series::*;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::collector::ingest::recognize::{Size, SizeSource, ToolRecord};
@@ -164,10 +165,20 @@ impl State {
     /// Records a batch received at `now_ms` (Unix milliseconds), then lets the observers send
     /// what they queued.
     pub fn record_batch_ms(&mut self, records: &[ToolRecord], now_ms: u64) {
+        self.record_all(records.iter().map(Cow::Borrowed), now_ms);
+    }
+
+    /// [`State::record_batch_ms`] of a batch the aggregator owns: the records a coding agent's
+    /// call waits with are moved into the joiner, not copied.
+    pub(crate) fn record_owned_batch_ms(&mut self, records: Vec<ToolRecord>, now_ms: u64) {
+        self.record_all(records.into_iter().map(Cow::Owned), now_ms);
+    }
+
+    fn record_all<'r>(&mut self, records: impl Iterator<Item = Cow<'r, ToolRecord>>, now_ms: u64) {
         for r in records {
             if r.join.is_none() {
-                self.record_ms(r, now_ms);
-            } else if let Some(alone) = self.joiner.add(r, now_ms) {
+                self.record_ms(&r, now_ms);
+            } else if let Some(alone) = self.joiner.add(r.into_owned(), now_ms) {
                 self.record_ms(&alone, now_ms);
             }
         }
