@@ -4,12 +4,17 @@
 # the storm mix, one after the other in this one run. Prints each receiver's CPU per accepted
 # span (or log record, with SIGNAL=logs: Claude Code `tool_result` records) and the ratio.
 #
-#   scripts/bench-vs-rotel.sh [SECONDS] [CONNECTIONS] [traces|logs]
+#   scripts/bench-vs-rotel.sh [SECONDS] [CONNECTIONS] [traces|logs] [RATE]
+#
+# RATE paces the offered load (spans or records per second over all connections; 0, the
+# default, is unpaced): at a fixed rate both receivers do the same work, and their fixed costs
+# (timers, wake-ups) show.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
 connections=${2:-4}
 signal=${3:-traces}
+rate=${4:-0}
 ROTEL_VERSION=0.0.1a15
 
 if ! python3 -c "import rotel" 2>/dev/null; then
@@ -33,12 +38,12 @@ done
 
 echo "== rotel-agent $("$agent" --version | awk '{print $2}') (blackhole exporter)"
 rotel_out=$("$loadgen" --mix storm --seconds "$seconds" --connections "$connections" \
-  --signal "$signal" --target "127.0.0.1:$port" --pid "$rotel")
+  --signal "$signal" --rate "$rate" --target "127.0.0.1:$port" --pid "$rotel")
 echo "$rotel_out"
 kill $rotel
 echo "== toolsize serve"
 toolsize_out=$("$loadgen" --mix storm --seconds "$seconds" --connections "$connections" \
-  --signal "$signal")
+  --signal "$signal" --rate "$rate")
 echo "$toolsize_out"
 
 per() { grep -o '[0-9.]* µs per accepted span' <<<"$1" | head -1 | awk '{print $1}'; }
