@@ -79,6 +79,18 @@ use state::{Limits, State};
 /// Snapshot writes failing in a row after which `/readyz` answers 503.
 pub(crate) const SNAPSHOT_FAILURES_NOT_READY: u64 = 3;
 
+/// A failure a test can cause in a running daemon, to check that what it loses is counted.
+/// Not for production use.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum Fault {
+    /// The aggregator takes nothing more until the sender of this is used or dropped, then
+    /// panics: what is queued meanwhile is acknowledged and lost.
+    AggregatorPanicsAfter(oneshot::Receiver<()>),
+    /// The alert task stops: every later match is lost.
+    AlertTaskStops,
+}
+
 /// How the daemon stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stopped {
@@ -179,7 +191,7 @@ impl Pipeline {
         }
         let (data_tx, data_rx) = mpsc::channel(config.otlp.queue_capacity);
         let (control, control_rx) = mpsc::channel(64);
-        let aggregator = tokio::spawn(aggregator::run(
+        let task = tokio::spawn(aggregator::run(
             state,
             data_rx,
             control_rx,
@@ -189,6 +201,18 @@ impl Pipeline {
             config.store.snapshot_interval.0,
             config.alerts.evaluation_interval.0,
         ));
+        // A panic ends the aggregator: its queue is dropped (each batch counts itself dropped),
+        // later requests are refused as `aggregator_stopped`, `/readyz` answers 503.
+        let aggregator = tokio::spawn(async move {
+            if let Err(e) = task.await {
+                if e.is_panic() {
+                    tracing::error!(
+                        "Aggregator stopped (panic); nothing is recorded until the daemon is \
+                         restarted, and what was queued is lost (toolsize_spans_dropped_total)."
+                    );
+                }
+            }
+        });
         let token = config.auth.token().map_err(CollectorError::Security)?;
         let auth = Arc::new(
             net::auth::Auth::new(
@@ -220,6 +244,17 @@ impl Pipeline {
             control,
             aggregator,
         })
+    }
+
+    /// Injects `fault` (tests of what a failure loses and how it is counted).
+    #[doc(hidden)]
+    pub async fn inject(&self, fault: Fault) {
+        match fault {
+            Fault::AggregatorPanicsAfter(after) => {
+                let _ = self.control.send(Command::Fail { after }).await;
+            }
+            Fault::AlertTaskStops => self.api.alerts().stop_task(),
+        }
     }
 
     /// Drains the queue, writes the final snapshot and stops the aggregator.
@@ -389,6 +424,12 @@ impl Daemon {
     /// Self-metrics.
     pub fn stats(&self) -> &SelfStats {
         &self.pipeline.stats
+    }
+
+    /// Injects `fault` (see [`Pipeline::inject`]).
+    #[doc(hidden)]
+    pub async fn inject(&self, fault: Fault) {
+        self.pipeline.inject(fault).await;
     }
 
     /// Stops accepting, lets in-flight requests finish (at most 5 s), drains the aggregator and

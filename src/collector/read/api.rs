@@ -49,6 +49,7 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::collector::alerts::AlertsHandle;
+use crate::collector::read::exposition::Frame;
 use crate::collector::read::Command;
 use crate::collector::SelfStats;
 use crate::layers::Stack;
@@ -99,6 +100,9 @@ pub struct ApiState {
     /// OTLP/gRPC and OTLP/HTTP addresses, named by the status page.
     otlp: [SocketAddr; 2],
     auth: Arc<crate::collector::net::auth::Auth>,
+    /// The last numbers the aggregator handed out: served with fresh self-metrics once it has
+    /// stopped, so the counters of what is lost since stay visible.
+    last_frame: Arc<std::sync::Mutex<Option<Arc<Frame>>>>,
 }
 
 impl ApiState {
@@ -115,6 +119,7 @@ impl ApiState {
             ]
             .map(|a| a.parse().expect("default address")),
             auth: Arc::default(),
+            last_frame: Arc::default(),
         }
     }
 
@@ -138,6 +143,11 @@ impl ApiState {
     pub(crate) fn with_alerts(mut self, alerts: AlertsHandle) -> Self {
         self.alerts = alerts;
         self
+    }
+
+    /// The alert task's handle.
+    pub(crate) fn alerts(&self) -> &AlertsHandle {
+        &self.alerts
     }
 
     /// The effective layer stack served on `/api/v1/layers` (default: the default stack).
@@ -240,8 +250,23 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         .ask(|reply| Command::Metrics { native, reply }, WAIT)
         .await
     {
-        Ok(frame) => frame,
-        Err(r) => return r,
+        Ok(frame) => {
+            let frame = Arc::new(frame);
+            if let Ok(mut last) = s.last_frame.lock() {
+                *last = Some(frame.clone());
+            }
+            frame
+        }
+        // A stopped aggregator: its last numbers, with the self-metrics that count what is
+        // refused and lost since (a busy one answers 503: Prometheus keeps the last scrape).
+        Err(r) => match s
+            .control
+            .is_closed()
+            .then(|| s.last_frame.lock().ok()?.clone())
+        {
+            Some(Some(frame)) => frame,
+            _ => return r,
+        },
     };
     // Rendered here, on a blocking thread, not on the aggregator task.
     let stats = s.stats.clone();

@@ -541,6 +541,17 @@ pub(crate) fn write_families(
         &[("reason", "overloaded")],
         int(v.log_records.overloaded),
     );
+    sink.sample(
+        None,
+        &[("reason", "aggregator_stopped")],
+        int(v.log_records.stopped),
+    );
+    sink.family(
+        LOG_RECORDS_DROPPED,
+        Kind::Counter,
+        "Tool-call log records accepted and then lost: queued when the aggregator stopped.",
+    );
+    sink.sample(None, &[], int(v.log_records.dropped));
     sink.family(
         SPANS_ACCEPTED,
         Kind::Counter,
@@ -551,10 +562,15 @@ pub(crate) fn write_families(
     sink.family(SPANS_REFUSED, Kind::Counter, "Spans refused, by reason.");
     sink.sample(None, &[("reason", "invalid")], int(v.spans_invalid));
     sink.sample(None, &[("reason", "overloaded")], int(v.spans_overloaded));
+    sink.sample(
+        None,
+        &[("reason", "aggregator_stopped")],
+        int(v.spans_stopped),
+    );
     sink.family(
         SPANS_DROPPED,
         Kind::Counter,
-        "Spans accepted and then lost.",
+        "Tool spans accepted and then lost: queued when the aggregator stopped.",
     );
     sink.sample(None, &[], int(v.spans_dropped));
     sink.family(
@@ -709,7 +725,7 @@ pub(crate) fn write_families(
     sink.family(
         ALERT_MATCHES,
         Kind::Counter,
-        "Alert rule matches, by rule and outcome: sent (a new alert or a resend), merged into an alert already firing, deferred while the alert queue was full, dropped past the retry queue.",
+        "Alert rule matches, by rule and outcome: sent (a new alert or a resend), merged into an alert already firing, deferred while the alert queue was full, dropped past the retry queue, engine_stopped when the alert task had stopped.",
     );
     for rule in RuleKind::ALL {
         for outcome in MatchOutcome::ALL {

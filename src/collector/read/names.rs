@@ -52,9 +52,11 @@ pub(crate) const AGENT_CALLS_WAITING: &str = "toolsize_agent_calls_waiting";
 pub(crate) const LOG_RECORDS_ACCEPTED: &str = "toolsize_log_records_accepted_total";
 /// Log records refused, by reason.
 pub(crate) const LOG_RECORDS_REFUSED: &str = "toolsize_log_records_refused_total";
-/// Spans refused, by reason (invalid, overloaded).
+/// Tool-call log records accepted then lost (queued when the aggregator stopped).
+pub(crate) const LOG_RECORDS_DROPPED: &str = "toolsize_log_records_dropped_total";
+/// Spans refused, by reason (invalid, overloaded, aggregator_stopped).
 pub(crate) const SPANS_REFUSED: &str = "toolsize_spans_refused_total";
-/// Spans accepted then lost.
+/// Tool spans accepted then lost (queued when the aggregator stopped).
 pub(crate) const SPANS_DROPPED: &str = "toolsize_spans_dropped_total";
 /// Series held.
 pub(crate) const SERIES: &str = "toolsize_series";
@@ -118,6 +120,7 @@ pub const FAMILIES: &[&str] = &[
     AGENT_CALLS_WAITING,
     LOG_RECORDS_ACCEPTED,
     LOG_RECORDS_REFUSED,
+    LOG_RECORDS_DROPPED,
     SPANS_REFUSED,
     SPANS_DROPPED,
     SERIES,
