@@ -31,7 +31,8 @@
 //!   matches to the alert task, which deduplicates, resolves after a quiet period and publishes
 //!   the current set to the log, Alertmanager and a webhook (`/api/v1/alerts` lists it).
 //! - **Store** ([`persist::store`]): snapshots every `store.snapshot_interval` and at shutdown, atomic on
-//!   disk, restored at start; a corrupt file is moved aside and the daemon starts empty.
+//!   disk, restored at start (earlier formats migrated); an unreadable file is moved aside with
+//!   the reason logged and the daemon starts empty.
 //!
 //! - **Listeners** ([`net::listener`]): every socket holds a slot of its listener's connection cap
 //!   and lives under a header-read and an idle timeout; optional TLS ([`net::tls`], feature `tls`)
@@ -145,21 +146,13 @@ impl Pipeline {
                 let store = Store::open(dir)?;
                 if let Some(snap) = store.load()? {
                     let written = snap.written_unix;
-                    match state.restore(snap) {
-                        Err(e) => {
-                            store.move_aside(&e)?;
-                            state = State::new(Limits::from_config(config));
-                        }
-                        Ok(alerts) => {
-                            restored = alerts;
-                            stats.snapshot_written(written);
-                            tracing::info!(
-                                series = state.series_count(),
-                                path = %store.path().display(),
-                                "Restored snapshot."
-                            );
-                        }
-                    }
+                    restored = state.restore(snap);
+                    stats.snapshot_written(written);
+                    tracing::info!(
+                        series = state.series_count(),
+                        path = %store.path().display(),
+                        "Restored snapshot."
+                    );
                 }
                 Some(Arc::new(store))
             }

@@ -359,8 +359,7 @@ mod tests {
 
         let json = serde_json::to_vec(&st.snapshot(now, Vec::new())).unwrap();
         let mut back = State::new(limits(10));
-        back.restore(serde_json::from_slice(&json).unwrap())
-            .unwrap();
+        back.restore(serde_json::from_slice(&json).unwrap());
         assert_eq!(back.history_view("search", None, now), Some(h));
     }
 }

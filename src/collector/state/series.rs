@@ -361,23 +361,6 @@ impl OverRecent {
             at_unix: self.at_unix,
         })
     }
-
-    /// Back from the API's form (a snapshot), when `stack` still has its layer and the ids are
-    /// hex of the right length.
-    pub(crate) fn from_view(v: &OverCeiling, stack: &Stack) -> Option<Self> {
-        let layer = stack.layers().iter().position(|l| l.id() == v.layer)?;
-        Some(Self {
-            bytes: v.bytes,
-            layer: u16::try_from(layer).ok()?,
-            limit: v.limit,
-            value: v.value,
-            estimated: v.estimated,
-            trace_id: crate::hex::decode_array(&v.trace_id)?,
-            span_id: crate::hex::decode_array(&v.span_id)?,
-            args_hash: v.args_hash.as_deref().map(ArgsHash::new),
-            at_unix: v.at_unix,
-        })
-    }
 }
 
 /// How often one arguments hash was seen (space-saving estimate: an upper bound).
