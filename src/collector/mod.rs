@@ -388,7 +388,12 @@ impl Daemon {
         servers.push(tokio::spawn(async move {
             // Every path reaches the receiver, so calls to other services are answered and
             // counted there too (tonic's own fallback would answer without counting).
-            let routes = tonic::service::Routes::from(axum::Router::new().fallback_service(grpc));
+            // Each call is in flight on its connection until answered (admission at the cap).
+            let routes = tonic::service::Routes::from(
+                axum::Router::new()
+                    .fallback_service(grpc)
+                    .layer(axum::middleware::from_fn(net::evict::in_flight)),
+            );
             let mut server = server;
             if let Err(e) = server
                 .add_routes(routes)

@@ -653,7 +653,7 @@ pub(crate) fn write_families(
         sink.family(
             CONNECTIONS_CLOSED,
             Kind::Counter,
-            "Connections the daemon closed: over the cap (limit), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
+            "Connections the daemon closed: over the cap with every connection busy (limit), idle longest when a new one came at the cap (evicted), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
         );
         for x in Listener::ALL {
             for r in Closed::ALL {
