@@ -50,8 +50,8 @@ pub(crate) use sections::{
     StoreConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_MAX_SERVICE_NAME_BYTES, DEFAULT_OTLP_GRPC_ADDR, DEFAULT_OTLP_HTTP_ADDR,
 };
-pub(crate) use values::parse_duration;
 pub use values::Interval;
+pub(crate) use values::{parse_duration, ServiceRate};
 
 section! {
     /// The whole configuration.

@@ -32,6 +32,7 @@ pub mod http;
 pub(crate) mod learn;
 pub mod recognize;
 pub mod record;
+pub(crate) mod sampling;
 pub(crate) mod wire;
 
 use std::sync::Arc;

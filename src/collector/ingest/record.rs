@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::collector::ingest::sampling::Weight;
 use crate::collector::stats::{OtlpSignal, SelfStats};
 
 /// Who emitted a tool span, as decided by the first matching rule of
@@ -227,6 +228,9 @@ pub struct ToolRecord {
     /// The call this record is one signal of, when the emitter sends a call more than once
     /// (span, span event, log): the aggregator joins them into one record.
     pub(crate) join: Option<Join>,
+    /// How many calls it stands for: its adjusted count when its tracer sampled it
+    /// ([`crate::collector::ingest::sampling`]).
+    pub(crate) weight: Weight,
 }
 
 /// A cut the emitter made itself and says so: the layer (a catalog id) and, when known, the

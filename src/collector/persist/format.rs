@@ -11,7 +11,9 @@
 //! - 1 (until 0.1.0's snapshots of November 2026): the state's own types serialised, the
 //!   counters flattened into each statistics object, optional `size_bounds` and `alerts`.
 //! - 2: these types; counters nested; the size bucket layout always written; a recent
-//!   over-ceiling result names its layer by id only (its unit is the stack's).
+//!   over-ceiling result names its layer by id only (its unit is the stack's); the call
+//!   calls weighted by sampling ([`Counts::calls_milli`]), the over-ceiling counts per layer
+//!   too.
 
 use std::collections::BTreeMap;
 
@@ -110,6 +112,9 @@ pub(crate) struct Counts {
     pub(crate) over_ceiling: u64,
     /// The largest attribute length limit results were seen cut at.
     pub(crate) upstream_limit: Option<u64>,
+    /// Calls weighted by each span's adjusted count (1 / sampling probability), thousandths
+    /// of a call.
+    pub(crate) calls_milli: u64,
 }
 
 /// An HDR histogram: its non-empty buckets.
@@ -171,8 +176,8 @@ pub(crate) struct Args {
 pub(crate) struct LayerCount {
     /// Layer id.
     pub(crate) layer: String,
-    /// Results.
-    pub(crate) count: u64,
+    /// Results, weighted as the calls: thousandths of a call.
+    pub(crate) count_milli: u64,
 }
 
 /// One recent over-ceiling result.

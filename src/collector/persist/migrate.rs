@@ -293,7 +293,10 @@ mod v1 {
             over_ceiling: s
                 .over_ceiling
                 .into_iter()
-                .map(|(layer, count)| format::LayerCount { layer, count })
+                .map(|(layer, count)| format::LayerCount {
+                    layer,
+                    count_milli: count * 1000,
+                })
                 .collect(),
             over_recent: s
                 .over_recent
@@ -353,6 +356,8 @@ mod v1 {
                 reported: c.reported,
                 over_ceiling: c.over_ceiling,
                 upstream_limit: c.upstream_limit,
+                // Nothing was weighted before version 2: one call per span.
+                calls_milli: c.calls * 1000,
             },
             size: hist(s.size),
             latency: hist(s.latency),
@@ -376,12 +381,13 @@ mod tests {
         assert_eq!(search.total.counts.calls, 10);
         assert_eq!(search.total.counts.truncated, 1);
         assert_eq!(search.total.counts.over_ceiling, 2);
+        assert_eq!(search.total.counts.calls_milli, 10_000);
         assert_eq!(search.total.size.max_seen, 50_000);
         assert_eq!(
             search.over_ceiling,
             [format::LayerCount {
                 layer: "default".into(),
-                count: 2
+                count_milli: 2000
             }]
         );
         assert_eq!(search.args.len(), 3);

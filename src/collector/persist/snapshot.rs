@@ -56,6 +56,7 @@ fn counts_out(c: &Counts) -> format::Counts {
         reported: c.reported,
         over_ceiling: c.over_ceiling,
         upstream_limit: c.upstream_limit,
+        calls_milli: c.calls_milli,
     }
 }
 
@@ -74,6 +75,7 @@ fn counts_in(c: format::Counts) -> Counts {
         reported: c.reported,
         over_ceiling: c.over_ceiling,
         upstream_limit: c.upstream_limit,
+        calls_milli: c.calls_milli,
     }
 }
 
@@ -241,9 +243,9 @@ impl State {
                     over_ceiling: s
                         .over_ceiling
                         .iter()
-                        .map(|(layer, count)| format::LayerCount {
+                        .map(|(layer, milli)| format::LayerCount {
                             layer: layer.clone(),
-                            count: *count,
+                            count_milli: *milli,
                         })
                         .collect(),
                     over_recent: s
@@ -332,7 +334,7 @@ impl State {
             s.over_ceiling = ss
                 .over_ceiling
                 .into_iter()
-                .map(|c| (c.layer, c.count))
+                .map(|c| (c.layer, c.count_milli))
                 .collect();
             s.over_recent = ss
                 .over_recent
@@ -456,7 +458,10 @@ mod tests {
             service: "svc".into(),
             tool: t.into(),
         };
-        assert_eq!(st.series[&key("a")].over_ceiling, [("default".into(), 2)]);
+        assert_eq!(
+            st.series[&key("a")].over_ceiling,
+            [("default".into(), 2000)]
+        );
         let b = &st.series[&key("b")];
         assert_eq!(b.over_recent.len(), OVER_CEILING_RECENT);
         assert_eq!(b.over_recent.back().unwrap().bytes, 5000 + 24);
@@ -478,7 +483,7 @@ mod tests {
         let mut other = State::new(stacked(3000));
         other.restore(serde_json::from_slice(&json).unwrap());
         let a = &other.series[&key("a")];
-        assert_eq!(a.over_ceiling, [("default".into(), 2)]);
+        assert_eq!(a.over_ceiling, [("default".into(), 2000)]);
         assert_ne!(other.limits.size_bounds, st.limits.size_bounds);
         let bounds = &other.limits.size_bounds;
         let at = |v: u64| bounds.partition_point(|&b| b < v);

@@ -25,7 +25,7 @@ use crate::collector::alerts::sink::SinkKind;
 use crate::collector::alerts::AlertStats;
 use crate::collector::state::histogram::NativeBuckets;
 use crate::collector::state::join::JoinStats;
-use crate::collector::state::{Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
+use crate::collector::state::{calls_of, Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
 use crate::collector::stats::{OtlpSignal, RefusedRequest, SelfStats};
 use crate::layers::Stack;
 
@@ -374,6 +374,14 @@ pub(crate) fn render_frame(frame: &Frame, stats: &SelfStats, alerts: &AlertStats
     text.finish()
 }
 
+/// A weighted count (thousandths of a call) as a sample: an integer when it is one.
+fn calls(milli: u64) -> Value {
+    match milli % 1000 {
+        0 => Value::Int(milli / 1000),
+        _ => Value::Float(calls_of(milli)),
+    }
+}
+
 /// Writes every family of the exposition of `frame` to `sink`.
 pub(crate) fn write_families(
     frame: &Frame,
@@ -384,31 +392,45 @@ pub(crate) fn write_families(
     let now = frame.now;
     let all = || (0..frame.series.len()).zip(&frame.series);
 
-    type Get = fn(&Counts) -> u64;
+    type Get = fn(&Counts) -> Value;
     let counters: [(&str, &str, Get); 5] = [
-        (TOOL_CALLS, "Tool calls seen.", |s| s.calls),
-        (TOOL_CALL_ERRORS, "Tool calls that failed.", |s| s.errors),
+        (
+            TOOL_CALLS,
+            "Tool calls seen, each span weighted by its adjusted count when its tracer sampled it (see toolsize_tool_spans_sampled_total).",
+            |s| calls(s.calls_milli),
+        ),
+        (TOOL_CALL_ERRORS, "Tool calls that failed (weighted as the calls).", |s| {
+            calls(s.weighted(s.errors))
+        }),
         (
             TOOL_RESULTS_TRUNCATED,
-            "Results the tool reported truncated before the model saw them.",
-            |s| s.truncated,
+            "Results the tool reported truncated before the model saw them (weighted as the calls).",
+            |s| calls(s.weighted(s.truncated)),
         ),
         (
             TOOL_RESULTS_TRUNCATED_UPSTREAM,
-            "Results whose content shows a cut made before the daemon saw them; their size is a lower bound.",
-            |s| s.truncated_upstream,
+            "Results whose content shows a cut made before the daemon saw them; their size is a lower bound (weighted as the calls).",
+            |s| calls(s.weighted(s.truncated_upstream)),
         ),
         (
             TOOL_RESULTS_SIZE_UNKNOWN,
             "Successful results whose size is unknown (content not captured or a placeholder).",
-            |s| s.unknown_size,
+            |s| Value::Int(s.unknown_size),
         ),
     ];
     for (name, help, get) in counters {
         sink.family(name, Kind::Counter, help);
         for (i, s) in all() {
-            sink.sample(Some(i), &[], Value::Int(get(&s.total)));
+            sink.sample(Some(i), &[], get(&s.total));
         }
+    }
+    sink.family(
+        TOOL_SPANS,
+        Kind::Counter,
+        "Tool spans received. Below toolsize_tool_calls_total when the tracer sampled (the probability from the span's tracestate or recognition.sampling_rates): the call, error, truncation and over-ceiling counters are then extrapolated, each span weighted by its adjusted count; the size histograms hold each span once.",
+    );
+    for (i, s) in all() {
+        sink.sample(Some(i), &[], Value::Int(s.total.calls));
     }
     sink.family(
         TOOL_RESULTS_SIZED,
@@ -441,7 +463,7 @@ pub(crate) fn write_families(
     sink.family(
         TOOL_RESULTS_OVER_CEILING,
         Kind::Counter,
-        "Results over a ceiling, counted once under the weakest layer of the stack that cuts them.",
+        "Results over a ceiling, counted once under the weakest layer of the stack that cuts them (weighted as the calls).",
     );
     let stack = &frame.stack;
     for (i, s) in all() {
@@ -452,16 +474,12 @@ pub(crate) fn write_families(
                 .map_or(0, |(_, n)| *n)
         };
         for layer in stack.layers() {
-            sink.sample(
-                Some(i),
-                &[("layer", layer.id())],
-                Value::Int(count(layer.id())),
-            );
+            sink.sample(Some(i), &[("layer", layer.id())], calls(count(layer.id())));
         }
         // Counts restored from a snapshot for layers no longer in the stack.
         for (id, n) in &s.over_ceiling {
             if !stack.layers().iter().any(|x| x.id() == id) {
-                sink.sample(Some(i), &[("layer", id)], Value::Int(*n));
+                sink.sample(Some(i), &[("layer", id)], calls(*n));
             }
         }
     }

@@ -13,6 +13,8 @@ pub(crate) const TOOL_RESULTS_TRUNCATED_UPSTREAM: &str =
     "toolsize_tool_results_truncated_upstream_total";
 /// Successful results of unknown size.
 pub(crate) const TOOL_RESULTS_SIZE_UNKNOWN: &str = "toolsize_tool_results_size_unknown_total";
+/// Tool spans received (below the calls when the tracer sampled).
+pub(crate) const TOOL_SPANS: &str = "toolsize_tool_spans_total";
 /// Results with a known size, by how it was obtained.
 pub(crate) const TOOL_RESULTS_SIZED: &str = "toolsize_tool_results_sized_total";
 /// Attribute value length limit a tool's results were seen cut at (configured or learned).
@@ -101,6 +103,7 @@ pub const FAMILIES: &[&str] = &[
     TOOL_RESULTS_TRUNCATED,
     TOOL_RESULTS_TRUNCATED_UPSTREAM,
     TOOL_RESULTS_SIZE_UNKNOWN,
+    TOOL_SPANS,
     TOOL_RESULTS_SIZED,
     TOOL_RESULT_UPSTREAM_LIMIT,
     TOOL_RESULTS_OVER_CEILING,

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::collector::state::{Largest, OverCeiling, Point, SeriesKey, State, Stats};
+use crate::collector::state::{whole_calls, Largest, OverCeiling, Point, SeriesKey, State, Stats};
 
 /// One row of `/api/v1/tools`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -13,7 +13,7 @@ pub(crate) struct ToolRow {
     pub(crate) service: String,
     /// Tool.
     pub(crate) tool: String,
-    /// Calls.
+    /// Calls: the spans received, each weighted by its adjusted count (see `spans`).
     pub(crate) count: u64,
     /// Calls with a known size.
     pub(crate) sized: u64,
@@ -54,6 +54,15 @@ pub(crate) struct ToolRow {
     pub(crate) upstream_limit: Option<u64>,
     /// Latency, 95th percentile, milliseconds.
     pub(crate) latency_p95_ms: f64,
+    /// Tool spans received: `count` and the other call counters are these spans weighted by
+    /// their adjusted counts (1 / sampling probability), so they exceed it when the tracer
+    /// sampled; the sizes and quantiles are of these spans.
+    #[serde(default)]
+    pub(crate) spans: u64,
+    /// Some calls were counted from sampled spans: `count`, `errors`, `truncated`,
+    /// `truncated_upstream` and the over-ceiling counts are extrapolated.
+    #[serde(default)]
+    pub(crate) extrapolated: bool,
 }
 
 /// `/api/v1/tools`.
@@ -131,15 +140,15 @@ fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
     ToolRow {
         service: key.service.clone(),
         tool: key.tool.clone(),
-        count: st.counts.calls,
+        count: whole_calls(st.counts.calls_milli),
         sized: st.size.len(),
         p50: st.size.quantile(0.5),
         p95: st.size.quantile(0.95),
         p99: st.size.quantile(0.99),
         max: st.size.max(),
-        errors: st.counts.errors,
-        truncated: st.counts.truncated,
-        truncated_upstream: st.counts.truncated_upstream,
+        errors: whole_calls(st.counts.weighted(st.counts.errors)),
+        truncated: whole_calls(st.counts.weighted(st.counts.truncated)),
+        truncated_upstream: whole_calls(st.counts.weighted(st.counts.truncated_upstream)),
         unknown_size: st.counts.unknown_size,
         measured: st.counts.measured,
         derived: st.counts.derived,
@@ -149,6 +158,8 @@ fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
         lower_bound: st.counts.lower_bound,
         upstream_limit: st.counts.upstream_limit,
         latency_p95_ms: st.latency.quantile(0.95) as f64 / 1000.0,
+        spans: st.counts.calls,
+        extrapolated: st.counts.extrapolated(),
     }
 }
 
@@ -240,9 +251,9 @@ impl State {
                     over_ceiling: s
                         .over_ceiling
                         .iter()
-                        .map(|(layer, count)| OverCeilingCount {
+                        .map(|(layer, milli)| OverCeilingCount {
                             layer: layer.clone(),
-                            count: *count,
+                            count: whole_calls(*milli),
                         })
                         .collect(),
                     recent_over_ceiling: s

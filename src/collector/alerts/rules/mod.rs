@@ -628,6 +628,7 @@ pub(crate) mod testing {
             earlier_cuts: Vec::new(),
             upstream: Default::default(),
             join: None,
+            weight: crate::collector::ingest::sampling::Weight::ONE,
         }
     }
 

@@ -38,6 +38,7 @@ pub(crate) use crate::collector::ingest::record::{
 pub(crate) use crate::collector::stats::LabelCuts;
 
 use crate::collector::config::RecognitionConfig;
+use crate::collector::ingest::sampling::{Sampling, Weight};
 use crate::collector::ingest::wire::{AttrValue, SpanView};
 use crate::semconv;
 
@@ -188,6 +189,7 @@ pub struct Recognizer {
     placeholders: Vec<String>,
     max_name: usize,
     max_service: usize,
+    sampling: Sampling,
 }
 
 impl std::fmt::Debug for Recognizer {
@@ -267,6 +269,7 @@ impl Recognizer {
             placeholders: config.placeholders.clone(),
             max_name: max_tool_name_bytes,
             max_service: crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES,
+            sampling: Sampling::new(&config.sampling_rates),
             table: KeyTable::new(&keys),
             keys,
         }
@@ -308,6 +311,11 @@ impl Recognizer {
     }
 
     /// The longest tool name kept, in bytes.
+    /// The sampling weights of spans ([`crate::collector::ingest::sampling`]).
+    pub(crate) fn sampling(&self) -> &Sampling {
+        &self.sampling
+    }
+
     pub(crate) fn max_tool_name_bytes(&self) -> usize {
         self.max_name
     }
@@ -470,6 +478,7 @@ impl Recognizer {
             earlier_cuts,
             upstream: Upstream::default(),
             join: None,
+            weight: Weight::ONE,
         })
     }
 
