@@ -274,7 +274,8 @@ impl<'a> SpanView<'a> {
             match n {
                 1 => self.trace_id = len(f)?,
                 2 => self.span_id = len(f)?,
-                3 => self.trace_state = utf8(len(f)?)?,
+                // Not UTF-8: read as absent, never a reason to refuse the span.
+                3 => self.trace_state = std::str::from_utf8(len(f)?).unwrap_or(""),
                 4 => self.parent_span_id = len(f)?,
                 5 => self.name = utf8(len(f)?)?,
                 7 | 8 => {
