@@ -393,44 +393,20 @@ pub(crate) fn write_families(
     let all = || (0..frame.series.len()).zip(&frame.series);
 
     type Get = fn(&Counts) -> Value;
-    let counters: [(&str, &str, Get); 5] = [
-        (
-            TOOL_CALLS,
-            "Tool calls seen, each span weighted by its adjusted count when its tracer sampled it (see toolsize_tool_spans_sampled_total).",
-            |s| calls(s.calls_milli),
-        ),
-        (TOOL_CALL_ERRORS, "Tool calls that failed (weighted as the calls).", |s| {
-            calls(s.weighted(s.errors))
-        }),
-        (
-            TOOL_RESULTS_TRUNCATED,
-            "Results the tool reported truncated before the model saw them (weighted as the calls).",
-            |s| calls(s.weighted(s.truncated)),
-        ),
-        (
-            TOOL_RESULTS_TRUNCATED_UPSTREAM,
-            "Results whose content shows a cut made before the daemon saw them; their size is a lower bound (weighted as the calls).",
-            |s| calls(s.weighted(s.truncated_upstream)),
-        ),
-        (
-            TOOL_RESULTS_SIZE_UNKNOWN,
-            "Successful results whose size is unknown (content not captured or a placeholder).",
-            |s| Value::Int(s.unknown_size),
-        ),
+    #[rustfmt::skip]
+    let counters: [(&str, &str, Get); 6] = [
+        (TOOL_CALLS, "Tool calls seen, each span weighted by its adjusted count when its tracer sampled it (see toolsize_tool_spans_total).", |s| calls(s.calls_milli)),
+        (TOOL_CALL_ERRORS, "Tool calls that failed (weighted as the calls).", |s| calls(s.weighted(s.errors))),
+        (TOOL_RESULTS_TRUNCATED, "Results the tool reported truncated before the model saw them (weighted as the calls).", |s| calls(s.weighted(s.truncated))),
+        (TOOL_RESULTS_TRUNCATED_UPSTREAM, "Results whose content shows a cut made before the daemon saw them; their size is a lower bound (weighted as the calls).", |s| calls(s.weighted(s.truncated_upstream))),
+        (TOOL_RESULTS_SIZE_UNKNOWN, "Successful results whose size is unknown (content not captured or a placeholder).", |s| Value::Int(s.unknown_size)),
+        (TOOL_SPANS, "Tool spans received. Below toolsize_tool_calls_total when the tracer sampled (the probability from the span's tracestate or recognition.sampling_rates): the call, error, truncation and over-ceiling counters are then extrapolated, each span weighted by its adjusted count; the size histograms hold each span once.", |s| Value::Int(s.calls)),
     ];
     for (name, help, get) in counters {
         sink.family(name, Kind::Counter, help);
         for (i, s) in all() {
             sink.sample(Some(i), &[], get(&s.total));
         }
-    }
-    sink.family(
-        TOOL_SPANS,
-        Kind::Counter,
-        "Tool spans received. Below toolsize_tool_calls_total when the tracer sampled (the probability from the span's tracestate or recognition.sampling_rates): the call, error, truncation and over-ceiling counters are then extrapolated, each span weighted by its adjusted count; the size histograms hold each span once.",
-    );
-    for (i, s) in all() {
-        sink.sample(Some(i), &[], Value::Int(s.total.calls));
     }
     sink.family(
         TOOL_RESULTS_SIZED,
