@@ -90,8 +90,9 @@ async fn a_dead_aggregator_counts_what_it_lost_and_the_rule_and_panels_fire() {
         .await
         .unwrap();
     assert_eq!(ready.status(), 503);
-    // /metrics still serves the self-metrics (with the last numbers of the series).
+    // /metrics still serves the self-metrics; no tool series, whose counts stopped.
     let text = metrics(admin).await;
+    assert!(!text.contains("toolsize_tool_calls_total{"), "{text}");
     assert_eq!(sample(&text, "toolsize_spans_dropped_total"), Some(15.0));
     assert_eq!(
         sample(

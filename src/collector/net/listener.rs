@@ -199,8 +199,11 @@ async fn handshake(conn: Conn, tls: Option<&TlsAcceptor>, timeout: Duration) -> 
     #[cfg(feature = "tls")]
     {
         let (stats, which) = (conn.stats.clone(), conn.listener);
+        let activity = conn.activity.clone();
         match tokio::time::timeout(timeout, tls.accept(conn)).await {
             Ok(Ok(s)) => Some(Stream::Tls(Box::new(s))),
+            // Evicted mid-handshake: counted once, as evicted.
+            _ if activity.evicted() => None,
             _ => {
                 stats.count_closed(which, Closed::TlsHandshake);
                 None

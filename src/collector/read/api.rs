@@ -100,9 +100,9 @@ pub struct ApiState {
     /// OTLP/gRPC and OTLP/HTTP addresses, named by the status page.
     otlp: [SocketAddr; 2],
     auth: Arc<crate::collector::net::auth::Auth>,
-    /// The last numbers the aggregator handed out: served with fresh self-metrics once it has
-    /// stopped, so the counters of what is lost since stay visible.
-    last_frame: Arc<std::sync::Mutex<Option<Arc<Frame>>>>,
+    /// The last frame the aggregator handed out, without its series: served with fresh
+    /// self-metrics once it has stopped, so the counters of what is lost since stay visible.
+    last_frame: Arc<std::sync::Mutex<Option<Frame>>>,
 }
 
 impl ApiState {
@@ -251,22 +251,21 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         .await
     {
         Ok(frame) => {
-            let frame = Arc::new(frame);
             if let Ok(mut last) = s.last_frame.lock() {
-                *last = Some(frame.clone());
+                *last = Some(frame.without_series(frame.now));
             }
             frame
         }
-        // A stopped aggregator: its last numbers, with the self-metrics that count what is
-        // refused and lost since (a busy one answers 503: Prometheus keeps the last scrape).
-        Err(r) => match s
-            .control
-            .is_closed()
-            .then(|| s.last_frame.lock().ok()?.clone())
-        {
-            Some(Some(frame)) => frame,
-            _ => return r,
-        },
+        // A stopped aggregator: no tool series (their counts stopped with it), the self-metrics
+        // that count what is refused and lost since (a busy one answers 503: Prometheus keeps
+        // the last scrape).
+        Err(r) => {
+            let last = s.last_frame.lock().ok().and_then(|l| l.clone());
+            match last.filter(|_| s.control.is_closed()) {
+                Some(frame) => frame.without_series(crate::collector::state::now_unix()),
+                None => return r,
+            }
+        }
     };
     // Rendered here, on a blocking thread, not on the aggregator task.
     let stats = s.stats.clone();

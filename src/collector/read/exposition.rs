@@ -292,6 +292,22 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// The same frame at `now` without its series: what `/metrics` serves once the aggregator
+    /// has stopped (its self-metrics and the stack, no tool series whose counts stopped).
+    pub(crate) fn without_series(&self, now: u64) -> Self {
+        Self {
+            series: Vec::new(),
+            stack: self.stack.clone(),
+            size_bounds: self.size_bounds.clone(),
+            windows: self.windows.clone(),
+            max_series: self.max_series,
+            overflow_records: self.overflow_records,
+            clamped: self.clamped,
+            joins: self.joins.clone(),
+            now,
+        }
+    }
+
     /// Copies what the text exposition shows of `state` at `now`.
     pub(crate) fn capture(state: &State, now: u64) -> Self {
         Self::capture_with(state, now, false)
