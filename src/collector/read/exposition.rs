@@ -303,7 +303,7 @@ impl Frame {
             max_series: self.max_series,
             overflow_records: self.overflow_records,
             clamped: self.clamped,
-            joins: self.joins.clone(),
+            joins: self.joins,
             now,
         }
     }
