@@ -185,3 +185,35 @@ async fn a_stopped_alert_task_counts_every_match_it_could_not_raise() {
     assert_eq!((over("sent"), over("dropped")), (Some(1.0), Some(0.0)));
     d.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_aggregator_reports_its_lost_final_snapshot_at_shutdown() {
+    let dir = temp_dir("losses-snapshot");
+    let mut config = toolsize::collector::Config::from_toml(&format!(
+        "[store]\ndata_dir = {:?}\n",
+        dir.to_str().unwrap()
+    ))
+    .unwrap();
+    let loopback = loopback_config();
+    config.otlp = loopback.otlp;
+    config.admin = loopback.admin;
+    // Alive: a clean shutdown writes its final snapshot.
+    let d = Daemon::start(&config).await.unwrap();
+    assert!(!d.shutdown().await.final_snapshot_failed());
+    let d = Daemon::start(&config).await.unwrap();
+    let r = post_proto(d.otlp_http_addr, &request("svc", spans(0, 3))).await;
+    assert_eq!(r.status(), 200);
+    let (release, after) = tokio::sync::oneshot::channel::<()>();
+    d.inject(Fault::AggregatorPanicsAfter(after)).await;
+    drop(release);
+    let admin = d.admin_addr;
+    wait_for("/readyz 503", Duration::from_secs(10), || async move {
+        let r = reqwest::get(format!("http://{admin}/readyz")).await.ok()?;
+        (r.status() == 503).then_some(())
+    })
+    .await;
+    assert!(
+        d.shutdown().await.final_snapshot_failed(),
+        "the calls since the last snapshot are lost, and said so"
+    );
+}

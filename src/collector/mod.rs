@@ -100,6 +100,15 @@ pub struct Stopped {
     pub(crate) final_snapshot_failed: bool,
 }
 
+impl Stopped {
+    /// Whether what was received since the last successful snapshot is lost: a data directory
+    /// is configured and the final snapshot could not be written (a failed write, or an
+    /// aggregator that had stopped).
+    pub fn final_snapshot_failed(&self) -> bool {
+        self.final_snapshot_failed
+    }
+}
+
 /// A failure to start the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectorError {
@@ -133,6 +142,8 @@ pub struct Pipeline {
     pub stats: Arc<SelfStats>,
     control: mpsc::Sender<Command>,
     aggregator: JoinHandle<()>,
+    /// A data directory is configured: a final snapshot is due at shutdown.
+    persistent: bool,
 }
 
 impl Pipeline {
@@ -236,6 +247,7 @@ impl Pipeline {
             stats,
             control,
             aggregator,
+            persistent: config.store.data_dir.is_some(),
         })
     }
 
@@ -254,18 +266,16 @@ impl Pipeline {
     pub async fn shutdown(self) -> Stopped {
         let failures = self.stats.view().snapshot_failures;
         let (tx, rx) = oneshot::channel();
-        if self
-            .control
-            .send(Command::Shutdown { reply: tx })
-            .await
-            .is_ok()
-        {
-            let _ = rx.await;
-        }
+        let answered = match self.control.send(Command::Shutdown { reply: tx }).await {
+            Ok(()) => rx.await.is_ok(),
+            Err(_) => false,
+        };
         let _ = self.aggregator.await;
         let v = self.stats.view();
+        // A stopped aggregator wrote no final snapshot: what it held since the last one is lost.
         Stopped {
-            final_snapshot_failed: v.snapshot_failures > failures && v.snapshot_failing > 0,
+            final_snapshot_failed: (v.snapshot_failures > failures && v.snapshot_failing > 0)
+                || (self.persistent && !answered),
         }
     }
 }
