@@ -12,7 +12,9 @@
 //! `aggregator` task that wires the last five.
 //!
 //! - **Receivers** ([`ingest`]) take the three OTLP signals, decode protobuf / JSON / gzip,
-//!   classify spans with the recognition table ([`ingest::recognize`]) and the coding agents'
+//!   classify spans with the recognition table ([`ingest::recognize`]), weigh each by its
+//!   sampling (`ingest::sampling`: a sampled span counts as the calls it stands for), and the
+//!   coding agents'
 //!   log records and spans with their own entries, and `try_send` one batch of tool records per
 //!   request to the aggregator. They never block on it: a full queue refuses the request as retryable (HTTP 503 +
 //!   `Retry-After`, gRPC `UNAVAILABLE`), so everything acknowledged is recorded.
@@ -35,7 +37,8 @@
 //!   the reason logged and the daemon starts empty.
 //!
 //! - **Listeners** ([`net::listener`]): every socket holds a slot of its listener's connection cap
-//!   and lives under a header-read and an idle timeout; optional TLS ([`net::tls`], feature `tls`)
+//!   (at the cap, the connection idle longest without a request in flight makes room:
+//!   `net::evict`) and lives under a header-read and an idle timeout; optional TLS ([`net::tls`], feature `tls`)
 //!   and a shared token ([`net::auth`]) guard the OTLP receivers and the admin API.
 //!
 //! Behaviour under load: memory is bounded by the read budget (bodies being read) plus the

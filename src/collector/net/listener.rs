@@ -5,7 +5,7 @@
 //!   cannot take the file descriptors the daemon needs for its other listeners and its
 //!   snapshots. At the cap a new connection takes the place of the one idle longest without a
 //!   request in flight, which is closed and counted (`reason="evicted"`, see
-//!   [`crate::collector::net::evict`]), so they cannot shut out legitimate clients either; only
+//!   `net/evict.rs`), so they cannot shut out legitimate clients either; only
 //!   when every connection has a request in flight is the new one closed at once
 //!   (`reason="limit"`). At start the caps are checked against the open-file limit
 //!   (`RLIMIT_NOFILE`, read from `/proc/self/limits`): when the three caps plus a reserve of

@@ -1,5 +1,5 @@
 //! The daemon's network edge: listeners with their budgets and their admission at the cap
-//! ([`evict`]), TLS, the shared token, and the
+//! (`evict`), TLS, the shared token, and the
 //! outbound HTTP client that delivers alerts.
 
 pub(crate) mod auth;
