@@ -344,3 +344,41 @@ async fn real_frameworks_sizes_are_what_the_model_got() {
     );
     d.shutdown().await;
 }
+
+/// OpenLLMetry records a tool's dict result with Python's `json.dumps` default (`ensure_ascii`):
+/// every accented, Greek, CJK and emoji character becomes a `\uXXXX` escape (two for an emoji),
+/// +50 % to +90 % over the text the agent hands the model (`json.dumps(…, ensure_ascii=False)`,
+/// as LangChain does). The daemon sizes each result as the model got it, within 1 %.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openllmetry_dict_results_with_non_ascii_text_are_sized_as_the_model_got_them() {
+    if !require(
+        python(VENV2).to_str().unwrap(),
+        &["-c", "import traceloop.sdk"],
+    ) {
+        return;
+    }
+    let mut config = loopback_config();
+    config.aggregation.largest_results = 4 * CALLS;
+    let d = Daemon::start(&config).await.unwrap();
+    let endpoint = format!("http://{}", d.otlp_http_addr);
+    let (worst, failed) = check_whole(
+        &d,
+        "openllmetry_dict",
+        VENV2,
+        &endpoint,
+        "openllmetry-dict",
+        &[],
+    )
+    .await;
+    assert_eq!(failed, CALLS / 4);
+    println!(
+        "openllmetry dict results: worst error {:.3} %",
+        worst * 100.0
+    );
+    // Sized from content with the tracer's escapes removed, said to be approximate.
+    let rows = rows(d.admin_addr, "openllmetry-dict").await;
+    for (tool, row) in &rows {
+        assert_eq!(row["unwrapped_approximate"], row["sized"], "{tool}: {row}");
+    }
+    d.shutdown().await;
+}

@@ -277,7 +277,7 @@ async fn every_bad_input_gets_its_answer_and_nothing_accepted_is_lost() {
     let st = p.stats.view();
     assert_eq!(st.spans_tool, 3);
     assert_eq!(st.spans_invalid, 2);
-    assert_eq!(st.refused_requests, [6, 1, 2, 0, 0, 0]);
+    assert_eq!(st.refused_requests, [6, 1, 2, 0, 0, 0, 0]);
     p.shutdown().await;
 }
 

@@ -1,5 +1,6 @@
 //! Snapshots across restarts of the real binary: SIGTERM keeps everything, `kill -9` loses at
-//! most one snapshot interval, a corrupt snapshot is moved aside and the daemon starts empty.
+//! most one snapshot interval, a corrupt snapshot is moved aside and the daemon starts empty, a
+//! snapshot of the previous format is restored whole, one of a newer format moved aside.
 #![cfg(feature = "collector")]
 
 mod support;
@@ -159,4 +160,153 @@ async fn a_learned_upstream_limit_survives_a_restart() {
     assert_eq!(row["truncated_upstream"], 4, "{row}");
     assert_eq!(row["count"], 5, "{row}");
     b.stop();
+}
+
+/// Every key of `want` is in `got` with the same value (arrays element by element): views of
+/// this build may say more than the build that wrote the fixture did.
+fn holds(got: &serde_json::Value, want: &serde_json::Value, at: &str) {
+    use serde_json::Value;
+    match (got, want) {
+        (Value::Object(g), Value::Object(w)) => {
+            for (k, v) in w {
+                let g = g.get(k).unwrap_or_else(|| panic!("{at}.{k} missing"));
+                holds(g, v, &format!("{at}.{k}"));
+            }
+        }
+        (Value::Array(g), Value::Array(w)) => {
+            assert_eq!(g.len(), w.len(), "{at}: {got} against {want}");
+            for (i, (g, w)) in g.iter().zip(w).enumerate() {
+                holds(g, w, &format!("{at}[{i}]"));
+            }
+        }
+        _ => assert_eq!(got, want, "{at}"),
+    }
+}
+
+/// `tests/data/snapshots/v1.json` was written by the last build of format 1 (`toolsize serve
+/// --ceiling-bytes 30000`, 12 spans of three tools, one over-ceiling alert firing), and
+/// `v1-tools.json` / `v1-tool_search.json` are what that build served from it. This build
+/// restores it with every number, serves the same views, keeps the alert, and writes format 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_of_the_previous_format_is_restored_whole() {
+    let dir = data_dir("format-v1");
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/snapshots");
+    std::fs::copy(fixtures.join("v1.json"), dir.join("toolsize-state.json")).unwrap();
+    let read = |f: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(fixtures.join(f)).unwrap()).unwrap()
+    };
+    let b = Binary::start_quiet("default", &["--ceiling-bytes", "30000"], Some(&dir));
+    holds(&tools(b.admin, "").await, &read("v1-tools.json"), "tools");
+    // The API shows the largest results of the longest window (an hour) only, and the fixture
+    // was written once, long before this run: their survival is checked in the snapshot
+    // written back below instead.
+    let mut want = read("v1-tool_search.json");
+    for s in want["series"].as_array_mut().unwrap() {
+        s.as_object_mut().unwrap().remove("largest");
+    }
+    holds(
+        &get_json(b.admin, "/api/v1/tools/search").await,
+        &want,
+        "tools/search",
+    );
+    let alerts = get_json(b.admin, "/api/v1/alerts").await;
+    let firing = alerts["firing"].as_array().unwrap();
+    assert_eq!(firing.len(), 1, "{alerts}");
+    assert_eq!(firing[0]["labels"]["tool"], "search");
+    let starts = firing[0]["startsAt"].as_str().unwrap();
+    assert!(starts.starts_with("2026-11-24T16:19:04.765"), "{alerts}");
+    b.stop();
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["toolsize-state.json"], "nothing moved aside");
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("toolsize-state.json")).unwrap()).unwrap();
+    assert_eq!(written["version"], 2);
+    // Every largest result of every series, as the fixture had them.
+    let largest = |v: &serde_json::Value, series: &serde_json::Value| -> Vec<(u64, String)> {
+        let mut out: Vec<(u64, String)> = v["largest"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no largest in {series}"))
+            .iter()
+            .map(|l| (l["bytes"].as_u64().unwrap(), l["span_id"].to_string()))
+            .collect();
+        out.sort();
+        out
+    };
+    let v1 = read("v1.json");
+    let mut kept = 0;
+    for old in v1["series"].as_array().unwrap() {
+        let (service, tool) = (&old["key"]["service"], &old["key"]["tool"]);
+        let new = written["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| &n["service"] == service && &n["tool"] == tool)
+            .unwrap_or_else(|| panic!("{service}/{tool} not written back"));
+        assert_eq!(largest(new, new), largest(old, old), "{service}/{tool}");
+        kept += largest(old, old).len();
+    }
+    assert!(
+        kept >= 10,
+        "the fixture holds largest results to check: {kept}"
+    );
+}
+
+/// A snapshot written by a newer build is moved aside under its version (so it can be renamed
+/// back for that build), and the log says why.
+#[test]
+fn a_snapshot_of_a_newer_format_is_moved_aside_saying_why() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = data_dir("format-newer");
+    std::fs::write(
+        dir.join("toolsize-state.json"),
+        br#"{"version": 9, "series": [], "shards": 4}"#,
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolsize"))
+        .args([
+            "serve",
+            "--otlp-grpc-addr",
+            "127.0.0.1:0",
+            "--otlp-http-addr",
+        ])
+        .args(["127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir"])
+        .arg(&*dir)
+        .env("RUST_LOG", "error")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert!(ready.contains("admin"), "started empty: {ready}");
+    let st = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("Snapshot cannot be read; moved aside")
+            && log.contains("snapshot format version 9 is newer than this build reads (1 to 2)"),
+        "{log}"
+    );
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("toolsize-state.json.v9-")),
+        "{names:?}"
+    );
 }

@@ -1,8 +1,10 @@
 //! Slow and idle clients against the daemon's time and connection budgets, over real loopback
 //! sockets: 1,000 idle connections, slow request heads, slow OTLP/HTTP and gRPC bodies declaring a
-//! megabyte and sending a byte at a time, and a listener driven past its connection cap. Legitimate OTLP/HTTP,
-//! OTLP/gRPC and `/healthz` requests keep being answered during the attack; every connection the
-//! daemon closes is counted by reason.
+//! megabyte and sending a byte at a time, a listener driven past its connection cap (the idlest
+//! connection makes room, a request in flight is never cut), and 1,100 idle connections per
+//! listener against the real binary under `ulimit -n 1024`. Legitimate OTLP/HTTP, OTLP/gRPC and
+//! `/healthz` requests keep being answered during the attacks; every connection the daemon closes
+//! is counted by reason.
 #![cfg(feature = "collector")]
 
 mod support;
@@ -295,52 +297,218 @@ async fn legitimate_clients_are_served_during_a_slow_client_attack() {
     d.shutdown().await;
 }
 
+/// Whether the daemon closed `s` (read gives end of file or an error within `wait`).
+async fn closed_by_daemon(s: &mut TcpStream, wait: Duration) -> bool {
+    let mut buf = [0u8; 1];
+    matches!(
+        tokio::time::timeout(wait, s.read(&mut buf)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_over_the_cap_are_closed_and_counted() {
+async fn at_the_cap_the_idlest_connection_makes_room() {
     let mut cfg = attack_config();
     cfg.listeners.otlp_max_connections = 20;
     let d = Daemon::start(&cfg).await.unwrap();
-    let held = connect_many(d.otlp_http_addr, 20).await;
-    let mut over = connect_many(d.otlp_http_addr, 5).await;
-    let mut buf = [0u8; 1];
-    for s in &mut over {
-        let n = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf))
-            .await
-            .expect("closed at once");
-        assert!(matches!(n, Ok(0) | Err(_)));
+    let mut held = connect_many(d.otlp_http_addr, 20).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The first 5 become active: one request each, answered, the connection kept alive.
+    let good = request("agent", vec![own_span(1, "read", 100)]);
+    let body = prost::Message::encode_to_vec(&good);
+    for s in &mut held[..5] {
+        let head = format!(
+            "POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\n\
+             content-length: {}\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        s.write_all(&body).await.unwrap();
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(
+            buf[..n].starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+    }
+    // Five newcomers take the places of the five idle longest: silent since their accept.
+    let mut newcomers = connect_many(d.otlp_http_addr, 5).await;
+    for s in &mut held[5..10] {
+        assert!(closed_by_daemon(s, Duration::from_secs(2)).await, "evicted");
+    }
+    let (active, rest) = held.split_at_mut(5);
+    for s in active
+        .iter_mut()
+        .chain(&mut rest[5..])
+        .chain(&mut newcomers)
+    {
+        assert!(
+            !closed_by_daemon(s, Duration::from_millis(50)).await,
+            "kept"
+        );
     }
     let text = metrics(d.admin_addr).await;
-    assert_eq!(
+    let closed = |reason: &str| {
         sample(
             &text,
-            "toolsize_connections_closed_total{listener=\"otlp_http\",reason=\"limit\"}"
-        ),
-        Some(5.0)
-    );
+            &format!(
+                "toolsize_connections_closed_total{{listener=\"otlp_http\",reason=\"{reason}\"}}"
+            ),
+        )
+    };
+    assert_eq!((closed("evicted"), closed("limit")), (Some(5.0), Some(0.0)));
     assert_eq!(
         sample(&text, "toolsize_connections_limit{listener=\"otlp_http\"}"),
         Some(20.0)
     );
-    // The admin listener has its own cap: /healthz still answers.
-    let h = reqwest::get(format!("http://{}/healthz", d.admin_addr))
+    assert_eq!(
+        sample(&text, "toolsize_connections{listener=\"otlp_http\"}"),
+        Some(20.0)
+    );
+    // A newcomer is a real client: its export is answered.
+    let s = &mut newcomers[0];
+    let head = format!(
+        "POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\n\
+         content-length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&body).await.unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).await.unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    d.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_in_flight_are_never_evicted() {
+    let mut cfg = attack_config();
+    cfg.listeners.otlp_max_connections = 8;
+    let d = Daemon::start(&cfg).await.unwrap();
+    // Eight requests in flight: heads sent, bodies still coming (the handler is reading them).
+    let mut slow = Vec::new();
+    for _ in 0..8 {
+        let mut s = TcpStream::connect(d.otlp_http_addr).await.unwrap();
+        s.write_all(
+            b"POST /v1/traces HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\n\
+              content-length: 1000\r\n\r\n\x0a",
+        )
         .await
         .unwrap();
-    assert_eq!(h.status().as_u16(), 200);
-    // Slots come back when connections close.
-    drop(held);
-    let good = request("agent", vec![own_span(1, "read", 100)]);
-    let body = prost::Message::encode_to_vec(&good);
-    wait_for("a free slot", Duration::from_secs(5), || async {
-        let r = reqwest::Client::new()
-            .post(format!("http://{}/v1/traces", d.otlp_http_addr))
-            .header("content-type", "application/x-protobuf")
-            .body(body.clone())
-            .send()
-            .await;
-        r.is_ok_and(|r| r.status().as_u16() == 200).then_some(())
-    })
-    .await;
+        slow.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A newcomer finds no connection to evict: closed at once, counted as over the limit.
+    let mut late = TcpStream::connect(d.otlp_http_addr).await.unwrap();
+    assert!(closed_by_daemon(&mut late, Duration::from_secs(2)).await);
+    for s in &mut slow {
+        assert!(
+            !closed_by_daemon(s, Duration::from_millis(20)).await,
+            "in flight, kept"
+        );
+    }
+    let text = metrics(d.admin_addr).await;
+    let closed = |reason: &str| {
+        sample(
+            &text,
+            &format!(
+                "toolsize_connections_closed_total{{listener=\"otlp_http\",reason=\"{reason}\"}}"
+            ),
+        )
+    };
+    assert_eq!((closed("evicted"), closed("limit")), (Some(0.0), Some(1.0)));
     d.shutdown().await;
+}
+
+/// The siege of issue 24: the real binary under `ulimit -n 1024` (its caps lowered to fit),
+/// 1,100 connections that never send a byte on each of its three listeners; then a real OTLP/HTTP
+/// export, a real OTLP/gRPC export and `/healthz` are all answered 200, and the connections the
+/// siege lost are counted as evicted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_clients_are_served_through_an_idle_connection_siege() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    raise_open_files(8192);
+    let mut child = Command::new("prlimit")
+        .args(["--nofile=1024:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
+        .args([
+            "--otlp-grpc-addr",
+            "127.0.0.1:0",
+            "--otlp-http-addr",
+            "127.0.0.1:0",
+        ])
+        .args(["--admin-addr", "127.0.0.1:0"])
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("prlimit (util-linux) runs toolsize serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let addr = |k: &str| -> SocketAddr { ready[k].as_str().unwrap().parse().unwrap() };
+    let (http, grpc, admin) = (addr("otlp_http"), addr("otlp_grpc"), addr("admin"));
+    let caps = metrics(admin).await;
+    let cap = |l: &str| {
+        sample(
+            &caps,
+            &format!("toolsize_connections_limit{{listener=\"{l}\"}}"),
+        )
+        .unwrap()
+    };
+    assert!(cap("otlp_http") + cap("otlp_grpc") + cap("admin") <= 1024.0 - 64.0);
+
+    let mut siege = Vec::new();
+    for a in [http, grpc, admin] {
+        siege.extend(connect_many(a, 1100).await);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let good = request("agent", vec![own_span(1, "read", 100)]);
+    assert_eq!(
+        post_proto(http, &good).await.status().as_u16(),
+        200,
+        "OTLP/HTTP"
+    );
+    let mut grpc_client = TraceServiceClient::connect(format!("http://{grpc}"))
+        .await
+        .expect("OTLP/gRPC connects");
+    grpc_client
+        .export(good.clone())
+        .await
+        .expect("OTLP/gRPC export answered OK");
+    let h = reqwest::get(format!("http://{admin}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(h.status().as_u16(), 200, "/healthz");
+    let text = metrics(admin).await;
+    for l in ["otlp_http", "otlp_grpc", "admin"] {
+        let closed = |reason: &str| {
+            sample(
+                &text,
+                &format!(
+                    "toolsize_connections_closed_total{{listener=\"{l}\",reason=\"{reason}\"}}"
+                ),
+            )
+            .unwrap()
+        };
+        assert!(closed("evicted") >= 1100.0 - cap(l), "{l}: {text}");
+        assert_eq!(closed("limit"), 0.0, "{l}");
+    }
+    assert_eq!(
+        sample(&text, "toolsize_spans_accepted_total{kind=\"tool\"}"),
+        Some(2.0)
+    );
+    drop(siege);
+    let st = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(child.wait().unwrap().success());
 }
 
 #[tokio::test]

@@ -328,6 +328,68 @@ async fn status_page_in_chromium_shows_tools_ceiling_and_alerts() {
 /// A tool name with bidi controls and quotes: shown as the same text, reordering nothing else.
 const BIDI: &str = "rev\u{202e}txt.exe\u{2066}\"'";
 
+/// A series counted from sampled spans (`TOOLSIZE_SAMPLING_RATES=sampled=0.1`: each span is 10
+/// calls) shows "≈" before its count and a "sampled" mark naming the spans received; a series
+/// of unsampled spans shows its count alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_marks_counts_extrapolated_from_sampled_spans() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    let daemon = Binary::start_with_env(
+        &[],
+        None,
+        &[
+            ("TOOLSIZE_SAMPLING_RATES", "sampled=0.1"),
+            ("RUST_LOG", "error"),
+        ],
+    );
+    let three = (0..3).map(|n| own_span(n, "fetch", 500)).collect();
+    let two = (3..5).map(|n| own_span(n, "read", 500)).collect();
+    for (service, spans) in [("sampled", three), ("plain", two)] {
+        let r = post_proto(daemon.http, &request(service, spans)).await;
+        assert!(r.status().is_success());
+    }
+    let v = tools(daemon.admin, "").await;
+    let api = |s: &str| {
+        v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["service"] == s)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        (&api("sampled")["count"], &api("sampled")["extrapolated"]),
+        (&30.into(), &true.into())
+    );
+    assert_eq!(
+        (&api("plain")["count"], &api("plain")["extrapolated"]),
+        (&2.into(), &false.into())
+    );
+
+    let dom = chromium_dom(&format!("http://{}/", daemon.admin), "status-sampled", None).await;
+    assert!(
+        dom.contains("<body data-state=\"ok\""),
+        "not rendered:\n{dom}"
+    );
+    let page_rows = rows(inner(&dom, "tools-body", "tbody"));
+    let row = |service: &str| {
+        *page_rows
+            .iter()
+            .find(|r| text(cell(r, "c-service").1) == service)
+            .unwrap_or_else(|| panic!("no row of {service}:\n{page_rows:#?}"))
+    };
+    let (td, calls) = cell(row("sampled"), "c-calls");
+    assert_eq!(text(calls), "≈30sampled", "{calls}");
+    assert!(
+        attr(td, "title").is_some_and(|t| t.contains("extrapolated from 3 sampled spans")),
+        "{td}"
+    );
+    assert_eq!(text(cell(row("plain"), "c-calls").1), "2");
+}
+
 /// `s` percent-encoded as a path segment (every byte but the unreserved ones).
 fn segment(s: &str) -> String {
     s.bytes()

@@ -117,16 +117,18 @@ async fn python_sdk_exporters_over_tls_with_a_token() {
     let http = format!("https://127.0.0.1:{}/v1/traces", d.otlp_http_addr.port());
     let admin = format!("https://127.0.0.1:{}", d.admin_addr.port());
 
-    let (g, h) = tokio::join!(
-        tokio::task::spawn_blocking({
-            let (grpc, ca) = (grpc.clone(), ca.clone());
-            move || run("grpc", "tls-grpc", &grpc, &ca, TOKEN, None)
-        }),
-        tokio::task::spawn_blocking({
-            let (http, ca, admin) = (http.clone(), ca.clone(), admin.clone());
-            move || run("http", "tls-http", &http, &ca, TOKEN, Some(&admin))
-        }),
-    );
+    // One after the other: the HTTP client reads the admin API once both have exported (run
+    // side by side, it could read it before the gRPC client's last span).
+    let g = tokio::task::spawn_blocking({
+        let (grpc, ca) = (grpc.clone(), ca.clone());
+        move || run("grpc", "tls-grpc", &grpc, &ca, TOKEN, None)
+    })
+    .await;
+    let h = tokio::task::spawn_blocking({
+        let (http, ca, admin) = (http.clone(), ca.clone(), admin.clone());
+        move || run("http", "tls-http", &http, &ca, TOKEN, Some(&admin))
+    })
+    .await;
     let (g, h) = (g.unwrap(), h.unwrap());
     assert_eq!(g["results"], serde_json::json!(vec!["SUCCESS"; 5]), "{g}");
     assert_eq!(h["results"], serde_json::json!(vec!["SUCCESS"; 5]), "{h}");

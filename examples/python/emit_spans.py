@@ -135,9 +135,10 @@ def main():
                               "langfuse.observation.output": text[: n // 7]})
         note("fetch_page", utf8(text[: n // 7]))
 
-        # Vercel AI SDK (legacy ai.* telemetry).
+        # Vercel AI SDK (legacy ai.* telemetry): JSON.stringify, which escapes no character
+        # beyond ASCII and writes no spaces.
         t = provider.get_tracer("ai")
-        r = json.dumps(obj)
+        r = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
         with t.start_as_current_span("ai.toolCall") as s:
             s.set_attributes({"operation.name": "ai.toolCall", "ai.operationId": "ai.toolCall",
                               "ai.toolCall.name": "calculator", "ai.toolCall.id": f"v_{i}",

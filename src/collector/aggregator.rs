@@ -71,6 +71,10 @@ pub(crate) async fn run(
                     let _ = reply.send(());
                     return;
                 }
+                Some(Command::Fail { after }) => {
+                    let _ = after.await;
+                    panic!("injected fault: the aggregator stops");
+                }
                 Some(cmd) => {
                     // Read-your-writes: everything acknowledged before the question is counted
                     // in the answer: the batches queued when it came (at most the queue's
@@ -112,7 +116,7 @@ pub(crate) async fn run(
 }
 
 fn ingest(state: &mut State, stats: &SelfStats, b: Batch) {
-    state.record_owned_batch_ms(b.records, now_unix_ms());
+    state.record_owned_batch_ms(b.take(), now_unix_ms());
     stats.set_series(state.series_count() as u64, state.overflow_records);
 }
 
@@ -147,7 +151,7 @@ fn answer(state: &State, cmd: Command) {
         Command::Ping { reply } => {
             let _ = reply.send(());
         }
-        Command::Shutdown { .. } => {}
+        Command::Shutdown { .. } | Command::Fail { .. } => {}
     }
 }
 

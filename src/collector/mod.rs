@@ -12,8 +12,10 @@
 //! `aggregator` task that wires the last five.
 //!
 //! - **Receivers** ([`ingest`]) take the three OTLP signals, decode protobuf / JSON / gzip,
-//!   classify spans with one entry per emitter ([`ingest::recognize`]) and the coding agents'
-//!   log records and spans with one entry per agent, and `try_send` one batch of tool records per
+//!   classify spans with one entry per emitter ([`ingest::recognize`]), weigh each by its
+//!   sampling (`ingest::sampling`: a sampled span counts as the calls it stands for), and the
+//!   coding agents' log records and spans with one entry per agent, and `try_send` one batch of
+//!   tool records per
 //!   request to the aggregator. They never block on it: a full queue refuses the request as retryable (HTTP 503 +
 //!   `Retry-After`, gRPC `UNAVAILABLE`), so everything acknowledged is recorded.
 //! - **The aggregator** ([`state`]) is the only owner of per-(service, tool) state: HDR
@@ -31,10 +33,12 @@
 //!   matches to the alert task, which deduplicates, resolves after a quiet period and publishes
 //!   the current set to the log, Alertmanager and a webhook (`/api/v1/alerts` lists it).
 //! - **Store** ([`persist::store`]): snapshots every `store.snapshot_interval` and at shutdown, atomic on
-//!   disk, restored at start; a corrupt file is moved aside and the daemon starts empty.
+//!   disk, restored at start (earlier formats migrated); an unreadable file is moved aside with
+//!   the reason logged and the daemon starts empty.
 //!
 //! - **Listeners** ([`net::listener`]): every socket holds a slot of its listener's connection cap
-//!   and lives under a header-read and an idle timeout; optional TLS ([`net::tls`], feature `tls`)
+//!   (at the cap, the connection idle longest without a request in flight makes room:
+//!   `net::evict`) and lives under a header-read and an idle timeout; optional TLS ([`net::tls`], feature `tls`)
 //!   and a shared token ([`net::auth`]) guard the OTLP receivers and the admin API.
 //!
 //! Behaviour under load: memory is bounded by the read budget (bodies being read) plus the
@@ -80,12 +84,33 @@ use state::{Limits, State};
 /// Snapshot writes failing in a row after which `/readyz` answers 503.
 pub(crate) const SNAPSHOT_FAILURES_NOT_READY: u64 = 3;
 
+/// A failure a test can cause in a running daemon, to check that what it loses is counted.
+/// Not for production use.
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum Fault {
+    /// The aggregator takes nothing more until the sender of this is used or dropped, then
+    /// panics: what is queued meanwhile is acknowledged and lost.
+    AggregatorPanicsAfter(oneshot::Receiver<()>),
+    /// The alert task stops: every later match is lost.
+    AlertTaskStops,
+}
+
 /// How the daemon stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stopped {
     /// A data directory is configured and the final snapshot could not be written: what was
     /// received since the last successful snapshot is lost.
     pub(crate) final_snapshot_failed: bool,
+}
+
+impl Stopped {
+    /// Whether what was received since the last successful snapshot is lost: a data directory
+    /// is configured and the final snapshot could not be written (a failed write, or an
+    /// aggregator that had stopped).
+    pub fn final_snapshot_failed(&self) -> bool {
+        self.final_snapshot_failed
+    }
 }
 
 /// A failure to start the daemon.
@@ -124,6 +149,8 @@ pub struct Pipeline {
     pub stats: Arc<SelfStats>,
     control: mpsc::Sender<Command>,
     aggregator: JoinHandle<()>,
+    /// A data directory is configured: a final snapshot is due at shutdown.
+    persistent: bool,
 }
 
 impl Pipeline {
@@ -137,21 +164,13 @@ impl Pipeline {
                 let store = Store::open(dir)?;
                 if let Some(snap) = store.load()? {
                     let written = snap.written_unix;
-                    match state.restore(snap) {
-                        Err(e) => {
-                            store.move_aside(&e)?;
-                            state = State::new(Limits::from_config(config));
-                        }
-                        Ok(alerts) => {
-                            restored = alerts;
-                            stats.snapshot_written(written);
-                            tracing::info!(
-                                series = state.series_count(),
-                                path = %store.path().display(),
-                                "Restored snapshot."
-                            );
-                        }
-                    }
+                    restored = state.restore(snap);
+                    stats.snapshot_written(written);
+                    tracing::info!(
+                        series = state.series_count(),
+                        path = %store.path().display(),
+                        "Restored snapshot."
+                    );
                 }
                 Some(Arc::new(store))
             }
@@ -183,7 +202,7 @@ impl Pipeline {
         }
         let (data_tx, data_rx) = mpsc::channel(config.otlp.queue_capacity);
         let (control, control_rx) = mpsc::channel(64);
-        let aggregator = tokio::spawn(aggregator::run(
+        let task = tokio::spawn(aggregator::run(
             state,
             data_rx,
             control_rx,
@@ -193,6 +212,18 @@ impl Pipeline {
             config.store.snapshot_interval.0,
             config.alerts.evaluation_interval.0,
         ));
+        // A panic ends the aggregator: its queue is dropped (each batch counts itself dropped),
+        // later requests are refused as `aggregator_stopped`, `/readyz` answers 503.
+        let aggregator = tokio::spawn(async move {
+            if let Err(e) = task.await {
+                if e.is_panic() {
+                    tracing::error!(
+                        "Aggregator stopped (panic); nothing is recorded until the daemon is \
+                         restarted, and what was queued is lost (toolsize_spans_dropped_total)."
+                    );
+                }
+            }
+        });
         let token = config.auth.token().map_err(CollectorError::Security)?;
         let auth = Arc::new(
             net::auth::Auth::new(
@@ -230,25 +261,35 @@ impl Pipeline {
             stats,
             control,
             aggregator,
+            persistent: config.store.data_dir.is_some(),
         })
+    }
+
+    /// Injects `fault` (tests of what a failure loses and how it is counted).
+    #[doc(hidden)]
+    pub async fn inject(&self, fault: Fault) {
+        match fault {
+            Fault::AggregatorPanicsAfter(after) => {
+                let _ = self.control.send(Command::Fail { after }).await;
+            }
+            Fault::AlertTaskStops => self.api.alerts().stop_task(),
+        }
     }
 
     /// Drains the queue, writes the final snapshot and stops the aggregator.
     pub async fn shutdown(self) -> Stopped {
         let failures = self.stats.view().snapshot_failures;
         let (tx, rx) = oneshot::channel();
-        if self
-            .control
-            .send(Command::Shutdown { reply: tx })
-            .await
-            .is_ok()
-        {
-            let _ = rx.await;
-        }
+        let answered = match self.control.send(Command::Shutdown { reply: tx }).await {
+            Ok(()) => rx.await.is_ok(),
+            Err(_) => false,
+        };
         let _ = self.aggregator.await;
         let v = self.stats.view();
+        // A stopped aggregator wrote no final snapshot: what it held since the last one is lost.
         Stopped {
-            final_snapshot_failed: v.snapshot_failures > failures && v.snapshot_failing > 0,
+            final_snapshot_failed: (v.snapshot_failures > failures && v.snapshot_failing > 0)
+                || (self.persistent && !answered),
         }
     }
 }
@@ -371,7 +412,12 @@ impl Daemon {
         servers.push(tokio::spawn(async move {
             // Every path reaches the receiver, so calls to other services are answered and
             // counted there too (tonic's own fallback would answer without counting).
-            let routes = tonic::service::Routes::from(axum::Router::new().fallback_service(grpc));
+            // Each call is in flight on its connection until answered (admission at the cap).
+            let routes = tonic::service::Routes::from(
+                axum::Router::new()
+                    .fallback_service(grpc)
+                    .layer(axum::middleware::from_fn(net::evict::in_flight)),
+            );
             let mut server = server;
             if let Err(e) = server
                 .add_routes(routes)
@@ -400,6 +446,12 @@ impl Daemon {
     /// Self-metrics.
     pub fn stats(&self) -> &SelfStats {
         &self.pipeline.stats
+    }
+
+    /// Injects `fault` (see [`Pipeline::inject`]).
+    #[doc(hidden)]
+    pub async fn inject(&self, fault: Fault) {
+        self.pipeline.inject(fault).await;
     }
 
     /// Stops accepting, lets in-flight requests finish (at most 5 s), drains the aggregator and

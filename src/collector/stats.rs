@@ -22,17 +22,21 @@ pub enum RefusedRequest {
     Timeout,
     /// The token was missing or wrong.
     Unauthenticated,
+    /// The aggregator has stopped (it panicked): nothing can be recorded until the daemon is
+    /// restarted.
+    Stopped,
 }
 
 impl RefusedRequest {
     /// Every reason, in exposition order.
-    pub const ALL: [RefusedRequest; 6] = [
+    pub const ALL: [RefusedRequest; 7] = [
         RefusedRequest::Decode,
         RefusedRequest::TooLarge,
         RefusedRequest::UnsupportedMediaType,
         RefusedRequest::Overloaded,
         RefusedRequest::Timeout,
         RefusedRequest::Unauthenticated,
+        RefusedRequest::Stopped,
     ];
 
     /// The `reason` label.
@@ -44,6 +48,7 @@ impl RefusedRequest {
             RefusedRequest::Overloaded => "overloaded",
             RefusedRequest::Timeout => "timeout",
             RefusedRequest::Unauthenticated => "unauthenticated",
+            RefusedRequest::Stopped => "aggregator_stopped",
         }
     }
 }
@@ -123,6 +128,10 @@ pub(crate) struct LogRecords {
     pub(crate) other: u64,
     /// Records refused because the queue was full.
     pub(crate) overloaded: u64,
+    /// Records refused because the aggregator had stopped.
+    pub(crate) stopped: u64,
+    /// Records accepted and then lost: queued when the aggregator stopped.
+    pub(crate) dropped: u64,
 }
 
 /// Requests refused as a whole, by reason.
@@ -134,6 +143,7 @@ struct RefusedCounts {
     overloaded: AtomicU64,
     timeout: AtomicU64,
     unauthenticated: AtomicU64,
+    stopped: AtomicU64,
 }
 
 impl RefusedCounts {
@@ -145,6 +155,7 @@ impl RefusedCounts {
             RefusedRequest::Overloaded => &self.overloaded,
             RefusedRequest::Timeout => &self.timeout,
             RefusedRequest::Unauthenticated => &self.unauthenticated,
+            RefusedRequest::Stopped => &self.stopped,
         }
     }
 }
@@ -160,6 +171,7 @@ pub struct SelfStats {
     spans_other: AtomicU64,
     spans_invalid: AtomicU64,
     spans_overloaded: AtomicU64,
+    spans_stopped: AtomicU64,
     spans_dropped: AtomicU64,
     series: AtomicU64,
     overflow: AtomicU64,
@@ -173,6 +185,8 @@ pub struct SelfStats {
     log_records_tool: AtomicU64,
     log_records_other: AtomicU64,
     log_records_overloaded: AtomicU64,
+    log_records_stopped: AtomicU64,
+    log_records_dropped: AtomicU64,
     /// Connection counters of the listeners.
     pub listeners: Arc<listener::ListenerStats>,
 }
@@ -185,7 +199,7 @@ pub struct SelfStatsView {
     /// OTLP/gRPC requests received.
     pub(crate) requests_grpc: u64,
     /// Requests refused, by [`RefusedRequest::ALL`] order.
-    pub refused_requests: [u64; 6],
+    pub refused_requests: [u64; 7],
     /// Admin requests refused for a missing or wrong token.
     pub admin_unauthenticated: u64,
     /// Tool spans accepted and recorded.
@@ -196,8 +210,10 @@ pub struct SelfStatsView {
     pub spans_invalid: u64,
     /// Spans refused because the queue was full.
     pub spans_overloaded: u64,
-    /// Spans accepted and then lost (stays 0 unless the aggregator died).
-    pub(crate) spans_dropped: u64,
+    /// Spans refused because the aggregator had stopped.
+    pub spans_stopped: u64,
+    /// Tool spans accepted and then lost: queued when the aggregator stopped.
+    pub spans_dropped: u64,
     /// Series, overflow included.
     pub(crate) series: u64,
     /// Records routed to the overflow series.
@@ -234,8 +250,30 @@ impl SelfStats {
     pub(crate) fn admin_unauthenticated(&self) {
         self.admin_unauthenticated.fetch_add(1, Relaxed);
     }
-    pub(crate) fn refused_spans_overloaded(&self, n: u64) {
-        self.spans_overloaded.fetch_add(n, Relaxed);
+    /// Spans of a request refused for `reason` (only a full queue or a stopped aggregator
+    /// refuses spans that were decoded).
+    pub(crate) fn refused_spans(&self, reason: RefusedRequest, n: u64) {
+        match reason {
+            RefusedRequest::Stopped => &self.spans_stopped,
+            _ => &self.spans_overloaded,
+        }
+        .fetch_add(n, Relaxed);
+    }
+    /// Log records of a request refused for `reason`, as [`SelfStats::refused_spans`].
+    pub(crate) fn refused_logs(&self, reason: RefusedRequest, n: u64) {
+        match reason {
+            RefusedRequest::Stopped => &self.log_records_stopped,
+            _ => &self.log_records_overloaded,
+        }
+        .fetch_add(n, Relaxed);
+    }
+    /// Tool records that were acknowledged and then lost with the aggregator's queue.
+    pub(crate) fn dropped(&self, signal: OtlpSignal, n: u64) {
+        match signal {
+            OtlpSignal::Logs => &self.log_records_dropped,
+            _ => &self.spans_dropped,
+        }
+        .fetch_add(n, Relaxed);
     }
     pub(crate) fn accepted(&self, tools: u64, other: u64, invalid: u64) {
         self.spans_tool.fetch_add(tools, Relaxed);
@@ -248,9 +286,6 @@ impl SelfStats {
     pub(crate) fn accepted_logs(&self, tool: u64, other: u64) {
         self.log_records_tool.fetch_add(tool, Relaxed);
         self.log_records_other.fetch_add(other, Relaxed);
-    }
-    pub(crate) fn refused_logs_overloaded(&self, n: u64) {
-        self.log_records_overloaded.fetch_add(n, Relaxed);
     }
     pub(crate) fn set_series(&self, series: u64, overflow: u64) {
         self.series.store(series, Relaxed);
@@ -290,6 +325,7 @@ impl SelfStats {
             spans_other: self.spans_other.load(Relaxed),
             spans_invalid: self.spans_invalid.load(Relaxed),
             spans_overloaded: self.spans_overloaded.load(Relaxed),
+            spans_stopped: self.spans_stopped.load(Relaxed),
             spans_dropped: self.spans_dropped.load(Relaxed),
             series: self.series.load(Relaxed),
             overflow: self.overflow.load(Relaxed),
@@ -313,6 +349,8 @@ impl SelfStats {
                 tool: self.log_records_tool.load(Relaxed),
                 other: self.log_records_other.load(Relaxed),
                 overloaded: self.log_records_overloaded.load(Relaxed),
+                stopped: self.log_records_stopped.load(Relaxed),
+                dropped: self.log_records_dropped.load(Relaxed),
             },
         }
     }

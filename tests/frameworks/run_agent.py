@@ -237,7 +237,25 @@ def run_openai_agents(tp, keep, calls):
     return out
 
 
-def run_openllmetry(tp, keep, calls):
+def record(n, seed):
+    """A dict result of about n UTF-8 bytes as the model gets it, with accented, Greek, CJK and
+    emoji text: OpenLLMetry records it with json.dumps' \\uXXXX escapes, the agent hands the model
+    json.dumps(…, ensure_ascii=False), as LangChain does for a tool's dict."""
+    words = ["déjà", "vu", "Ωμέγα", "λόγος", "日本語", "検索", "🔍", "résumé", "naïve", str(seed)]
+    items, size, i = [], 0, 0
+    while size < n:
+        text = " ".join(words[(i + seed + k) % len(words)] for k in range(6))
+        items.append({"id": i, "title": text, "tags": ["ü", "ß"]})
+        size = len(json.dumps({"results": items}, ensure_ascii=False).encode())
+        i += 1
+    return {"results": items}
+
+
+def run_openllmetry_dict(tp, keep, calls):
+    return run_openllmetry(tp, keep, calls, dicts=True)
+
+
+def run_openllmetry(tp, keep, calls, dicts=False):
     import contextlib
     import os
 
@@ -271,14 +289,14 @@ def run_openllmetry(tp, keep, calls):
     def body(i):
         if i % FAIL_EVERY == FAIL_EVERY - 1:
             raise RuntimeError(f"call {i} failed")
-        return payload(SIZES[i % len(SIZES)], i)
+        return (record if dicts else payload)(SIZES[i % len(SIZES)], i)
 
     @tool(name="fetch_page")
-    def fetch_page(i: int) -> str:
+    def fetch_page(i: int):
         return body(i)
 
     @tool(name="search_docs")
-    def search_docs(i: int) -> str:
+    def search_docs(i: int):
         return body(i)
 
     tools = {"fetch_page": fetch_page, "search_docs": search_docs}
@@ -296,6 +314,8 @@ def run_openllmetry(tp, keep, calls):
                     out = tools[c["name"]](**c["args"])
                 except RuntimeError as e:
                     out = f"Error: {e}"
+                if not isinstance(out, str):
+                    out = json.dumps(out, ensure_ascii=False)
                 messages.append({"role": "tool", "tool_call_id": c["id"], "content": out})
 
     agent()
@@ -480,7 +500,7 @@ def run_google_adk(tp, keep, calls):
 
 
 RUNNERS = {"pydantic_ai": run_pydantic_ai, "langchain": run_langchain, "openai_agents": run_openai_agents,
-           "openllmetry": run_openllmetry, "strands": run_strands, "google_adk": run_google_adk}
+           "openllmetry": run_openllmetry, "openllmetry_dict": run_openllmetry_dict, "strands": run_strands, "google_adk": run_google_adk}
 
 
 def main():

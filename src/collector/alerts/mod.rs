@@ -387,7 +387,7 @@ impl Engine {
 pub struct AlertStats {
     events_dropped: AtomicU64,
     /// By [`rules::RuleKind`] × [`rules::MatchOutcome`].
-    matches: [[AtomicU64; 4]; 5],
+    matches: [[AtomicU64; 5]; 5],
     /// By [`sink::SinkKind::ALL`] × (success, failure).
     notifications: [[AtomicU64; 2]; 3],
     /// Firing alerts by (alertname, severity), one entry per enabled rule.
@@ -447,9 +447,18 @@ pub(crate) struct AlertsHandle {
     pub(crate) saved: Arc<RwLock<Vec<SavedAlert>>>,
     /// Counters.
     pub(crate) stats: Arc<AlertStats>,
+    /// The alert task, when rules are enabled (stopped only by an injected fault).
+    task: Option<tokio::task::AbortHandle>,
 }
 
 impl AlertsHandle {
+    /// Stops the alert task, as a panic in it would ([`crate::collector::Fault`]).
+    pub(crate) fn stop_task(&self) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+
     /// Firing alerts, then recently resolved ones.
     pub(crate) fn current(&self) -> Vec<Alert> {
         self.current.read().map(|c| c.clone()).unwrap_or_default()
@@ -485,6 +494,7 @@ pub(crate) fn spawn(
         current: Arc::default(),
         saved: Arc::default(),
         stats,
+        task: None,
     };
     let Some(rules) = rules::Rules::from_config(config) else {
         return (None, handle);
@@ -541,7 +551,8 @@ pub(crate) fn spawn(
         let _ = publish.send(Arc::new(current));
     };
     publish_state(&engine, &handle);
-    tokio::spawn(run(engine, rx, publish_state, handle.clone()));
+    let mut handle = handle;
+    handle.task = Some(tokio::spawn(run(engine, rx, publish_state, handle.clone())).abort_handle());
     (Some(rules.with_sender(tx, handle.stats.clone())), handle)
 }
 

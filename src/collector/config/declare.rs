@@ -38,7 +38,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::keys::Key;
-use super::values::{Interval, Window};
+use super::values::{Interval, ServiceRate, Window};
 
 /// A table of the configuration, declared by [`section!`] (or, for the library's
 /// [`StackConfig`](crate::layers::StackConfig), by hand in [`super::layers`]).
@@ -254,7 +254,19 @@ macro_rules! scalars {
         }
     )*};
 }
-scalars!(SocketAddr, u32, u64, usize, f64, bool, String, PathBuf, Interval, Window);
+scalars!(
+    SocketAddr,
+    u32,
+    u64,
+    usize,
+    f64,
+    bool,
+    String,
+    PathBuf,
+    Interval,
+    Window,
+    ServiceRate
+);
 
 /// The last text given (a flag given twice: the last one wins, as with clap's usual flags).
 fn last(texts: &[String]) -> &str {

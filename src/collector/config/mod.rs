@@ -51,7 +51,7 @@ pub(crate) use sections::{
     DEFAULT_MAX_SERVICE_NAME_BYTES, DEFAULT_OTLP_GRPC_ADDR, DEFAULT_OTLP_HTTP_ADDR,
 };
 pub use values::Interval;
-pub(crate) use values::{header_pairs, otlp_upstream, parse_duration};
+pub(crate) use values::{header_pairs, otlp_upstream, parse_duration, ServiceRate};
 
 section! {
     /// The whole configuration.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::declare::{above, at_least, between, section};
-use super::values::{Interval, Window};
+use super::values::{Interval, ServiceRate, Window};
 
 /// Default OTLP/gRPC listen address.
 pub(crate) const DEFAULT_OTLP_GRPC_ADDR: &str = "127.0.0.1:4317";
@@ -118,6 +118,12 @@ section! {
         /// docs/agents.md). The agents' SDKs export every 5 s by default and flush at exit.
         #[key(env = "TOOLSIZE_JOIN_WINDOW")]
         pub(crate) join_window: Interval = Interval::secs(10),
+        /// Sampling rates of tracers that sample without saying so in the span, as
+        /// "service=rate" (e.g. "toolhive=0.1": ToolHive's default for MCP traces): each tool
+        /// span of that service counts as 1/rate calls. A span whose W3C tracestate carries its
+        /// probability (ot=th:…) counts by that instead.
+        #[key(env = "TOOLSIZE_SAMPLING_RATES", example = "[\"toolhive=0.1\"]")]
+        pub(crate) sampling_rates: Vec<ServiceRate> = Vec::new(),
     }
 }
 

@@ -98,6 +98,56 @@ impl<'de> Deserialize<'de> for Window {
     }
 }
 
+/// A sampling rate configured for one service (`recognition.sampling_rates`: `"service=rate"`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ServiceRate {
+    /// `service.name`, as the tracer sends it.
+    pub(crate) service: String,
+    /// The probability its tracer samples a trace with.
+    pub(crate) rate: f64,
+}
+
+impl std::str::FromStr for ServiceRate {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (service, rate) = s
+            .rsplit_once('=')
+            .ok_or_else(|| format!("{s:?} is not service=rate (e.g. \"toolhive=0.1\")"))?;
+        let service = service.trim();
+        let rate: f64 = rate
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?}: the rate {rate:?} is not a number"))?;
+        if service.is_empty() {
+            return Err(format!("{s:?} names no service"));
+        }
+        if !(rate > 0.0 && rate <= 1.0) {
+            return Err(format!(
+                "{s:?}: the rate must be above 0 and at most 1 (a probability)"
+            ));
+        }
+        Ok(Self {
+            service: service.to_string(),
+            rate,
+        })
+    }
+}
+
+impl Serialize for ServiceRate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}={}", self.service, self.rate))
+    }
+}
+
+impl<'de> Deserialize<'de> for ServiceRate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// Parses `"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();

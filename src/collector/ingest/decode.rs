@@ -222,7 +222,8 @@ impl Recognized {
         self.records.push(record);
     }
 
-    /// Adds the records of a coding agent's signals, read at `at`.
+    /// Adds the records of a coding agent's signals, read at `at` (a span with `tracestate`, or
+    /// a log record: `""`).
     fn push_signals(
         &mut self,
         r: &Recognizer,
@@ -230,15 +231,17 @@ impl Recognized {
         cut: [bool; 2],
         signals: &[agents::Signal<'_>],
         at: agents::Origin<'_>,
+        tracestate: &str,
     ) {
         for s in signals {
-            let rec = agents::record(
+            let mut rec = agents::record(
                 service,
                 s,
                 at,
                 r.max_tool_name_bytes(),
                 &mut self.label_cuts,
             );
+            rec.weight = r.sampling().of_span(service, tracestate);
             self.push(rec, cut);
         }
     }
@@ -265,11 +268,14 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
                 span_id: span.span_id,
                 span_us: Some(span.end.saturating_sub(span.start) / 1000),
             };
-            out.push_signals(r, &arc, cut, &signals, at);
+            out.push_signals(r, &arc, cut, &signals, at, span.trace_state);
             return;
         }
         match r.recognize_counting(&arc, scope, span, &mut out.label_cuts) {
-            Outcome::Tool(t) => out.push(t, cut),
+            Outcome::Tool(mut t) => {
+                t.weight = r.sampling().of_span(&arc, span.trace_state);
+                out.push(t, cut)
+            }
             Outcome::NotTool | Outcome::Summary => out.not_tool += 1,
             Outcome::Invalid(why) => {
                 out.invalid += 1;
@@ -304,7 +310,7 @@ pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized
             span_id: log.span_id,
             span_us: None,
         };
-        out.push_signals(r, &arc, cut, &signals, at);
+        out.push_signals(r, &arc, cut, &signals, at, "");
     })?;
     Ok(out)
 }

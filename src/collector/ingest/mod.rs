@@ -32,6 +32,7 @@ pub mod http;
 pub(crate) mod learn;
 pub mod recognize;
 pub mod record;
+pub(crate) mod sampling;
 pub(crate) mod wire;
 
 use std::sync::Arc;
@@ -91,7 +92,7 @@ impl Refusal {
             RefusedRequest::Timeout => 408,
             RefusedRequest::TooLarge => 413,
             RefusedRequest::UnsupportedMediaType => 415,
-            RefusedRequest::Overloaded => 503,
+            RefusedRequest::Overloaded | RefusedRequest::Stopped => 503,
         }
     }
 
@@ -102,7 +103,7 @@ impl Refusal {
             RefusedRequest::Decode | RefusedRequest::UnsupportedMediaType => 3,
             RefusedRequest::Timeout => 4,
             RefusedRequest::TooLarge => 8,
-            RefusedRequest::Overloaded => 14,
+            RefusedRequest::Overloaded | RefusedRequest::Stopped => 14,
             RefusedRequest::Unauthenticated => 16,
         }
     }
@@ -460,8 +461,8 @@ impl Ingest {
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
         self.stats.attributes_ignored(rec.attributes_ignored);
         self.stats.label_cuts(&rec.label_cuts);
-        self.queue(rec.records)
-            .inspect_err(|_| self.stats.refused_spans_overloaded(tools + other + invalid))?;
+        self.queue(OtlpSignal::Traces, rec.records)
+            .inspect_err(|r| self.stats.refused_spans(r.reason, tools + other + invalid))?;
         self.stats.accepted(tools, other, invalid);
         Ok(match rec.invalid_reason {
             Some(why) => Accepted {
@@ -478,21 +479,39 @@ impl Ingest {
         let rec = decode::recognize_logs_protobuf(&self.recognizer, body)?;
         let (tools, other) = (rec.records.len() as u64, rec.not_tool);
         self.stats.label_cuts(&rec.label_cuts);
-        self.queue(rec.records)
-            .inspect_err(|_| self.stats.refused_logs_overloaded(tools + other))?;
+        self.queue(OtlpSignal::Logs, rec.records)
+            .inspect_err(|r| self.stats.refused_logs(r.reason, tools + other))?;
         self.stats.accepted_logs(tools, other);
         Ok(Accepted::default())
     }
 
     /// Hands the records of one request to the aggregator, or refuses the request as
-    /// overloaded when its queue is full (nothing of it is kept).
-    fn queue(&self, records: Vec<ToolRecord>) -> Result<(), Refusal> {
-        if records.is_empty() || self.tx.try_send(Batch { records }).is_ok() {
+    /// overloaded when its queue is full, or as stopped when the aggregator is gone (nothing of
+    /// it is kept). A batch lost in the queue afterwards counts itself as dropped.
+    fn queue(&self, signal: OtlpSignal, records: Vec<ToolRecord>) -> Result<(), Refusal> {
+        if records.is_empty() {
             return Ok(());
         }
-        Err(Refusal::new(
-            RefusedRequest::Overloaded,
-            "the aggregator queue is full; retry later",
-        ))
+        match self
+            .tx
+            .try_send(Batch::new(records, signal, self.stats.clone()))
+        {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(b)) => {
+                b.refused();
+                Err(Refusal::new(
+                    RefusedRequest::Overloaded,
+                    "the aggregator queue is full; retry later",
+                ))
+            }
+            Err(mpsc::error::TrySendError::Closed(b)) => {
+                b.refused();
+                Err(Refusal::new(
+                    RefusedRequest::Stopped,
+                    "the aggregator has stopped; this daemon records nothing until it is \
+                     restarted (see its log)",
+                ))
+            }
+        }
     }
 }

@@ -10,6 +10,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::collector::ingest::sampling::Weight;
+use crate::collector::stats::{OtlpSignal, SelfStats};
+
 /// Who emitted a tool span, as decided by the first matching rule of
 /// [`EMITTERS`](crate::collector::ingest::recognize::emitters::EMITTERS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -223,6 +226,9 @@ pub struct ToolRecord {
     /// The call this record is one signal of, when the emitter sends a call more than once
     /// (span, span event, log): the aggregator joins them into one record.
     pub(crate) join: Option<Join>,
+    /// How many calls it stands for: its adjusted count when its tracer sampled it
+    /// ([`crate::collector::ingest::sampling`]).
+    pub(crate) weight: Weight,
 }
 
 /// A cut the emitter made itself and says so: the layer (a catalog id) and, when known, the
@@ -271,9 +277,44 @@ pub(crate) struct EarlierCut {
     pub(crate) at_ms: u64,
 }
 
-/// A batch of records from one OTLP request.
+/// A batch of records from one OTLP request, acknowledged once queued.
+///
+/// It counts its own loss: a batch dropped before the aggregator took its records (the
+/// aggregator stopped with it in the queue) adds them to the dropped records of its signal
+/// (`toolsize_spans_dropped_total`, `toolsize_log_records_dropped_total`), so every loss after
+/// the acknowledgement is counted once, where it happens.
 #[derive(Debug)]
 pub struct Batch {
-    /// The tool records.
-    pub(crate) records: Vec<ToolRecord>,
+    records: Vec<ToolRecord>,
+    signal: OtlpSignal,
+    stats: Arc<SelfStats>,
+}
+
+impl Batch {
+    /// The records of one request of `signal`; their loss is counted in `stats`.
+    pub(crate) fn new(records: Vec<ToolRecord>, signal: OtlpSignal, stats: Arc<SelfStats>) -> Self {
+        Self {
+            records,
+            signal,
+            stats,
+        }
+    }
+
+    /// The records, taken by the aggregator: from here on they are its to count.
+    pub(crate) fn take(mut self) -> Vec<ToolRecord> {
+        std::mem::take(&mut self.records)
+    }
+
+    /// The batch was never queued (its request was refused and counted as such).
+    pub(crate) fn refused(mut self) {
+        self.records.clear();
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if !self.records.is_empty() {
+            self.stats.dropped(self.signal, self.records.len() as u64);
+        }
+    }
 }

@@ -241,6 +241,8 @@ pub(crate) struct SpanView<'a> {
     pub(crate) trace_id: &'a [u8],
     /// Span id bytes.
     pub(crate) span_id: &'a [u8],
+    /// W3C `tracestate` (empty when none).
+    pub(crate) trace_state: &'a str,
     /// Parent span id bytes (empty for a root span).
     pub(crate) parent_span_id: &'a [u8],
     /// Start, Unix nanoseconds.
@@ -260,6 +262,7 @@ impl<'a> SpanView<'a> {
         self.name = "";
         self.trace_id = &[];
         self.span_id = &[];
+        self.trace_state = "";
         self.parent_span_id = &[];
         self.start = 0;
         self.end = 0;
@@ -271,6 +274,8 @@ impl<'a> SpanView<'a> {
             match n {
                 1 => self.trace_id = len(f)?,
                 2 => self.span_id = len(f)?,
+                // Not UTF-8: read as absent, never a reason to refuse the span.
+                3 => self.trace_state = std::str::from_utf8(len(f)?).unwrap_or(""),
                 4 => self.parent_span_id = len(f)?,
                 5 => self.name = utf8(len(f)?)?,
                 7 | 8 => {

@@ -1,10 +1,13 @@
 //! Listeners with time and connection budgets: every socket the daemon accepts holds one of its
 //! listener's connection slots and is closed when it stays silent too long.
 //!
-//! - **Connection cap** (`listeners.max_connections`, per listener). A connection accepted
-//!   beyond it is closed at once and counted (`reason="limit"`), so idle or hostile clients
-//!   cannot take the file descriptors the daemon needs for legitimate clients, its other
-//!   listeners and its snapshots. At start the caps are checked against the open-file limit
+//! - **Connection cap** (`listeners.max_connections`, per listener), so idle or hostile clients
+//!   cannot take the file descriptors the daemon needs for its other listeners and its
+//!   snapshots. At the cap a new connection takes the place of the one idle longest without a
+//!   request in flight, which is closed and counted (`reason="evicted"`, see
+//!   `net/evict.rs`), so they cannot shut out legitimate clients either; only
+//!   when every connection has a request in flight is the new one closed at once
+//!   (`reason="limit"`). At start the caps are checked against the open-file limit
 //!   (`RLIMIT_NOFILE`, read from `/proc/self/limits`): when the three caps plus a reserve of
 //!   [`FD_RESERVE`] do not fit, they are lowered in proportion and a warning says so.
 //! - **Header-read timeout** (`listeners.header_read_timeout`). HTTP/1.1 listeners (OTLP/HTTP,
@@ -36,6 +39,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
+
+use crate::collector::net::evict::{self, Activity, ConnInfo, Registry};
 
 /// File descriptors kept free for everything but client connections (snapshots, the log,
 /// outgoing alert connections, the listeners themselves).
@@ -77,8 +82,11 @@ impl Listener {
 /// Why the daemon closed (or refused) a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Closed {
-    /// The listener's connection cap was reached: closed right after accept.
+    /// The listener's connection cap was reached and every connection had a request in flight:
+    /// closed right after accept.
     Limit,
+    /// Idle longest, without a request in flight, when a new connection came at the cap.
+    Evicted,
     /// The request head (HTTP/1.1) or the HTTP/2 preface did not arrive in time.
     HeaderTimeout,
     /// Nothing read or written for `idle_timeout`.
@@ -89,8 +97,9 @@ pub enum Closed {
 
 impl Closed {
     /// Every reason, in exposition order.
-    pub(crate) const ALL: [Closed; 4] = [
+    pub(crate) const ALL: [Closed; 5] = [
         Closed::Limit,
+        Closed::Evicted,
         Closed::HeaderTimeout,
         Closed::IdleTimeout,
         Closed::TlsHandshake,
@@ -100,6 +109,7 @@ impl Closed {
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Closed::Limit => "limit",
+            Closed::Evicted => "evicted",
             Closed::HeaderTimeout => "header_timeout",
             Closed::IdleTimeout => "idle_timeout",
             Closed::TlsHandshake => "tls_handshake",
@@ -112,7 +122,7 @@ impl Closed {
 pub struct ListenerStats {
     open: [AtomicU64; 3],
     limit: [AtomicU64; 3],
-    closed: [[AtomicU64; 4]; 3],
+    closed: [[AtomicU64; 5]; 3],
 }
 
 impl ListenerStats {
@@ -189,8 +199,11 @@ async fn handshake(conn: Conn, tls: Option<&TlsAcceptor>, timeout: Duration) -> 
     #[cfg(feature = "tls")]
     {
         let (stats, which) = (conn.stats.clone(), conn.listener);
+        let activity = conn.activity.clone();
         match tokio::time::timeout(timeout, tls.accept(conn)).await {
             Ok(Ok(s)) => Some(Stream::Tls(Box::new(s))),
+            // Evicted mid-handshake: counted once, as evicted.
+            _ if activity.evicted() => None,
             _ => {
                 stats.count_closed(which, Closed::TlsHandshake);
                 None
@@ -249,7 +262,7 @@ impl AsyncWrite for Stream {
 }
 
 impl tonic::transport::server::Connected for Stream {
-    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+    type ConnectInfo = ConnInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
         match self {
@@ -309,6 +322,7 @@ pub(crate) struct Conn {
     /// Bytes still expected before the deadline (the HTTP/2 preface), and the deadline.
     preface: Option<(usize, Instant)>,
     timer: Pin<Box<Sleep>>,
+    activity: Arc<Activity>,
 }
 
 impl Conn {
@@ -317,6 +331,7 @@ impl Conn {
         slot: OwnedSemaphorePermit,
         stats: Arc<ListenerStats>,
         b: &Budget,
+        activity: Arc<Activity>,
     ) -> Self {
         let now = Instant::now();
         stats.open[b.listener.idx()].fetch_add(1, Relaxed);
@@ -331,7 +346,23 @@ impl Conn {
             preface: (b.listener == Listener::OtlpGrpc)
                 .then_some((H2_PREFACE_BYTES, now + b.header_read_timeout)),
             timer: Box::pin(tokio::time::sleep_until(now + b.idle_timeout)),
+            activity,
         }
+    }
+
+    /// What the accept loop knows of it.
+    pub(crate) fn activity(&self) -> &Arc<Activity> {
+        &self.activity
+    }
+
+    /// `Some(error)` once the accept loop told it to close (counted there).
+    fn evicted(&self) -> Option<io::Error> {
+        self.activity.evicted().then(|| {
+            io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "connection closed: evicted at the connection cap",
+            )
+        })
     }
 
     fn deadline(&self) -> Instant {
@@ -342,8 +373,13 @@ impl Conn {
         }
     }
 
-    /// Pending I/O: `Ready(error)` when a deadline has passed, else arms the timer.
+    /// Pending I/O: `Ready(error)` when a deadline has passed or the connection was evicted,
+    /// else arms the timer and leaves its waker for an eviction.
     fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Error> {
+        self.activity.park(cx.waker());
+        if let Some(e) = self.evicted() {
+            return Poll::Ready(e);
+        }
         loop {
             let deadline = self.deadline();
             if self.timer.deadline() != deadline {
@@ -367,6 +403,7 @@ impl Conn {
     fn active(&mut self, n: usize) {
         if n > 0 {
             self.last = Instant::now();
+            self.activity.touch();
             if let Some((left, _)) = &mut self.preface {
                 *left = left.saturating_sub(n);
                 if *left == 0 {
@@ -390,6 +427,9 @@ impl AsyncRead for Conn {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if let Some(e) = this.evicted() {
+            return Poll::Ready(Err(e));
+        }
         let before = buf.filled().len();
         match Pin::new(&mut this.io).poll_read(cx, buf) {
             Poll::Ready(r) => {
@@ -412,10 +452,14 @@ impl AsyncWrite for Conn {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        if let Some(e) = this.evicted() {
+            return Poll::Ready(Err(e));
+        }
         match Pin::new(&mut this.io).poll_write(cx, buf) {
             Poll::Ready(Ok(n)) => {
                 if n > 0 {
                     this.last = Instant::now();
+                    this.activity.touch();
                 }
                 Poll::Ready(Ok(n))
             }
@@ -438,10 +482,12 @@ impl AsyncWrite for Conn {
 }
 
 impl tonic::transport::server::Connected for Conn {
-    type ConnectInfo = tonic::transport::server::TcpConnectInfo;
+    type ConnectInfo = ConnInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.io.connect_info()
+        ConnInfo {
+            activity: self.activity.clone(),
+        }
     }
 }
 
@@ -451,8 +497,9 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 }
 
 /// Accepts connections within the budget until `stop` turns true; each accepted one is passed
-/// to `serve`. Accept errors (EMFILE when the open-file limit is reached after all) are logged
-/// and retried after a pause instead of spinning.
+/// to `serve`. At the cap, the connection idle longest without a request in flight is evicted to
+/// make room ([`evict`]). Accept errors (EMFILE when the open-file limit is reached after all)
+/// are logged and retried after a pause instead of spinning.
 async fn accept_loop<F>(
     listener: TcpListener,
     budget: Budget,
@@ -464,19 +511,36 @@ async fn accept_loop<F>(
 {
     let slots = Arc::new(Semaphore::new(budget.max_connections));
     stats.set_limit(budget.listener, budget.max_connections);
+    let mut open = Registry::new();
     loop {
         let accepted = tokio::select! {
             _ = stopped(&mut stop) => return,
             a = listener.accept() => a,
         };
         match accepted {
-            Ok((tcp, _)) => match slots.clone().try_acquire_owned() {
-                Ok(slot) => serve(Conn::new(tcp, slot, stats.clone(), &budget)),
-                Err(_) => {
-                    stats.count_closed(budget.listener, Closed::Limit);
-                    drop(tcp);
+            Ok((tcp, _)) => {
+                let slot = match slots.clone().try_acquire_owned() {
+                    Ok(slot) => Some(slot),
+                    Err(_) if open.evict_idlest() => {
+                        stats.count_closed(budget.listener, Closed::Evicted);
+                        tokio::time::timeout(evict::EVICTION_WAIT, slots.clone().acquire_owned())
+                            .await
+                            .ok()
+                            .and_then(Result::ok)
+                    }
+                    Err(_) => None,
+                };
+                match slot {
+                    Some(slot) => {
+                        let activity = open.admit(budget.max_connections);
+                        serve(Conn::new(tcp, slot, stats.clone(), &budget, activity));
+                    }
+                    None => {
+                        stats.count_closed(budget.listener, Closed::Limit);
+                        drop(tcp);
+                    }
                 }
-            },
+            }
             Err(e) => {
                 tracing::warn!(
                     listener = budget.listener.as_str(),
@@ -506,7 +570,13 @@ pub(crate) async fn serve_http(
     let conn_stop = stop.clone();
     let conn_stats = stats.clone();
     accept_loop(listener, budget, stats, stop, |conn| {
-        let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+        // Every request is in flight on its connection until its response is ready.
+        let activity = conn.activity().clone();
+        let router = router.clone();
+        let svc = hyper::service::service_fn(move |req| {
+            let mut router = router.clone();
+            evict::track(&activity, tonic::codegen::Service::call(&mut router, req))
+        });
         let mut stop = conn_stop.clone();
         let stats = conn_stats.clone();
         let tls = tls.clone();

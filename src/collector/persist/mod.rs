@@ -1,5 +1,8 @@
-//! State on disk: the snapshot format ([`snapshot`]) and the atomic file it lives in
+//! State on disk: the file's own versioned types ([`format`]), reading every version so far
+//! ([`migrate`]), the state to and from them ([`snapshot`]) and the atomic file they live in
 //! ([`store`]), written by the aggregator and restored at start.
 
+pub(crate) mod format;
+pub(crate) mod migrate;
 pub(crate) mod snapshot;
 pub(crate) mod store;

@@ -2,9 +2,10 @@
 //!
 //! A write goes to a temporary file in the same directory, is fsynced, renamed over
 //! `toolsize-state.json`, and the directory is fsynced: a crash (even `kill -9` or power loss)
-//! leaves either the previous snapshot or the new one, never a torn file. At start a snapshot that
-//! cannot be read is moved aside (`toolsize-state.json.corrupt-<unix>`) with an error log line and
-//! the daemon starts empty: a bad file never makes it crash-loop. Writes run on a blocking thread,
+//! leaves either the previous snapshot or the new one, never a torn file. At start a snapshot of an
+//! earlier format is migrated ([`crate::collector::persist::migrate`]); one that cannot be read is
+//! moved aside (`toolsize-state.json.corrupt-<unix>`, or `.v<N>-<unix>` when a newer build wrote
+//! it) with an error log line that says why, and the daemon starts empty: a bad file never makes it crash-loop. Writes run on a blocking thread,
 //! never on the aggregator.
 //!
 //! A failed write (disk full, read-only directory) removes its temporary file, so a partial
@@ -17,7 +18,8 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::collector::persist::snapshot::Snapshot;
+use crate::collector::persist::format::Snapshot;
+use crate::collector::persist::migrate::{self, ReadError};
 
 /// File name of the snapshot inside the data directory.
 pub(crate) const SNAPSHOT_FILE: &str = "toolsize-state.json";
@@ -77,31 +79,34 @@ impl Store {
                 })
             }
         };
-        match serde_json::from_slice::<Snapshot>(&bytes) {
+        match migrate::read(&bytes) {
             Ok(s) => Ok(Some(s)),
             Err(e) => {
-                self.move_aside(&e.to_string())?;
+                self.move_aside(&e)?;
                 Ok(None)
             }
         }
     }
 
-    /// Moves the snapshot aside after it failed to load; logs why.
-    pub(crate) fn move_aside(&self, why: &str) -> Result<PathBuf, StoreError> {
-        let aside = self.dir.join(format!(
-            "{SNAPSHOT_FILE}.corrupt-{}",
-            crate::collector::state::now_unix()
-        ));
+    /// Moves the snapshot aside after it failed to load; logs why. A file of a newer format
+    /// goes to `toolsize-state.json.v<N>-<unix>` (rename it back under the build that wrote
+    /// it), any other to `toolsize-state.json.corrupt-<unix>`.
+    pub(crate) fn move_aside(&self, why: &ReadError) -> Result<PathBuf, StoreError> {
+        let now = crate::collector::state::now_unix();
+        let aside = self.dir.join(match why.unsupported_version() {
+            Some(v) => format!("{SNAPSHOT_FILE}.v{v}-{now}"),
+            None => format!("{SNAPSHOT_FILE}.corrupt-{now}"),
+        });
         fs::rename(&self.path, &aside).map_err(|source| StoreError::Io {
             op: "move aside",
             path: self.path.clone(),
             source,
         })?;
         tracing::error!(
-            error = why,
+            error = %why,
             path = %self.path.display(),
             moved_to = %aside.display(),
-            "Snapshot is corrupt; moved aside, starting with empty state."
+            "Snapshot cannot be read; moved aside, starting with empty state."
         );
         Ok(aside)
     }

@@ -57,6 +57,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::collector::alerts::AlertsHandle;
 use crate::collector::forward::Forwarder;
+use crate::collector::read::exposition::Frame;
 use crate::collector::read::Command;
 use crate::collector::state::stacks::OtherStack;
 use crate::collector::SelfStats;
@@ -112,6 +113,9 @@ pub struct ApiState {
     auth: Arc<crate::collector::net::auth::Auth>,
     /// The upstreams accepted requests are relayed to, if any.
     forward: Option<Forwarder>,
+    /// The last frame the aggregator handed out, without its series: served with fresh
+    /// self-metrics once it has stopped, so the counters of what is lost since stay visible.
+    last_frame: Arc<std::sync::Mutex<Option<Frame>>>,
 }
 
 impl ApiState {
@@ -130,6 +134,7 @@ impl ApiState {
             .map(|a| a.parse().expect("default address")),
             auth: Arc::default(),
             forward: None,
+            last_frame: Arc::default(),
         }
     }
 
@@ -160,6 +165,11 @@ impl ApiState {
     pub(crate) fn with_alerts(mut self, alerts: AlertsHandle) -> Self {
         self.alerts = alerts;
         self
+    }
+
+    /// The alert task's handle.
+    pub(crate) fn alerts(&self) -> &AlertsHandle {
+        &self.alerts
     }
 
     /// The effective layer stack served on `/api/v1/layers` (default: the default stack).
@@ -264,8 +274,22 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         .ask(|reply| Command::Metrics { native, reply }, WAIT)
         .await
     {
-        Ok(frame) => frame,
-        Err(r) => return r,
+        Ok(frame) => {
+            if let Ok(mut last) = s.last_frame.lock() {
+                *last = Some(frame.without_series(frame.now));
+            }
+            frame
+        }
+        // A stopped aggregator: no tool series (their counts stopped with it), the self-metrics
+        // that count what is refused and lost since (a busy one answers 503: Prometheus keeps
+        // the last scrape).
+        Err(r) => {
+            let last = s.last_frame.lock().ok().and_then(|l| l.clone());
+            match last.filter(|_| s.control.is_closed()) {
+                Some(frame) => frame.without_series(crate::collector::state::now_unix()),
+                None => return r,
+            }
+        }
     };
     frame.forward = s.forward.as_ref().map(Forwarder::views).unwrap_or_default();
     // Rendered here, on a blocking thread, not on the aggregator task.

@@ -26,7 +26,7 @@ use crate::collector::alerts::AlertStats;
 use crate::collector::forward::UpstreamView;
 use crate::collector::state::histogram::NativeBuckets;
 use crate::collector::state::join::JoinStats;
-use crate::collector::state::{Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
+use crate::collector::state::{calls_of, Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
 use crate::collector::stats::{OtlpSignal, RefusedRequest, SelfStats};
 use crate::layers::Stack;
 
@@ -308,6 +308,23 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// The same frame at `now` without its series: what `/metrics` serves once the aggregator
+    /// has stopped (its self-metrics and the stack, no tool series whose counts stopped).
+    pub(crate) fn without_series(&self, now: u64) -> Self {
+        Self {
+            series: Vec::new(),
+            stack: self.stack.clone(),
+            size_bounds: self.size_bounds.clone(),
+            windows: self.windows.clone(),
+            max_series: self.max_series,
+            overflow_records: self.overflow_records,
+            clamped: self.clamped,
+            joins: self.joins,
+            forward: Vec::new(),
+            now,
+        }
+    }
+
     /// Copies what the text exposition shows of `state` at `now`.
     pub(crate) fn capture(state: &State, now: u64) -> Self {
         Self::capture_with(state, now, false)
@@ -440,6 +457,14 @@ pub(crate) fn render_frame(frame: &Frame, stats: &SelfStats, alerts: &AlertStats
     text.finish()
 }
 
+/// A weighted count (thousandths of a call) as a sample: an integer when it is one.
+fn calls(milli: u64) -> Value {
+    match milli % 1000 {
+        0 => Value::Int(milli / 1000),
+        _ => Value::Float(calls_of(milli)),
+    }
+}
+
 /// Writes every family of the exposition of `frame` to `sink`.
 pub(crate) fn write_families(
     frame: &Frame,
@@ -450,30 +475,20 @@ pub(crate) fn write_families(
     let now = frame.now;
     let all = || (0..frame.series.len()).zip(&frame.series);
 
-    type Get = fn(&Counts) -> u64;
-    let counters: [(&str, &str, Get); 5] = [
-        (TOOL_CALLS, "Tool calls seen.", |s| s.calls),
-        (TOOL_CALL_ERRORS, "Tool calls that failed.", |s| s.errors),
-        (
-            TOOL_RESULTS_TRUNCATED,
-            "Results the tool reported truncated before the model saw them.",
-            |s| s.truncated,
-        ),
-        (
-            TOOL_RESULTS_TRUNCATED_UPSTREAM,
-            "Results whose content shows a cut made before the daemon saw them; their size is a lower bound.",
-            |s| s.truncated_upstream,
-        ),
-        (
-            TOOL_RESULTS_SIZE_UNKNOWN,
-            "Successful results whose size is unknown (content not captured or a placeholder).",
-            |s| s.unknown_size,
-        ),
+    type Get = fn(&Counts) -> Value;
+    #[rustfmt::skip]
+    let counters: [(&str, &str, Get); 6] = [
+        (TOOL_CALLS, "Tool calls seen, each span weighted by its adjusted count when its tracer sampled it (see toolsize_tool_spans_total).", |s| calls(s.calls_milli)),
+        (TOOL_CALL_ERRORS, "Tool calls that failed (weighted as the calls).", |s| calls(s.weighted(s.errors))),
+        (TOOL_RESULTS_TRUNCATED, "Results the tool reported truncated before the model saw them (weighted as the calls).", |s| calls(s.weighted(s.truncated))),
+        (TOOL_RESULTS_TRUNCATED_UPSTREAM, "Results whose content shows a cut made before the daemon saw them; their size is a lower bound (weighted as the calls).", |s| calls(s.weighted(s.truncated_upstream))),
+        (TOOL_RESULTS_SIZE_UNKNOWN, "Successful results whose size is unknown (content not captured or a placeholder).", |s| Value::Int(s.unknown_size)),
+        (TOOL_SPANS, "Tool spans received. Below toolsize_tool_calls_total when the tracer sampled (the probability from the span's tracestate or recognition.sampling_rates): the call, error, truncation and over-ceiling counters are then extrapolated, each span weighted by its adjusted count; the size histograms hold each span once.", |s| Value::Int(s.calls)),
     ];
     for (name, help, get) in counters {
         sink.family(name, Kind::Counter, help);
         for (i, s) in all() {
-            sink.sample(Some(i), &[], Value::Int(get(&s.total)));
+            sink.sample(Some(i), &[], get(&s.total));
         }
     }
     sink.family(
@@ -507,7 +522,7 @@ pub(crate) fn write_families(
     sink.family(
         TOOL_RESULTS_OVER_CEILING,
         Kind::Counter,
-        "Results over a ceiling, counted once under the weakest layer of the stack that cuts them.",
+        "Results over a ceiling, counted once under the weakest layer of the stack that cuts them (weighted as the calls).",
     );
     let stack = &frame.stack;
     for (i, s) in all() {
@@ -519,12 +534,12 @@ pub(crate) fn write_families(
         };
         let mine = || s.held_to.layers.iter().map(|&l| stack.layers()[l].id());
         for id in mine() {
-            sink.sample(Some(i), &[("layer", id)], Value::Int(count(id)));
+            sink.sample(Some(i), &[("layer", id)], calls(count(id)));
         }
         // Counts restored from a snapshot for layers no longer in the series' stack.
         for (id, n) in &s.over_ceiling {
             if !mine().any(|x| x == id) {
-                sink.sample(Some(i), &[("layer", id)], Value::Int(*n));
+                sink.sample(Some(i), &[("layer", id)], calls(*n));
             }
         }
     }
@@ -615,6 +630,17 @@ pub(crate) fn write_families(
         &[("reason", "overloaded")],
         int(v.log_records.overloaded),
     );
+    sink.sample(
+        None,
+        &[("reason", "aggregator_stopped")],
+        int(v.log_records.stopped),
+    );
+    sink.family(
+        LOG_RECORDS_DROPPED,
+        Kind::Counter,
+        "Tool-call log records accepted and then lost: queued when the aggregator stopped.",
+    );
+    sink.sample(None, &[], int(v.log_records.dropped));
     sink.family(
         SPANS_ACCEPTED,
         Kind::Counter,
@@ -625,10 +651,15 @@ pub(crate) fn write_families(
     sink.family(SPANS_REFUSED, Kind::Counter, "Spans refused, by reason.");
     sink.sample(None, &[("reason", "invalid")], int(v.spans_invalid));
     sink.sample(None, &[("reason", "overloaded")], int(v.spans_overloaded));
+    sink.sample(
+        None,
+        &[("reason", "aggregator_stopped")],
+        int(v.spans_stopped),
+    );
     sink.family(
         SPANS_DROPPED,
         Kind::Counter,
-        "Spans accepted and then lost.",
+        "Tool spans accepted and then lost: queued when the aggregator stopped.",
     );
     sink.sample(None, &[], int(v.spans_dropped));
     sink.family(
@@ -712,7 +743,7 @@ pub(crate) fn write_families(
         sink.family(
             CONNECTIONS_CLOSED,
             Kind::Counter,
-            "Connections the daemon closed: over the cap (limit), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
+            "Connections the daemon closed: over the cap with every connection busy (limit), idle longest when a new one came at the cap (evicted), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
         );
         for x in Listener::ALL {
             for r in Closed::ALL {
@@ -784,7 +815,7 @@ pub(crate) fn write_families(
     sink.family(
         ALERT_MATCHES,
         Kind::Counter,
-        "Alert rule matches, by rule and outcome: sent (a new alert or a resend), merged into an alert already firing, deferred while the alert queue was full, dropped past the retry queue.",
+        "Alert rule matches, by rule and outcome: sent (a new alert or a resend), merged into an alert already firing, deferred while the alert queue was full, dropped past the retry queue, engine_stopped when the alert task had stopped.",
     );
     for rule in RuleKind::ALL {
         for outcome in MatchOutcome::ALL {

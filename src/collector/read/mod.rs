@@ -57,6 +57,12 @@ pub(crate) enum Command {
         /// Answer.
         reply: oneshot::Sender<()>,
     },
+    /// An injected fault ([`crate::collector::Fault`]): take nothing until `after` fires or is
+    /// dropped, then panic, as a bug in the aggregator would.
+    Fail {
+        /// Released by the test.
+        after: oneshot::Receiver<()>,
+    },
     /// Drain the queue, write a final snapshot, stop.
     Shutdown {
         /// Answered once stopped.

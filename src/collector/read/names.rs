@@ -13,6 +13,8 @@ pub(crate) const TOOL_RESULTS_TRUNCATED_UPSTREAM: &str =
     "toolsize_tool_results_truncated_upstream_total";
 /// Successful results of unknown size.
 pub(crate) const TOOL_RESULTS_SIZE_UNKNOWN: &str = "toolsize_tool_results_size_unknown_total";
+/// Tool spans received (below the calls when the tracer sampled).
+pub(crate) const TOOL_SPANS: &str = "toolsize_tool_spans_total";
 /// Results with a known size, by how it was obtained.
 pub(crate) const TOOL_RESULTS_SIZED: &str = "toolsize_tool_results_sized_total";
 /// Attribute value length limit a tool's results were seen cut at (configured or learned).
@@ -60,9 +62,11 @@ pub(crate) const FORWARD_QUEUE: &str = "toolsize_forward_queue_requests";
 pub(crate) const LOG_RECORDS_ACCEPTED: &str = "toolsize_log_records_accepted_total";
 /// Log records refused, by reason.
 pub(crate) const LOG_RECORDS_REFUSED: &str = "toolsize_log_records_refused_total";
-/// Spans refused, by reason (invalid, overloaded).
+/// Tool-call log records accepted then lost (queued when the aggregator stopped).
+pub(crate) const LOG_RECORDS_DROPPED: &str = "toolsize_log_records_dropped_total";
+/// Spans refused, by reason (invalid, overloaded, aggregator_stopped).
 pub(crate) const SPANS_REFUSED: &str = "toolsize_spans_refused_total";
-/// Spans accepted then lost.
+/// Tool spans accepted then lost (queued when the aggregator stopped).
 pub(crate) const SPANS_DROPPED: &str = "toolsize_spans_dropped_total";
 /// Series held.
 pub(crate) const SERIES: &str = "toolsize_series";
@@ -107,6 +111,7 @@ pub const FAMILIES: &[&str] = &[
     TOOL_RESULTS_TRUNCATED,
     TOOL_RESULTS_TRUNCATED_UPSTREAM,
     TOOL_RESULTS_SIZE_UNKNOWN,
+    TOOL_SPANS,
     TOOL_RESULTS_SIZED,
     TOOL_RESULT_UPSTREAM_LIMIT,
     TOOL_RESULTS_OVER_CEILING,
@@ -130,6 +135,7 @@ pub const FAMILIES: &[&str] = &[
     FORWARD_QUEUE,
     LOG_RECORDS_ACCEPTED,
     LOG_RECORDS_REFUSED,
+    LOG_RECORDS_DROPPED,
     SPANS_REFUSED,
     SPANS_DROPPED,
     SERIES,

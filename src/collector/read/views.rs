@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::collector::state::{
-    Largest, Limits, OverCeiling, Point, Series, SeriesKey, State, Stats,
+    whole_calls, Largest, Limits, OverCeiling, Point, Series, SeriesKey, State, Stats,
 };
 
 /// One row of `/api/v1/tools`.
@@ -15,7 +15,7 @@ pub(crate) struct ToolRow {
     pub(crate) service: String,
     /// Tool.
     pub(crate) tool: String,
-    /// Calls.
+    /// Calls: the spans received, each weighted by its adjusted count (see `spans`).
     pub(crate) count: u64,
     /// Calls with a known size.
     pub(crate) sized: u64,
@@ -56,6 +56,15 @@ pub(crate) struct ToolRow {
     pub(crate) upstream_limit: Option<u64>,
     /// Latency, 95th percentile, milliseconds.
     pub(crate) latency_p95_ms: f64,
+    /// Tool spans received: `count` and the other call counters are these spans weighted by
+    /// their adjusted counts (1 / sampling probability), so they exceed it when the tracer
+    /// sampled; the sizes and quantiles are of these spans.
+    #[serde(default)]
+    pub(crate) spans: u64,
+    /// Some calls were counted from sampled spans: `count`, `errors`, `truncated`,
+    /// `truncated_upstream` and the over-ceiling counts are extrapolated.
+    #[serde(default)]
+    pub(crate) extrapolated: bool,
     /// The stack the series is held to: `daemon`, a configured service's, or a coding agent's
     /// (`claude-code`, `codex`, `gemini-cli`, `qwen-code`).
     #[serde(default)]
@@ -158,15 +167,15 @@ fn row(key: &SeriesKey, st: &Stats, series: &Series, limits: &Limits) -> ToolRow
         ceiling,
         service: key.service.clone(),
         tool: key.tool.clone(),
-        count: st.counts.calls,
+        count: whole_calls(st.counts.calls_milli),
         sized: st.size.len(),
         p50: st.size.quantile(0.5),
         p95: st.size.quantile(0.95),
         p99: st.size.quantile(0.99),
         max: st.size.max(),
-        errors: st.counts.errors,
-        truncated: st.counts.truncated,
-        truncated_upstream: st.counts.truncated_upstream,
+        errors: whole_calls(st.counts.weighted(st.counts.errors)),
+        truncated: whole_calls(st.counts.weighted(st.counts.truncated)),
+        truncated_upstream: whole_calls(st.counts.weighted(st.counts.truncated_upstream)),
         unknown_size: st.counts.unknown_size,
         measured: st.counts.measured,
         derived: st.counts.derived,
@@ -176,6 +185,8 @@ fn row(key: &SeriesKey, st: &Stats, series: &Series, limits: &Limits) -> ToolRow
         lower_bound: st.counts.lower_bound,
         upstream_limit: st.counts.upstream_limit,
         latency_p95_ms: st.latency.quantile(0.95) as f64 / 1000.0,
+        spans: st.counts.calls,
+        extrapolated: st.counts.extrapolated(),
     }
 }
 
@@ -270,9 +281,9 @@ impl State {
                     over_ceiling: s
                         .over_ceiling
                         .iter()
-                        .map(|(layer, count)| OverCeilingCount {
+                        .map(|(layer, milli)| OverCeilingCount {
                             layer: layer.clone(),
-                            count: *count,
+                            count: whole_calls(*milli),
                         })
                         .collect(),
                     recent_over_ceiling: s
@@ -389,8 +400,7 @@ mod tests {
 
         let json = serde_json::to_vec(&st.snapshot(now, Vec::new())).unwrap();
         let mut back = State::new(limits(10));
-        back.restore(serde_json::from_slice(&json).unwrap())
-            .unwrap();
+        back.restore(serde_json::from_slice(&json).unwrap());
         assert_eq!(back.history_view("search", None, now), Some(h));
     }
 }

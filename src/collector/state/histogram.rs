@@ -23,7 +23,6 @@
 //! in [`Hist::clamped`], never dropped; [`Hist::max`] stays exact.
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 
 /// Significant decimal digits kept by the result size histograms.
 pub(crate) const SIGFIG: u8 = 2;
@@ -230,13 +229,17 @@ impl Hist {
     }
 }
 
-/// Serialized [`Hist`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// A [`Hist`] as plain numbers (the snapshot's format holds them in its own type).
+#[derive(Debug, Clone)]
 pub(crate) struct HistSnapshot {
-    ceiling: u64,
-    clamped: u64,
-    max_seen: u64,
-    buckets: Vec<(u64, u64)>,
+    /// The ceiling.
+    pub(crate) ceiling: u64,
+    /// Values clamped to it.
+    pub(crate) clamped: u64,
+    /// The largest value seen, exact.
+    pub(crate) max_seen: u64,
+    /// (value, count) of every non-empty bucket.
+    pub(crate) buckets: Vec<(u64, u64)>,
 }
 
 /// Native histogram schema: bucket bounds are powers of 2^(2^-6), 64 buckets per power of two,

@@ -368,7 +368,7 @@ impl State {
         }
         if let Size::Known { bytes, .. } = r.size {
             if let Some((layer, cut)) = over {
-                add_over(&mut s.over_ceiling, cut.layer_id, 1);
+                add_over(&mut s.over_ceiling, cut.layer_id, r.weight.milli());
                 if s.over_recent.len() >= OVER_CEILING_RECENT {
                     s.over_recent.pop_front();
                 }
@@ -502,6 +502,7 @@ pub(crate) mod tests {
             earlier_cuts: Vec::new(),
             upstream: Default::default(),
             join: None,
+            weight: crate::collector::ingest::sampling::Weight::ONE,
         }
     }
 
@@ -607,6 +608,39 @@ pub(crate) mod tests {
                 .collect::<Vec<_>>(),
             vec![10000, 9900, 9800]
         );
+    }
+
+    #[test]
+    fn sampled_records_count_their_adjusted_counts_and_sizes_once() {
+        let mut st = State::new(stacked(1000));
+        let tenth = crate::collector::ingest::sampling::Weight::of_probability(0.1).unwrap();
+        for (n, b) in [100, 2000, 300, 5000].into_iter().enumerate() {
+            let mut r = rec("a", known(b));
+            r.weight = tenth;
+            r.truncated = n == 0;
+            st.record(&r, 1000);
+        }
+        st.record(&rec("a", known(200)), 1000);
+        let row = &st.tools_view(None, None, 1001).unwrap().tools[0];
+        assert_eq!((row.count, row.spans, row.sized), (41, 5, 5));
+        assert!(row.extrapolated);
+        // The period's mean weight (41 calls for 5 records) applied to its one truncated record.
+        assert_eq!(row.truncated, 8);
+        let key = SeriesKey {
+            service: "svc".into(),
+            tool: "a".into(),
+        };
+        // The two results over 1000 bytes, 10 calls each, exactly.
+        assert_eq!(st.series[&key].over_ceiling, [("default".into(), 20_000)]);
+        // The sizes are the records', once each.
+        assert_eq!(row.max, 5000);
+        let plain = {
+            let mut p = State::new(stacked(1000));
+            p.record(&rec("a", known(100)), 1000);
+            p.tools_view(None, None, 1001).unwrap().tools[0].clone()
+        };
+        assert_eq!((plain.count, plain.spans), (1, 1));
+        assert!(!plain.extrapolated);
     }
 
     #[test]

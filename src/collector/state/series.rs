@@ -52,10 +52,43 @@ pub(crate) struct Counts {
     /// learned), characters or UTF-16 units.
     #[serde(default)]
     pub(crate) upstream_limit: Option<u64>,
+    /// Calls weighted by each record's adjusted count (1 / its tracer's sampling probability,
+    /// [`crate::collector::ingest::sampling`]), in thousandths of a call: 1000 × `calls` when
+    /// nothing was sampled. The other counters are weighted by the period's mean weight
+    /// ([`Counts::weighted`]), exact when its records share one sampling rate, as a series'
+    /// records do (one service, one sampler); kept as one field so that a series' slots stay
+    /// within their memory budget.
+    #[serde(default)]
+    pub(crate) calls_milli: u64,
+}
+
+/// Thousandths of a call as calls.
+pub(crate) fn calls_of(milli: u64) -> f64 {
+    milli as f64 / 1000.0
+}
+
+/// Thousandths of a call as whole calls, rounded.
+pub(crate) fn whole_calls(milli: u64) -> u64 {
+    milli.saturating_add(500) / 1000
 }
 
 impl Counts {
+    /// Whether some of the calls were counted from sampled spans (their counts extrapolated).
+    pub(crate) fn extrapolated(&self) -> bool {
+        self.calls_milli > self.calls.saturating_mul(1000)
+    }
+
+    /// `n` of this period's records (errors, cuts, results over the ceiling), weighted by the
+    /// period's mean adjusted count: thousandths of a call.
+    pub(crate) fn weighted(&self, n: u64) -> u64 {
+        match self.calls {
+            0 => n.saturating_mul(1000),
+            calls => (u128::from(n) * u128::from(self.calls_milli) / u128::from(calls)) as u64,
+        }
+    }
+
     pub(crate) fn record(&mut self, r: &ToolRecord, over: bool) {
+        self.calls_milli += r.weight.milli();
         self.over_ceiling += u64::from(over);
         self.calls += 1;
         self.errors += u64::from(r.error);
@@ -111,6 +144,7 @@ impl Counts {
         self.reported += o.reported;
         self.over_ceiling += o.over_ceiling;
         self.upstream_limit = self.upstream_limit.max(o.upstream_limit);
+        self.calls_milli += o.calls_milli;
     }
 }
 
@@ -186,16 +220,16 @@ impl Point {
         let n = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         Self {
             at_unix,
-            count: n(s.counts.calls),
+            count: n(whole_calls(s.counts.calls_milli)),
             sized: n(s.size.len()),
             p50: n(s.size.quantile(0.5)),
             p95: n(s.size.quantile(0.95)),
             p99: n(s.size.quantile(0.99)),
             max: n(s.size.max()),
-            errors: n(s.counts.errors),
-            truncated: n(s.counts.truncated),
-            truncated_upstream: n(s.counts.truncated_upstream),
-            over_ceiling: n(s.counts.over_ceiling),
+            errors: n(whole_calls(s.counts.weighted(s.counts.errors))),
+            truncated: n(whole_calls(s.counts.weighted(s.counts.truncated))),
+            truncated_upstream: n(whole_calls(s.counts.weighted(s.counts.truncated_upstream))),
+            over_ceiling: n(whole_calls(s.counts.weighted(s.counts.over_ceiling))),
         }
     }
 }
@@ -362,23 +396,6 @@ impl OverRecent {
             at_unix: self.at_unix,
         })
     }
-
-    /// Back from the API's form (a snapshot), when `stack` still has its layer and the ids are
-    /// hex of the right length.
-    pub(crate) fn from_view(v: &OverCeiling, stack: &Stack) -> Option<Self> {
-        let layer = stack.layers().iter().position(|l| l.id() == v.layer)?;
-        Some(Self {
-            bytes: v.bytes,
-            layer: u16::try_from(layer).ok()?,
-            limit: v.limit,
-            value: v.value,
-            estimated: v.estimated,
-            trace_id: crate::hex::decode_array(&v.trace_id)?,
-            span_id: crate::hex::decode_array(&v.span_id)?,
-            args_hash: v.args_hash.as_deref().map(ArgsHash::new),
-            at_unix: v.at_unix,
-        })
-    }
 }
 
 /// How often one arguments hash was seen (space-saving estimate: an upper bound).
@@ -411,7 +428,7 @@ pub(crate) struct Series {
     /// Arguments hashes (space-saving top-k).
     pub(crate) args: HashMap<ArgsHash, ArgsStat, FxBuild>,
     /// Results over a ceiling since start, by the weakest layer that cut them (few layers: a
-    /// vector).
+    /// vector), weighted by each result's adjusted count: thousandths of a call.
     pub(crate) over_ceiling: Vec<(String, u64)>,
     /// The most recent over-ceiling results, oldest first, at most [`OVER_CEILING_RECENT`].
     pub(crate) over_recent: VecDeque<OverRecent>,

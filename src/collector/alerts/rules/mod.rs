@@ -95,15 +95,18 @@ pub(crate) enum MatchOutcome {
     Deferred = 2,
     /// The retry queue was full too: lost (the alert fires at its next resend).
     Dropped = 3,
+    /// The alert task had stopped (it panicked): lost, and every later match with it.
+    EngineStopped = 4,
 }
 
 impl MatchOutcome {
     /// Every outcome, in exposition order.
-    pub(crate) const ALL: [MatchOutcome; 4] = [
+    pub(crate) const ALL: [MatchOutcome; 5] = [
         MatchOutcome::Sent,
         MatchOutcome::Merged,
         MatchOutcome::Deferred,
         MatchOutcome::Dropped,
+        MatchOutcome::EngineStopped,
     ];
 
     /// The `outcome` label.
@@ -113,6 +116,7 @@ impl MatchOutcome {
             MatchOutcome::Merged => "merged",
             MatchOutcome::Deferred => "deferred",
             MatchOutcome::Dropped => "dropped",
+            MatchOutcome::EngineStopped => "engine_stopped",
         }
     }
 }
@@ -327,9 +331,11 @@ pub struct Rules {
     tx: Option<mpsc::Sender<Event>>,
     stats: Arc<AlertStats>,
     /// New alerts waiting for the channel, sent before `deferred`.
-    urgent: VecDeque<Matched>,
+    urgent: VecDeque<(RuleKind, Matched)>,
     /// Resends and window matches waiting for the channel.
-    deferred: VecDeque<Matched>,
+    deferred: VecDeque<(RuleKind, Matched)>,
+    /// The alert task was found stopped (said once in the log).
+    engine_stopped: bool,
 }
 
 impl Rules {
@@ -375,6 +381,7 @@ impl Rules {
             stats: Arc::default(),
             urgent: VecDeque::new(),
             deferred: VecDeque::new(),
+            engine_stopped: false,
         })
     }
 
@@ -449,16 +456,21 @@ impl Rules {
         out
     }
 
-    /// Sends what waits, new alerts first; stops at the first refusal.
+    /// Sends what waits, new alerts first; stops at the first refusal. A stopped alert task
+    /// loses everything that waits, each counted.
     fn flush(&mut self) {
         let Some(tx) = &self.tx else { return };
         for q in [&mut self.urgent, &mut self.deferred] {
-            while let Some(m) = q.pop_front() {
-                if let Err(e) = tx.try_send(m) {
-                    if let mpsc::error::TrySendError::Full(m) = e {
-                        q.push_front(m);
+            while let Some((rule, m)) = q.pop_front() {
+                match tx.try_send(m) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(m)) => {
+                        q.push_front((rule, m));
+                        return;
                     }
-                    return;
+                    Err(mpsc::error::TrySendError::Closed(_)) => {
+                        self.stats.matched(rule, MatchOutcome::EngineStopped);
+                    }
                 }
             }
         }
@@ -474,7 +486,7 @@ impl Rules {
                     self.stats.matched(rule, MatchOutcome::Sent);
                     return;
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => return,
+                Err(mpsc::error::TrySendError::Closed(_)) => return self.lost(rule),
                 Err(mpsc::error::TrySendError::Full(back)) => {
                     return self.defer(rule, back, urgent)
                 }
@@ -483,22 +495,40 @@ impl Rules {
         self.defer(rule, m, urgent);
     }
 
+    /// A match that found the alert task stopped: counted, and the stop said once.
+    fn lost(&mut self, rule: RuleKind) {
+        self.stats.matched(rule, MatchOutcome::EngineStopped);
+        if !self.engine_stopped {
+            self.engine_stopped = true;
+            tracing::error!(
+                "Alert task stopped; alerts are no longer raised nor sent until the daemon \
+                 restarts (counted in toolsize_alert_matches_total{{outcome=\"engine_stopped\"}})."
+            );
+        }
+    }
+
     fn defer(&mut self, rule: RuleKind, m: Matched, urgent: bool) {
         if self.urgent.len() + self.deferred.len() >= MAX_DEFERRED {
-            // Make room for a new alert by dropping the oldest resend; a resend past the
-            // queue is dropped (its alert is resent at its next match).
-            if urgent && self.deferred.pop_front().is_some() {
-                self.stats.matched(rule, MatchOutcome::Dropped);
+            // Make room for a new alert by dropping the oldest resend (counted against its own
+            // rule); a resend past the queue is dropped (its alert is resent at its next match).
+            let oldest = if urgent {
+                self.deferred.pop_front()
             } else {
-                self.stats.matched(rule, MatchOutcome::Dropped);
-                return;
+                None
+            };
+            match oldest {
+                Some((oldest, _)) => self.stats.matched(oldest, MatchOutcome::Dropped),
+                None => {
+                    self.stats.matched(rule, MatchOutcome::Dropped);
+                    return;
+                }
             }
         }
         self.stats.matched(rule, MatchOutcome::Deferred);
         if urgent {
-            self.urgent.push_back(m);
+            self.urgent.push_back((rule, m));
         } else {
-            self.deferred.push_back(m);
+            self.deferred.push_back((rule, m));
         }
     }
 }
@@ -595,6 +625,7 @@ pub(crate) mod testing {
             earlier_cuts: Vec::new(),
             upstream: Default::default(),
             join: None,
+            weight: crate::collector::ingest::sampling::Weight::ONE,
         }
     }
 

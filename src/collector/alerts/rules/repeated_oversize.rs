@@ -8,7 +8,8 @@
 //! ceiling (the oldest is replaced first), in a table allocated once per series: no allocation
 //! per record, a hash probe per record. A hash repeated with fewer than that many other hashes
 //! of the same tool in between is always caught; under a churn of more, it can be forgotten
-//! between two repeats and the alert fires later, never falsely.
+//! between two repeats and the alert fires later, never falsely. A result of a sampled tracer
+//! counts as its adjusted count (one sampled retry of ten stands for ten).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -17,7 +18,7 @@ use super::{labels, series_labels, Decision, Firing, Hit, Over, RecordRule, Rule
 use crate::collector::alerts::{Matched, REPEATED_OVERSIZE};
 use crate::collector::config::RepeatedOversizeConfig;
 use crate::collector::ingest::recognize::ArgsHash;
-use crate::collector::state::FxBuild;
+use crate::collector::state::{whole_calls, FxBuild};
 
 use super::over_ceiling::HINT;
 
@@ -79,8 +80,9 @@ impl Rule {
         })
     }
 
-    /// Counts one over-ceiling result of `hash`; returns its count within the window.
-    fn count(&mut self, series: u32, hash: ArgsHash, now_ms: u64) -> u32 {
+    /// Counts one over-ceiling result of `hash` standing for `calls` calls (its adjusted count
+    /// when its tracer sampled); returns the count within the window.
+    fn count(&mut self, series: u32, hash: ArgsHash, now_ms: u64, calls: u32) -> u32 {
         let window_ms = self.window_ms;
         let h = self.trackers.entry(series).or_insert_with(Hashes::new);
         if let Some(&i) = h.index.get(&hash) {
@@ -89,7 +91,7 @@ impl Rule {
                 t.start_ms = now_ms;
                 t.count = 0;
             }
-            t.count += 1;
+            t.count = t.count.saturating_add(calls);
             t.last_ms = now_ms;
             return t.count;
         }
@@ -97,7 +99,7 @@ impl Rule {
             hash,
             start_ms: now_ms,
             last_ms: now_ms,
-            count: 1,
+            count: calls,
         };
         let i = if h.slots.len() < TRACKED_PER_SERIES {
             h.slots.push(fresh);
@@ -110,7 +112,7 @@ impl Rule {
             i
         };
         h.index.insert(hash, i as u16);
-        1
+        calls
     }
 
     fn payload(&self, o: &Over<'_>, new: bool) -> Matched {
@@ -183,7 +185,8 @@ impl RecordRule for Rule {
         let Some(hash) = o.seen.record.args_hash else {
             return Decision::Quiet;
         };
-        if self.count(o.seen.series, hash, o.seen.now_ms) < self.count {
+        let calls = u32::try_from(whole_calls(o.seen.record.weight.milli())).unwrap_or(u32::MAX);
+        if self.count(o.seen.series, hash, o.seen.now_ms, calls) < self.count {
             return Decision::Quiet;
         }
         match self.firing.hit(o.seen.series, o.seen.now_ms) {
@@ -246,6 +249,23 @@ mod tests {
             super::super::Rules::from_config(&c).is_none(),
             "every rule off"
         );
+    }
+
+    #[test]
+    fn a_sampled_result_counts_as_the_calls_it_stands_for() {
+        let (mut st, mut rx) = wired(&config(), 64);
+        let mut r = rec(20_000);
+        r.weight = crate::collector::ingest::sampling::Weight::of_probability(0.5).unwrap();
+        st.record(&r, T0);
+        assert!(names(&mut rx).is_empty(), "2 of 3");
+        st.record(&r, T0 + 100);
+        let got: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        assert_eq!(
+            got.len(),
+            1,
+            "two sampled results at 50 % stand for 4 calls"
+        );
+        assert_eq!(got[0].annotations["count"], "4");
     }
 
     #[test]

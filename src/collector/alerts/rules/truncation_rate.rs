@@ -4,6 +4,7 @@
 use super::{labels, ratio, series_labels, RuleKind, WindowInput, WindowRule};
 use crate::collector::alerts::{Matched, TRUNCATION_RATE};
 use crate::collector::config::TruncationRateConfig;
+use crate::collector::state::whole_calls;
 
 /// The hint of `ToolResultTruncationRate`.
 pub(crate) const TRUNCATION_RATE_HINT: &str =
@@ -39,23 +40,32 @@ impl WindowRule for Rule {
 
     fn evaluate(&self, w: &WindowInput<'_>) -> Option<Matched> {
         let (recent, key) = (w.recent, w.key);
-        let cut = recent.counts.truncated + recent.counts.truncated_upstream;
-        let rate = cut as f64 / recent.counts.calls.max(1) as f64;
-        if recent.counts.calls < self.min_count || rate <= self.threshold {
+        // Weighted counts: a sampled tracer's spans stand for the calls it saw.
+        let c = &recent.counts;
+        let (calls, truncated, upstream) = (
+            whole_calls(c.calls_milli),
+            whole_calls(c.weighted(c.truncated)),
+            whole_calls(c.weighted(c.truncated_upstream)),
+        );
+        let cut = truncated + upstream;
+        let rate = (c.truncated + c.truncated_upstream) as f64 / c.calls.max(1) as f64;
+        if calls < self.min_count || rate <= self.threshold {
             return None;
         }
         let recent_label = w.recent_window.1;
+        let extrapolated = if recent.counts.extrapolated() {
+            " (extrapolated from sampled spans)"
+        } else {
+            ""
+        };
         Some(Matched {
             labels: series_labels(TRUNCATION_RATE, key, &self.severity),
             annotations: labels(&[
                 ("rate", &ratio(rate)),
                 ("threshold", &ratio(self.threshold)),
-                ("truncated", &recent.counts.truncated.to_string()),
-                (
-                    "truncated_upstream",
-                    &recent.counts.truncated_upstream.to_string(),
-                ),
-                ("calls", &recent.counts.calls.to_string()),
+                ("truncated", &truncated.to_string()),
+                ("truncated_upstream", &upstream.to_string()),
+                ("calls", &calls.to_string()),
                 (
                     "summary",
                     &format!(
@@ -67,14 +77,10 @@ impl WindowRule for Rule {
                 (
                     "description",
                     &format!(
-                        "{cut} of {} calls of tool {} (service {}) over the last \
-                         {recent_label} returned a truncated result ({} by the tool, \
-                         {} upstream).",
-                        recent.counts.calls,
-                        key.tool,
-                        key.service,
-                        recent.counts.truncated,
-                        recent.counts.truncated_upstream
+                        "{cut} of {calls} calls{extrapolated} of tool {} (service {}) over the \
+                         last {recent_label} returned a truncated result ({truncated} by the \
+                         tool, {upstream} upstream).",
+                        key.tool, key.service,
                     ),
                 ),
                 ("hint", TRUNCATION_RATE_HINT),

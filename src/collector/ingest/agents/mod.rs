@@ -316,6 +316,7 @@ pub(crate) fn record(
         earlier_cuts: Vec::new(),
         upstream: s.upstream,
         join,
+        weight: crate::collector::ingest::sampling::Weight::ONE,
     }
 }
 

@@ -114,6 +114,13 @@ pub(crate) fn unwrap_content(env: Envelope, s: &[u8]) -> Option<(u64, bool)> {
     };
     match (env, &v) {
         (_, J::String(s)) => Some((s.len() as u64, true)),
+        // A JSON document written with `\uXXXX` escapes for every non-ASCII character (Python's
+        // `json.dumps` default, `ensure_ascii`; OpenLLMetry records a tool's dict or list so):
+        // its characters as UTF-8, the recorded spacing and every other escape kept. That is
+        // exactly `json.dumps(…, ensure_ascii=False)`, the text frameworks hand the model
+        // (LangChain's tool messages, an agent's own `json.dumps`); marked approximate, as the
+        // framework's serialiser is not seen.
+        (Envelope::JsonString, J::Object(_) | J::Array(_)) => unescaped_len(t).map(|n| (n, false)),
         (Envelope::ToolMessage, J::Object(o)) => {
             let msg = |o: &serde_json::Map<String, J>| -> Option<(u64, bool)> {
                 let is_tool = o.get("type").and_then(J::as_str) == Some("tool");
@@ -148,6 +155,39 @@ pub(crate) fn unwrap_content(env: Envelope, s: &[u8]) -> Option<(u64, bool)> {
         }
         _ => None,
     }
+}
+
+/// The length of JSON text `t` with each `\uXXXX` escape of a non-ASCII character (a surrogate
+/// pair for characters past U+FFFF) counted as the UTF-8 of that character; `None` when it has
+/// none. Escapes of ASCII characters (`\u0001`, `\"`, `\n`…) stay as written: JSON needs them
+/// either way. `t` must be valid JSON (escapes well formed).
+pub(crate) fn unescaped_len(t: &[u8]) -> Option<u64> {
+    let hex = |at: usize| -> Option<u32> {
+        let h = t.get(at..at + 4)?;
+        u32::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()
+    };
+    let mut saved = 0u64;
+    let mut i = 0;
+    while let Some(off) = memchr::memchr(b'\\', &t[i..]) {
+        let at = i + off;
+        if t.get(at + 1) != Some(&b'u') {
+            i = at + 2;
+            continue;
+        }
+        let Some(cp) = hex(at + 2) else { break };
+        let (written, utf8) = match cp {
+            0xD800..=0xDBFF if t.get(at + 6..at + 8) == Some(b"\\u") => match hex(at + 8) {
+                Some(0xDC00..=0xDFFF) => (12, 4),
+                _ => (6, 6),
+            },
+            0x80..=0x7FF => (6, 2),
+            0x800.. => (6, 3),
+            _ => (6, 6),
+        };
+        saved += written - utf8;
+        i = at + written as usize;
+    }
+    (saved > 0).then(|| t.len() as u64 - saved)
 }
 
 /// True when `s` contains one of the truncation markers of [`MARKERS`].

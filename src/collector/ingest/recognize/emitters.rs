@@ -57,7 +57,7 @@ pub(crate) enum Envelope {
     None,
     /// A JSON document of the result: a JSON string is the result's text, decoded (OpenLLMetry's
     /// `json.dumps` with `\uXXXX` escapes; the Vercel AI SDK's `JSON.stringify`). Other JSON is
-    /// counted as recorded.
+    /// counted as recorded, its `\uXXXX` escapes of non-ASCII characters as their UTF-8.
     JsonString,
     /// OpenInference's `output.value`: a serialised LangChain `ToolMessage` (`{"type": "tool",
     /// "data": {…}}`, alone, under `output`, or LangChain's `{"lc": 1, "kwargs": …}` form) is

@@ -40,6 +40,7 @@ pub(crate) use crate::collector::ingest::record::{
 pub(crate) use crate::collector::stats::LabelCuts;
 
 use crate::collector::config::RecognitionConfig;
+use crate::collector::ingest::sampling::{Sampling, Weight};
 use crate::collector::ingest::wire::{AttrValue, SpanView};
 
 pub(crate) use content::*;
@@ -183,6 +184,7 @@ pub struct Recognizer {
     placeholders: Vec<String>,
     max_name: usize,
     max_service: usize,
+    sampling: Sampling,
 }
 
 impl std::fmt::Debug for Recognizer {
@@ -267,6 +269,7 @@ impl Recognizer {
             placeholders: config.placeholders.clone(),
             max_name: max_tool_name_bytes,
             max_service: crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES,
+            sampling: Sampling::new(&config.sampling_rates),
             table: KeyTable::new(&keys),
             keys,
         }
@@ -308,6 +311,11 @@ impl Recognizer {
     }
 
     /// The longest tool name kept, in bytes.
+    /// The sampling weights of spans ([`crate::collector::ingest::sampling`]).
+    pub(crate) fn sampling(&self) -> &Sampling {
+        &self.sampling
+    }
+
     pub(crate) fn max_tool_name_bytes(&self) -> usize {
         self.max_name
     }
@@ -471,6 +479,7 @@ impl Recognizer {
             earlier_cuts,
             upstream: Upstream::default(),
             join: None,
+            weight: Weight::ONE,
         })
     }
 
@@ -1187,6 +1196,37 @@ mod tests {
         // OpenLLMetry: json.dumps with \uXXXX escapes; the model got the decoded text.
         assert_eq!(u(Envelope::JsonString, r#""d\u00e9j\u00e0 vu""#), Some(9));
         assert_eq!(u(Envelope::JsonString, r#"{"a": 1}"#), None);
+        // A dict result json.dumps'ed with escapes: its characters as UTF-8, the recorded
+        // spacing and the ASCII escapes kept (what json.dumps(ensure_ascii=False) writes).
+        let dict = serde_json::json!({"t": "déjà vu, Ωμέγα, 日本語, 😀", "q": "a\"b\n\u{1}"});
+        let escaped = serde_json::to_string(&dict)
+            .unwrap()
+            .chars()
+            .map(|c| match c as u32 {
+                0x80..=0xFFFF => format!("\\u{:04x}", c as u32),
+                cp @ 0x10000.. => {
+                    let v = cp - 0x10000;
+                    format!(
+                        "\\u{:04x}\\u{:04x}",
+                        0xD800 + (v >> 10),
+                        0xDC00 + (v & 0x3FF)
+                    )
+                }
+                _ => c.to_string(),
+            })
+            .collect::<String>();
+        assert!(
+            escaped.contains("\\ud83d\\ude00") && escaped.contains("\\u00e9"),
+            "{escaped}"
+        );
+        let plain = serde_json::to_string(&dict).unwrap();
+        assert_eq!(u(Envelope::JsonString, &escaped), Some(plain.len() as u64));
+        assert_eq!(exact(Envelope::JsonString, &escaped), Some(false));
+        assert_eq!(
+            u(Envelope::JsonString, r#"[ "\u00e9" , "\\u00e9" ]"#),
+            Some(20),
+            "spacing kept; an escaped backslash is not an escape"
+        );
         assert_eq!(u(Envelope::JsonString, "plain"), None);
         // LangChain + OpenInference: the ToolMessage's content, however it is wrapped.
         let msg = r#"{"content": "r\u00e9sultat", "type": "tool", "name": "t", "tool_call_id": "c1", "status": "success"}"#;

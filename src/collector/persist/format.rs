@@ -1,0 +1,244 @@
+//! The snapshot file's own types: what is on disk, in the current format ([`VERSION`]).
+//!
+//! They are plain data, declared here and nowhere else: neither the aggregator's state types nor
+//! the API's views are serialised into the file, so a change to either cannot change the format
+//! by accident (it fails to compile in `snapshot.rs`, which converts both ways). Changing a type
+//! here changes the format: bump [`VERSION`], freeze the types as they were in
+//! [`super::migrate`] and write the migration from them, with a fixture written by the previous
+//! build in `tests/data/snapshots/`.
+//!
+//! Version history:
+//! - 1 (until 0.1.0's snapshots of November 2026): the state's own types serialised, the
+//!   counters flattened into each statistics object, optional `size_bounds` and `alerts`.
+//! - 2: these types; counters nested; the size bucket layout always written; a recent
+//!   over-ceiling result names its layer by id only (its unit is the stack's); the call
+//!   calls weighted by sampling ([`Counts::calls_milli`]), the over-ceiling counts per layer
+//!   too.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The format version this build writes; it reads this one and every earlier one.
+pub(crate) const VERSION: u32 = 2;
+
+/// One snapshot file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Snapshot {
+    /// [`VERSION`].
+    pub(crate) version: u32,
+    /// When it was written, Unix seconds.
+    pub(crate) written_unix: u64,
+    /// When the state started, Unix seconds.
+    pub(crate) started_unix: u64,
+    /// Records routed to the overflow series.
+    pub(crate) overflow_records: u64,
+    /// Upper bounds of the size buckets the series' `size_buckets` count by.
+    pub(crate) size_bounds: Vec<u64>,
+    /// Every series.
+    pub(crate) series: Vec<Series>,
+    /// The alerts firing when it was written.
+    pub(crate) alerts: Vec<Alert>,
+}
+
+/// One (service, tool) series.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Series {
+    /// `service.name`.
+    pub(crate) service: String,
+    /// Tool name.
+    pub(crate) tool: String,
+    /// Since the state started.
+    pub(crate) total: Stats,
+    /// Per configured window: its slots.
+    pub(crate) windows: Vec<Ring>,
+    /// Non-cumulative counts per size bound, +Inf last.
+    pub(crate) size_buckets: Vec<u64>,
+    /// Non-cumulative counts per latency bound, +Inf last.
+    pub(crate) latency_buckets: Vec<u64>,
+    /// Sum of known result bytes.
+    pub(crate) size_sum: u64,
+    /// Sum of latencies, microseconds.
+    pub(crate) latency_sum_us: u64,
+    /// Largest recent results, largest first.
+    pub(crate) largest: Vec<Largest>,
+    /// Arguments hashes (top-k).
+    pub(crate) args: Vec<Args>,
+    /// Over-ceiling results since start, per weakest layer.
+    pub(crate) over_ceiling: Vec<LayerCount>,
+    /// The most recent over-ceiling results, oldest first.
+    pub(crate) over_recent: Vec<Over>,
+    /// Closed slots of the shortest window, oldest first.
+    pub(crate) history: Vec<Point>,
+}
+
+/// Counters and histograms over one period.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Stats {
+    /// The counters.
+    pub(crate) counts: Counts,
+    /// Result bytes.
+    pub(crate) size: Hist,
+    /// Latency, microseconds.
+    pub(crate) latency: Hist,
+}
+
+/// The counters of one period.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Counts {
+    /// Tool calls (spans seen).
+    pub(crate) calls: u64,
+    /// Failed calls.
+    pub(crate) errors: u64,
+    /// Results the tool reported truncated.
+    pub(crate) truncated: u64,
+    /// Results that showed an upstream cut.
+    pub(crate) truncated_upstream: u64,
+    /// Successful calls of unknown size.
+    pub(crate) unknown_size: u64,
+    /// Sizes measured by the tool.
+    pub(crate) measured: u64,
+    /// Sizes derived from content as recorded.
+    pub(crate) derived: u64,
+    /// Sizes derived with the tracer's wrapping removed.
+    pub(crate) unwrapped: u64,
+    /// Of those, JSON re-serialised (approximate).
+    pub(crate) unwrapped_approximate: u64,
+    /// Sizes that are lower bounds.
+    pub(crate) lower_bound: u64,
+    /// Sizes a coding agent reported.
+    pub(crate) reported: u64,
+    /// Results over the ceiling of a layer.
+    pub(crate) over_ceiling: u64,
+    /// The largest attribute length limit results were seen cut at.
+    pub(crate) upstream_limit: Option<u64>,
+    /// Calls weighted by each span's adjusted count (1 / sampling probability), thousandths
+    /// of a call.
+    pub(crate) calls_milli: u64,
+}
+
+/// An HDR histogram: its non-empty buckets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Hist {
+    /// The highest value it held when written.
+    pub(crate) ceiling: u64,
+    /// Values clamped to the ceiling.
+    pub(crate) clamped: u64,
+    /// The largest value seen, exact.
+    pub(crate) max_seen: u64,
+    /// (value, count) of each non-empty bucket.
+    pub(crate) buckets: Vec<(u64, u64)>,
+}
+
+/// The slots of one window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Ring {
+    /// Slot length, seconds (a window whose length changed is not restored).
+    pub(crate) slot_secs: u64,
+    /// (slot index, statistics).
+    pub(crate) slots: Vec<(u64, Stats)>,
+}
+
+/// One of the largest recent results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Largest {
+    /// Bytes.
+    pub(crate) bytes: u64,
+    /// Trace id, hex.
+    pub(crate) trace_id: String,
+    /// Span id, hex.
+    pub(crate) span_id: String,
+    /// Arguments hash.
+    pub(crate) args_hash: Option<String>,
+    /// When received, Unix seconds.
+    pub(crate) at_unix: u64,
+    /// It showed an upstream cut.
+    pub(crate) truncated_upstream: bool,
+    /// The layer that cut it, when the emitter said.
+    pub(crate) cut_by: Option<String>,
+    /// Its size before that cut, when the emitter said.
+    pub(crate) original: Option<u64>,
+}
+
+/// One arguments hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Args {
+    /// The hash.
+    pub(crate) hash: String,
+    /// Calls (upper bound).
+    pub(crate) count: u64,
+    /// Largest result with it.
+    pub(crate) max_bytes: u64,
+}
+
+/// Over-ceiling results of one layer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LayerCount {
+    /// Layer id.
+    pub(crate) layer: String,
+    /// Results, weighted as the calls: thousandths of a call.
+    pub(crate) count_milli: u64,
+}
+
+/// One recent over-ceiling result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Over {
+    /// Bytes.
+    pub(crate) bytes: u64,
+    /// The weakest layer that cut it (by id: the stack may change between runs).
+    pub(crate) layer: String,
+    /// That layer's effective limit then, in its unit.
+    pub(crate) limit: u64,
+    /// The result's size in the layer's unit.
+    pub(crate) value: u64,
+    /// Whether `value` was estimated from bytes.
+    pub(crate) estimated: bool,
+    /// Trace id, hex.
+    pub(crate) trace_id: String,
+    /// Span id, hex.
+    pub(crate) span_id: String,
+    /// Arguments hash.
+    pub(crate) args_hash: Option<String>,
+    /// When received, Unix seconds.
+    pub(crate) at_unix: u64,
+}
+
+/// One closed slot of the shortest window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Point {
+    /// Slot start, Unix seconds.
+    pub(crate) at_unix: u64,
+    /// Calls.
+    pub(crate) count: u32,
+    /// Results of known size.
+    pub(crate) sized: u32,
+    /// Median bytes.
+    pub(crate) p50: u32,
+    /// 95th percentile bytes.
+    pub(crate) p95: u32,
+    /// 99th percentile bytes.
+    pub(crate) p99: u32,
+    /// Largest bytes.
+    pub(crate) max: u32,
+    /// Failed calls.
+    pub(crate) errors: u32,
+    /// Truncated by the tool.
+    pub(crate) truncated: u32,
+    /// Cut upstream.
+    pub(crate) truncated_upstream: u32,
+    /// Over the ceiling.
+    pub(crate) over_ceiling: u32,
+}
+
+/// A firing alert.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Alert {
+    /// Labels, `alertname` included.
+    pub(crate) labels: BTreeMap<String, String>,
+    /// Annotations.
+    pub(crate) annotations: BTreeMap<String, String>,
+    /// Start of the episode, Unix milliseconds.
+    pub(crate) starts_at_unix_ms: u64,
+    /// Quiet period, milliseconds.
+    pub(crate) quiet_period_ms: u64,
+}
