@@ -19,7 +19,9 @@ install_peers() {
   #     alerts, checks alerts/alertmanager.example.yml (tests/collector_alerts.rs);
   #   chromium: renders the status page at / headless (tests/status_page.rs);
   #   tmux: runs `toolsize top` in a terminal and reads its screen (tests/cli_top.rs);
-  #   openssl: makes the CA and certificate of the TLS test (tests/tls_auth.rs);
+  #   openssl: makes the CA and certificates of the TLS tests (tests/tls_auth.rs,
+  #     tests/alerts_https.rs);
+  #   curl: reads an https Alertmanager's API with the test CA (tests/alerts_https.rs);
   #   nodejs, npm: run @modelcontextprotocol/server-everything behind `toolsize mcp` and the MCP
   #     Inspector's CLI in front of it (tests/mcp_proxy.rs, tests/mcp_http.rs), installed from
   #     tests/npm/package-lock.json below.
@@ -36,6 +38,7 @@ install_peers() {
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
   #   unshare (util-linux), ip (iproute2): the coding agents of tests/coding_agents.rs run in a
   #     network namespace of their own, loopback only.
   command -v unshare >/dev/null 2>&1 || missing+=(util-linux)

@@ -254,7 +254,19 @@ macro_rules! scalars {
         }
     )*};
 }
-scalars!(SocketAddr, u32, u64, usize, f64, bool, String, PathBuf, Interval, Window);
+scalars!(
+    SocketAddr,
+    u32,
+    u64,
+    usize,
+    f64,
+    bool,
+    String,
+    PathBuf,
+    Interval,
+    Window,
+    super::alerts::WebhookFormat
+);
 
 /// The last text given (a flag given twice: the last one wins, as with clap's usual flags).
 fn last(texts: &[String]) -> &str {
