@@ -760,3 +760,108 @@ async fn demo_history_in_chromium_shows_the_deploy_jump() {
         .any(|t| attr(t, "data-bytes") == Some("16384")));
     demo.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_with_a_token_in_chromium_and_the_api_still_closed() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    const TOKEN: &str = "p4ge-t0ken";
+    let daemon = Binary::start_with_env(
+        &["--stack", "codex.tool-output.bytes-fallback"],
+        None,
+        &[("TOOLSIZE_AUTH_TOKEN", TOKEN), ("RUST_LOG", "error")],
+    );
+    use prost::Message;
+    let spans = vec![own_span(1, "web_fetch", 30_000), own_span(2, "grep", 8_200)];
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/v1/traces", daemon.http))
+        .header("content-type", "application/x-protobuf")
+        .bearer_auth(TOKEN)
+        .body(request("agent", spans).encode_to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let admin = daemon.admin;
+    let client = reqwest::Client::new();
+    let get = |path: &str, token: Option<&str>| {
+        let mut req = client.get(format!("http://{admin}{path}"));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send()
+    };
+    wait_for("the two tools", Duration::from_secs(10), || async {
+        let r = get("/api/v1/tools?window=5m", Some(TOKEN)).await.ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&r.bytes().await.ok()?).ok()?;
+        (v["tools"].as_array()?.len() == 2).then_some(())
+    })
+    .await;
+
+    // The API and /metrics are as closed as before; only the pages' HTML (no data) is open.
+    for path in [
+        "/metrics",
+        "/api/v1/tools",
+        "/api/v1/tools/web_fetch",
+        "/api/v1/alerts",
+        "/api/v1/layers",
+        "/tools/web_fetch/history",
+    ] {
+        let r = get(path, None).await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
+    }
+    for path in ["/", "/tools/web_fetch", "/runbook"] {
+        let r = get(path, None).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        let page = r.text().await.unwrap();
+        assert!(!page.contains(TOKEN) && !page.contains("30000"), "{path}");
+    }
+    let r = get("/api/v1/tools", Some("wrong")).await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // Without the token: the sign-in box, no data.
+    let dom = chromium_dom(&format!("http://{admin}/"), "auth-none", None).await;
+    assert!(dom.contains("id=\"signin\""), "no sign-in box:\n{dom}");
+    assert!(dom.contains("This daemon requires its token"), "{dom}");
+    assert!(
+        !dom.contains(">web_fetch<"),
+        "data without the token:\n{dom}"
+    );
+
+    // With it (a fragment: never sent to the server): the tools, no box.
+    let png = screenshot("status_page_token.png");
+    let dom = chromium_dom(
+        &format!("http://{admin}/#token={TOKEN}"),
+        "auth-ok",
+        Some(&png),
+    )
+    .await;
+    assert!(
+        dom.contains("<body data-state=\"ok\""),
+        "the page did not render every answer:\n{dom}"
+    );
+    assert!(!dom.contains("id=\"signin\""), "{dom}");
+    let page_rows = rows(inner(&dom, "tools-body", "tbody"));
+    assert_eq!(page_rows.len(), 2, "{page_rows:#?}");
+    assert!(page_rows[0].contains(">web_fetch</a>"), "{}", page_rows[0]);
+
+    // The tool page, the same way.
+    let dom = chromium_dom(
+        &format!("http://{admin}/tools/web_fetch?service=agent#token={TOKEN}"),
+        "auth-tool",
+        None,
+    )
+    .await;
+    assert!(
+        dom.contains("<body data-state=\"ok\""),
+        "the tool page did not render:\n{dom}"
+    );
+    assert!(!dom.contains("id=\"signin\""), "{dom}");
+
+    // A wrong token: refused, said so, forgotten.
+    let dom = chromium_dom(&format!("http://{admin}/#token=wrong"), "auth-wrong", None).await;
+    assert!(dom.contains("The daemon refused this token"), "{dom}");
+    assert!(!dom.contains(">web_fetch<"), "{dom}");
+    daemon.stop();
+}

@@ -67,6 +67,12 @@ impl Prometheus {
             },
             targets.join(", ")
         );
+        Self::start_config(dir, &config, flags).await
+    }
+
+    /// Starts Prometheus in `dir` with the whole configuration `config` (YAML) and more
+    /// command-line flags; returns once it is ready.
+    pub async fn start_config(dir: &Path, config: &str, flags: &[&str]) -> Self {
         let file = dir.join("prometheus.yml");
         std::fs::write(&file, config).unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();

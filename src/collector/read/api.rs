@@ -27,8 +27,11 @@
 //!   task's last published set, without asking the aggregator.
 //! - `GET /runbook`: the alert runbook as HTML, one section per alert (`#<alertname lowercased>`).
 //! - `GET /healthz`: 200 while the process serves.
-//! - With a token configured ([`crate::collector::net::auth`]), every path but `/healthz` and `/readyz` answers
-//!   401 to a request without it.
+//! - With a token configured ([`crate::collector::net::auth`]), every path but `/healthz`,
+//!   `/readyz` and the pages (`/`, `/tools/{tool}`, `/runbook`) answers 401 to a request without
+//!   it. The pages' HTML holds no data: their script asks the API with the token, which the user
+//!   gives them once per tab (a box shown after a 401, or a `#token=` fragment) and which they
+//!   keep in `sessionStorage`; no cookie stands for it, so the API is as closed as before.
 //! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503; 503 too while the last
 //!   three or more snapshot writes failed.
 //!
@@ -68,10 +71,17 @@ const TOOL_TEMPLATE: &str = include_str!("tool.html");
 /// The style both pages share, in place of their `{{page_css}}`.
 const PAGE_CSS: &str = include_str!("page.css");
 
+/// The script both pages share, in place of their `{{page_auth}}`: the token sent with their
+/// API requests, and the sign-in box.
+const PAGE_AUTH: &str = include_str!("page_auth.js");
+
 /// One tool's page, the same for every tool.
 pub(crate) fn tool_page_html() -> &'static str {
-    static PAGE: std::sync::LazyLock<String> =
-        std::sync::LazyLock::new(|| TOOL_TEMPLATE.replace("{{page_css}}", PAGE_CSS));
+    static PAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        TOOL_TEMPLATE
+            .replace("{{page_css}}", PAGE_CSS)
+            .replace("{{page_auth}}", PAGE_AUTH)
+    });
     &PAGE
 }
 
@@ -85,6 +95,7 @@ const STATUS_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; \
 pub(crate) fn status_page(otlp_grpc: SocketAddr, otlp_http: SocketAddr) -> String {
     STATUS_TEMPLATE
         .replace("{{page_css}}", PAGE_CSS)
+        .replace("{{page_auth}}", PAGE_AUTH)
         .replace("{{otlp_http}}", &otlp_http.to_string())
         .replace("{{otlp_grpc}}", &otlp_grpc.to_string())
 }
@@ -201,13 +212,23 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-/// 401 for a request without the token, when the admin API requires one; the probes stay open.
+/// Whether `path` is answered without the token: the probes, and the pages, whose HTML holds no
+/// data (their script asks the API with the token the user gives it) and the runbook.
+fn open_path(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/" | "/runbook")
+        || path
+            .strip_prefix("/tools/")
+            .is_some_and(|tool| !tool.is_empty() && !tool.contains('/'))
+}
+
+/// 401 for a request without the token, when the admin API requires one; the probes and the
+/// pages stay open.
 async fn require_token(
     State(s): State<ApiState>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let open = matches!(req.uri().path(), "/healthz" | "/readyz");
+    let open = open_path(req.uri().path());
     if open || !s.auth.admin() || s.auth.check(req.headers()) {
         return next.run(req).await;
     }
