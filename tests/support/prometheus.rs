@@ -137,6 +137,26 @@ impl Prometheus {
         }
     }
 
+    /// `GET /api/v1/query_exemplars` for `expr` over the last `secs` seconds: per series, its
+    /// labels and exemplars.
+    pub async fn query_exemplars(&self, expr: &str, secs: u64) -> Vec<Value> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let (start, end) = (
+            format!("{:.3}", now - secs as f64),
+            format!("{:.3}", now + 60.0),
+        );
+        let data = self
+            .api(
+                "/api/v1/query_exemplars",
+                &[("query", expr), ("start", &start), ("end", &end)],
+            )
+            .await;
+        data.as_array().cloned().unwrap_or_default()
+    }
+
     /// An instant query now.
     pub async fn query(&self, expr: &str) -> Vec<Value> {
         self.query_at(expr, None).await

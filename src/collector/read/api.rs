@@ -9,8 +9,10 @@
 //!   status page): p50/p95/p99 and truncation and error rates over time from the history
 //!   endpoint, the window's size distribution (`size_distribution`) against the layer limits, the
 //!   largest results with their trace ids and the most repeated argument hashes, as inline SVG.
-//! - `GET /metrics`: Prometheus text format 0.0.4 (see [`crate::collector::read::exposition`]), or the protobuf
-//!   format with native histograms when `Accept` asks for it (see [`crate::collector::read::exposition_proto`]).
+//! - `GET /metrics`: Prometheus text format 0.0.4 (see [`crate::collector::read::exposition`]),
+//!   OpenMetrics 1.0 with exemplars when `Accept` asks for `application/openmetrics-text` (as
+//!   Prometheus does by default), or the protobuf format with native histograms and exemplars
+//!   when `Accept` asks for it (see [`crate::collector::read::exposition_proto`]).
 //! - `GET /api/v1/tools?window=5m|1h|all&service=S`: per (service, tool) count, p50, p95, p99,
 //!   max, errors, truncated, truncated upstream, unknown size, latency p95.
 //! - `GET /api/v1/tools/{tool}?window=&service=`: the same plus the largest recent results (trace
@@ -257,6 +259,7 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let native = crate::collector::read::exposition_proto::wants_protobuf(accept);
+    let open_metrics = !native && crate::collector::read::exposition::wants_openmetrics(accept);
     let frame = match s
         .ask(|reply| Command::Metrics { native, reply }, WAIT)
         .await
@@ -272,6 +275,12 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
             let body =
                 crate::collector::read::exposition_proto::render_frame(&frame, &stats, &alerts);
             (crate::collector::read::exposition_proto::CONTENT_TYPE, body)
+        } else if open_metrics {
+            use crate::collector::read::exposition::{self, TextFormat};
+            let body =
+                exposition::render_frame_as(&frame, &stats, &alerts, TextFormat::OpenMetrics)
+                    .into_bytes();
+            (exposition::OPENMETRICS_CONTENT_TYPE, body)
         } else {
             let body = crate::collector::read::exposition::render_frame(&frame, &stats, &alerts)
                 .into_bytes();
