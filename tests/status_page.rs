@@ -411,7 +411,9 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
         .find(|t| t.starts_with("rev"))
         .unwrap();
     assert!(bidi.contains("txt.exe"), "{bidi:?}");
-    let detail = get_json(admin, "/api/v1/tools/web_fetch?service=agent").await;
+    // The page shows the daemon's shortest window (5m) when the link names none, and says so.
+    let detail = get_json(admin, "/api/v1/tools/web_fetch?window=5m&service=agent").await;
+    assert_eq!(detail["window"], "5m");
 
     // The tool page: every history point drawn with its exact value, the ceiling marked.
     let png = screenshot("tool-page.png");
@@ -427,6 +429,11 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
         "not rendered:\n{dom}"
     );
     assert!(is_hidden(start_tag(&dom, "banner")));
+    assert!(
+        dom.contains("<span id=\"dist-window\">results of the last 5m</span>"),
+        "the distribution does not name its window:\n{dom}"
+    );
+    assert!(dom.contains("<span id=\"summary-window\">last 5m:</span>"));
     let sizes = inner(&dom, "sizes-chart", "div");
     let points = history["series"][0]["points"].as_array().unwrap();
     for k in ["p50", "p95", "p99"] {
@@ -533,7 +540,7 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
         .find(|r| r.contains(">web_fetch</a>"))
         .unwrap();
     assert!(
-        web.contains("href=\"tools/web_fetch?service=agent\""),
+        web.contains("href=\"tools/web_fetch?service=agent&amp;window=5m\""),
         "{web}"
     );
     assert!(dom.contains(&format!(">{}</a>", escaped(&bidi))));

@@ -1013,6 +1013,40 @@ mod tests {
         assert_eq!(strip(&om), strip(&text));
     }
 
+    /// The per-series bound docs/collector.md states ("Limits"), with the defaults: every
+    /// sample line of a series whose results were seen cut upstream (the most it can have).
+    #[test]
+    fn a_series_renders_at_most_the_documented_lines() {
+        use crate::collector::state::tests::{known, rec};
+        use crate::collector::state::Limits;
+        let limits = Limits::from_config(&crate::collector::Config::default());
+        let (l, s, w) = (
+            limits.stack.layers().len(),
+            limits.size_bounds.len(),
+            limits.windows.len(),
+        );
+        let mut state = State::new(limits);
+        let mut r = rec("t", known(5_000));
+        r.truncated_upstream = true;
+        r.upstream_limit = Some(1000);
+        state.record_batch(&[r], 1_700_000_000);
+        let text = render(&state, &SelfStats::default(), &AlertStats::default(), 1_700_000_001);
+        let lines = text.lines().filter(|l| l.contains("tool=\"t\"")).count();
+        let bound = 11 + l + (s + 3) + (LATENCY_BUCKETS_US.len() + 3) + 5 * (w + 1);
+        assert_eq!(lines, bound, "{text}");
+        let docs = include_str!("../../../docs/collector.md");
+        let stated = format!(
+            "11 + L + (S + 3) + {} + 5 × (W + 1) sample lines",
+            LATENCY_BUCKETS_US.len() + 3
+        );
+        assert!(docs.contains(&stated), "docs/collector.md must state {stated:?}");
+        let with_defaults = format!("{bound} with the defaults");
+        assert!(
+            docs.contains(&with_defaults),
+            "docs/collector.md must state {with_defaults:?}"
+        );
+    }
+
     #[test]
     fn every_counter_is_named_total() {
         struct Names(Vec<(String, Kind)>);
