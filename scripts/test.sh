@@ -22,6 +22,8 @@ install_peers() {
   #   openssl: makes the CA and certificates of the TLS tests (tests/tls_auth.rs,
   #     tests/alerts_https.rs);
   #   curl: reads an https Alertmanager's API with the test CA (tests/alerts_https.rs);
+  #   systemd-analyze (package systemd): verifies dist/systemd/toolsize.service
+  #     (tests/systemd_unit.rs);
   #   nodejs, npm: run @modelcontextprotocol/server-everything behind `toolsize mcp` and the MCP
   #     Inspector's CLI in front of it (tests/mcp_proxy.rs, tests/mcp_http.rs), installed from
   #     tests/npm/package-lock.json below.
@@ -39,6 +41,7 @@ install_peers() {
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
   command -v curl >/dev/null 2>&1 || missing+=(curl)
+  command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
   #   unshare (util-linux), ip (iproute2): the coding agents of tests/coding_agents.rs run in a
   #     network namespace of their own, loopback only.
   command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
