@@ -55,7 +55,10 @@ async fn the_documented_recipe_traces_langchain_and_pydantic_ai() {
     let instrument = bin.join("opentelemetry-instrument");
     if !require(
         python.to_str().unwrap(),
-        &["-c", "import opentelemetry.distro, langchain_core, pydantic_ai"],
+        &[
+            "-c",
+            "import opentelemetry.distro, langchain_core, pydantic_ai",
+        ],
     ) || !require(instrument.to_str().unwrap(), &["--version"])
     {
         return;
@@ -139,7 +142,10 @@ async fn the_documented_recipe_traces_langchain_and_pydantic_ai() {
         r#"toolsize_otlp_requests_accepted_total{signal="metrics"}"#,
     )
     .unwrap_or(0.0);
-    assert!(metrics_accepted >= 1.0, "the recipe's metrics exporter: {text}");
+    assert!(
+        metrics_accepted >= 1.0,
+        "the recipe's metrics exporter: {text}"
+    );
     for reason in ["decode", "unsupported_media_type"] {
         let s = format!(r#"toolsize_otlp_requests_refused_total{{reason="{reason}"}}"#);
         assert_eq!(sample(&text, &s), Some(0.0), "{s}");

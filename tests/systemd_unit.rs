@@ -16,8 +16,8 @@ const UNIT: &str = include_str!("../dist/systemd/toolsize.service");
 /// The value of `key=` in the unit (the last one, as systemd reads a repeated key).
 fn value(key: &str) -> String {
     UNIT.lines()
-        .filter_map(|l| l.strip_prefix(&format!("{key}=")))
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
         .unwrap_or_else(|| panic!("no {key}= in the unit"))
         .to_string()
 }
@@ -44,7 +44,10 @@ fn systemd_analyze_verifies_the_unit() {
     );
     // Warnings about the host (no such user here) are not about the unit; anything naming it is.
     assert!(out.status.success(), "systemd-analyze verify: {said}");
-    assert!(!said.contains("toolsize.service:"), "systemd-analyze verify: {said}");
+    assert!(
+        !said.contains("toolsize.service:"),
+        "systemd-analyze verify: {said}"
+    );
 }
 
 #[test]

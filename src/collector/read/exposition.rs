@@ -1030,7 +1030,12 @@ mod tests {
         r.truncated_upstream = true;
         r.upstream_limit = Some(1000);
         state.record_batch(&[r], 1_700_000_000);
-        let text = render(&state, &SelfStats::default(), &AlertStats::default(), 1_700_000_001);
+        let text = render(
+            &state,
+            &SelfStats::default(),
+            &AlertStats::default(),
+            1_700_000_001,
+        );
         let lines = text.lines().filter(|l| l.contains("tool=\"t\"")).count();
         let bound = 11 + l + (s + 3) + (LATENCY_BUCKETS_US.len() + 3) + 5 * (w + 1);
         assert_eq!(lines, bound, "{text}");
@@ -1039,7 +1044,10 @@ mod tests {
             "11 + L + (S + 3) + {} + 5 × (W + 1) sample lines",
             LATENCY_BUCKETS_US.len() + 3
         );
-        assert!(docs.contains(&stated), "docs/collector.md must state {stated:?}");
+        assert!(
+            docs.contains(&stated),
+            "docs/collector.md must state {stated:?}"
+        );
         let with_defaults = format!("{bound} with the defaults");
         assert!(
             docs.contains(&with_defaults),
