@@ -35,7 +35,7 @@ section! {
         /// per change), "pagerduty" (an Events API v2 event per change, dedup_key = the
         /// alert's fingerprint; the routing key is webhook_token).
         #[key(env = "TOOLSIZE_WEBHOOK_FORMAT", flag = "--webhook-format", value_name = "FORMAT")]
-        pub webhook_format: WebhookFormat = WebhookFormat::Alertmanager,
+        pub(crate) webhook_format: WebhookFormat = WebhookFormat::Alertmanager,
         /// Bearer token sent to the webhook; with webhook_format = "pagerduty", the
         /// integration's routing key, sent in the body instead.
         #[key(env = "TOOLSIZE_WEBHOOK_TOKEN", example = "\"\"")]
@@ -146,7 +146,7 @@ section! {
 /// The body a webhook receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum WebhookFormat {
+pub(crate) enum WebhookFormat {
     /// The JSON list of `postableAlert`s Alertmanager's API v2 takes.
     #[default]
     Alertmanager,
