@@ -1,8 +1,9 @@
 //! Alert sinks over `https`: a Slack-shaped and a PagerDuty-shaped webhook on a TLS receiver
 //! whose certificate a test CA signed (made here with `openssl`), trusted through
 //! `SSL_CERT_FILE`; a real Alertmanager serving `https`; a receiver the daemon must not trust is
-//! a counted delivery failure (the daemon keeps serving), and an unreadable `SSL_CERT_FILE` stops
-//! the start with an error naming it.
+//! a counted delivery failure (the daemon keeps serving), a peer that never finishes the
+//! handshake a failure after the 5 s post timeout, and an unreadable `SSL_CERT_FILE` stops the
+//! start with an error naming it.
 #![cfg(feature = "tls")]
 
 mod support;
@@ -345,4 +346,36 @@ async fn an_https_alertmanager_receives_the_alert() {
     d.stop();
     let _ = am.kill();
     let _ = am.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_never_finishes_the_handshake_is_a_timed_out_failure() {
+    // Accepts connections and never answers: the TLS handshake would wait forever.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = Arc::new(Mutex::new(Vec::new()));
+    let keep = held.clone();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            keep.lock().unwrap().push(s);
+        }
+    });
+    let url = format!("https://127.0.0.1:{port}/hook");
+    let d = Binary::start_with_env(&["--webhook-url", &url], None, &[]);
+    oversize(&d, "fetch").await;
+    let started = Instant::now();
+    wait_for("a counted failure", Duration::from_secs(15), || async {
+        (notifications(&d, "webhook", "failure").await >= 1.0).then_some(())
+    })
+    .await;
+    let took = started.elapsed();
+    // Bounded by the 5 s post timeout, handshake included.
+    assert!(took >= Duration::from_secs(4), "{took:?}");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    assert!(!held.lock().unwrap().is_empty(), "the daemon connected");
+    let r = reqwest::get(format!("http://{}/healthz", d.admin))
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    d.stop();
 }
