@@ -1,7 +1,8 @@
 //! Exemplars end to end: a real Prometheus with exemplar storage scrapes the daemon (OpenMetrics,
 //! which it asks for by default) and `query_exemplars` returns, on the size histogram's buckets,
 //! the trace ids of the largest results: one per bucket, the largest of each, none for the
-//! latency histogram.
+//! latency histogram. The OpenMetrics text also passes the Prometheus Python client's strict
+//! parser, exemplars included.
 #![cfg(feature = "collector")]
 
 mod support;
@@ -101,5 +102,94 @@ async fn prometheus_stores_the_trace_ids_of_large_results_as_exemplars() {
         .query("toolsize_tool_result_size_bytes_count{tool=\"fetch\"}")
         .await;
     assert_eq!(count[0]["value"][1], "23");
+    daemon.stop();
+}
+
+/// Reads an OpenMetrics exposition with the Prometheus Python client's strict parser and prints
+/// `[families, [[sample name, exemplar trace_id, exemplar value], …]]`.
+const STRICT: &str = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+fams = list(text_string_to_metric_families(sys.stdin.read()))
+ex = [[s.name, s.exemplar.labels["trace_id"], s.exemplar.value]
+      for f in fams for s in f.samples if s.exemplar]
+print(json.dumps([len(fams), ex]))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openmetrics_exposition_passes_a_strict_parser() {
+    if !require(
+        "python3",
+        &["-c", "import prometheus_client.openmetrics.parser"],
+    ) {
+        return;
+    }
+    let daemon = Binary::start_quiet("default", &[], None);
+    let spans = vec![
+        own_span(0, "fetch", 20_000),
+        own_span(1, "fetch", 40_000),
+        own_span(2, "grep", 300),
+    ];
+    let r = post_proto(daemon.http, &request("agent", spans)).await;
+    assert!(r.status().is_success());
+    let admin = daemon.admin;
+    wait_for("the calls", Duration::from_secs(10), || async move {
+        (tools(admin, "?window=all").await["tools"].as_array()?.len() == 2).then_some(())
+    })
+    .await;
+    let resp = reqwest::Client::new()
+        .get(format!("http://{admin}/metrics"))
+        .header("accept", "application/openmetrics-text;version=1.0.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let text = resp.text().await.unwrap();
+    use std::io::Write;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", STRICT])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the strict parser refused /metrics: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v[0].as_u64().unwrap() > 30, "{v}");
+    let mut ex: Vec<(String, f64)> = v[1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e[1].as_str().unwrap().to_string(), e[2].as_f64().unwrap()))
+        .collect();
+    ex.sort_by(|a, b| a.1.total_cmp(&b.1));
+    assert_eq!(
+        ex,
+        [
+            (trace_id(2), 300.0),
+            (trace_id(0), 20_000.0),
+            (trace_id(1), 40_000.0)
+        ],
+        "{v}"
+    );
+    assert!(v[1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e[0] == "toolsize_tool_result_size_bytes_bucket"));
     daemon.stop();
 }
