@@ -122,8 +122,8 @@ pub(crate) fn log(a: &Alert) {
 
 pub(crate) use crate::collector::net::client::Target;
 
-/// One HTTP sink.
-#[derive(Debug, Clone)]
+/// One HTTP sink. Its `Debug` leaves the token out.
+#[derive(Clone)]
 pub(crate) struct HttpSink {
     /// Alertmanager or webhook.
     pub(crate) kind: SinkKind,
@@ -137,6 +137,17 @@ pub(crate) struct HttpSink {
     pub(crate) generator_url: String,
     /// The body's shape.
     pub(crate) format: Format,
+}
+
+impl std::fmt::Debug for HttpSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSink")
+            .field("kind", &self.kind)
+            .field("target", &self.target)
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("format", &self.format)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The body posted: every alert of `alerts` as a `postableAlert`.

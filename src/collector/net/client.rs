@@ -18,8 +18,9 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-/// An `http://` or `https://` `host:port/path` target.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An `http://` or `https://` `host:port/path` target. Its `Debug` shows the origin only (the
+/// path may be a key).
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Target {
     /// `host:port`.
     pub(crate) authority: String,
@@ -30,6 +31,12 @@ pub(crate) struct Target {
     host: String,
     /// Whether the target is `https`.
     tls: bool,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Target({})", self.origin())
+    }
 }
 
 /// `scheme://authority` of `url`, or `"the URL"` when it has none: what an error may show.
@@ -249,5 +256,7 @@ mod tests {
         assert!(!e.contains("k3y"), "{e}");
         let e = Target::parse("http:///k3y").unwrap_err();
         assert!(!e.contains("k3y"), "{e}");
+        let t = Target::parse("http://hooks.example.com/services/k3y").unwrap();
+        assert_eq!(format!("{t:?}"), "Target(http://hooks.example.com:80)");
     }
 }
