@@ -2,8 +2,10 @@
 //! tool row with the p95 the API serves, sorted by p95, the row over the ceiling marked, the
 //! firing alert with its runbook link, a tool name that is markup shown as text (nothing
 //! injected, nothing run); the empty state naming the OTLP address; the error banner while the
-//! daemon does not answer, cleared once it does. Chromium is a required peer (`scripts/test.sh`
-//! installs it).
+//! daemon does not answer, cleared once it does; with a token, the sign-in box, the token given
+//! in the fragment or typed into the box (DevTools input events driven by
+//! `tests/pages/type_token.mjs` under Node), and the API still closed. Chromium and Node are
+//! required peers (`scripts/test.sh` installs them).
 #![cfg(feature = "collector")]
 
 mod support;
@@ -870,5 +872,66 @@ async fn pages_with_a_token_in_chromium_and_the_api_still_closed() {
     let dom = chromium_dom(&format!("http://{admin}/#token=wrong"), "auth-wrong", None).await;
     assert!(dom.contains("The daemon refused this token"), "{dom}");
     assert!(!dom.contains(">web_fetch<"), "{dom}");
+    daemon.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_typed_into_the_sign_in_box_opens_the_page() {
+    if !require("chromium", &["--version"])
+        || !require(
+            "node",
+            &[
+                "--experimental-websocket",
+                "-e",
+                "typeof WebSocket === 'function' || process.exit(1)",
+            ],
+        )
+    {
+        return;
+    }
+    const TOKEN: &str = "typ3d-t0ken";
+    let daemon = Binary::start_with_env(
+        &[],
+        None,
+        &[("TOOLSIZE_AUTH_TOKEN", TOKEN), ("RUST_LOG", "error")],
+    );
+    use prost::Message;
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/v1/traces", daemon.http))
+        .header("content-type", "application/x-protobuf")
+        .bearer_auth(TOKEN)
+        .body(request("agent", vec![own_span(1, "web_fetch", 3_000)]).encode_to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let profile = temp_dir("type-token");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pages/type_token.mjs");
+    let out = tokio::time::timeout(
+        Duration::from_secs(90),
+        tokio::process::Command::new("node")
+            .arg("--experimental-websocket")
+            .arg(&script)
+            .arg("chromium")
+            .arg(&*profile)
+            .arg(format!("http://{}/", daemon.admin))
+            .arg(TOKEN)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the typing script did not finish in 90 s")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["box"], true, "{v}");
+    assert_eq!(v["state"], "ok", "{v}");
+    assert_eq!(v["rows"], 1, "{v}");
+    assert_eq!(v["signin_after"], false, "{v}");
+    assert!(!v["address"].as_str().unwrap().contains(TOKEN), "{v}");
     daemon.stop();
 }
