@@ -36,7 +36,8 @@ install_peers() {
     missing+=(prometheus-alertmanager)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v tmux >/dev/null 2>&1 || missing+=(tmux)
-  #   node, npm: the Vercel AI SDK agent of tests/collector_frameworks.rs.
+  #   node, npm: the Vercel AI SDK agent of tests/collector_frameworks.rs; node also drives
+  #     Chromium over DevTools in tests/status_page.rs (tests/pages/type_token.mjs).
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
