@@ -7,7 +7,7 @@
 //! cargo build --release --features collector --bin toolsize --example loadgen
 //! target/release/examples/loadgen [--mix storm|quiet|both] [--seconds 10] [--connections 4]
 //!     [--spans-per-request 512] [--tools 40] [--rate SPANS_PER_S] [--scrape-ms MS]
-//!     [--alertmanager URL] [--bin target/release/toolsize]
+//!     [--alertmanager URL] [--signal traces|logs] [--forward URL] [--bin target/release/toolsize]
 //! target/release/examples/loadgen --target 127.0.0.1:4318 --pid PID   # another receiver
 //! ```
 //!
@@ -21,6 +21,10 @@
 //! - `--alertmanager URL`: the daemon sends its alerts there; every 250 ms during the run one
 //!   oversized result of a tool never seen before is sent, and the time until its alert is in
 //!   Alertmanager's `/api/v2/alerts` is printed (p50, p99, max).
+//! - `--signal logs`: the requests carry Claude Code `tool_result` log records (`POST /v1/logs`,
+//!   one record per "span" of the counts), sized as the spans of the mix.
+//! - `--forward URL`: the daemon relays everything it accepts to `URL` (`toolsize serve
+//!   --forward`); what it sent, dropped and gave up is printed after the run.
 //! - `--target ADDR --pid PID`: no daemon is started; the load goes to `ADDR` (`POST /v1/traces`)
 //!   and the CPU of process `PID` is measured. Accepted = spans of requests answered 2xx.
 //!
@@ -125,6 +129,7 @@ struct Counts {
 /// One keep-alive connection posting bodies until `deadline`, `interval` apart when paced.
 async fn worker(
     addr: SocketAddr,
+    path: &'static str,
     bodies: Arc<Vec<Vec<u8>>>,
     spans_per_request: u64,
     deadline: Instant,
@@ -144,7 +149,7 @@ async fn worker(
         let body = &bodies[i % bodies.len()];
         i += 1;
         let head = format!(
-            "POST /v1/traces HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
             body.len()
         );
         let (status, _) = exchange(&mut stream, &mut buf, &head, body).await;
@@ -188,7 +193,7 @@ struct Daemon {
     admin: String,
 }
 
-fn start_daemon(bin: &str, alertmanager: Option<&str>) -> Daemon {
+fn start_daemon(bin: &str, alertmanager: Option<&str>, forward: Option<&str>) -> Daemon {
     let mut args = vec![
         "serve",
         "--otlp-grpc-addr",
@@ -200,6 +205,9 @@ fn start_daemon(bin: &str, alertmanager: Option<&str>) -> Daemon {
     ];
     if let Some(url) = alertmanager {
         args.extend(["--alertmanager-url", url]);
+    }
+    if let Some(url) = forward {
+        args.extend(["--forward", url]);
     }
     let mut child = Command::new(bin)
         .args(&args)
@@ -308,12 +316,20 @@ struct Run {
     rate: u64,
     scrape_ms: u64,
     alertmanager: Option<String>,
+    /// Claude Code `tool_result` log records (`POST /v1/logs`) instead of spans.
+    logs: bool,
 }
 
 async fn run(run: &Run, mix: Mix, target: SocketAddr, pid: u32, admin: Option<&str>) -> Outcome {
     let bodies: Arc<Vec<Vec<u8>>> = Arc::new(
         (0..16)
-            .map(|s| workload::request_tools("loadgen", s, run.spans_per_request, mix, run.tools))
+            .map(|s| {
+                if run.logs {
+                    workload::logs_request("loadgen", s, run.spans_per_request, mix)
+                } else {
+                    workload::request_tools("loadgen", s, run.spans_per_request, mix, run.tools)
+                }
+            })
             .collect(),
     );
     println!(
@@ -342,6 +358,7 @@ async fn run(run: &Run, mix: Mix, target: SocketAddr, pid: u32, admin: Option<&s
     for _ in 0..run.connections {
         tasks.push(tokio::spawn(worker(
             target,
+            if run.logs { "/v1/logs" } else { "/v1/traces" },
             bodies.clone(),
             run.spans_per_request,
             deadline,
@@ -445,6 +462,33 @@ async fn account(admin: &str, out: &Outcome) -> bool {
     ok
 }
 
+/// Prints what the daemon relayed to its upstream, once its queue has drained (at most 10 s).
+async fn forwarded(admin: &str) {
+    let mut last = serde_json::Value::Null;
+    for _ in 0..100 {
+        let resp = get(admin, "/api/v1/forward").await;
+        let body = resp.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        last = serde_json::from_str(body).unwrap_or_default();
+        let queued: u64 = last["upstreams"]
+            .as_array()
+            .map_or(0, |a| a.iter().filter_map(|u| u["queued"].as_u64()).sum());
+        if queued == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for u in last["upstreams"].as_array().into_iter().flatten() {
+        println!(
+            "  forwarded to {}:   sent {} requests, dropped (queue full) {}, given up {}, queued {}",
+            u["upstream"].as_str().unwrap_or("?"),
+            u["sent"],
+            u["queue_full"],
+            u["gave_up"],
+            u["queued"]
+        );
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let mix: String = arg("--mix", "storm".to_string());
@@ -458,7 +502,12 @@ async fn main() {
         alertmanager: std::env::args()
             .position(|a| a == "--alertmanager")
             .and_then(|i| std::env::args().nth(i + 1)),
+        logs: arg("--signal", "traces".to_string()) == "logs",
     };
+    // Relay everything the daemon accepts to this upstream (`toolsize serve --forward`).
+    let forward = std::env::args()
+        .position(|a| a == "--forward")
+        .and_then(|i| std::env::args().nth(i + 1));
     let mixes: Vec<Mix> = match mix.as_str() {
         "storm" => vec![Mix::Storm],
         "quiet" => vec![Mix::Quiet],
@@ -489,10 +538,13 @@ async fn main() {
     let mut outcomes = Vec::new();
     let mut accounted = true;
     for m in mixes {
-        let mut d = start_daemon(&bin, config.alertmanager.as_deref());
+        let mut d = start_daemon(&bin, config.alertmanager.as_deref(), forward.as_deref());
         let pid = d.child.id();
         let out = run(&config, m, d.http, pid, Some(&d.admin)).await;
         accounted &= account(&d.admin, &out).await;
+        if forward.is_some() {
+            forwarded(&d.admin).await;
+        }
         let _ = Command::new("kill")
             .args(["-TERM", &pid.to_string()])
             .status();

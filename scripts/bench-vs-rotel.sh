@@ -2,13 +2,14 @@
 # toolsize against a plain OTLP receiver, on the same request bytes: rotel-agent (PyPI package
 # `rotel`) exporting to its blackhole, then `toolsize serve`, each loaded by examples/loadgen with
 # the storm mix, one after the other in this one run. Prints each receiver's CPU per accepted
-# span and the ratio.
+# span (or log record, with SIGNAL=logs: Claude Code `tool_result` records) and the ratio.
 #
-#   scripts/bench-vs-rotel.sh [SECONDS] [CONNECTIONS]
+#   scripts/bench-vs-rotel.sh [SECONDS] [CONNECTIONS] [traces|logs]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
 connections=${2:-4}
+signal=${3:-traces}
 ROTEL_VERSION=0.0.1a15
 
 if ! python3 -c "import rotel" 2>/dev/null; then
@@ -32,16 +33,17 @@ done
 
 echo "== rotel-agent $("$agent" --version | awk '{print $2}') (blackhole exporter)"
 rotel_out=$("$loadgen" --mix storm --seconds "$seconds" --connections "$connections" \
-  --target "127.0.0.1:$port" --pid "$rotel")
+  --signal "$signal" --target "127.0.0.1:$port" --pid "$rotel")
 echo "$rotel_out"
 kill $rotel
 echo "== toolsize serve"
-toolsize_out=$("$loadgen" --mix storm --seconds "$seconds" --connections "$connections")
+toolsize_out=$("$loadgen" --mix storm --seconds "$seconds" --connections "$connections" \
+  --signal "$signal")
 echo "$toolsize_out"
 
 per() { grep -o '[0-9.]* µs per accepted span' <<<"$1" | head -1 | awk '{print $1}'; }
-python3 - "$(per "$rotel_out")" "$(per "$toolsize_out")" <<'PY'
+python3 - "$(per "$rotel_out")" "$(per "$toolsize_out")" "$signal" <<'PY'
 import sys
 rotel, toolsize = map(float, sys.argv[1:3])
-print(f"CPU per accepted span: toolsize {toolsize:.3f} µs, rotel-agent {rotel:.3f} µs: toolsize ×{toolsize / rotel:.2f} of rotel")
+print(f"CPU per accepted {sys.argv[3]} item: toolsize {toolsize:.3f} µs, rotel-agent {rotel:.3f} µs: toolsize ×{toolsize / rotel:.2f} of rotel")
 PY

@@ -27,6 +27,24 @@
 
 use std::io;
 
+/// Bytes of the compact JSON serialization of `v` (what `serde_json::to_string` would give),
+/// counted as it is written, never built.
+pub fn json_len(v: &serde_json::Value) -> u64 {
+    struct Count(u64);
+    impl io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0 += b.len() as u64;
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing a `Value` to a sink that cannot fail cannot fail.
+    serde_json::to_writer(&mut c, v).map_or(u64::MAX, |()| c.0)
+}
+
 /// Which measures a [`Measurer`] takes. Bytes are always measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Measures {
@@ -512,6 +530,15 @@ fn code_points(s: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_len_is_the_compact_serialization_length() {
+        let v = serde_json::json!({"a": [1, 2.5, null, true], "é\n": "x\"y\u{1}", "n": {}});
+        assert_eq!(
+            json_len(&v),
+            serde_json::to_string(&v).unwrap().len() as u64
+        );
+    }
 
     fn all(s: &str) -> Measurement {
         measure(s.as_bytes(), Measures::ALL)

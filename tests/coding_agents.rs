@@ -109,6 +109,24 @@ impl Run {
         out
     }
 
+    /// The stack `tool`'s series is held to, its ceiling's layer, and its results over a
+    /// ceiling by layer (non-zero only).
+    fn held(&self, tool: &str) -> (String, Option<String>, Vec<(String, u64)>) {
+        let s = &self.tool(tool)["series"][0];
+        let over = s["over_ceiling"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["count"].as_u64() > Some(0))
+            .map(|o| {
+                let layer = o["layer"].as_str().unwrap().to_string();
+                (layer, o["count"].as_u64().unwrap())
+            })
+            .collect();
+        let ceiling = s["ceiling"]["layer"].as_str().map(str::to_string);
+        (s["stack"].as_str().unwrap().to_string(), ceiling, over)
+    }
+
     fn got(&self, label: &str) -> &Got {
         self.model.iter().find(|g| g.label == label).unwrap()
     }
@@ -245,6 +263,32 @@ fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
                 "{variant}: without the hook the cut is invisible"
             );
         }
+        // Held to Claude Code's own stack: Bash output is cut at 30,000 characters; the cut
+        // call is over that ceiling once the hook shows it.
+        let (stack, ceiling, over) = r.held("Bash");
+        assert_eq!(
+            (stack.as_str(), ceiling.as_deref()),
+            ("claude-code", Some("claude-code.bash"))
+        );
+        let want: &[(String, u64)] = if variant == "logs-hook" {
+            &[("claude-code.bash".to_string(), 1)]
+        } else {
+            &[]
+        };
+        assert_eq!(over, want, "{variant}: Bash over its ceiling");
+        let (stack, ceiling, over) = r.held("Read");
+        assert_eq!(stack, "claude-code");
+        assert!(ceiling.is_some_and(
+            |c| c.starts_with("claude-code.read") || c == "claude-code.tool-result.persist"
+        ));
+        assert!(over.is_empty());
+        assert!(
+            r.metrics.contains(
+                "toolsize_tool_result_ceiling_bytes{service=\"claude-code\",tool=\"Bash\",\
+                 stack=\"claude-code\",layer=\"claude-code.bash\"}"
+            ),
+            "{variant}: the series' ceiling on /metrics"
+        );
         let note = if variant == "logs-hook" {
             "UTF-16 units of what the model got; the hook adds the 108,894-byte original"
         } else {
@@ -286,6 +330,13 @@ fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
             "{variant}: the output before the cut: {cut:?}"
         );
         assert!(r.got("seq").utf8 < cut.0, "the model got Codex's cut");
+        // Held to Codex's stack (not the daemon's 16 KiB default): only the cut output is over.
+        let (stack, ceiling, over) = r.held("exec_command");
+        assert_eq!(
+            (stack.as_str(), ceiling.as_deref()),
+            ("codex", Some("codex.tool-output.tokens"))
+        );
+        assert_eq!(over, [("codex.tool-output.tokens".to_string(), 1)]);
         table.push(row(
             "Codex",
             variant,
@@ -320,6 +371,18 @@ fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
         let cut = sized.iter().find(|s| s.1.is_some()).unwrap();
         assert_eq!(cut.1.as_deref(), Some("gemini-cli.tool-output"));
         assert!(cut.2.is_some_and(|o| o > 108_000), "{cut:?}");
+        let (stack, ceiling, over) = r.held("run_shell_command");
+        assert_eq!(
+            (stack.as_str(), ceiling.as_deref()),
+            ("gemini-cli", Some("gemini-cli.tool-output"))
+        );
+        assert_eq!(over, [("gemini-cli.tool-output".to_string(), 1)]);
+        let (stack, _, over) = r.held("read_file");
+        assert_eq!(stack, "gemini-cli");
+        assert!(
+            over.is_empty(),
+            "{variant}: read_file is cut by lines, not by its output cap"
+        );
         table.push(row(
             "Gemini CLI",
             variant,

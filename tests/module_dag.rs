@@ -164,11 +164,12 @@ fn the_collector_modules_form_a_dag() {
 /// the one Unix-time conversion; `stats`
 /// holds the daemon's lock-free counters, shared from the edge inwards; the aggregator task
 /// wires state, readers, alerts and the store.
-const STAGES: [&str; 10] = [
+const STAGES: [&str; 11] = [
     "clock",
     "net",
     "config",
     "stats",
+    "forward",
     "ingest",
     "state",
     "alerts",

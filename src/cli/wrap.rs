@@ -352,7 +352,7 @@ fn shape_within(
     if cut {
         env.mark_truncated(Some(size));
     }
-    let data_len = json_len(env.data());
+    let data_len = crate::measure::json_len(env.data());
     Ok(Shaped {
         json: env.to_json(),
         cut,
@@ -426,12 +426,8 @@ fn shape_envelope(
         }),
         cut,
         budget: used,
-        data_len: env.get("data").map_or(0, json_len),
+        data_len: env.get("data").map_or(0, crate::measure::json_len),
     })
-}
-
-fn json_len(v: &Value) -> u64 {
-    serde_json::to_string(v).map_or(0, |s| s.len() as u64)
 }
 
 /// Appends `added` to an envelope's `warnings` (made an array if it is not one).

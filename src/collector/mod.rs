@@ -12,8 +12,8 @@
 //! `aggregator` task that wires the last five.
 //!
 //! - **Receivers** ([`ingest`]) take the three OTLP signals, decode protobuf / JSON / gzip,
-//!   classify spans with the recognition table ([`ingest::recognize`]) and the coding agents'
-//!   log records and spans with their own entries, and `try_send` one batch of tool records per
+//!   classify spans with one entry per emitter ([`ingest::recognize`]) and the coding agents'
+//!   log records and spans with one entry per agent, and `try_send` one batch of tool records per
 //!   request to the aggregator. They never block on it: a full queue refuses the request as retryable (HTTP 503 +
 //!   `Retry-After`, gRPC `UNAVAILABLE`), so everything acknowledged is recorded.
 //! - **The aggregator** ([`state`]) is the only owner of per-(service, tool) state: HDR
@@ -51,6 +51,7 @@ pub(crate) mod aggregator;
 pub mod alerts;
 pub(crate) mod clock;
 pub mod config;
+pub(crate) mod forward;
 pub mod ingest;
 pub mod net;
 pub(crate) mod persist;
@@ -106,6 +107,9 @@ pub enum CollectorError {
     /// The token or the TLS files cannot be used.
     #[error("{0}")]
     Security(String),
+    /// An upstream of `forward` cannot be used.
+    #[error("forward: {0}")]
+    Forward(String),
 }
 
 /// The aggregator and the ingest path, without sockets: what the routers need. Tests build one
@@ -198,6 +202,8 @@ impl Pipeline {
             )
             .map_err(|e| CollectorError::Security(format!("auth: {e}")))?,
         );
+        let forward =
+            forward::Forwarder::start(&config.forward).map_err(CollectorError::Forward)?;
         let ingest = Arc::new(
             Ingest::new(
                 Arc::new(recognizer),
@@ -207,13 +213,18 @@ impl Pipeline {
             )
             .with_max_concurrent_requests(config.otlp.max_concurrent_requests)
             .with_body_timeout(config.listeners.body_timeout.0)
-            .with_auth(auth.clone()),
+            .with_auth(auth.clone())
+            .with_forwarder(forward.clone()),
         );
         Ok(Self {
             api: read::api::ApiState::new(control.clone(), stats.clone())
-                .with_stack(Arc::new(config.stack.clone()))
+                .with_stack(
+                    Arc::new(config.stack.clone()),
+                    state::stacks::Stacks::new(&config.stack, &config.layers).others(),
+                )
                 .with_alerts(alerts)
                 .with_otlp_addrs(config.otlp.grpc_addr, config.otlp.http_addr)
+                .with_forwarder(forward)
                 .with_auth(auth),
             ingest,
             stats,

@@ -71,6 +71,12 @@ pub struct StackConfig {
     /// Layers declared by the user; merged by name. Always part of the stack.
     #[serde(default)]
     pub custom: Vec<CustomLayer>,
+    /// The stacks of particular services, by `service.name`: layer ids (catalog ids, custom
+    /// names or `default`) at the limits the rest of this configuration gives them. A service
+    /// named here is held to its own stack instead of the stack above (the collector holds
+    /// known coding agents to theirs unless named here).
+    #[serde(default)]
+    pub services: BTreeMap<String, Vec<String>>,
 }
 
 impl StackConfig {
@@ -80,6 +86,7 @@ impl StackConfig {
             && self.ceiling_bytes.is_none()
             && self.overrides.is_empty()
             && self.custom.is_empty()
+            && self.services.is_empty()
     }
 
     /// Parses a stack list as the `--stack` flag and [`ENV_STACK`] take it: ids separated by
@@ -435,6 +442,43 @@ impl Stack {
         Ok(Stack::from_layers(layers))
     }
 
+    /// This stack with the layers `ids` it lacks appended, each at the limit `file` overrides
+    /// it to, else its custom or catalog limit; the indices of the layers already in it do not
+    /// change. The collector adds the layers of the services' own stacks this way, so one
+    /// stack numbers every layer a series can be held to.
+    pub fn extended<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+        file: &StackConfig,
+    ) -> Result<Stack, StackError> {
+        let mut layers = self.layers.clone();
+        for id in ids {
+            if layers.iter().any(|l| l.id() == id) {
+                continue;
+            }
+            let over = file.overrides.get(id).map(|&l| (l, Origin::File));
+            let layer = if id == DEFAULT_LAYER_ID {
+                let (limit, source) = over.unwrap_or((DEFAULT_CEILING_BYTES, Origin::Default));
+                default_layer(limit, source)
+            } else if let Some(c) = file.custom.iter().find(|c| c.name == id) {
+                let layer = Layer::user(&c.name, c.limit, c.unit, c.scope, c.action);
+                let (limit, source) = over.unwrap_or((c.limit, Origin::File));
+                StackLayer::new(layer, limit, source)
+            } else if let Some(layer) = catalog::find(id) {
+                let (limit, source) = over.unwrap_or((layer.limit, Origin::Catalog));
+                StackLayer::new(layer.clone(), limit, source)
+            } else {
+                let extra = file.custom.iter().map(|c| c.name.as_str());
+                return Err(StackError::UnknownId {
+                    id: id.to_owned(),
+                    suggestion: suggest(id, extra).map(str::to_owned),
+                });
+            };
+            layers.push(layer);
+        }
+        Ok(Stack::from_layers(layers))
+    }
+
     /// The layers, in stack order.
     pub fn layers(&self) -> &[StackLayer] {
         &self.layers
@@ -449,7 +493,24 @@ impl Stack {
     /// its scope (a per-attribute layer is in the stack because results travel as attributes).
     /// `None` only for a stack of depth and item layers alone.
     pub fn ceiling_bytes(&self) -> Option<Ceiling<'_>> {
-        let l = self.weakest_first().next()?;
+        self.ceiling_among(&self.order)
+    }
+
+    /// The indices of the layers `keep` selects, weakest first: a sub-stack that
+    /// [`Stack::weakest_among`] and [`Stack::ceiling_among`] read without copying a layer (the
+    /// collector holds each series to the layers of its own agent this way).
+    pub fn select(&self, mut keep: impl FnMut(&StackLayer) -> bool) -> Vec<usize> {
+        self.order
+            .iter()
+            .copied()
+            .filter(|&i| keep(&self.layers[i]))
+            .collect()
+    }
+
+    /// [`Stack::ceiling_bytes`] of the sub-stack `order` (indices weakest first, as
+    /// [`Stack::select`] gives them).
+    pub fn ceiling_among(&self, order: &[usize]) -> Option<Ceiling<'_>> {
+        let l = &self.layers[*order.first()?];
         let b = l.limit_bytes?;
         Some(Ceiling {
             layer_id: l.id(),
@@ -481,9 +542,48 @@ impl Stack {
         measures: &ResultMeasures,
         via_attribute: bool,
     ) -> Option<(usize, Cut<'_>)> {
-        self.order
+        self.weakest_among(&self.order, measures, via_attribute)
+    }
+
+    /// [`Stack::weakest`] within the sub-stack `order` (indices weakest first, as
+    /// [`Stack::select`] gives them).
+    pub fn weakest_among(
+        &self,
+        order: &[usize],
+        measures: &ResultMeasures,
+        via_attribute: bool,
+    ) -> Option<(usize, Cut<'_>)> {
+        order
             .iter()
             .find_map(|&i| Some((i, self.cut_by(i, measures, via_attribute)?)))
+    }
+
+    /// Layer `i` as the cut of a result that layer is known to have cut (the agent said so),
+    /// whether or not the measures show it over: `margin` is 0 when they do not.
+    pub fn cut_known(
+        &self,
+        i: usize,
+        measures: &ResultMeasures,
+        via_attribute: bool,
+    ) -> Option<Cut<'_>> {
+        let l = self.layers.get(i)?;
+        let v = value_for(measures, l.layer.unit, l.layer.scope, via_attribute);
+        // Not shown over (the measures are of what the model got): at least the limit.
+        let (value, estimated) = match v {
+            Some(v) if v.value > l.limit => (v.value, v.estimated),
+            _ => (l.limit, true),
+        };
+        Some(Cut {
+            layer_id: l.id(),
+            unit: l.layer.unit,
+            scope: l.layer.scope,
+            action: l.layer.action,
+            limit: l.limit,
+            value,
+            estimated,
+            margin: value - l.limit,
+            limit_bytes: l.limit_bytes.map(|b| b.bytes),
+        })
     }
 
     /// The cut of layer `i`, if it cuts.
@@ -585,6 +685,7 @@ mod tests {
             ceiling_bytes: Some(4096),
             overrides: [("cline.message-builder".to_owned(), 7000)].into(),
             custom: vec![],
+            services: Default::default(),
         };
         let env_cfg = StackConfig::parse_list("cline.message-builder=5000").unwrap();
         let flag = StackConfig {

@@ -35,10 +35,7 @@ const MAX_ROUNDS: usize = 12;
 /// Bytes kept free for the notice's warnings in the first round of a cut.
 const WARNINGS_ROOM: u64 = 320;
 
-/// Compact JSON bytes of `v`.
-pub(crate) fn json_len(v: &Value) -> u64 {
-    serde_json::to_string(v).map_or(u64::MAX, |s| s.len() as u64)
-}
+pub(crate) use crate::measure::json_len;
 
 /// Bytes of `s` as a JSON string, quotes excluded.
 fn escaped_len(s: &str) -> u64 {

@@ -203,6 +203,16 @@ def reexec_in_netns():
     return subprocess.call(cmd, env=env)
 
 
+def screenshot(url, png, tmp):
+    """Renders `url` to `png` in headless Chromium (in this network namespace), after its
+    scripts have fetched the API once."""
+    subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    "--hide-scrollbars", "--user-data-dir=" + os.path.join(tmp, "chromium"),
+                    "--window-size=1280,860", "--virtual-time-budget=4000", "--screenshot=" + png, url],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--agent", choices=sorted(VARIANTS))
@@ -212,6 +222,9 @@ def main():
     ap.add_argument("--npm-bin", default=os.path.join(HERE, "npm", "node_modules", ".bin"))
     ap.add_argument("--timeout", type=float, default=180.0)
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--screenshot", metavar="PNG",
+                    help="also render the daemon's status page to PNG with headless Chromium "
+                         "(docs/img/ holds the ones docs/agents.md shows)")
     a = ap.parse_args()
     if a.list:
         print(json.dumps({k: sorted(v) for k, v in VARIANTS.items()}))
@@ -281,6 +294,8 @@ def main():
                 f.write(detail)
         with open(os.path.join(out, "metrics.txt"), "w") as f:
             f.write(get(admin + "/metrics"))
+        if a.screenshot:
+            screenshot(admin + "/", os.path.abspath(a.screenshot), tmp)
     finally:
         for p in procs:
             if p.poll() is None:

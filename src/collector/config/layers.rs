@@ -63,6 +63,17 @@ one `default` layer of 16384 bytes. Precedence: flag > environment > this file >
                  scope = \"per_result\"\naction = \"truncate_silent\"",
             ),
         );
+        out.push(
+            Key::table(
+                join(path, "services"),
+                "The stacks of particular services, by service.name: each of its series is held\n\
+                 to these layers instead of the stack above. Known coding agents are held to their\n\
+                 own layers unless named here (claude-code, codex_*, gemini-cli, qwen-code; see\n\
+                 /api/v1/layers). Limits come from [layers.overrides] and [[layers.custom]].",
+            )
+            .free()
+            .example("[layers.services]\n\"my-agent\" = [\"codex.tool-output.tokens\", \"default\"]"),
+        );
     }
 
     /// Checked when the stack is resolved ([`resolve`]).
@@ -163,11 +174,30 @@ pub(super) fn resolve(
     file: &StackConfig,
     file_from: &Provenance,
 ) -> Result<Stack, ConfigError> {
-    Stack::resolve(flag.get(), env.get(), Some(file)).map_err(|error| {
+    let stack = Stack::resolve(flag.get(), env.get(), Some(file)).map_err(|error| {
         let from = flag
             .blame(&error)
             .or_else(|| env.blame(&error))
             .or_else(|| culprit(file, &error).map(|_| file_from));
         ConfigError::stack(error.clone(), from)
-    })
+    })?;
+    for (service, ids) in &file.services {
+        let invalid = |message: String| ConfigError::invalid(SERVICES, file_from, message);
+        if service.trim().is_empty() || service.chars().any(crate::label::is_hidden) {
+            return Err(invalid(format!("{service:?} is not a service name")));
+        }
+        if let Some(id) = ids.iter().find(|id| id.contains('=')) {
+            return Err(invalid(format!(
+                "{service}: `{id}` sets a limit; a service's stack names layers, their limits \
+                 are set in [layers.overrides]"
+            )));
+        }
+        stack
+            .extended(ids.iter().map(String::as_str), file)
+            .map_err(|error| ConfigError::stack(error, Some(file_from)))?;
+    }
+    Ok(stack)
 }
+
+/// The key of the services' own stacks.
+const SERVICES: &str = "layers.services";

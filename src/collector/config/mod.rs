@@ -48,11 +48,11 @@ pub use sections::{
     TlsConfig,
 };
 pub(crate) use sections::{
-    StoreConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS,
+    ForwardConfig, StoreConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_MAX_SERVICE_NAME_BYTES, DEFAULT_OTLP_GRPC_ADDR, DEFAULT_OTLP_HTTP_ADDR,
 };
-pub(crate) use values::parse_duration;
 pub use values::Interval;
+pub(crate) use values::{header_pairs, otlp_upstream, parse_duration};
 
 section! {
     /// The whole configuration.
@@ -84,6 +84,9 @@ section! {
         /// TLS on the listeners.
         #[section]
         pub tls: TlsConfig,
+        /// Relaying what the daemon accepts to other OTLP receivers.
+        #[section]
+        pub(crate) forward: ForwardConfig,
         /// `[layers]`: the truncation layers in front of the model, as the file declares them.
         #[section]
         pub(crate) layers: StackConfig,

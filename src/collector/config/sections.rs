@@ -179,6 +179,59 @@ section! {
 }
 
 section! {
+    /// Forwarding: every OTLP request the daemon accepts (traces, logs, metrics) relayed as it
+    /// came to each upstream receiver, so your tracing backend still gets everything. Nothing
+    /// the daemon measures waits on an upstream: each has a bounded queue; requests it cannot
+    /// take in time are dropped and counted (toolsize_forward_requests_total{outcome}).
+    pub(crate) struct ForwardConfig {
+        /// Upstream receivers: http://host:port[/prefix] (OTLP/HTTP protobuf, POST
+        /// <prefix>/v1/traces, /v1/logs, /v1/metrics) or grpc://host:port (OTLP/gRPC);
+        /// comma-separated in the environment, the flag repeatable.
+        #[key(
+            env = "TOOLSIZE_FORWARD",
+            flag = "--forward",
+            value_name = "URL",
+            example = "[\"http://127.0.0.1:4318\"]",
+            check = upstreams,
+        )]
+        pub(crate) upstreams: Vec<String> = Vec::new(),
+        /// Headers sent with every forwarded request, name=value (values percent-encoded, as
+        /// in OTEL_EXPORTER_OTLP_HEADERS); comma-separated in the environment. Their values are
+        /// never logged.
+        #[key(
+            env = "TOOLSIZE_FORWARD_HEADERS",
+            flag = "--forward-header",
+            value_name = "NAME=VALUE",
+            example = "[\"authorization=Bearer%20<token>\"]",
+            check = headers,
+        )]
+        pub(crate) headers: Vec<String> = Vec::new(),
+        /// Requests waiting per upstream; when its queue is full a request is dropped for that
+        /// upstream and counted (outcome queue_full).
+        #[key(check = above(0))]
+        pub(crate) queue_requests: usize = 1024,
+        /// Requests in flight per upstream, each over a connection of its own.
+        #[key(check = between(1, 64))]
+        pub(crate) concurrency: usize = 4,
+        /// How long a request is retried (retryable statuses and connection errors, with
+        /// backoff, after Retry-After when the upstream says) before it is given up and counted
+        /// (outcome gave_up).
+        pub(crate) retry_for: Interval = Interval::secs(60),
+        /// Deadline of one attempt.
+        pub(crate) timeout: Interval = Interval::secs(10),
+    }
+}
+
+fn upstreams(urls: &[String]) -> Result<(), String> {
+    urls.iter()
+        .try_for_each(|u| super::values::otlp_upstream(u).map(|_| ()))
+}
+
+fn headers(list: &[String]) -> Result<(), String> {
+    super::values::header_pairs(list).map(|_| ())
+}
+
+section! {
     /// A shared token the OTLP receivers and the admin API require (all but /healthz, /readyz
     /// and the pages' HTML, whose script sends the token the user gives it): `Authorization:
     /// Bearer <token>`, e.g.

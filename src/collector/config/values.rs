@@ -1,8 +1,10 @@
 //! The values of the configuration that are parsed once, when it is read: durations
-//! ([`Interval`], [`parse_duration`]) and sliding windows ([`Window`]).
+//! ([`Interval`], [`parse_duration`]), sliding windows ([`Window`]), and the upstream receivers and
+//! headers of `[forward]` ([`otlp_upstream`], [`header_pairs`]).
 
 use std::time::Duration;
 
+use axum::http::{HeaderName, HeaderValue, Uri};
 use serde::{Deserialize, Serialize};
 
 /// A positive duration written as in the file (`"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`),
@@ -121,6 +123,90 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
+/// (scheme, authority, path prefix) of an upstream OTLP receiver's URL: `http://host[:4318][/prefix]`
+/// or `grpc://host[:4317]` (`forward.upstreams`).
+pub(crate) fn otlp_upstream(url: &str) -> Result<(&'static str, String, String), String> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    let scheme = match uri.scheme_str() {
+        Some("http") => "http",
+        Some("grpc") => "grpc",
+        Some(other) => {
+            return Err(format!(
+                "{other}:// upstreams are not supported: use http://host:port (OTLP/HTTP) or \
+                 grpc://host:port (OTLP/gRPC)"
+            ))
+        }
+        None => return Err(format!("{url:?} has no scheme: use http:// or grpc://")),
+    };
+    let host = uri
+        .host()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| format!("{url:?} has no host"))?;
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "grpc" { 4317 } else { 4318 });
+    let prefix = uri.path().trim_end_matches('/').to_string();
+    if scheme == "grpc" && !prefix.is_empty() {
+        return Err(format!(
+            "{url:?}: a grpc:// upstream takes no path (the OTLP service paths are fixed)"
+        ));
+    }
+    Ok((scheme, format!("{host}:{port}"), prefix))
+}
+
+/// Parses `name=value` headers (`OTEL_EXPORTER_OTLP_HEADERS`' form, values percent-decoded).
+pub(crate) fn header_pairs(list: &[String]) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
+    list.iter()
+        .flat_map(|l| l.split(','))
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(|h| {
+            let (name, value) = h
+                .split_once('=')
+                .ok_or_else(|| format!("header {:?} is not name=value", shown(h)))?;
+            let name = HeaderName::from_bytes(name.trim().as_bytes())
+                .map_err(|_| format!("{:?} is not a header name", name.trim()))?;
+            let value = HeaderValue::from_bytes(&percent_decode(value.trim()))
+                .map_err(|_| format!("the value of header {name} is not a header value"))?;
+            Ok((name, value))
+        })
+        .collect()
+}
+
+/// A header as an error may show it: its name only (values often hold credentials).
+fn shown(h: &str) -> String {
+    match h.split_once('=') {
+        Some((n, _)) => format!("{n}=…"),
+        // (`str::floor_char_boundary` is newer than the crate's minimum Rust, 1.88.)
+        None if h.len() > 40 => {
+            let end = (0..=40).rev().find(|&i| h.is_char_boundary(i)).unwrap_or(0);
+            format!("{}…", &h[..end])
+        }
+        None => h.to_string(),
+    }
+}
+
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +226,50 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("m").is_err());
+    }
+}
+
+#[cfg(test)]
+mod upstream_tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_with_a_clear_error() {
+        assert_eq!(
+            otlp_upstream("http://127.0.0.1:4318/otlp/").unwrap(),
+            ("http", "127.0.0.1:4318".into(), "/otlp".into())
+        );
+        assert_eq!(
+            otlp_upstream("grpc://collector").unwrap(),
+            ("grpc", "collector:4317".into(), String::new())
+        );
+        assert!(otlp_upstream("ftp://x")
+            .unwrap_err()
+            .contains("not supported"));
+        assert!(otlp_upstream("grpc://x:4317/v1")
+            .unwrap_err()
+            .contains("no path"));
+        assert!(otlp_upstream("localhost:4318").is_err());
+    }
+
+    #[test]
+    fn headers_are_parsed_and_never_shown_with_their_values() {
+        let h = header_pairs(&["a=1, x-key=s%20ecret".into(), "b = 2".into()]).unwrap();
+        let got: Vec<(String, Vec<u8>)> = h
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("a".into(), b"1".to_vec()),
+                ("x-key".into(), b"s ecret".to_vec()),
+                ("b".into(), b"2".to_vec())
+            ]
+        );
+        let e = header_pairs(&["authorization".into()]).unwrap_err();
+        assert!(e.contains("not name=value"));
+        let e = header_pairs(&["bad name=secret-token".into()]).unwrap_err();
+        assert!(!e.contains("secret-token"), "{e}");
     }
 }

@@ -75,16 +75,13 @@ fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, DecodeErr
 }
 
 /// The protobuf encoding of an OTLP/JSON request of `signal`, for the in-place readers. Traces
-/// and logs are decoded in full (a record that does not decode is a 400); a metrics request is
-/// only checked to be a JSON object, as toolsize reads nothing in it.
+/// and logs are read for tool calls; metrics are not, but are converted too, to be forwarded as
+/// they came. A request that does not decode is a 400.
 pub(crate) fn json_to_protobuf(signal: OtlpSignal, body: &[u8]) -> Result<Vec<u8>, DecodeError> {
     match signal {
         OtlpSignal::Traces => Ok(decode_json(body)?.encode_to_vec()),
         OtlpSignal::Logs => Ok(from_json::<ExportLogsServiceRequest>(body)?.encode_to_vec()),
-        OtlpSignal::Metrics => {
-            serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(body)?;
-            Ok(Vec::new())
-        }
+        OtlpSignal::Metrics => Ok(from_json::<ExportMetricsServiceRequest>(body)?.encode_to_vec()),
     }
 }
 
@@ -320,6 +317,30 @@ pub fn recognize_request(r: &Recognizer, req: &ExportTraceServiceRequest) -> Rec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Metrics as OTLP/JSON exporters write them (gauges, sums, histograms, 64-bit integers as
+    /// strings, named temporality) convert to the same protobuf, data points included.
+    #[test]
+    fn metrics_json_converts_in_full() {
+        let body = br#"{"resourceMetrics":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"gemini-cli"}}]},"scopeMetrics":[{"scope":{"name":"gemini-cli","version":"0.61.0"},"metrics":[
+            {"name":"g","unit":"1","gauge":{"dataPoints":[{"timeUnixNano":"1700000000000000000","asDouble":1.5,"attributes":[{"key":"k","value":{"boolValue":true}}]}]}},
+            {"name":"s","sum":{"aggregationTemporality":"AGGREGATION_TEMPORALITY_CUMULATIVE","isMonotonic":true,"dataPoints":[{"startTimeUnixNano":"1","timeUnixNano":"2","asInt":"42"}]}},
+            {"name":"h","histogram":{"aggregationTemporality":2,"dataPoints":[{"timeUnixNano":"2","count":"3","sum":6.5,"bucketCounts":["1","2"],"explicitBounds":[1.0],"min":0.5,"max":4}]}}
+        ]}]}]}"#;
+        let pb = json_to_protobuf(OtlpSignal::Metrics, body).unwrap();
+        let req = ExportMetricsServiceRequest::decode(&pb[..]).unwrap();
+        let metrics = &req.resource_metrics[0].scope_metrics[0].metrics;
+        assert_eq!(metrics.len(), 3);
+        use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+        let Some(Data::Sum(sum)) = &metrics[1].data else {
+            panic!("{:?}", metrics[1]);
+        };
+        assert_eq!(sum.aggregation_temporality, 2);
+        let Some(Data::Histogram(h)) = &metrics[2].data else {
+            panic!("{:?}", metrics[2]);
+        };
+        assert_eq!(h.data_points[0].bucket_counts, [1, 2]);
+    }
     use std::io::Write;
 
     #[test]

@@ -24,6 +24,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use prost::bytes::Bytes;
 use prost::Message;
 
 use super::decode;
@@ -123,23 +124,25 @@ async fn handle(
     // Read first (deadline and byte budget), then take a decoding slot.
     let (raw, _bytes) = ing.read_body(body).await.map_err(at)?;
     let _slot = ing.decode_slot().map_err(at)?;
-    let inflated;
-    let bytes: &[u8] = if gzip {
-        inflated = decode::gunzip(&raw, ing.max_request_bytes()).map_err(|e| at(e.into()))?;
-        &inflated
+    // Owned bytes, shared (not copied) with the upstreams a request is forwarded to.
+    let bytes = if gzip {
+        Bytes::from(decode::gunzip(&raw, ing.max_request_bytes()).map_err(|e| at(e.into()))?)
     } else {
-        &raw
+        Bytes::from(raw)
     };
     let accepted = match enc {
-        Encoding::Protobuf => ing.ingest_signal(signal, bytes),
-        Encoding::Json => decode::json_to_protobuf(signal, bytes)
+        Encoding::Protobuf => ing.ingest_signal(signal, &bytes),
+        Encoding::Json => decode::json_to_protobuf(signal, &bytes)
             .map_err(Refusal::from)
-            .and_then(|pb| match signal {
-                OtlpSignal::Metrics => {
-                    ing.stats().accepted_request(signal);
-                    Ok(Accepted::default())
+            .and_then(|pb| {
+                let pb = Bytes::from(pb);
+                match signal {
+                    OtlpSignal::Metrics => {
+                        ing.accepted(signal, &pb);
+                        Ok(Accepted::default())
+                    }
+                    _ => ing.ingest_signal(signal, &pb),
                 }
-                _ => ing.ingest_signal(signal, &pb),
             }),
     };
     accepted.map(|a| (enc, a)).map_err(at)

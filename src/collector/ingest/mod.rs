@@ -39,6 +39,9 @@ use std::sync::Arc;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use tokio::sync::mpsc;
 
+use prost::bytes::Bytes;
+
+use crate::collector::forward::Forwarder;
 use crate::collector::ingest::recognize::Recognizer;
 use crate::collector::ingest::record::{Batch, ToolRecord};
 use crate::collector::stats::{OtlpSignal, RefusedRequest, SelfStats};
@@ -145,6 +148,7 @@ pub struct Ingest {
     read_budget: Arc<tokio::sync::Semaphore>,
     body_timeout: std::time::Duration,
     auth: Arc<crate::collector::net::auth::Auth>,
+    forward: Option<Forwarder>,
 }
 
 const REFUSED_NONE: u8 = 0;
@@ -249,6 +253,7 @@ impl Ingest {
             ))),
             body_timeout: crate::collector::config::DEFAULT_BODY_TIMEOUT,
             auth: Arc::default(),
+            forward: None,
         }
     }
 
@@ -414,11 +419,12 @@ impl Ingest {
 
     /// Steps 5 and 6 for any signal: decodes a protobuf-encoded export request and queues the
     /// tool records it holds (traces and logs); metrics are checked and acknowledged. Counts the
-    /// request as accepted by signal.
+    /// request as accepted by signal and, once accepted, offers it to the upstreams
+    /// ([`Forwarder`]).
     pub(crate) fn ingest_signal(
         &self,
         signal: OtlpSignal,
-        body: &[u8],
+        body: &Bytes,
     ) -> Result<Accepted, Refusal> {
         let accepted = match signal {
             OtlpSignal::Traces => self.ingest_protobuf(body),
@@ -427,8 +433,23 @@ impl Ingest {
                 .map(|()| Accepted::default())
                 .map_err(Refusal::from),
         }?;
-        self.stats.accepted_request(signal);
+        self.accepted(signal, body);
         Ok(accepted)
+    }
+
+    /// Counts a request as accepted by signal and offers it to the upstreams.
+    pub(crate) fn accepted(&self, signal: OtlpSignal, body: &Bytes) {
+        self.stats.accepted_request(signal);
+        if let Some(f) = &self.forward {
+            f.offer(signal, body);
+        }
+    }
+
+    /// Relays every accepted request to `forward`'s upstreams.
+    #[must_use]
+    pub(crate) fn with_forwarder(mut self, forward: Option<Forwarder>) -> Self {
+        self.forward = forward;
+        self
     }
 
     /// Steps 5 and 6, decode and ingest: classifies a protobuf-encoded request in place and

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 /// Who emitted a tool span, as decided by the first matching rule of
-/// [`RULES`](crate::collector::ingest::recognize::RULES).
+/// [`EMITTERS`](crate::collector::ingest::recognize::emitters::EMITTERS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Emitter {
@@ -56,8 +56,6 @@ pub(crate) enum Emitter {
     /// others that mirror Claude Code's events).
     ToolResultLog,
 }
-
-impl Emitter {}
 
 /// How a record's size was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

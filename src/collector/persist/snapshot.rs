@@ -141,7 +141,7 @@ impl State {
                     over_recent: s
                         .over_recent
                         .iter()
-                        .filter_map(|o| o.view(&self.limits.stack))
+                        .filter_map(|o| o.view(&self.limits.stacks.all))
                         .collect(),
                     history: s.history.iter().copied().collect(),
                 })
@@ -225,7 +225,7 @@ impl State {
             s.over_recent = ss
                 .over_recent
                 .iter()
-                .filter_map(|o| OverRecent::from_view(o, &self.limits.stack))
+                .filter_map(|o| OverRecent::from_view(o, &self.limits.stacks.all))
                 .collect();
             let points = self.limits.history_points();
             s.history = ss.history.iter().copied().collect();
@@ -236,6 +236,7 @@ impl State {
                 s.over_recent.pop_front();
             }
             if n < keep {
+                s.profile = self.limits.stacks.profile(&ss.key.service, &ss.key.tool);
                 self.series.insert(ss.key, s);
                 continue;
             }

@@ -23,7 +23,14 @@
 //!   tool.
 //! - `GET /api/v1/layers`: the effective layer stack, in stack order: each layer's id, product,
 //!   limit, unit, scope, action, limit in bytes (and whether that is an estimate) and the source
-//!   of its limit (flag, env, file, default, catalog); plus the ceiling (the weakest layer).
+//!   of its limit (flag, env, file, default, catalog); plus the ceiling (the weakest layer), and
+//!   `stacks`: the other stacks series are held to (configured services', then the coding
+//!   agents'), each with the services it holds and its layers with the tools each applies to.
+//! - Each row of `/api/v1/tools` and `/api/v1/tools/{tool}` says the `stack` its series is held
+//!   to and its `ceiling` (layer, bytes, estimated).
+//! - `GET /api/v1/forward`: `{"upstreams": [...]}`, each upstream of `--forward` with its
+//!   `protocol`, the requests `sent`, dropped for a full queue (`queue_full`), given up
+//!   (`gave_up`), still `queued`, the `retries` and the `last_error`.
 //! - `GET /api/v1/alerts`: `{"firing": [...], "resolved": [...]}`, each alert with its name,
 //!   state, fingerprint, labels, annotations, `startsAt` and `endsAt`; answered from the alert
 //!   task's last published set, without asking the aggregator.
@@ -54,7 +61,9 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::collector::alerts::AlertsHandle;
+use crate::collector::forward::Forwarder;
 use crate::collector::read::Command;
+use crate::collector::state::stacks::OtherStack;
 use crate::collector::SelfStats;
 use crate::layers::Stack;
 
@@ -108,10 +117,14 @@ pub struct ApiState {
     control: mpsc::Sender<Command>,
     stats: Arc<SelfStats>,
     stack: Arc<Stack>,
+    /// The other stacks series are held to (configured services', coding agents').
+    others: Arc<[OtherStack]>,
     alerts: AlertsHandle,
     /// OTLP/gRPC and OTLP/HTTP addresses, named by the status page.
     otlp: [SocketAddr; 2],
     auth: Arc<crate::collector::net::auth::Auth>,
+    /// The upstreams accepted requests are relayed to, if any.
+    forward: Option<Forwarder>,
 }
 
 impl ApiState {
@@ -121,6 +134,7 @@ impl ApiState {
             control,
             stats,
             stack: Arc::new(Stack::default()),
+            others: Arc::new([]),
             alerts: AlertsHandle::default(),
             otlp: [
                 crate::collector::config::DEFAULT_OTLP_GRPC_ADDR,
@@ -128,6 +142,7 @@ impl ApiState {
             ]
             .map(|a| a.parse().expect("default address")),
             auth: Arc::default(),
+            forward: None,
         }
     }
 
@@ -146,6 +161,13 @@ impl ApiState {
         self
     }
 
+    /// The upstreams whose counts `/api/v1/forward` and `/metrics` show (default: none).
+    #[must_use]
+    pub(crate) fn with_forwarder(mut self, forward: Option<Forwarder>) -> Self {
+        self.forward = forward;
+        self
+    }
+
     /// The alerts served on `/api/v1/alerts` (default: none).
     #[must_use]
     pub(crate) fn with_alerts(mut self, alerts: AlertsHandle) -> Self {
@@ -155,8 +177,9 @@ impl ApiState {
 
     /// The effective layer stack served on `/api/v1/layers` (default: the default stack).
     #[must_use]
-    pub(crate) fn with_stack(mut self, stack: Arc<Stack>) -> Self {
+    pub(crate) fn with_stack(mut self, stack: Arc<Stack>, others: Vec<OtherStack>) -> Self {
         self.stack = stack;
+        self.others = others.into();
         self
     }
 
@@ -204,6 +227,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/tools/{tool}/history", get(history))
         .route("/api/v1/layers", get(layers))
         .route("/api/v1/alerts", get(alerts))
+        .route("/api/v1/forward", get(forward))
         .route("/runbook", get(runbook))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -260,13 +284,14 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         .unwrap_or("");
     let native = crate::collector::read::exposition_proto::wants_protobuf(accept);
     let open_metrics = !native && crate::collector::read::exposition::wants_openmetrics(accept);
-    let frame = match s
+    let mut frame = match s
         .ask(|reply| Command::Metrics { native, reply }, WAIT)
         .await
     {
         Ok(frame) => frame,
         Err(r) => return r,
     };
+    frame.forward = s.forward.as_ref().map(Forwarder::views).unwrap_or_default();
     // Rendered here, on a blocking thread, not on the aggregator task.
     let stats = s.stats.clone();
     let alerts = s.alerts.stats.clone();
@@ -292,6 +317,12 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
+}
+
+/// `/api/v1/forward`: each upstream's counts (an empty list without forwarding).
+async fn forward(State(s): State<ApiState>) -> Response {
+    let views = s.forward.as_ref().map(Forwarder::views).unwrap_or_default();
+    Json(serde_json::json!({ "upstreams": views })).into_response()
 }
 
 async fn tools(State(s): State<ApiState>, Query(q): Query<ToolsQuery>) -> Response {
@@ -410,11 +441,11 @@ async fn alerts(State(s): State<ApiState>) -> Response {
 
 /// `/api/v1/layers`: answered from the resolved stack, without asking the aggregator.
 async fn layers(State(s): State<ApiState>) -> Response {
-    Json(layers_json(&s.stack)).into_response()
+    Json(layers_json(&s.stack, &s.others)).into_response()
 }
 
 /// The JSON of `/api/v1/layers`.
-pub(crate) fn layers_json(stack: &Stack) -> serde_json::Value {
+pub(crate) fn layers_json(stack: &Stack, others: &[OtherStack]) -> serde_json::Value {
     let layers: Vec<serde_json::Value> = stack
         .layers()
         .iter()
@@ -440,7 +471,18 @@ pub(crate) fn layers_json(stack: &Stack) -> serde_json::Value {
             "source": c.source.as_str(),
         })
     });
-    serde_json::json!({ "layers": layers, "ceiling": ceiling })
+    let stacks: Vec<serde_json::Value> = others
+        .iter()
+        .map(|o| {
+            let layers: Vec<serde_json::Value> = o
+                .layers
+                .iter()
+                .map(|(id, tools)| serde_json::json!({ "id": id, "tools": tools }))
+                .collect();
+            serde_json::json!({ "stack": o.stack, "services": o.services, "layers": layers })
+        })
+        .collect();
+    serde_json::json!({ "layers": layers, "ceiling": ceiling, "stacks": stacks })
 }
 
 async fn readyz(State(s): State<ApiState>) -> Response {

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use crate::collector::alerts::rules::{MatchOutcome, RuleKind};
 use crate::collector::alerts::sink::SinkKind;
 use crate::collector::alerts::AlertStats;
+use crate::collector::forward::UpstreamView;
 use crate::collector::state::histogram::NativeBuckets;
 use crate::collector::state::join::JoinStats;
 use crate::collector::state::series::Largest;
@@ -356,6 +357,8 @@ pub(crate) struct FrameSeries {
     pub(crate) total: Counts,
     /// Over-ceiling results by weakest layer.
     pub(crate) over_ceiling: Vec<(String, u64)>,
+    /// The stack the series is held to.
+    pub(crate) held_to: HeldTo,
     /// Non-cumulative size bucket counts, +Inf last.
     pub(crate) size_buckets: Vec<u64>,
     /// Non-cumulative latency bucket counts, +Inf last.
@@ -374,13 +377,24 @@ pub(crate) struct FrameSeries {
     pub(crate) size_exemplars: Vec<Exemplar>,
 }
 
+/// The stack one series is held to, as `/metrics` shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldTo {
+    /// The stack's name (`daemon`, a service's, an agent's).
+    pub(crate) stack: Arc<str>,
+    /// Its layers: indices into [`Frame::stack`], in stack order.
+    pub(crate) layers: Vec<usize>,
+    /// Its ceiling: the weakest layer's id and limit in bytes.
+    pub(crate) ceiling: Option<(String, u64)>,
+}
+
 /// What `/metrics` needs of the aggregator's state, copied out at one instant so the exposition
 /// is rendered off the aggregator task: a scrape holds ingestion only for [`Frame::capture`].
 #[derive(Debug, Clone)]
 pub struct Frame {
     /// Series, sorted by key.
     pub(crate) series: Vec<FrameSeries>,
-    /// The effective stack.
+    /// Every layer a series is held to (the daemon's stack, then the services' and agents').
     pub(crate) stack: Arc<Stack>,
     /// Upper bounds of the size buckets.
     pub(crate) size_bounds: Arc<[u64]>,
@@ -394,6 +408,8 @@ pub struct Frame {
     pub(crate) clamped: [u64; 2],
     /// The joiner of coding agents' signals: counters, and calls waiting.
     pub(crate) joins: (JoinStats, usize),
+    /// The upstreams requests are forwarded to (filled in by the reader, not the aggregator).
+    pub(crate) forward: Vec<UpstreamView>,
     /// When it was captured, Unix seconds.
     pub(crate) now: u64,
 }
@@ -418,6 +434,16 @@ impl Frame {
                 key: k.clone(),
                 total: s.total.counts,
                 over_ceiling: s.over_ceiling.clone(),
+                held_to: {
+                    let mut layers = s.profile.order.to_vec();
+                    layers.sort_unstable();
+                    let ceiling = state.limits.stacks.ceiling(&s.profile);
+                    HeldTo {
+                        stack: s.profile.name.clone(),
+                        layers,
+                        ceiling: ceiling.map(|c| (c.layer_id.to_string(), c.bytes)),
+                    }
+                },
                 size_buckets: s.size_buckets.clone(),
                 latency_buckets: s.latency_buckets.clone(),
                 size_sum: s.size_sum,
@@ -452,7 +478,7 @@ impl Frame {
         series.sort_by(|a, b| a.key.cmp(&b.key));
         Self {
             series,
-            stack: state.limits.stack.clone(),
+            stack: state.limits.stacks.all.clone(),
             size_bounds: state.limits.size_bounds.clone(),
             windows: state
                 .limits
@@ -465,8 +491,48 @@ impl Frame {
             overflow_records: state.overflow_records,
             clamped: state.clamped,
             joins: (state.joiner.stats, state.joiner.waiting()),
+            forward: Vec::new(),
             now,
         }
+    }
+}
+
+/// The families of forwarding: each upstream's requests by outcome, retries and queue.
+fn write_forward(upstreams: &[UpstreamView], sink: &mut impl Sink) {
+    let int = Value::Int;
+    sink.family(
+        FORWARD_REQUESTS,
+        Kind::Counter,
+        "Accepted OTLP requests relayed to an upstream, by outcome: sent, dropped for a full queue (queue_full), given up after retries or refused for good (gave_up).",
+    );
+    for u in upstreams {
+        for (outcome, n) in [
+            ("sent", u.sent),
+            ("queue_full", u.queue_full),
+            ("gave_up", u.gave_up),
+        ] {
+            sink.sample(
+                None,
+                &[("upstream", &u.upstream), ("outcome", outcome)],
+                int(n),
+            );
+        }
+    }
+    sink.family(
+        FORWARD_RETRIES,
+        Kind::Counter,
+        "Attempts to relay a request to an upstream that were retried.",
+    );
+    for u in upstreams {
+        sink.sample(None, &[("upstream", &u.upstream)], int(u.retries));
+    }
+    sink.family(
+        FORWARD_QUEUE,
+        Kind::Gauge,
+        "Requests waiting for or in flight to an upstream.",
+    );
+    for u in upstreams {
+        sink.sample(None, &[("upstream", &u.upstream)], int(u.queued));
     }
 }
 
@@ -586,18 +652,26 @@ pub(crate) fn write_families(
                 .find(|(l, _)| l == id)
                 .map_or(0, |(_, n)| *n)
         };
-        for layer in stack.layers() {
-            sink.sample(
-                Some(i),
-                &[("layer", layer.id())],
-                Value::Int(count(layer.id())),
-            );
+        let mine = || s.held_to.layers.iter().map(|&l| stack.layers()[l].id());
+        for id in mine() {
+            sink.sample(Some(i), &[("layer", id)], Value::Int(count(id)));
         }
-        // Counts restored from a snapshot for layers no longer in the stack.
+        // Counts restored from a snapshot for layers no longer in the series' stack.
         for (id, n) in &s.over_ceiling {
-            if !stack.layers().iter().any(|x| x.id() == id) {
+            if !mine().any(|x| x == id) {
                 sink.sample(Some(i), &[("layer", id)], Value::Int(*n));
             }
+        }
+    }
+    sink.family(
+        TOOL_RESULT_CEILING_BYTES,
+        Kind::Gauge,
+        "The ceiling each series is held to: the limit in bytes of the weakest layer of its stack (the daemon's, its service's or its coding agent's), with the stack and layer as labels.",
+    );
+    for (i, s) in all() {
+        if let Some((layer, bytes)) = &s.held_to.ceiling {
+            let labels = [("stack", &*s.held_to.stack), ("layer", layer.as_str())];
+            sink.sample(Some(i), &labels, Value::Int(*bytes));
         }
     }
     sink.family(
@@ -738,6 +812,7 @@ pub(crate) fn write_families(
         "Coding agents' tool calls waiting for their other signals (at most one join window).",
     );
     sink.sample(None, &[], int(waiting as u64));
+    write_forward(&frame.forward, sink);
     sink.family(
         SPAN_ATTRIBUTES_IGNORED,
         Kind::Counter,
@@ -1021,7 +1096,7 @@ mod tests {
         use crate::collector::state::Limits;
         let limits = Limits::from_config(&crate::collector::Config::default());
         let (l, s, w) = (
-            limits.stack.layers().len(),
+            limits.stacks.daemon().order.len(),
             limits.size_bounds.len(),
             limits.windows.len(),
         );
@@ -1037,11 +1112,11 @@ mod tests {
             1_700_000_001,
         );
         let lines = text.lines().filter(|l| l.contains("tool=\"t\"")).count();
-        let bound = 11 + l + (s + 3) + (LATENCY_BUCKETS_US.len() + 3) + 5 * (w + 1);
+        let bound = 12 + l + (s + 3) + (LATENCY_BUCKETS_US.len() + 3) + 5 * (w + 1);
         assert_eq!(lines, bound, "{text}");
         let docs = include_str!("../../../docs/collector.md");
         let stated = format!(
-            "11 + L + (S + 3) + {} + 5 × (W + 1) sample lines",
+            "12 + L + (S + 3) + {} + 5 × (W + 1) sample lines",
             LATENCY_BUCKETS_US.len() + 3
         );
         assert!(

@@ -19,6 +19,8 @@ pub(crate) const TOOL_RESULTS_SIZED: &str = "toolsize_tool_results_sized_total";
 pub(crate) const TOOL_RESULT_UPSTREAM_LIMIT: &str = "toolsize_tool_result_upstream_limit_chars";
 /// Results over a ceiling, by the weakest layer that cuts them (`layer` label).
 pub(crate) const TOOL_RESULTS_OVER_CEILING: &str = "toolsize_tool_results_over_ceiling_total";
+/// The ceiling each series is held to, in bytes (`stack` and `layer` labels).
+pub(crate) const TOOL_RESULT_CEILING_BYTES: &str = "toolsize_tool_result_ceiling_bytes";
 /// Each layer's effective limit in bytes (`layer` label); estimated for non-byte units.
 pub(crate) const CEILING_BYTES: &str = "toolsize_ceiling_bytes";
 /// Result size histogram.
@@ -48,6 +50,12 @@ pub(crate) const OTLP_REQUESTS_ACCEPTED: &str = "toolsize_otlp_requests_accepted
 pub(crate) const AGENT_SIGNALS: &str = "toolsize_agent_signals_total";
 /// Coding agents' calls waiting for their other signals.
 pub(crate) const AGENT_CALLS_WAITING: &str = "toolsize_agent_calls_waiting";
+/// Accepted requests relayed to an upstream, by outcome.
+pub(crate) const FORWARD_REQUESTS: &str = "toolsize_forward_requests_total";
+/// Relay attempts retried, by upstream.
+pub(crate) const FORWARD_RETRIES: &str = "toolsize_forward_retries_total";
+/// Requests waiting for or in flight to an upstream.
+pub(crate) const FORWARD_QUEUE: &str = "toolsize_forward_queue_requests";
 /// Log records accepted, by kind.
 pub(crate) const LOG_RECORDS_ACCEPTED: &str = "toolsize_log_records_accepted_total";
 /// Log records refused, by reason.
@@ -102,6 +110,7 @@ pub const FAMILIES: &[&str] = &[
     TOOL_RESULTS_SIZED,
     TOOL_RESULT_UPSTREAM_LIMIT,
     TOOL_RESULTS_OVER_CEILING,
+    TOOL_RESULT_CEILING_BYTES,
     CEILING_BYTES,
     TOOL_RESULT_SIZE,
     TOOL_CALL_DURATION,
@@ -116,6 +125,9 @@ pub const FAMILIES: &[&str] = &[
     OTLP_REQUESTS_ACCEPTED,
     AGENT_SIGNALS,
     AGENT_CALLS_WAITING,
+    FORWARD_REQUESTS,
+    FORWARD_RETRIES,
+    FORWARD_QUEUE,
     LOG_RECORDS_ACCEPTED,
     LOG_RECORDS_REFUSED,
     SPANS_REFUSED,

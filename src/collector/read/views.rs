@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::collector::state::{Largest, OverCeiling, Point, SeriesKey, State, Stats};
+use crate::collector::state::{
+    Largest, Limits, OverCeiling, Point, Series, SeriesKey, State, Stats,
+};
 
 /// One row of `/api/v1/tools`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,6 +56,24 @@ pub(crate) struct ToolRow {
     pub(crate) upstream_limit: Option<u64>,
     /// Latency, 95th percentile, milliseconds.
     pub(crate) latency_p95_ms: f64,
+    /// The stack the series is held to: `daemon`, a configured service's, or a coding agent's
+    /// (`claude-code`, `codex`, `gemini-cli`, `qwen-code`).
+    #[serde(default)]
+    pub(crate) stack: String,
+    /// Its ceiling: the weakest layer of that stack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ceiling: Option<RowCeiling>,
+}
+
+/// The ceiling a series is held to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RowCeiling {
+    /// The weakest layer's id.
+    pub(crate) layer: String,
+    /// Its limit in bytes.
+    pub(crate) bytes: u64,
+    /// Whether the bytes are estimated from another unit.
+    pub(crate) estimated: bool,
 }
 
 /// `/api/v1/tools`.
@@ -127,8 +147,15 @@ pub(crate) struct ToolView {
     pub(crate) series: Vec<ToolDetail>,
 }
 
-fn row(key: &SeriesKey, st: &Stats) -> ToolRow {
+fn row(key: &SeriesKey, st: &Stats, series: &Series, limits: &Limits) -> ToolRow {
+    let ceiling = limits.stacks.ceiling(&series.profile).map(|c| RowCeiling {
+        layer: c.layer_id.to_string(),
+        bytes: c.bytes,
+        estimated: c.estimated,
+    });
     ToolRow {
+        stack: series.profile.name.to_string(),
+        ceiling,
         service: key.service.clone(),
         tool: key.tool.clone(),
         count: st.counts.calls,
@@ -169,7 +196,10 @@ impl State {
         keys.sort();
         let tools = keys
             .into_iter()
-            .map(|k| row(k, &self.stats(&self.series[k], w, now)))
+            .map(|k| {
+                let s = &self.series[k];
+                row(k, &self.stats(s, w, now), s, &self.limits)
+            })
             .collect();
         let mut windows = self.limits.windows.clone();
         windows.sort_by_key(|(_, d)| *d);
@@ -228,7 +258,7 @@ impl State {
                     })
                     .collect();
                 ToolDetail {
-                    row: row(k, &stats),
+                    row: row(k, &stats, s, &self.limits),
                     size_distribution,
                     largest: s
                         .largest
@@ -249,7 +279,7 @@ impl State {
                         .over_recent
                         .iter()
                         .rev()
-                        .filter_map(|o| o.view(&self.limits.stack))
+                        .filter_map(|o| o.view(&self.limits.stacks.all))
                         .collect(),
                 }
             })

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::histogram::MAX_BYTES;
+use super::stacks::Stacks;
 use crate::collector::config::Config;
-use crate::layers::Stack;
+use crate::layers::{Stack, StackConfig};
 
 /// Time slots per sliding window.
 pub(crate) const SLOTS_PER_WINDOW: u64 = 5;
@@ -63,6 +64,13 @@ pub fn size_bounds(stack: &Stack) -> Vec<u64> {
     b
 }
 
+/// The daemon's stack with the layers the configured services name: whose ceilings get
+/// bucket bounds.
+fn configured(stack: &Stack, file: &StackConfig) -> Stack {
+    let ids = file.services.values().flatten().map(String::as_str);
+    stack.extended(ids, file).unwrap_or_else(|_| stack.clone())
+}
+
 /// Upper bounds of the classic `toolsize_tool_call_duration_seconds` buckets, in microseconds.
 pub(crate) const LATENCY_BUCKETS_US: &[u64] = &[
     1_000, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
@@ -80,9 +88,12 @@ pub struct Limits {
     pub(crate) largest_results: usize,
     /// Argument hashes kept per series.
     pub(crate) top_args_hashes: usize,
-    /// The effective layer stack; every result of known size is checked against it.
-    pub(crate) stack: Arc<Stack>,
-    /// Upper bounds of the classic size histogram: [`size_bounds`] of the stack.
+    /// The stacks each series is held to: the daemon's, the configured services' and the known
+    /// agents'; every result of known size is checked against its series' stack.
+    pub(crate) stacks: Arc<Stacks>,
+    /// Upper bounds of the classic size histogram: [`size_bounds`] of the daemon's stack and the
+    /// configured services' layers (the agents' own layers add none, to keep each series' bucket
+    /// count; the daemon counts results over them exactly).
     pub size_bounds: Arc<[u64]>,
     /// How long the signals of a coding agent's call are waited for, milliseconds.
     pub(crate) join_window_ms: u64,
@@ -126,8 +137,8 @@ impl Limits {
             max_series: c.aggregation.max_series,
             largest_results: c.aggregation.largest_results,
             top_args_hashes: c.aggregation.top_args_hashes,
-            size_bounds: size_bounds(&c.stack).into(),
-            stack: Arc::new(c.stack.clone()),
+            size_bounds: size_bounds(&configured(&c.stack, &c.layers)).into(),
+            stacks: Arc::new(Stacks::new(&c.stack, &c.layers)),
             join_window_ms: c.recognition.join_window.0.as_millis() as u64,
         }
     }

@@ -22,6 +22,7 @@ pub(crate) mod join;
 pub(crate) mod key;
 pub(crate) mod limits;
 pub(crate) mod series;
+pub(crate) mod stacks;
 
 pub(crate) use key::{FxBuild, KeyLike, SeriesKey, SeriesKeyRef};
 pub(crate) use limits::*;
@@ -33,6 +34,7 @@ use std::collections::HashMap;
 use crate::collector::ingest::recognize::{Size, SizeSource, ToolRecord};
 use crate::collector::state::histogram::{MAX_BYTES, MAX_LATENCY_US};
 use crate::layers::Cut;
+use stacks::Profile;
 
 pub(crate) use crate::collector::ingest::recognize::OVERFLOW;
 
@@ -199,26 +201,14 @@ impl State {
             self.clamped[0] += u64::from(bytes > MAX_BYTES);
         }
         self.clamped[1] += u64::from(r.latency_us > MAX_LATENCY_US);
-        // One verdict per record, shared by the counters and the observers. Exact where the
-        // span carries the measure (measured sizes only), estimated from bytes otherwise.
-        // Content-derived sizes travel as an attribute value, so per-attribute layers apply.
-        let limits = &self.limits;
-        let over = match r.size {
-            Size::Known { bytes, source } => limits.stack.weakest(
-                &r.measures.with_bytes(bytes),
-                source != SizeSource::Measured,
-            ),
-            _ => None,
-        };
         // One borrowed lookup in the common case (two with observers); a key is allocated
         // only for a new series.
         let mut probe = SeriesKeyRef {
             service: &r.service,
             tool: &r.tool,
         };
-        let cut = over.as_ref();
-        if let Some(s) = self.series.get_mut(&probe as &dyn KeyLike) {
-            Self::apply(s, &self.limits, r, cut, now);
+        let over = if let Some(s) = self.series.get_mut(&probe as &dyn KeyLike) {
+            Self::apply(s, &self.limits, r, now)
         } else {
             if self.series.len() >= self.limits.max_series {
                 self.overflow_records += 1;
@@ -228,7 +218,8 @@ impl State {
                 };
             }
             if !self.series.contains_key(&probe as &dyn KeyLike) {
-                let s = Self::next_series(&self.limits, &mut self.next_id);
+                let mut s = Self::next_series(&self.limits, &mut self.next_id);
+                s.profile = self.limits.stacks.profile(probe.service, probe.tool);
                 self.series.insert(
                     SeriesKey {
                         service: probe.service.to_string(),
@@ -241,8 +232,8 @@ impl State {
                 .series
                 .get_mut(&probe as &dyn KeyLike)
                 .expect("present or just inserted");
-            Self::apply(s, &self.limits, r, cut, now);
-        }
+            Self::apply(s, &self.limits, r, now)
+        };
         if !self.observers.is_empty() {
             let (key, s) = self
                 .series
@@ -262,6 +253,34 @@ impl State {
         if !r.earlier_cuts.is_empty() {
             self.flag_earlier_cuts(r);
         }
+    }
+
+    /// The weakest layer of `profile` that cuts `r`. Exact where the span carries the measure
+    /// (measured sizes only), estimated from bytes otherwise; content-derived sizes travel as an
+    /// attribute value, so per-attribute layers apply. A result an agent says one of these
+    /// layers cut is over that layer even when its size is what the model got after the cut.
+    fn verdict<'l>(
+        limits: &'l Limits,
+        profile: &Profile,
+        r: &ToolRecord,
+    ) -> Option<(usize, Cut<'l>)> {
+        let Size::Known { bytes, source } = r.size else {
+            return None;
+        };
+        let stack = &limits.stacks.all;
+        let bytes = r.upstream.original.unwrap_or(bytes);
+        let measures = r.measures.with_bytes(bytes);
+        let via_attribute = source != SizeSource::Measured;
+        stack
+            .weakest_among(&profile.order, &measures, via_attribute)
+            .or_else(|| {
+                let layer = r.upstream.layer?;
+                let i = *profile
+                    .order
+                    .iter()
+                    .find(|&&i| stack.layers()[i].id() == layer)?;
+                Some((i, stack.cut_known(i, &measures, via_attribute)?))
+            })
     }
 
     /// Flags the results that the limit learned from `r` shows were cut, counted as whole when
@@ -311,13 +330,16 @@ impl State {
         }
     }
 
-    fn apply(
+    /// Adds `r` to `s`; the weakest layer of the series' stack that cuts it, if one does (one
+    /// verdict per record, shared by the counters and the observers).
+    fn apply<'l>(
         s: &mut Series,
-        limits: &Limits,
+        limits: &'l Limits,
         r: &ToolRecord,
-        over: Option<&(usize, Cut<'_>)>,
         now: u64,
-    ) {
+    ) -> Option<(usize, Cut<'l>)> {
+        let verdict = Self::verdict(limits, &s.profile, r);
+        let over = verdict.as_ref();
         let windows = &limits.windows;
         let is_over = over.is_some();
         s.total.record(r, is_over);
@@ -391,6 +413,7 @@ impl State {
             };
             space_saving(&mut s.args, h, bytes, limits.top_args_hashes);
         }
+        verdict
     }
 
     /// The stats of `series` over `window` (`None`: since start).
@@ -444,7 +467,7 @@ pub(crate) mod tests {
             max_series,
             largest_results: 3,
             top_args_hashes: 2,
-            stack: Arc::new(Stack::default()),
+            stacks: Arc::new(stacks::Stacks::daemon_only(Stack::default())),
             size_bounds: SIZE_BUCKETS.into(),
             join_window_ms: join::DEFAULT_JOIN_WINDOW_MS,
         }
@@ -648,7 +671,7 @@ pub(crate) mod tests {
         let stack = Stack::resolve(Some(&flag), None, None).unwrap();
         Limits {
             size_bounds: size_bounds(&stack).into(),
-            stack: Arc::new(stack),
+            stacks: Arc::new(stacks::Stacks::daemon_only(stack)),
             ..limits(10)
         }
     }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::histogram::{Hist, MAX_BYTES, MAX_LATENCY_US};
 use super::key::FxBuild;
 use super::limits::{Limits, LATENCY_BUCKETS_US, OVER_CEILING_RECENT, SLOTS_PER_WINDOW};
+use super::stacks::Profile;
 use crate::collector::ingest::recognize::{ArgsHash, Size, SizeSource, ToolRecord};
 use crate::layers::Stack;
 
@@ -417,6 +418,8 @@ pub(crate) struct Series {
     /// Closed slots of the shortest window, oldest first, over the longest window
     /// ([`Limits::history`]).
     pub(crate) history: VecDeque<Point>,
+    /// The layers it is held to (its agent's, its service's, or the daemon's).
+    pub(crate) profile: Profile,
 }
 
 impl Series {
@@ -533,6 +536,7 @@ impl Series {
             over_ceiling: Vec::new(),
             over_recent: VecDeque::new(),
             history: VecDeque::new(),
+            profile: limits.stacks.daemon().clone(),
         }
     }
 

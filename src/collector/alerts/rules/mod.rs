@@ -45,7 +45,7 @@ use crate::collector::config::Config;
 use crate::collector::state::{
     FxBuild, Limits, Observed, ResultObserver, Series, SeriesKey, State, Stats,
 };
-use crate::layers::{Ceiling, Stack};
+use crate::layers::Ceiling;
 
 /// The built-in rules, by type; their order is that of `toolsize_alert_matches_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -322,7 +322,6 @@ pub(crate) const MAX_DEFERRED: usize = 8192;
 pub struct Rules {
     records: Vec<(RuleKind, Box<dyn RecordRule>)>,
     windows: Vec<(RuleKind, Box<dyn WindowRule>)>,
-    stack: Arc<Stack>,
     /// Window rules resolve after this long without a match (3 × the evaluation interval).
     window_quiet_period: Duration,
     tx: Option<mpsc::Sender<Event>>,
@@ -371,7 +370,6 @@ impl Rules {
         Some(Self {
             records: records.into_iter().map(|r| (r.kind(), r)).collect(),
             windows: windows.into_iter().map(|r| (r.kind(), r)).collect(),
-            stack: Arc::new(config.stack.clone()),
             window_quiet_period,
             tx: None,
             stats: Arc::default(),
@@ -422,7 +420,6 @@ impl Rules {
         else {
             return out;
         };
-        let ceiling = self.stack.ceiling_bytes();
         let mut keys: Vec<&SeriesKey> = series.keys().collect();
         keys.sort_by(|a, b| (&a.service, &a.tool).cmp(&(&b.service, &b.tool)));
         for key in keys {
@@ -439,7 +436,7 @@ impl Rules {
                 p95: recent.size.quantile(0.95),
                 recent_window,
                 base_window: (base_i, base_label),
-                ceiling,
+                ceiling: limits.stacks.ceiling(&s.profile),
                 now_unix,
                 quiet_period: self.window_quiet_period,
             };

@@ -143,10 +143,10 @@ mod tests {
         let limits = Limits::from_config(&config);
         let mut rule = Rule::from_config(&config.alerts.over_ceiling).unwrap();
         assert!(matches!(
-            over(&mut rule, &limits.stack, 100, 0),
+            over(&mut rule, &limits.stacks.all, 100, 0),
             Decision::Quiet
         ));
-        let Decision::Due(m) = over(&mut rule, &limits.stack, 20_000, 1_000) else {
+        let Decision::Due(m) = over(&mut rule, &limits.stacks.all, 20_000, 1_000) else {
             panic!("fires")
         };
         assert!(m.new);
@@ -160,11 +160,11 @@ mod tests {
         assert_eq!(m.annotations["hint"], HINT);
         assert_eq!(m.quiet_period, Duration::from_secs(300));
         assert!(matches!(
-            over(&mut rule, &limits.stack, 30_000, 2_000),
+            over(&mut rule, &limits.stacks.all, 30_000, 2_000),
             Decision::Merged
         ));
         // A resend after a third of the 5-minute quiet period carries the latest result.
-        let Decision::Due(m) = over(&mut rule, &limits.stack, 30_000, 101_000) else {
+        let Decision::Due(m) = over(&mut rule, &limits.stacks.all, 30_000, 101_000) else {
             panic!("resent")
         };
         assert!(!m.new);

@@ -20,13 +20,24 @@
 //!
 //! All are joined on `tool_use_id` (= `gen_ai.tool.call.id`).
 
-use super::{Agent, Attrs, CallId, Signal, SpanVerdict};
+use super::{Agent, AgentStack, Attrs, CallId, Signal, SpanVerdict, Tools};
 use crate::collector::ingest::record::{Emitter, Role, Upstream};
 use crate::collector::ingest::wire::{LogView, SpanView};
 
 /// The entry.
 pub(crate) const AGENT: Agent = Agent {
     owns: |scope| scope.starts_with("com.anthropic.claude_code") || scope == HOOK_SCOPE,
+    stack: AgentStack {
+        name: "claude-code",
+        services: &["claude-code"],
+        layers: &[
+            ("claude-code.tool-result.persist", Tools::All),
+            ("claude-code.bash", Tools::Only(&["Bash"])),
+            ("claude-code.read.tokens", Tools::Only(&["Read"])),
+            ("claude-code.read.lines", Tools::Only(&["Read"])),
+            ("claude-code.mcp.max", Tools::Only(&["mcp__*", MCP_TOOL])),
+        ],
+    },
     span,
     log,
 };

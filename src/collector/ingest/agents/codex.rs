@@ -15,13 +15,19 @@
 //! Joined on `call_id`. Codex reports `success = "true"` for a command that exits non-zero: such
 //! a call is counted as a success (see `docs/agents.md`).
 
-use super::{Agent, Attrs, CallId, Signal, SpanVerdict};
+use super::{Agent, AgentStack, Attrs, CallId, Signal, SpanVerdict, Tools};
 use crate::collector::ingest::record::{Emitter, Role, Upstream};
 use crate::collector::ingest::wire::{EventView, LogView, SpanView};
 
 /// The entry.
 pub(crate) const AGENT: Agent = Agent {
     owns: |scope| scope.starts_with("codex"),
+    // The originators: `codex_exec`, `codex_cli_rs`, `codex_vscode`, `codex-tui`.
+    stack: AgentStack {
+        name: "codex",
+        services: &["codex_*", "codex-*"],
+        layers: &[(LAYER, Tools::All)],
+    },
     span,
     log,
 };

@@ -15,13 +15,25 @@
 //! every signal of a call is in that trace: they are joined on (trace id, tool name), or
 //! (`prompt_id`, tool name) for a record outside a trace.
 
-use super::{Agent, Attrs, CallId, Signal, SpanVerdict};
+use super::{Agent, AgentStack, Attrs, CallId, Signal, SpanVerdict, Tools};
 use crate::collector::ingest::record::{Emitter, Role, Upstream};
 use crate::collector::ingest::wire::{LogView, SpanView};
 
 /// Gemini CLI's entry.
 pub(crate) const GEMINI: Agent = Agent {
     owns: |scope| scope == "gemini-cli",
+    // Its output cut applies to shell output and MCP results; `read_file` cuts by lines.
+    stack: AgentStack {
+        name: "gemini-cli",
+        services: &["gemini-cli"],
+        layers: &[
+            (
+                "gemini-cli.tool-output",
+                Tools::Except(&["read_file", "read_many_files"]),
+            ),
+            ("gemini-cli.read-file.lines", Tools::Only(&["read_file"])),
+        ],
+    },
     span: |s, out| span(&GEMINI_EVENTS, s, out),
     log: |l, out| log(&GEMINI_EVENTS, l, out),
 };
@@ -29,6 +41,11 @@ pub(crate) const GEMINI: Agent = Agent {
 /// Qwen Code's entry (its events follow Gemini CLI's; not run here, see `docs/agents.md`).
 pub(crate) const QWEN: Agent = Agent {
     owns: |scope| scope == "qwen-code",
+    stack: AgentStack {
+        name: "qwen-code",
+        services: &["qwen-code"],
+        layers: &[("qwen-code.tool-output", Tools::All)],
+    },
     span: |s, out| span(&QWEN_EVENTS, s, out),
     log: |l, out| log(&QWEN_EVENTS, l, out),
 };

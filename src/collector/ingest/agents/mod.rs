@@ -140,10 +140,73 @@ pub(crate) enum SpanVerdict {
     Signals,
 }
 
-/// One coding agent: the scopes it emits under and how to read its spans and log records.
+/// Names matched exactly, or by prefix when a name ends in `*` (`mcp__*`).
+fn matches(patterns: &[&str], name: &str) -> bool {
+    patterns.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => *p == name,
+    })
+}
+
+/// The tools of an agent a layer of its stack applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tools {
+    /// Every tool.
+    All,
+    /// Only these (a name ending in `*` is a prefix).
+    Only(&'static [&'static str]),
+    /// Every tool but these.
+    Except(&'static [&'static str]),
+}
+
+impl Tools {
+    /// Whether the layer applies to `tool`.
+    pub(crate) fn applies(self, tool: &str) -> bool {
+        match self {
+            Tools::All => true,
+            Tools::Only(names) => matches(names, tool),
+            Tools::Except(names) => !matches(names, tool),
+        }
+    }
+}
+
+impl std::fmt::Display for Tools {
+    /// `all`, `only A, B` or `all but A, B`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tools::All => f.write_str("all"),
+            Tools::Only(names) => write!(f, "only {}", names.join(", ")),
+            Tools::Except(names) => write!(f, "all but {}", names.join(", ")),
+        }
+    }
+}
+
+/// The layers between an agent's tools and its model: the stack its series are held to unless
+/// `[layers.services]` names another for its service.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AgentStack {
+    /// The agent's name, shown as the stack a series is held to.
+    pub(crate) name: &'static str,
+    /// The `service.name`s the agent exports under (a name ending in `*` is a prefix).
+    pub(crate) services: &'static [&'static str],
+    /// Catalog layer ids, each with the tools it applies to.
+    pub(crate) layers: &'static [(&'static str, Tools)],
+}
+
+impl AgentStack {
+    /// Whether `service` is this agent's.
+    pub(crate) fn serves(&self, service: &str) -> bool {
+        matches(self.services, service)
+    }
+}
+
+/// One coding agent: the scopes it emits under, how to read its spans and log records, and the
+/// stack of layers its results pass.
 pub(crate) struct Agent {
     /// Whether spans and log records of this instrumentation scope are the agent's.
     pub(crate) owns: fn(scope: &str) -> bool,
+    /// Its own layers.
+    pub(crate) stack: AgentStack,
     /// Reads one of its spans (and the span's events).
     pub(crate) span: for<'a> fn(&SpanView<'a>, &mut Vec<Signal<'a>>) -> SpanVerdict,
     /// Reads one of its log records.

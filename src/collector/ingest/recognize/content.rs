@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use memchr::memmem;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 
-use super::table::Envelope;
+use super::emitters::Envelope;
 use crate::collector::ingest::record::OVERFLOW;
 use crate::collector::ingest::wire::AttrValue;
 

@@ -1,15 +1,16 @@
-//! Recognition of tool spans from every common emitter: one ordered, data-driven table.
+//! Recognition of tool spans from every common emitter: one entry per emitter
+//! ([`emitters`]).
 //!
-//! [`RULES`] says what makes a span a tool span, emitter by emitter (the OTel GenAI semantic
+//! Each entry says what makes a span the emitter's tool span (the OTel GenAI semantic
 //! conventions, MCP, OpenInference, OpenLLMetry and the other instrumentations listed in
-//! [`Emitter`]); the first matching rule names the emitter. [`NAME_KEYS`], [`SIZE_KEYS`],
-//! [`CONTENT_KEYS`], [`EVENT_CONTENT`] and [`ARGS_KEYS`] say, in precedence order, where the tool
-//! name, a measured size, the result content and the arguments live. The tables are compiled
-//! once ([`Recognizer::new`]) into attribute-slot indices, so a span's attributes are scanned once.
+//! [`Emitter`]) and where it writes the tool name, a measured size, the result and the
+//! arguments; the first entry that matches names the emitter, and each value is read from the
+//! first attribute present in reading order. The entries are compiled once ([`Recognizer::new`])
+//! into attribute-slot indices, so a span's attributes are scanned once.
 //!
 //! Sizes: a measured size (`tool.result.bytes`, `gen_ai.tool.call.result.size`) wins; otherwise
 //! the size is derived from the content (UTF-8 bytes of a string, compact JSON of a structured
-//! value), as the framework handed it to the model: a tracer's own wrapping ([`ENVELOPES`]:
+//! value), as the framework handed it to the model: a tracer's own wrapping ([`Envelope`]:
 //! JSON-escaped strings, LangChain's `ToolMessage`, ADK's `{"result": …}`, Strands' text
 //! blocks) is removed first ([`SizeSource::Unwrapped`]). Content that shows an upstream cut (a
 //! truncation marker from [`MARKERS`], a length equal to a configured or environment attribute
@@ -17,15 +18,16 @@
 //! `logfire.truncated`) flags the record truncated upstream: its size is a lower bound, counted
 //! as recorded. Placeholders and missing content make the size unknown — never 0. A failed call
 //! (status ERROR, an error attribute, `gen_ai.tool.status=error`) is never sized, whatever its
-//! recorded output; spans summarising several calls ([`SUMMARY_SPAN_NAMES`]) are not tools. Alongside a measured size, the other measures the span
-//! carries as ints ([`MEASURE_KEYS`]: chars, UTF-16 units, lines, …) are kept exactly; the layer
+//! recorded output; spans summarising several calls ([`emitters::Entry::summaries`]) are not
+//! tools. Alongside a measured size, the other measures the span carries as ints
+//! ([`MEASURE_KEYS`]: chars, UTF-16 units, lines, …) are kept exactly; the layer
 //! verdict estimates the missing ones from bytes.
 //!
 //! Under load this is pure CPU on the receiving task; it allocates only the record it returns.
 //! It never fails: a span it cannot read is "not a tool span" or "size unknown".
 
 pub(crate) mod content;
-pub(crate) mod table;
+pub(crate) mod emitters;
 
 use std::sync::Arc;
 
@@ -39,10 +41,10 @@ pub(crate) use crate::collector::stats::LabelCuts;
 
 use crate::collector::config::RecognitionConfig;
 use crate::collector::ingest::wire::{AttrValue, SpanView};
-use crate::semconv;
 
 pub(crate) use content::*;
-pub(crate) use table::*;
+use emitters::{cond_keys, read_list, COMMON, EMITTERS, MEASURE_KEYS};
+pub(crate) use emitters::{Cond, Encoding, Envelope};
 
 /// What [`Recognizer::recognize`] made of a span.
 // The record is moved straight into the request's batch: boxing it would add an allocation
@@ -54,8 +56,8 @@ pub(crate) enum Outcome {
     Tool(ToolRecord),
     /// Not a tool span: ignored and counted.
     NotTool,
-    /// A span that summarises several tool calls ([`SUMMARY_SPAN_NAMES`],
-    /// [`SUMMARY_TOOL_NAMES`]): not a tool, ignored and counted as not a tool.
+    /// A span that summarises several tool calls ([`emitters::Entry::summaries`]): not a tool,
+    /// ignored and counted as not a tool.
     Summary,
     /// A tool span that cannot be used (bad trace or span id): rejected and counted.
     Invalid(&'static str),
@@ -69,24 +71,12 @@ struct Keys {
 
 impl Keys {
     fn new() -> Self {
-        let mut all: Vec<&'static str> = Vec::new();
-        for r in RULES {
-            for c in r.all {
-                match c {
-                    Cond::Present(k)
-                    | Cond::Eq(k, _)
-                    | Cond::EqIgnoreCase(k, _)
-                    | Cond::Prefix(k, _) => all.push(k),
-                    _ => {}
-                }
-            }
-        }
-        all.extend(NAME_KEYS);
-        all.extend(SIZE_KEYS);
+        let mut all: Vec<&'static str> = cond_keys().chain(COMMON.keys()).collect();
         all.extend(MEASURE_KEYS);
-        all.extend(CONTENT_KEYS.iter().map(|(k, _)| *k));
-        all.extend(ARGS_KEYS);
-        all.extend(OTHER_KEYS);
+        for e in EMITTERS {
+            all.extend(e.name.iter().chain(e.size).chain(e.args));
+            all.extend(e.result.iter().map(|c| c.key));
+        }
         all.sort_unstable();
         all.dedup();
         assert!(all.len() <= MAX_SLOTS, "too many recognised keys");
@@ -173,8 +163,13 @@ pub struct Recognizer {
     size: Vec<usize>,
     measures: [usize; 6],
     content: Vec<(usize, Encoding, Envelope)>,
-    /// [`EMITTER_ENVELOPES`], keys as slot indices.
+    /// Span events holding the result: (event name, attribute), in reading order.
+    events: Vec<(&'static str, &'static str)>,
+    /// Each emitter's wrapping on another's result attribute ([`emitters::Entry::wraps`]),
+    /// keys as slot indices.
     emitter_envelopes: Vec<(Emitter, usize, Envelope)>,
+    /// Span names and tool names of spans that summarise several calls.
+    summaries: (Vec<&'static str>, Vec<&'static str>),
     learner: crate::collector::ingest::learn::Learner,
     args: Vec<usize>,
     args_hash: usize,
@@ -210,11 +205,11 @@ impl Recognizer {
     /// Compiles the tables with the configured limits and placeholders.
     pub fn new(config: &RecognitionConfig, max_tool_name_bytes: usize) -> Self {
         let keys = Keys::new();
-        let rules = RULES
+        let rules = EMITTERS
             .iter()
-            .map(|r| {
-                let conds = r
-                    .all
+            .flat_map(|e| e.when.iter().map(move |all| (e.emitter, *all)))
+            .map(|(emitter, all)| {
+                let conds = all
                     .iter()
                     .map(|c| match *c {
                         Cond::Present(k) => CCond::Present(keys.idx(k)),
@@ -226,41 +221,46 @@ impl Recognizer {
                         Cond::Scope(v) => CCond::Scope(v),
                     })
                     .collect();
-                (r.emitter, conds)
+                (emitter, conds)
             })
             .collect();
+        let slots = |list: Vec<&'static str>| list.into_iter().map(|k| keys.idx(k)).collect();
         Self {
             rules,
-            name: NAME_KEYS.iter().map(|k| keys.idx(k)).collect(),
-            size: SIZE_KEYS.iter().map(|k| keys.idx(k)).collect(),
+            name: slots(read_list(|e| e.name, |k| k)),
+            size: slots(read_list(|e| e.size, |k| k)),
             measures: MEASURE_KEYS.map(|k| keys.idx(k)),
-            content: CONTENT_KEYS
-                .iter()
-                .map(|(k, e)| {
-                    let env = ENVELOPES
-                        .iter()
-                        .find(|(x, _)| x == k)
-                        .map_or(Envelope::None, |(_, e)| *e);
-                    (keys.idx(k), *e, env)
-                })
+            content: read_list(|e| e.result, |c| c.key)
+                .into_iter()
+                .map(|c| (keys.idx(c.key), c.encoding, c.envelope))
                 .collect(),
-            emitter_envelopes: EMITTER_ENVELOPES
+            events: read_list(|e| e.events, |(e, _)| e),
+            emitter_envelopes: EMITTERS
                 .iter()
-                .map(|&(e, k, env)| (e, keys.idx(k), env))
+                .flat_map(|e| e.wraps.iter().map(move |&(k, env)| (e.emitter, k, env)))
+                .map(|(e, k, env)| (e, keys.idx(k), env))
                 .collect(),
+            summaries: (
+                EMITTERS
+                    .iter()
+                    .flat_map(|e| e.summaries.0)
+                    .copied()
+                    .collect(),
+                EMITTERS
+                    .iter()
+                    .flat_map(|e| e.summaries.1)
+                    .copied()
+                    .collect(),
+            ),
             learner: crate::collector::ingest::learn::Learner::new(),
-            args: ARGS_KEYS.iter().map(|k| keys.idx(k)).collect(),
-            args_hash: keys.idx(semconv::TOOL_ARGS_HASH),
-            truncated: keys.idx(semconv::TOOL_RESULT_TRUNCATED),
-            latency_ms: keys.idx(semconv::TOOL_LATENCY_MS),
-            errors: [
-                keys.idx(semconv::TOOL_ERROR),
-                keys.idx(semconv::ERROR_TYPE),
-                keys.idx("error"),
-            ],
-            tool_status: keys.idx("gen_ai.tool.status"),
-            logfire_truncated: keys.idx("logfire.truncated"),
-            mime: keys.idx("output.mime_type"),
+            args: slots(read_list(|e| e.args, |k| k)),
+            args_hash: keys.idx(COMMON.args_hash),
+            truncated: keys.idx(COMMON.truncated),
+            latency_ms: keys.idx(COMMON.latency_ms),
+            errors: COMMON.errors.map(|k| keys.idx(k)),
+            tool_status: keys.idx(COMMON.tool_status),
+            logfire_truncated: keys.idx(COMMON.logfire_truncated),
+            mime: keys.idx(COMMON.mime),
             limits: effective_limits(&config.attribute_value_length_limits, |k| {
                 std::env::var(k).ok()
             }),
@@ -341,11 +341,12 @@ impl Recognizer {
         let Some(emitter) = self.classify(&get, span.name, scope) else {
             return Outcome::NotTool;
         };
-        if SUMMARY_SPAN_NAMES.contains(&span.name)
+        let (summary_spans, summary_tools) = &self.summaries;
+        if summary_spans.contains(&span.name)
             || self
                 .name
                 .iter()
-                .any(|&i| str_of(get(i)).is_some_and(|n| SUMMARY_TOOL_NAMES.contains(&n)))
+                .any(|&i| str_of(get(i)).is_some_and(|n| summary_tools.contains(&n)))
         {
             return Outcome::Summary;
         }
@@ -419,7 +420,7 @@ impl Recognizer {
                     Some((v, enc, env))
                 })
                 .or_else(|| {
-                    EVENT_CONTENT.iter().find_map(|(e, k)| {
+                    self.events.iter().find_map(|(e, k)| {
                         span.event_attr(e, k)
                             .map(|v| (v, Encoding::Auto, Envelope::TextParts))
                     })
@@ -649,6 +650,10 @@ const ENV_LIMITS: [&str; 2] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::semconv;
+
+    const OP: &str = semconv::GEN_AI_OPERATION_NAME;
+    const EXEC: &str = semconv::OPERATION_EXECUTE_TOOL;
     use opentelemetry_proto::tonic::common::v1::{
         any_value::Value, AnyValue, ArrayValue, KeyValue, KeyValueList,
     };

@@ -1,0 +1,265 @@
+//! Forwarding: every request the daemon accepts, of every signal, relayed unchanged to each
+//! configured upstream (`--forward URL`), so pointing an agent at toolsize keeps its telemetry
+//! flowing to the backend the team already uses.
+//!
+//! The receivers hand each accepted request (its protobuf bytes, shared, not copied) to every
+//! upstream's bounded queue with `try_send` ([`Forwarder::offer`]): nothing the daemon measures
+//! waits on an upstream. When a queue is full the request is dropped for that upstream and
+//! counted (`queue_full`). A few workers per upstream (`forward.concurrency`) send from the
+//! queue, each over a connection it keeps; a failed attempt whose status OTLP calls retryable
+//! (HTTP 429, 502, 503, 504; gRPC `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`,
+//! `ABORTED`, `CANCELLED`, `OUT_OF_RANGE`, `DATA_LOSS`; a connection error or a timeout) is
+//! retried with exponential backoff and jitter, after the server's `Retry-After` when it sends
+//! one, until `forward.retry_for` has passed since the first attempt: then the request is given
+//! up and counted (`gave_up`), as is a request refused for good (any other status). Every
+//! request offered ends in exactly one of `sent`, `queue_full` and `gave_up`, or is still
+//! queued (`toolsize_forward_queue_requests`); [`UpstreamStats`] keeps the counts per upstream
+//! and the last error, shown on `/metrics`, `/api/v1/forward` and the status page.
+//!
+//! At shutdown the workers stop with the runtime: what is still queued is not sent (the
+//! receivers have stopped taking requests by then, and a client that retries sends it again).
+
+mod upstream;
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use prost::bytes::Bytes;
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use crate::collector::config::ForwardConfig;
+use crate::collector::stats::OtlpSignal;
+pub(crate) use upstream::Upstream;
+use upstream::{Attempt, Conn};
+
+/// One request to relay.
+#[derive(Debug, Clone)]
+struct Item {
+    signal: OtlpSignal,
+    body: Bytes,
+}
+
+/// What happened to the requests offered to one upstream.
+#[derive(Debug, Default)]
+pub(crate) struct UpstreamStats {
+    /// The upstream, as shown (scheme, host and port).
+    pub(crate) name: String,
+    /// `http` or `grpc`.
+    pub(crate) protocol: &'static str,
+    sent: AtomicU64,
+    queue_full: AtomicU64,
+    gave_up: AtomicU64,
+    retries: AtomicU64,
+    /// Offered and not yet sent or given up.
+    queued: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+/// A plain copy of [`UpstreamStats`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct UpstreamView {
+    /// The upstream (scheme, host and port).
+    pub(crate) upstream: String,
+    /// `http` or `grpc`.
+    pub(crate) protocol: &'static str,
+    /// Requests the upstream accepted.
+    pub(crate) sent: u64,
+    /// Requests dropped because its queue was full.
+    pub(crate) queue_full: u64,
+    /// Requests given up: refused for good, or still failing after `forward.retry_for`.
+    pub(crate) gave_up: u64,
+    /// Attempts retried.
+    pub(crate) retries: u64,
+    /// Requests queued or in flight.
+    pub(crate) queued: u64,
+    /// The last error, if any.
+    pub(crate) last_error: Option<String>,
+}
+
+impl UpstreamStats {
+    /// A copy of the counts.
+    pub(crate) fn view(&self) -> UpstreamView {
+        UpstreamView {
+            upstream: self.name.clone(),
+            protocol: self.protocol,
+            sent: self.sent.load(Relaxed),
+            queue_full: self.queue_full.load(Relaxed),
+            gave_up: self.gave_up.load(Relaxed),
+            retries: self.retries.load(Relaxed),
+            queued: self.queued.load(Relaxed),
+            last_error: self.last_error.lock().ok().and_then(|e| e.clone()),
+        }
+    }
+
+    fn error(&self, e: String) {
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(e);
+        }
+    }
+}
+
+/// One upstream's queue and counts.
+#[derive(Debug)]
+struct Lane {
+    tx: mpsc::Sender<Item>,
+    stats: Arc<UpstreamStats>,
+}
+
+/// The handle the receivers offer accepted requests to; cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Forwarder {
+    lanes: Arc<[Lane]>,
+}
+
+/// How a lane's workers retry.
+#[derive(Debug, Clone, Copy)]
+struct Policy {
+    retry_for: Duration,
+    timeout: Duration,
+}
+
+impl Forwarder {
+    /// Starts `concurrency` workers per upstream of `config` on the current runtime; `None`
+    /// when no upstream is configured. The upstreams were checked when the configuration was
+    /// loaded.
+    pub(crate) fn start(config: &ForwardConfig) -> Result<Option<Self>, String> {
+        if config.upstreams.is_empty() {
+            return Ok(None);
+        }
+        let headers = crate::collector::config::header_pairs(&config.headers)?;
+        let policy = Policy {
+            retry_for: config.retry_for.0,
+            timeout: config.timeout.0,
+        };
+        let mut lanes = Vec::with_capacity(config.upstreams.len());
+        for url in &config.upstreams {
+            let up = Arc::new(Upstream::parse(url)?.with_headers(headers.clone()));
+            let stats = Arc::new(UpstreamStats {
+                name: up.name(),
+                protocol: up.protocol(),
+                ..UpstreamStats::default()
+            });
+            let (tx, rx) = mpsc::channel(config.queue_requests);
+            let rx = Arc::new(tokio::sync::Mutex::new(rx));
+            for _ in 0..config.concurrency {
+                tokio::spawn(worker(up.clone(), rx.clone(), stats.clone(), policy));
+            }
+            lanes.push(Lane { tx, stats });
+        }
+        Ok(Some(Self {
+            lanes: lanes.into(),
+        }))
+    }
+
+    /// Queues one accepted request for every upstream, without waiting: a full queue drops it
+    /// for that upstream and counts it.
+    pub(crate) fn offer(&self, signal: OtlpSignal, body: &Bytes) {
+        for lane in self.lanes.iter() {
+            let item = Item {
+                signal,
+                body: body.clone(),
+            };
+            match lane.tx.try_send(item) {
+                Ok(()) => {
+                    lane.stats.queued.fetch_add(1, Relaxed);
+                }
+                Err(_) => {
+                    lane.stats.queue_full.fetch_add(1, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// The counts of every upstream, in configuration order.
+    pub(crate) fn views(&self) -> Vec<UpstreamView> {
+        self.lanes.iter().map(|l| l.stats.view()).collect()
+    }
+}
+
+/// Sends the requests of one lane, one at a time, until the queue closes.
+async fn worker(
+    up: Arc<Upstream>,
+    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Item>>>,
+    stats: Arc<UpstreamStats>,
+    policy: Policy,
+) {
+    let mut conn = Conn::default();
+    loop {
+        let item = { rx.lock().await.recv().await };
+        let Some(item) = item else { return };
+        let sent = deliver(&up, &mut conn, &item, &stats, policy).await;
+        stats.queued.fetch_sub(1, Relaxed);
+        if sent {
+            stats.sent.fetch_add(1, Relaxed);
+        } else {
+            stats.gave_up.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// Tries `item` until the upstream takes it (true), refuses it for good or `retry_for` passes
+/// (false).
+async fn deliver(
+    up: &Upstream,
+    conn: &mut Conn,
+    item: &Item,
+    stats: &UpstreamStats,
+    policy: Policy,
+) -> bool {
+    let started = Instant::now();
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let attempt = tokio::time::timeout(
+            policy.timeout,
+            up.send(conn, item.signal, item.body.clone()),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            conn.reset();
+            Attempt::Retry {
+                error: format!("no answer within {:?}", policy.timeout),
+                after: None,
+            }
+        });
+        let (error, after) = match attempt {
+            Attempt::Sent => return true,
+            Attempt::Refused(error) => {
+                stats.error(error);
+                return false;
+            }
+            Attempt::Retry { error, after } => (error, after),
+        };
+        stats.error(error);
+        let wait = after.unwrap_or_else(|| jitter(backoff));
+        if started.elapsed() + wait > policy.retry_for {
+            return false;
+        }
+        stats.retries.fetch_add(1, Relaxed);
+        tokio::time::sleep(wait).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// `d` scaled by a factor in [0.5, 1.0), from the clock's low bits (enough to spread the
+/// workers' retries).
+fn jitter(d: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos());
+    d.mul_f64(0.5 + f64::from(nanos % 1000) / 2000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_within_half_to_whole() {
+        for _ in 0..100 {
+            let j = jitter(Duration::from_millis(1000));
+            assert!(j >= Duration::from_millis(500) && j < Duration::from_millis(1000));
+        }
+    }
+}

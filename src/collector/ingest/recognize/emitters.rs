@@ -1,0 +1,495 @@
+//! The span emitters recognition knows, one entry each ([`Entry`]): what makes a span the
+//! emitter's tool span, and the attributes it writes the tool name, a measured size, the result
+//! and the arguments to. Each attribute key is declared once, in the entry of the emitter that
+//! writes it (keys every emitter may carry are in [`COMMON`]). Data only: [`super::Recognizer`]
+//! compiles it once.
+//!
+//! Two orders matter. Matching tries the entries in [`EMITTERS`] order, most specific first, the
+//! generic OTel GenAI conventions after them and the bare `gen_ai.tool.*` fallback last; the
+//! first entry with a matching alternative names the emitter. Reading takes the first attribute
+//! present in **reading order**: the entries sorted by [`Entry::reads`], each entry's keys in
+//! their order (the OTel GenAI attribute first, then each instrumentation's own), whatever the
+//! emitter that matched — a span may carry a generic attribute and its tracer's own.
+//!
+//! Adding an emitter is adding one entry here and its line in [`EMITTERS`] (and its label in
+//! [`Emitter`]); the coding agents, which describe a call in logs and span events too, are
+//! entries of [`crate::collector::ingest::agents`] instead.
+
+use crate::collector::ingest::record::Emitter;
+use crate::semconv;
+
+/// One condition of a rule.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cond {
+    /// Attribute present (any value).
+    Present(&'static str),
+    /// String attribute equal to the value.
+    Eq(&'static str, &'static str),
+    /// String attribute equal to the value, ASCII case-insensitively.
+    EqIgnoreCase(&'static str, &'static str),
+    /// String attribute starting with the value.
+    Prefix(&'static str, &'static str),
+    /// Span name equal to the value.
+    NameEq(&'static str),
+    /// Span name starting with the value.
+    NamePrefix(&'static str),
+    /// Instrumentation scope name equal to the value.
+    Scope(&'static str),
+}
+
+/// How content at a key is encoded by its emitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Encoding {
+    /// Raw string or JSON: checked as JSON when `output.mime_type` says JSON, or when it starts
+    /// with `{` or `[` (see `json_cut` for when such text counts as a cut document).
+    Auto,
+    /// Always JSON (the emitter `json.dumps` it): a parse failure means it was cut.
+    Json,
+    /// JSON whose empty map `{}` means "capture off" (Google ADK).
+    JsonEmptyIsHidden,
+}
+
+/// A tracer's own wrapping around the result it records, removed to get the result as the
+/// framework handed it to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Envelope {
+    /// Recorded as handed over.
+    None,
+    /// A JSON document of the result: a JSON string is the result's text, decoded (OpenLLMetry's
+    /// `json.dumps` with `\uXXXX` escapes; the Vercel AI SDK's `JSON.stringify`). Other JSON is
+    /// counted as recorded.
+    JsonString,
+    /// OpenInference's `output.value`: a serialised LangChain `ToolMessage` (`{"type": "tool",
+    /// "data": {…}}`, alone, under `output`, or LangChain's `{"lc": 1, "kwargs": …}` form) is
+    /// replaced by its `content`; a JSON string is decoded; anything else is counted as recorded.
+    ToolMessage,
+    /// Google ADK's `{"result": …}` around a non-dict return value.
+    AdkResult,
+    /// Strands' content blocks `[{"text": …}, …]`: the texts, concatenated.
+    TextParts,
+}
+
+/// An attribute holding the result.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Content {
+    /// The key.
+    pub(crate) key: &'static str,
+    /// How the emitter encodes it.
+    pub(crate) encoding: Encoding,
+    /// The emitter's wrapping around the result, removed before sizing.
+    pub(crate) envelope: Envelope,
+}
+
+const fn content(key: &'static str, encoding: Encoding, envelope: Envelope) -> Content {
+    Content {
+        key,
+        encoding,
+        envelope,
+    }
+}
+
+/// One emitter of tool spans.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    /// The `emitter` label its records carry.
+    pub(crate) emitter: Emitter,
+    /// What makes a span its tool span: alternatives, each a set of conditions that must all
+    /// hold.
+    pub(crate) when: &'static [&'static [Cond]],
+    /// Where its keys sit in the reading order (lower first; ties in [`EMITTERS`] order).
+    pub(crate) reads: u8,
+    /// Attributes naming the tool.
+    pub(crate) name: &'static [&'static str],
+    /// Attributes carrying a size the tool measured itself, in bytes.
+    pub(crate) size: &'static [&'static str],
+    /// Attributes holding the result.
+    pub(crate) result: &'static [Content],
+    /// Span events holding the result: (event name, attribute).
+    pub(crate) events: &'static [(&'static str, &'static str)],
+    /// Attributes holding the arguments (hashed when `tool.args_hash` is absent).
+    pub(crate) args: &'static [&'static str],
+    /// Its own wrapping on another emitter's result attribute (when it matched).
+    pub(crate) wraps: &'static [(&'static str, Envelope)],
+    /// Span names and tool names of its spans that summarise several calls: never a tool.
+    pub(crate) summaries: (&'static [&'static str], &'static [&'static str]),
+}
+
+/// An entry with nothing but its emitter: fields are filled in with `..NOTHING`.
+const NOTHING: Entry = Entry {
+    emitter: Emitter::GenAiFallback,
+    when: &[],
+    reads: u8::MAX,
+    name: &[],
+    size: &[],
+    result: &[],
+    events: &[],
+    args: &[],
+    wraps: &[],
+    summaries: (&[], &[]),
+};
+
+const OP: &str = semconv::GEN_AI_OPERATION_NAME;
+const EXEC: &str = semconv::OPERATION_EXECUTE_TOOL;
+/// The OTel GenAI result attribute, which several tracers fill (some with an envelope).
+const GEN_AI_RESULT: &str = "gen_ai.tool.call.result";
+
+/// toolsize's own span contract (`crate::instrument`): a measured size and its other measures.
+const TOOLSIZE: Entry = Entry {
+    emitter: Emitter::Toolsize,
+    when: &[
+        &[Cond::Present(semconv::TOOL_ARGS_HASH), Cond::Eq(OP, EXEC)],
+        &[Cond::Present(semconv::TOOL_RESULT_BYTES)],
+    ],
+    reads: 1,
+    name: &[semconv::TOOL_NAME],
+    size: &[semconv::TOOL_RESULT_BYTES],
+    ..NOTHING
+};
+
+/// The measures toolsize's span contract carries besides the size, in the field order of
+/// [`Measurement`](crate::collector::ingest::record::Measurement): read only alongside a measured
+/// size, as non-negative ints.
+pub(crate) const MEASURE_KEYS: [&str; 6] = [
+    semconv::TOOL_RESULT_CHARS,
+    semconv::TOOL_RESULT_UTF16_UNITS,
+    semconv::TOOL_RESULT_LINES,
+    semconv::TOOL_RESULT_JSON_DEPTH,
+    semconv::TOOL_RESULT_MAX_STRING_CHARS,
+    semconv::TOOL_RESULT_TOKENS_ESTIMATE,
+];
+
+/// Langfuse's SDK: an observation of type `tool`.
+const LANGFUSE: Entry = Entry {
+    emitter: Emitter::Langfuse,
+    when: &[&[Cond::Eq("langfuse.observation.type", "tool")]],
+    reads: 7,
+    result: &[content(
+        "langfuse.observation.output",
+        Encoding::Auto,
+        Envelope::None,
+    )],
+    args: &["langfuse.observation.input"],
+    ..NOTHING
+};
+
+/// OpenInference (Arize Phoenix): span kind `TOOL`, the result in `output.value`, perhaps a
+/// serialised LangChain `ToolMessage`.
+const OPENINFERENCE: Entry = Entry {
+    emitter: Emitter::OpenInference,
+    when: &[&[Cond::EqIgnoreCase("openinference.span.kind", "tool")]],
+    reads: 2,
+    result: &[content(
+        "output.value",
+        Encoding::Auto,
+        Envelope::ToolMessage,
+    )],
+    args: &["input.value"],
+    ..NOTHING
+};
+
+/// OpenLLMetry (traceloop-sdk): span kind `tool`, the result `json.dumps`ed.
+const OPENLLMETRY: Entry = Entry {
+    emitter: Emitter::OpenLlmetry,
+    when: &[&[Cond::Eq("traceloop.span.kind", "tool")]],
+    reads: 3,
+    name: &["traceloop.entity.name"],
+    result: &[content(
+        "traceloop.entity.output",
+        Encoding::Json,
+        Envelope::JsonString,
+    )],
+    args: &["traceloop.entity.input"],
+    ..NOTHING
+};
+
+/// MCP instrumentations (`mcp.method.name = tools/call`), reading the GenAI attributes.
+const MCP: Entry = Entry {
+    emitter: Emitter::Mcp,
+    when: &[&[Cond::Eq("mcp.method.name", "tools/call")]],
+    ..NOTHING
+};
+
+/// Pydantic AI (format v3 and later): the GenAI conventions under its own scope.
+const PYDANTIC_AI: Entry = Entry {
+    emitter: Emitter::PydanticAi,
+    when: &[&[Cond::Eq(OP, EXEC), Cond::Scope("pydantic-ai")]],
+    ..NOTHING
+};
+
+/// Google ADK: the result in its own attribute, a non-dict wrapped in `{"result": …}` (also
+/// when it fills the GenAI attribute); one merged span per turn with several calls.
+const GOOGLE_ADK: Entry = Entry {
+    emitter: Emitter::GoogleAdk,
+    when: &[&[Cond::Eq(OP, EXEC), Cond::Scope("gcp.vertex.agent")]],
+    reads: 6,
+    result: &[content(
+        "gcp.vertex.agent.tool_response",
+        Encoding::JsonEmptyIsHidden,
+        Envelope::AdkResult,
+    )],
+    args: &["gcp.vertex.agent.tool_call_args"],
+    wraps: &[(GEN_AI_RESULT, Envelope::AdkResult)],
+    summaries: (&["execute_tool (merged)"], &["(merged tools)"]),
+    ..NOTHING
+};
+
+/// Strands Agents: the GenAI conventions with `gen_ai.tool.status`; its result as content
+/// blocks, in the GenAI attribute (latest conventions) or a span event.
+const STRANDS: Entry = Entry {
+    emitter: Emitter::Strands,
+    when: &[&[Cond::Eq(OP, EXEC), Cond::Present("gen_ai.tool.status")]],
+    wraps: &[(GEN_AI_RESULT, Envelope::TextParts)],
+    ..NOTHING
+};
+
+/// The OTel GenAI semantic conventions: `execute_tool` spans.
+const OTEL_GENAI: Entry = Entry {
+    emitter: Emitter::OtelGenAi,
+    when: &[&[Cond::Eq(OP, EXEC)], &[Cond::NamePrefix("execute_tool ")]],
+    reads: 0,
+    name: &[semconv::GEN_AI_TOOL_NAME],
+    size: &[semconv::GEN_AI_TOOL_CALL_RESULT_SIZE],
+    result: &[content(GEN_AI_RESULT, Encoding::Auto, Envelope::None)],
+    // Strands' event, then the latest conventions' inference details (content blocks).
+    events: &[
+        ("gen_ai.choice", "message"),
+        (
+            "gen_ai.client.inference.operation.details",
+            "gen_ai.output.messages",
+        ),
+    ],
+    args: &["gen_ai.tool.call.arguments"],
+    ..NOTHING
+};
+
+/// The Vercel AI SDK: `ai.toolCall` spans, the result `JSON.stringify`ed.
+const VERCEL_AI: Entry = Entry {
+    emitter: Emitter::VercelAi,
+    when: &[
+        &[Cond::NameEq("ai.toolCall")],
+        &[Cond::Prefix("ai.operationId", "ai.toolCall")],
+    ],
+    reads: 5,
+    name: &["ai.toolCall.name"],
+    result: &[content(
+        "ai.toolCall.result",
+        Encoding::Json,
+        Envelope::JsonString,
+    )],
+    args: &["ai.toolCall.args"],
+    ..NOTHING
+};
+
+/// Pydantic AI format v2 (1.x): `running tool` spans.
+const PYDANTIC_AI_V1: Entry = Entry {
+    emitter: Emitter::PydanticAiV1,
+    when: &[&[Cond::NameEq("running tool")]],
+    reads: 4,
+    result: &[content("tool_response", Encoding::Auto, Envelope::None)],
+    args: &["tool_arguments"],
+    ..NOTHING
+};
+
+/// MLflow tracing: span type `TOOL` (JSON-quoted by some versions), JSON outputs.
+const MLFLOW: Entry = Entry {
+    emitter: Emitter::Mlflow,
+    when: &[
+        &[Cond::Eq("mlflow.spanType", "\"TOOL\"")],
+        &[Cond::Eq("mlflow.spanType", "TOOL")],
+    ],
+    reads: 8,
+    result: &[content(
+        "mlflow.spanOutputs",
+        Encoding::Json,
+        Envelope::JsonString,
+    )],
+    args: &["mlflow.spanInputs"],
+    ..NOTHING
+};
+
+/// Logfire's OpenAI Agents integration: `Function: {name}` spans with the raw export.
+const LOGFIRE_AGENTS: Entry = Entry {
+    emitter: Emitter::LogfireAgents,
+    when: &[&[Cond::NamePrefix("Function: ")]],
+    reads: 9,
+    name: &["name"],
+    result: &[content("output", Encoding::Auto, Envelope::None)],
+    args: &["input"],
+    ..NOTHING
+};
+
+/// Any span with the bare `gen_ai.tool.*` attributes; `tool.parameters` as the last resort for
+/// the arguments.
+const GENAI_FALLBACK: Entry = Entry {
+    emitter: Emitter::GenAiFallback,
+    when: &[
+        &[Cond::Present(semconv::GEN_AI_TOOL_NAME)],
+        &[Cond::Present(semconv::GEN_AI_TOOL_CALL_ID)],
+    ],
+    reads: 10,
+    args: &["tool.parameters"],
+    ..NOTHING
+};
+
+/// Every span emitter, in matching order: the most specific first, the generic OTel GenAI
+/// conventions after them, the bare `gen_ai.tool.*` fallback last.
+pub(crate) const EMITTERS: &[Entry] = &[
+    TOOLSIZE,
+    LANGFUSE,
+    OPENINFERENCE,
+    OPENLLMETRY,
+    MCP,
+    PYDANTIC_AI,
+    GOOGLE_ADK,
+    STRANDS,
+    OTEL_GENAI,
+    VERCEL_AI,
+    PYDANTIC_AI_V1,
+    MLFLOW,
+    LOGFIRE_AGENTS,
+    GENAI_FALLBACK,
+];
+
+/// Attributes read on every tool span whatever its emitter.
+pub(crate) struct Common {
+    /// toolsize's arguments hash (12+ hex digits), used instead of hashing the arguments.
+    pub(crate) args_hash: &'static str,
+    /// The tool said it truncated its result.
+    pub(crate) truncated: &'static str,
+    /// The call's latency in milliseconds, instead of the span's duration.
+    pub(crate) latency_ms: &'static str,
+    /// Attributes whose truthy value marks the call failed.
+    pub(crate) errors: [&'static str; 3],
+    /// `error` here marks the call failed (Strands and the latest GenAI conventions).
+    pub(crate) tool_status: &'static str,
+    /// Logfire's ingest cut the span's largest values.
+    pub(crate) logfire_truncated: &'static str,
+    /// The result's MIME type (OpenInference): JSON is checked as JSON.
+    pub(crate) mime: &'static str,
+}
+
+/// The attributes every emitter may carry.
+pub(crate) const COMMON: Common = Common {
+    args_hash: semconv::TOOL_ARGS_HASH,
+    truncated: semconv::TOOL_RESULT_TRUNCATED,
+    latency_ms: semconv::TOOL_LATENCY_MS,
+    errors: [semconv::TOOL_ERROR, semconv::ERROR_TYPE, "error"],
+    tool_status: "gen_ai.tool.status",
+    logfire_truncated: "logfire.truncated",
+    mime: "output.mime_type",
+};
+
+impl Common {
+    /// Every key.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &'static str> {
+        [
+            self.args_hash,
+            self.truncated,
+            self.latency_ms,
+            self.tool_status,
+            self.logfire_truncated,
+            self.mime,
+        ]
+        .into_iter()
+        .chain(self.errors)
+    }
+}
+
+/// The entries in reading order.
+pub(crate) fn reading_order() -> Vec<&'static Entry> {
+    let mut entries: Vec<&Entry> = EMITTERS.iter().collect();
+    // Stable: ties keep matching order.
+    entries.sort_by_key(|e| e.reads);
+    entries
+}
+
+/// One list of every entry's `field`, in reading order, each key once.
+pub(crate) fn read_list<T: Copy + 'static>(
+    field: impl Fn(&'static Entry) -> &'static [T],
+    key: impl Fn(&T) -> &'static str,
+) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for e in reading_order() {
+        for item in field(e) {
+            if !out.iter().any(|o| key(o) == key(item)) {
+                out.push(*item);
+            }
+        }
+    }
+    out
+}
+
+/// Every key a condition reads.
+pub(crate) fn cond_keys() -> impl Iterator<Item = &'static str> {
+    EMITTERS
+        .iter()
+        .flat_map(|e| e.when.iter().copied().flatten())
+        .filter_map(|c| match *c {
+            Cond::Present(k) | Cond::Eq(k, _) | Cond::EqIgnoreCase(k, _) | Cond::Prefix(k, _) => {
+                Some(k)
+            }
+            Cond::NameEq(_) | Cond::NamePrefix(_) | Cond::Scope(_) => None,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each key is declared in one entry only (or in [`COMMON`]).
+    #[test]
+    fn each_key_is_declared_once() {
+        let mut seen: Vec<(&str, String)> = Vec::new();
+        let mut declare = |key: &'static str, owner: String| {
+            if let Some((_, other)) = seen.iter().find(|(k, _)| *k == key) {
+                panic!("{key} is declared by {other} and {owner}");
+            }
+            seen.push((key, owner));
+        };
+        for e in EMITTERS {
+            let owner = format!("{:?}", e.emitter);
+            let keys = e
+                .name
+                .iter()
+                .chain(e.size)
+                .copied()
+                .chain(e.result.iter().map(|c| c.key))
+                .chain(e.args.iter().copied());
+            for k in keys {
+                declare(k, owner.clone());
+            }
+        }
+        for k in COMMON.keys().chain(MEASURE_KEYS) {
+            declare(k, "common".to_string());
+        }
+    }
+
+    /// The documented result precedence (`docs/collector.md`): the OTel GenAI attribute first,
+    /// then each instrumentation's own.
+    #[test]
+    fn the_reading_order_is_the_documented_precedence() {
+        let results: Vec<&str> = read_list(|e| e.result, |c| c.key)
+            .iter()
+            .map(|c| c.key)
+            .collect();
+        assert_eq!(
+            results,
+            [
+                "gen_ai.tool.call.result",
+                "output.value",
+                "traceloop.entity.output",
+                "tool_response",
+                "ai.toolCall.result",
+                "gcp.vertex.agent.tool_response",
+                "langfuse.observation.output",
+                "mlflow.spanOutputs",
+                "output",
+            ]
+        );
+        let args = read_list(|e| e.args, |k| k);
+        assert_eq!(args.first(), Some(&"gen_ai.tool.call.arguments"));
+        assert_eq!(args.last(), Some(&"tool.parameters"));
+        let names = read_list(|e| e.name, |k| k);
+        assert_eq!(names[..2], [semconv::GEN_AI_TOOL_NAME, semconv::TOOL_NAME]);
+    }
+}
