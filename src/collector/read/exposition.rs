@@ -415,6 +415,16 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// How many series it holds.
+    pub fn series_len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// How many exemplars its size histograms carry, over every series.
+    pub fn exemplars_len(&self) -> usize {
+        self.series.iter().map(|s| s.size_exemplars.len()).sum()
+    }
+
     /// Copies what the text exposition shows of `state` at `now`.
     pub(crate) fn capture(state: &State, now: u64) -> Self {
         Self::capture_with(state, now, false)
@@ -539,6 +549,21 @@ fn write_forward(upstreams: &[UpstreamView], sink: &mut impl Sink) {
 /// Renders the whole text exposition of `state` at `now` (capture and render in one go).
 pub fn render(state: &State, stats: &SelfStats, alerts: &AlertStats, now: u64) -> String {
     render_frame(&Frame::capture(state, now), stats, alerts)
+}
+
+/// Renders the whole OpenMetrics exposition of `state` at `now`, exemplars included.
+pub fn render_openmetrics(
+    state: &State,
+    stats: &SelfStats,
+    alerts: &AlertStats,
+    now: u64,
+) -> String {
+    render_frame_as(
+        &Frame::capture(state, now),
+        stats,
+        alerts,
+        TextFormat::OpenMetrics,
+    )
 }
 
 /// Renders the whole text exposition of a captured frame.
