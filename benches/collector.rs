@@ -27,7 +27,7 @@ use toolsize::collector::ingest::decode::{
     decode_protobuf, recognize_logs_protobuf, recognize_protobuf,
 };
 use toolsize::collector::ingest::recognize::Recognizer;
-use toolsize::collector::read::exposition::{render, Frame};
+use toolsize::collector::read::exposition::{render, render_openmetrics, Frame};
 use toolsize::collector::read::exposition_proto;
 use toolsize::collector::state::{now_unix, now_unix_ms, size_bounds, Limits, State};
 use toolsize::collector::Config;
@@ -315,5 +315,57 @@ fn agents(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench, exposition, agents);
+/// The cost of exemplars: 34,000 spans of the storm mix over 2,000 tool names (1,600 series of
+/// about 17 results each, sizes spread over 0 to 32 KiB), so every series carries as many
+/// exemplars as its largest results fill buckets (up to `aggregation.largest_results`, 10). The
+/// 0.0.4 text (no exemplars) against OpenMetrics (with them) and the protobuf exposition, on the
+/// same state.
+fn exemplars(c: &mut Criterion) {
+    let config = Config::default();
+    let recognizer = Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes);
+    let now = now_unix();
+    let mut state = State::new(Limits::from_config(&config));
+    for seed in 0..10 {
+        let body = workload::request_tools("agent", seed, 3_400, Mix::Storm, 2_000);
+        let records = recognize_protobuf(&recognizer, &body).unwrap().records;
+        state.record_batch(&records, now);
+    }
+    let stats = SelfStats::default();
+    let alerts = AlertStats::default();
+    let frame = Frame::capture_with(&state, now, false);
+    let exemplars = frame.exemplars_len();
+    let mut g = c.benchmark_group("exemplars");
+    g.bench_function("render_2000_series_text", |b| {
+        b.iter(|| render(&state, &stats, &alerts, now))
+    });
+    g.bench_function("render_2000_series_openmetrics", |b| {
+        b.iter(|| render_openmetrics(&state, &stats, &alerts, now))
+    });
+    g.bench_function("render_2000_series_protobuf", |b| {
+        b.iter(|| exposition_proto::render(&state, &stats, &alerts, now))
+    });
+    g.finish();
+    let time = |f: &dyn Fn() -> usize| {
+        let t = Instant::now();
+        let mut bytes = 0;
+        for _ in 0..20 {
+            bytes = f();
+        }
+        (t.elapsed().as_secs_f64() / 20.0 * 1e3, bytes as f64 / 1e6)
+    };
+    let (t_text, b_text) = time(&|| render(&state, &stats, &alerts, now).len());
+    let (t_om, b_om) = time(&|| render_openmetrics(&state, &stats, &alerts, now).len());
+    let (t_pb, b_pb) = time(&|| exposition_proto::render(&state, &stats, &alerts, now).len());
+    eprintln!(
+        "exemplars, {} series, {exemplars} exemplars ({:.1} a series): text {t_text:.1} ms \
+         {b_text:.1} MB, OpenMetrics {t_om:.1} ms {b_om:.1} MB (time ×{:.2}, bytes ×{:.2}), \
+         protobuf {t_pb:.1} ms {b_pb:.1} MB",
+        frame.series_len(),
+        exemplars as f64 / frame.series_len() as f64,
+        t_om / t_text,
+        b_om / b_text,
+    );
+}
+
+criterion_group!(benches, bench, exposition, exemplars, agents);
 criterion_main!(benches);

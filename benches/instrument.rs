@@ -1,9 +1,10 @@
 //! The cost of one instrumented tool call against a bare tracing-opentelemetry span.
 //!
 //! Both go through the same pipeline (tracing → tracing-opentelemetry → SDK span → a processor
-//! that drops the finished span), and the bare span declares and records the same number of fields
-//! with precomputed values, so the ratio is what toolsize adds: hashing the arguments, measuring
-//! the 4 KiB result in every unit, the latency and the bookkeeping.
+//! that drops the finished span), and the bare span declares the same fields as toolsize's span
+//! (checked at start: the bench stops if the counts differ) and records the same values,
+//! precomputed, so the ratio is what toolsize adds: hashing the arguments, measuring the 4 KiB
+//! result in every unit, the latency and the bookkeeping.
 //!
 //! `cargo bench --features export --bench instrument` prints criterion's figures, then one line per case with its
 //! ratio to the bare span, read back from criterion's estimates of this same run.
@@ -76,8 +77,9 @@ fn page() -> Vec<Hit> {
     }
 }
 
-fn bare_span(result: &str) {
-    let span = tracing::info_span!(
+/// The bare span, declared with the fields of toolsize's span.
+fn bare() -> tracing::Span {
+    tracing::info_span!(
         target: "toolsize",
         "execute_tool",
         otel.name = "execute_tool search",
@@ -101,7 +103,19 @@ fn bare_span(result: &str) {
         tool.error = Empty,
         error.type = Empty,
         tool.cancelled = Empty,
-    );
+        mcp.method.name = Empty,
+        mcp.session.id = Empty,
+        mcp.protocol.version = Empty,
+        jsonrpc.request.id = Empty,
+        rpc.response.status_code = Empty,
+        network.transport = Empty,
+        tool.result.limit_bytes = Empty,
+        tool.result.limit_source = Empty,
+    )
+}
+
+fn bare_span(result: &str) {
+    let span = bare();
     let _ = span.in_scope(|| black_box(result));
     span.record("tool.result.bytes", 4000_i64);
     span.record("tool.result.truncated", false);
@@ -124,6 +138,16 @@ fn benches(c: &mut Criterion) {
     let subscriber = tracing_subscriber::registry()
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("bench")));
     let _default = tracing::subscriber::set_default(subscriber);
+
+    // The comparison holds only while both spans declare the same fields.
+    let fields = |span: &tracing::Span| span.metadata().map(|m| m.fields().len());
+    let ours = fields(tool_call("search").start().span());
+    assert_eq!(
+        fields(&bare()),
+        ours,
+        "the bare span must declare as many fields as toolsize's"
+    );
+    eprintln!("both spans declare {} fields", ours.unwrap_or(0));
 
     let hits = page();
     let text = serde_json::to_string(&hits).unwrap();

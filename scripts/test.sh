@@ -19,7 +19,11 @@ install_peers() {
   #     alerts, checks alerts/alertmanager.example.yml (tests/collector_alerts.rs);
   #   chromium: renders the status page at / headless (tests/status_page.rs);
   #   tmux: runs `toolsize top` in a terminal and reads its screen (tests/cli_top.rs);
-  #   openssl: makes the CA and certificate of the TLS test (tests/tls_auth.rs);
+  #   openssl: makes the CA and certificates of the TLS tests (tests/tls_auth.rs,
+  #     tests/alerts_https.rs);
+  #   curl: reads an https Alertmanager's API with the test CA (tests/alerts_https.rs);
+  #   systemd-analyze (package systemd): verifies dist/systemd/toolsize.service
+  #     (tests/systemd_unit.rs);
   #   nodejs, npm: run @modelcontextprotocol/server-everything behind `toolsize mcp` and the MCP
   #     Inspector's CLI in front of it (tests/mcp_proxy.rs, tests/mcp_http.rs), installed from
   #     tests/npm/package-lock.json below.
@@ -32,10 +36,13 @@ install_peers() {
     missing+=(prometheus-alertmanager)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v tmux >/dev/null 2>&1 || missing+=(tmux)
-  #   node, npm: the Vercel AI SDK agent of tests/collector_frameworks.rs.
+  #   node, npm: the Vercel AI SDK agent of tests/collector_frameworks.rs; node also drives
+  #     Chromium over DevTools in tests/status_page.rs (tests/pages/type_token.mjs).
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
   command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
   #   unshare (util-linux), ip (iproute2): the coding agents of tests/coding_agents.rs run in a
   #     network namespace of their own, loopback only.
   command -v unshare >/dev/null 2>&1 || missing+=(util-linux)

@@ -23,7 +23,8 @@ pub(crate) fn decode(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Exactly `N` bytes from `2 * N` hex digits, or `None`.
+/// Exactly `N` bytes from `2 * N` hex digits, or `None`. (Read by the collector only.)
+#[cfg_attr(not(feature = "collector"), allow(dead_code))]
 pub(crate) fn decode_array<const N: usize>(s: &str) -> Option<[u8; N]> {
     decode(s)?.try_into().ok()
 }

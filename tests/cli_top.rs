@@ -155,3 +155,96 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
     }
     daemon.stop();
 }
+
+/// Starts `cmd` in a detached tmux session of its own; returns the session's name.
+fn tmux_session(name: &str, cmd: &str) -> String {
+    let session = format!("toolsize-{name}-{}", std::process::id());
+    let out = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "150",
+        "-y",
+        "30",
+        cmd,
+    ]);
+    assert!(
+        out.status.success(),
+        "tmux: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_sends_the_token_from_a_file_or_the_variable() {
+    if !require("tmux", &["-V"]) {
+        return;
+    }
+    const TOKEN: &str = "t0p-s3cret";
+    let daemon = Binary::start_with_env(&[], None, &[("TOOLSIZE_AUTH_TOKEN", TOKEN)]);
+    use prost::Message;
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/v1/traces", daemon.http))
+        .header("content-type", "application/x-protobuf")
+        .bearer_auth(TOKEN)
+        .body(request("agent", vec![own_span(1, "guarded_tool", 700)]).encode_to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let dir = temp_dir("top-token");
+    let file = dir.join("token");
+    std::fs::write(&file, format!("{TOKEN}\n")).unwrap();
+    let bin = env!("CARGO_BIN_EXE_toolsize");
+    let admin = daemon.admin;
+
+    // No token: the status line says which to set, and no tool is shown.
+    let none = tmux_session(
+        "top-no-token",
+        &format!(
+            "env -u TOOLSIZE_AUTH_TOKEN -u TOOLSIZE_AUTH_TOKEN_FILE {bin} top --url http://{admin}"
+        ),
+    );
+    let s = screen_when(&none, "the 401", |s| s.contains("HTTP 401")).await;
+    assert!(s.contains("--token-file"), "{s}");
+    assert!(!s.contains("guarded_tool"), "{s}");
+    tmux(&["kill-session", "-t", &none]);
+
+    let from_file = tmux_session(
+        "top-token-file",
+        &format!(
+            "env -u TOOLSIZE_AUTH_TOKEN {bin} top --url http://{admin} --token-file {}",
+            file.display()
+        ),
+    );
+    screen_when(&from_file, "the tool (--token-file)", |s| {
+        s.contains(" guarded_tool ")
+    })
+    .await;
+    tmux(&["kill-session", "-t", &from_file]);
+
+    let from_env = tmux_session(
+        "top-token-env",
+        &format!("env TOOLSIZE_AUTH_TOKEN={TOKEN} {bin} top --url http://{admin}"),
+    );
+    screen_when(&from_env, "the tool (TOOLSIZE_AUTH_TOKEN)", |s| {
+        s.contains(" guarded_tool ")
+    })
+    .await;
+    tmux(&["kill-session", "-t", &from_env]);
+
+    // A wrong token is refused and said so.
+    let wrong = tmux_session(
+        "top-wrong-token",
+        &format!("env TOOLSIZE_AUTH_TOKEN=wrong {bin} top --url http://{admin}"),
+    );
+    screen_when(&wrong, "the refusal", |s| {
+        s.contains("the token was refused")
+    })
+    .await;
+    tmux(&["kill-session", "-t", &wrong]);
+    daemon.stop();
+}

@@ -424,3 +424,80 @@ async fn many_new_alerts_reach_the_webhook_in_bounded_posts() {
     assert_eq!(api["firing"].as_array().unwrap().len(), 1200);
     d.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pagerduty_webhook_gets_one_trigger_and_one_resolve_and_no_resends() {
+    use axum::http::HeaderMap;
+    use std::sync::{Arc, Mutex};
+
+    type Got = Arc<Mutex<Vec<(Option<String>, serde_json::Value)>>>;
+    let got: Got = Arc::default();
+    let sink = got.clone();
+    let app = axum::Router::new().route(
+        "/v2/enqueue",
+        axum::routing::post(move |headers: HeaderMap, body: String| {
+            let sink = sink.clone();
+            async move {
+                let auth = headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string);
+                sink.lock()
+                    .unwrap()
+                    .push((auth, serde_json::from_str(&body).unwrap()));
+                (axum::http::StatusCode::ACCEPTED, "{}")
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    // Resends every second and a one-second quiet period: an Alertmanager-shaped sink would
+    // post the alert again and again; a PagerDuty one posts its two changes only.
+    let dir = temp_dir("alerts-pagerduty");
+    let file = dir.join("toolsize.toml");
+    std::fs::write(
+        &file,
+        "[alerts]\nresend_interval = \"1s\"\n[alerts.over_ceiling]\nquiet_period = \"1s\"\n\
+         [alerts.repeated_oversize]\nenabled = false\n",
+    )
+    .unwrap();
+    let url = format!("http://{hook}/v2/enqueue");
+    let d = Binary::start_with_env(
+        &[
+            "--config",
+            file.to_str().unwrap(),
+            "--webhook-url",
+            &url,
+            "--webhook-format",
+            "pagerduty",
+        ],
+        None,
+        &[("TOOLSIZE_WEBHOOK_TOKEN", "rk-1"), ("RUST_LOG", "error")],
+    );
+    let r = post_proto(
+        d.http,
+        &request("agent", vec![own_span(1, "fetch", 30_000)]),
+    )
+    .await;
+    assert!(r.status().is_success());
+    let events = wait_for("trigger and resolve", Duration::from_secs(15), || async {
+        let g = got.lock().unwrap().clone();
+        (g.len() >= 2).then_some(g)
+    })
+    .await;
+    assert_eq!(events[0].1["event_action"], "trigger", "{events:?}");
+    assert_eq!(events[1].1["event_action"], "resolve", "{events:?}");
+    assert_eq!(events[0].1["dedup_key"], events[1].1["dedup_key"]);
+    assert!(events
+        .iter()
+        .all(|(auth, e)| auth.is_none() && e["routing_key"] == "rk-1"));
+    // Three more resend intervals: nothing more.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(got.lock().unwrap().len(), 2, "{:?}", got.lock().unwrap());
+    let text = metrics(d.admin).await;
+    let ok = r#"toolsize_alert_notifications_total{sink="webhook",outcome="success"}"#;
+    assert_eq!(sample(&text, ok), Some(2.0), "{text}");
+    d.stop();
+}

@@ -823,6 +823,44 @@ fn check_provisioning(d: &Value, datasources: &str, providers: &str, readme: &st
     verdict(problems)
 }
 
+/// Exemplars reach a trace: every graph of the size histogram's buckets over
+/// `$__rate_interval` asks for exemplars, and the data source links their `trace_id` label (the
+/// one the daemon writes) to a trace data source.
+fn check_exemplars(d: &Value, datasources: &str) -> Check {
+    let mut problems = Vec::new();
+    let mut graphs = 0;
+    for_each_target(d, |panel, target, expr| {
+        if expr.contains("toolsize_tool_result_size_bytes_bucket")
+            && expr.contains("$__rate_interval")
+        {
+            graphs += 1;
+            if target["exemplar"] != true {
+                problems.push(format!("{}: exemplar is not on", panel_name(panel)));
+            }
+        }
+    });
+    if graphs == 0 {
+        problems.push("no graph of toolsize_tool_result_size_bytes_bucket".into());
+    }
+    let dest = single(
+        yaml_values(datasources, "exemplarTraceIdDestinations"),
+        "exemplarTraceIdDestinations",
+        &mut problems,
+    );
+    if !dest.contains("name: trace_id") || !dest.contains("datasourceUid:") {
+        problems.push(format!(
+            "exemplarTraceIdDestinations must link the trace_id label to a data source: {dest:?}"
+        ));
+    }
+    verdict(problems)
+}
+
+#[test]
+fn exemplars_link_to_traces() {
+    let (datasources, _, _) = provisioning_files();
+    pass(check_exemplars(&dashboard::load(), &datasources));
+}
+
 // ---- the dashboard passes every check ----------------------------------------------------
 
 fn read(relative: &str) -> String {
@@ -1009,6 +1047,26 @@ mod broken {
             Ok(()) => panic!("the check passed a broken copy (expected a problem with {needle:?})"),
             Err(e) => assert!(e.contains(needle), "expected {needle:?} in:\n{e}"),
         }
+    }
+
+    #[test]
+    fn exemplars_off_is_caught() {
+        let d = broken(|d| {
+            for p in d["panels"].as_array_mut().unwrap() {
+                for t in p["targets"].as_array_mut().into_iter().flatten() {
+                    if let Some(o) = t.as_object_mut() {
+                        o.remove("exemplar");
+                    }
+                }
+            }
+        });
+        let (datasources, _, _) = provisioning_files();
+        fails(check_exemplars(&d, &datasources), "exemplar is not on");
+        let no_link = datasources.replace("exemplarTraceIdDestinations", "x");
+        fails(
+            check_exemplars(&dashboard::load(), &no_link),
+            "exemplarTraceIdDestinations",
+        );
     }
 
     /// The `i`th top-level panel that is not a row.

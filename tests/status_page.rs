@@ -2,8 +2,10 @@
 //! tool row with the p95 the API serves, sorted by p95, the row over the ceiling marked, the
 //! firing alert with its runbook link, a tool name that is markup shown as text (nothing
 //! injected, nothing run); the empty state naming the OTLP address; the error banner while the
-//! daemon does not answer, cleared once it does. Chromium is a required peer (`scripts/test.sh`
-//! installs it).
+//! daemon does not answer, cleared once it does; with a token, the sign-in box, the token given
+//! in the fragment or typed into the box (DevTools input events driven by
+//! `tests/pages/type_token.mjs` under Node), and the API still closed. Chromium and Node are
+//! required peers (`scripts/test.sh` installs them).
 #![cfg(feature = "collector")]
 
 mod support;
@@ -473,7 +475,9 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
         .find(|t| t.starts_with("rev"))
         .unwrap();
     assert!(bidi.contains("txt.exe"), "{bidi:?}");
-    let detail = get_json(admin, "/api/v1/tools/web_fetch?service=agent").await;
+    // The page shows the daemon's shortest window (5m) when the link names none, and says so.
+    let detail = get_json(admin, "/api/v1/tools/web_fetch?window=5m&service=agent").await;
+    assert_eq!(detail["window"], "5m");
 
     // The tool page: every history point drawn with its exact value, the ceiling marked.
     let png = screenshot("tool-page.png");
@@ -489,6 +493,11 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
         "not rendered:\n{dom}"
     );
     assert!(is_hidden(start_tag(&dom, "banner")));
+    assert!(
+        dom.contains("<span id=\"dist-window\">results of the last 5m</span>"),
+        "the distribution does not name its window:\n{dom}"
+    );
+    assert!(dom.contains("<span id=\"summary-window\">last 5m:</span>"));
     let sizes = inner(&dom, "sizes-chart", "div");
     let points = history["series"][0]["points"].as_array().unwrap();
     for k in ["p50", "p95", "p99"] {
@@ -595,7 +604,7 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
         .find(|r| r.contains(">web_fetch</a>"))
         .unwrap();
     assert!(
-        web.contains("href=\"tools/web_fetch?service=agent\""),
+        web.contains("href=\"tools/web_fetch?service=agent&amp;window=5m\""),
         "{web}"
     );
     assert!(dom.contains(&format!(">{}</a>", escaped(&bidi))));
@@ -821,4 +830,170 @@ async fn demo_history_in_chromium_shows_the_deploy_jump() {
         .iter()
         .any(|t| attr(t, "data-bytes") == Some("16384")));
     demo.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_with_a_token_in_chromium_and_the_api_still_closed() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    const TOKEN: &str = "p4ge-t0ken";
+    let daemon = Binary::start_with_env(
+        &["--stack", "codex.tool-output.bytes-fallback"],
+        None,
+        &[("TOOLSIZE_AUTH_TOKEN", TOKEN), ("RUST_LOG", "error")],
+    );
+    use prost::Message;
+    let spans = vec![own_span(1, "web_fetch", 30_000), own_span(2, "grep", 8_200)];
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/v1/traces", daemon.http))
+        .header("content-type", "application/x-protobuf")
+        .bearer_auth(TOKEN)
+        .body(request("agent", spans).encode_to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let admin = daemon.admin;
+    let client = reqwest::Client::new();
+    let get = |path: &str, token: Option<&str>| {
+        let mut req = client.get(format!("http://{admin}{path}"));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send()
+    };
+    wait_for("the two tools", Duration::from_secs(10), || async {
+        let r = get("/api/v1/tools?window=5m", Some(TOKEN)).await.ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&r.bytes().await.ok()?).ok()?;
+        (v["tools"].as_array()?.len() == 2).then_some(())
+    })
+    .await;
+
+    // The API and /metrics are as closed as before; only the pages' HTML (no data) is open.
+    for path in [
+        "/metrics",
+        "/api/v1/tools",
+        "/api/v1/tools/web_fetch",
+        "/api/v1/alerts",
+        "/api/v1/layers",
+        "/tools/web_fetch/history",
+    ] {
+        let r = get(path, None).await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
+    }
+    for path in ["/", "/tools/web_fetch", "/runbook"] {
+        let r = get(path, None).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        let page = r.text().await.unwrap();
+        assert!(!page.contains(TOKEN) && !page.contains("30000"), "{path}");
+    }
+    let r = get("/api/v1/tools", Some("wrong")).await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // Without the token: the sign-in box, no data.
+    let dom = chromium_dom(&format!("http://{admin}/"), "auth-none", None).await;
+    assert!(dom.contains("id=\"signin\""), "no sign-in box:\n{dom}");
+    assert!(dom.contains("This daemon requires its token"), "{dom}");
+    assert!(
+        !dom.contains(">web_fetch<"),
+        "data without the token:\n{dom}"
+    );
+
+    // With it (a fragment: never sent to the server): the tools, no box.
+    let png = screenshot("status_page_token.png");
+    let dom = chromium_dom(
+        &format!("http://{admin}/#token={TOKEN}"),
+        "auth-ok",
+        Some(&png),
+    )
+    .await;
+    assert!(
+        dom.contains("<body data-state=\"ok\""),
+        "the page did not render every answer:\n{dom}"
+    );
+    assert!(!dom.contains("id=\"signin\""), "{dom}");
+    let page_rows = rows(inner(&dom, "tools-body", "tbody"));
+    assert_eq!(page_rows.len(), 2, "{page_rows:#?}");
+    assert!(page_rows[0].contains(">web_fetch</a>"), "{}", page_rows[0]);
+
+    // The tool page, the same way.
+    let dom = chromium_dom(
+        &format!("http://{admin}/tools/web_fetch?service=agent#token={TOKEN}"),
+        "auth-tool",
+        None,
+    )
+    .await;
+    assert!(
+        dom.contains("<body data-state=\"ok\""),
+        "the tool page did not render:\n{dom}"
+    );
+    assert!(!dom.contains("id=\"signin\""), "{dom}");
+
+    // A wrong token: refused, said so, forgotten.
+    let dom = chromium_dom(&format!("http://{admin}/#token=wrong"), "auth-wrong", None).await;
+    assert!(dom.contains("The daemon refused this token"), "{dom}");
+    assert!(!dom.contains(">web_fetch<"), "{dom}");
+    daemon.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_typed_into_the_sign_in_box_opens_the_page() {
+    if !require("chromium", &["--version"])
+        || !require(
+            "node",
+            &[
+                "--experimental-websocket",
+                "-e",
+                "typeof WebSocket === 'function' || process.exit(1)",
+            ],
+        )
+    {
+        return;
+    }
+    const TOKEN: &str = "typ3d-t0ken";
+    let daemon = Binary::start_with_env(
+        &[],
+        None,
+        &[("TOOLSIZE_AUTH_TOKEN", TOKEN), ("RUST_LOG", "error")],
+    );
+    use prost::Message;
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/v1/traces", daemon.http))
+        .header("content-type", "application/x-protobuf")
+        .bearer_auth(TOKEN)
+        .body(request("agent", vec![own_span(1, "web_fetch", 3_000)]).encode_to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let profile = temp_dir("type-token");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pages/type_token.mjs");
+    let out = tokio::time::timeout(
+        Duration::from_secs(90),
+        tokio::process::Command::new("node")
+            .arg("--experimental-websocket")
+            .arg(&script)
+            .arg("chromium")
+            .arg(&*profile)
+            .arg(format!("http://{}/", daemon.admin))
+            .arg(TOKEN)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the typing script did not finish in 90 s")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["box"], true, "{v}");
+    assert_eq!(v["state"], "ok", "{v}");
+    assert_eq!(v["rows"], 1, "{v}");
+    assert_eq!(v["signin_after"], false, "{v}");
+    assert!(!v["address"].as_str().unwrap().contains(TOKEN), "{v}");
+    daemon.stop();
 }

@@ -188,10 +188,7 @@ fn request(rng: &mut Rng, first: u64, per_tick: u64, deployed: bool) -> Vec<u8> 
 /// Runs the synthetic agent against the OTLP/HTTP listener at `otlp_http` until the task is
 /// dropped; `search_orders` grows `deploy_after` after start.
 pub async fn agent(otlp_http: SocketAddr, token: Option<String>, deploy_after: Duration) {
-    let target = Target {
-        authority: otlp_http.to_string(),
-        path: "/v1/traces".into(),
-    };
+    let target = Target::http(otlp_http, "/v1/traces");
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let start = Instant::now();
     let mut tick = tokio::time::interval(TICK);

@@ -7,7 +7,9 @@
 //! answer), and draws the tools table (p95, over-ceiling count, call rate, a p95 sparkline), the
 //! firing alerts and a status line. Keys: `p`, `o`, `r` sort by p95, over-ceiling count or call
 //! rate; arrows move; `/` filters tools by name (Enter keeps the filter, Esc clears it); `q` or
-//! Ctrl-C quits. A daemon that stops answering leaves the last data on screen with the error in
+//! Ctrl-C quits. With the daemon's token (`--token-file`, or the daemon's own
+//! `TOOLSIZE_AUTH_TOKEN_FILE` / `TOOLSIZE_AUTH_TOKEN`) every request carries `Authorization:
+//! Bearer`; a 401 says which of them to set. A daemon that stops answering leaves the last data on screen with the error in
 //! the status line; the next refresh tries again.
 
 use std::io::{Read, Write};
@@ -30,6 +32,45 @@ pub struct TopArgs {
     /// The daemon's admin address.
     #[arg(long, default_value = "http://127.0.0.1:9464")]
     pub url: String,
+    /// A file whose first line is the daemon's token (auth.token), sent as `Authorization:
+    /// Bearer`; without it, `TOOLSIZE_AUTH_TOKEN_FILE`, then `TOOLSIZE_AUTH_TOKEN` (the
+    /// daemon's own variables).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+}
+
+/// The token to send: `--token-file`, else the file `TOOLSIZE_AUTH_TOKEN_FILE` names, else
+/// `TOOLSIZE_AUTH_TOKEN`; `None` when none is set. A file that cannot be read, or a token that
+/// is empty or not printable ASCII, is an error naming its origin (never the token).
+fn token(
+    flag: Option<&std::path::Path>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<String>, String> {
+    let from_file = |origin: &str, path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| format!("{origin} {}: {e}", path.display()))
+            .map(|t| {
+                (
+                    origin.to_owned(),
+                    t.lines().next().unwrap_or("").trim().to_owned(),
+                )
+            })
+    };
+    let (origin, token) = if let Some(path) = flag {
+        from_file("--token-file", path)?
+    } else if let Some(path) = env("TOOLSIZE_AUTH_TOKEN_FILE").filter(|p| !p.is_empty()) {
+        from_file("TOOLSIZE_AUTH_TOKEN_FILE", std::path::Path::new(&path))?
+    } else if let Some(t) = env("TOOLSIZE_AUTH_TOKEN").filter(|t| !t.is_empty()) {
+        ("TOOLSIZE_AUTH_TOKEN".to_owned(), t.trim().to_owned())
+    } else {
+        return Ok(None);
+    };
+    if token.is_empty() || token.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+        return Err(format!(
+            "{origin}: the token must be printable ASCII without spaces, and not empty"
+        ));
+    }
+    Ok(Some(token))
 }
 
 const REFRESH: Duration = Duration::from_secs(2);
@@ -66,6 +107,8 @@ struct ToolLine {
 struct Daemon {
     host: String,
     prefix: String,
+    /// Sent as `Authorization: Bearer`.
+    token: Option<String>,
 }
 
 impl Daemon {
@@ -88,6 +131,7 @@ impl Daemon {
         Ok(Self {
             host,
             prefix: prefix.to_owned(),
+            token: None,
         })
     }
 
@@ -103,9 +147,13 @@ impl Daemon {
             .map_err(|e| format!("{}: {e} (is toolsize serve running?)", self.host))?;
         s.set_read_timeout(Some(TIMEOUT)).ok();
         s.set_write_timeout(Some(TIMEOUT)).ok();
+        let auth = match &self.token {
+            Some(t) => format!("Authorization: Bearer {t}\r\n"),
+            None => String::new(),
+        };
         write!(
             s,
-            "GET {}{path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nConnection: close\r\n\r\n",
+            "GET {}{path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\n{auth}Connection: close\r\n\r\n",
             self.prefix, self.host
         )
         .map_err(|e| e.to_string())?;
@@ -119,8 +167,16 @@ impl Daemon {
             .ok_or_else(|| format!("{path}: no HTTP answer"))?;
         let head = String::from_utf8_lossy(&buf[..split]);
         let status = head.split(' ').nth(1).unwrap_or("");
-        if status != "200" {
-            return Err(format!("{path}: HTTP {status}"));
+        match (status, &self.token) {
+            ("200", _) => {}
+            ("401", None) => {
+                return Err(format!(
+                    "{path}: HTTP 401: the daemon wants its token (--token-file, \
+                     TOOLSIZE_AUTH_TOKEN_FILE or TOOLSIZE_AUTH_TOKEN)"
+                ))
+            }
+            ("401", Some(_)) => return Err(format!("{path}: HTTP 401: the token was refused")),
+            _ => return Err(format!("{path}: HTTP {status}")),
         }
         let body = &buf[split + 4..];
         if head
@@ -451,8 +507,12 @@ impl App {
 
 /// Runs `toolsize top` until `q`.
 pub fn run(args: TopArgs) -> ExitCode {
-    let daemon = match Daemon::parse(&args.url) {
+    let mut daemon = match Daemon::parse(&args.url) {
         Ok(d) => d,
+        Err(e) => return CliError::new("USAGE", e).report(),
+    };
+    daemon.token = match token(args.token_file.as_deref(), |v| std::env::var(v).ok()) {
+        Ok(t) => t,
         Err(e) => return CliError::new("USAGE", e).report(),
     };
     let mut app = App {
@@ -495,6 +555,42 @@ pub fn run(args: TopArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_comes_from_the_flag_then_the_file_variable_then_the_variable() {
+        let dir = std::env::temp_dir().join(format!("toolsize-top-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        std::fs::write(&file, "fl4g-token\nsecond line\n").unwrap();
+        let env_file = dir.join("env-token");
+        std::fs::write(&env_file, "f1le-token\n").unwrap();
+        let env_file_s = env_file.to_string_lossy().into_owned();
+        let env = |file: bool, var: bool| {
+            let f = env_file_s.clone();
+            move |k: &str| match k {
+                "TOOLSIZE_AUTH_TOKEN_FILE" if file => Some(f.clone()),
+                "TOOLSIZE_AUTH_TOKEN" if var => Some("v4r-token".to_string()),
+                _ => None,
+            }
+        };
+        let t = |flag: Option<&std::path::Path>, file, var| token(flag, env(file, var));
+        assert_eq!(
+            t(Some(&file), true, true).unwrap().as_deref(),
+            Some("fl4g-token")
+        );
+        assert_eq!(t(None, true, true).unwrap().as_deref(), Some("f1le-token"));
+        assert_eq!(t(None, false, true).unwrap().as_deref(), Some("v4r-token"));
+        assert_eq!(t(None, false, false).unwrap(), None);
+        let e = t(Some(&dir.join("missing")), false, false).unwrap_err();
+        assert!(e.starts_with("--token-file "), "{e}");
+        std::fs::write(&file, "has space\n").unwrap();
+        let e = t(Some(&file), false, false).unwrap_err();
+        assert!(
+            e.contains("printable ASCII") && !e.contains("has space"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn urls_and_sparklines() {

@@ -67,6 +67,12 @@ impl Prometheus {
             },
             targets.join(", ")
         );
+        Self::start_config(dir, &config, flags).await
+    }
+
+    /// Starts Prometheus in `dir` with the whole configuration `config` (YAML) and more
+    /// command-line flags; returns once it is ready.
+    pub async fn start_config(dir: &Path, config: &str, flags: &[&str]) -> Self {
         let file = dir.join("prometheus.yml");
         std::fs::write(&file, config).unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -129,6 +135,26 @@ impl Prometheus {
             // A scalar or string: one value.
             _ => vec![data["result"].clone()],
         }
+    }
+
+    /// `GET /api/v1/query_exemplars` for `expr` over the last `secs` seconds: per series, its
+    /// labels and exemplars.
+    pub async fn query_exemplars(&self, expr: &str, secs: u64) -> Vec<Value> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let (start, end) = (
+            format!("{:.3}", now - secs as f64),
+            format!("{:.3}", now + 60.0),
+        );
+        let data = self
+            .api(
+                "/api/v1/query_exemplars",
+                &[("query", expr), ("start", &start), ("end", &end)],
+            )
+            .await;
+        data.as_array().cloned().unwrap_or_default()
     }
 
     /// An instant query now.

@@ -7,8 +7,9 @@ use super::values::Interval;
 section! {
     /// Alert rules and where alerts go.
     pub struct AlertsConfig {
-        /// Alertmanager base URLs (http://host:port); every alert is posted to each one
-        /// (POST /api/v2/alerts). Comma-separated in the environment, the flag repeatable.
+        /// Alertmanager base URLs (http://host:port, or https:// built with `tls`); every alert
+        /// is posted to each one (POST /api/v2/alerts). Comma-separated in the environment, the
+        /// flag repeatable.
         #[key(
             env = "TOOLSIZE_ALERTMANAGER_URLS",
             flag = "--alertmanager-url",
@@ -19,10 +20,24 @@ section! {
         /// Interval between resends of every firing alert; each send sets endsAt = now + 4 x
         /// this.
         pub(crate) resend_interval: Interval = Interval::secs(60),
-        /// A URL receiving the same JSON list of alerts as Alertmanager.
-        #[key(example = "\"http://127.0.0.1:8080/alerts\"", check = sink_url)]
+        /// A URL receiving every alert (http:// or, built with `tls`, https://), in the body
+        /// webhook_format says. Its path may hold a key (Slack): messages show only its host.
+        #[key(
+            env = "TOOLSIZE_WEBHOOK_URL",
+            flag = "--webhook-url",
+            value_name = "URL",
+            example = "\"http://127.0.0.1:8080/alerts\"",
+            check = sink_url,
+        )]
         pub webhook_url: Option<String> = None,
-        /// Bearer token sent to the webhook.
+        /// The webhook's body: "alertmanager" (the JSON list of alerts Alertmanager takes, the
+        /// whole set resent every resend_interval), "slack" (an incoming webhook's message, one
+        /// per change), "pagerduty" (an Events API v2 event per change, dedup_key = the
+        /// alert's fingerprint; the routing key is webhook_token).
+        #[key(env = "TOOLSIZE_WEBHOOK_FORMAT", flag = "--webhook-format", value_name = "FORMAT")]
+        pub(crate) webhook_format: WebhookFormat = WebhookFormat::Alertmanager,
+        /// Bearer token sent to the webhook; with webhook_format = "pagerduty", the
+        /// integration's routing key, sent in the body instead.
         #[key(env = "TOOLSIZE_WEBHOOK_TOKEN", example = "\"\"")]
         pub webhook_token: Option<String> = None,
         /// Interval between evaluations of the window rules (p95_jump, near_ceiling,
@@ -128,6 +143,33 @@ section! {
     }
 }
 
+/// The body a webhook receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum WebhookFormat {
+    /// The JSON list of `postableAlert`s Alertmanager's API v2 takes.
+    #[default]
+    Alertmanager,
+    /// A Slack incoming webhook's `{"text": …}` message.
+    Slack,
+    /// A PagerDuty Events API v2 event.
+    Pagerduty,
+}
+
+impl std::str::FromStr for WebhookFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "alertmanager" => Ok(Self::Alertmanager),
+            "slack" => Ok(Self::Slack),
+            "pagerduty" => Ok(Self::Pagerduty),
+            _ => Err(format!(
+                "{s:?}: expected \"alertmanager\", \"slack\" or \"pagerduty\""
+            )),
+        }
+    }
+}
+
 /// Check of `p95_jump.factor`: a number above 1.
 fn factor(f: &f64) -> Result<(), String> {
     match f.is_finite() && *f > 1.0 {
@@ -152,7 +194,7 @@ fn share(t: &f64) -> Result<(), String> {
     }
 }
 
-/// Check of `alertmanager_urls`: each an `http://` URL the client can post to.
+/// Check of `alertmanager_urls`: each an `http://` or `https://` URL the client can post to.
 fn sink_urls(urls: &[String]) -> Result<(), String> {
     urls.iter()
         .try_for_each(|u| crate::collector::net::client::Target::parse(u).map(drop))

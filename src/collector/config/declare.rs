@@ -265,7 +265,8 @@ scalars!(
     PathBuf,
     Interval,
     Window,
-    ServiceRate
+    ServiceRate,
+    super::alerts::WebhookFormat
 );
 
 /// The last text given (a flag given twice: the last one wins, as with clap's usual flags).

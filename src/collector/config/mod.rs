@@ -36,6 +36,7 @@ mod merge;
 mod sections;
 mod values;
 
+pub(crate) use alerts::WebhookFormat;
 pub use alerts::{AlertsConfig, OverCeilingConfig, RepeatedOversizeConfig};
 pub(crate) use alerts::{NearCeilingConfig, P95JumpConfig, TruncationRateConfig};
 use declare::{section, Section};
@@ -268,6 +269,22 @@ impl Config {
             return Err(invalid(
                 "auth.token",
                 "set auth.token or auth.token_file, not both".into(),
+            ));
+        }
+        if self.alerts.webhook_format == WebhookFormat::Pagerduty
+            && self.alerts.webhook_url.is_some()
+            && self
+                .alerts
+                .webhook_token
+                .as_deref()
+                .unwrap_or("")
+                .is_empty()
+        {
+            return Err(invalid(
+                "alerts.webhook_format",
+                "\"pagerduty\" needs the integration's routing key in alerts.webhook_token \
+                 (TOOLSIZE_WEBHOOK_TOKEN)"
+                    .into(),
             ));
         }
         match (&self.tls.cert_file, &self.tls.key_file) {
@@ -622,7 +639,17 @@ mod tests {
         assert!(Config::from_toml("[store]\nsnapshot_interval = \"0s\"\n").is_err());
         assert!(Config::from_toml("[aggregation]\nwindows = [\"5 minutes\"]\n").is_err());
         assert!(Config::from_toml("[admin]\naddr = \"nope\"\n").is_err());
-        assert!(Config::from_toml("[alerts]\nalertmanager_urls = [\"https://am\"]\n").is_err());
+        assert!(Config::from_toml("[alerts]\nalertmanager_urls = [\"ftp://am\"]\n").is_err());
+        assert_eq!(
+            Config::from_toml("[alerts]\nalertmanager_urls = [\"https://am\"]\n").is_ok(),
+            cfg!(feature = "tls"),
+            "https sinks come with the tls feature"
+        );
+        assert!(Config::from_toml("[alerts]\nwebhook_format = \"teams\"\n").is_err());
+        assert!(Config::from_toml(
+            "[alerts]\nwebhook_url = \"http://pd\"\nwebhook_format = \"pagerduty\"\n"
+        )
+        .is_err());
         assert!(Config::from_toml("[alerts.over_ceiling]\nquiet_period = \"0s\"\n").is_err());
         assert!(Config::from_toml("[alerts.over_ceiling]\nquiet_perod = \"1s\"\n").is_err());
         assert!(Config::from_toml("[alerts]\nevaluation_interval = \"0s\"\n").is_err());

@@ -238,8 +238,9 @@ fn headers(list: &[String]) -> Result<(), String> {
 }
 
 section! {
-    /// A shared token the OTLP receivers and the admin API require (all but /healthz and
-    /// /readyz): `Authorization: Bearer <token>`, e.g.
+    /// A shared token the OTLP receivers and the admin API require (all but /healthz, /readyz
+    /// and the pages' HTML, whose script sends the token the user gives it): `Authorization:
+    /// Bearer <token>`, e.g.
     /// `OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20<token>`. A missing or wrong token gets
     /// 401 / UNAUTHENTICATED and is counted. Unset: no authentication. Prefer token_file or the
     /// environment to a token in this file.

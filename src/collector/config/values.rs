@@ -229,7 +229,11 @@ pub(crate) fn header_pairs(list: &[String]) -> Result<Vec<(HeaderName, HeaderVal
 fn shown(h: &str) -> String {
     match h.split_once('=') {
         Some((n, _)) => format!("{n}=…"),
-        None if h.len() > 40 => format!("{}…", &h[..h.floor_char_boundary(40)]),
+        // (`str::floor_char_boundary` is newer than the crate's minimum Rust, 1.88.)
+        None if h.len() > 40 => {
+            let end = (0..=40).rev().find(|&i| h.is_char_boundary(i)).unwrap_or(0);
+            format!("{}…", &h[..end])
+        }
         None => h.to_string(),
     }
 }

@@ -1,37 +1,104 @@
-//! An `http://host:port/path` target, as the alert sinks (and `toolsize demo`'s agent) post to
-//! it; parsed once when the configuration is loaded, so a bad URL is a configuration error,
-//! never a failed post.
+//! An `http://` or `https://` target, as the alert sinks (and `toolsize demo`'s agent and
+//! `toolsize hook`) post to it; parsed once when the configuration is loaded, so a bad URL is a
+//! configuration error, never a failed post.
+//!
+//! `https` (feature `tls`) checks the server against Mozilla's roots (built in) and the
+//! system's store; `SSL_CERT_FILE` / `SSL_CERT_DIR`, when set, take the system store's place, as
+//! they do for OpenSSL. The roots are read once, when the first `https` URL is parsed: a
+//! variable naming a file that cannot be read, or that holds no certificate, makes that URL a
+//! configuration error. A handshake that fails (unknown issuer, wrong name, expired) is a failed
+//! post, named in the error; callers bound the time a post may take, handshake included.
+//!
+//! Error messages name a URL by its scheme and authority only: a webhook's path often holds its
+//! key (Slack, relays), and a message must not leak it.
 
 use axum::body::Body;
 use axum::http::{header, Request, Uri};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-/// An `http://host:port/path` target.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An `http://` or `https://` `host:port/path` target. Its `Debug` shows the origin only (the
+/// path may be a key).
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Target {
     /// `host:port`.
     pub(crate) authority: String,
     /// Path and query.
     pub(crate) path: String,
+    /// The host, for the TLS server name.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    host: String,
+    /// Whether the target is `https`.
+    tls: bool,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Target({})", self.origin())
+    }
+}
+
+/// `scheme://authority` of `url`, or `"the URL"` when it has none: what an error may show.
+pub(crate) fn redacted(url: &str) -> String {
+    match url.parse::<Uri>() {
+        Ok(u) => match (u.scheme_str(), u.host()) {
+            (Some(s), Some(h)) => match u.port_u16() {
+                Some(p) => format!("{s}://{h}:{p}"),
+                None => format!("{s}://{h}"),
+            },
+            _ => "the URL".into(),
+        },
+        Err(_) => "the URL".into(),
+    }
 }
 
 impl Target {
-    /// Parses an `http://` URL; other schemes are errors.
+    /// Parses an `http://` or (with the `tls` feature) `https://` URL; other schemes are errors.
     pub(crate) fn parse(url: &str) -> Result<Self, String> {
-        let uri: Uri = url.parse().map_err(|e| format!("{url:?}: {e}"))?;
-        if uri.scheme_str() != Some("http") {
-            return Err(format!("{url:?}: only http:// URLs are supported"));
+        let shown = redacted(url);
+        let uri: Uri = url.parse().map_err(|e| format!("{shown}: {e}"))?;
+        let (tls, default_port) = match uri.scheme_str() {
+            Some("http") => (false, 80),
+            Some("https") if cfg!(feature = "tls") => (true, 443),
+            Some("https") => {
+                return Err(format!(
+                    "{shown}: https:// needs toolsize built with the `tls` feature"
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "{shown}: only http:// and https:// URLs are supported"
+                ))
+            }
+        };
+        let host = uri.host().ok_or_else(|| format!("{shown}: no host"))?;
+        #[cfg(feature = "tls")]
+        if tls {
+            roots::connector().map_err(|e| format!("{shown}: {e}"))?;
         }
-        let host = uri.host().ok_or_else(|| format!("{url:?}: no host"))?;
-        let port = uri.port_u16().unwrap_or(80);
+        let port = uri.port_u16().unwrap_or(default_port);
+        // An IPv6 literal keeps its brackets in `host()`; the server name wants it bare.
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
         Ok(Self {
             authority: format!("{host}:{port}"),
             path: uri
                 .path_and_query()
                 .map(|p| p.as_str().to_string())
                 .unwrap_or_else(|| "/".into()),
+            host: bare.to_string(),
+            tls,
         })
+    }
+
+    /// `http://{addr}{path}`.
+    pub(crate) fn http(addr: std::net::SocketAddr, path: &str) -> Self {
+        Self {
+            authority: addr.to_string(),
+            path: path.into(),
+            host: addr.ip().to_string(),
+            tls: false,
+        }
     }
 
     /// POSTs `body` on a new HTTP/1.1 connection with an optional bearer token; a non-2xx
@@ -45,6 +112,33 @@ impl Target {
         let stream = TcpStream::connect(self.authority.as_str())
             .await
             .map_err(|e| e.to_string())?;
+        let _ = stream.set_nodelay(true);
+        if self.tls {
+            #[cfg(feature = "tls")]
+            {
+                let connector = roots::connector()?;
+                let name = rustls_pki_types::ServerName::try_from(self.host.clone())
+                    .map_err(|e| format!("TLS server name {:?}: {e}", self.host))?;
+                let tls = connector
+                    .connect(name, stream)
+                    .await
+                    .map_err(|e| format!("TLS handshake: {e}"))?;
+                return self.send(tls, content_type, token, body).await;
+            }
+        }
+        self.send(stream, content_type, token, body).await
+    }
+
+    async fn send<S>(
+        &self,
+        stream: S,
+        content_type: &str,
+        token: Option<&str>,
+        body: Vec<u8>,
+    ) -> Result<(), String>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| e.to_string())?;
@@ -76,6 +170,57 @@ impl Target {
         self.path = format!("{}{suffix}", self.path.trim_end_matches('/'));
         self
     }
+
+    /// `scheme://host:port`, for logs.
+    pub(crate) fn origin(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.authority)
+    }
+}
+
+/// The roots `https` targets are checked against, read once.
+#[cfg(feature = "tls")]
+mod roots {
+    use std::sync::{Arc, OnceLock};
+
+    use tokio_rustls::rustls;
+    use tokio_rustls::TlsConnector;
+
+    static CONNECTOR: OnceLock<Result<TlsConnector, String>> = OnceLock::new();
+
+    /// The connector of every `https` target, built on first use.
+    pub(super) fn connector() -> Result<TlsConnector, String> {
+        CONNECTOR.get_or_init(build).clone()
+    }
+
+    fn build() -> Result<TlsConnector, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let from_env: Vec<String> = ["SSL_CERT_FILE", "SSL_CERT_DIR"]
+            .into_iter()
+            .filter_map(|v| std::env::var_os(v).map(|p| format!("{v}={}", p.to_string_lossy())))
+            .collect();
+        let native = rustls_native_certs::load_native_certs();
+        if !from_env.is_empty() {
+            // Roots the operator named must all be read: a typo must not fall back silently.
+            if let Some(e) = native.errors.first() {
+                return Err(format!("{}: {e}", from_env.join(", ")));
+            }
+            if native.certs.is_empty() {
+                return Err(format!("{}: no certificate in it", from_env.join(", ")));
+            }
+        }
+        // The system store's unreadable entries are skipped: Mozilla's roots remain.
+        roots.add_parsable_certificates(native.certs);
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(TlsConnector::from(Arc::new(config)))
+    }
 }
 
 #[cfg(test)]
@@ -89,8 +234,29 @@ mod tests {
         assert_eq!(t.with_path("/api/v2/alerts").path, "/api/v2/alerts");
         let t = Target::parse("http://am.local/prefix/").unwrap();
         assert_eq!(t.authority, "am.local:80");
+        assert_eq!(t.origin(), "http://am.local:80");
         assert_eq!(t.with_path("/api/v2/alerts").path, "/prefix/api/v2/alerts");
-        assert!(Target::parse("https://am.local").is_err());
         assert!(Target::parse("not a url").is_err());
+        assert!(Target::parse("ftp://am.local").is_err());
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn https_targets() {
+        let t = Target::parse("https://hooks.example.com/services/T0/B0/k3y").unwrap();
+        assert_eq!(t.authority, "hooks.example.com:443");
+        assert_eq!(t.origin(), "https://hooks.example.com:443");
+        assert_eq!(t.path, "/services/T0/B0/k3y");
+    }
+
+    #[test]
+    fn errors_never_show_the_path() {
+        let e = Target::parse("ftp://hooks.example.com/services/k3y").unwrap_err();
+        assert!(e.starts_with("ftp://hooks.example.com:"), "{e}");
+        assert!(!e.contains("k3y"), "{e}");
+        let e = Target::parse("http:///k3y").unwrap_err();
+        assert!(!e.contains("k3y"), "{e}");
+        let t = Target::parse("http://hooks.example.com/services/k3y").unwrap();
+        assert_eq!(format!("{t:?}"), "Target(http://hooks.example.com:80)");
     }
 }

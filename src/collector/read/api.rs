@@ -9,8 +9,10 @@
 //!   status page): p50/p95/p99 and truncation and error rates over time from the history
 //!   endpoint, the window's size distribution (`size_distribution`) against the layer limits, the
 //!   largest results with their trace ids and the most repeated argument hashes, as inline SVG.
-//! - `GET /metrics`: Prometheus text format 0.0.4 (see [`crate::collector::read::exposition`]), or the protobuf
-//!   format with native histograms when `Accept` asks for it (see [`crate::collector::read::exposition_proto`]).
+//! - `GET /metrics`: Prometheus text format 0.0.4 (see [`crate::collector::read::exposition`]),
+//!   OpenMetrics 1.0 with exemplars when `Accept` asks for `application/openmetrics-text` (as
+//!   Prometheus does by default), or the protobuf format with native histograms and exemplars
+//!   when `Accept` asks for it (see [`crate::collector::read::exposition_proto`]).
 //! - `GET /api/v1/tools?window=5m|1h|all&service=S`: per (service, tool) count, p50, p95, p99,
 //!   max, errors, truncated, truncated upstream, unknown size, latency p95.
 //! - `GET /api/v1/tools/{tool}?window=&service=`: the same plus the largest recent results (trace
@@ -34,8 +36,11 @@
 //!   task's last published set, without asking the aggregator.
 //! - `GET /runbook`: the alert runbook as HTML, one section per alert (`#<alertname lowercased>`).
 //! - `GET /healthz`: 200 while the process serves.
-//! - With a token configured ([`crate::collector::net::auth`]), every path but `/healthz` and `/readyz` answers
-//!   401 to a request without it.
+//! - With a token configured ([`crate::collector::net::auth`]), every path but `/healthz`,
+//!   `/readyz` and the pages (`/`, `/tools/{tool}`, `/runbook`) answers 401 to a request without
+//!   it. The pages' HTML holds no data: their script asks the API with the token, which the user
+//!   gives them once per tab (a box shown after a 401, or a `#token=` fragment) and which they
+//!   keep in `sessionStorage`; no cookie stands for it, so the API is as closed as before.
 //! - `GET /readyz`: 200 when the aggregator answers within 1 s, else 503; 503 too while the last
 //!   three or more snapshot writes failed.
 //!
@@ -78,10 +83,17 @@ const TOOL_TEMPLATE: &str = include_str!("tool.html");
 /// The style both pages share, in place of their `{{page_css}}`.
 const PAGE_CSS: &str = include_str!("page.css");
 
+/// The script both pages share, in place of their `{{page_auth}}`: the token sent with their
+/// API requests, and the sign-in box.
+const PAGE_AUTH: &str = include_str!("page_auth.js");
+
 /// One tool's page, the same for every tool.
 pub(crate) fn tool_page_html() -> &'static str {
-    static PAGE: std::sync::LazyLock<String> =
-        std::sync::LazyLock::new(|| TOOL_TEMPLATE.replace("{{page_css}}", PAGE_CSS));
+    static PAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        TOOL_TEMPLATE
+            .replace("{{page_css}}", PAGE_CSS)
+            .replace("{{page_auth}}", PAGE_AUTH)
+    });
     &PAGE
 }
 
@@ -95,6 +107,7 @@ const STATUS_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; \
 pub(crate) fn status_page(otlp_grpc: SocketAddr, otlp_http: SocketAddr) -> String {
     STATUS_TEMPLATE
         .replace("{{page_css}}", PAGE_CSS)
+        .replace("{{page_auth}}", PAGE_AUTH)
         .replace("{{otlp_http}}", &otlp_http.to_string())
         .replace("{{otlp_grpc}}", &otlp_grpc.to_string())
 }
@@ -235,13 +248,23 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-/// 401 for a request without the token, when the admin API requires one; the probes stay open.
+/// Whether `path` is answered without the token: the probes, and the pages, whose HTML holds no
+/// data (their script asks the API with the token the user gives it) and the runbook.
+fn open_path(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/" | "/runbook")
+        || path
+            .strip_prefix("/tools/")
+            .is_some_and(|tool| !tool.is_empty() && !tool.contains('/'))
+}
+
+/// 401 for a request without the token, when the admin API requires one; the probes and the
+/// pages stay open.
 async fn require_token(
     State(s): State<ApiState>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let open = matches!(req.uri().path(), "/healthz" | "/readyz");
+    let open = open_path(req.uri().path());
     if open || !s.auth.admin() || s.auth.check(req.headers()) {
         return next.run(req).await;
     }
@@ -270,6 +293,7 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let native = crate::collector::read::exposition_proto::wants_protobuf(accept);
+    let open_metrics = !native && crate::collector::read::exposition::wants_openmetrics(accept);
     let mut frame = match s
         .ask(|reply| Command::Metrics { native, reply }, WAIT)
         .await
@@ -300,6 +324,12 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
             let body =
                 crate::collector::read::exposition_proto::render_frame(&frame, &stats, &alerts);
             (crate::collector::read::exposition_proto::CONTENT_TYPE, body)
+        } else if open_metrics {
+            use crate::collector::read::exposition::{self, TextFormat};
+            let body =
+                exposition::render_frame_as(&frame, &stats, &alerts, TextFormat::OpenMetrics)
+                    .into_bytes();
+            (exposition::OPENMETRICS_CONTENT_TYPE, body)
         } else {
             let body = crate::collector::read::exposition::render_frame(&frame, &stats, &alerts)
                 .into_bytes();

@@ -8,7 +8,15 @@
 //! the aggregator task, so a scrape holds ingestion only for the copy.
 //!
 //! The families are described once, in [`write_families`], to a [`Sink`]: [`Text`] writes the
-//! text format, [`crate::collector::read::exposition_proto::Proto`] the protobuf one with native histograms.
+//! text format (Prometheus 0.0.4, or OpenMetrics 1.0 when the scraper asks for it),
+//! [`crate::collector::read::exposition_proto::Proto`] the protobuf one with native histograms.
+//!
+//! **Exemplars.** In OpenMetrics and in the protobuf exposition, each bucket of
+//! `toolsize_tool_result_size_bytes` that holds one of the series' largest recent results
+//! (`aggregation.largest_results`, within the longest window) carries the largest of them as an
+//! exemplar: `{trace_id, span_id}`, its size and when the daemon received it. So at most one
+//! exemplar per bucket and `aggregation.largest_results` per series; results without a trace
+//! id carry none. The 0.0.4 text format has no exemplars and is unchanged.
 //!
 //! Names follow `toolsize_<name>_<unit>[_total]` in base units (the Prometheus naming conventions). Per-tool series carry
 //! `service` and `tool` labels, bounded by the cardinality cap (overflow series
@@ -26,6 +34,7 @@ use crate::collector::alerts::AlertStats;
 use crate::collector::forward::UpstreamView;
 use crate::collector::state::histogram::NativeBuckets;
 use crate::collector::state::join::JoinStats;
+use crate::collector::state::series::Largest;
 use crate::collector::state::{calls_of, Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
 use crate::collector::stats::{OtlpSignal, RefusedRequest, SelfStats};
 use crate::layers::Stack;
@@ -127,6 +136,60 @@ pub(crate) struct HistogramSample<'a> {
     pub(crate) sum: Value,
     /// The native histogram.
     pub(crate) native: Option<&'a NativeBuckets>,
+    /// Exemplars, at most one per bucket, by bucket index.
+    pub(crate) exemplars: &'a [Exemplar],
+}
+
+/// The exemplar of one bucket of a size histogram: one of the series' largest recent results.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Exemplar {
+    /// Index of its bucket: into the bounds, or their length for +Inf.
+    pub(crate) bucket: usize,
+    /// The result's bytes.
+    pub(crate) value: u64,
+    /// Trace id, 32 hex digits.
+    pub(crate) trace_id: String,
+    /// Span id, 16 hex digits.
+    pub(crate) span_id: String,
+    /// When the daemon received it, Unix seconds.
+    pub(crate) at_unix: u64,
+}
+
+/// The exemplars of a series' size buckets (`bounds`) from its largest recent results
+/// (`largest`, largest first): the largest result of each bucket that has one, by bucket.
+/// Results with no trace id (all zeros or not 32 hex digits) are skipped.
+pub(crate) fn exemplars(largest: &[Largest], bounds: &[u64]) -> Vec<Exemplar> {
+    let mut out: Vec<Exemplar> = Vec::new();
+    for l in largest {
+        let traced = l.trace_id.len() == 32
+            && l.trace_id.bytes().all(|b| b.is_ascii_hexdigit())
+            && l.trace_id.bytes().any(|b| b != b'0');
+        if !traced {
+            continue;
+        }
+        let bucket = bounds.partition_point(|&b| b < l.bytes);
+        if out.iter().any(|e| e.bucket == bucket) {
+            continue;
+        }
+        out.push(Exemplar {
+            bucket,
+            value: l.bytes,
+            trace_id: l.trace_id.clone(),
+            span_id: l.span_id.clone(),
+            at_unix: l.at_unix,
+        });
+    }
+    out.sort_by_key(|e| e.bucket);
+    out
+}
+
+/// The text formats [`Text`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TextFormat {
+    /// Prometheus text format 0.0.4.
+    Prometheus,
+    /// OpenMetrics 1.0: counters' families named without `_total`, exemplars, `# EOF`.
+    OpenMetrics,
 }
 
 /// Where the families of an exposition are written: the text format ([`Text`]) or the
@@ -147,12 +210,14 @@ pub(crate) struct Text {
     out: String,
     name: String,
     labels: Vec<String>,
+    format: TextFormat,
 }
 
 impl Text {
-    /// A text exposition of `frame`'s series.
-    pub(crate) fn new(frame: &Frame) -> Self {
+    /// A text exposition of `frame`'s series in `format`.
+    pub(crate) fn with_format(frame: &Frame, format: TextFormat) -> Self {
         Self {
+            format,
             out: String::with_capacity(4096 + frame.series.len() * 4096),
             name: String::new(),
             labels: frame
@@ -170,11 +235,26 @@ impl Text {
     }
 
     /// The text.
-    pub(crate) fn finish(self) -> String {
+    pub(crate) fn finish(mut self) -> String {
+        if self.format == TextFormat::OpenMetrics {
+            self.out.push_str("# EOF\n");
+        }
         self.out
     }
 
     fn line(&mut self, suffix: &str, series: Option<usize>, extra: &[(&str, &str)], v: Value) {
+        self.sample_text(suffix, series, extra, v);
+        self.out.push('\n');
+    }
+
+    /// A sample line without its newline.
+    fn sample_text(
+        &mut self,
+        suffix: &str,
+        series: Option<usize>,
+        extra: &[(&str, &str)],
+        v: Value,
+    ) {
         let out = &mut self.out;
         out.push_str(&self.name);
         out.push_str(suffix);
@@ -196,8 +276,8 @@ impl Text {
             out.push('}');
         }
         let _ = match v {
-            Value::Int(n) => writeln!(out, " {n}"),
-            Value::Float(f) => writeln!(out, " {}", f64_text(f)),
+            Value::Int(n) => write!(out, " {n}"),
+            Value::Float(f) => write!(out, " {}", f64_text(f)),
         };
     }
 }
@@ -206,8 +286,21 @@ impl Sink for Text {
     fn family(&mut self, name: &str, kind: Kind, help: &str) {
         self.name.clear();
         self.name.push_str(name);
-        let _ = writeln!(self.out, "# HELP {name} {help}");
-        let _ = writeln!(self.out, "# TYPE {name} {}", kind.as_str());
+        match self.format {
+            TextFormat::Prometheus => {
+                let _ = writeln!(self.out, "# HELP {name} {help}");
+                let _ = writeln!(self.out, "# TYPE {name} {}", kind.as_str());
+            }
+            TextFormat::OpenMetrics => {
+                // A counter's family is its name without `_total`, which its samples carry.
+                let family = match kind {
+                    Kind::Counter => name.strip_suffix("_total").unwrap_or(name),
+                    _ => name,
+                };
+                let _ = writeln!(self.out, "# HELP {family} {}", escape(help));
+                let _ = writeln!(self.out, "# TYPE {family} {}", kind.as_str());
+            }
+        }
     }
 
     fn sample(&mut self, series: Option<usize>, extra: &[(&str, &str)], value: Value) {
@@ -215,13 +308,25 @@ impl Sink for Text {
     }
 
     fn histogram(&mut self, series: usize, h: HistogramSample<'_>) {
+        let open_metrics = self.format == TextFormat::OpenMetrics;
+        let mut exemplars = h.exemplars.iter().peekable();
         let mut cum = 0;
-        for (le, n) in h.bounds.text.iter().zip(h.counts) {
-            cum += n;
-            self.line("_bucket", Some(series), &[("le", le)], Value::Int(cum));
+        let n_bounds = h.bounds.le.len();
+        for k in 0..=n_bounds {
+            cum += h.counts.get(k).copied().unwrap_or(0);
+            let le = h.bounds.text.get(k).map_or("+Inf", String::as_str);
+            self.sample_text("_bucket", Some(series), &[("le", le)], Value::Int(cum));
+            if let Some(e) = exemplars.next_if(|e| e.bucket == k) {
+                if open_metrics {
+                    let _ = write!(
+                        self.out,
+                        " # {{trace_id=\"{}\",span_id=\"{}\"}} {} {}",
+                        e.trace_id, e.span_id, e.value, e.at_unix
+                    );
+                }
+            }
+            self.out.push('\n');
         }
-        cum += h.counts.get(h.bounds.le.len()).copied().unwrap_or(0);
-        self.line("_bucket", Some(series), &[("le", "+Inf")], Value::Int(cum));
         self.line("_sum", Some(series), &[], h.sum);
         self.line("_count", Some(series), &[], Value::Int(cum));
     }
@@ -268,6 +373,8 @@ pub(crate) struct FrameSeries {
     /// Native buckets of the size (bytes) and latency (seconds) histograms since start, when
     /// captured for the protobuf exposition.
     pub(crate) native: Option<Box<[NativeBuckets; 2]>>,
+    /// Exemplars of the size buckets (see the [module docs](self)).
+    pub(crate) size_exemplars: Vec<Exemplar>,
 }
 
 /// The stack one series is held to, as `/metrics` shows it.
@@ -323,6 +430,16 @@ impl Frame {
             forward: Vec::new(),
             now,
         }
+    }
+
+    /// How many series it holds.
+    pub fn series_len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// How many exemplars its size histograms carry, over every series.
+    pub fn exemplars_len(&self) -> usize {
+        self.series.iter().map(|s| s.size_exemplars.len()).sum()
     }
 
     /// Copies what the text exposition shows of `state` at `now`.
@@ -382,6 +499,7 @@ impl Frame {
                         s.total.latency.native_buckets(1e-6),
                     ])
                 }),
+                size_exemplars: exemplars(&s.largest, &state.limits.size_bounds),
             })
             .collect();
         series.sort_by(|a, b| a.key.cmp(&b.key));
@@ -450,9 +568,34 @@ pub fn render(state: &State, stats: &SelfStats, alerts: &AlertStats, now: u64) -
     render_frame(&Frame::capture(state, now), stats, alerts)
 }
 
+/// Renders the whole OpenMetrics exposition of `state` at `now`, exemplars included.
+pub fn render_openmetrics(
+    state: &State,
+    stats: &SelfStats,
+    alerts: &AlertStats,
+    now: u64,
+) -> String {
+    render_frame_as(
+        &Frame::capture(state, now),
+        stats,
+        alerts,
+        TextFormat::OpenMetrics,
+    )
+}
+
 /// Renders the whole text exposition of a captured frame.
 pub(crate) fn render_frame(frame: &Frame, stats: &SelfStats, alerts: &AlertStats) -> String {
-    let mut text = Text::new(frame);
+    render_frame_as(frame, stats, alerts, TextFormat::Prometheus)
+}
+
+/// Renders the whole text exposition of a captured frame in `format`.
+pub(crate) fn render_frame_as(
+    frame: &Frame,
+    stats: &SelfStats,
+    alerts: &AlertStats,
+    format: TextFormat,
+) -> String {
+    let mut text = Text::with_format(frame, format);
     write_families(frame, stats, alerts, &mut text);
     text.finish()
 }
@@ -463,6 +606,23 @@ fn calls(milli: u64) -> Value {
         0 => Value::Int(milli / 1000),
         _ => Value::Float(calls_of(milli)),
     }
+}
+
+/// Content type of the OpenMetrics exposition.
+pub(crate) const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Whether an `Accept` header asks for OpenMetrics text (and does not refuse it with `q=0`).
+pub(crate) fn wants_openmetrics(accept: &str) -> bool {
+    accept.split(',').any(|part| {
+        let mut fields = part.split(';').map(str::trim);
+        fields.next() == Some("application/openmetrics-text")
+            && !fields.any(|f| {
+                f.strip_prefix("q=")
+                    .and_then(|q| q.parse::<f64>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            })
+    })
 }
 
 /// Writes every family of the exposition of `frame` to `sink`.
@@ -861,6 +1021,7 @@ fn write_histograms(frame: &Frame, sink: &mut impl Sink) {
                 counts: &s.size_buckets,
                 sum: Value::Int(s.size_sum),
                 native: s.native.as_deref().map(|n| &n[0]),
+                exemplars: &s.size_exemplars,
             },
         );
     }
@@ -873,6 +1034,7 @@ fn write_histograms(frame: &Frame, sink: &mut impl Sink) {
                 counts: &s.latency_buckets,
                 sum: Value::Float(s.latency_sum_us as f64 / 1e6),
                 native: s.native.as_deref().map(|n| &n[1]),
+                exemplars: &[],
             },
         );
     }
@@ -881,6 +1043,182 @@ fn write_histograms(frame: &Frame, sink: &mut impl Sink) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A state with two series: `big` with results in three buckets (two traced results in the
+    /// top one), `untraced` whose results have no trace id.
+    fn state() -> State {
+        use crate::collector::state::tests::{known, limits, rec};
+        let mut state = State::new(limits(100));
+        let mut recs = Vec::new();
+        for (i, b) in [100u64, 30_000, 31_000, 960_000, 1_000_000]
+            .into_iter()
+            .enumerate()
+        {
+            let mut r = rec("big", known(b));
+            r.trace_id = [i as u8 + 0x10; 16];
+            recs.push(r);
+        }
+        let mut r = rec("untraced", known(50_000));
+        r.trace_id = [0; 16];
+        recs.push(r);
+        state.record_batch(&recs, 1_700_000_000);
+        state
+    }
+
+    #[test]
+    fn one_exemplar_per_bucket_the_largest_traced_result() {
+        let state = state();
+        let frame = Frame::capture(&state, 1_700_000_010);
+        let big = frame.series.iter().find(|s| &*s.key.tool == "big").unwrap();
+        let bounds = &frame.size_bounds;
+        let values: Vec<u64> = big.size_exemplars.iter().map(|e| e.value).collect();
+        // 960,000 and 1,000,000 share a bucket, as do 30,000 and 31,000: only the larger of
+        // each is its exemplar.
+        let bucket = |v: u64| bounds.partition_point(|&b| b < v);
+        assert_eq!(bucket(960_000), bucket(1_000_000), "{bounds:?}");
+        assert_eq!(bucket(30_000), bucket(31_000), "{bounds:?}");
+        // The three largest (the test limits keep 3) make two exemplars; 100 bytes is not
+        // among them.
+        assert_eq!(state.limits.largest_results, 3);
+        assert_eq!(values, [31_000, 1_000_000]);
+        assert!(big.size_exemplars.len() <= state.limits.largest_results);
+        let e = big
+            .size_exemplars
+            .iter()
+            .find(|e| e.value == 1_000_000)
+            .unwrap();
+        assert_eq!(e.trace_id, "14".repeat(16));
+        assert_eq!(e.span_id, "02".repeat(8));
+        assert_eq!(e.at_unix, 1_700_000_000);
+        assert!(big
+            .size_exemplars
+            .windows(2)
+            .all(|w| w[0].bucket < w[1].bucket));
+        let untraced = frame
+            .series
+            .iter()
+            .find(|s| &*s.key.tool == "untraced")
+            .unwrap();
+        assert!(untraced.size_exemplars.is_empty());
+    }
+
+    #[test]
+    fn openmetrics_names_counter_families_and_carries_exemplars() {
+        let state = state();
+        let frame = Frame::capture(&state, 1_700_000_010);
+        let (stats, alerts) = (SelfStats::default(), AlertStats::default());
+        let om = render_frame_as(&frame, &stats, &alerts, TextFormat::OpenMetrics);
+        assert!(om.ends_with("\n# EOF\n"), "{om}");
+        assert!(om.contains("# TYPE toolsize_tool_calls counter\n"));
+        assert!(om.contains("toolsize_tool_calls_total{service=\"svc\",tool=\"big\"} 5\n"));
+        let line = om
+            .lines()
+            .find(|l| {
+                l.starts_with("toolsize_tool_result_size_bytes_bucket") && l.contains(" 1000000 ")
+            })
+            .unwrap_or_else(|| panic!("no exemplar line:\n{om}"));
+        assert!(
+            line.ends_with(&format!(
+                " # {{trace_id=\"{}\",span_id=\"{}\"}} 1000000 1700000000",
+                "14".repeat(16),
+                "02".repeat(8)
+            )),
+            "{line}"
+        );
+        let with_exemplar = om.lines().filter(|l| l.contains(" # {")).count();
+        assert_eq!(
+            with_exemplar, 2,
+            "one per bucket holding a traced large result:\n{om}"
+        );
+        // No exemplar, no EOF, and the counters' own names in the 0.0.4 text.
+        let text = render_frame(&frame, &stats, &alerts);
+        assert!(!text.contains(" # {") && !text.contains("# EOF"));
+        assert!(text.contains("# TYPE toolsize_tool_calls_total counter\n"));
+        // Apart from the family lines, the exemplars and EOF, the two formats are the same.
+        let strip = |t: &str| -> Vec<String> {
+            t.lines()
+                .filter(|l| !l.starts_with('#'))
+                .map(|l| l.split(" # {").next().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(strip(&om), strip(&text));
+    }
+
+    /// The per-series bound docs/collector.md states ("Limits"), with the defaults: every
+    /// sample line of a series whose results were seen cut upstream (the most it can have).
+    #[test]
+    fn a_series_renders_at_most_the_documented_lines() {
+        use crate::collector::state::tests::{known, rec};
+        use crate::collector::state::Limits;
+        let limits = Limits::from_config(&crate::collector::Config::default());
+        let (l, s, w) = (
+            limits.stacks.daemon().order.len(),
+            limits.size_bounds.len(),
+            limits.windows.len(),
+        );
+        let mut state = State::new(limits);
+        let mut r = rec("t", known(5_000));
+        r.truncated_upstream = true;
+        r.upstream_limit = Some(1000);
+        state.record_batch(&[r], 1_700_000_000);
+        let text = render(
+            &state,
+            &SelfStats::default(),
+            &AlertStats::default(),
+            1_700_000_001,
+        );
+        let lines = text.lines().filter(|l| l.contains("tool=\"t\"")).count();
+        let bound = 12 + l + (s + 3) + (LATENCY_BUCKETS_US.len() + 3) + 5 * (w + 1);
+        assert_eq!(lines, bound, "{text}");
+        let docs = include_str!("../../../docs/collector.md");
+        let stated = format!(
+            "12 + L + (S + 3) + {} + 5 × (W + 1) sample lines",
+            LATENCY_BUCKETS_US.len() + 3
+        );
+        assert!(
+            docs.contains(&stated),
+            "docs/collector.md must state {stated:?}"
+        );
+        let with_defaults = format!("{bound} with the defaults");
+        assert!(
+            docs.contains(&with_defaults),
+            "docs/collector.md must state {with_defaults:?}"
+        );
+    }
+
+    #[test]
+    fn every_counter_is_named_total() {
+        struct Names(Vec<(String, Kind)>);
+        impl Sink for Names {
+            fn family(&mut self, name: &str, kind: Kind, _: &str) {
+                self.0.push((name.into(), kind));
+            }
+            fn sample(&mut self, _: Option<usize>, _: &[(&str, &str)], _: Value) {}
+            fn histogram(&mut self, _: usize, _: HistogramSample<'_>) {}
+        }
+        let mut names = Names(Vec::new());
+        let frame = Frame::capture(&state(), 1_700_000_010);
+        write_families(
+            &frame,
+            &SelfStats::default(),
+            &AlertStats::default(),
+            &mut names,
+        );
+        for (name, kind) in names.0 {
+            assert_eq!(kind == Kind::Counter, name.ends_with("_total"), "{name}");
+        }
+    }
+
+    #[test]
+    fn openmetrics_negotiation() {
+        let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+        assert!(wants_openmetrics(prometheus));
+        assert!(!wants_openmetrics("text/plain;version=0.0.4"));
+        assert!(!wants_openmetrics(
+            "application/openmetrics-text;q=0,text/plain"
+        ));
+        assert!(!wants_openmetrics(""));
+    }
 
     #[test]
     fn label_values_are_escaped() {

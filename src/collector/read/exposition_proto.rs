@@ -2,7 +2,10 @@
 //! buckets.
 //!
 //! Served when the scraper asks for [`CONTENT_TYPE`] (Prometheus does when started with
-//! `--enable-feature=native-histograms`); every other scraper gets the text format unchanged.
+//! `--enable-feature=native-histograms`, or from 3.9 with `scrape_native_histograms: true`);
+//! every other scraper gets a text format. The size histogram's classic buckets carry their
+//! exemplars (`Bucket.exemplar`), and its native histogram all of them (`Histogram.exemplars`),
+//! as [`crate::collector::read::exposition`] chooses them.
 //! The body is a sequence of length-delimited `io.prometheus.client.MetricFamily` messages
 //! (`metrics.proto` of prometheus/client_model), declared here with `prost` derives.
 //!
@@ -87,6 +90,25 @@ pub(crate) mod pb {
         pub(crate) cumulative_count: Option<u64>,
         #[prost(double, optional, tag = "2")]
         pub(crate) upper_bound: Option<f64>,
+        #[prost(message, optional, tag = "3")]
+        pub(crate) exemplar: Option<Exemplar>,
+    }
+    /// `google.protobuf.Timestamp`.
+    #[derive(Clone, PartialEq, Message)]
+    pub(crate) struct Timestamp {
+        #[prost(int64, tag = "1")]
+        pub(crate) seconds: i64,
+        #[prost(int32, tag = "2")]
+        pub(crate) nanos: i32,
+    }
+    #[derive(Clone, PartialEq, Message)]
+    pub(crate) struct Exemplar {
+        #[prost(message, repeated, tag = "1")]
+        pub(crate) label: Vec<LabelPair>,
+        #[prost(double, optional, tag = "2")]
+        pub(crate) value: Option<f64>,
+        #[prost(message, optional, tag = "3")]
+        pub(crate) timestamp: Option<Timestamp>,
     }
     #[derive(Clone, PartialEq, Message)]
     pub(crate) struct BucketSpan {
@@ -113,6 +135,9 @@ pub(crate) mod pb {
         pub(crate) positive_span: Vec<BucketSpan>,
         #[prost(sint64, repeated, packed = "true", tag = "13")]
         pub(crate) positive_delta: Vec<i64>,
+        /// The native histogram's exemplars (client_model 0.6).
+        #[prost(message, repeated, tag = "16")]
+        pub(crate) exemplars: Vec<Exemplar>,
     }
     #[derive(Clone, PartialEq, Message)]
     pub(crate) struct Metric {
@@ -276,7 +301,30 @@ fn label(name: &str, value: &str) -> pb::LabelPair {
     }
 }
 
-/// One series' histogram message: the classic buckets, and the native ones when captured.
+/// The message of an exemplar.
+fn exemplar(e: &crate::collector::read::exposition::Exemplar) -> pb::Exemplar {
+    pb::Exemplar {
+        label: vec![
+            pb::LabelPair {
+                name: Some("trace_id".into()),
+                value: Some(e.trace_id.clone()),
+            },
+            pb::LabelPair {
+                name: Some("span_id".into()),
+                value: Some(e.span_id.clone()),
+            },
+        ],
+        value: Some(e.value as f64),
+        timestamp: Some(pb::Timestamp {
+            seconds: i64::try_from(e.at_unix).unwrap_or(i64::MAX),
+            nanos: 0,
+        }),
+    }
+}
+
+/// One series' histogram message: the classic buckets with their exemplars (the +Inf bucket
+/// is implied, and its exemplar with it), and the native ones when captured, with every
+/// exemplar.
 fn histogram(h: HistogramSample<'_>) -> pb::Histogram {
     let mut cum = 0;
     let bucket = h
@@ -284,11 +332,13 @@ fn histogram(h: HistogramSample<'_>) -> pb::Histogram {
         .le
         .iter()
         .zip(h.counts)
-        .map(|(&b, &n)| {
+        .enumerate()
+        .map(|(k, (&b, &n))| {
             cum += n;
             pb::Bucket {
                 cumulative_count: Some(cum),
                 upper_bound: Some(b),
+                exemplar: h.exemplars.iter().find(|e| e.bucket == k).map(exemplar),
             }
         })
         .collect();
@@ -305,6 +355,7 @@ fn histogram(h: HistogramSample<'_>) -> pb::Histogram {
         out.zero_count = Some(n.zero);
         out.positive_span = positive_span;
         out.positive_delta = positive_delta;
+        out.exemplars = h.exemplars.iter().map(exemplar).collect();
     }
     out
 }
@@ -479,6 +530,49 @@ mod tests {
             out.push(pb::MetricFamily::decode_length_delimited(&mut bytes).unwrap());
         }
         out
+    }
+
+    #[test]
+    fn size_buckets_carry_the_exemplars() {
+        let (state, stats) = (state(), SelfStats::default());
+        let frame = Frame::capture_with(&state, 1_700_000_100, true);
+        let proto = decode(&render_frame(&frame, &stats, &AlertStats::default()));
+        let size = proto
+            .iter()
+            .find(|f| f.name.as_deref() == Some("toolsize_tool_result_size_bytes"))
+            .unwrap();
+        let mut seen = 0;
+        for (m, s) in size.metric.iter().zip(&frame.series) {
+            let h = m.histogram.as_ref().unwrap();
+            let on_buckets: Vec<f64> = h
+                .bucket
+                .iter()
+                .filter_map(|b| b.exemplar.as_ref()?.value)
+                .collect();
+            let expected: Vec<f64> = s
+                .size_exemplars
+                .iter()
+                .filter(|e| e.bucket < frame.size_bounds.len())
+                .map(|e| e.value as f64)
+                .collect();
+            assert_eq!(on_buckets, expected);
+            assert_eq!(h.exemplars.len(), s.size_exemplars.len());
+            for e in &h.exemplars {
+                assert_eq!(e.label[0].name.as_deref(), Some("trace_id"));
+                assert_eq!(e.label[0].value.as_deref(), Some("01".repeat(16).as_str()));
+                assert_eq!(e.timestamp.as_ref().unwrap().seconds, 1_700_000_000);
+            }
+            seen += h.exemplars.len();
+        }
+        assert!(seen > 0);
+        let latency = proto
+            .iter()
+            .find(|f| f.name.as_deref() == Some("toolsize_tool_call_duration_seconds"))
+            .unwrap();
+        assert!(latency.metric.iter().all(|m| {
+            let h = m.histogram.as_ref().unwrap();
+            h.exemplars.is_empty() && h.bucket.iter().all(|b| b.exemplar.is_none())
+        }));
     }
 
     #[test]
