@@ -1168,11 +1168,11 @@ mod tests {
             1_700_000_001,
         );
         let lines = text.lines().filter(|l| l.contains("tool=\"t\"")).count();
-        let bound = 12 + l + (s + 3) + (LATENCY_BUCKETS_US.len() + 3) + 5 * (w + 1);
+        let bound = 13 + l + (s + 3) + (LATENCY_BUCKETS_US.len() + 3) + 5 * (w + 1);
         assert_eq!(lines, bound, "{text}");
         let docs = include_str!("../../../docs/collector.md");
         let stated = format!(
-            "12 + L + (S + 3) + {} + 5 × (W + 1) sample lines",
+            "13 + L + (S + 3) + {} + 5 × (W + 1) sample lines",
             LATENCY_BUCKETS_US.len() + 3
         );
         assert!(
