@@ -396,3 +396,113 @@ async fn every_accepted_request_reaches_a_real_receiver_while_one_upstream_is_sl
     assert!(m.contains("toolsize_forward_queue_requests{"));
     d.stop();
 }
+
+/// `https://` and `grpcs://` upstreams: the certificate is checked against the system's roots
+/// plus `SSL_CERT_FILE`; a forwarder that does not trust the upstream's CA gives each request up
+/// (counted, with the handshake's error) and never hangs. The upstream is a TLS `toolsize serve`
+/// (its OTLP/HTTP and OTLP/gRPC listeners with a certificate of a test CA).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_upstreams_are_checked_against_the_trusted_roots() {
+    if !require("openssl", &["version"]) {
+        return;
+    }
+    let dir = temp_dir("forward-tls");
+    support::tls::make_certs(&dir);
+    let (cert, key, ca) = (
+        dir.join("server.pem"),
+        dir.join("server.key"),
+        dir.join("ca.pem"),
+    );
+    let up = Binary::start_with_env(
+        &[
+            "--tls-cert-file",
+            cert.to_str().unwrap(),
+            "--tls-key-file",
+            key.to_str().unwrap(),
+        ],
+        None,
+        &[("RUST_LOG", "error")],
+    );
+    let config = dir.join("forward.toml");
+    std::fs::write(
+        &config,
+        "[forward]\nretry_for = \"1s\"\ntimeout = \"1s\"\nconcurrency = 1\n",
+    )
+    .unwrap();
+    let names = [
+        format!("https://localhost:{}", up.http.port()),
+        format!("grpcs://localhost:{}", up.grpc.port()),
+    ];
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "--forward",
+        names[0].as_str(),
+        "--forward",
+        names[1].as_str(),
+    ];
+    let trusting = Binary::start_with_env(
+        &args,
+        None,
+        &[
+            ("RUST_LOG", "error"),
+            ("SSL_CERT_FILE", ca.to_str().unwrap()),
+        ],
+    );
+    let wary = Binary::start_with_env(&args, None, &[("RUST_LOG", "error")]);
+    let body = request("agent", vec![own_span(1, "fetch", 900)]).encode_to_vec();
+    for d in [&trusting, &wary] {
+        let r = reqwest::Client::new()
+            .post(format!("http://{}/v1/traces", d.http))
+            .header("content-type", "application/x-protobuf")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let drained = |admin: SocketAddr| async move {
+        wait_for("the queues to drain", Duration::from_secs(15), || async {
+            let v = get_json(admin, "/api/v1/forward").await;
+            let done = v["upstreams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|u| u["queued"] == 0);
+            done.then_some(v)
+        })
+        .await
+    };
+    let v = drained(trusting.admin).await;
+    for name in &names {
+        let u = upstream(&v, name);
+        assert_eq!(
+            (u["sent"].as_u64(), u["gave_up"].as_u64()),
+            (Some(1), Some(0)),
+            "{u}"
+        );
+    }
+    let v = drained(wary.admin).await;
+    for name in &names {
+        let u = upstream(&v, name);
+        assert_eq!(
+            (u["sent"].as_u64(), u["gave_up"].as_u64()),
+            (Some(0), Some(1)),
+            "{u}"
+        );
+        let e = u["last_error"].as_str().unwrap_or_default();
+        assert!(e.contains("TLS") || e.contains("certificate"), "{u}");
+    }
+    // What the upstream received: both requests, counted on its own (TLS) admin listener.
+    let out = Command::new("curl")
+        .args(["-sf", "--cacert", ca.to_str().unwrap()])
+        .arg(format!(
+            "https://localhost:{}/api/v1/tools",
+            up.admin.port()
+        ))
+        .output()
+        .expect("curl");
+    let tools: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(tools["tools"][0]["tool"], "fetch", "{tools}");
+    assert_eq!(tools["tools"][0]["count"], 2, "{tools}");
+}

@@ -173,8 +173,8 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-/// (scheme, authority, path prefix) of an upstream OTLP receiver's URL: `http://host[:4318][/prefix]`
-/// or `grpc://host[:4317]` (`forward.upstreams`).
+/// (scheme, authority, path prefix) of an upstream OTLP receiver's URL: `http(s)://host[:4318][/prefix]`
+/// or `grpc(s)://host[:4317]` (`forward.upstreams`; the `s` forms need the `tls` feature).
 pub(crate) fn otlp_upstream(url: &str) -> Result<(&'static str, String, String), String> {
     let uri: Uri = url
         .parse()
@@ -182,23 +182,29 @@ pub(crate) fn otlp_upstream(url: &str) -> Result<(&'static str, String, String),
     let scheme = match uri.scheme_str() {
         Some("http") => "http",
         Some("grpc") => "grpc",
+        Some("https") if cfg!(feature = "tls") => "https",
+        Some("grpcs") if cfg!(feature = "tls") => "grpcs",
+        Some(s @ ("https" | "grpcs")) => {
+            return Err(format!(
+                "{s}:// upstreams need toolsize built with the `tls` feature"
+            ))
+        }
         Some(other) => {
             return Err(format!(
-                "{other}:// upstreams are not supported: use http://host:port (OTLP/HTTP) or \
-                 grpc://host:port (OTLP/gRPC)"
+                "{other}:// upstreams are not supported: use http(s)://host:port (OTLP/HTTP) or \
+                 grpc(s)://host:port (OTLP/gRPC)"
             ))
         }
         None => return Err(format!("{url:?} has no scheme: use http:// or grpc://")),
     };
+    let grpc = scheme.starts_with("grpc");
     let host = uri
         .host()
         .filter(|h| !h.is_empty())
         .ok_or_else(|| format!("{url:?} has no host"))?;
-    let port = uri
-        .port_u16()
-        .unwrap_or(if scheme == "grpc" { 4317 } else { 4318 });
+    let port = uri.port_u16().unwrap_or(if grpc { 4317 } else { 4318 });
     let prefix = uri.path().trim_end_matches('/').to_string();
-    if scheme == "grpc" && !prefix.is_empty() {
+    if grpc && !prefix.is_empty() {
         return Err(format!(
             "{url:?}: a grpc:// upstream takes no path (the OTLP service paths are fixed)"
         ));

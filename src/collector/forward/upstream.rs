@@ -37,8 +37,13 @@ pub(super) enum Attempt {
 /// How to reach the upstream.
 #[derive(Debug)]
 enum Kind {
-    /// OTLP/HTTP: `host:port` and the path prefix the signal paths go under.
-    Http { authority: String, prefix: String },
+    /// OTLP/HTTP: `host:port`, the path prefix the signal paths go under, and the TLS server
+    /// name for `https`.
+    Http {
+        authority: String,
+        prefix: String,
+        tls: Option<String>,
+    },
     /// OTLP/gRPC over a shared channel.
     Grpc { channel: Channel },
 }
@@ -72,8 +77,14 @@ impl Upstream {
     pub(crate) fn parse(url: &str) -> Result<Self, String> {
         let (scheme, authority, prefix) = otlp_upstream(url)?;
         let name = format!("{scheme}://{authority}");
+        let host = authority
+            .rsplit_once(':')
+            .map_or(authority.as_str(), |(h, _)| h)
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
         let kind = match scheme {
-            "grpc" => {
+            "grpc" | "grpcs" => {
                 let endpoint = Endpoint::from_shared(format!("http://{authority}"))
                     .map_err(|e| format!("{name}: {e}"))?
                     .connect_timeout(std::time::Duration::from_secs(5))
@@ -81,11 +92,27 @@ impl Upstream {
                     // Export requests run to megabytes: windows that hold a few of them.
                     .initial_stream_window_size(Some(4 << 20))
                     .initial_connection_window_size(Some(16 << 20));
-                Kind::Grpc {
-                    channel: endpoint.connect_lazy(),
+                let channel = if scheme == "grpcs" {
+                    tls::channel(&endpoint, authority.clone(), host)
+                        .map_err(|e| format!("{name}: {e}"))?
+                } else {
+                    endpoint.connect_lazy()
+                };
+                Kind::Grpc { channel }
+            }
+            _ => {
+                let tls = (scheme == "https").then_some(host);
+                #[cfg(feature = "tls")]
+                if tls.is_some() {
+                    crate::collector::net::client::tls_connector(false)
+                        .map_err(|e| format!("{name}: {e}"))?;
+                }
+                Kind::Http {
+                    authority,
+                    prefix,
+                    tls,
                 }
             }
-            _ => Kind::Http { authority, prefix },
         };
         Ok(Self {
             kind,
@@ -109,7 +136,8 @@ impl Upstream {
     /// `http` or `grpc`.
     pub(crate) fn protocol(&self) -> &'static str {
         match self.kind {
-            Kind::Http { .. } => "http",
+            Kind::Http { tls: None, .. } => "http",
+            Kind::Http { .. } => "https",
             Kind::Grpc { .. } => "grpc",
         }
     }
@@ -117,9 +145,15 @@ impl Upstream {
     /// One attempt to send `body`, an export request of `signal`.
     pub(super) async fn send(&self, conn: &mut Conn, signal: OtlpSignal, body: Bytes) -> Attempt {
         match &self.kind {
-            Kind::Http { authority, prefix } => {
+            Kind::Http {
+                authority,
+                prefix,
+                tls,
+            } => {
                 let path = format!("{prefix}{}", signal.http_path());
-                let attempt = self.post(conn, authority, &path, body).await;
+                let attempt = self
+                    .post(conn, authority, tls.as_deref(), &path, body)
+                    .await;
                 if !matches!(attempt, Attempt::Sent) {
                     conn.reset();
                 }
@@ -129,7 +163,14 @@ impl Upstream {
         }
     }
 
-    async fn post(&self, conn: &mut Conn, authority: &str, path: &str, body: Bytes) -> Attempt {
+    async fn post(
+        &self,
+        conn: &mut Conn,
+        authority: &str,
+        tls: Option<&str>,
+        path: &str,
+        body: Bytes,
+    ) -> Attempt {
         let retry = |error: String| Attempt::Retry { error, after: None };
         if conn.http.as_ref().is_none_or(|s| s.is_closed()) {
             let stream = match TcpStream::connect(authority).await {
@@ -137,19 +178,17 @@ impl Upstream {
                 Err(e) => return retry(format!("connect: {e}")),
             };
             let _ = stream.set_nodelay(true);
-            // Bodies are shared `Bytes`: written with writev, never copied into hyper's buffer.
-            let (sender, connection) = match hyper::client::conn::http1::Builder::new()
-                .writev(true)
-                .handshake(TokioIo::new(stream))
-                .await
-            {
-                Ok(x) => x,
-                Err(e) => return retry(format!("handshake: {e}")),
+            let sender = match tls {
+                None => handshake(stream).await,
+                Some(host) => match tls::wrap(stream, host, false).await {
+                    Ok(stream) => handshake(stream).await,
+                    Err(e) => Err(e),
+                },
             };
-            tokio::spawn(async move {
-                let _ = connection.await;
-            });
-            conn.http = Some(sender);
+            match sender {
+                Ok(sender) => conn.http = Some(sender),
+                Err(e) => return retry(e),
+            }
         }
         let Some(sender) = conn.http.as_mut() else {
             return retry("no connection".into());
@@ -213,6 +252,107 @@ impl Upstream {
             Ok(_) => Attempt::Sent,
             Err(status) => classify_grpc(&status),
         }
+    }
+}
+
+/// An HTTP/1.1 connection over `io`, its driver spawned. Bodies are shared `Bytes`: written
+/// with writev, never copied into hyper's buffer.
+async fn handshake<T>(io: T) -> Result<hyper::client::conn::http1::SendRequest<Body>, String>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) = hyper::client::conn::http1::Builder::new()
+        .writev(true)
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+/// TLS to `https://` and `grpcs://` upstreams, with the roots of the alert sinks
+/// ([`crate::collector::net::client::tls_connector`]).
+#[cfg(feature = "tls")]
+mod tls {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use hyper_util::rt::TokioIo;
+    use tokio::net::TcpStream;
+    use tokio_rustls::client::TlsStream;
+    use tonic::transport::{Channel, Endpoint, Uri};
+
+    /// `stream` after a TLS handshake with `host` (ALPN `h2` when `h2`).
+    pub(super) async fn wrap(
+        stream: TcpStream,
+        host: &str,
+        h2: bool,
+    ) -> Result<TlsStream<TcpStream>, String> {
+        let connector = crate::collector::net::client::tls_connector(h2)?;
+        let name = rustls_pki_types::ServerName::try_from(host.to_string())
+            .map_err(|e| format!("TLS server name {host:?}: {e}"))?;
+        connector
+            .connect(name, stream)
+            .await
+            .map_err(|e| format!("TLS handshake: {e}"))
+    }
+
+    /// A lazy gRPC channel to `authority` over TLS checked against `host`.
+    pub(super) fn channel(
+        endpoint: &Endpoint,
+        authority: String,
+        host: String,
+    ) -> Result<Channel, String> {
+        crate::collector::net::client::tls_connector(true)?;
+        Ok(endpoint.connect_with_connector_lazy(Connect { authority, host }))
+    }
+
+    /// Connects a TCP stream and shakes hands over TLS, for tonic's channel.
+    #[derive(Clone)]
+    struct Connect {
+        authority: String,
+        host: String,
+    }
+
+    impl tonic::codegen::Service<Uri> for Connect {
+        type Response = TokioIo<TlsStream<TcpStream>>;
+        type Error = std::io::Error;
+        type Future =
+            Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send + 'static>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: Uri) -> Self::Future {
+            let Connect { authority, host } = self.clone();
+            Box::pin(async move {
+                let stream = TcpStream::connect(authority.as_str()).await?;
+                let _ = stream.set_nodelay(true);
+                wrap(stream, &host, true)
+                    .await
+                    .map(TokioIo::new)
+                    .map_err(std::io::Error::other)
+            })
+        }
+    }
+}
+
+/// Without the `tls` feature no `https://` nor `grpcs://` upstream passes the configuration.
+#[cfg(not(feature = "tls"))]
+mod tls {
+    use tokio::net::TcpStream;
+    use tonic::transport::{Channel, Endpoint};
+
+    pub(super) async fn wrap(_: TcpStream, _: &str, _: bool) -> Result<TcpStream, String> {
+        Err("TLS needs toolsize built with the `tls` feature".into())
+    }
+
+    pub(super) fn channel(_: &Endpoint, _: String, _: String) -> Result<Channel, String> {
+        Err("TLS needs toolsize built with the `tls` feature".into())
     }
 }
 

@@ -178,6 +178,17 @@ impl Target {
     }
 }
 
+/// The TLS connector of `https://` (HTTP/1.1) or, with `h2`, `grpcs://` (HTTP/2) peers: the
+/// roots every outbound connection is checked against, read once (see the module docs).
+#[cfg(feature = "tls")]
+pub(crate) fn tls_connector(h2: bool) -> Result<tokio_rustls::TlsConnector, String> {
+    if h2 {
+        roots::connector_h2()
+    } else {
+        roots::connector()
+    }
+}
+
 /// The roots `https` targets are checked against, read once.
 #[cfg(feature = "tls")]
 mod roots {
@@ -187,13 +198,19 @@ mod roots {
     use tokio_rustls::TlsConnector;
 
     static CONNECTOR: OnceLock<Result<TlsConnector, String>> = OnceLock::new();
+    static CONNECTOR_H2: OnceLock<Result<TlsConnector, String>> = OnceLock::new();
 
-    /// The connector of every `https` target, built on first use.
+    /// The connector of every `https` target (HTTP/1.1), built on first use.
     pub(super) fn connector() -> Result<TlsConnector, String> {
-        CONNECTOR.get_or_init(build).clone()
+        CONNECTOR.get_or_init(|| build(b"http/1.1")).clone()
     }
 
-    fn build() -> Result<TlsConnector, String> {
+    /// The same roots for HTTP/2 (gRPC) targets.
+    pub(super) fn connector_h2() -> Result<TlsConnector, String> {
+        CONNECTOR_H2.get_or_init(|| build(b"h2")).clone()
+    }
+
+    fn build(alpn: &[u8]) -> Result<TlsConnector, String> {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         let from_env: Vec<String> = ["SSL_CERT_FILE", "SSL_CERT_DIR"]
@@ -218,7 +235,7 @@ mod roots {
             .map_err(|e| e.to_string())?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![alpn.to_vec()];
         Ok(TlsConnector::from(Arc::new(config)))
     }
 }
