@@ -191,8 +191,9 @@ section! {
     /// take in time are dropped and counted (toolsize_forward_requests_total{outcome}).
     pub(crate) struct ForwardConfig {
         /// Upstream receivers: http://host:port[/prefix] (OTLP/HTTP protobuf, POST
-        /// <prefix>/v1/traces, /v1/logs, /v1/metrics) or grpc://host:port (OTLP/gRPC);
-        /// comma-separated in the environment, the flag repeatable.
+        /// <prefix>/v1/traces, /v1/logs, /v1/metrics) or grpc://host:port (OTLP/gRPC), and
+        /// https:// and grpcs:// with the `tls` feature (checked against Mozilla's roots and the
+        /// system's, or SSL_CERT_FILE); comma-separated in the environment, the flag repeatable.
         #[key(
             env = "TOOLSIZE_FORWARD",
             flag = "--forward",
