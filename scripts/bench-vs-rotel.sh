@@ -15,30 +15,12 @@ seconds=${1:-10}
 connections=${2:-4}
 signal=${3:-traces}
 rate=${4:-0}
-ROTEL_VERSION=0.0.1a15
-
-if ! python3 -c "import rotel" 2>/dev/null; then
-  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check \
-    --root-user-action=ignore --pre "rotel==$ROTEL_VERSION"
-fi
-agent="$(python3 -c 'import rotel, os; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))')"
-cargo build -q --release --features collector --bin toolsize --example loadgen
-loadgen=target/release/examples/loadgen
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-grpc=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$agent" start --otlp-http-endpoint "127.0.0.1:$port" --otlp-grpc-endpoint "127.0.0.1:$grpc" \
-  --exporter blackhole --pid-file "$(mktemp -u)" >/dev/null 2>&1 &
-rotel=$!
-trap 'kill $rotel 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
-  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-  sleep 0.1
-done
+. scripts/rotel.sh
+start_rotel
 
 echo "== rotel-agent $("$agent" --version | awk '{print $2}') (blackhole exporter)"
 rotel_out=$("$loadgen" --mix storm --seconds "$seconds" --connections "$connections" \
-  --signal "$signal" --rate "$rate" --target "127.0.0.1:$port" --pid "$rotel")
+  --signal "$signal" --rate "$rate" --target "127.0.0.1:$rotel_http" --pid "$rotel")
 echo "$rotel_out"
 kill $rotel
 echo "== toolsize serve"
