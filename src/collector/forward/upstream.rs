@@ -1,20 +1,20 @@
-//! One upstream OTLP receiver: `http://host:port[/prefix]` (OTLP/HTTP: `POST
+//! One upstream OTLP receiver: `http(s)://host:port[/prefix]` (OTLP/HTTP: `POST
 //! {prefix}/v1/traces`, `/v1/logs`, `/v1/metrics`, protobuf, as the OTLP exporters do with
-//! `OTEL_EXPORTER_OTLP_ENDPOINT`) or `grpc://host:port` (OTLP/gRPC, the three `Export` methods),
-//! and one attempt to send it a request.
+//! `OTEL_EXPORTER_OTLP_ENDPOINT`) or `grpc(s)://host:port` (OTLP/gRPC, the three `Export`
+//! methods), and one attempt to send it a request.
 //!
-//! Each worker keeps its own HTTP/1.1 connection (opened again after an error); the gRPC
-//! upstream shares one HTTP/2 channel (tonic's, which reconnects by itself). The request bytes
-//! are sent as received (decompressed, and converted from OTLP/JSON to protobuf when a client
-//! sent JSON): never parsed again.
+//! Each worker keeps its own connection, HTTP/1.1 or HTTP/2, opened again after an error. The
+//! request bytes are sent as received (decompressed, and converted from OTLP/JSON to protobuf
+//! when a client sent JSON), shared, never copied nor parsed again: over gRPC they go as one
+//! message after its 5-byte prefix, on hyper's HTTP/2 client (tonic's client would copy each
+//! request into its frame buffer: `scripts/bench-forward.sh` measured that copy at a fifth of
+//! the daemon's CPU per span), the status read from `grpc-status`.
 
 use axum::body::Body;
 use axum::http::{header, HeaderName, HeaderValue, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use prost::bytes::{Buf, Bytes};
+use prost::bytes::Bytes;
 use tokio::net::TcpStream;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
-use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use crate::collector::config::otlp_upstream;
@@ -44,8 +44,11 @@ enum Kind {
         prefix: String,
         tls: Option<String>,
     },
-    /// OTLP/gRPC over a shared channel.
-    Grpc { channel: Channel },
+    /// OTLP/gRPC: `host:port` and the TLS server name for `grpcs`.
+    Grpc {
+        authority: String,
+        tls: Option<String>,
+    },
 }
 
 /// One upstream receiver.
@@ -62,18 +65,20 @@ pub(crate) struct Upstream {
 #[derive(Debug, Default)]
 pub(super) struct Conn {
     http: Option<hyper::client::conn::http1::SendRequest<Body>>,
+    h2: Option<hyper::client::conn::http2::SendRequest<GrpcBody>>,
 }
 
 impl Conn {
     /// Drops the connection: the next attempt opens a new one.
     pub(super) fn reset(&mut self) {
         self.http = None;
+        self.h2 = None;
     }
 }
 
 impl Upstream {
-    /// The upstream of `url` (`http://` or `grpc://`). The gRPC channel connects when first
-    /// used, so this needs a runtime but no network.
+    /// The upstream of `url` (`http(s)://` or `grpc(s)://`); nothing connects before the first
+    /// request.
     pub(crate) fn parse(url: &str) -> Result<Self, String> {
         let (scheme, authority, prefix) = otlp_upstream(url)?;
         let name = format!("{scheme}://{authority}");
@@ -85,20 +90,13 @@ impl Upstream {
             .to_string();
         let kind = match scheme {
             "grpc" | "grpcs" => {
-                let endpoint = Endpoint::from_shared(format!("http://{authority}"))
-                    .map_err(|e| format!("{name}: {e}"))?
-                    .connect_timeout(std::time::Duration::from_secs(5))
-                    .tcp_nodelay(true)
-                    // Export requests run to megabytes: windows that hold a few of them.
-                    .initial_stream_window_size(Some(4 << 20))
-                    .initial_connection_window_size(Some(16 << 20));
-                let channel = if scheme == "grpcs" {
-                    tls::channel(&endpoint, authority.clone(), host)
-                        .map_err(|e| format!("{name}: {e}"))?
-                } else {
-                    endpoint.connect_lazy()
-                };
-                Kind::Grpc { channel }
+                let tls = (scheme == "grpcs").then_some(host);
+                #[cfg(feature = "tls")]
+                if tls.is_some() {
+                    crate::collector::net::client::tls_connector(true)
+                        .map_err(|e| format!("{name}: {e}"))?;
+                }
+                Kind::Grpc { authority, tls }
             }
             _ => {
                 let tls = (scheme == "https").then_some(host);
@@ -159,7 +157,15 @@ impl Upstream {
                 }
                 attempt
             }
-            Kind::Grpc { channel } => self.export(channel.clone(), signal, body).await,
+            Kind::Grpc { authority, tls } => {
+                let attempt = self
+                    .export(conn, authority, tls.as_deref(), signal, body)
+                    .await;
+                if matches!(attempt, Attempt::Retry { .. }) {
+                    conn.reset();
+                }
+                attempt
+            }
         }
     }
 
@@ -230,29 +236,158 @@ impl Upstream {
         classify_http(status, after)
     }
 
-    async fn export(&self, channel: Channel, signal: OtlpSignal, body: Bytes) -> Attempt {
-        let mut grpc = tonic::client::Grpc::new(channel);
-        if let Err(e) = grpc.ready().await {
-            return Attempt::Retry {
-                error: format!("connect: {e}"),
-                after: None,
+    /// One OTLP/gRPC `Export` call: the request bytes framed as one gRPC message (5 bytes of
+    /// prefix, then the shared bytes, not copied) on the worker's HTTP/2 connection, its
+    /// `grpc-status` read from the trailers (or the headers of a trailers-only answer).
+    async fn export(
+        &self,
+        conn: &mut Conn,
+        authority: &str,
+        tls: Option<&str>,
+        signal: OtlpSignal,
+        body: Bytes,
+    ) -> Attempt {
+        let retry = |error: String| Attempt::Retry { error, after: None };
+        if conn.h2.as_ref().is_none_or(|s| s.is_closed()) {
+            let stream = match TcpStream::connect(authority).await {
+                Ok(s) => s,
+                Err(e) => return retry(format!("connect: {e}")),
             };
-        }
-        let mut req = tonic::Request::new(body);
-        for (k, v) in &self.headers {
-            if let (Ok(k), Ok(v)) = (
-                tonic::metadata::MetadataKey::from_bytes(k.as_str().as_bytes()),
-                tonic::metadata::MetadataValue::try_from(v.as_bytes()),
-            ) {
-                req.metadata_mut().insert(k, v);
+            let _ = stream.set_nodelay(true);
+            let sender = match tls {
+                None => handshake_h2(stream).await,
+                Some(host) => match tls::wrap(stream, host, true).await {
+                    Ok(stream) => handshake_h2(stream).await,
+                    Err(e) => Err(e),
+                },
+            };
+            match sender {
+                Ok(sender) => conn.h2 = Some(sender),
+                Err(e) => return retry(e),
             }
         }
-        let path = axum::http::uri::PathAndQuery::from_static(signal.grpc_path());
-        match grpc.unary(req, path, BytesCodec).await {
-            Ok(_) => Attempt::Sent,
-            Err(status) => classify_grpc(&status),
+        let Some(sender) = conn.h2.as_mut() else {
+            return retry("no connection".into());
+        };
+        if let Err(e) = sender.ready().await {
+            return retry(e.to_string());
+        }
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut req = Request::post(format!("{scheme}://{authority}{}", signal.grpc_path()))
+            .header(header::CONTENT_TYPE, "application/grpc")
+            .header(header::TE, "trailers")
+            .header(
+                header::USER_AGENT,
+                concat!("toolsize/", env!("CARGO_PKG_VERSION")),
+            );
+        for (k, v) in &self.headers {
+            req = req.header(k, v);
+        }
+        let req = match req.body(GrpcBody::new(body)) {
+            Ok(r) => r,
+            Err(e) => return Attempt::Refused(e.to_string()),
+        };
+        let resp = match sender.send_request(req).await {
+            Ok(r) => r,
+            Err(e) => return retry(e.to_string()),
+        };
+        if resp.status() != StatusCode::OK {
+            return classify_http(resp.status(), None);
+        }
+        let (parts, mut answer) = resp.into_parts();
+        let mut status = grpc_status(&parts.headers);
+        // The (small) answer, read to its trailers.
+        let mut read = 0usize;
+        while let Some(frame) = http_body_util::BodyExt::frame(&mut answer).await {
+            let frame = match frame {
+                Ok(f) => f,
+                Err(e) => return retry(e.to_string()),
+            };
+            if let Some(t) = frame.trailers_ref() {
+                status = status.or_else(|| grpc_status(t));
+            } else if let Some(d) = frame.data_ref() {
+                read += d.len();
+                if read > 1 << 20 {
+                    break;
+                }
+            }
+        }
+        match status {
+            Some(s) if s.code() == Code::Ok => Attempt::Sent,
+            Some(s) => classify_grpc(&s),
+            None => retry("answer without grpc-status".into()),
         }
     }
+}
+
+/// The `grpc-status` (and `grpc-message`) of an answer's headers or trailers.
+fn grpc_status(h: &axum::http::HeaderMap) -> Option<Status> {
+    let code: i32 = h.get("grpc-status")?.to_str().ok()?.trim().parse().ok()?;
+    let message = h
+        .get("grpc-message")
+        .and_then(|m| m.to_str().ok())
+        .unwrap_or_default();
+    Some(Status::new(Code::from_i32(code), message))
+}
+
+/// One gRPC message as a request body: its 5-byte prefix (not compressed, length) and the
+/// message, two frames, the message's bytes shared.
+#[derive(Debug)]
+pub(super) struct GrpcBody {
+    frames: [Option<Bytes>; 2],
+}
+
+impl GrpcBody {
+    fn new(message: Bytes) -> Self {
+        let mut prefix = [0u8; 5];
+        // Requests are bounded by `otlp.max_request_bytes` (at most a few hundred MB).
+        let len = u32::try_from(message.len()).unwrap_or(u32::MAX);
+        prefix[1..].copy_from_slice(&len.to_be_bytes());
+        Self {
+            frames: [Some(Bytes::copy_from_slice(&prefix)), Some(message)],
+        }
+    }
+}
+
+impl http_body::Body for GrpcBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let next = self.frames.iter_mut().find_map(Option::take);
+        std::task::Poll::Ready(next.map(|b| Ok(http_body::Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.frames.iter().all(Option::is_none)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let n: usize = self.frames.iter().flatten().map(Bytes::len).sum();
+        http_body::SizeHint::with_exact(n as u64)
+    }
+}
+
+/// An HTTP/2 connection over `io` (windows that hold a few export requests, which run to
+/// megabytes), its driver spawned.
+async fn handshake_h2<T>(io: T) -> Result<hyper::client::conn::http2::SendRequest<GrpcBody>, String>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, connection) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .initial_stream_window_size(4 << 20)
+            .initial_connection_window_size(16 << 20)
+            .handshake(TokioIo::new(io))
+            .await
+            .map_err(|e| format!("handshake: {e}"))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
 }
 
 /// An HTTP/1.1 connection over `io`, its driver spawned. Bodies are shared `Bytes`: written
@@ -276,14 +411,8 @@ where
 /// ([`crate::collector::net::client::tls_connector`]).
 #[cfg(feature = "tls")]
 mod tls {
-    use std::future::Future;
-    use std::pin::Pin;
-    use std::task::{Context, Poll};
-
-    use hyper_util::rt::TokioIo;
     use tokio::net::TcpStream;
     use tokio_rustls::client::TlsStream;
-    use tonic::transport::{Channel, Endpoint, Uri};
 
     /// `stream` after a TLS handshake with `host` (ALPN `h2` when `h2`).
     pub(super) async fn wrap(
@@ -299,59 +428,14 @@ mod tls {
             .await
             .map_err(|e| format!("TLS handshake: {e}"))
     }
-
-    /// A lazy gRPC channel to `authority` over TLS checked against `host`.
-    pub(super) fn channel(
-        endpoint: &Endpoint,
-        authority: String,
-        host: String,
-    ) -> Result<Channel, String> {
-        crate::collector::net::client::tls_connector(true)?;
-        Ok(endpoint.connect_with_connector_lazy(Connect { authority, host }))
-    }
-
-    /// Connects a TCP stream and shakes hands over TLS, for tonic's channel.
-    #[derive(Clone)]
-    struct Connect {
-        authority: String,
-        host: String,
-    }
-
-    impl tonic::codegen::Service<Uri> for Connect {
-        type Response = TokioIo<TlsStream<TcpStream>>;
-        type Error = std::io::Error;
-        type Future =
-            Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send + 'static>>;
-
-        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, _: Uri) -> Self::Future {
-            let Connect { authority, host } = self.clone();
-            Box::pin(async move {
-                let stream = TcpStream::connect(authority.as_str()).await?;
-                let _ = stream.set_nodelay(true);
-                wrap(stream, &host, true)
-                    .await
-                    .map(TokioIo::new)
-                    .map_err(std::io::Error::other)
-            })
-        }
-    }
 }
 
 /// Without the `tls` feature no `https://` nor `grpcs://` upstream passes the configuration.
 #[cfg(not(feature = "tls"))]
 mod tls {
     use tokio::net::TcpStream;
-    use tonic::transport::{Channel, Endpoint};
 
     pub(super) async fn wrap(_: TcpStream, _: &str, _: bool) -> Result<TcpStream, String> {
-        Err("TLS needs toolsize built with the `tls` feature".into())
-    }
-
-    pub(super) fn channel(_: &Endpoint, _: String, _: String) -> Result<Channel, String> {
         Err("TLS needs toolsize built with the `tls` feature".into())
     }
 }
@@ -381,44 +465,6 @@ fn classify_grpc(status: &Status) -> Attempt {
         | Code::OutOfRange
         | Code::DataLoss => Attempt::Retry { error, after: None },
         _ => Attempt::Refused(error),
-    }
-}
-
-/// Sends request bytes as they are and keeps the answer's bytes (not read).
-#[derive(Debug, Clone, Copy, Default)]
-struct BytesCodec;
-
-impl Codec for BytesCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = BytesCodec;
-    type Decoder = BytesCodec;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        BytesCodec
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        BytesCodec
-    }
-}
-
-impl Encoder for BytesCodec {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn encode(&mut self, item: Self::Item, dst: &mut EncodeBuf<'_>) -> Result<(), Self::Error> {
-        prost::bytes::BufMut::put(dst, item);
-        Ok(())
-    }
-}
-
-impl Decoder for BytesCodec {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Self::Error> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
     }
 }
 
