@@ -997,3 +997,47 @@ async fn a_token_typed_into_the_sign_in_box_opens_the_page() {
     assert!(!v["address"].as_str().unwrap().contains(TOKEN), "{v}");
     daemon.stop();
 }
+
+/// With `--forward`, the status page shows a line per upstream: what was sent and queued, and
+/// once the upstream lost requests, how many, in red. The upstream here is down, so the one
+/// request offered to it is given up after `forward.retry_for`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_shows_each_forwarding_upstream() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    let dir = temp_dir("page-forward");
+    let config = dir.join("forward.toml");
+    std::fs::write(&config, "[forward]\nretry_for = \"1s\"\nconcurrency = 1\n").unwrap();
+    let down = format!("grpc://127.0.0.1:{}", free_port());
+    let d = Binary::start_with_env(
+        &["--config", config.to_str().unwrap(), "--forward", &down],
+        None,
+        &[("RUST_LOG", "error")],
+    );
+    let r = post_proto(d.http, &request("agent", vec![own_span(1, "fetch", 900)])).await;
+    assert_eq!(r.status(), 200);
+    wait_for(
+        "the request to be given up",
+        Duration::from_secs(10),
+        || async {
+            let v = get_json(d.admin, "/api/v1/forward").await;
+            (v["upstreams"][0]["gave_up"] == 1).then_some(())
+        },
+    )
+    .await;
+    let dom = chromium_dom(&format!("http://{}/", d.admin), "forward-page", None).await;
+    let line = dom
+        .split("data-upstream=\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no upstream line in {dom}"));
+    assert!(line.starts_with(&format!("{down}\"")), "{line}");
+    let line = &line[..line.find("</span>").unwrap_or(line.len())];
+    assert!(text(line).contains("0 sent"), "{line}");
+    assert!(text(line).contains("1 given up"), "{line}");
+    let tag = &dom[dom
+        .find("class=\"upstream bad\"")
+        .expect("the lost request marks the line")..];
+    assert!(tag.contains(&down));
+    d.stop();
+}
