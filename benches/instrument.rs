@@ -85,19 +85,11 @@ fn page() -> Vec<Hit> {
     }
 }
 
-/// The bare span, declared with the fields of toolsize's span.
+/// The bare span, declared with the fields of toolsize's span, in the same order.
 fn bare() -> tracing::Span {
     tracing::info_span!(
         target: "toolsize",
         "execute_tool",
-        otel.name = "execute_tool search",
-        otel.kind = "internal",
-        otel.status_description = Empty,
-        gen_ai.operation.name = "execute_tool",
-        gen_ai.tool.name = "search",
-        tool.name = "search",
-        gen_ai.tool.call.id = "call_1",
-        tool.args_hash = "0123456789ab",
         tool.result.bytes = Empty,
         tool.result.truncated = Empty,
         tool.result.original_bytes = Empty,
@@ -108,6 +100,14 @@ fn bare() -> tracing::Span {
         tool.result.max_string_chars = Empty,
         tool.result.tokens_estimate = Empty,
         tool.latency_ms = Empty,
+        otel.name = "execute_tool search",
+        otel.kind = "internal",
+        otel.status_description = Empty,
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = "search",
+        tool.name = "search",
+        gen_ai.tool.call.id = "call_1",
+        tool.args_hash = "0123456789ab",
         tool.error = Empty,
         error.type = Empty,
         tool.cancelled = Empty,

@@ -261,14 +261,8 @@ impl<'a> ToolCallBuilder<'a> {
         let span = tracing::info_span!(
             target: "toolsize",
             "execute_tool",
-            otel.name = %format_args!("{SPAN_NAME_PREFIX} {name}"),
-            otel.kind = "internal",
-            otel.status_description = Empty,
-            { GEN_AI_OPERATION_NAME } = OPERATION_EXECUTE_TOOL,
-            { GEN_AI_TOOL_NAME } = name,
-            { TOOL_NAME } = name,
-            { GEN_AI_TOOL_CALL_ID } = self.call_id,
-            { TOOL_ARGS_HASH } = self.args_hash.as_deref(),
+            // The fields recorded at the end come first: a record finds its field by name, in
+            // declaration order.
             { TOOL_RESULT_BYTES } = Empty,
             { TOOL_RESULT_TRUNCATED } = Empty,
             { TOOL_RESULT_ORIGINAL_BYTES } = Empty,
@@ -279,6 +273,14 @@ impl<'a> ToolCallBuilder<'a> {
             { TOOL_RESULT_MAX_STRING_CHARS } = Empty,
             { TOOL_RESULT_TOKENS_ESTIMATE } = Empty,
             { TOOL_LATENCY_MS } = Empty,
+            otel.name = %format_args!("{SPAN_NAME_PREFIX} {name}"),
+            otel.kind = "internal",
+            otel.status_description = Empty,
+            { GEN_AI_OPERATION_NAME } = OPERATION_EXECUTE_TOOL,
+            { GEN_AI_TOOL_NAME } = name,
+            { TOOL_NAME } = name,
+            { GEN_AI_TOOL_CALL_ID } = self.call_id,
+            { TOOL_ARGS_HASH } = self.args_hash.as_deref(),
             { TOOL_ERROR } = Empty,
             { ERROR_TYPE } = Empty,
             { TOOL_CANCELLED } = Empty,
@@ -404,9 +406,7 @@ impl<T: Serialize + ?Sized> MeasureAs<AsJson> for T {
 
 impl<T: AsRef<[u8]> + ?Sized> MeasureAs<AsText> for T {
     fn measure_as(&self, measures: Measures) -> Option<Measurement> {
-        let mut m = Measurer::new(measures);
-        m.update(self.as_ref());
-        Some(m.finish())
+        Some(crate::measure::measure(self.as_ref(), measures))
     }
 }
 

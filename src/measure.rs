@@ -199,11 +199,11 @@ impl Measurement {
     }
 }
 
-/// Measures `bytes` in one call.
+/// Measures `bytes` in one call (no gathering buffer: the whole result is one chunk).
 pub fn measure(bytes: &[u8], measures: Measures) -> Measurement {
-    let mut m = Measurer::new(measures);
-    m.update(bytes);
-    m.finish()
+    let mut state = State::new(measures);
+    state.process(bytes);
+    state.finish()
 }
 
 /// Where the structural scan stands.
