@@ -9,6 +9,9 @@
 //! bookkeeping. A second bare span records the same values in one `record_all!`, as toolsize
 //! does, for the ratio against the cheapest hand-written span.
 //!
+//! `instrumented_text_no_args` is the same call without `.args(…)`: the arguments' hash is the
+//! largest part of what toolsize adds, and a call that has no arguments to hash skips it.
+//!
 //! Group `measure_unit` is the cost of each measure alone (`measure` with that one enabled) on a
 //! 4 KiB JSON result and on 64 KiB of text; `instrumented_text_all_measures` is an instrumented
 //! call with every measure asked for.
@@ -150,7 +153,8 @@ const BASELINE_RECORD_ALL: &str = "bare_tracing_otel_span_record_all";
 /// About 64 KiB of text as a fetch or a log tool returns it: lines of mostly ASCII with some
 /// accented, CJK and astral characters.
 fn text_64k() -> String {
-    let line = "2025-06-01T12:00:00Z INFO fetch: résumé of page 12 — naïve cache hit; 日本語 😀 ok\n";
+    let line =
+        "2025-06-01T12:00:00Z INFO fetch: résumé of page 12 — naïve cache hit; 日本語 😀 ok\n";
     line.repeat(64 * 1024 / line.len())
 }
 
@@ -212,6 +216,13 @@ fn benches(c: &mut Criterion) {
                 .run_text(|| Ok::<_, std::io::Error>(black_box(text.as_str())))
         })
     });
+    g.bench_function("instrumented_text_no_args", |b| {
+        b.iter(|| {
+            tool_call("search")
+                .call_id("call_1")
+                .run_text(|| Ok::<_, std::io::Error>(black_box(text.as_str())))
+        })
+    });
     g.bench_function("instrumented_text_all_measures", |b| {
         b.iter(|| {
             tool_call("search")
@@ -234,7 +245,10 @@ fn benches(c: &mut Criterion) {
     let long = text_64k();
     eprintln!("text: {} bytes", long.len());
     let mut g = c.benchmark_group("measure_unit");
-    for (input, bytes) in [("4KiB_json", text.as_bytes()), ("64KiB_text", long.as_bytes())] {
+    for (input, bytes) in [
+        ("4KiB_json", text.as_bytes()),
+        ("64KiB_text", long.as_bytes()),
+    ] {
         for (name, m) in singles() {
             g.bench_function(format!("{input}/{name}"), |b| {
                 b.iter(|| measure(black_box(bytes), m))
@@ -278,6 +292,7 @@ fn main() {
         for name in [
             BASELINE_RECORD_ALL,
             "instrumented_text",
+            "instrumented_text_no_args",
             "instrumented_text_all_measures",
             "instrumented_serialize",
         ] {

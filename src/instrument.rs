@@ -780,10 +780,7 @@ mod tests {
 
     #[test]
     fn env_stack_adds_the_measures_of_its_layers() {
-        assert_eq!(
-            measures_from_env(None),
-            (Measures::CHEAP, Origin::Default)
-        );
+        assert_eq!(measures_from_env(None), (Measures::CHEAP, Origin::Default));
         assert_eq!(
             measures_from_env(Some("  ".into())),
             (Measures::CHEAP, Origin::Default)

@@ -343,14 +343,21 @@ impl State {
         }
         self.bytes += chunk.len() as u64;
         let ms = self.measures;
-        if ms.needs_code_points() {
-            self.continuation += count(chunk, is_continuation);
-        }
-        if ms.utf16_units {
-            self.astral += count(chunk, |b| b >= 0xF0);
-        }
-        if ms.lines {
-            self.newlines += count(chunk, |b| b == b'\n');
+        let (cont, astral, lines) = (ms.needs_code_points(), ms.utf16_units, ms.lines);
+        if cont || astral || lines {
+            // One walk over the chunk, each block (in L1) counted once per enabled measure: a
+            // measure that is off costs nothing, several cost no second walk over a large result.
+            for block in chunk.chunks(255) {
+                if cont {
+                    self.continuation += count_block(block, is_continuation);
+                }
+                if astral {
+                    self.astral += count_block(block, |b| b >= 0xF0);
+                }
+                if lines {
+                    self.newlines += count_block(block, |b| b == b'\n');
+                }
+            }
             self.last_byte = chunk.last().copied();
         }
         if self.doc != Doc::NotJson {
@@ -564,15 +571,10 @@ fn is_continuation(b: u8) -> bool {
     (b as i8) < -64
 }
 
-/// Bytes of `s` matching `pred`: one pass, one predicate, so a measure that is off costs nothing.
-#[inline(always)]
-fn count(s: &[u8], pred: impl Fn(u8) -> bool + Copy) -> u64 {
-    s.chunks(255).map(|b| count_block(b, pred)).sum()
-}
-
 /// Code points in `s` (bytes that are not continuation bytes).
 fn code_points(s: &[u8]) -> u64 {
-    s.len() as u64 - count(s, is_continuation)
+    let cont: u64 = s.chunks(255).map(|b| count_block(b, is_continuation)).sum();
+    s.len() as u64 - cont
 }
 
 #[cfg(test)]

@@ -72,7 +72,11 @@ fn check_received(received: &Received, service: &str) {
         int_attr(search, TOOL_RESULT_BYTES),
         Some(r#"["a","bb","ccc"]"#.len() as i64)
     );
-    assert_eq!(int_attr(search, TOOL_RESULT_JSON_DEPTH), Some(1), "asked for");
+    assert_eq!(
+        int_attr(search, TOOL_RESULT_JSON_DEPTH),
+        Some(1),
+        "asked for"
+    );
 
     let (_, failed) = &spans[1];
     assert_eq!(failed.name, "execute_tool fetch");

@@ -203,21 +203,19 @@ pub const fn measures_for(unit: Unit, scope: Scope) -> Measures {
         (Scope::PerResult | Scope::PerAttribute, _) => whole,
         // The longest string's code points, and the result's surplus of units and bytes over
         // code points (see the module doc).
-        (Scope::PerString, Unit::Bytes | Unit::Chars | Unit::Utf16Units | Unit::Tokens) => {
-            whole.union(Measures {
+        (Scope::PerString, Unit::Bytes | Unit::Chars | Unit::Utf16Units | Unit::Tokens) => whole
+            .union(Measures {
                 max_string_chars: true,
                 chars: true,
                 ..none
-            })
-        }
+            }),
         (Scope::PerString, _) => whole,
         // The longest line is bounded with the count of lines.
-        (Scope::PerLine, Unit::Bytes | Unit::Chars | Unit::Utf16Units | Unit::Tokens) => {
-            whole.union(Measures {
+        (Scope::PerLine, Unit::Bytes | Unit::Chars | Unit::Utf16Units | Unit::Tokens) => whole
+            .union(Measures {
                 lines: true,
                 ..none
-            })
-        }
+            }),
         (Scope::PerLine, _) => whole,
     }
 }
