@@ -143,25 +143,10 @@ pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 ///
 /// As [`canonical_json`].
 pub fn args_hash<T: Serialize + ?Sized>(value: &T) -> Result<String> {
-    thread_local! {
-        /// The last call's buffers, emptied: hashing the arguments of every tool call allocates
-        /// nothing once they have grown (measured: `parts/args_hash` in `benches/instrument.rs`).
-        static SPARE: std::cell::Cell<Option<Canon>> = const { std::cell::Cell::new(None) };
-    }
-    // Taken out while in use, so a `Serialize` impl that hashes arguments itself gets its own.
-    let mut canon = SPARE.take().unwrap_or_else(Canon::with_capacity);
-    let hashed = value
-        .serialize(&mut canon)
-        .map(|()| args_hash_of_canonical(&canon.out));
-    if canon.retained_bytes() <= MAX_SPARE_BYTES {
-        canon.clear();
-        SPARE.set(Some(canon));
-    }
-    hashed
+    let mut canon = Canon::with_capacity();
+    value.serialize(&mut canon)?;
+    Ok(args_hash_of_canonical(&canon.out))
 }
-
-/// Buffers grown past this many bytes in all (large arguments) are freed, not kept.
-const MAX_SPARE_BYTES: usize = 64 * 1024;
 
 /// The first 12 lowercase hex digits of the SHA-1 of already-canonical JSON bytes.
 pub fn args_hash_of_canonical(canonical: &[u8]) -> String {
@@ -638,23 +623,6 @@ impl Canon {
             scratch: Vec::new(),
             depth: 0,
         }
-    }
-
-    /// The heap its buffers hold.
-    fn retained_bytes(&self) -> usize {
-        self.out.capacity()
-            + self.arena.capacity()
-            + self.scratch.capacity()
-            + self.entries.capacity() * std::mem::size_of::<Entry>()
-    }
-
-    /// Empty, its buffers' capacity kept.
-    fn clear(&mut self) {
-        self.out.clear();
-        self.entries.clear();
-        self.arena.clear();
-        self.scratch.clear();
-        self.depth = 0;
     }
 
     fn into_string(self) -> String {
@@ -1826,54 +1794,6 @@ mod tests {
         assert!(canonical_json_from_text("").is_err());
         assert!(canonical_json_from_text("1 2").is_err());
         assert_eq!(text(" \t\n1\r\n"), "1");
-    }
-
-    /// Hashes the buffers reused between calls must not leak from one call into the next:
-    /// after a failure half-way, after a large value, and from inside a `Serialize` impl.
-    #[test]
-    fn reused_buffers_hash_like_fresh_ones() {
-        let fresh = |v: &serde_json::Value| {
-            args_hash_of_canonical(canonical_json(v).unwrap().as_bytes())
-        };
-        let small = serde_json::json!({"q": "é", "b": [1, {"z": 2, "a": null}]});
-        let expected = fresh(&small);
-        assert_eq!(args_hash(&small).unwrap(), expected);
-
-        struct Mixed;
-        impl Serialize for Mixed {
-            fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                use ser::SerializeMap;
-                let mut m = s.serialize_map(Some(2))?;
-                m.serialize_entry("a", &[1, 2, 3])?;
-                m.serialize_entry(&1, "b")?;
-                m.end()
-            }
-        }
-        assert!(
-            matches!(
-                args_hash(&Mixed),
-                Err(ArgsHashError::IncomparableKeys { .. })
-            ),
-            "fails with an entry written"
-        );
-        assert_eq!(args_hash(&small).unwrap(), expected);
-
-        let large = serde_json::json!({"blob": "x".repeat(200_000)});
-        assert_eq!(args_hash(&large).unwrap(), fresh(&large));
-        assert_eq!(args_hash(&small).unwrap(), expected);
-
-        struct HashesInside<'a>(&'a serde_json::Value);
-        impl Serialize for HashesInside<'_> {
-            fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let inner = args_hash(self.0).map_err(ser::Error::custom)?;
-                s.serialize_str(&inner)
-            }
-        }
-        let nested = args_hash(&HashesInside(&small)).unwrap();
-        assert_eq!(
-            nested,
-            args_hash_of_canonical(format!("\"{expected}\"").as_bytes())
-        );
     }
 
     #[test]
