@@ -143,7 +143,7 @@ pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 ///
 /// As [`canonical_json`].
 pub fn args_hash<T: Serialize + ?Sized>(value: &T) -> Result<String> {
-    let mut canon = Canon::default();
+    let mut canon = Canon::with_capacity();
     value.serialize(&mut canon)?;
     Ok(args_hash_of_canonical(&canon.out))
 }
@@ -613,6 +613,18 @@ fn key_cmp(arena: &[u8], a: &SortKey, b: &SortKey) -> Ordering {
 }
 
 impl Canon {
+    /// Room for typical tool arguments (a few hundred bytes of JSON, a few keys), so that
+    /// writing them grows no buffer: measured in `benches/instrument.rs` (`parts/args_hash`).
+    fn with_capacity() -> Canon {
+        Canon {
+            out: Vec::with_capacity(256),
+            entries: Vec::with_capacity(8),
+            arena: Vec::with_capacity(64),
+            scratch: Vec::new(),
+            depth: 0,
+        }
+    }
+
     fn into_string(self) -> String {
         // The output is pure ASCII by construction.
         String::from_utf8(self.out)

@@ -1,4 +1,4 @@
-//! One span per tool call: the result's size in every unit, truncation, args hash, latency, error.
+//! One span per tool call: the result's size, truncation, args hash, latency, error.
 //!
 //! [`tool_call`] starts a [`ToolCallBuilder`]; there are three ways in:
 //!
@@ -26,6 +26,13 @@
 //! any code of the caller's) calls [`record_cut`]; the span then records
 //! `tool.result.truncated = true` and `tool.result.original_bytes` by itself.
 //!
+//! Which measures are taken ([`Settings::measures`]): by default the cheap ones only, bytes and
+//! `tokens_estimate` ([`Measures::CHEAP`]), plus those the layers of the stack named in
+//! `TOOLSIZE_STACK` count by ([`crate::layers::Stack::measures`]); the others (chars, UTF-16
+//! units, lines, JSON depth, longest string) each cost a pass over the result and are taken when
+//! asked for ([`set_defaults`], [`ToolCallBuilder::measures`]). A measure not taken is left off
+//! the span, never recorded as 0.
+//!
 //! Nothing here blocks, allocates per byte or panics. Argument and result content are never
 //! recorded: only sizes and the arguments' hash. When no subscriber wants the span, the result is
 //! not measured at all.
@@ -37,7 +44,7 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -59,17 +66,18 @@ pub const ENV_LARGE_RESULT_BYTES: &str = "TOOLSIZE_LARGE_RESULT_BYTES";
 /// Per-call settings: which measures to take, and the large-result threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settings {
-    /// The measures taken of every result. Bytes are always taken.
+    /// The measures taken of every result. Bytes are always taken; a measure not taken is left
+    /// off the span.
     pub measures: Measures,
     /// Results above this many bytes get a `tool.large_result` event.
     pub large_result_bytes: u64,
 }
 
 impl Default for Settings {
-    /// All measures, [`DEFAULT_LARGE_RESULT_BYTES`].
+    /// [`Measures::CHEAP`], [`DEFAULT_LARGE_RESULT_BYTES`].
     fn default() -> Self {
         Settings {
-            measures: Measures::ALL,
+            measures: Measures::CHEAP,
             large_result_bytes: DEFAULT_LARGE_RESULT_BYTES,
         }
     }
@@ -86,7 +94,7 @@ pub fn set_defaults(settings: Settings) -> Result<(), Settings> {
     let mut fresh = false;
     let now = DEFAULTS.get_or_init(|| {
         fresh = true;
-        log_effective(settings.large_result_bytes, Origin::Config);
+        log_effective(&settings, Origin::Config, Origin::Config);
         settings
     });
     if fresh {
@@ -97,17 +105,46 @@ pub fn set_defaults(settings: Settings) -> Result<(), Settings> {
 }
 
 /// The process-wide defaults, resolved once: [`set_defaults`] > environment > built-in. The
-/// effective large-result threshold is logged once, with its source.
+/// effective settings are logged once, with their sources.
+///
+/// From the environment: [`ENV_LARGE_RESULT_BYTES`], and the layer stack named in
+/// [`crate::layers::ENV_STACK`] (`TOOLSIZE_STACK`), whose layers' units are measured on top of
+/// [`Measures::CHEAP`] ([`crate::layers::Stack::measures`]).
 pub fn defaults() -> Settings {
     *DEFAULTS.get_or_init(|| {
-        let (bytes, source) =
+        let (bytes, bytes_source) =
             large_result_bytes_from_env(std::env::var(ENV_LARGE_RESULT_BYTES).ok());
-        log_effective(bytes, source);
-        Settings {
+        let (measures, measures_source) =
+            measures_from_env(std::env::var(crate::layers::ENV_STACK).ok());
+        let settings = Settings {
+            measures,
             large_result_bytes: bytes,
-            ..Settings::default()
-        }
+        };
+        log_effective(&settings, bytes_source, measures_source);
+        settings
     })
+}
+
+/// The measures the stack named in `TOOLSIZE_STACK` needs; the cheap ones when it is unset,
+/// blank or names an unknown layer (logged).
+fn measures_from_env(value: Option<String>) -> (Measures, Origin) {
+    let Some(list) = value.filter(|v| !v.trim().is_empty()) else {
+        return (Measures::CHEAP, Origin::Default);
+    };
+    let stack = crate::layers::StackConfig::parse_list(&list)
+        .and_then(|config| crate::layers::Stack::resolve(None, Some(&config), None));
+    match stack {
+        Ok(stack) => (stack.measures(), Origin::Env),
+        Err(error) => {
+            tracing::warn!(
+                target: "toolsize",
+                variable = crate::layers::ENV_STACK,
+                error = %error,
+                "Ignoring the layer stack in the environment; taking the cheap measures only."
+            );
+            (Measures::CHEAP, Origin::Default)
+        }
+    }
 }
 
 fn large_result_bytes_from_env(value: Option<String>) -> (u64, Origin) {
@@ -129,12 +166,14 @@ fn large_result_bytes_from_env(value: Option<String>) -> (u64, Origin) {
     }
 }
 
-fn log_effective(bytes: u64, source: Origin) {
+fn log_effective(settings: &Settings, bytes_source: Origin, measures_source: Origin) {
     tracing::info!(
         target: "toolsize",
-        large_result_bytes = bytes,
-        source = %source,
-        "Large-result threshold in effect."
+        large_result_bytes = settings.large_result_bytes,
+        source = %bytes_source,
+        measures = %settings.measures,
+        measures_source = %measures_source,
+        "Tool-call settings in effect."
     );
 }
 
@@ -195,7 +234,9 @@ impl<'a> ToolCallBuilder<'a> {
         self
     }
 
-    /// The measures taken of this call's result (default: [`defaults`]).
+    /// The measures taken of this call's result, in place of [`defaults`]' (for example
+    /// [`Measures::ALL`], or `defaults().measures.union(…)` to add some). Each measure beyond
+    /// [`Measures::CHEAP`] costs a pass over the result.
     pub fn measures(mut self, measures: Measures) -> Self {
         self.measures = Some(measures);
         self
@@ -220,14 +261,8 @@ impl<'a> ToolCallBuilder<'a> {
         let span = tracing::info_span!(
             target: "toolsize",
             "execute_tool",
-            otel.name = %format_args!("{SPAN_NAME_PREFIX} {name}"),
-            otel.kind = "internal",
-            otel.status_description = Empty,
-            { GEN_AI_OPERATION_NAME } = OPERATION_EXECUTE_TOOL,
-            { GEN_AI_TOOL_NAME } = name,
-            { TOOL_NAME } = name,
-            { GEN_AI_TOOL_CALL_ID } = self.call_id,
-            { TOOL_ARGS_HASH } = self.args_hash.as_deref(),
+            // The fields recorded at the end come first: a record finds its field by name, in
+            // declaration order.
             { TOOL_RESULT_BYTES } = Empty,
             { TOOL_RESULT_TRUNCATED } = Empty,
             { TOOL_RESULT_ORIGINAL_BYTES } = Empty,
@@ -238,6 +273,14 @@ impl<'a> ToolCallBuilder<'a> {
             { TOOL_RESULT_MAX_STRING_CHARS } = Empty,
             { TOOL_RESULT_TOKENS_ESTIMATE } = Empty,
             { TOOL_LATENCY_MS } = Empty,
+            otel.name = %format_args!("{SPAN_NAME_PREFIX} {name}"),
+            otel.kind = "internal",
+            otel.status_description = Empty,
+            { GEN_AI_OPERATION_NAME } = OPERATION_EXECUTE_TOOL,
+            { GEN_AI_TOOL_NAME } = name,
+            { TOOL_NAME } = name,
+            { GEN_AI_TOOL_CALL_ID } = self.call_id,
+            { TOOL_ARGS_HASH } = self.args_hash.as_deref(),
             { TOOL_ERROR } = Empty,
             { ERROR_TYPE } = Empty,
             { TOOL_CANCELLED } = Empty,
@@ -254,7 +297,7 @@ impl<'a> ToolCallBuilder<'a> {
             span,
             started: Instant::now(),
             settings,
-            cut: Arc::new(AtomicU64::new(0)),
+            cut: AtomicU64::new(0),
             done: false,
         }
     }
@@ -363,9 +406,7 @@ impl<T: Serialize + ?Sized> MeasureAs<AsJson> for T {
 
 impl<T: AsRef<[u8]> + ?Sized> MeasureAs<AsText> for T {
     fn measure_as(&self, measures: Measures) -> Option<Measurement> {
-        let mut m = Measurer::new(measures);
-        m.update(self.as_ref());
-        Some(m.finish())
+        Some(crate::measure::measure(self.as_ref(), measures))
     }
 }
 
@@ -379,8 +420,9 @@ pub struct ToolCall {
     span: Span,
     started: Instant,
     settings: Settings,
-    /// 0: nothing cut; otherwise `original_bytes + 1`, from [`record_cut`].
-    cut: Arc<AtomicU64>,
+    /// 0: nothing cut; otherwise `original_bytes + 1`, from [`record_cut`] (merged in when
+    /// [`ToolCall::in_scope`] returns).
+    cut: AtomicU64,
     done: bool,
 }
 
@@ -485,9 +527,12 @@ impl ToolCall {
         }
     }
 
+    fn latency_ms(&self) -> f64 {
+        self.started.elapsed().as_secs_f64() * 1e3
+    }
+
     fn record_latency(&self) {
-        let ms = self.started.elapsed().as_secs_f64() * 1e3;
-        self.span.record(TOOL_LATENCY_MS, ms);
+        self.span.record(TOOL_LATENCY_MS, self.latency_ms());
     }
 
     fn record_success(&mut self, m: Measurement, truncated: bool, original: Option<u64>) {
@@ -499,30 +544,21 @@ impl ToolCall {
             (truncated, original)
         };
         let span = &self.span;
-        span.record(TOOL_RESULT_BYTES, int(m.bytes));
-        span.record(TOOL_RESULT_TRUNCATED, truncated);
-        if let Some(o) = original {
-            span.record(TOOL_RESULT_ORIGINAL_BYTES, int(o));
-        }
-        if let Some(v) = m.chars {
-            span.record(TOOL_RESULT_CHARS, int(v));
-        }
-        if let Some(v) = m.utf16_units {
-            span.record(TOOL_RESULT_UTF16_UNITS, int(v));
-        }
-        if let Some(v) = m.lines {
-            span.record(TOOL_RESULT_LINES, int(v));
-        }
-        if let Some(v) = m.json_depth {
-            span.record(TOOL_RESULT_JSON_DEPTH, int(v));
-        }
-        if let Some(v) = m.max_string_chars {
-            span.record(TOOL_RESULT_MAX_STRING_CHARS, int(v));
-        }
-        if let Some(v) = m.tokens_estimate {
-            span.record(TOOL_RESULT_TOKENS_ESTIMATE, int(v));
-        }
-        self.record_latency();
+        // One record for all of them: one trip through the subscriber (tracing-opentelemetry
+        // takes its span's lock and allocates once per record). `None` fields are left off.
+        tracing::record_all!(
+            span,
+            { TOOL_RESULT_BYTES } = int(m.bytes),
+            { TOOL_RESULT_TRUNCATED } = truncated,
+            { TOOL_RESULT_ORIGINAL_BYTES } = original.map(int),
+            { TOOL_RESULT_CHARS } = m.chars.map(int),
+            { TOOL_RESULT_UTF16_UNITS } = m.utf16_units.map(int),
+            { TOOL_RESULT_LINES } = m.lines.map(int),
+            { TOOL_RESULT_JSON_DEPTH } = m.json_depth.map(int),
+            { TOOL_RESULT_MAX_STRING_CHARS } = m.max_string_chars.map(int),
+            { TOOL_RESULT_TOKENS_ESTIMATE } = m.tokens_estimate.map(int),
+            { TOOL_LATENCY_MS } = self.latency_ms(),
+        );
         let threshold = self.settings.large_result_bytes;
         if m.bytes > threshold {
             tracing::event!(
@@ -676,24 +712,30 @@ where
 }
 
 thread_local! {
-    /// The cut cells of the tool calls running on this thread, innermost last.
-    static ACTIVE: std::cell::RefCell<Vec<Arc<AtomicU64>>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The cuts reported to the tool calls running on this thread (`original_bytes + 1`, 0 for
+    /// none), innermost last. A plain number per call: entering a call allocates nothing.
+    static ACTIVE: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-struct Active;
+/// One call's place on [`ACTIVE`] while it runs; on leaving, the cut reported in the meantime is
+/// merged into the call's own cell (so a future polled on several threads keeps every cut).
+struct Active<'a> {
+    cut: &'a AtomicU64,
+}
 
-impl Active {
-    fn push(cut: &Arc<AtomicU64>) -> Active {
-        ACTIVE.with(|a| a.borrow_mut().push(Arc::clone(cut)));
-        Active
+impl<'a> Active<'a> {
+    fn push(cut: &'a AtomicU64) -> Active<'a> {
+        ACTIVE.with(|a| a.borrow_mut().push(0));
+        Active { cut }
     }
 }
 
-impl Drop for Active {
+impl Drop for Active<'_> {
     fn drop(&mut self) {
-        ACTIVE.with(|a| {
-            a.borrow_mut().pop();
-        });
+        let reported = ACTIVE.with(|a| a.borrow_mut().pop()).unwrap_or(0);
+        if reported > 0 {
+            self.cut.fetch_max(reported, Ordering::Relaxed);
+        }
     }
 }
 
@@ -704,9 +746,9 @@ impl Drop for Active {
 ///
 /// Returns whether a tool call was running; outside one this does nothing.
 pub fn record_cut(original_bytes: u64) -> bool {
-    ACTIVE.with(|a| match a.borrow().last() {
+    ACTIVE.with(|a| match a.borrow_mut().last_mut() {
         Some(cut) => {
-            cut.fetch_max(original_bytes.saturating_add(1), Ordering::Relaxed);
+            *cut = (*cut).max(original_bytes.saturating_add(1));
             true
         }
         None => false,
@@ -734,6 +776,30 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn env_stack_adds_the_measures_of_its_layers() {
+        assert_eq!(measures_from_env(None), (Measures::CHEAP, Origin::Default));
+        assert_eq!(
+            measures_from_env(Some("  ".into())),
+            (Measures::CHEAP, Origin::Default)
+        );
+        assert_eq!(
+            measures_from_env(Some("no-such-layer".into())),
+            (Measures::CHEAP, Origin::Default),
+            "an unknown layer is ignored, not fatal"
+        );
+        // A catalog layer counting by something other than bytes adds that measure.
+        let layer = crate::layers::catalog()
+            .iter()
+            .find(|l| l.unit == crate::layers::Unit::Lines)
+            .expect("the catalog has a layer counting lines");
+        let (m, source) = measures_from_env(Some(layer.id.clone()));
+        assert_eq!(source, Origin::Env);
+        assert!(m.lines, "{m}");
+        assert!(m.tokens_estimate, "the cheap measures stay: {m}");
+        assert_eq!(Settings::default().measures, Measures::CHEAP);
     }
 
     #[test]

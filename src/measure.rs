@@ -20,10 +20,14 @@
 //! outside strings, and only white space follows the end. Escapes are decoded for string lengths
 //! (`\u00e9` is one code point, a surrogate pair one astral code point).
 //!
-//! Cost: the counts run a word at a time (eight bytes per step), the string scan jumps between
-//! quotes and backslashes with `memchr`, so a measure is a few hundred nanoseconds for a 4 KiB
-//! result. Bytes that are not valid UTF-8 are counted as they come (a stray continuation byte is
-//! not a code point); nothing here allocates, panics or fails.
+//! Cost: `bytes` and `tokens_estimate` cost nothing per byte; every other measure is one more
+//! pass over the result (each count runs sixteen or thirty-two bytes a step, the string scan jumps
+//! between quotes and backslashes with `memchr`), and only the passes an enabled measure needs are
+//! run. `cargo bench --features export --bench instrument` prints the cost of each measure alone
+//! (group `measure_unit`) on a 4 KiB JSON result and on 64 KiB of text; that is why
+//! [`Measures::CHEAP`], the default, holds only the two free ones. Bytes that are not valid UTF-8
+//! are counted as they come (a stray continuation byte is not a code point); nothing here
+//! allocates, panics or fails.
 
 use std::io;
 
@@ -83,8 +87,47 @@ impl Measures {
         tokens_estimate: false,
     };
 
-    fn needs_counts(self) -> bool {
-        self.chars || self.utf16_units || self.lines || self.max_string_chars
+    /// The measures that cost nothing per byte of the result: bytes and `tokens_estimate`
+    /// (arithmetic on bytes). The default ([`Measures::default`]); the others are taken when a
+    /// layer that counts by them is configured ([`crate::layers::Stack::measures`]) or when they
+    /// are asked for.
+    pub const CHEAP: Measures = Measures {
+        tokens_estimate: true,
+        ..Measures::BYTES_ONLY
+    };
+
+    /// The measures enabled in `self` or in `other`.
+    #[must_use]
+    pub const fn union(self, other: Measures) -> Measures {
+        Measures {
+            chars: self.chars || other.chars,
+            utf16_units: self.utf16_units || other.utf16_units,
+            lines: self.lines || other.lines,
+            json_depth: self.json_depth || other.json_depth,
+            max_string_chars: self.max_string_chars || other.max_string_chars,
+            tokens_estimate: self.tokens_estimate || other.tokens_estimate,
+        }
+    }
+
+    /// The enabled measures' names, as the span attributes end (`bytes` first: always taken).
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        [
+            (true, "bytes"),
+            (self.chars, "chars"),
+            (self.utf16_units, "utf16_units"),
+            (self.lines, "lines"),
+            (self.json_depth, "json_depth"),
+            (self.max_string_chars, "max_string_chars"),
+            (self.tokens_estimate, "tokens_estimate"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+    }
+
+    /// Code points are counted for `chars`, for `utf16_units` (code points plus astral ones) and
+    /// for `max_string_chars` (a result that is not JSON is one string).
+    fn needs_code_points(self) -> bool {
+        self.chars || self.utf16_units || self.max_string_chars
     }
 
     fn needs_scan(self) -> bool {
@@ -93,9 +136,22 @@ impl Measures {
 }
 
 impl Default for Measures {
-    /// [`Measures::ALL`].
+    /// [`Measures::CHEAP`].
     fn default() -> Self {
-        Measures::ALL
+        Measures::CHEAP
+    }
+}
+
+impl std::fmt::Display for Measures {
+    /// The enabled measures' names, comma-separated: `bytes,tokens_estimate`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, name) in self.names().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(name)?;
+        }
+        Ok(())
     }
 }
 
@@ -143,11 +199,11 @@ impl Measurement {
     }
 }
 
-/// Measures `bytes` in one call.
+/// Measures `bytes` in one call (no gathering buffer: the whole result is one chunk).
 pub fn measure(bytes: &[u8], measures: Measures) -> Measurement {
-    let mut m = Measurer::new(measures);
-    m.update(bytes);
-    m.finish()
+    let mut state = State::new(measures);
+    state.process(bytes);
+    state.finish()
 }
 
 /// Where the structural scan stands.
@@ -286,11 +342,22 @@ impl State {
             return;
         }
         self.bytes += chunk.len() as u64;
-        if self.measures.needs_counts() {
-            let c = counts(chunk);
-            self.continuation += c.continuation;
-            self.astral += c.astral;
-            self.newlines += c.newlines;
+        let ms = self.measures;
+        let (cont, astral, lines) = (ms.needs_code_points(), ms.utf16_units, ms.lines);
+        if cont || astral || lines {
+            // One walk over the chunk, each block (in L1) counted once per enabled measure: a
+            // measure that is off costs nothing, several cost no second walk over a large result.
+            for block in chunk.chunks(255) {
+                if cont {
+                    self.continuation += count_block(block, is_continuation);
+                }
+                if astral {
+                    self.astral += count_block(block, |b| b >= 0xF0);
+                }
+                if lines {
+                    self.newlines += count_block(block, |b| b == b'\n');
+                }
+            }
             self.last_byte = chunk.last().copied();
         }
         if self.doc != Doc::NotJson {
@@ -489,13 +556,6 @@ static CLASS: [u8; 256] = {
     t
 };
 
-#[derive(Default)]
-struct Counts {
-    continuation: u64,
-    astral: u64,
-    newlines: u64,
-}
-
 /// Counts `pred` over `block` (at most 255 bytes) in a `u8` accumulator: written so the compiler
 /// turns it into vector compares and subtracts, sixteen or thirty-two bytes a step.
 #[inline(always)]
@@ -509,16 +569,6 @@ fn count_block(block: &[u8], pred: impl Fn(u8) -> bool) -> u64 {
 
 fn is_continuation(b: u8) -> bool {
     (b as i8) < -64
-}
-
-fn counts(s: &[u8]) -> Counts {
-    let mut c = Counts::default();
-    for block in s.chunks(255) {
-        c.continuation += count_block(block, is_continuation);
-        c.astral += count_block(block, |b| b >= 0xF0);
-        c.newlines += count_block(block, |b| b == b'\n');
-    }
-    c
 }
 
 /// Code points in `s` (bytes that are not continuation bytes).
@@ -766,6 +816,89 @@ mod tests {
                 assert_eq!(chunked.finish(), whole, "{text}");
             }
         }
+    }
+
+    /// `m` with only the measures in `on` kept.
+    fn masked(m: Measurement, on: Measures) -> Measurement {
+        Measurement {
+            bytes: m.bytes,
+            chars: m.chars.filter(|_| on.chars),
+            utf16_units: m.utf16_units.filter(|_| on.utf16_units),
+            lines: m.lines.filter(|_| on.lines),
+            json_depth: m.json_depth.filter(|_| on.json_depth),
+            max_string_chars: m.max_string_chars.filter(|_| on.max_string_chars),
+            tokens_estimate: m.tokens_estimate.filter(|_| on.tokens_estimate),
+            items: None,
+        }
+    }
+
+    #[test]
+    fn each_measure_alone_gives_what_it_gives_among_all() {
+        let singles = [
+            Measures {
+                chars: true,
+                ..Measures::BYTES_ONLY
+            },
+            Measures {
+                utf16_units: true,
+                ..Measures::BYTES_ONLY
+            },
+            Measures {
+                lines: true,
+                ..Measures::BYTES_ONLY
+            },
+            Measures {
+                json_depth: true,
+                ..Measures::BYTES_ONLY
+            },
+            Measures {
+                max_string_chars: true,
+                ..Measures::BYTES_ONLY
+            },
+            Measures::CHEAP,
+        ];
+        for s in [
+            "ü😀\nline two\n",
+            r#"{"a": ["ü😀\n", {"b": "\ud83d\ude00 x"}], "d": [[1]]}"#,
+            "plain text, no newline",
+        ] {
+            let whole = all(s);
+            for one in singles {
+                let m = measure(s.as_bytes(), one);
+                assert_eq!(m, masked(whole, one), "{s:?} {one}");
+                // Exactly the enabled measures are present (json_depth only for JSON).
+                assert_eq!(m.chars.is_some(), one.chars, "{s:?} {one}");
+                assert_eq!(m.lines.is_some(), one.lines, "{s:?} {one}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_default_is_the_cheap_measures() {
+        assert_eq!(Measures::default(), Measures::CHEAP);
+        let m = measure("ü\n".as_bytes(), Measures::default());
+        assert_eq!(
+            m,
+            Measurement {
+                bytes: 3,
+                tokens_estimate: Some(1),
+                ..Measurement::default()
+            }
+        );
+        assert_eq!(Measures::CHEAP.to_string(), "bytes,tokens_estimate");
+        assert_eq!(Measures::BYTES_ONLY.to_string(), "bytes");
+        assert_eq!(
+            Measures::CHEAP.union(Measures {
+                lines: true,
+                ..Measures::BYTES_ONLY
+            }),
+            Measures {
+                lines: true,
+                tokens_estimate: true,
+                ..Measures::BYTES_ONLY
+            }
+        );
+        assert_eq!(Measures::BYTES_ONLY.union(Measures::ALL), Measures::ALL);
     }
 
     #[test]

@@ -26,6 +26,7 @@ fn three_calls(guard: &export::ExportGuard) -> usize {
         let hits = tool_call("search")
             .call_id("call_1")
             .args(&serde_json::json!({"q": "otel", "limit": 3}))
+            .measures(toolsize::Measures::ALL)
             .run(|| Ok::<_, String>(vec!["a", "bb", "ccc"]))
             .unwrap();
         assert_eq!(hits.len(), 3);
@@ -71,7 +72,11 @@ fn check_received(received: &Received, service: &str) {
         int_attr(search, TOOL_RESULT_BYTES),
         Some(r#"["a","bb","ccc"]"#.len() as i64)
     );
-    assert_eq!(int_attr(search, TOOL_RESULT_JSON_DEPTH), Some(1));
+    assert_eq!(
+        int_attr(search, TOOL_RESULT_JSON_DEPTH),
+        Some(1),
+        "asked for"
+    );
 
     let (_, failed) = &spans[1];
     assert_eq!(failed.name, "execute_tool fetch");
@@ -85,7 +90,12 @@ fn check_received(received: &Received, service: &str) {
 
     let (_, large) = &spans[2];
     assert_eq!(int_attr(large, TOOL_RESULT_BYTES), Some(20_000));
-    assert_eq!(int_attr(large, TOOL_RESULT_CHARS), Some(10_000));
+    assert_eq!(
+        int_attr(large, TOOL_RESULT_CHARS),
+        None,
+        "not measured by default, so not sent"
+    );
+    assert_eq!(int_attr(large, TOOL_RESULT_TOKENS_ESTIMATE), Some(5_000));
     assert_eq!(large.events.len(), 1);
     assert_eq!(large.events[0].name, EVENT_LARGE_RESULT);
 }

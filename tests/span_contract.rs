@@ -48,6 +48,7 @@ fn success_records_every_attribute_of_the_contract() {
             tool_call("search")
                 .call_id("call_42")
                 .args(&args)
+                .measures(Measures::ALL)
                 .run(|| search(args.query, 5))
         })
         .unwrap();
@@ -118,6 +119,43 @@ fn success_records_every_attribute_of_the_contract() {
 }
 
 #[test]
+fn by_default_only_the_cheap_measures_are_recorded() {
+    // The default measures: bytes and the tokens estimate, unless TOOLSIZE_STACK names layers
+    // counting by more (this test's environment names none).
+    assert_eq!(std::env::var(toolsize::layers::ENV_STACK).ok(), None);
+    assert_eq!(toolsize::instrument::defaults().measures, Measures::CHEAP);
+    let cap = Capture::new();
+    let page = "line one\nligne deux é\n三行目 😀\n";
+    cap.run(|| {
+        tool_call("fetch")
+            .args(&["https://example.com"])
+            .run_text(|| Ok::<_, String>(page.to_string()))
+    })
+    .unwrap();
+    let span = cap.one_span();
+    assert_eq!(int(&span, TOOL_RESULT_BYTES), Some(page.len() as i64));
+    assert_eq!(boolean(&span, TOOL_RESULT_TRUNCATED), Some(false));
+    assert_eq!(
+        int(&span, TOOL_RESULT_TOKENS_ESTIMATE),
+        Some(page.len().div_ceil(4) as i64)
+    );
+    assert!(float(&span, TOOL_LATENCY_MS).is_some());
+    assert!(string(&span, TOOL_ARGS_HASH).is_some());
+    for key in [
+        TOOL_RESULT_CHARS,
+        TOOL_RESULT_UTF16_UNITS,
+        TOOL_RESULT_LINES,
+        TOOL_RESULT_JSON_DEPTH,
+        TOOL_RESULT_MAX_STRING_CHARS,
+    ] {
+        assert!(
+            !span.attributes.iter().any(|kv| kv.key.as_str() == key),
+            "{key} is not measured by default, so it is left off, not 0"
+        );
+    }
+}
+
+#[test]
 fn arguments_and_result_content_are_never_recorded() {
     let cap = Capture::new();
     let secret_arg = "sk-ARG-SECRET-123";
@@ -139,8 +177,12 @@ fn arguments_and_result_content_are_never_recorded() {
 fn text_results_are_measured_as_they_are() {
     let cap = Capture::new();
     let page = "line one\nligne deux é\n三行目 😀\n";
-    cap.run(|| tool_call("fetch").run_text(|| Ok::<_, String>(page.to_string())))
-        .unwrap();
+    cap.run(|| {
+        tool_call("fetch")
+            .measures(Measures::ALL)
+            .run_text(|| Ok::<_, String>(page.to_string()))
+    })
+    .unwrap();
     let span = cap.one_span();
     assert_eq!(int(&span, TOOL_RESULT_BYTES), Some(page.len() as i64));
     assert_eq!(

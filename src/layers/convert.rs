@@ -41,6 +41,7 @@
 use serde::Serialize;
 
 use super::catalog::{Scope, Unit};
+use crate::measure::Measures;
 
 /// Bytes per token in estimates: `ceil(bytes / 4)`, the rule most layers apply.
 pub const BYTES_PER_TOKEN: u64 = 4;
@@ -168,6 +169,57 @@ fn longest_line(m: &ResultMeasures, unit: Unit) -> Option<Value> {
     Some(Value { value, estimated })
 }
 
+/// The measures a layer of `unit` and `scope` is compared with exactly: what [`value_for`] reads
+/// before it falls back to an estimate from bytes. A span carrying them lets such a layer's
+/// verdict be exact; the library takes them when a configured layer needs them
+/// ([`crate::layers::Stack::measures`]). Bytes are always measured and tokens are always
+/// estimated, so a byte or token layer over the whole result needs nothing more.
+pub const fn measures_for(unit: Unit, scope: Scope) -> Measures {
+    let none = Measures::BYTES_ONLY;
+    let whole = match unit {
+        Unit::Bytes | Unit::Items => none,
+        Unit::Chars => Measures {
+            chars: true,
+            ..none
+        },
+        Unit::Utf16Units => Measures {
+            utf16_units: true,
+            ..none
+        },
+        Unit::Tokens => Measures {
+            tokens_estimate: true,
+            ..none
+        },
+        Unit::Lines => Measures {
+            lines: true,
+            ..none
+        },
+        Unit::Depth => Measures {
+            json_depth: true,
+            ..none
+        },
+    };
+    match (scope, unit) {
+        (Scope::PerResult | Scope::PerAttribute, _) => whole,
+        // The longest string's code points, and the result's surplus of units and bytes over
+        // code points (see the module doc).
+        (Scope::PerString, Unit::Bytes | Unit::Chars | Unit::Utf16Units | Unit::Tokens) => whole
+            .union(Measures {
+                max_string_chars: true,
+                chars: true,
+                ..none
+            }),
+        (Scope::PerString, _) => whole,
+        // The longest line is bounded with the count of lines.
+        (Scope::PerLine, Unit::Bytes | Unit::Chars | Unit::Utf16Units | Unit::Tokens) => whole
+            .union(Measures {
+                lines: true,
+                ..none
+            }),
+        (Scope::PerLine, _) => whole,
+    }
+}
+
 /// `limit` in `unit` converted to bytes (see the module doc); `None` for depth and item limits.
 pub const fn limit_in_bytes(limit: u64, unit: Unit) -> Option<ByteLimit> {
     match unit {
@@ -190,6 +242,43 @@ pub const fn limit_in_bytes(limit: u64, unit: Unit) -> Option<ByteLimit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_measures_a_layer_needs_give_the_value_all_measures_give() {
+        let texts = [
+            r#"{"a": ["ü😀 long string here", {"b": "x"}], "d": [[1]]}"#,
+            "line one\nligne deux é\n三行目 😀\n",
+            "one line",
+        ];
+        for text in texts {
+            let all = crate::measure::measure(text.as_bytes(), Measures::ALL);
+            for unit in Unit::ALL {
+                for scope in Scope::ALL {
+                    let needed = measures_for(unit, scope);
+                    let m = crate::measure::measure(text.as_bytes(), needed);
+                    for via_attribute in [false, true] {
+                        assert_eq!(
+                            value_for(&m, unit, scope, via_attribute),
+                            value_for(&all, unit, scope, via_attribute),
+                            "{text:?} {unit:?} {scope:?} with {needed}"
+                        );
+                    }
+                }
+            }
+        }
+        // And no more than that: a byte ceiling on the whole result needs bytes alone.
+        assert_eq!(
+            measures_for(Unit::Bytes, Scope::PerResult),
+            Measures::BYTES_ONLY
+        );
+        assert_eq!(
+            measures_for(Unit::Depth, Scope::PerResult),
+            Measures {
+                json_depth: true,
+                ..Measures::BYTES_ONLY
+            }
+        );
+    }
 
     #[test]
     fn missing_measures_are_estimated_from_bytes() {

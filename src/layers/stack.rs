@@ -12,7 +12,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::catalog::{self, Action, Layer, Scope, Unit};
-use super::convert::{limit_in_bytes, value_for, ByteLimit, ResultMeasures};
+use super::convert::{limit_in_bytes, measures_for, value_for, ByteLimit, ResultMeasures};
+use crate::measure::Measures;
 use crate::origin::Origin;
 
 /// The default ceiling when no layer is named: 16 KiB.
@@ -479,6 +480,17 @@ impl Stack {
         Ok(Stack::from_layers(layers))
     }
 
+    /// The measures this stack's layers are compared with exactly (see
+    /// [`convert::measures_for`](super::convert::measures_for)), on top of
+    /// [`Measures::CHEAP`]: what a tool-call span should carry for the stack's verdicts to be
+    /// exact. The library takes them by default when the stack is named in its environment
+    /// ([`crate::instrument::defaults`]).
+    pub fn measures(&self) -> Measures {
+        self.layers.iter().fold(Measures::CHEAP, |m, l| {
+            m.union(measures_for(l.layer.unit, l.layer.scope))
+        })
+    }
+
     /// The layers, in stack order.
     pub fn layers(&self) -> &[StackLayer] {
         &self.layers
@@ -632,6 +644,37 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_stack_takes_the_measures_its_layers_count_by() {
+        assert_eq!(Stack::default().measures(), Measures::CHEAP);
+        let layer = |name: &str, unit, scope| {
+            let l = Layer::user(name, 100, unit, scope, Action::Unknown);
+            StackLayer::new(l, 100, Origin::Config)
+        };
+        let stack = Stack::from_layers(vec![
+            layer("a", Unit::Bytes, Scope::PerResult),
+            layer("b", Unit::Lines, Scope::PerResult),
+            layer("c", Unit::Depth, Scope::PerResult),
+        ]);
+        assert_eq!(
+            stack.measures(),
+            Measures {
+                lines: true,
+                json_depth: true,
+                ..Measures::CHEAP
+            }
+        );
+        let stack = Stack::from_layers(vec![layer("s", Unit::Chars, Scope::PerString)]);
+        assert_eq!(
+            stack.measures(),
+            Measures {
+                chars: true,
+                max_string_chars: true,
+                ..Measures::CHEAP
+            }
+        );
     }
 
     #[test]

@@ -31,8 +31,9 @@
 //! declaring it is held to that many bytes (at least as many as characters, so never over the
 //! declared count) in place of the preset's limit; `--max-output` still wins over it.
 
-use crate::layers::convert::limit_in_bytes;
+use crate::layers::convert::{limit_in_bytes, measures_for};
 use crate::layers::{find, Action, Unit};
+use crate::measure::Measures;
 
 /// One host preset: the catalog layers whose limits apply to an MCP tool result.
 #[derive(Debug, Clone, Copy)]
@@ -163,6 +164,19 @@ fn knob(layer: &str, env: &dyn Fn(&str) -> Option<String>) -> Option<u64> {
 }
 
 impl HostPreset {
+    /// The measures the preset's layers count by, on top of [`Measures::CHEAP`] (see
+    /// [`crate::layers::convert::measures_for`]): what `toolsize mcp` takes of each result of a
+    /// call held to this host, so that the span carries, for example, the UTF-16 units Gemini
+    /// CLI cuts by.
+    pub fn measures(&self) -> Measures {
+        self.layers
+            .iter()
+            .filter_map(|id| find(id))
+            .fold(Measures::CHEAP, |m, l| {
+                m.union(measures_for(l.unit, l.scope))
+            })
+    }
+
     /// Resolves the preset against the catalog, reading knobs through `env`.
     pub fn limits(&self, env: &dyn Fn(&str) -> Option<String>) -> HostLimits {
         let mut best: Option<(u64, &'static str, bool)> = None;
@@ -193,6 +207,16 @@ impl HostPreset {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_preset_takes_the_measures_its_layers_count_by() {
+        let gemini = HOSTS.iter().find(|h| h.name == "gemini-cli").unwrap();
+        assert_eq!(find(gemini.layers[0]).unwrap().unit, Unit::Utf16Units);
+        assert!(gemini.measures().utf16_units);
+        let opencode = HOSTS.iter().find(|h| h.name == "opencode").unwrap();
+        assert_eq!(find(opencode.layers[0]).unwrap().unit, Unit::Bytes);
+        assert_eq!(opencode.measures(), Measures::CHEAP);
+    }
 
     #[test]
     fn every_preset_names_catalog_layers() {

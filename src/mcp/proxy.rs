@@ -562,6 +562,10 @@ impl Proxy {
                 let host = self.host_for(cx, &meta_head);
                 let limit = self.applied(host, name);
                 let mut builder = crate::tool_call(&tool);
+                if let Some(preset) = host {
+                    let defaults = crate::instrument::defaults().measures;
+                    builder = builder.measures(defaults.union(preset.measures()));
+                }
                 if let Some(h) = &args_hash {
                     builder = builder.args_hash(h.clone());
                 }
