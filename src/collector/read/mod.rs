@@ -5,6 +5,7 @@
 pub mod api;
 pub mod exposition;
 pub mod exposition_proto;
+mod families;
 pub mod names;
 pub(crate) mod views;
 
