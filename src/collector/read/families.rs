@@ -181,146 +181,167 @@ fn window_quantiles(frame: &Frame, sink: &mut impl Sink) {
     }
 }
 
+/// A family of one sample without labels.
+fn single(sink: &mut impl Sink, name: &str, kind: Kind, help: &str, n: u64) {
+    sink.family(name, kind, help);
+    sink.sample(None, &[], Value::Int(n));
+}
+
+/// A family of one sample per value of `label`.
+fn by<'a>(
+    sink: &mut impl Sink,
+    (name, kind, help): (&str, Kind, &str),
+    label: &str,
+    samples: impl IntoIterator<Item = (&'a str, u64)>,
+) {
+    sink.family(name, kind, help);
+    for (value, n) in samples {
+        sink.sample(None, &[(label, value)], Value::Int(n));
+    }
+}
+
 /// The receivers' counters ([`SelfStats`]): OTLP requests, log records and spans.
 fn requests(v: &SelfStatsView, sink: &mut impl Sink) {
-    let int = Value::Int;
-    sink.family(
-        OTLP_REQUESTS,
-        Kind::Counter,
-        "OTLP export requests received.",
+    let counter = |name, help| (name, Kind::Counter, help);
+    by(
+        sink,
+        counter(OTLP_REQUESTS, "OTLP export requests received."),
+        "transport",
+        [("grpc", v.requests_grpc), ("http", v.requests_http)],
     );
-    sink.sample(None, &[("transport", "grpc")], int(v.requests_grpc));
-    sink.sample(None, &[("transport", "http")], int(v.requests_http));
-    sink.family(
-        OTLP_REQUESTS_REFUSED,
-        Kind::Counter,
-        "OTLP export requests refused as a whole, by reason.",
+    by(
+        sink,
+        counter(
+            OTLP_REQUESTS_REFUSED,
+            "OTLP export requests refused as a whole, by reason.",
+        ),
+        "reason",
+        RefusedRequest::ALL.map(|r| (r.as_str(), *v.refused_requests.of(r))),
     );
-    for r in RefusedRequest::ALL {
-        sink.sample(
-            None,
-            &[("reason", r.as_str())],
-            int(*v.refused_requests.of(r)),
-        );
-    }
-    sink.family(
-        OTLP_REQUESTS_ACCEPTED,
-        Kind::Counter,
-        "OTLP export requests accepted, by signal: traces and logs are read for tool calls, metrics acknowledged.",
+    by(
+        sink,
+        counter(
+            OTLP_REQUESTS_ACCEPTED,
+            "OTLP export requests accepted, by signal: traces and logs are read for tool calls, metrics acknowledged.",
+        ),
+        "signal",
+        OtlpSignal::ALL.map(|s| (s.as_str(), *v.accepted_requests.of(s))),
     );
-    for s in OtlpSignal::ALL {
-        sink.sample(
-            None,
-            &[("signal", s.as_str())],
-            int(*v.accepted_requests.of(s)),
-        );
-    }
-    sink.family(
-        LOG_RECORDS_ACCEPTED,
-        Kind::Counter,
-        "Log records accepted: tool calls of coding agents recorded, other records ignored.",
+    let logs = &v.log_records;
+    by(
+        sink,
+        counter(
+            LOG_RECORDS_ACCEPTED,
+            "Log records accepted: tool calls of coding agents recorded, other records ignored.",
+        ),
+        "kind",
+        [("tool", logs.tool), ("other", logs.other)],
     );
-    sink.sample(None, &[("kind", "tool")], int(v.log_records.tool));
-    sink.sample(None, &[("kind", "other")], int(v.log_records.other));
-    sink.family(
-        LOG_RECORDS_REFUSED,
-        Kind::Counter,
-        "Log records refused, by reason.",
+    by(
+        sink,
+        counter(LOG_RECORDS_REFUSED, "Log records refused, by reason."),
+        "reason",
+        [
+            ("overloaded", logs.overloaded),
+            ("aggregator_stopped", logs.stopped),
+        ],
     );
-    sink.sample(
-        None,
-        &[("reason", "overloaded")],
-        int(v.log_records.overloaded),
-    );
-    sink.sample(
-        None,
-        &[("reason", "aggregator_stopped")],
-        int(v.log_records.stopped),
-    );
-    sink.family(
+    single(
+        sink,
         LOG_RECORDS_DROPPED,
         Kind::Counter,
         "Tool-call log records accepted and then lost: queued when the aggregator stopped.",
+        logs.dropped,
     );
-    sink.sample(None, &[], int(v.log_records.dropped));
-    sink.family(
-        SPANS_ACCEPTED,
-        Kind::Counter,
-        "Spans accepted: tool spans recorded, other spans ignored.",
+    by(
+        sink,
+        counter(
+            SPANS_ACCEPTED,
+            "Spans accepted: tool spans recorded, other spans ignored.",
+        ),
+        "kind",
+        [("tool", v.spans_tool), ("other", v.spans_other)],
     );
-    sink.sample(None, &[("kind", "tool")], int(v.spans_tool));
-    sink.sample(None, &[("kind", "other")], int(v.spans_other));
-    sink.family(SPANS_REFUSED, Kind::Counter, "Spans refused, by reason.");
-    sink.sample(None, &[("reason", "invalid")], int(v.spans_invalid));
-    sink.sample(None, &[("reason", "overloaded")], int(v.spans_overloaded));
-    sink.sample(
-        None,
-        &[("reason", "aggregator_stopped")],
-        int(v.spans_stopped),
+    by(
+        sink,
+        counter(SPANS_REFUSED, "Spans refused, by reason."),
+        "reason",
+        [
+            ("invalid", v.spans_invalid),
+            ("overloaded", v.spans_overloaded),
+            ("aggregator_stopped", v.spans_stopped),
+        ],
     );
-    sink.family(
+    single(
+        sink,
         SPANS_DROPPED,
         Kind::Counter,
         "Tool spans accepted and then lost: queued when the aggregator stopped.",
+        v.spans_dropped,
     );
-    sink.sample(None, &[], int(v.spans_dropped));
 }
 
 /// The aggregator's series: how many, the cap, the overflow, values clamped.
 fn series_cap(frame: &Frame, sink: &mut impl Sink) {
-    let int = Value::Int;
-    sink.family(
+    single(
+        sink,
         SERIES,
         Kind::Gauge,
         "(service, tool) series held, overflow included.",
+        frame.series.len() as u64,
     );
-    sink.sample(None, &[], int(frame.series.len() as u64));
-    sink.family(
+    single(
+        sink,
         SERIES_LIMIT,
         Kind::Gauge,
         "Cardinality cap on (service, tool) series.",
+        frame.max_series as u64,
     );
-    sink.sample(None, &[], int(frame.max_series as u64));
-    sink.family(
+    single(
+        sink,
         SERIES_OVERFLOW,
         Kind::Counter,
         "Tool results recorded in the overflow series because the cap was reached.",
-    );
-    sink.sample(None, &[], int(frame.overflow_records));
-    sink.family(
-        VALUES_CLAMPED,
-        Kind::Counter,
-        "Values above a histogram's highest trackable value (1 GiB, one hour), recorded at it.",
+        frame.overflow_records,
     );
     let c = frame.clamped;
-    for (h, n) in [("size", c.size), ("latency", c.latency)] {
-        sink.sample(None, &[("histogram", h)], int(n));
-    }
+    by(
+        sink,
+        (
+            VALUES_CLAMPED,
+            Kind::Counter,
+            "Values above a histogram's highest trackable value (1 GiB, one hour), recorded at it.",
+        ),
+        "histogram",
+        [("size", c.size), ("latency", c.latency)],
+    );
 }
 
 /// The joiner of coding agents' signals ([`crate::collector::state::join`]): what it did with
 /// them, and the calls waiting.
 fn joiner((joins, waiting): (JoinStats, usize), sink: &mut impl Sink) {
-    let int = Value::Int;
-    sink.family(
-        AGENT_SIGNALS,
-        Kind::Counter,
-        "Signals of coding agents' tool calls joined into one record per call: merged into a call another signal opened, late (after the call was counted), orphan calls (parts alone), unjoined (too many calls waiting).",
+    by(
+        sink,
+        (
+            AGENT_SIGNALS,
+            Kind::Counter,
+            "Signals of coding agents' tool calls joined into one record per call: merged into a call another signal opened, late (after the call was counted), orphan calls (parts alone), unjoined (too many calls waiting).",
+        ),
+        "outcome",
+        [
+            ("merged", joins.merged),
+            ("late", joins.late),
+            ("orphan", joins.orphans),
+            ("unjoined", joins.unjoined),
+        ],
     );
-    for (outcome, n) in [
-        ("merged", joins.merged),
-        ("late", joins.late),
-        ("orphan", joins.orphans),
-        ("unjoined", joins.unjoined),
-    ] {
-        sink.sample(None, &[("outcome", outcome)], int(n));
-    }
-    sink.family(
+    single(
+        sink,
         AGENT_CALLS_WAITING,
         Kind::Gauge,
         "Coding agents' tool calls waiting for their other signals (at most one join window).",
+        waiting as u64,
     );
-    sink.sample(None, &[], int(waiting as u64));
 }
 
 /// Forwarding ([`crate::collector::forward`]): each upstream's requests by outcome, retries
@@ -365,54 +386,58 @@ fn forward(upstreams: &[UpstreamView], sink: &mut impl Sink) {
 
 /// Recognition: span attributes past the ones it looks at.
 fn attributes_ignored(v: &SelfStatsView, sink: &mut impl Sink) {
-    sink.family(
+    single(
+        sink,
         SPAN_ATTRIBUTES_IGNORED,
         Kind::Counter,
         "Span attributes past the first 255 of their span, not looked at by recognition.",
+        v.attributes_ignored,
     );
-    sink.sample(None, &[], Value::Int(v.attributes_ignored));
 }
 
 /// The admin API: requests refused.
 fn admin(v: &SelfStatsView, sink: &mut impl Sink) {
-    sink.family(
-        ADMIN_REQUESTS_REFUSED,
-        Kind::Counter,
-        "Admin API requests refused for a missing or wrong token.",
-    );
-    sink.sample(
-        None,
-        &[("reason", "unauthenticated")],
-        Value::Int(v.admin_unauthenticated),
+    by(
+        sink,
+        (
+            ADMIN_REQUESTS_REFUSED,
+            Kind::Counter,
+            "Admin API requests refused for a missing or wrong token.",
+        ),
+        "reason",
+        [("unauthenticated", v.admin_unauthenticated)],
     );
 }
 
 /// The listeners ([`ListenerStats`]): connections open, their cap, connections closed.
 fn listeners(l: &ListenerStats, sink: &mut impl Sink) {
-    let int = Value::Int;
-    sink.family(CONNECTIONS, Kind::Gauge, "Connections open, by listener.");
-    for x in Listener::ALL {
-        sink.sample(None, &[("listener", x.as_str())], int(l.open(x)));
-    }
-    sink.family(
-        CONNECTIONS_LIMIT,
-        Kind::Gauge,
-        "Connection cap of each listener, after fitting under the open-file limit.",
+    by(
+        sink,
+        (CONNECTIONS, Kind::Gauge, "Connections open, by listener."),
+        "listener",
+        Listener::ALL.map(|x| (x.as_str(), l.open(x))),
     );
-    for x in Listener::ALL {
-        sink.sample(None, &[("listener", x.as_str())], int(l.limit(x)));
-    }
+    by(
+        sink,
+        (
+            CONNECTIONS_LIMIT,
+            Kind::Gauge,
+            "Connection cap of each listener, after fitting under the open-file limit.",
+        ),
+        "listener",
+        Listener::ALL.map(|x| (x.as_str(), l.limit(x))),
+    );
     sink.family(
-            CONNECTIONS_CLOSED,
-            Kind::Counter,
-            "Connections the daemon closed: over the cap with every connection busy (limit), idle longest when a new one came at the cap (evicted), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
-        );
+        CONNECTIONS_CLOSED,
+        Kind::Counter,
+        "Connections the daemon closed: over the cap with every connection busy (limit), idle longest when a new one came at the cap (evicted), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
+    );
     for x in Listener::ALL {
         for r in Closed::ALL {
             sink.sample(
                 None,
                 &[("listener", x.as_str()), ("reason", r.as_str())],
-                int(l.closed(x, r)),
+                Value::Int(l.closed(x, r)),
             );
         }
     }
@@ -435,29 +460,31 @@ fn label_cuts(cuts: LabelCuts, sink: &mut impl Sink) {
     }
 }
 
-/// The store's snapshots: age of the last one, written, failed.
+/// The store's snapshots: age of the last one (once there is one), written, failed.
 fn snapshots(v: &SelfStatsView, now: u64, sink: &mut impl Sink) {
-    let int = Value::Int;
     if v.snapshot_last_unix > 0 {
-        sink.family(
+        single(
+            sink,
             SNAPSHOT_AGE,
             Kind::Gauge,
             "Seconds since the last snapshot written to disk.",
+            now.saturating_sub(v.snapshot_last_unix),
         );
-        sink.sample(None, &[], int(now.saturating_sub(v.snapshot_last_unix)));
     }
-    sink.family(
+    single(
+        sink,
         SNAPSHOTS_WRITTEN,
         Kind::Counter,
         "Snapshots written to disk.",
+        v.snapshots_written,
     );
-    sink.sample(None, &[], int(v.snapshots_written));
-    sink.family(
+    single(
+        sink,
         SNAPSHOT_FAILURES,
         Kind::Counter,
         "Snapshot writes that failed.",
+        v.snapshot_failures,
     );
-    sink.sample(None, &[], int(v.snapshot_failures));
 }
 
 /// The alert engine and task ([`AlertStats`]): notifications, matches, alerts firing.
@@ -477,12 +504,13 @@ fn alert_stats(alerts: &AlertStats, sink: &mut impl Sink) {
             );
         }
     }
-    sink.family(
+    single(
+        sink,
         ALERT_EVENTS_DROPPED,
         Kind::Counter,
         "Alert rule matches dropped because the alert table was full.",
+        alerts.events_dropped(),
     );
-    sink.sample(None, &[], int(alerts.events_dropped()));
     sink.family(
         ALERT_MATCHES,
         Kind::Counter,
