@@ -439,3 +439,52 @@ impl Cuts<AtomicU64> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_value_counts_what_was_done_to_it() {
+        let cut = crate::label::sanitize("abcdef", 3);
+        let cleaned = crate::label::sanitize("a\u{200B}b", 64);
+        assert_eq!(
+            Cuts::of(&cut),
+            Cuts {
+                too_long: 1,
+                hidden_characters: 0
+            }
+        );
+        assert_eq!(
+            Cuts::of(&cleaned),
+            Cuts {
+                too_long: 0,
+                hidden_characters: 1
+            }
+        );
+        let stats = SelfStats::default();
+        let cuts = LabelCuts {
+            service: Cuts {
+                too_long: 1,
+                hidden_characters: 2,
+            },
+            tool: Cuts {
+                too_long: 3,
+                hidden_characters: 4,
+            },
+        };
+        stats.label_cuts(&cuts);
+        stats.label_cuts(&cuts);
+        let twice = |c: Cuts| Cuts {
+            too_long: 2 * c.too_long,
+            hidden_characters: 2 * c.hidden_characters,
+        };
+        assert_eq!(
+            stats.view().label_cuts,
+            LabelCuts {
+                service: twice(cuts.service),
+                tool: twice(cuts.tool),
+            }
+        );
+    }
+}

@@ -579,3 +579,47 @@ fn histograms(frame: &Frame, sink: &mut impl Sink) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collector::read::exposition::render;
+    use crate::collector::state::histogram::{MAX_BYTES, MAX_LATENCY_US};
+    use crate::collector::state::tests::{known, limits, rec};
+    use crate::collector::state::State;
+    use crate::collector::stats::Cuts;
+
+    /// Counters kept by name are written under their own label values: distinct counts, so
+    /// that a swap shows.
+    #[test]
+    fn named_counters_keep_their_labels() {
+        let mut state = State::new(limits(10));
+        let mut r = rec("t", known(MAX_BYTES + 1));
+        state.record(&r, 1_700_000_000);
+        r.latency_us = MAX_LATENCY_US + 1;
+        state.record(&r, 1_700_000_000);
+        state.record(&r, 1_700_000_000);
+        let stats = SelfStats::default();
+        stats.label_cuts(&LabelCuts {
+            service: Cuts {
+                too_long: 5,
+                hidden_characters: 6,
+            },
+            tool: Cuts {
+                too_long: 7,
+                hidden_characters: 8,
+            },
+        });
+        let text = render(&state, &stats, &AlertStats::default(), 1_700_000_001);
+        for line in [
+            "toolsize_values_clamped_total{histogram=\"size\"} 3",
+            "toolsize_values_clamped_total{histogram=\"latency\"} 2",
+            "toolsize_label_values_sanitized_total{label=\"service\",reason=\"too_long\"} 5",
+            "toolsize_label_values_sanitized_total{label=\"service\",reason=\"hidden_characters\"} 6",
+            "toolsize_label_values_sanitized_total{label=\"tool\",reason=\"too_long\"} 7",
+            "toolsize_label_values_sanitized_total{label=\"tool\",reason=\"hidden_characters\"} 8",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+    }
+}
