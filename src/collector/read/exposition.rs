@@ -8,7 +8,7 @@
 //! the aggregator task, so a scrape holds ingestion only for the copy.
 //!
 //! The families are described once, in [`write_families`] (each owner of numbers writing its
-//! own: [`super::families`]), to a [`Sink`]: [`Text`] writes the
+//! own: `read/families.rs`), to a [`Sink`]: [`Text`] writes the
 //! text format (Prometheus 0.0.4, or OpenMetrics 1.0 when the scraper asks for it),
 //! [`crate::collector::read::exposition_proto::Proto`] the protobuf one with native histograms.
 //!
