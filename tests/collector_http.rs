@@ -12,7 +12,7 @@ use prost::Message;
 use support::collector::*;
 use toolsize::collector::ingest::http::{router, RpcStatus};
 use toolsize::collector::read::api;
-use toolsize::collector::Pipeline;
+use toolsize::collector::{Pipeline, RefusedRequests};
 use tower::ServiceExt;
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
@@ -277,7 +277,15 @@ async fn every_bad_input_gets_its_answer_and_nothing_accepted_is_lost() {
     let st = p.stats.view();
     assert_eq!(st.spans_tool, 3);
     assert_eq!(st.spans_invalid, 2);
-    assert_eq!(st.refused_requests, [6, 1, 2, 0, 0, 0, 0]);
+    assert_eq!(
+        st.refused_requests,
+        RefusedRequests {
+            decode: 6,
+            too_large: 1,
+            unsupported_media_type: 2,
+            ..RefusedRequests::default()
+        }
+    );
     p.shutdown().await;
 }
 
@@ -327,7 +335,11 @@ async fn full_queue_is_refused_as_retryable_and_counted() {
     assert_retryable(resp).await;
     let v = stats.view();
     assert_eq!(
-        (v.spans_tool, v.spans_overloaded, v.refused_requests[3]),
+        (
+            v.spans_tool,
+            v.spans_overloaded,
+            v.refused_requests.overloaded
+        ),
         (2, 2, 1)
     );
 }
@@ -355,7 +367,11 @@ async fn too_many_bodies_at_once_are_refused_as_retryable_and_counted() {
     let busy = ingest.body_permit().expect("one permit free");
     let resp = send(body.clone()).await.unwrap();
     assert_retryable(resp).await;
-    assert_eq!(stats.view().refused_requests[3], 1, "counted as overloaded");
+    assert_eq!(
+        stats.view().refused_requests.overloaded,
+        1,
+        "counted as overloaded"
+    );
     drop(busy);
     assert_eq!(send(body).await.unwrap().status(), StatusCode::OK);
     assert_eq!(stats.view().spans_tool, 1);

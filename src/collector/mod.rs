@@ -73,7 +73,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 pub use config::Config;
-pub use stats::{RefusedRequest, SelfStats};
+pub use stats::{RefusedRequest, RefusedRequests, SelfStats};
 
 use ingest::recognize::Recognizer;
 use ingest::Ingest;

@@ -101,20 +101,34 @@ impl OtlpSignal {
     }
 }
 
-/// Requests accepted, by signal.
-#[derive(Debug, Default)]
-struct AcceptedRequests {
-    traces: AtomicU64,
-    logs: AtomicU64,
-    metrics: AtomicU64,
+/// Requests accepted, by signal: counters (`AtomicU64`) or a copy of them (`u64`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct AcceptedRequests<T = u64> {
+    /// `ExportTraceServiceRequest`s.
+    pub(crate) traces: T,
+    /// `ExportLogsServiceRequest`s.
+    pub(crate) logs: T,
+    /// `ExportMetricsServiceRequest`s.
+    pub(crate) metrics: T,
 }
 
-impl AcceptedRequests {
-    fn of(&self, s: OtlpSignal) -> &AtomicU64 {
+impl<T> AcceptedRequests<T> {
+    /// The count of signal `s`.
+    pub(crate) fn of(&self, s: OtlpSignal) -> &T {
         match s {
             OtlpSignal::Traces => &self.traces,
             OtlpSignal::Logs => &self.logs,
             OtlpSignal::Metrics => &self.metrics,
+        }
+    }
+}
+
+impl AcceptedRequests<AtomicU64> {
+    fn load(&self) -> AcceptedRequests {
+        AcceptedRequests {
+            traces: self.traces.load(Relaxed),
+            logs: self.logs.load(Relaxed),
+            metrics: self.metrics.load(Relaxed),
         }
     }
 }
@@ -134,20 +148,29 @@ pub(crate) struct LogRecords {
     pub(crate) dropped: u64,
 }
 
-/// Requests refused as a whole, by reason.
-#[derive(Debug, Default)]
-struct RefusedCounts {
-    decode: AtomicU64,
-    too_large: AtomicU64,
-    unsupported_media_type: AtomicU64,
-    overloaded: AtomicU64,
-    timeout: AtomicU64,
-    unauthenticated: AtomicU64,
-    stopped: AtomicU64,
+/// Requests refused as a whole, by [`RefusedRequest`]: counters (`AtomicU64`) or a copy of
+/// them (`u64`, what [`SelfStats::view`] gives).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RefusedRequests<T = u64> {
+    /// [`RefusedRequest::Decode`].
+    pub decode: T,
+    /// [`RefusedRequest::TooLarge`].
+    pub too_large: T,
+    /// [`RefusedRequest::UnsupportedMediaType`].
+    pub unsupported_media_type: T,
+    /// [`RefusedRequest::Overloaded`].
+    pub overloaded: T,
+    /// [`RefusedRequest::Timeout`].
+    pub timeout: T,
+    /// [`RefusedRequest::Unauthenticated`].
+    pub unauthenticated: T,
+    /// [`RefusedRequest::Stopped`].
+    pub stopped: T,
 }
 
-impl RefusedCounts {
-    fn of(&self, r: RefusedRequest) -> &AtomicU64 {
+impl<T> RefusedRequests<T> {
+    /// The count of reason `r`.
+    pub(crate) fn of(&self, r: RefusedRequest) -> &T {
         match r {
             RefusedRequest::Decode => &self.decode,
             RefusedRequest::TooLarge => &self.too_large,
@@ -160,12 +183,26 @@ impl RefusedCounts {
     }
 }
 
+impl RefusedRequests<AtomicU64> {
+    fn load(&self) -> RefusedRequests {
+        RefusedRequests {
+            decode: self.decode.load(Relaxed),
+            too_large: self.too_large.load(Relaxed),
+            unsupported_media_type: self.unsupported_media_type.load(Relaxed),
+            overloaded: self.overloaded.load(Relaxed),
+            timeout: self.timeout.load(Relaxed),
+            unauthenticated: self.unauthenticated.load(Relaxed),
+            stopped: self.stopped.load(Relaxed),
+        }
+    }
+}
+
 /// The daemon's own counters, shared lock-free between receivers and the aggregator.
 #[derive(Debug, Default)]
 pub struct SelfStats {
     requests_http: AtomicU64,
     requests_grpc: AtomicU64,
-    refused_requests: RefusedCounts,
+    refused_requests: RefusedRequests<AtomicU64>,
     admin_unauthenticated: AtomicU64,
     spans_tool: AtomicU64,
     spans_other: AtomicU64,
@@ -180,8 +217,9 @@ pub struct SelfStats {
     snapshot_failures: AtomicU64,
     snapshot_failing: AtomicU64,
     attributes_ignored: AtomicU64,
-    label_cuts: [AtomicU64; 4],
-    accepted_requests: AcceptedRequests,
+    service_cuts: Cuts<AtomicU64>,
+    tool_cuts: Cuts<AtomicU64>,
+    accepted_requests: AcceptedRequests<AtomicU64>,
     log_records_tool: AtomicU64,
     log_records_other: AtomicU64,
     log_records_overloaded: AtomicU64,
@@ -198,8 +236,8 @@ pub struct SelfStatsView {
     pub(crate) requests_http: u64,
     /// OTLP/gRPC requests received.
     pub(crate) requests_grpc: u64,
-    /// Requests refused, by [`RefusedRequest::ALL`] order.
-    pub refused_requests: [u64; 7],
+    /// Requests refused, by reason.
+    pub refused_requests: RefusedRequests,
     /// Admin requests refused for a missing or wrong token.
     pub admin_unauthenticated: u64,
     /// Tool spans accepted and recorded.
@@ -230,8 +268,8 @@ pub struct SelfStatsView {
     pub attributes_ignored: u64,
     /// Service and tool names cut or cleaned, per tool span.
     pub(crate) label_cuts: LabelCuts,
-    /// Requests accepted, by [`OtlpSignal::ALL`] order.
-    pub(crate) accepted_requests: [u64; 3],
+    /// Requests accepted, by signal.
+    pub(crate) accepted_requests: AcceptedRequests,
     /// Log records.
     pub(crate) log_records: LogRecords,
 }
@@ -302,11 +340,8 @@ impl SelfStats {
         }
     }
     pub(crate) fn label_cuts(&self, c: &LabelCuts) {
-        for (i, n) in c.service.iter().chain(&c.tool).enumerate() {
-            if *n > 0 {
-                self.label_cuts[i].fetch_add(*n, Relaxed);
-            }
-        }
+        self.service_cuts.add(c.service);
+        self.tool_cuts.add(c.tool);
     }
     pub(crate) fn snapshot_failed(&self) {
         self.snapshot_failures.fetch_add(1, Relaxed);
@@ -318,8 +353,7 @@ impl SelfStats {
         SelfStatsView {
             requests_http: self.requests_http.load(Relaxed),
             requests_grpc: self.requests_grpc.load(Relaxed),
-            refused_requests: RefusedRequest::ALL
-                .map(|r| self.refused_requests.of(r).load(Relaxed)),
+            refused_requests: self.refused_requests.load(),
             admin_unauthenticated: self.admin_unauthenticated.load(Relaxed),
             spans_tool: self.spans_tool.load(Relaxed),
             spans_other: self.spans_other.load(Relaxed),
@@ -335,16 +369,10 @@ impl SelfStats {
             snapshot_failing: self.snapshot_failing.load(Relaxed),
             attributes_ignored: self.attributes_ignored.load(Relaxed),
             label_cuts: LabelCuts {
-                service: [
-                    self.label_cuts[0].load(Relaxed),
-                    self.label_cuts[1].load(Relaxed),
-                ],
-                tool: [
-                    self.label_cuts[2].load(Relaxed),
-                    self.label_cuts[3].load(Relaxed),
-                ],
+                service: self.service_cuts.load(),
+                tool: self.tool_cuts.load(),
             },
-            accepted_requests: OtlpSignal::ALL.map(|s| self.accepted_requests.of(s).load(Relaxed)),
+            accepted_requests: self.accepted_requests.load(),
             log_records: LogRecords {
                 tool: self.log_records_tool.load(Relaxed),
                 other: self.log_records_other.load(Relaxed),
@@ -356,18 +384,107 @@ impl SelfStats {
     }
 }
 
-/// Label values that had to be cut or cleaned, by label: `[too long, hidden characters]`.
+/// Label values that had to be cut or cleaned, by label.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct LabelCuts {
     /// `service.name` values, counted per tool span.
-    pub(crate) service: [u64; 2],
+    pub(crate) service: Cuts,
     /// Tool names.
-    pub(crate) tool: [u64; 2],
+    pub(crate) tool: Cuts,
 }
 
-impl LabelCuts {
-    /// The `label` label of each field, in order.
-    pub(crate) const LABELS: [&'static str; 2] = ["service", "tool"];
-    /// The `reason` label of each index.
-    pub(crate) const REASONS: [&'static str; 2] = ["too_long", "hidden_characters"];
+/// Values of one label cut to its byte limit or cleaned of hidden characters: counters
+/// (`AtomicU64`) or counts (`u64`); for one value, 0 or 1 each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Cuts<T = u64> {
+    /// Cut to the label's byte limit (`reason="too_long"`).
+    pub(crate) too_long: T,
+    /// Control or format characters replaced (`reason="hidden_characters"`).
+    pub(crate) hidden_characters: T,
+}
+
+impl Cuts {
+    /// How one value was sanitised: 1 for each thing done to it.
+    pub(crate) fn of(s: &crate::label::Sanitized) -> Self {
+        Self {
+            too_long: u64::from(s.truncated),
+            hidden_characters: u64::from(s.replaced),
+        }
+    }
+}
+
+impl std::ops::AddAssign for Cuts {
+    fn add_assign(&mut self, o: Self) {
+        self.too_long += o.too_long;
+        self.hidden_characters += o.hidden_characters;
+    }
+}
+
+impl Cuts<AtomicU64> {
+    fn add(&self, c: Cuts) {
+        for (counter, n) in [
+            (&self.too_long, c.too_long),
+            (&self.hidden_characters, c.hidden_characters),
+        ] {
+            if n > 0 {
+                counter.fetch_add(n, Relaxed);
+            }
+        }
+    }
+
+    fn load(&self) -> Cuts {
+        Cuts {
+            too_long: self.too_long.load(Relaxed),
+            hidden_characters: self.hidden_characters.load(Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_value_counts_what_was_done_to_it() {
+        let cut = crate::label::sanitize("abcdef", 3);
+        let cleaned = crate::label::sanitize("a\u{200B}b", 64);
+        assert_eq!(
+            Cuts::of(&cut),
+            Cuts {
+                too_long: 1,
+                hidden_characters: 0
+            }
+        );
+        assert_eq!(
+            Cuts::of(&cleaned),
+            Cuts {
+                too_long: 0,
+                hidden_characters: 1
+            }
+        );
+        let stats = SelfStats::default();
+        let cuts = LabelCuts {
+            service: Cuts {
+                too_long: 1,
+                hidden_characters: 2,
+            },
+            tool: Cuts {
+                too_long: 3,
+                hidden_characters: 4,
+            },
+        };
+        stats.label_cuts(&cuts);
+        stats.label_cuts(&cuts);
+        let twice = |c: Cuts| Cuts {
+            too_long: 2 * c.too_long,
+            hidden_characters: 2 * c.hidden_characters,
+        };
+        assert_eq!(
+            stats.view().label_cuts,
+            LabelCuts {
+                service: twice(cuts.service),
+                tool: twice(cuts.tool),
+            }
+        );
+    }
 }

@@ -382,14 +382,32 @@ impl Engine {
     }
 }
 
+/// The notifications of one sink, by outcome.
+#[derive(Debug, Default)]
+struct Notifications {
+    success: AtomicU64,
+    failure: AtomicU64,
+}
+
+impl Notifications {
+    /// The counter of notifications that succeeded (`ok`) or failed.
+    fn of(&self, ok: bool) -> &AtomicU64 {
+        if ok {
+            &self.success
+        } else {
+            &self.failure
+        }
+    }
+}
+
 /// The alert counters, shared lock-free with `/metrics`.
 #[derive(Debug, Default)]
 pub struct AlertStats {
     events_dropped: AtomicU64,
     /// By [`rules::RuleKind`] × [`rules::MatchOutcome`].
-    matches: [[AtomicU64; 5]; 5],
-    /// By [`sink::SinkKind::ALL`] × (success, failure).
-    notifications: [[AtomicU64; 2]; 3],
+    matches: [[AtomicU64; rules::MatchOutcome::ALL.len()]; rules::RuleKind::ALL.len()],
+    /// By [`sink::SinkKind`].
+    notifications: [Notifications; sink::SinkKind::ALL.len()],
     /// Firing alerts by (alertname, severity), one entry per enabled rule.
     firing: RwLock<BTreeMap<(String, String), u64>>,
 }
@@ -406,7 +424,9 @@ impl AlertStats {
         self.matches[rule as usize][outcome as usize].load(Relaxed)
     }
     pub(crate) fn notification(&self, sink: sink::SinkKind, ok: bool) {
-        self.notifications[sink as usize][usize::from(!ok)].fetch_add(1, Relaxed);
+        self.notifications[sink as usize]
+            .of(ok)
+            .fetch_add(1, Relaxed);
     }
     /// Events dropped because the alert queue was full or too many alerts were held.
     pub(crate) fn events_dropped(&self) -> u64 {
@@ -414,7 +434,7 @@ impl AlertStats {
     }
     /// Notifications of `sink` that succeeded (`ok`) or failed.
     pub(crate) fn notifications(&self, sink: sink::SinkKind, ok: bool) -> u64 {
-        self.notifications[sink as usize][usize::from(!ok)].load(Relaxed)
+        self.notifications[sink as usize].of(ok).load(Relaxed)
     }
     /// Alerts held firing, by (alertname, severity): every enabled rule, 0 when quiet.
     pub(crate) fn firing(&self) -> Vec<((String, String), u64)> {

@@ -14,7 +14,7 @@ use prost::Message;
 use std::sync::Arc;
 
 use super::{agents, wire};
-use crate::collector::ingest::recognize::{LabelCuts, Outcome, Recognizer, ToolRecord};
+use crate::collector::ingest::recognize::{Cuts, LabelCuts, Outcome, Recognizer, ToolRecord};
 use crate::collector::stats::OtlpSignal;
 
 /// A request body that could not be used.
@@ -198,11 +198,11 @@ impl<'a> Owners<'a> {
 /// The sanitised `service.name` of the resource being read: the raw name is sanitised once per
 /// run of items from one resource, not once per item.
 #[derive(Default)]
-struct Services<'a>(Option<(&'a str, Arc<str>, [bool; 2])>);
+struct Services<'a>(Option<(&'a str, Arc<str>, Cuts)>);
 
 impl<'a> Services<'a> {
-    /// The name and its `[too long, hidden characters]` flags.
-    fn of(&mut self, r: &Recognizer, raw: &'a str) -> (Arc<str>, [bool; 2]) {
+    /// The name and what was done to it.
+    fn of(&mut self, r: &Recognizer, raw: &'a str) -> (Arc<str>, Cuts) {
         match &self.0 {
             Some((name, arc, cut)) if *name == raw => (arc.clone(), *cut),
             _ => {
@@ -216,9 +216,8 @@ impl<'a> Services<'a> {
 
 impl Recognized {
     /// Adds a record of a tool call whose service name was cut or cleaned as `cut` says.
-    fn push(&mut self, record: ToolRecord, cut: [bool; 2]) {
-        self.label_cuts.service[0] += u64::from(cut[0]);
-        self.label_cuts.service[1] += u64::from(cut[1]);
+    fn push(&mut self, record: ToolRecord, cut: Cuts) {
+        self.label_cuts.service += cut;
         self.records.push(record);
     }
 
@@ -228,7 +227,7 @@ impl Recognized {
         &mut self,
         r: &Recognizer,
         service: &Arc<str>,
-        cut: [bool; 2],
+        cut: Cuts,
         signals: &[agents::Signal<'_>],
         at: agents::Origin<'_>,
         tracestate: &str,

@@ -117,12 +117,12 @@ impl Closed {
     }
 }
 
-/// Connection counters per listener.
+/// Connection counters per listener (indexed by [`Listener`], then [`Closed`]).
 #[derive(Debug, Default)]
 pub struct ListenerStats {
-    open: [AtomicU64; 3],
-    limit: [AtomicU64; 3],
-    closed: [[AtomicU64; 5]; 3],
+    open: [AtomicU64; Listener::ALL.len()],
+    limit: [AtomicU64; Listener::ALL.len()],
+    closed: [[AtomicU64; Closed::ALL.len()]; Listener::ALL.len()],
 }
 
 impl ListenerStats {

@@ -139,11 +139,9 @@ pub(crate) struct Ring {
     pub(crate) slots: Vec<(u64, Stats)>,
 }
 
-/// One of the largest recent results.
+/// Which result a listed one is, its fields flattened into its holder's object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Largest {
-    /// Bytes.
-    pub(crate) bytes: u64,
+pub(crate) struct ResultRef {
     /// Trace id, hex.
     pub(crate) trace_id: String,
     /// Span id, hex.
@@ -152,6 +150,16 @@ pub(crate) struct Largest {
     pub(crate) args_hash: Option<String>,
     /// When received, Unix seconds.
     pub(crate) at_unix: u64,
+}
+
+/// One of the largest recent results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Largest {
+    /// Bytes.
+    pub(crate) bytes: u64,
+    /// Which result.
+    #[serde(flatten)]
+    pub(crate) result: ResultRef,
     /// It showed an upstream cut.
     pub(crate) truncated_upstream: bool,
     /// The layer that cut it, when the emitter said.
@@ -193,14 +201,9 @@ pub(crate) struct Over {
     pub(crate) value: u64,
     /// Whether `value` was estimated from bytes.
     pub(crate) estimated: bool,
-    /// Trace id, hex.
-    pub(crate) trace_id: String,
-    /// Span id, hex.
-    pub(crate) span_id: String,
-    /// Arguments hash.
-    pub(crate) args_hash: Option<String>,
-    /// When received, Unix seconds.
-    pub(crate) at_unix: u64,
+    /// Which result.
+    #[serde(flatten)]
+    pub(crate) result: ResultRef,
 }
 
 /// One closed slot of the shortest window.

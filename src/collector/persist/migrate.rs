@@ -272,10 +272,12 @@ mod v1 {
                 .into_iter()
                 .map(|l| format::Largest {
                     bytes: l.bytes,
-                    trace_id: l.trace_id,
-                    span_id: l.span_id,
-                    args_hash: l.args_hash,
-                    at_unix: l.at_unix,
+                    result: format::ResultRef {
+                        trace_id: l.trace_id,
+                        span_id: l.span_id,
+                        args_hash: l.args_hash,
+                        at_unix: l.at_unix,
+                    },
                     truncated_upstream: l.truncated_upstream,
                     cut_by: l.cut_by,
                     original: l.original,
@@ -307,10 +309,12 @@ mod v1 {
                     limit: o.limit,
                     value: o.value,
                     estimated: o.estimated,
-                    trace_id: o.trace_id,
-                    span_id: o.span_id,
-                    args_hash: o.args_hash,
-                    at_unix: o.at_unix,
+                    result: format::ResultRef {
+                        trace_id: o.trace_id,
+                        span_id: o.span_id,
+                        args_hash: o.args_hash,
+                        at_unix: o.at_unix,
+                    },
                 })
                 .collect(),
             history: s

@@ -16,8 +16,8 @@ use crate::collector::state::histogram::{
     Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG,
 };
 use crate::collector::state::{
-    ArgsStat, Counts, Largest, OverRecent, Point, SeriesKey, State, Stats, LATENCY_BUCKETS_US,
-    OVERFLOW, OVER_CEILING_RECENT,
+    ArgsStat, Counts, Largest, OverRecent, Point, ResultId, ResultRef, SeriesKey, State, Stats,
+    LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
 };
 use crate::layers::Stack;
 
@@ -98,10 +98,7 @@ fn stats_in(s: format::Stats) -> Stats {
 fn largest_out(l: &Largest) -> format::Largest {
     format::Largest {
         bytes: l.bytes,
-        trace_id: l.trace_id.clone(),
-        span_id: l.span_id.clone(),
-        args_hash: l.args_hash.clone(),
-        at_unix: l.at_unix,
+        result: result_out(l.result.clone()),
         truncated_upstream: l.truncated_upstream,
         cut_by: l.cut_by.clone(),
         original: l.original,
@@ -111,10 +108,7 @@ fn largest_out(l: &Largest) -> format::Largest {
 fn largest_in(l: format::Largest) -> Largest {
     Largest {
         bytes: l.bytes,
-        trace_id: l.trace_id,
-        span_id: l.span_id,
-        args_hash: l.args_hash,
-        at_unix: l.at_unix,
+        result: result_in(l.result),
         truncated_upstream: l.truncated_upstream,
         cut_by: l.cut_by,
         original: l.original,
@@ -128,10 +122,7 @@ fn over_out(o: &OverRecent, stack: &Stack) -> Option<format::Over> {
         limit: o.limit,
         value: o.value,
         estimated: o.estimated,
-        trace_id: crate::hex::encode(&o.trace_id),
-        span_id: crate::hex::encode(&o.span_id),
-        args_hash: o.args_hash.map(|h| h.to_string()),
-        at_unix: o.at_unix,
+        result: result_out(o.result.hex()),
     })
 }
 
@@ -145,11 +136,26 @@ fn over_in(o: &format::Over, stack: &Stack) -> Option<OverRecent> {
         limit: o.limit,
         value: o.value,
         estimated: o.estimated,
-        trace_id: crate::hex::decode_array(&o.trace_id)?,
-        span_id: crate::hex::decode_array(&o.span_id)?,
-        args_hash: o.args_hash.as_deref().map(ArgsHash::new),
-        at_unix: o.at_unix,
+        result: ResultId::from_hex(&result_in(o.result.clone()))?,
     })
+}
+
+fn result_out(r: ResultRef) -> format::ResultRef {
+    format::ResultRef {
+        trace_id: r.trace_id,
+        span_id: r.span_id,
+        args_hash: r.args_hash,
+        at_unix: r.at_unix,
+    }
+}
+
+fn result_in(r: format::ResultRef) -> ResultRef {
+    ResultRef {
+        trace_id: r.trace_id,
+        span_id: r.span_id,
+        args_hash: r.args_hash,
+        at_unix: r.at_unix,
+    }
 }
 
 fn point_out(p: &Point) -> format::Point {

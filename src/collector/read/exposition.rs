@@ -7,7 +7,8 @@
 //! (and computes the windows' quantiles); the exposition is rendered by the admin handler, off
 //! the aggregator task, so a scrape holds ingestion only for the copy.
 //!
-//! The families are described once, in [`write_families`], to a [`Sink`]: [`Text`] writes the
+//! The families are described once, in [`write_families`] (each owner of numbers writing its
+//! own: `read/families.rs`), to a [`Sink`]: [`Text`] writes the
 //! text format (Prometheus 0.0.4, or OpenMetrics 1.0 when the scraper asks for it),
 //! [`crate::collector::read::exposition_proto::Proto`] the protobuf one with native histograms.
 //!
@@ -28,18 +29,16 @@ use std::borrow::Cow;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use crate::collector::alerts::rules::{MatchOutcome, RuleKind};
-use crate::collector::alerts::sink::SinkKind;
 use crate::collector::alerts::AlertStats;
 use crate::collector::forward::UpstreamView;
-use crate::collector::state::histogram::NativeBuckets;
+use crate::collector::state::histogram::{Clamped, NativeBuckets};
 use crate::collector::state::join::JoinStats;
 use crate::collector::state::series::Largest;
-use crate::collector::state::{calls_of, Counts, SeriesKey, State, Stats, LATENCY_BUCKETS_US};
-use crate::collector::stats::{OtlpSignal, RefusedRequest, SelfStats};
+use crate::collector::state::{Counts, SeriesKey, State, Stats};
+use crate::collector::SelfStats;
 use crate::layers::Stack;
 
-use super::names::*;
+pub(crate) use super::families::write_families;
 
 /// Escapes a label value for the text format (borrowed when nothing needs escaping).
 pub(crate) fn escape(v: &str) -> Cow<'_, str> {
@@ -118,7 +117,7 @@ pub(crate) struct Bounds {
 }
 
 impl Bounds {
-    fn new(le: Vec<f64>, text: impl Fn(&f64) -> String) -> Self {
+    pub(crate) fn new(le: Vec<f64>, text: impl Fn(&f64) -> String) -> Self {
         let text = le.iter().map(text).collect();
         Self { le, text }
     }
@@ -161,9 +160,10 @@ pub(crate) struct Exemplar {
 pub(crate) fn exemplars(largest: &[Largest], bounds: &[u64]) -> Vec<Exemplar> {
     let mut out: Vec<Exemplar> = Vec::new();
     for l in largest {
-        let traced = l.trace_id.len() == 32
-            && l.trace_id.bytes().all(|b| b.is_ascii_hexdigit())
-            && l.trace_id.bytes().any(|b| b != b'0');
+        let r = &l.result;
+        let traced = r.trace_id.len() == 32
+            && r.trace_id.bytes().all(|b| b.is_ascii_hexdigit())
+            && r.trace_id.bytes().any(|b| b != b'0');
         if !traced {
             continue;
         }
@@ -174,9 +174,9 @@ pub(crate) fn exemplars(largest: &[Largest], bounds: &[u64]) -> Vec<Exemplar> {
         out.push(Exemplar {
             bucket,
             value: l.bytes,
-            trace_id: l.trace_id.clone(),
-            span_id: l.span_id.clone(),
-            at_unix: l.at_unix,
+            trace_id: r.trace_id.clone(),
+            span_id: r.span_id.clone(),
+            at_unix: r.at_unix,
         });
     }
     out.sort_by_key(|e| e.bucket);
@@ -404,8 +404,8 @@ pub struct Frame {
     pub(crate) max_series: usize,
     /// Records routed to the overflow series.
     pub(crate) overflow_records: u64,
-    /// Values clamped: (sizes, latencies).
-    pub(crate) clamped: [u64; 2],
+    /// Values clamped.
+    pub(crate) clamped: Clamped,
     /// The joiner of coding agents' signals: counters, and calls waiting.
     pub(crate) joins: (JoinStats, usize),
     /// The upstreams requests are forwarded to (filled in by the reader, not the aggregator).
@@ -524,45 +524,6 @@ impl Frame {
     }
 }
 
-/// The families of forwarding: each upstream's requests by outcome, retries and queue.
-fn write_forward(upstreams: &[UpstreamView], sink: &mut impl Sink) {
-    let int = Value::Int;
-    sink.family(
-        FORWARD_REQUESTS,
-        Kind::Counter,
-        "Accepted OTLP requests relayed to an upstream, by outcome: sent, dropped for a full queue (queue_full), given up after retries or refused for good (gave_up).",
-    );
-    for u in upstreams {
-        for (outcome, n) in [
-            ("sent", u.sent),
-            ("queue_full", u.queue_full),
-            ("gave_up", u.gave_up),
-        ] {
-            sink.sample(
-                None,
-                &[("upstream", &u.upstream), ("outcome", outcome)],
-                int(n),
-            );
-        }
-    }
-    sink.family(
-        FORWARD_RETRIES,
-        Kind::Counter,
-        "Attempts to relay a request to an upstream that were retried.",
-    );
-    for u in upstreams {
-        sink.sample(None, &[("upstream", &u.upstream)], int(u.retries));
-    }
-    sink.family(
-        FORWARD_QUEUE,
-        Kind::Gauge,
-        "Requests waiting for or in flight to an upstream.",
-    );
-    for u in upstreams {
-        sink.sample(None, &[("upstream", &u.upstream)], int(u.queued));
-    }
-}
-
 /// Renders the whole text exposition of `state` at `now` (capture and render in one go).
 pub fn render(state: &State, stats: &SelfStats, alerts: &AlertStats, now: u64) -> String {
     render_frame(&Frame::capture(state, now), stats, alerts)
@@ -600,14 +561,6 @@ pub(crate) fn render_frame_as(
     text.finish()
 }
 
-/// A weighted count (thousandths of a call) as a sample: an integer when it is one.
-fn calls(milli: u64) -> Value {
-    match milli % 1000 {
-        0 => Value::Int(milli / 1000),
-        _ => Value::Float(calls_of(milli)),
-    }
-}
-
 /// Content type of the OpenMetrics exposition.
 pub(crate) const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -625,424 +578,10 @@ pub(crate) fn wants_openmetrics(accept: &str) -> bool {
     })
 }
 
-/// Writes every family of the exposition of `frame` to `sink`.
-pub(crate) fn write_families(
-    frame: &Frame,
-    stats: &SelfStats,
-    alerts: &AlertStats,
-    sink: &mut impl Sink,
-) {
-    let now = frame.now;
-    let all = || (0..frame.series.len()).zip(&frame.series);
-
-    type Get = fn(&Counts) -> Value;
-    #[rustfmt::skip]
-    let counters: [(&str, &str, Get); 6] = [
-        (TOOL_CALLS, "Tool calls seen, each span weighted by its adjusted count when its tracer sampled it (see toolsize_tool_spans_total).", |s| calls(s.calls_milli)),
-        (TOOL_CALL_ERRORS, "Tool calls that failed (weighted as the calls).", |s| calls(s.weighted(s.errors))),
-        (TOOL_RESULTS_TRUNCATED, "Results the tool reported truncated before the model saw them (weighted as the calls).", |s| calls(s.weighted(s.truncated))),
-        (TOOL_RESULTS_TRUNCATED_UPSTREAM, "Results whose content shows a cut made before the daemon saw them; their size is a lower bound (weighted as the calls).", |s| calls(s.weighted(s.truncated_upstream))),
-        (TOOL_RESULTS_SIZE_UNKNOWN, "Successful results whose size is unknown (content not captured or a placeholder).", |s| Value::Int(s.unknown_size)),
-        (TOOL_SPANS, "Tool spans received. Below toolsize_tool_calls_total when the tracer sampled (the probability from the span's tracestate or recognition.sampling_rates): the call, error, truncation and over-ceiling counters are then extrapolated, each span weighted by its adjusted count; the size histograms hold each span once.", |s| Value::Int(s.calls)),
-    ];
-    for (name, help, get) in counters {
-        sink.family(name, Kind::Counter, help);
-        for (i, s) in all() {
-            sink.sample(Some(i), &[], get(&s.total));
-        }
-    }
-    sink.family(
-        TOOL_RESULTS_SIZED,
-        Kind::Counter,
-        "Results of known size, by source: measured by the tool, derived from content as recorded, unwrapped from the tracer's envelope, reported by a coding agent, or a lower bound (cut upstream).",
-    );
-    for (i, s) in all() {
-        let t = &s.total;
-        for (source, n) in [
-            ("measured", t.measured),
-            ("derived", t.derived),
-            ("unwrapped", t.unwrapped),
-            ("reported", t.reported),
-            ("lower_bound", t.lower_bound),
-        ] {
-            sink.sample(Some(i), &[("source", source)], Value::Int(n));
-        }
-    }
-    sink.family(
-        TOOL_RESULT_UPSTREAM_LIMIT,
-        Kind::Gauge,
-        "Attribute value length limit (characters or UTF-16 units) the tool's results were seen cut at upstream, configured or learned from the data.",
-    );
-    for (i, s) in all() {
-        if let Some(n) = s.total.upstream_limit {
-            sink.sample(Some(i), &[], Value::Int(n));
-        }
-    }
-
-    sink.family(
-        TOOL_RESULTS_OVER_CEILING,
-        Kind::Counter,
-        "Results over a ceiling, counted once under the weakest layer of the stack that cuts them (weighted as the calls).",
-    );
-    let stack = &frame.stack;
-    for (i, s) in all() {
-        let count = |id: &str| {
-            s.over_ceiling
-                .iter()
-                .find(|(l, _)| l == id)
-                .map_or(0, |(_, n)| *n)
-        };
-        let mine = || s.held_to.layers.iter().map(|&l| stack.layers()[l].id());
-        for id in mine() {
-            sink.sample(Some(i), &[("layer", id)], calls(count(id)));
-        }
-        // Counts restored from a snapshot for layers no longer in the series' stack.
-        for (id, n) in &s.over_ceiling {
-            if !mine().any(|x| x == id) {
-                sink.sample(Some(i), &[("layer", id)], calls(*n));
-            }
-        }
-    }
-    sink.family(
-        TOOL_RESULT_CEILING_BYTES,
-        Kind::Gauge,
-        "The ceiling each series is held to: the limit in bytes of the weakest layer of its stack (the daemon's, its service's or its coding agent's), with the stack and layer as labels.",
-    );
-    for (i, s) in all() {
-        if let Some((layer, bytes)) = &s.held_to.ceiling {
-            let labels = [("stack", &*s.held_to.stack), ("layer", layer.as_str())];
-            sink.sample(Some(i), &labels, Value::Int(*bytes));
-        }
-    }
-    sink.family(
-        CEILING_BYTES,
-        Kind::Gauge,
-        "Effective limit of each layer of the stack, in bytes (estimated from tokens, characters or lines for layers counting in those units).",
-    );
-    for layer in stack.layers() {
-        if let Some(b) = layer.limit_bytes {
-            sink.sample(None, &[("layer", layer.id())], Value::Int(b.bytes));
-        }
-    }
-
-    write_histograms(frame, sink);
-
-    // Quantiles per window, computed by the daemon (exact to 1 %).
-    type Pick = fn(&WindowQuantiles) -> Value;
-    let quantiles: [(&str, &str, Pick); 5] = [
-        (TOOL_RESULT_SIZE_P50, "Median result size over a sliding window, computed by the daemon from HDR histograms (1% precision).", |q| Value::Int(q.p50)),
-        (TOOL_RESULT_SIZE_P95, "95th percentile result size over a sliding window, computed by the daemon (1% precision).", |q| Value::Int(q.p95)),
-        (TOOL_RESULT_SIZE_P99, "99th percentile result size over a sliding window, computed by the daemon (1% precision).", |q| Value::Int(q.p99)),
-        (TOOL_CALL_DURATION_P95, "95th percentile call duration over a sliding window, computed by the daemon.", |q| Value::Float(q.latency_p95_us as f64 / 1e6)),
-        (TOOL_RESULT_SIZE_MAX, "Largest result size over a sliding window (exact).", |q| Value::Int(q.max)),
-    ];
-    for (name, help, pick) in quantiles {
-        sink.family(name, Kind::Gauge, help);
-        for (i, s) in all() {
-            for (wl, q) in frame.windows.iter().zip(&s.windows) {
-                if let Some(q) = q {
-                    sink.sample(Some(i), &[("window", wl)], pick(q));
-                }
-            }
-        }
-    }
-
-    // Self-metrics.
-    let v = stats.view();
-    let int = Value::Int;
-    sink.family(
-        OTLP_REQUESTS,
-        Kind::Counter,
-        "OTLP export requests received.",
-    );
-    sink.sample(None, &[("transport", "grpc")], int(v.requests_grpc));
-    sink.sample(None, &[("transport", "http")], int(v.requests_http));
-    sink.family(
-        OTLP_REQUESTS_REFUSED,
-        Kind::Counter,
-        "OTLP export requests refused as a whole, by reason.",
-    );
-    for (r, n) in RefusedRequest::ALL.iter().zip(v.refused_requests) {
-        sink.sample(None, &[("reason", r.as_str())], int(n));
-    }
-    sink.family(
-        OTLP_REQUESTS_ACCEPTED,
-        Kind::Counter,
-        "OTLP export requests accepted, by signal: traces and logs are read for tool calls, metrics acknowledged.",
-    );
-    for (s, n) in OtlpSignal::ALL.iter().zip(v.accepted_requests) {
-        sink.sample(None, &[("signal", s.as_str())], int(n));
-    }
-    sink.family(
-        LOG_RECORDS_ACCEPTED,
-        Kind::Counter,
-        "Log records accepted: tool calls of coding agents recorded, other records ignored.",
-    );
-    sink.sample(None, &[("kind", "tool")], int(v.log_records.tool));
-    sink.sample(None, &[("kind", "other")], int(v.log_records.other));
-    sink.family(
-        LOG_RECORDS_REFUSED,
-        Kind::Counter,
-        "Log records refused, by reason.",
-    );
-    sink.sample(
-        None,
-        &[("reason", "overloaded")],
-        int(v.log_records.overloaded),
-    );
-    sink.sample(
-        None,
-        &[("reason", "aggregator_stopped")],
-        int(v.log_records.stopped),
-    );
-    sink.family(
-        LOG_RECORDS_DROPPED,
-        Kind::Counter,
-        "Tool-call log records accepted and then lost: queued when the aggregator stopped.",
-    );
-    sink.sample(None, &[], int(v.log_records.dropped));
-    sink.family(
-        SPANS_ACCEPTED,
-        Kind::Counter,
-        "Spans accepted: tool spans recorded, other spans ignored.",
-    );
-    sink.sample(None, &[("kind", "tool")], int(v.spans_tool));
-    sink.sample(None, &[("kind", "other")], int(v.spans_other));
-    sink.family(SPANS_REFUSED, Kind::Counter, "Spans refused, by reason.");
-    sink.sample(None, &[("reason", "invalid")], int(v.spans_invalid));
-    sink.sample(None, &[("reason", "overloaded")], int(v.spans_overloaded));
-    sink.sample(
-        None,
-        &[("reason", "aggregator_stopped")],
-        int(v.spans_stopped),
-    );
-    sink.family(
-        SPANS_DROPPED,
-        Kind::Counter,
-        "Tool spans accepted and then lost: queued when the aggregator stopped.",
-    );
-    sink.sample(None, &[], int(v.spans_dropped));
-    sink.family(
-        SERIES,
-        Kind::Gauge,
-        "(service, tool) series held, overflow included.",
-    );
-    sink.sample(None, &[], int(frame.series.len() as u64));
-    sink.family(
-        SERIES_LIMIT,
-        Kind::Gauge,
-        "Cardinality cap on (service, tool) series.",
-    );
-    sink.sample(None, &[], int(frame.max_series as u64));
-    sink.family(
-        SERIES_OVERFLOW,
-        Kind::Counter,
-        "Tool results recorded in the overflow series because the cap was reached.",
-    );
-    sink.sample(None, &[], int(frame.overflow_records));
-    sink.family(
-        VALUES_CLAMPED,
-        Kind::Counter,
-        "Values above a histogram's highest trackable value (1 GiB, one hour), recorded at it.",
-    );
-    for (h, n) in ["size", "latency"].iter().zip(frame.clamped) {
-        sink.sample(None, &[("histogram", h)], int(n));
-    }
-    let (joins, waiting) = frame.joins;
-    sink.family(
-        AGENT_SIGNALS,
-        Kind::Counter,
-        "Signals of coding agents' tool calls joined into one record per call: merged into a call another signal opened, late (after the call was counted), orphan calls (parts alone), unjoined (too many calls waiting).",
-    );
-    for (outcome, n) in [
-        ("merged", joins.merged),
-        ("late", joins.late),
-        ("orphan", joins.orphans),
-        ("unjoined", joins.unjoined),
-    ] {
-        sink.sample(None, &[("outcome", outcome)], int(n));
-    }
-    sink.family(
-        AGENT_CALLS_WAITING,
-        Kind::Gauge,
-        "Coding agents' tool calls waiting for their other signals (at most one join window).",
-    );
-    sink.sample(None, &[], int(waiting as u64));
-    write_forward(&frame.forward, sink);
-    sink.family(
-        SPAN_ATTRIBUTES_IGNORED,
-        Kind::Counter,
-        "Span attributes past the first 255 of their span, not looked at by recognition.",
-    );
-    sink.sample(None, &[], int(v.attributes_ignored));
-    sink.family(
-        ADMIN_REQUESTS_REFUSED,
-        Kind::Counter,
-        "Admin API requests refused for a missing or wrong token.",
-    );
-    sink.sample(
-        None,
-        &[("reason", "unauthenticated")],
-        int(v.admin_unauthenticated),
-    );
-    {
-        use crate::collector::net::listener::{Closed, Listener};
-        let l = &stats.listeners;
-        sink.family(CONNECTIONS, Kind::Gauge, "Connections open, by listener.");
-        for x in Listener::ALL {
-            sink.sample(None, &[("listener", x.as_str())], int(l.open(x)));
-        }
-        sink.family(
-            CONNECTIONS_LIMIT,
-            Kind::Gauge,
-            "Connection cap of each listener, after fitting under the open-file limit.",
-        );
-        for x in Listener::ALL {
-            sink.sample(None, &[("listener", x.as_str())], int(l.limit(x)));
-        }
-        sink.family(
-            CONNECTIONS_CLOSED,
-            Kind::Counter,
-            "Connections the daemon closed: over the cap with every connection busy (limit), idle longest when a new one came at the cap (evicted), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
-        );
-        for x in Listener::ALL {
-            for r in Closed::ALL {
-                sink.sample(
-                    None,
-                    &[("listener", x.as_str()), ("reason", r.as_str())],
-                    int(l.closed(x, r)),
-                );
-            }
-        }
-    }
-    sink.family(
-        LABEL_VALUES_SANITIZED,
-        Kind::Counter,
-        "Tool spans whose service or tool name was cut to its byte limit (too_long) or had control or format characters replaced (hidden_characters).",
-    );
-    let cuts = [v.label_cuts.service, v.label_cuts.tool];
-    for (label, counts) in crate::collector::ingest::recognize::LabelCuts::LABELS
-        .iter()
-        .zip(cuts)
-    {
-        for (reason, n) in crate::collector::ingest::recognize::LabelCuts::REASONS
-            .iter()
-            .zip(counts)
-        {
-            sink.sample(None, &[("label", label), ("reason", reason)], int(n));
-        }
-    }
-    if v.snapshot_last_unix > 0 {
-        sink.family(
-            SNAPSHOT_AGE,
-            Kind::Gauge,
-            "Seconds since the last snapshot written to disk.",
-        );
-        sink.sample(None, &[], int(now.saturating_sub(v.snapshot_last_unix)));
-    }
-    sink.family(
-        SNAPSHOTS_WRITTEN,
-        Kind::Counter,
-        "Snapshots written to disk.",
-    );
-    sink.sample(None, &[], int(v.snapshots_written));
-    sink.family(
-        SNAPSHOT_FAILURES,
-        Kind::Counter,
-        "Snapshot writes that failed.",
-    );
-    sink.sample(None, &[], int(v.snapshot_failures));
-    sink.family(
-        ALERT_NOTIFICATIONS,
-        Kind::Counter,
-        "Alert notifications, by sink and outcome.",
-    );
-    for kind in SinkKind::ALL {
-        for (ok, outcome) in [(true, "success"), (false, "failure")] {
-            sink.sample(
-                None,
-                &[("sink", kind.as_str()), ("outcome", outcome)],
-                int(alerts.notifications(kind, ok)),
-            );
-        }
-    }
-    sink.family(
-        ALERT_EVENTS_DROPPED,
-        Kind::Counter,
-        "Alert rule matches dropped because the alert table was full.",
-    );
-    sink.sample(None, &[], int(alerts.events_dropped()));
-    sink.family(
-        ALERT_MATCHES,
-        Kind::Counter,
-        "Alert rule matches, by rule and outcome: sent (a new alert or a resend), merged into an alert already firing, deferred while the alert queue was full, dropped past the retry queue, engine_stopped when the alert task had stopped.",
-    );
-    for rule in RuleKind::ALL {
-        for outcome in MatchOutcome::ALL {
-            sink.sample(
-                None,
-                &[("alertname", rule.name()), ("outcome", outcome.as_str())],
-                int(alerts.matches(rule, outcome)),
-            );
-        }
-    }
-    sink.family(
-        ALERTS_FIRING,
-        Kind::Gauge,
-        "Alerts the daemon holds firing, by rule and severity.",
-    );
-    for ((name, severity), n) in alerts.firing() {
-        sink.sample(
-            None,
-            &[("alertname", &name), ("severity", &severity)],
-            int(n),
-        );
-    }
-}
-
-fn write_histograms(frame: &Frame, sink: &mut impl Sink) {
-    let size = Bounds::new(frame.size_bounds.iter().map(|&b| b as f64).collect(), |b| {
-        (*b as u64).to_string()
-    });
-    let latency = Bounds::new(
-        LATENCY_BUCKETS_US.iter().map(|&b| b as f64 / 1e6).collect(),
-        |b| b.to_string(),
-    );
-    sink.family(
-        TOOL_RESULT_SIZE,
-        Kind::Histogram,
-        "UTF-8 bytes of tool results as handed to the model.",
-    );
-    for (i, s) in frame.series.iter().enumerate() {
-        sink.histogram(
-            i,
-            HistogramSample {
-                bounds: &size,
-                counts: &s.size_buckets,
-                sum: Value::Int(s.size_sum),
-                native: s.native.as_deref().map(|n| &n[0]),
-                exemplars: &s.size_exemplars,
-            },
-        );
-    }
-    sink.family(TOOL_CALL_DURATION, Kind::Histogram, "Tool call duration.");
-    for (i, s) in frame.series.iter().enumerate() {
-        sink.histogram(
-            i,
-            HistogramSample {
-                bounds: &latency,
-                counts: &s.latency_buckets,
-                sum: Value::Float(s.latency_sum_us as f64 / 1e6),
-                native: s.native.as_deref().map(|n| &n[1]),
-                exemplars: &[],
-            },
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collector::state::LATENCY_BUCKETS_US;
 
     /// A state with two series: `big` with results in three buckets (two traced results in the
     /// top one), `untraced` whose results have no trace id.

@@ -274,7 +274,7 @@ impl State {
                     largest: s
                         .largest
                         .iter()
-                        .filter(|l| l.at_unix + horizon > now)
+                        .filter(|l| l.result.at_unix + horizon > now)
                         .cloned()
                         .collect(),
                     top_args: top,

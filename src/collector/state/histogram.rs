@@ -285,6 +285,15 @@ impl Hist {
     }
 }
 
+/// Values recorded at a histogram's highest trackable value because they were above it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Clamped {
+    /// Result sizes above [`MAX_BYTES`].
+    pub(crate) size: u64,
+    /// Latencies above [`MAX_LATENCY_US`].
+    pub(crate) latency: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,8 +84,8 @@ pub struct State {
     pub(crate) overflow_records: u64,
     /// Unix seconds the state started (kept across restores).
     pub(crate) started_unix: u64,
-    /// Values above the histogram ceilings, clamped: (sizes, latencies).
-    pub(crate) clamped: [u64; 2],
+    /// Values above the histogram ceilings, clamped.
+    pub(crate) clamped: histogram::Clamped,
     observers: Vec<Box<dyn ResultObserver>>,
     next_id: u32,
     /// The signals of coding agents' calls waiting to be joined.
@@ -111,7 +111,7 @@ impl State {
             series: HashMap::default(),
             overflow_records: 0,
             started_unix: now_unix(),
-            clamped: [0; 2],
+            clamped: histogram::Clamped::default(),
             observers: Vec::new(),
             next_id: 0,
             joiner,
@@ -209,9 +209,9 @@ impl State {
     pub(crate) fn record_ms(&mut self, r: &ToolRecord, now_ms: u64) {
         let now = now_ms / 1000;
         if let Size::Known { bytes, .. } = r.size {
-            self.clamped[0] += u64::from(bytes > MAX_BYTES);
+            self.clamped.size += u64::from(bytes > MAX_BYTES);
         }
-        self.clamped[1] += u64::from(r.latency_us > MAX_LATENCY_US);
+        self.clamped.latency += u64::from(r.latency_us > MAX_LATENCY_US);
         // One borrowed lookup in the common case (two with observers); a key is allocated
         // only for a new series.
         let mut probe = SeriesKeyRef {
@@ -335,7 +335,7 @@ impl State {
                 }
             }
             let id = crate::hex::encode(&e.span_id);
-            for l in s.largest.iter_mut().filter(|l| l.span_id == id) {
+            for l in s.largest.iter_mut().filter(|l| l.result.span_id == id) {
                 l.truncated_upstream = true;
             }
         }
@@ -378,10 +378,7 @@ impl State {
                     limit: cut.limit,
                     value: cut.value,
                     estimated: cut.estimated,
-                    trace_id: r.trace_id,
-                    span_id: r.span_id,
-                    args_hash: r.args_hash,
-                    at_unix: now,
+                    result: ResultId::of(r, now),
                 });
             }
             let i = limits.size_bounds.partition_point(|&b| b < bytes);
@@ -393,7 +390,7 @@ impl State {
                 .map(|(_, d)| d.as_secs())
                 .max()
                 .unwrap_or(3600);
-            s.largest.retain(|l| l.at_unix + horizon > now);
+            s.largest.retain(|l| l.result.at_unix + horizon > now);
             if keep > 0
                 && (s.largest.len() < keep || s.largest.last().is_some_and(|l| l.bytes < bytes))
             {
@@ -402,10 +399,7 @@ impl State {
                     at,
                     Largest {
                         bytes,
-                        trace_id: crate::hex::encode(&r.trace_id),
-                        span_id: crate::hex::encode(&r.span_id),
-                        args_hash: r.args_hash.map(|h| h.to_string()),
-                        at_unix: now,
+                        result: ResultId::of(r, now).hex(),
                         truncated_upstream: r.truncated_upstream,
                         cut_by: r.upstream.layer.map(str::to_string),
                         original: r.upstream.original,
@@ -560,7 +554,7 @@ pub(crate) mod tests {
         let flagged: Vec<_> = s
             .largest
             .iter()
-            .map(|l| (l.span_id.clone(), l.truncated_upstream))
+            .map(|l| (l.result.span_id.clone(), l.truncated_upstream))
             .collect();
         assert!(
             flagged.contains(&(crate::hex::encode(&[1; 8]), true)),

@@ -305,11 +305,10 @@ impl Ring {
     }
 }
 
-/// One result among the largest recent ones.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Largest {
-    /// Bytes.
-    pub(crate) bytes: u64,
+/// Which result a listed one is: its trace and span, its arguments' hash, when the daemon
+/// received it; as the API shows it (hex), flattened into its holder's JSON object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ResultRef {
     /// Trace id, hex.
     pub(crate) trace_id: String,
     /// Span id, hex.
@@ -318,6 +317,61 @@ pub(crate) struct Largest {
     pub(crate) args_hash: Option<String>,
     /// When the daemon received it, Unix seconds.
     pub(crate) at_unix: u64,
+}
+
+/// [`ResultRef`] as a series keeps it: plain numbers and ids, nothing allocated per record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ResultId {
+    /// Trace id.
+    pub(crate) trace_id: [u8; 16],
+    /// Span id.
+    pub(crate) span_id: [u8; 8],
+    /// Arguments hash, when known.
+    pub(crate) args_hash: Option<ArgsHash>,
+    /// When the daemon received it, Unix seconds.
+    pub(crate) at_unix: u64,
+}
+
+impl ResultId {
+    /// Record `r`, received at `now` (Unix seconds).
+    pub(crate) fn of(r: &ToolRecord, now: u64) -> Self {
+        Self {
+            trace_id: r.trace_id,
+            span_id: r.span_id,
+            args_hash: r.args_hash,
+            at_unix: now,
+        }
+    }
+
+    /// In hex, as the API shows it.
+    pub(crate) fn hex(&self) -> ResultRef {
+        ResultRef {
+            trace_id: crate::hex::encode(&self.trace_id),
+            span_id: crate::hex::encode(&self.span_id),
+            args_hash: self.args_hash.map(|h| h.to_string()),
+            at_unix: self.at_unix,
+        }
+    }
+
+    /// Back from hex: `None` when the ids are not hex of the right length.
+    pub(crate) fn from_hex(r: &ResultRef) -> Option<Self> {
+        Some(Self {
+            trace_id: crate::hex::decode_array(&r.trace_id)?,
+            span_id: crate::hex::decode_array(&r.span_id)?,
+            args_hash: r.args_hash.as_deref().map(ArgsHash::new),
+            at_unix: r.at_unix,
+        })
+    }
+}
+
+/// One result among the largest recent ones.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Largest {
+    /// Bytes.
+    pub(crate) bytes: u64,
+    /// Which result.
+    #[serde(flatten)]
+    pub(crate) result: ResultRef,
     /// The content showed an upstream cut: `bytes` is a lower bound, unless the emitter told
     /// the size before its cut (`original`).
     pub(crate) truncated_upstream: bool,
@@ -344,14 +398,9 @@ pub(crate) struct OverCeiling {
     pub(crate) value: u64,
     /// Whether `value` was estimated from bytes.
     pub(crate) estimated: bool,
-    /// Trace id, hex.
-    pub(crate) trace_id: String,
-    /// Span id, hex.
-    pub(crate) span_id: String,
-    /// Arguments hash, when known.
-    pub(crate) args_hash: Option<String>,
-    /// When the daemon received it, Unix seconds.
-    pub(crate) at_unix: u64,
+    /// Which result.
+    #[serde(flatten)]
+    pub(crate) result: ResultRef,
 }
 
 /// One recent result over the ceiling of its weakest cutting layer, as kept per series: plain
@@ -368,14 +417,8 @@ pub(crate) struct OverRecent {
     pub(crate) value: u64,
     /// Whether `value` was estimated from bytes.
     pub(crate) estimated: bool,
-    /// Trace id.
-    pub(crate) trace_id: [u8; 16],
-    /// Span id.
-    pub(crate) span_id: [u8; 8],
-    /// Arguments hash, when known.
-    pub(crate) args_hash: Option<ArgsHash>,
-    /// When the daemon received it, Unix seconds.
-    pub(crate) at_unix: u64,
+    /// Which result.
+    pub(crate) result: ResultId,
 }
 
 impl OverRecent {
@@ -390,10 +433,7 @@ impl OverRecent {
             unit: l.layer.unit.as_str().to_string(),
             value: self.value,
             estimated: self.estimated,
-            trace_id: crate::hex::encode(&self.trace_id),
-            span_id: crate::hex::encode(&self.span_id),
-            args_hash: self.args_hash.map(|h| h.to_string()),
-            at_unix: self.at_unix,
+            result: self.result.hex(),
         })
     }
 }
@@ -478,7 +518,7 @@ impl Series {
         n += self
             .largest
             .iter()
-            .map(|l| strings(&l.trace_id, &l.span_id, &l.args_hash))
+            .map(|l| strings(&l.result.trace_id, &l.result.span_id, &l.result.args_hash))
             .sum::<usize>();
         n += self.over_recent.capacity() * size_of::<OverRecent>();
         n += self.history.capacity() * size_of::<Point>();
@@ -533,7 +573,7 @@ impl Series {
         self.over_recent.extend(o.over_recent);
         self.over_recent
             .make_contiguous()
-            .sort_by_key(|r| r.at_unix);
+            .sort_by_key(|r| r.result.at_unix);
         while self.over_recent.len() > OVER_CEILING_RECENT {
             self.over_recent.pop_front();
         }

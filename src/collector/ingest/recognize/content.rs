@@ -9,6 +9,7 @@ use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
 use super::emitters::Envelope;
 use crate::collector::ingest::record::OVERFLOW;
 use crate::collector::ingest::wire::AttrValue;
+use crate::collector::stats::Cuts;
 
 /// Truncation markers that agent runtimes (Codex, Gemini CLI, Claude Code, Cline, OpenHands
 /// and the others named per entry) insert when they cut a tool result, digits left
@@ -281,15 +282,13 @@ pub(crate) fn name_from_span(name: &str) -> &str {
 /// Cuts a name to `max` bytes on a character boundary and replaces control, format (bidi,
 /// zero-width) and separator characters with `_`; an empty name becomes `unknown`.
 pub(crate) fn sanitize_tool_name(name: &str, max: usize) -> String {
-    sanitize_tool_name_counted(name, max, &mut [0; 2])
+    sanitize_tool_name_counted(name, max, &mut Cuts::default())
 }
 
-/// [`sanitize_tool_name`], adding 1 to `cuts[0]` when the name was cut and to `cuts[1]` when
-/// characters were replaced.
-pub(crate) fn sanitize_tool_name_counted(name: &str, max: usize, cuts: &mut [u64; 2]) -> String {
+/// [`sanitize_tool_name`], counting in `cuts` what was done to the name.
+pub(crate) fn sanitize_tool_name_counted(name: &str, max: usize, cuts: &mut Cuts) -> String {
     let s = crate::label::sanitize(name, max);
-    cuts[0] += u64::from(s.truncated);
-    cuts[1] += u64::from(s.replaced);
+    *cuts += Cuts::of(&s);
     let mut out = s.value;
     if out.is_empty() {
         out.push_str("unknown");

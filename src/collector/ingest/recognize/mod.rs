@@ -37,7 +37,7 @@ pub(crate) use crate::collector::ingest::record::{
     ArgsHash, Emitter, Measurement, Size, SizeSource, ToolRecord, Unknown, Upstream, OVERFLOW,
     UNKNOWN_SERVICE,
 };
-pub(crate) use crate::collector::stats::LabelCuts;
+pub(crate) use crate::collector::stats::{Cuts, LabelCuts};
 
 use crate::collector::config::RecognitionConfig;
 use crate::collector::ingest::sampling::{Sampling, Weight};
@@ -321,15 +321,15 @@ impl Recognizer {
     }
 
     /// The `service.name` to key series by: cut to the limit, hidden characters replaced, empty
-    /// becoming `unknown_service`; with `[too long, hidden characters]` flags.
-    pub(crate) fn service_name(&self, raw: &str) -> (Arc<str>, [bool; 2]) {
+    /// becoming `unknown_service`; with what was done to it.
+    pub(crate) fn service_name(&self, raw: &str) -> (Arc<str>, Cuts) {
         let s = crate::label::sanitize(raw, self.max_service);
         let value = if s.value.is_empty() {
             UNKNOWN_SERVICE
         } else {
             &s.value
         };
-        (value.into(), [s.truncated, s.replaced])
+        (value.into(), Cuts::of(&s))
     }
 
     /// [`Recognizer::recognize`], counting in `cuts` a tool name that had to be cut or cleaned.

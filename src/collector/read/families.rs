@@ -1,0 +1,625 @@
+//! The families of `/metrics`, each described once (name, kind, help, samples) next to the
+//! others of the same owner of numbers: the per-series counters, ceilings, histograms and
+//! window quantiles, then the self-metrics of the receivers, the series cap, the joiner,
+//! forwarding, recognition, the admin API, the listeners, the store and the alerts.
+//! [`write_families`] calls them in exposition order; every format writes from it through a
+//! [`Sink`], so the text, OpenMetrics and protobuf expositions cannot drift. A new self-metric
+//! is one family in its owner's function here and one name in [`super::names`].
+
+use crate::collector::alerts::rules::{MatchOutcome, RuleKind};
+use crate::collector::alerts::sink::SinkKind;
+use crate::collector::alerts::AlertStats;
+use crate::collector::forward::UpstreamView;
+use crate::collector::net::listener::{Closed, Listener, ListenerStats};
+use crate::collector::state::join::JoinStats;
+use crate::collector::state::{calls_of, Counts, LATENCY_BUCKETS_US};
+use crate::collector::stats::{LabelCuts, OtlpSignal, RefusedRequest, SelfStats, SelfStatsView};
+
+use super::exposition::{
+    Bounds, Frame, FrameSeries, HistogramSample, Kind, Sink, Value, WindowQuantiles,
+};
+use super::names::*;
+
+/// A weighted count (thousandths of a call) as a sample: an integer when it is one.
+fn calls(milli: u64) -> Value {
+    match milli % 1000 {
+        0 => Value::Int(milli / 1000),
+        _ => Value::Float(calls_of(milli)),
+    }
+}
+
+/// Writes every family of the exposition of `frame` to `sink`: each owner of numbers writes
+/// its own, in exposition order (the order is the format: tests and scrapers see it).
+pub(crate) fn write_families(
+    frame: &Frame,
+    stats: &SelfStats,
+    alerts: &AlertStats,
+    sink: &mut impl Sink,
+) {
+    tool_counters(frame, sink);
+    ceilings(frame, sink);
+    histograms(frame, sink);
+    window_quantiles(frame, sink);
+    let v = stats.view();
+    requests(&v, sink);
+    series_cap(frame, sink);
+    joiner(frame.joins, sink);
+    forward(&frame.forward, sink);
+    attributes_ignored(&v, sink);
+    admin(&v, sink);
+    listeners(&stats.listeners, sink);
+    label_cuts(v.label_cuts, sink);
+    snapshots(&v, frame.now, sink);
+    alert_stats(alerts, sink);
+}
+
+/// The series of a frame with their index (what [`Sink::sample`] takes).
+fn all(frame: &Frame) -> impl Iterator<Item = (usize, &FrameSeries)> {
+    frame.series.iter().enumerate()
+}
+
+/// The per-series counters ([`Counts`]): calls, errors, cuts, spans, sized results, the
+/// upstream limit.
+fn tool_counters(frame: &Frame, sink: &mut impl Sink) {
+    let all = || all(frame);
+    type Get = fn(&Counts) -> Value;
+    #[rustfmt::skip]
+    let counters: [(&str, &str, Get); 6] = [
+        (TOOL_CALLS, "Tool calls seen, each span weighted by its adjusted count when its tracer sampled it (see toolsize_tool_spans_total).", |s| calls(s.calls_milli)),
+        (TOOL_CALL_ERRORS, "Tool calls that failed (weighted as the calls).", |s| calls(s.weighted(s.errors))),
+        (TOOL_RESULTS_TRUNCATED, "Results the tool reported truncated before the model saw them (weighted as the calls).", |s| calls(s.weighted(s.truncated))),
+        (TOOL_RESULTS_TRUNCATED_UPSTREAM, "Results whose content shows a cut made before the daemon saw them; their size is a lower bound (weighted as the calls).", |s| calls(s.weighted(s.truncated_upstream))),
+        (TOOL_RESULTS_SIZE_UNKNOWN, "Successful results whose size is unknown (content not captured or a placeholder).", |s| Value::Int(s.unknown_size)),
+        (TOOL_SPANS, "Tool spans received. Below toolsize_tool_calls_total when the tracer sampled (the probability from the span's tracestate or recognition.sampling_rates): the call, error, truncation and over-ceiling counters are then extrapolated, each span weighted by its adjusted count; the size histograms hold each span once.", |s| Value::Int(s.calls)),
+    ];
+    for (name, help, get) in counters {
+        sink.family(name, Kind::Counter, help);
+        for (i, s) in all() {
+            sink.sample(Some(i), &[], get(&s.total));
+        }
+    }
+    sink.family(
+        TOOL_RESULTS_SIZED,
+        Kind::Counter,
+        "Results of known size, by source: measured by the tool, derived from content as recorded, unwrapped from the tracer's envelope, reported by a coding agent, or a lower bound (cut upstream).",
+    );
+    for (i, s) in all() {
+        let t = &s.total;
+        for (source, n) in [
+            ("measured", t.measured),
+            ("derived", t.derived),
+            ("unwrapped", t.unwrapped),
+            ("reported", t.reported),
+            ("lower_bound", t.lower_bound),
+        ] {
+            sink.sample(Some(i), &[("source", source)], Value::Int(n));
+        }
+    }
+    sink.family(
+        TOOL_RESULT_UPSTREAM_LIMIT,
+        Kind::Gauge,
+        "Attribute value length limit (characters or UTF-16 units) the tool's results were seen cut at upstream, configured or learned from the data.",
+    );
+    for (i, s) in all() {
+        if let Some(n) = s.total.upstream_limit {
+            sink.sample(Some(i), &[], Value::Int(n));
+        }
+    }
+}
+
+/// The ceilings: results over one per series, the ceiling each series is held to, each layer's
+/// limit.
+fn ceilings(frame: &Frame, sink: &mut impl Sink) {
+    let all = || all(frame);
+    sink.family(
+        TOOL_RESULTS_OVER_CEILING,
+        Kind::Counter,
+        "Results over a ceiling, counted once under the weakest layer of the stack that cuts them (weighted as the calls).",
+    );
+    let stack = &frame.stack;
+    for (i, s) in all() {
+        let count = |id: &str| {
+            s.over_ceiling
+                .iter()
+                .find(|(l, _)| l == id)
+                .map_or(0, |(_, n)| *n)
+        };
+        let mine = || s.held_to.layers.iter().map(|&l| stack.layers()[l].id());
+        for id in mine() {
+            sink.sample(Some(i), &[("layer", id)], calls(count(id)));
+        }
+        // Counts restored from a snapshot for layers no longer in the series' stack.
+        for (id, n) in &s.over_ceiling {
+            if !mine().any(|x| x == id) {
+                sink.sample(Some(i), &[("layer", id)], calls(*n));
+            }
+        }
+    }
+    sink.family(
+        TOOL_RESULT_CEILING_BYTES,
+        Kind::Gauge,
+        "The ceiling each series is held to: the limit in bytes of the weakest layer of its stack (the daemon's, its service's or its coding agent's), with the stack and layer as labels.",
+    );
+    for (i, s) in all() {
+        if let Some((layer, bytes)) = &s.held_to.ceiling {
+            let labels = [("stack", &*s.held_to.stack), ("layer", layer.as_str())];
+            sink.sample(Some(i), &labels, Value::Int(*bytes));
+        }
+    }
+    sink.family(
+        CEILING_BYTES,
+        Kind::Gauge,
+        "Effective limit of each layer of the stack, in bytes (estimated from tokens, characters or lines for layers counting in those units).",
+    );
+    for layer in stack.layers() {
+        if let Some(b) = layer.limit_bytes {
+            sink.sample(None, &[("layer", layer.id())], Value::Int(b.bytes));
+        }
+    }
+}
+
+/// Quantiles per window, computed by the daemon (exact to 1 %).
+fn window_quantiles(frame: &Frame, sink: &mut impl Sink) {
+    let all = || all(frame);
+    type Pick = fn(&WindowQuantiles) -> Value;
+    let quantiles: [(&str, &str, Pick); 5] = [
+        (TOOL_RESULT_SIZE_P50, "Median result size over a sliding window, computed by the daemon from HDR histograms (1% precision).", |q| Value::Int(q.p50)),
+        (TOOL_RESULT_SIZE_P95, "95th percentile result size over a sliding window, computed by the daemon (1% precision).", |q| Value::Int(q.p95)),
+        (TOOL_RESULT_SIZE_P99, "99th percentile result size over a sliding window, computed by the daemon (1% precision).", |q| Value::Int(q.p99)),
+        (TOOL_CALL_DURATION_P95, "95th percentile call duration over a sliding window, computed by the daemon.", |q| Value::Float(q.latency_p95_us as f64 / 1e6)),
+        (TOOL_RESULT_SIZE_MAX, "Largest result size over a sliding window (exact).", |q| Value::Int(q.max)),
+    ];
+    for (name, help, pick) in quantiles {
+        sink.family(name, Kind::Gauge, help);
+        for (i, s) in all() {
+            for (wl, q) in frame.windows.iter().zip(&s.windows) {
+                if let Some(q) = q {
+                    sink.sample(Some(i), &[("window", wl)], pick(q));
+                }
+            }
+        }
+    }
+}
+
+/// A family of one sample without labels.
+fn single(sink: &mut impl Sink, name: &str, kind: Kind, help: &str, n: u64) {
+    sink.family(name, kind, help);
+    sink.sample(None, &[], Value::Int(n));
+}
+
+/// A family of one sample per value of `label`.
+fn by<'a>(
+    sink: &mut impl Sink,
+    (name, kind, help): (&str, Kind, &str),
+    label: &str,
+    samples: impl IntoIterator<Item = (&'a str, u64)>,
+) {
+    sink.family(name, kind, help);
+    for (value, n) in samples {
+        sink.sample(None, &[(label, value)], Value::Int(n));
+    }
+}
+
+/// The receivers' counters ([`SelfStats`]): OTLP requests, log records and spans.
+fn requests(v: &SelfStatsView, sink: &mut impl Sink) {
+    let counter = |name, help| (name, Kind::Counter, help);
+    by(
+        sink,
+        counter(OTLP_REQUESTS, "OTLP export requests received."),
+        "transport",
+        [("grpc", v.requests_grpc), ("http", v.requests_http)],
+    );
+    by(
+        sink,
+        counter(
+            OTLP_REQUESTS_REFUSED,
+            "OTLP export requests refused as a whole, by reason.",
+        ),
+        "reason",
+        RefusedRequest::ALL.map(|r| (r.as_str(), *v.refused_requests.of(r))),
+    );
+    by(
+        sink,
+        counter(
+            OTLP_REQUESTS_ACCEPTED,
+            "OTLP export requests accepted, by signal: traces and logs are read for tool calls, metrics acknowledged.",
+        ),
+        "signal",
+        OtlpSignal::ALL.map(|s| (s.as_str(), *v.accepted_requests.of(s))),
+    );
+    let logs = &v.log_records;
+    by(
+        sink,
+        counter(
+            LOG_RECORDS_ACCEPTED,
+            "Log records accepted: tool calls of coding agents recorded, other records ignored.",
+        ),
+        "kind",
+        [("tool", logs.tool), ("other", logs.other)],
+    );
+    by(
+        sink,
+        counter(LOG_RECORDS_REFUSED, "Log records refused, by reason."),
+        "reason",
+        [
+            ("overloaded", logs.overloaded),
+            ("aggregator_stopped", logs.stopped),
+        ],
+    );
+    single(
+        sink,
+        LOG_RECORDS_DROPPED,
+        Kind::Counter,
+        "Tool-call log records accepted and then lost: queued when the aggregator stopped.",
+        logs.dropped,
+    );
+    by(
+        sink,
+        counter(
+            SPANS_ACCEPTED,
+            "Spans accepted: tool spans recorded, other spans ignored.",
+        ),
+        "kind",
+        [("tool", v.spans_tool), ("other", v.spans_other)],
+    );
+    by(
+        sink,
+        counter(SPANS_REFUSED, "Spans refused, by reason."),
+        "reason",
+        [
+            ("invalid", v.spans_invalid),
+            ("overloaded", v.spans_overloaded),
+            ("aggregator_stopped", v.spans_stopped),
+        ],
+    );
+    single(
+        sink,
+        SPANS_DROPPED,
+        Kind::Counter,
+        "Tool spans accepted and then lost: queued when the aggregator stopped.",
+        v.spans_dropped,
+    );
+}
+
+/// The aggregator's series: how many, the cap, the overflow, values clamped.
+fn series_cap(frame: &Frame, sink: &mut impl Sink) {
+    single(
+        sink,
+        SERIES,
+        Kind::Gauge,
+        "(service, tool) series held, overflow included.",
+        frame.series.len() as u64,
+    );
+    single(
+        sink,
+        SERIES_LIMIT,
+        Kind::Gauge,
+        "Cardinality cap on (service, tool) series.",
+        frame.max_series as u64,
+    );
+    single(
+        sink,
+        SERIES_OVERFLOW,
+        Kind::Counter,
+        "Tool results recorded in the overflow series because the cap was reached.",
+        frame.overflow_records,
+    );
+    let c = frame.clamped;
+    by(
+        sink,
+        (
+            VALUES_CLAMPED,
+            Kind::Counter,
+            "Values above a histogram's highest trackable value (1 GiB, one hour), recorded at it.",
+        ),
+        "histogram",
+        [("size", c.size), ("latency", c.latency)],
+    );
+}
+
+/// The joiner of coding agents' signals ([`crate::collector::state::join`]): what it did with
+/// them, and the calls waiting.
+fn joiner((joins, waiting): (JoinStats, usize), sink: &mut impl Sink) {
+    by(
+        sink,
+        (
+            AGENT_SIGNALS,
+            Kind::Counter,
+            "Signals of coding agents' tool calls joined into one record per call: merged into a call another signal opened, late (after the call was counted), orphan calls (parts alone), unjoined (too many calls waiting).",
+        ),
+        "outcome",
+        [
+            ("merged", joins.merged),
+            ("late", joins.late),
+            ("orphan", joins.orphans),
+            ("unjoined", joins.unjoined),
+        ],
+    );
+    single(
+        sink,
+        AGENT_CALLS_WAITING,
+        Kind::Gauge,
+        "Coding agents' tool calls waiting for their other signals (at most one join window).",
+        waiting as u64,
+    );
+}
+
+/// Forwarding ([`crate::collector::forward`]): each upstream's requests by outcome, retries
+/// and queue.
+fn forward(upstreams: &[UpstreamView], sink: &mut impl Sink) {
+    let int = Value::Int;
+    sink.family(
+        FORWARD_REQUESTS,
+        Kind::Counter,
+        "Accepted OTLP requests relayed to an upstream, by outcome: sent, dropped for a full queue (queue_full), given up after retries or refused for good (gave_up).",
+    );
+    for u in upstreams {
+        for (outcome, n) in [
+            ("sent", u.sent),
+            ("queue_full", u.queue_full),
+            ("gave_up", u.gave_up),
+        ] {
+            sink.sample(
+                None,
+                &[("upstream", &u.upstream), ("outcome", outcome)],
+                int(n),
+            );
+        }
+    }
+    sink.family(
+        FORWARD_RETRIES,
+        Kind::Counter,
+        "Attempts to relay a request to an upstream that were retried.",
+    );
+    for u in upstreams {
+        sink.sample(None, &[("upstream", &u.upstream)], int(u.retries));
+    }
+    sink.family(
+        FORWARD_QUEUE,
+        Kind::Gauge,
+        "Requests waiting for or in flight to an upstream.",
+    );
+    for u in upstreams {
+        sink.sample(None, &[("upstream", &u.upstream)], int(u.queued));
+    }
+}
+
+/// Recognition: span attributes past the ones it looks at.
+fn attributes_ignored(v: &SelfStatsView, sink: &mut impl Sink) {
+    single(
+        sink,
+        SPAN_ATTRIBUTES_IGNORED,
+        Kind::Counter,
+        "Span attributes past the first 255 of their span, not looked at by recognition.",
+        v.attributes_ignored,
+    );
+}
+
+/// The admin API: requests refused.
+fn admin(v: &SelfStatsView, sink: &mut impl Sink) {
+    by(
+        sink,
+        (
+            ADMIN_REQUESTS_REFUSED,
+            Kind::Counter,
+            "Admin API requests refused for a missing or wrong token.",
+        ),
+        "reason",
+        [("unauthenticated", v.admin_unauthenticated)],
+    );
+}
+
+/// The listeners ([`ListenerStats`]): connections open, their cap, connections closed.
+fn listeners(l: &ListenerStats, sink: &mut impl Sink) {
+    by(
+        sink,
+        (CONNECTIONS, Kind::Gauge, "Connections open, by listener."),
+        "listener",
+        Listener::ALL.map(|x| (x.as_str(), l.open(x))),
+    );
+    by(
+        sink,
+        (
+            CONNECTIONS_LIMIT,
+            Kind::Gauge,
+            "Connection cap of each listener, after fitting under the open-file limit.",
+        ),
+        "listener",
+        Listener::ALL.map(|x| (x.as_str(), l.limit(x))),
+    );
+    sink.family(
+        CONNECTIONS_CLOSED,
+        Kind::Counter,
+        "Connections the daemon closed: over the cap with every connection busy (limit), idle longest when a new one came at the cap (evicted), request head or HTTP/2 preface late (header_timeout), silent too long (idle_timeout), TLS handshake failed or late (tls_handshake).",
+    );
+    for x in Listener::ALL {
+        for r in Closed::ALL {
+            sink.sample(
+                None,
+                &[("listener", x.as_str()), ("reason", r.as_str())],
+                Value::Int(l.closed(x, r)),
+            );
+        }
+    }
+}
+
+/// Service and tool names cut or cleaned before they became labels.
+fn label_cuts(cuts: LabelCuts, sink: &mut impl Sink) {
+    sink.family(
+        LABEL_VALUES_SANITIZED,
+        Kind::Counter,
+        "Tool spans whose service or tool name was cut to its byte limit (too_long) or had control or format characters replaced (hidden_characters).",
+    );
+    for (label, cuts) in [("service", cuts.service), ("tool", cuts.tool)] {
+        for (reason, n) in [
+            ("too_long", cuts.too_long),
+            ("hidden_characters", cuts.hidden_characters),
+        ] {
+            sink.sample(None, &[("label", label), ("reason", reason)], Value::Int(n));
+        }
+    }
+}
+
+/// The store's snapshots: age of the last one (once there is one), written, failed.
+fn snapshots(v: &SelfStatsView, now: u64, sink: &mut impl Sink) {
+    if v.snapshot_last_unix > 0 {
+        single(
+            sink,
+            SNAPSHOT_AGE,
+            Kind::Gauge,
+            "Seconds since the last snapshot written to disk.",
+            now.saturating_sub(v.snapshot_last_unix),
+        );
+    }
+    single(
+        sink,
+        SNAPSHOTS_WRITTEN,
+        Kind::Counter,
+        "Snapshots written to disk.",
+        v.snapshots_written,
+    );
+    single(
+        sink,
+        SNAPSHOT_FAILURES,
+        Kind::Counter,
+        "Snapshot writes that failed.",
+        v.snapshot_failures,
+    );
+}
+
+/// The alert engine and task ([`AlertStats`]): notifications, matches, alerts firing.
+fn alert_stats(alerts: &AlertStats, sink: &mut impl Sink) {
+    let int = Value::Int;
+    sink.family(
+        ALERT_NOTIFICATIONS,
+        Kind::Counter,
+        "Alert notifications, by sink and outcome.",
+    );
+    for kind in SinkKind::ALL {
+        for (ok, outcome) in [(true, "success"), (false, "failure")] {
+            sink.sample(
+                None,
+                &[("sink", kind.as_str()), ("outcome", outcome)],
+                int(alerts.notifications(kind, ok)),
+            );
+        }
+    }
+    single(
+        sink,
+        ALERT_EVENTS_DROPPED,
+        Kind::Counter,
+        "Alert rule matches dropped because the alert table was full.",
+        alerts.events_dropped(),
+    );
+    sink.family(
+        ALERT_MATCHES,
+        Kind::Counter,
+        "Alert rule matches, by rule and outcome: sent (a new alert or a resend), merged into an alert already firing, deferred while the alert queue was full, dropped past the retry queue, engine_stopped when the alert task had stopped.",
+    );
+    for rule in RuleKind::ALL {
+        for outcome in MatchOutcome::ALL {
+            sink.sample(
+                None,
+                &[("alertname", rule.name()), ("outcome", outcome.as_str())],
+                int(alerts.matches(rule, outcome)),
+            );
+        }
+    }
+    sink.family(
+        ALERTS_FIRING,
+        Kind::Gauge,
+        "Alerts the daemon holds firing, by rule and severity.",
+    );
+    for ((name, severity), n) in alerts.firing() {
+        sink.sample(
+            None,
+            &[("alertname", &name), ("severity", &severity)],
+            int(n),
+        );
+    }
+}
+
+/// The per-series histograms of result sizes and call durations, since start.
+fn histograms(frame: &Frame, sink: &mut impl Sink) {
+    let size = Bounds::new(frame.size_bounds.iter().map(|&b| b as f64).collect(), |b| {
+        (*b as u64).to_string()
+    });
+    let latency = Bounds::new(
+        LATENCY_BUCKETS_US.iter().map(|&b| b as f64 / 1e6).collect(),
+        |b| b.to_string(),
+    );
+    sink.family(
+        TOOL_RESULT_SIZE,
+        Kind::Histogram,
+        "UTF-8 bytes of tool results as handed to the model.",
+    );
+    for (i, s) in frame.series.iter().enumerate() {
+        sink.histogram(
+            i,
+            HistogramSample {
+                bounds: &size,
+                counts: &s.size_buckets,
+                sum: Value::Int(s.size_sum),
+                native: s.native.as_deref().map(|n| &n[0]),
+                exemplars: &s.size_exemplars,
+            },
+        );
+    }
+    sink.family(TOOL_CALL_DURATION, Kind::Histogram, "Tool call duration.");
+    for (i, s) in frame.series.iter().enumerate() {
+        sink.histogram(
+            i,
+            HistogramSample {
+                bounds: &latency,
+                counts: &s.latency_buckets,
+                sum: Value::Float(s.latency_sum_us as f64 / 1e6),
+                native: s.native.as_deref().map(|n| &n[1]),
+                exemplars: &[],
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collector::read::exposition::render;
+    use crate::collector::state::histogram::{MAX_BYTES, MAX_LATENCY_US};
+    use crate::collector::state::tests::{known, limits, rec};
+    use crate::collector::state::State;
+    use crate::collector::stats::Cuts;
+
+    /// Counters kept by name are written under their own label values: distinct counts, so
+    /// that a swap shows.
+    #[test]
+    fn named_counters_keep_their_labels() {
+        let mut state = State::new(limits(10));
+        let mut r = rec("t", known(MAX_BYTES + 1));
+        state.record(&r, 1_700_000_000);
+        r.latency_us = MAX_LATENCY_US + 1;
+        state.record(&r, 1_700_000_000);
+        state.record(&r, 1_700_000_000);
+        let stats = SelfStats::default();
+        stats.label_cuts(&LabelCuts {
+            service: Cuts {
+                too_long: 5,
+                hidden_characters: 6,
+            },
+            tool: Cuts {
+                too_long: 7,
+                hidden_characters: 8,
+            },
+        });
+        let text = render(&state, &stats, &AlertStats::default(), 1_700_000_001);
+        for line in [
+            "toolsize_values_clamped_total{histogram=\"size\"} 3",
+            "toolsize_values_clamped_total{histogram=\"latency\"} 2",
+            "toolsize_label_values_sanitized_total{label=\"service\",reason=\"too_long\"} 5",
+            "toolsize_label_values_sanitized_total{label=\"service\",reason=\"hidden_characters\"} 6",
+            "toolsize_label_values_sanitized_total{label=\"tool\",reason=\"too_long\"} 7",
+            "toolsize_label_values_sanitized_total{label=\"tool\",reason=\"hidden_characters\"} 8",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+    }
+}
