@@ -179,20 +179,11 @@ impl Upstream {
     ) -> Attempt {
         let retry = |error: String| Attempt::Retry { error, after: None };
         if conn.http.as_ref().is_none_or(|s| s.is_closed()) {
-            let stream = match TcpStream::connect(authority).await {
-                Ok(s) => s,
-                Err(e) => return retry(format!("connect: {e}")),
-            };
-            let _ = stream.set_nodelay(true);
-            let sender = match tls {
-                None => handshake(stream).await,
-                Some(host) => match tls::wrap(stream, host, false).await {
-                    Ok(stream) => handshake(stream).await,
-                    Err(e) => Err(e),
+            match open(authority, tls, false).await {
+                Ok(io) => match handshake(io).await {
+                    Ok(sender) => conn.http = Some(sender),
+                    Err(e) => return retry(e),
                 },
-            };
-            match sender {
-                Ok(sender) => conn.http = Some(sender),
                 Err(e) => return retry(e),
             }
         }
@@ -249,20 +240,11 @@ impl Upstream {
     ) -> Attempt {
         let retry = |error: String| Attempt::Retry { error, after: None };
         if conn.h2.as_ref().is_none_or(|s| s.is_closed()) {
-            let stream = match TcpStream::connect(authority).await {
-                Ok(s) => s,
-                Err(e) => return retry(format!("connect: {e}")),
-            };
-            let _ = stream.set_nodelay(true);
-            let sender = match tls {
-                None => handshake_h2(stream).await,
-                Some(host) => match tls::wrap(stream, host, true).await {
-                    Ok(stream) => handshake_h2(stream).await,
-                    Err(e) => Err(e),
+            match open(authority, tls, true).await {
+                Ok(io) => match handshake_h2(io).await {
+                    Ok(sender) => conn.h2 = Some(sender),
+                    Err(e) => return retry(e),
                 },
-            };
-            match sender {
-                Ok(sender) => conn.h2 = Some(sender),
                 Err(e) => return retry(e),
             }
         }
@@ -388,6 +370,24 @@ where
         let _ = connection.await;
     });
     Ok(sender)
+}
+
+/// A connection's byte stream: TCP, or TLS over it.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// A TCP connection to `authority`, with a TLS handshake with `tls` when given (ALPN `h2`
+/// when `h2`).
+async fn open(authority: &str, tls: Option<&str>, h2: bool) -> Result<Box<dyn Io>, String> {
+    let stream = TcpStream::connect(authority)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    Ok(match tls {
+        None => Box::new(stream),
+        Some(host) => Box::new(tls::wrap(stream, host, h2).await?),
+    })
 }
 
 /// An HTTP/1.1 connection over `io`, its driver spawned. Bodies are shared `Bytes`: written
