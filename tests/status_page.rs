@@ -1035,9 +1035,11 @@ async fn status_page_shows_each_forwarding_upstream() {
     let line = &line[..line.find("</span>").unwrap_or(line.len())];
     assert!(text(line).contains("0 sent"), "{line}");
     assert!(text(line).contains("1 given up"), "{line}");
-    let tag = &dom[dom
+    // The line's own tag is marked: `<span class="upstream bad" data-upstream="…" …>`.
+    let at = dom
         .find("class=\"upstream bad\"")
-        .expect("the lost request marks the line")..];
-    assert!(tag.contains(&down));
+        .expect("the lost request marks the line");
+    let tag = &dom[at..at + dom[at..].find('>').unwrap()];
+    assert_eq!(attr(tag, "data-upstream"), Some(down.as_str()), "{tag}");
     d.stop();
 }
