@@ -178,19 +178,10 @@ impl Pipeline {
         };
         stats.set_series(state.series_count() as u64, state.overflow_records);
         // Limits the results were seen cut at, restored: learned again at once.
-        let mut limits: Vec<(&str, u64)> = state
-            .series
-            .iter()
-            .filter_map(|(k, s)| Some((k.service.as_str(), s.total.counts.upstream_limit?)))
-            .collect();
-        limits.sort_unstable();
-        limits.dedup();
+        state.seed_learned_limits();
         let recognizer =
             Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
                 .with_max_service_name_bytes(config.aggregation.max_service_name_bytes);
-        for (service, limit) in limits {
-            recognizer.seed_limit(service, limit);
-        }
         let (rules, alerts) = alerts::spawn(
             config,
             format!("{}/api/v1/alerts", config.admin_base_url()),

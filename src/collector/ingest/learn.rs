@@ -13,13 +13,14 @@
 //!
 //! Memory is bounded: at most [`MAX_SERVICES`] services (later ones are not learned) and
 //! [`CANDIDATES`] candidate lengths per service and unit, each holding at most `HITS - 1` earlier
-//! results. The state lives behind one mutex taken
-//! once per content-sized span of at least [`MIN_LIMIT`] bytes. Limits survive a restart through
-//! the snapshot: each series keeps the limit its results were cut at, and the daemon seeds the
-//! learner with them at start ([`Learner::seed`]).
+//! results. The learner is owned by the aggregator's state, like every other tally: the
+//! receivers only take a [`Sample`] of the content (its lengths and ending, counted from the
+//! bytes without decoding), so nothing on the receive path takes a lock. Limits survive a
+//! restart through the snapshot: each series keeps the limit its results were cut at, and the
+//! state seeds the learner with them when it is restored ([`Learner::seed`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::collector::ingest::record::{EarlierCut, SizeSource};
 
@@ -39,39 +40,55 @@ enum Unit {
     Utf16,
 }
 
-/// The result being observed (borrowed: it is copied only if kept).
-#[derive(Clone, Copy)]
-pub(crate) struct Whole<'a> {
-    /// Its (sanitised) tool name.
-    pub(crate) tool: &'a str,
-    /// Its span id.
-    pub(crate) span_id: [u8; 8],
-    /// How its size is counted when whole.
-    pub(crate) source: SizeSource,
-    /// Whether it is flagged cut for another reason (a marker, a cut JSON document,
-    /// `logfire.truncated`): then it is no earlier cut to correct. Asked only when the result
-    /// would be kept.
-    pub(crate) flagged: &'a dyn Fn() -> bool,
+/// What the learner needs of one result's recorded content, taken by the receiver that read
+/// it: its lengths in both units an SDK may count a limit in, a fingerprint of its ending, its
+/// bytes, and how its size is counted when whole. The content itself is not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sample {
+    chars: u64,
+    utf16: u64,
+    tail: u64,
+    /// Bytes of the recorded content: the result's size once a limit shows it was cut.
+    pub(crate) bytes: u64,
+    /// How its size is counted when whole; `None` when it is flagged cut for another reason (a
+    /// marker, a cut JSON document, `logfire.truncated`): then it is no earlier cut to correct.
+    whole: Option<SizeSource>,
 }
 
-impl std::fmt::Debug for Whole<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Whole")
-            .field("tool", &self.tool)
-            .field("span_id", &self.span_id)
-            .field("source", &self.source)
-            .finish_non_exhaustive()
+impl Sample {
+    /// The sample of recorded content `s`, or `None` when it is too short to be at a limit.
+    pub(crate) fn of(s: &[u8], whole: Option<SizeSource>) -> Option<Self> {
+        if (s.len() as u64) < MIN_LIMIT {
+            return None;
+        }
+        let (chars, utf16) = lengths(s);
+        Some(Self {
+            chars,
+            utf16,
+            tail: fingerprint(s),
+            bytes: s.len() as u64,
+            whole,
+        })
     }
 }
 
+/// The result being observed, when it was counted as whole (copied only if kept).
+#[derive(Debug, Clone, Copy)]
+struct Whole<'a> {
+    tool: &'a str,
+    span_id: [u8; 8],
+    source: SizeSource,
+    at_ms: u64,
+}
+
 impl Whole<'_> {
-    fn keep(&self) -> Option<EarlierCut> {
-        (!(self.flagged)()).then(|| EarlierCut {
+    fn keep(&self) -> EarlierCut {
+        EarlierCut {
             tool: self.tool.into(),
             span_id: self.span_id,
             source: self.source,
-            at_ms: crate::collector::clock::now_unix_ms(),
-        })
+            at_ms: self.at_ms,
+        }
     }
 }
 
@@ -134,7 +151,7 @@ impl Tally {
                     c.tails[c.seen] = tail;
                     c.seen += 1;
                     if c.seen < HITS as usize {
-                        c.earlier.extend(whole.and_then(|w| w.keep()));
+                        c.earlier.extend(whole.map(|w| w.keep()));
                     }
                 }
                 if c.seen >= HITS as usize {
@@ -153,7 +170,7 @@ impl Tally {
                     length: n,
                     tails,
                     seen: 1,
-                    earlier: whole.and_then(|w| w.keep()).into_iter().collect(),
+                    earlier: whole.map(|w| w.keep()).into_iter().collect(),
                 });
             }
         }
@@ -161,10 +178,10 @@ impl Tally {
     }
 }
 
-/// Per-service learned limits. Cheap to share by reference; internally locked.
+/// Per-service learned limits, owned by the aggregator's state.
 #[derive(Debug, Default)]
 pub(crate) struct Learner {
-    services: Mutex<HashMap<Arc<str>, [Tally; 2]>>,
+    services: HashMap<Arc<str>, [Tally; 2]>,
 }
 
 impl Learner {
@@ -173,39 +190,38 @@ impl Learner {
         Self::default()
     }
 
-    /// Records the recorded content `s` of a successful result of `service`: the learned limit
-    /// it ends at, if any. `whole` describes the result, to be returned in [`Observed::earlier`]
-    /// if it was counted as whole and proves cut once the limit is learned.
+    /// Records `sample`, the recorded content of a successful result of `service` (tool `tool`,
+    /// span `span_id`, received at `at_ms`): the learned limit it ends at, if any, and the
+    /// earlier results this one shows were cut.
     pub(crate) fn observe(
-        &self,
+        &mut self,
         service: &Arc<str>,
-        s: &str,
-        whole: Option<Whole<'_>>,
+        sample: &Sample,
+        tool: &str,
+        span_id: [u8; 8],
+        at_ms: u64,
     ) -> Observed {
         let mut out = Observed::default();
-        if (s.len() as u64) < MIN_LIMIT {
+        if !self.services.contains_key(service) && self.services.len() >= MAX_SERVICES {
             return out;
         }
-        let (chars, utf16) = lengths(s);
-        let tail = fingerprint(s);
-        let Ok(mut map) = self.services.lock() else {
-            return out;
-        };
-        if !map.contains_key(service) && map.len() >= MAX_SERVICES {
-            return out;
-        }
-        let tallies = map.entry(service.clone()).or_default();
-        let units = [(Unit::Chars, chars), (Unit::Utf16, utf16)];
+        let tallies = self.services.entry(service.clone()).or_default();
+        let units = [(Unit::Chars, sample.chars), (Unit::Utf16, sample.utf16)];
         // A result at a limit already learned in either unit is cut: never kept as whole.
         let at_limit = units
             .iter()
             .any(|&(u, n)| tallies[u as usize].limit == Some(n));
-        let whole = whole.filter(|_| !at_limit);
+        let whole = sample.whole.filter(|_| !at_limit).map(|source| Whole {
+            tool,
+            span_id,
+            source,
+            at_ms,
+        });
         for (unit, n) in units {
             if n < MIN_LIMIT {
                 continue;
             }
-            if tallies[unit as usize].observe(n, tail, whole, &mut out.earlier) {
+            if tallies[unit as usize].observe(n, sample.tail, whole, &mut out.earlier) {
                 out.limit = out.limit.or(Some(n));
             }
         }
@@ -227,17 +243,13 @@ impl Learner {
     /// Takes `limit` as learned for `service`, in both units (a limit restored from a
     /// snapshot): a longer result still disproves it, and a lower limit shown by the data
     /// replaces it (the longest length seen is not raised).
-    pub(crate) fn seed(&self, service: &str, limit: u64) {
-        if limit < MIN_LIMIT {
+    pub(crate) fn seed(&mut self, service: &str, limit: u64) {
+        if limit < MIN_LIMIT
+            || (!self.services.contains_key(service) && self.services.len() >= MAX_SERVICES)
+        {
             return;
         }
-        let Ok(mut map) = self.services.lock() else {
-            return;
-        };
-        if !map.contains_key(service) && map.len() >= MAX_SERVICES {
-            return;
-        }
-        for t in map.entry(service.into()).or_default().iter_mut() {
+        for t in self.services.entry(service.into()).or_default().iter_mut() {
             if t.limit.is_none() && t.max <= limit {
                 t.limit = Some(limit);
             }
@@ -248,29 +260,32 @@ impl Learner {
     /// The learned limits of `service`, characters then UTF-16 units.
     pub(crate) fn limits(&self, service: &str) -> (Option<u64>, Option<u64>) {
         self.services
-            .lock()
-            .ok()
-            .and_then(|m| m.get(service).map(|t| (t[0].limit, t[1].limit)))
+            .get(service)
+            .map(|t| (t[0].limit, t[1].limit))
             .unwrap_or((None, None))
     }
 }
 
-/// Code points and UTF-16 units of `s`, without decoding it: ASCII is checked a word at a time,
-/// and in valid UTF-8 each 4-byte sequence (lead byte `0xF0` or above) is the only one that
-/// takes two UTF-16 units. (Decoding every character was a quarter of the receivers' time.)
-fn lengths(s: &str) -> (u64, u64) {
+/// Code points and UTF-16 units of UTF-8 bytes `s`, counted without decoding or validating
+/// them (the receivers never check content as UTF-8): ASCII is checked a word at a time;
+/// otherwise every byte that is not a continuation byte (`0x80..=0xBF`) starts a code point,
+/// and each 4-byte sequence (lead byte `0xF0` or above) is the only one that takes two UTF-16
+/// units. Exact for valid UTF-8; for invalid bytes, an estimate.
+fn lengths(s: &[u8]) -> (u64, u64) {
     if s.is_ascii() {
         return (s.len() as u64, s.len() as u64);
     }
-    let chars = s.chars().count() as u64;
-    let astral = s.bytes().filter(|&b| b >= 0xF0).count() as u64;
+    let (mut chars, mut astral) = (0u64, 0u64);
+    for &b in s {
+        chars += u64::from((b as i8) >= -0x40);
+        astral += u64::from(b >= 0xF0);
+    }
     (chars, chars + astral)
 }
 
 /// FNV-1a of the last 32 bytes: results cut at one length from different content end
 /// differently; the same result repeated does not.
-fn fingerprint(s: &str) -> u64 {
-    let b = s.as_bytes();
+fn fingerprint(b: &[u8]) -> u64 {
     let tail = &b[b.len().saturating_sub(32)..];
     tail.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
         (h ^ u64::from(c)).wrapping_mul(0x100_0000_01b3)
@@ -281,18 +296,17 @@ fn fingerprint(s: &str) -> u64 {
 mod tests {
     use super::*;
 
-    /// Result `k` of tool `fetch`, sized whole from content, not cut otherwise.
-    fn whole(k: u8) -> Whole<'static> {
-        Whole {
-            tool: "fetch",
-            span_id: [k; 8],
-            source: SizeSource::Derived,
-            flagged: &|| false,
+    /// Observes `s` as result `k` of tool `fetch`, sized whole from content (`None`: flagged cut
+    /// for another reason, or not counted as whole).
+    fn see(l: &mut Learner, svc: &Arc<str>, s: &str, k: Option<u8>) -> Observed {
+        match Sample::of(s.as_bytes(), k.map(|_| SizeSource::Derived)) {
+            Some(sample) => l.observe(svc, &sample, "fetch", [k.unwrap_or(0); 8], 1),
+            None => Observed::default(),
         }
     }
 
-    fn obs(l: &Learner, svc: &Arc<str>, s: &str) -> Option<u64> {
-        l.observe(svc, s, None).limit
+    fn obs(l: &mut Learner, svc: &Arc<str>, s: &str) -> Option<u64> {
+        see(l, svc, s, None).limit
     }
 
     fn text(n: usize, seed: usize) -> String {
@@ -303,64 +317,57 @@ mod tests {
 
     #[test]
     fn a_repeated_ceiling_is_learned_after_three_different_results() {
-        let l = Learner::new();
+        let mut l = Learner::new();
         let svc: Arc<str> = "agent".into();
-        assert_eq!(obs(&l, &svc, &text(400, 0)), None);
-        assert_eq!(obs(&l, &svc, &text(1000, 1)), None);
-        assert_eq!(obs(&l, &svc, &text(1000, 2)), None);
-        assert_eq!(obs(&l, &svc, &text(1000, 3)), Some(1000));
-        assert_eq!(obs(&l, &svc, &text(1000, 4)), Some(1000));
-        assert_eq!(obs(&l, &svc, &text(999, 4)), None);
+        assert_eq!(obs(&mut l, &svc, &text(400, 0)), None);
+        assert_eq!(obs(&mut l, &svc, &text(1000, 1)), None);
+        assert_eq!(obs(&mut l, &svc, &text(1000, 2)), None);
+        assert_eq!(obs(&mut l, &svc, &text(1000, 3)), Some(1000));
+        assert_eq!(obs(&mut l, &svc, &text(1000, 4)), Some(1000));
+        assert_eq!(obs(&mut l, &svc, &text(999, 4)), None);
         assert_eq!(l.limits("agent"), (Some(1000), Some(1000)));
         // Another service has not shown it.
-        assert_eq!(obs(&l, &"other".into(), &text(1000, 5)), None);
+        assert_eq!(obs(&mut l, &"other".into(), &text(1000, 5)), None);
     }
 
     #[test]
     fn the_same_result_repeated_is_no_limit() {
-        let l = Learner::new();
+        let mut l = Learner::new();
         let svc: Arc<str> = "agent".into();
         for _ in 0..10 {
-            assert_eq!(obs(&l, &svc, &text(1000, 1)), None);
+            assert_eq!(obs(&mut l, &svc, &text(1000, 1)), None);
         }
     }
 
     #[test]
     fn a_longer_result_disproves_a_limit() {
-        let l = Learner::new();
+        let mut l = Learner::new();
         let svc: Arc<str> = "agent".into();
         for seed in 0..3 {
-            obs(&l, &svc, &text(1000, seed));
+            obs(&mut l, &svc, &text(1000, seed));
         }
         assert_eq!(l.limits("agent").0, Some(1000));
-        assert_eq!(obs(&l, &svc, &text(1500, 9)), None);
+        assert_eq!(obs(&mut l, &svc, &text(1500, 9)), None);
         assert_eq!(l.limits("agent").0, None);
-        assert_eq!(obs(&l, &svc, &text(1000, 7)), None);
+        assert_eq!(obs(&mut l, &svc, &text(1000, 7)), None);
     }
 
     #[test]
     fn the_results_before_the_limit_was_learned_are_returned_with_it() {
-        let l = Learner::new();
+        let mut l = Learner::new();
         let svc: Arc<str> = "agent".into();
         assert_eq!(
-            l.observe(&svc, &text(1000, 1), Some(whole(1))),
+            see(&mut l, &svc, &text(1000, 1), Some(1)),
             Observed::default()
         );
         // Flagged otherwise (a marker): a hit, but nothing to correct.
-        let marked = Whole {
-            flagged: &|| true,
-            ..whole(2)
-        };
-        assert_eq!(
-            l.observe(&svc, &text(1000, 2), Some(marked)),
-            Observed::default()
-        );
+        assert_eq!(see(&mut l, &svc, &text(1000, 2), None), Observed::default());
         // The same ending again is not a new hit, and not a candidate for correction.
         assert_eq!(
-            l.observe(&svc, &text(1000, 1), Some(whole(9))),
+            see(&mut l, &svc, &text(1000, 1), Some(9)),
             Observed::default()
         );
-        let o = l.observe(&svc, &text(1000, 3), Some(whole(3)));
+        let o = see(&mut l, &svc, &text(1000, 3), Some(3));
         assert_eq!(o.limit, Some(1000));
         assert_eq!(o.earlier.len(), 1);
         let e = &o.earlier[0];
@@ -371,7 +378,7 @@ mod tests {
         assert!(e.at_ms > 0);
         // Once learned, results are flagged as they come: nothing earlier to return.
         assert_eq!(
-            l.observe(&svc, &text(1000, 4), Some(whole(4))),
+            see(&mut l, &svc, &text(1000, 4), Some(4)),
             Observed {
                 limit: Some(1000),
                 earlier: vec![]
@@ -381,44 +388,42 @@ mod tests {
 
     #[test]
     fn a_result_is_returned_once_when_both_units_learn() {
-        let l = Learner::new();
+        let mut l = Learner::new();
         let svc: Arc<str> = "agent".into();
         // 300 UTF-16 units each, 290 code points for the first three (ten emoji).
         let emoji =
             |n: usize, seed: char| format!("{}{}{seed}", "😀".repeat(n), "a".repeat(299 - 2 * n));
-        assert!(l
-            .observe(&svc, &emoji(10, 'a'), Some(whole(1)))
+        assert!(see(&mut l, &svc, &emoji(10, 'a'), Some(1))
             .earlier
             .is_empty());
-        assert!(l
-            .observe(&svc, &emoji(10, 'b'), Some(whole(2)))
+        assert!(see(&mut l, &svc, &emoji(10, 'b'), Some(2))
             .earlier
             .is_empty());
         // The UTF-16 limit (300) is learned: the first two are returned.
-        let o = l.observe(&svc, &emoji(15, 'c'), Some(whole(3)));
+        let o = see(&mut l, &svc, &emoji(15, 'c'), Some(3));
         assert_eq!(o.limit, Some(300));
         assert_eq!(o.earlier.len(), 2);
         // Then 290 code points become a limit too: nothing is returned twice.
-        let o = l.observe(&svc, &emoji(10, 'd'), Some(whole(4)));
+        let o = see(&mut l, &svc, &emoji(10, 'd'), Some(4));
         assert!(o.earlier.is_empty(), "{:?}", o.earlier);
     }
 
     #[test]
     fn a_seeded_limit_flags_at_once_and_is_still_disproved() {
-        let l = Learner::new();
+        let mut l = Learner::new();
         let svc: Arc<str> = "agent".into();
         l.seed("agent", 1000);
-        assert_eq!(obs(&l, &svc, &text(1000, 1)), Some(1000));
-        assert_eq!(obs(&l, &svc, &text(999, 2)), None);
-        assert_eq!(obs(&l, &svc, &text(1200, 3)), None);
+        assert_eq!(obs(&mut l, &svc, &text(1000, 1)), Some(1000));
+        assert_eq!(obs(&mut l, &svc, &text(999, 2)), None);
+        assert_eq!(obs(&mut l, &svc, &text(1200, 3)), None);
         assert_eq!(l.limits("agent"), (None, None));
         // A lower limit shown after the restart replaces the seeded one.
         l.seed("lowered", 1000);
         let lowered: Arc<str> = "lowered".into();
         for seed in 0..2 {
-            assert_eq!(obs(&l, &lowered, &text(800, seed)), None);
+            assert_eq!(obs(&mut l, &lowered, &text(800, seed)), None);
         }
-        assert_eq!(obs(&l, &lowered, &text(800, 2)), Some(800));
+        assert_eq!(obs(&mut l, &lowered, &text(800, 2)), Some(800));
         assert_eq!(l.limits("lowered"), (Some(800), Some(800)));
         // Too short to be a limit, and services past the cap, are not seeded.
         l.seed("short", 100);
@@ -427,13 +432,13 @@ mod tests {
 
     #[test]
     fn non_ascii_counts_code_points_and_utf16_units() {
-        let l = Learner::new();
+        let mut l = Learner::new();
         let svc: Arc<str> = "agent".into();
         // 300 code points, 600 UTF-16 units: emoji are two units each.
         let cut = |seed: char| format!("{}{seed}", "😀".repeat(299));
-        assert_eq!(obs(&l, &svc, &cut('a')), None);
-        assert_eq!(obs(&l, &svc, &cut('b')), None);
-        assert_eq!(obs(&l, &svc, &cut('c')), Some(300));
+        assert_eq!(obs(&mut l, &svc, &cut('a')), None);
+        assert_eq!(obs(&mut l, &svc, &cut('b')), None);
+        assert_eq!(obs(&mut l, &svc, &cut('c')), Some(300));
         assert_eq!(l.limits("agent"), (Some(300), Some(599)));
     }
 
@@ -449,16 +454,16 @@ mod tests {
         ] {
             let chars = s.chars().count() as u64;
             let utf16 = s.encode_utf16().count() as u64;
-            assert_eq!(lengths(s), (chars, utf16), "{s:?}");
+            assert_eq!(lengths(s.as_bytes()), (chars, utf16), "{s:?}");
         }
     }
 
     #[test]
     fn short_results_are_never_limits() {
-        let l = Learner::new();
+        let mut l = Learner::new();
         let svc: Arc<str> = "agent".into();
         for seed in 0..10 {
-            assert_eq!(obs(&l, &svc, &text(100, seed)), None);
+            assert_eq!(obs(&mut l, &svc, &text(100, seed)), None);
         }
     }
 }

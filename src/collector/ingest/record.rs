@@ -221,6 +221,9 @@ pub struct ToolRecord {
     /// Results of the same service counted as whole when they arrived, that the limit learned
     /// from this one shows were cut: the aggregator flags them now.
     pub(crate) earlier_cuts: Vec<EarlierCut>,
+    /// What the aggregator learns attribute length limits from: the recorded content's lengths
+    /// and ending, when it was sized from content and no configured limit cut it.
+    pub(crate) sample: Option<crate::collector::ingest::learn::Sample>,
     /// What the emitter revealed of a cut it made itself (a coding agent's own limit).
     pub(crate) upstream: Upstream,
     /// The call this record is one signal of, when the emitter sends a call more than once

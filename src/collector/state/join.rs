@@ -100,6 +100,7 @@ impl Pending {
         if base.error {
             base.size = Size::Failed;
             base.truncated_upstream = false;
+            base.sample = None;
         } else {
             base.truncated_upstream |= base.upstream.layer.is_some();
         }

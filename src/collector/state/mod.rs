@@ -33,6 +33,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::collector::ingest::recognize::{Size, SizeSource, ToolRecord};
+use crate::collector::ingest::learn::Learner;
 use crate::collector::state::histogram::{MAX_BYTES, MAX_LATENCY_US};
 use crate::layers::Cut;
 use stacks::Profile;
@@ -90,6 +91,8 @@ pub struct State {
     next_id: u32,
     /// The signals of coding agents' calls waiting to be joined.
     pub(crate) joiner: join::Joiner,
+    /// Attribute length limits learned from the results' content.
+    learner: Learner,
 }
 
 impl std::fmt::Debug for State {
@@ -115,6 +118,7 @@ impl State {
             observers: Vec::new(),
             next_id: 0,
             joiner,
+            learner: Learner::new(),
         }
     }
 
@@ -205,8 +209,46 @@ impl State {
         self.record_ms(r, now * 1000);
     }
 
-    /// Records one result received at `now_ms` (Unix milliseconds).
+    /// Seeds the learner with the limits the restored series' results were cut at: learned
+    /// again at once after a restart.
+    pub(crate) fn seed_learned_limits(&mut self) {
+        let mut limits: Vec<(&str, u64)> = self
+            .series
+            .iter()
+            .filter_map(|(k, s)| Some((k.service.as_str(), s.total.counts.upstream_limit?)))
+            .collect();
+        limits.sort_unstable();
+        limits.dedup();
+        for (service, limit) in limits {
+            self.learner.seed(service, limit);
+        }
+    }
+
+    /// Records one result received at `now_ms` (Unix milliseconds), once the learner has seen
+    /// its content: a result at a limit it learned is recorded cut at that limit, with the
+    /// earlier results the limit shows were cut.
     pub(crate) fn record_ms(&mut self, r: &ToolRecord, now_ms: u64) {
+        if let Some(sample) = &r.sample {
+            let o = self
+                .learner
+                .observe(&r.service, sample, &r.tool, r.span_id, now_ms);
+            if let Some(limit) = o.limit {
+                let mut cut = r.clone();
+                cut.truncated_upstream = true;
+                cut.upstream_limit = Some(limit);
+                cut.earlier_cuts = o.earlier;
+                cut.size = Size::Known {
+                    bytes: sample.bytes,
+                    source: SizeSource::Derived,
+                };
+                cut.sample = None;
+                return self.record_learned(&cut, now_ms);
+            }
+        }
+        self.record_learned(r, now_ms);
+    }
+
+    fn record_learned(&mut self, r: &ToolRecord, now_ms: u64) {
         let now = now_ms / 1000;
         if let Size::Known { bytes, .. } = r.size {
             self.clamped.size += u64::from(bytes > MAX_BYTES);
@@ -494,6 +536,7 @@ pub(crate) mod tests {
             measures: Measurement::default(),
             upstream_limit: None,
             earlier_cuts: Vec::new(),
+            sample: None,
             upstream: Default::default(),
             join: None,
             weight: crate::collector::ingest::sampling::Weight::ONE,

@@ -623,6 +623,7 @@ pub(crate) mod testing {
             measures: Measurement::default(),
             upstream_limit: None,
             earlier_cuts: Vec::new(),
+            sample: None,
             upstream: Default::default(),
             join: None,
             weight: crate::collector::ingest::sampling::Weight::ONE,
