@@ -143,7 +143,7 @@ fn exposition(c: &mut Criterion) {
     let records: Vec<_> = (0..2000)
         .map(|i| {
             let mut r = base[i % base.len()].clone();
-            r.tool = format!("tool_{i}");
+            r.tool = format!("tool_{i}").into();
             r
         })
         .collect();

@@ -14,7 +14,9 @@ use prost::Message;
 use std::sync::Arc;
 
 use super::{agents, wire};
-use crate::collector::ingest::recognize::{Cuts, LabelCuts, Outcome, Recognizer, ToolRecord};
+use crate::collector::ingest::recognize::{
+    Cuts, LabelCuts, Outcome, Recognizer, ToolNames, ToolRecord,
+};
 use crate::collector::stats::OtlpSignal;
 
 /// A request body that could not be used.
@@ -253,6 +255,7 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
     let mut services = Services::default();
     let mut owners = Owners::default();
     let mut signals = Vec::new();
+    let mut names = ToolNames::default();
     wire::for_each_span(body, |svc, scope, span| {
         let (arc, cut) = services.of(r, svc);
         out.attributes_ignored += span.attrs.len().saturating_sub(MAX_ATTRIBUTES_READ) as u64;
@@ -270,7 +273,7 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
             out.push_signals(r, &arc, cut, &signals, at, span.trace_state);
             return;
         }
-        match r.recognize_counting(&arc, scope, span, &mut out.label_cuts) {
+        match r.recognize_counting(&arc, scope, span, &mut out.label_cuts, &mut names) {
             Outcome::Tool(mut t) => {
                 t.weight = r.sampling().of_span(&arc, span.trace_state);
                 out.push(t, cut)

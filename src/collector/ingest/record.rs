@@ -192,8 +192,8 @@ pub(crate) use crate::measure::Measurement;
 pub struct ToolRecord {
     /// `service.name` of the resource.
     pub service: Arc<str>,
-    /// Sanitised tool name.
-    pub tool: String,
+    /// Sanitised tool name (shared by the records of one request that name the same tool).
+    pub tool: Arc<str>,
     /// The emitter that produced the span.
     pub(crate) emitter: Emitter,
     /// Result size.

@@ -773,7 +773,7 @@ mod tests {
         // Four tools fill the channel; the fifth waits, and is sent once there is room.
         for t in 0..5 {
             let mut r = rec(20_000);
-            r.tool = format!("tool_{t}");
+            r.tool = format!("tool_{t}").into();
             st.record_batch_ms(&[r], T0 * 1000 + t);
         }
         assert_eq!(names(&mut rx).len(), 4);

@@ -301,7 +301,7 @@ mod tests {
                 for t in 0..40u64 {
                     if round < 3 || h < 5 {
                         let mut r = rec(20_000);
-                        r.tool = format!("tool_{t}");
+                        r.tool = format!("tool_{t}").into();
                         r.args_hash = Some(ArgsHash::new(&format!("{t:04x}{h:08x}")));
                         batch.push(r);
                     }

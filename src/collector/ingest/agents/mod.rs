@@ -297,7 +297,7 @@ pub(crate) fn record(
     };
     ToolRecord {
         service: service.clone(),
-        tool,
+        tool: tool.into(),
         emitter: s.emitter,
         size,
         truncated: false,

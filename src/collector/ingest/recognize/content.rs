@@ -1,7 +1,7 @@
 //! Reading result content and attribute values: truncation markers, envelopes removed,
 //! JSON that no longer parses, the JSON length of structured values, tool names cleaned.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use aho_corasick::AhoCorasick;
 use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue};
@@ -274,6 +274,35 @@ pub(crate) fn sanitize_tool_name_counted(name: &str, max: usize, cuts: &mut Cuts
         out.push_str("_tool");
     }
     out
+}
+
+/// The tool names of one request, each sanitised once and shared by the records that name it:
+/// no allocation per span once a name was seen (a request of 512 spans names a few dozen
+/// tools). At most [`ToolNames::CAPACITY`] names are kept; any further name is sanitised alone.
+#[derive(Debug, Default)]
+pub(crate) struct ToolNames<'a>(
+    std::collections::HashMap<&'a str, (Arc<str>, Cuts), crate::collector::state::FxBuild>,
+);
+
+impl<'a> ToolNames<'a> {
+    /// Names kept per request.
+    pub(crate) const CAPACITY: usize = 256;
+
+    /// [`sanitize_tool_name`] of `raw`, counting in `cuts` what was done to it (for every
+    /// record, as if it were sanitised each time).
+    pub(crate) fn of(&mut self, raw: &'a str, max: usize, cuts: &mut Cuts) -> Arc<str> {
+        if let Some((name, cut)) = self.0.get(raw) {
+            *cuts += *cut;
+            return name.clone();
+        }
+        let mut cut = Cuts::default();
+        let name: Arc<str> = sanitize_tool_name_counted(raw, max, &mut cut).into();
+        *cuts += cut;
+        if self.0.len() < Self::CAPACITY {
+            self.0.insert(raw, (name.clone(), cut));
+        }
+        name
+    }
 }
 
 /// `tool.args_hash` of recorded arguments: when they are JSON, the same canonical hash the

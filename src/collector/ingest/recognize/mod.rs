@@ -292,7 +292,13 @@ impl Recognizer {
         scope: &str,
         span: &SpanView<'_>,
     ) -> Outcome {
-        self.recognize_counting(service, scope, span, &mut LabelCuts::default())
+        self.recognize_counting(
+            service,
+            scope,
+            span,
+            &mut LabelCuts::default(),
+            &mut ToolNames::default(),
+        )
     }
 
     /// Sets the longest `service.name` kept, in bytes (default
@@ -327,12 +333,13 @@ impl Recognizer {
 
     /// [`Recognizer::recognize`], counting in `cuts` a tool name that had to be cut or cleaned.
     /// `service` must already be sanitised ([`Recognizer::service_name`]).
-    pub(crate) fn recognize_counting(
+    pub(crate) fn recognize_counting<'a>(
         &self,
         service: &Arc<str>,
         scope: &str,
-        span: &SpanView<'_>,
+        span: &SpanView<'a>,
         cuts: &mut LabelCuts,
+        names: &mut ToolNames<'a>,
     ) -> Outcome {
         let slots = self.slots(&span.attrs);
         let get = |i: usize| -> Option<AttrValue<'_>> {
@@ -363,7 +370,7 @@ impl Recognizer {
             .iter()
             .find_map(|&i| str_of(get(i)).filter(|s| !s.is_empty()))
             .unwrap_or_else(|| name_from_span(span.name));
-        let tool = sanitize_tool_name_counted(raw_name, self.max_name, &mut cuts.tool);
+        let tool = names.of(raw_name, self.max_name, &mut cuts.tool);
 
         let error = span.status_code == StatusCode::Error as i32
             || self.errors.iter().any(|&i| truthy(get(i)))
@@ -760,7 +767,7 @@ mod tests {
             ),
         );
         assert_eq!(t.emitter, Emitter::Toolsize);
-        assert_eq!(t.tool, "grep");
+        assert_eq!(&*t.tool, "grep");
         assert_eq!(
             t.size,
             Size::Known {
@@ -869,7 +876,7 @@ mod tests {
         for (name, scope, attrs, emitter, tname) in cases {
             let t = tool(&r, scope, &span(name, attrs));
             assert_eq!(t.emitter, emitter, "{name}");
-            assert_eq!(t.tool, tname, "{name}");
+            assert_eq!(&*t.tool, tname, "{name}");
         }
         assert!(matches!(outcome(&r, "x", &span("chat gpt-4", vec![s(OP, "chat")])), Outcome::NotTool));
     }
