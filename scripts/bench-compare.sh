@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Daemon builds side by side: each BIN (a `toolsize` binary) is loaded by examples/loadgen with
+# the storm mix at RATE spans/s (0: unpaced) for SECONDS, the binaries taking turns for ROUNDS
+# rounds in this one run; prints each run's CPU per accepted span, each binary's median and its
+# ratio to the first binary's median. On a shared machine single runs vary by tens of percent:
+# compare medians of interleaved rounds, never runs made apart.
+#
+#   scripts/bench-compare.sh RATE SECONDS ROUNDS BIN [BIN...]
+#   e.g. cp target/release/toolsize /tmp/before; (change, build); \
+#        scripts/bench-compare.sh 100000 6 5 /tmp/before target/release/toolsize
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rate=$1 seconds=$2 rounds=$3
+shift 3
+cargo build -q --release --features collector --example loadgen
+declare -A runs
+for r in $(seq "$rounds"); do
+  for bin in "$@"; do
+    out=$(target/release/examples/loadgen --mix storm --seconds "$seconds" --connections 4 \
+      --rate "$rate" --bin "$bin")
+    us=$(awk '/receiver CPU/ {for (i = 1; i <= NF; i++) if ($i == "µs") print $(i - 1)}' <<<"$out")
+    refused=$(awk '/spans refused/ {print $3}' <<<"$out")
+    echo "round $r  $bin  $us µs per accepted span, $refused refused"
+    runs[$bin]="${runs[$bin]:-} $us"
+  done
+done
+first=""
+for bin in "$@"; do
+  med=$(tr ' ' '\n' <<<"${runs[$bin]}" | grep . | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
+  first=${first:-$med}
+  python3 -c "import sys; m, f = map(float, sys.argv[1:3]); print(f'median {m:.3f} µs per accepted span  ×{m / f:.2f} of the first  {sys.argv[3]}')" "$med" "$first" "$bin"
+done
