@@ -223,13 +223,19 @@ impl State {
                 .map(|(k, s)| format::Series {
                     service: k.service.clone(),
                     tool: k.tool.clone(),
-                    total: stats_out(&s.total),
+                    // Every period whole, the histograms not yet folded included.
+                    total: stats_out(&s.total_stats()),
                     windows: s
                         .windows
                         .iter()
-                        .map(|r| format::Ring {
+                        .enumerate()
+                        .map(|(w, r)| format::Ring {
                             slot_secs: r.slot_secs,
-                            slots: r.slots.iter().map(|(i, st)| (*i, stats_out(st))).collect(),
+                            slots: r
+                                .slots
+                                .iter()
+                                .map(|(j, st)| (*j, stats_out(&s.slot_whole(w, *j, st))))
+                                .collect(),
                         })
                         .collect(),
                     size_buckets: s.size_buckets.clone(),
@@ -387,6 +393,9 @@ impl State {
                 max_series = self.limits.max_series,
                 "Snapshot holds more series than max_series; the least used were merged into the overflow series."
             );
+        }
+        for s in self.series.values_mut() {
+            s.unfold_restored();
         }
         snap_alerts
     }

@@ -457,7 +457,8 @@ impl Frame {
         let mut series: Vec<FrameSeries> = state
             .series
             .iter()
-            .map(|(k, s)| FrameSeries {
+            .map(|(k, s)| (k, s, s.total_stats()))
+            .map(|(k, s, total)| FrameSeries {
                 key: k.clone(),
                 total: s.total.counts,
                 over_ceiling: s.over_ceiling.clone(),
@@ -488,15 +489,15 @@ impl Frame {
                             })
                         };
                         match w {
-                            None => q(&s.total),
+                            None => q(&total),
                             Some(i) => q(&s.window_stats(*i, now)),
                         }
                     })
                     .collect(),
                 native: native.then(|| {
                     Box::new([
-                        s.total.size.native_buckets(1.0),
-                        s.total.latency.native_buckets(1e-6),
+                        total.size.native_buckets(1.0),
+                        total.latency.native_buckets(1e-6),
                     ])
                 }),
                 size_exemplars: exemplars(&s.largest, &state.limits.size_bounds),

@@ -129,6 +129,15 @@ impl Hist {
         self.max_seen = self.max_seen.max(other.max_seen);
     }
 
+    /// Takes back the values of `other`, added earlier with [`Hist::add`] (same ceiling);
+    /// [`Hist::max`] keeps the largest value seen.
+    pub(crate) fn subtract(&mut self, other: &Hist) {
+        if let (Some(o), Some(h)) = (&other.h, &mut self.h) {
+            let _ = h.subtract(&**o);
+        }
+        self.clamped = self.clamped.saturating_sub(other.clamped);
+    }
+
     /// Values recorded.
     pub(crate) fn len(&self) -> u64 {
         self.h.as_ref().map_or(0, |h| h.len())

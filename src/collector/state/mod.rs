@@ -32,8 +32,8 @@ pub(crate) use series::*;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use crate::collector::ingest::recognize::{Size, SizeSource, ToolRecord};
 use crate::collector::ingest::learn::Learner;
+use crate::collector::ingest::recognize::{Size, SizeSource, ToolRecord};
 use crate::collector::state::histogram::{MAX_BYTES, MAX_LATENCY_US};
 use crate::layers::Cut;
 use stacks::Profile;
@@ -395,19 +395,14 @@ impl State {
         let over = verdict.as_ref();
         let windows = &limits.windows;
         let is_over = over.is_some();
-        s.total.record(r, is_over);
-        for (i, w) in s.windows.iter_mut().enumerate() {
-            // A slot of the shortest window closes: it becomes a history point (once a slot).
-            if let Some(p) = w.closing(now) {
-                if i == limits.history().0 {
-                    if s.history.len() >= limits.history_points() {
-                        s.history.pop_front();
-                    }
-                    s.history.push_back(p);
-                }
+        // A slot of the shortest window closes: it becomes a history point (once a slot).
+        if let Some(p) = s.fine.and_then(|i| s.windows[i].closing(now)) {
+            if s.history.len() >= limits.history_points() {
+                s.history.pop_front();
             }
-            w.current(now).record(r, is_over);
+            s.history.push_back(p);
         }
+        s.record_stats(r, is_over, now);
         if let Size::Known { bytes, .. } = r.size {
             if let Some((layer, cut)) = over {
                 add_over(&mut s.over_ceiling, cut.layer_id, r.weight.milli());
@@ -466,8 +461,8 @@ impl State {
     /// The stats of `series` over `window` (`None`: since start).
     pub(crate) fn stats(&self, series: &Series, window: Option<usize>, now: u64) -> Stats {
         match window {
-            None => series.total.clone(),
-            Some(i) => series.windows[i].merged(now),
+            None => series.total_stats().into_owned(),
+            Some(i) => series.window_stats(i, now),
         }
     }
 
@@ -698,6 +693,61 @@ pub(crate) mod tests {
             2
         );
         assert!(st.tools_view(Some("2h"), None, 1400).is_err());
+    }
+
+    /// Sizes and latencies recorded once, in the shortest window's slot, and folded when it
+    /// closes read exactly as recording them in every period: since start, per window, in the
+    /// snapshot, and after a restore in the middle of a slot (nothing counted twice).
+    #[test]
+    fn folded_histograms_read_as_recorded_everywhere() {
+        use crate::collector::state::histogram::Hist;
+        let t0 = 1_000_020; // 60 s slots of the 5m window, 720 s slots of the 1h window
+        let at = [t0, t0 + 10, t0 + 61, t0 + 130, t0 + 131, t0 + 500, t0 + 700];
+        let mut st = State::new(limits(10));
+        let mut all = Hist::new(MAX_BYTES);
+        let mut recent = Hist::new(MAX_BYTES);
+        for (k, &t) in at.iter().enumerate() {
+            let bytes = 1000 * (k as u64 + 1);
+            let mut r = rec("a", known(bytes));
+            r.latency_us = 100 * (k as u64 + 1);
+            st.record(&r, t);
+            all.record(bytes);
+            if t + 300 > t0 + 700 {
+                recent.record(bytes);
+            }
+        }
+        let q = |h: &Hist| (h.len(), h.quantile(0.5), h.quantile(0.95), h.max());
+        let s = st.series.values().next().unwrap();
+        assert!(s.unfolded, "the newest slot is still open");
+        let now = t0 + 700;
+        assert_eq!(q(&s.total_stats().size), q(&all));
+        assert_eq!(q(&s.window_stats(1, now).size), q(&all), "1h");
+        assert_eq!(q(&s.window_stats(0, now).size), q(&recent), "5m");
+        assert_eq!(s.total_stats().latency.len(), at.len() as u64);
+        // The API and the exposition read the same.
+        let v = st.tools_view(Some("1h"), None, now).unwrap();
+        assert_eq!(v.tools[0].p95, all.quantile(0.95));
+        let f = crate::collector::read::exposition::Frame::capture(&st, now);
+        assert_eq!(f.series[0].windows[2].as_ref().unwrap().p95, all.quantile(0.95));
+
+        // The snapshot holds every period whole; restored, the open slot keeps recording and
+        // is folded once.
+        let snap = st.snapshot(now, Vec::new());
+        let mut back = State::new(limits(10));
+        back.restore(serde_json::from_slice(&serde_json::to_vec(&snap).unwrap()).unwrap());
+        let s = back.series.values().next().unwrap();
+        assert_eq!(q(&s.total_stats().size), q(&all));
+        assert_eq!(q(&s.window_stats(1, now).size), q(&all), "1h restored");
+        assert_eq!(q(&s.window_stats(0, now).size), q(&recent), "5m restored");
+        back.record(&rec("a", known(9000)), now + 5);
+        all.record(9000);
+        back.record(&rec("a", known(8000)), now + 400);
+        all.record(8000);
+        let s = back.series.values().next().unwrap();
+        assert_eq!(q(&s.total_stats().size), q(&all));
+        // At now + 400 the 1h window still holds every result, the 5m window the last one.
+        assert_eq!(q(&s.window_stats(1, now + 400).size), q(&all));
+        assert_eq!(s.window_stats(0, now + 400).size.len(), 1);
     }
 
     #[test]

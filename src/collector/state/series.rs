@@ -171,8 +171,8 @@ impl Default for Stats {
 }
 
 impl Stats {
-    pub(crate) fn record(&mut self, r: &ToolRecord, over: bool) {
-        self.counts.record(r, over);
+    /// Records `r`'s size (when known) and latency in the histograms.
+    fn record_values(&mut self, r: &ToolRecord) {
         if let Size::Known { bytes, .. } = r.size {
             self.size.record(bytes);
         }
@@ -181,8 +181,19 @@ impl Stats {
 
     fn add(&mut self, o: &Stats) {
         self.counts.add(&o.counts);
+        self.add_values(o);
+    }
+
+    /// Adds `o`'s histograms (not its counters).
+    fn add_values(&mut self, o: &Stats) {
         self.size.add(&o.size);
         self.latency.add(&o.latency);
+    }
+
+    /// Takes back `o`'s histograms, added earlier.
+    fn subtract_values(&mut self, o: &Stats) {
+        self.size.subtract(&o.size);
+        self.latency.subtract(&o.latency);
     }
 }
 
@@ -281,23 +292,28 @@ impl Ring {
         }
     }
 
+    /// Whether slot `idx` is within the window at `now`.
+    fn counted(&self, idx: u64, now: u64) -> bool {
+        idx + SLOTS_PER_WINDOW > now / self.slot_secs
+    }
+
     /// The slots of the window that ended by `end` (Unix seconds).
     fn merged_ending_by(&self, now: u64, end: u64) -> Stats {
-        let idx = now / self.slot_secs;
         let mut out = Stats::default();
         for (i, s) in &self.slots {
-            if i + SLOTS_PER_WINDOW > idx && (i + 1) * self.slot_secs <= end {
+            if self.counted(*i, now) && (i + 1) * self.slot_secs <= end {
                 out.add(s);
             }
         }
         out
     }
 
+    /// The slots of the window at `now`. For a window other than the shortest, the histograms
+    /// lack the slot not yet folded: read through [`Series::window_stats`].
     pub(crate) fn merged(&self, now: u64) -> Stats {
-        let idx = now / self.slot_secs;
         let mut out = Stats::default();
         for (i, s) in &self.slots {
-            if i + SLOTS_PER_WINDOW > idx {
+            if self.counted(*i, now) {
                 out.add(s);
             }
         }
@@ -452,9 +468,17 @@ pub(crate) struct ArgsStat {
 pub(crate) struct Series {
     /// Its id, given at creation, stable for the life of the process.
     pub(crate) id: u32,
-    /// Since start (or since the restored snapshot's start).
+    /// Since start (or since the restored snapshot's start). Its histograms lack the newest
+    /// slot of the shortest window while [`Series::unfolded`]: read them with
+    /// [`Series::total_stats`].
     pub(crate) total: Stats,
     pub(crate) windows: Vec<Ring>,
+    /// The shortest window (an index into `windows`), the one ring whose slots record each
+    /// result's size and latency; `None` without windows (then `total` records them).
+    pub(crate) fine: Option<usize>,
+    /// Whether the histograms of the shortest window's newest slot are still to be added to
+    /// `total` and to the other windows' slots ([`Series::fold`]).
+    pub(crate) unfolded: bool,
     /// Non-cumulative counts per [`SIZE_BUCKETS`] bound, plus +Inf last.
     pub(crate) size_buckets: Vec<u64>,
     /// Non-cumulative counts per [`LATENCY_BUCKETS_US`] bound, plus +Inf last.
@@ -479,22 +503,153 @@ pub(crate) struct Series {
     pub(crate) profile: Profile,
 }
 
+/// One histogram record per result and measure: a result's size and latency are recorded in
+/// the shortest window's current slot only; its counters, a few additions, go everywhere. When
+/// that slot closes (the next result lands in a later one) its histograms are folded into
+/// `total` and into the slot of each longer window that holds its start, once per slot instead
+/// of once per result. Readers add the slot not yet folded ([`Series::total_stats`],
+/// [`Series::window_stats`]), so every view, `/metrics` and the snapshot see exactly what
+/// recording everywhere gave. With the default windows (5m and 1h: 60 s and 720 s slots) each
+/// short slot lies inside one long slot; with windows whose slots do not nest, a short slot
+/// that straddles two long slots is folded into the one holding its start (its counters are
+/// exact, its sizes move by at most one short slot).
 impl Series {
+    /// Records `r` (`over`: it passed its ceiling) received at `now`: its counters in every
+    /// period, its size and latency in the shortest window's current slot.
+    pub(crate) fn record_stats(&mut self, r: &ToolRecord, over: bool, now: u64) {
+        self.total.counts.record(r, over);
+        let Some(fine) = self.fine else {
+            self.total.record_values(r);
+            return;
+        };
+        if self.windows[fine].closing(now).is_some() {
+            self.fold();
+        }
+        for (i, w) in self.windows.iter_mut().enumerate() {
+            let st = w.current(now);
+            st.counts.record(r, over);
+            if i == fine {
+                st.record_values(r);
+            }
+        }
+        self.unfolded = true;
+    }
+
+    /// The shortest window's newest slot while its histograms are not folded: its start (Unix
+    /// seconds) and its stats.
+    fn pending(&self) -> Option<(u64, &Stats)> {
+        let w = self.windows.get(self.fine?)?;
+        let (idx, st) = w.slots.back().filter(|_| self.unfolded)?;
+        Some((idx * w.slot_secs, st))
+    }
+
+    /// Adds the histograms of the shortest window's newest slot to `total` and to the slot of
+    /// each longer window that holds its start.
+    pub(crate) fn fold(&mut self) {
+        let Some((start, pending)) = self.pending().map(|(t, st)| (t, st.clone())) else {
+            return;
+        };
+        self.total.add_values(&pending);
+        for (i, w) in self.windows.iter_mut().enumerate() {
+            if Some(i) == self.fine {
+                continue;
+            }
+            let idx = start / w.slot_secs;
+            if let Some((_, st)) = w.slots.iter_mut().rev().find(|(j, _)| *j == idx) {
+                st.add_values(&pending);
+            }
+        }
+        self.unfolded = false;
+    }
+
+    /// After a restore, whose file holds every period whole: takes the shortest window's newest
+    /// slot out of `total` and the other windows again, as it was before the snapshot was
+    /// written (it is folded when it closes).
+    pub(crate) fn unfold_restored(&mut self) {
+        let Some((start, newest)) =
+            self.windows
+                .get(self.fine.unwrap_or(usize::MAX))
+                .and_then(|w| {
+                    w.slots
+                        .back()
+                        .map(|(idx, st)| (idx * w.slot_secs, st.clone()))
+                })
+        else {
+            return;
+        };
+        self.total.subtract_values(&newest);
+        for (i, w) in self.windows.iter_mut().enumerate() {
+            if Some(i) == self.fine {
+                continue;
+            }
+            let idx = start / w.slot_secs;
+            if let Some((_, st)) = w.slots.iter_mut().rev().find(|(j, _)| *j == idx) {
+                st.subtract_values(&newest);
+            }
+        }
+        self.unfolded = true;
+    }
+
+    /// The stats of slot `j` of window `i` as the file keeps them: with the histograms not yet
+    /// folded into it.
+    pub(crate) fn slot_whole<'s>(
+        &'s self,
+        i: usize,
+        j: u64,
+        st: &'s Stats,
+    ) -> std::borrow::Cow<'s, Stats> {
+        match (self.pending(), self.windows.get(i)) {
+            (Some((start, p)), Some(w)) if Some(i) != self.fine && start / w.slot_secs == j => {
+                let mut whole = st.clone();
+                whole.add_values(p);
+                std::borrow::Cow::Owned(whole)
+            }
+            _ => std::borrow::Cow::Borrowed(st),
+        }
+    }
+
+    /// The stats since start, the slot not yet folded included.
+    pub(crate) fn total_stats(&self) -> std::borrow::Cow<'_, Stats> {
+        match self.pending() {
+            None => std::borrow::Cow::Borrowed(&self.total),
+            Some((_, p)) => {
+                let mut t = self.total.clone();
+                t.add_values(p);
+                std::borrow::Cow::Owned(t)
+            }
+        }
+    }
+
+    /// Window `i`'s stats with the histograms of the slot not yet folded, when `keep` says its
+    /// slot of window `i` (by index) is counted.
+    fn with_pending(&self, i: usize, mut st: Stats, keep: impl Fn(&Ring, u64) -> bool) -> Stats {
+        if Some(i) != self.fine {
+            if let (Some((start, p)), Some(w)) = (self.pending(), self.windows.get(i)) {
+                if keep(w, start / w.slot_secs) {
+                    st.add_values(p);
+                }
+            }
+        }
+        st
+    }
+
     /// The stats of window `i` (an index into [`Limits::windows`]) at `now`.
     pub(crate) fn window_stats(&self, i: usize, now: u64) -> Stats {
-        self.windows
-            .get(i)
-            .map(|w| w.merged(now))
-            .unwrap_or_default()
+        let Some(w) = self.windows.get(i) else {
+            return Stats::default();
+        };
+        self.with_pending(i, w.merged(now), |w, idx| w.counted(idx, now))
     }
 
     /// The stats of the slots of window `i` that ended by `end`: with the 1h window and
     /// `end = now - 5 min`, between 36 and 48 minutes of data ending 5 to 17 minutes ago.
     pub(crate) fn window_stats_ending_by(&self, i: usize, now: u64, end: u64) -> Stats {
-        self.windows
-            .get(i)
-            .map(|w| w.merged_ending_by(now, end))
-            .unwrap_or_default()
+        let Some(w) = self.windows.get(i) else {
+            return Stats::default();
+        };
+        self.with_pending(i, w.merged_ending_by(now, end), |w, idx| {
+            w.counted(idx, now) && (idx + 1) * w.slot_secs <= end
+        })
     }
 
     #[cfg(test)]
@@ -534,7 +689,9 @@ impl Series {
     }
 
     /// Adds everything of `o` (a series merged into the overflow one on restore).
-    pub(crate) fn merge(&mut self, o: Series, limits: &Limits) {
+    pub(crate) fn merge(&mut self, mut o: Series, limits: &Limits) {
+        self.fold();
+        o.fold();
         self.total.add(&o.total);
         for (ring, or) in self.windows.iter_mut().zip(o.windows) {
             for (idx, st) in or.slots {
@@ -584,6 +741,8 @@ impl Series {
             id,
             total: Stats::default(),
             windows: limits.windows.iter().map(|(_, d)| Ring::new(*d)).collect(),
+            fine: (!limits.windows.is_empty()).then(|| limits.history().0),
+            unfolded: false,
             size_buckets: vec![0; limits.size_bounds.len() + 1],
             latency_buckets: vec![0; LATENCY_BUCKETS_US.len() + 1],
             size_sum: 0,

@@ -314,7 +314,7 @@ pub(crate) fn record(
         measures,
         upstream_limit: None,
         earlier_cuts: Vec::new(),
-            sample: None,
+        sample: None,
         upstream: s.upstream,
         join,
         weight: crate::collector::ingest::sampling::Weight::ONE,
