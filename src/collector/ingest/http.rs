@@ -128,7 +128,7 @@ async fn handle(
     let bytes = if gzip {
         Bytes::from(decode::gunzip(&raw, ing.max_request_bytes()).map_err(|e| at(e.into()))?)
     } else {
-        Bytes::from(raw)
+        raw
     };
     let accepted = match enc {
         Encoding::Protobuf => ing.ingest_signal(signal, &bytes),

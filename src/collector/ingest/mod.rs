@@ -330,7 +330,7 @@ impl Ingest {
     pub(crate) async fn read_body<B>(
         &self,
         body: B,
-    ) -> Result<(Vec<u8>, Option<tokio::sync::OwnedSemaphorePermit>), Refusal>
+    ) -> Result<(prost::bytes::Bytes, Option<tokio::sync::OwnedSemaphorePermit>), Refusal>
     where
         B: http_body::Body<Data = prost::bytes::Bytes>,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -368,11 +368,17 @@ impl Ingest {
             match tokio::time::timeout(self.body_timeout, read).await {
                 Err(_) => Err(self.late()),
                 Ok(Err(e)) => Err(e),
-                Ok(Ok(chunks)) => {
-                    let mut out = Vec::with_capacity(chunks.iter().map(|c| c.len()).sum());
-                    for c in chunks {
-                        out.extend_from_slice(&c);
-                    }
+                Ok(Ok(mut chunks)) => {
+                    // A body that came in one chunk is used as it is (no copy).
+                    let out = if chunks.len() == 1 {
+                        chunks.pop().expect("one chunk")
+                    } else {
+                        let mut out = Vec::with_capacity(chunks.iter().map(|c| c.len()).sum());
+                        for c in chunks {
+                            out.extend_from_slice(&c);
+                        }
+                        out.into()
+                    };
                     Ok((out, b.project().held.take()))
                 }
             }

@@ -29,7 +29,6 @@ pub(crate) use limits::*;
 pub use limits::{size_bounds, Limits};
 pub(crate) use series::*;
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::collector::ingest::learn::Learner;
@@ -169,24 +168,33 @@ impl State {
     /// Records a batch received at `now_ms` (Unix milliseconds), then lets the observers send
     /// what they queued.
     pub fn record_batch_ms(&mut self, records: &[ToolRecord], now_ms: u64) {
-        self.record_all(records.iter().map(Cow::Borrowed), now_ms);
-    }
-
-    /// [`State::record_batch_ms`] of a batch the aggregator owns: the records a coding agent's
-    /// call waits with are moved into the joiner, not copied.
-    pub(crate) fn record_owned_batch_ms(&mut self, records: Vec<ToolRecord>, now_ms: u64) {
-        self.record_all(records.into_iter().map(Cow::Owned), now_ms);
-    }
-
-    fn record_all<'r>(&mut self, records: impl Iterator<Item = Cow<'r, ToolRecord>>, now_ms: u64) {
         for r in records {
-            if r.join.is_none() {
-                self.record_ms(&r, now_ms);
-            } else if let Some(alone) = self.joiner.add(r.into_owned(), now_ms) {
-                self.record_ms(&alone, now_ms);
+            match r.join {
+                None => self.record_ms(r, now_ms),
+                Some(_) => self.join(r.clone(), now_ms),
             }
         }
         self.tick_observers();
+    }
+
+    /// [`State::record_batch_ms`] of a batch the aggregator owns: the records a coding agent's
+    /// call waits with are moved into the joiner, not copied (nor moved again, any other).
+    pub(crate) fn record_owned_batch_ms(&mut self, records: Vec<ToolRecord>, now_ms: u64) {
+        for r in records {
+            match r.join {
+                None => self.record_ms(&r, now_ms),
+                Some(_) => self.join(r, now_ms),
+            }
+        }
+        self.tick_observers();
+    }
+
+    /// Hands a signal of a coding agent's call to the joiner; records it at once when it is
+    /// the call's only signal awaited.
+    fn join(&mut self, r: ToolRecord, now_ms: u64) {
+        if let Some(alone) = self.joiner.add(r, now_ms) {
+            self.record_ms(&alone, now_ms);
+        }
     }
 
     /// Records the joined calls whose window ended by `now_ms` (every waiting call with
