@@ -330,7 +330,7 @@ impl Ingest {
     pub(crate) async fn read_body<B>(
         &self,
         body: B,
-    ) -> Result<(prost::bytes::Bytes, Option<tokio::sync::OwnedSemaphorePermit>), Refusal>
+    ) -> Result<(Bytes, Option<tokio::sync::OwnedSemaphorePermit>), Refusal>
     where
         B: http_body::Body<Data = prost::bytes::Bytes>,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,

@@ -736,7 +736,10 @@ pub(crate) mod tests {
         let v = st.tools_view(Some("1h"), None, now).unwrap();
         assert_eq!(v.tools[0].p95, all.quantile(0.95));
         let f = crate::collector::read::exposition::Frame::capture(&st, now);
-        assert_eq!(f.series[0].windows[2].as_ref().unwrap().p95, all.quantile(0.95));
+        assert_eq!(
+            f.series[0].windows[2].as_ref().unwrap().p95,
+            all.quantile(0.95)
+        );
 
         // The snapshot holds every period whole; restored, the open slot keeps recording and
         // is folded once.
