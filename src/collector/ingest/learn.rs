@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::collector::ingest::record::{EarlierCut, SizeSource};
+use crate::collector::ingest::record::{EarlierCut, Sample, SizeSource};
 
 /// Shortest length taken as a limit: shorter repeated lengths are normal results.
 pub(crate) const MIN_LIMIT: u64 = 256;
@@ -40,36 +40,21 @@ enum Unit {
     Utf16,
 }
 
-/// What the learner needs of one result's recorded content, taken by the receiver that read
-/// it: its lengths in both units an SDK may count a limit in, a fingerprint of its ending, its
-/// bytes, and how its size is counted when whole. The content itself is not kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Sample {
-    chars: u64,
-    utf16: u64,
-    tail: u64,
-    /// Bytes of the recorded content: the result's size once a limit shows it was cut.
-    pub(crate) bytes: u64,
-    /// How its size is counted when whole; `None` when it is flagged cut for another reason (a
-    /// marker, a cut JSON document, `logfire.truncated`): then it is no earlier cut to correct.
-    whole: Option<SizeSource>,
-}
-
-impl Sample {
-    /// The sample of recorded content `s`, or `None` when it is too short to be at a limit.
-    pub(crate) fn of(s: &[u8], whole: Option<SizeSource>) -> Option<Self> {
-        if (s.len() as u64) < MIN_LIMIT {
-            return None;
-        }
-        let (chars, utf16) = lengths(s);
-        Some(Self {
-            chars,
-            utf16,
-            tail: fingerprint(s),
-            bytes: s.len() as u64,
-            whole,
-        })
+/// The sample of recorded content `s` the aggregator learns from ([`Sample`]), or `None` when
+/// it is too short to be at a limit. `whole`: how its size is counted when whole, `None` when it
+/// is flagged cut for another reason.
+pub(crate) fn sample(s: &[u8], whole: Option<SizeSource>) -> Option<Sample> {
+    if (s.len() as u64) < MIN_LIMIT {
+        return None;
     }
+    let (chars, utf16) = lengths(s);
+    Some(Sample {
+        chars,
+        utf16,
+        tail: fingerprint(s),
+        bytes: s.len() as u64,
+        whole,
+    })
 }
 
 /// The result being observed, when it was counted as whole (copied only if kept).
@@ -299,8 +284,8 @@ mod tests {
     /// Observes `s` as result `k` of tool `fetch`, sized whole from content (`None`: flagged cut
     /// for another reason, or not counted as whole).
     fn see(l: &mut Learner, svc: &Arc<str>, s: &str, k: Option<u8>) -> Observed {
-        match Sample::of(s.as_bytes(), k.map(|_| SizeSource::Derived)) {
-            Some(sample) => l.observe(svc, &sample, "fetch", [k.unwrap_or(0); 8], 1),
+        match sample(s.as_bytes(), k.map(|_| SizeSource::Derived)) {
+            Some(taken) => l.observe(svc, &taken, "fetch", [k.unwrap_or(0); 8], 1),
             None => Observed::default(),
         }
     }

@@ -223,7 +223,7 @@ pub struct ToolRecord {
     pub(crate) earlier_cuts: Vec<EarlierCut>,
     /// What the aggregator learns attribute length limits from: the recorded content's lengths
     /// and ending, when it was sized from content and no configured limit cut it.
-    pub(crate) sample: Option<crate::collector::ingest::learn::Sample>,
+    pub(crate) sample: Option<Sample>,
     /// What the emitter revealed of a cut it made itself (a coding agent's own limit).
     pub(crate) upstream: Upstream,
     /// The call this record is one signal of, when the emitter sends a call more than once
@@ -232,6 +232,25 @@ pub struct ToolRecord {
     /// How many calls it stands for: its adjusted count when its tracer sampled it
     /// ([`crate::collector::ingest::sampling`]).
     pub(crate) weight: Weight,
+}
+
+/// What the learner of attribute length limits ([`crate::collector::ingest::learn`]) needs of
+/// one result's recorded content, taken by the receiver that read it
+/// ([`crate::collector::ingest::learn::sample`]): its lengths in both units an SDK may count a limit in, a fingerprint of its ending, its
+/// bytes, and how its size is counted when whole. The content itself is not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sample {
+    /// Code points.
+    pub(crate) chars: u64,
+    /// UTF-16 code units.
+    pub(crate) utf16: u64,
+    /// A hash of its ending.
+    pub(crate) tail: u64,
+    /// Bytes of the recorded content: the result's size once a limit shows it was cut.
+    pub(crate) bytes: u64,
+    /// How its size is counted when whole; `None` when it is flagged cut for another reason (a
+    /// marker, a cut JSON document, `logfire.truncated`): then it is no earlier cut to correct.
+    pub(crate) whole: Option<SizeSource>,
 }
 
 /// A cut the emitter made itself and says so: the layer (a catalog id) and, when known, the

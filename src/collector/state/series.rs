@@ -546,48 +546,41 @@ impl Series {
     /// Adds the histograms of the shortest window's newest slot to `total` and to the slot of
     /// each longer window that holds its start.
     pub(crate) fn fold(&mut self) {
-        let Some((start, pending)) = self.pending().map(|(t, st)| (t, st.clone())) else {
-            return;
-        };
-        self.total.add_values(&pending);
-        for (i, w) in self.windows.iter_mut().enumerate() {
-            if Some(i) == self.fine {
-                continue;
-            }
-            let idx = start / w.slot_secs;
-            if let Some((_, st)) = w.slots.iter_mut().rev().find(|(j, _)| *j == idx) {
-                st.add_values(&pending);
-            }
+        if self.unfolded && self.apply_newest(Stats::add_values) {
+            self.unfolded = false;
         }
-        self.unfolded = false;
     }
 
     /// After a restore, whose file holds every period whole: takes the shortest window's newest
     /// slot out of `total` and the other windows again, as it was before the snapshot was
     /// written (it is folded when it closes).
     pub(crate) fn unfold_restored(&mut self) {
-        let Some((start, newest)) =
-            self.windows
-                .get(self.fine.unwrap_or(usize::MAX))
-                .and_then(|w| {
-                    w.slots
-                        .back()
-                        .map(|(idx, st)| (idx * w.slot_secs, st.clone()))
-                })
-        else {
-            return;
+        if !self.unfolded && self.apply_newest(Stats::subtract_values) {
+            self.unfolded = true;
+        }
+    }
+
+    /// Applies `op` with the shortest window's newest slot to `total` and to the slot of each
+    /// longer window holding its start; false when there is no such slot.
+    fn apply_newest(&mut self, op: fn(&mut Stats, &Stats)) -> bool {
+        let Some((start, newest)) = self.fine.and_then(|f| {
+            let w = self.windows.get(f)?;
+            let (idx, st) = w.slots.back()?;
+            Some((idx * w.slot_secs, st.clone()))
+        }) else {
+            return false;
         };
-        self.total.subtract_values(&newest);
+        op(&mut self.total, &newest);
         for (i, w) in self.windows.iter_mut().enumerate() {
             if Some(i) == self.fine {
                 continue;
             }
             let idx = start / w.slot_secs;
             if let Some((_, st)) = w.slots.iter_mut().rev().find(|(j, _)| *j == idx) {
-                st.subtract_values(&newest);
+                op(st, &newest);
             }
         }
-        self.unfolded = true;
+        true
     }
 
     /// The stats of slot `j` of window `i` as the file keeps them: with the histograms not yet

@@ -40,7 +40,7 @@ pub(crate) use crate::collector::ingest::record::{
 pub(crate) use crate::collector::stats::{Cuts, LabelCuts};
 
 use crate::collector::config::RecognitionConfig;
-use crate::collector::ingest::learn::Sample;
+use crate::collector::ingest::learn;
 use crate::collector::ingest::sampling::{Sampling, Weight};
 use crate::collector::ingest::wire::{AttrValue, SpanView};
 
@@ -540,7 +540,7 @@ impl Recognizer {
                 let marked = limit.is_none()
                     && (has_marker(s) || json_cut(s, enc != Encoding::Auto || json_mime));
                 let sample = match limit {
-                    None => Sample::of(s, (!(call.cut || marked)).then_some(whole)),
+                    None => learn::sample(s, (!(call.cut || marked)).then_some(whole)),
                     Some(_) => None,
                 };
                 let cut = limit.is_some() || marked;
@@ -602,7 +602,7 @@ struct Content {
     cut: bool,
     limit: Option<u64>,
     /// What the aggregator learns limits from.
-    sample: Option<Sample>,
+    sample: Option<crate::collector::ingest::record::Sample>,
 }
 
 impl Content {
