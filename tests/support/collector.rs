@@ -104,10 +104,11 @@ where
     }
 }
 
-/// True when `TOOLSIZE_ALLOW_MISSING_PEERS=1`: a missing peer then skips its test loudly instead
-/// of failing it. Never set in CI.
+/// True when `TOOLSIZE_ALLOW_MISSING_PEERS=1` outside CI: a missing peer then skips its test
+/// loudly instead of failing it. With `CI=true` a missing peer always fails.
 pub fn missing_peers_allowed() -> bool {
-    std::env::var("TOOLSIZE_ALLOW_MISSING_PEERS").is_ok_and(|v| v == "1")
+    std::env::var("CI").map_or(true, |v| v != "true")
+        && std::env::var("TOOLSIZE_ALLOW_MISSING_PEERS").is_ok_and(|v| v == "1")
 }
 
 /// Whether a peer program runs. Its absence fails the test, unless

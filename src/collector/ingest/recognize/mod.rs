@@ -435,10 +435,7 @@ impl Recognizer {
                 });
             match content {
                 Some((v, enc, env)) => {
-                    let call = Call {
-                        cut: truncated_upstream,
-                    };
-                    let c = self.size_of_content(call, v, enc, env, json_mime);
+                    let c = self.size_of_content(truncated_upstream, v, enc, env, json_mime);
                     truncated_upstream |= c.cut;
                     upstream_limit = c.limit;
                     sample = c.sample;
@@ -511,11 +508,11 @@ impl Recognizer {
 
     /// The size of recorded content, with the tracer's envelope removed, whether it shows an
     /// upstream cut (and at which configured attribute length limit), and the sample the
-    /// aggregator learns limits from ([`crate::collector::ingest::learn`]). `call` names the
-    /// result.
+    /// aggregator learns limits from ([`crate::collector::ingest::learn`]). `flagged`: the span
+    /// already says the content was cut (`logfire.truncated`).
     fn size_of_content(
         &self,
-        call: Call,
+        flagged: bool,
         v: AttrValue<'_>,
         enc: Encoding,
         env: Envelope,
@@ -540,7 +537,7 @@ impl Recognizer {
                 let marked = limit.is_none()
                     && (has_marker(s) || json_cut(s, enc != Encoding::Auto || json_mime));
                 let sample = match limit {
-                    None => learn::sample(s, (!(call.cut || marked)).then_some(whole)),
+                    None => learn::sample(s, (!(flagged || marked)).then_some(whole)),
                     Some(_) => None,
                 };
                 let cut = limit.is_some() || marked;
@@ -587,13 +584,6 @@ impl Recognizer {
             .copied()
             .find(|&l| l == chars || l == utf16)
     }
-}
-
-/// The call whose result content is sized: whether the span already says the content was cut
-/// (`logfire.truncated`).
-#[derive(Debug, Clone, Copy)]
-struct Call {
-    cut: bool,
 }
 
 /// What recorded content says of a result.
