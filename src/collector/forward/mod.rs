@@ -19,6 +19,7 @@
 //! At shutdown the workers stop with the runtime: what is still queued is not sent (the
 //! receivers have stopped taking requests by then, and a client that retries sends it again).
 
+mod coalesce;
 mod upstream;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -241,7 +241,9 @@ impl Upstream {
         let retry = |error: String| Attempt::Retry { error, after: None };
         if conn.h2.as_ref().is_none_or(|s| s.is_closed()) {
             match open(authority, tls, true).await {
-                Ok(io) => match handshake_h2(io).await {
+                // Its DATA frames gathered into few writes ([`super::coalesce`]).
+                // Its DATA frames gathered into few writes ([`super::coalesce`]).
+                Ok(io) => match handshake_h2(super::coalesce::Coalesce::new(io)).await {
                     Ok(sender) => conn.h2 = Some(sender),
                     Err(e) => return retry(e),
                 },

@@ -461,7 +461,7 @@ impl State {
                 Size::Known { bytes, .. } => bytes,
                 _ => 0,
             };
-            space_saving(&mut s.args, h, bytes, limits.top_args_hashes);
+            s.args.observe(h, bytes, limits.top_args_hashes);
         }
         verdict
     }
@@ -834,15 +834,38 @@ pub(crate) mod tests {
 
     #[test]
     fn space_saving_keeps_heavy_hitters() {
-        let mut m = HashMap::default();
+        let mut m = TopArgs::default();
         for _ in 0..30 {
-            space_saving(&mut m, ArgsHash::new("hot"), 10, 4);
+            m.observe(ArgsHash::new("hot"), 10, 4);
         }
         for i in 0..20 {
-            space_saving(&mut m, ArgsHash::new(&format!("cold{i}")), 1, 4);
+            m.observe(ArgsHash::new(&format!("cold{i}")), i, 4);
         }
-        assert_eq!(m[&ArgsHash::new("hot")].count, 30);
+        assert_eq!(m.get(&ArgsHash::new("hot")).map(|a| a.count), Some(30));
         assert_eq!(m.len(), 4);
+        // Each new hash took the place of the least called one and inherited its count + 1:
+        // the counts are upper bounds, and they sum to the calls seen.
+        assert_eq!(m.iter().map(|(_, a)| a.count).sum::<u64>(), 50);
+        assert_eq!(
+            m.get(&ArgsHash::new("cold19")).map(|a| a.max_bytes),
+            Some(19)
+        );
+        // Merged with another, the most called are kept.
+        let mut o = TopArgs::default();
+        for _ in 0..40 {
+            o.observe(ArgsHash::new("other"), 5, 4);
+        }
+        o.observe(ArgsHash::new("hot"), 99, 4);
+        m.merge(o, 2);
+        let mut kept: Vec<_> = m
+            .iter()
+            .map(|(h, a)| (h.to_string(), a.count, a.max_bytes))
+            .collect();
+        kept.sort();
+        assert_eq!(kept, [("hot".into(), 31, 99), ("other".into(), 40, 5)]);
+        let mut none = TopArgs::default();
+        none.observe(ArgsHash::new("x"), 1, 0);
+        assert_eq!(none.len(), 0);
     }
 
     #[test]

@@ -324,6 +324,10 @@ impl<'a> ToolNames<'a> {
         let name: Arc<str> = sanitize_tool_name_counted(raw, max, &mut cut).into();
         *cuts += cut;
         if self.0.len() < Self::CAPACITY {
+            if self.0.capacity() == 0 {
+                // Room for the few dozen names of a request at once, not grown by doubling.
+                self.0.reserve(64);
+            }
             self.0.insert(raw, (name.clone(), cut));
         }
         name
