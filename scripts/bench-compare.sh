@@ -6,6 +6,8 @@
 # compare medians of interleaved rounds, never runs made apart.
 #
 #   scripts/bench-compare.sh RATE SECONDS ROUNDS BIN [BIN...]
+#   FORWARD=grpc|http scripts/bench-compare.sh ...   # each daemon forwarding everything to
+#                                                     # rotel-agent (blackhole) over that protocol
 #   e.g. cp target/release/toolsize /tmp/before; (change, build); \
 #        scripts/bench-compare.sh 100000 6 5 /tmp/before target/release/toolsize
 set -euo pipefail
@@ -13,11 +15,23 @@ cd "$(dirname "$0")/.."
 rate=$1 seconds=$2 rounds=$3
 shift 3
 cargo build -q --release --features collector --example loadgen
+extra=()
+case ${FORWARD:-} in
+  "") ;;
+  grpc | http)
+    . scripts/rotel.sh
+    start_rotel
+    port=$rotel_http
+    [ "$FORWARD" = grpc ] && port=$rotel_grpc
+    extra=(--forward "$FORWARD://127.0.0.1:$port")
+    ;;
+  *) echo "FORWARD must be grpc or http" >&2; exit 2 ;;
+esac
 declare -A runs
 for r in $(seq "$rounds"); do
   for bin in "$@"; do
     out=$(target/release/examples/loadgen --mix storm --seconds "$seconds" --connections 4 \
-      --rate "$rate" --bin "$bin")
+      --rate "$rate" --bin "$bin" "${extra[@]}")
     us=$(awk '/receiver CPU/ {for (i = 1; i <= NF; i++) if ($i == "µs") print $(i - 1)}' <<<"$out")
     refused=$(awk '/spans refused/ {print $3}' <<<"$out")
     echo "round $r  $bin  $us µs per accepted span, $refused refused"
