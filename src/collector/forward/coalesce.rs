@@ -74,10 +74,17 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Coalesce<T> {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        // Whatever waits for an answer has its request on the wire first.
+        // Whatever waits for an answer has its request on the wire first (and through a TLS
+        // layer's buffer: flushed too; a socket that is full wakes this task when it drains).
         if this.sent < this.buf.len() {
-            if let Poll::Ready(Err(e)) = this.poll_send(cx) {
-                return Poll::Ready(Err(e));
+            match this.poll_send(cx) {
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(())) => {
+                    if let Poll::Ready(Err(e)) = Pin::new(&mut this.inner).poll_flush(cx) {
+                        return Poll::Ready(Err(e));
+                    }
+                }
+                Poll::Pending => {}
             }
         }
         Pin::new(&mut this.inner).poll_read(cx, out)
