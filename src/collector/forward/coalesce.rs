@@ -124,7 +124,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if std::mem::take(&mut this.wrote) && this.buf.len() < MAX_HELD {
+        if std::mem::take(&mut this.wrote)
+            && this.sent < this.buf.len()
+            && this.buf.len() < MAX_HELD
+        {
             // More frames may follow in this turn: hold them, and have the connection polled
             // again at once; its next flush, with nothing written since, sends them all.
             cx.waker().wake_by_ref();
