@@ -159,3 +159,42 @@ fn serve_help_shows_the_computed_defaults() {
     // Parsed (both windows accepted), then refused for max_series: not a usage error.
     assert_eq!(structured_error(&out)["code"], "CONFIG");
 }
+
+/// `--workers N` (listeners.workers) sets how many worker threads serve the listeners: the
+/// running daemon has that many (Linux: counted in /proc by thread name), and it still serves.
+#[cfg(target_os = "linux")]
+#[test]
+fn workers_sets_the_worker_threads() {
+    let workers = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .filter(|name| name.starts_with("tokio-rt-worker"))
+            .count()
+    };
+    for n in [1, 3] {
+        let d = support::collector::Binary::start(&["--workers", &n.to_string()], None);
+        assert_eq!(workers(d.child.id()), n, "--workers {n}");
+        let health = std::net::TcpStream::connect(d.admin)
+            .and_then(|mut s| {
+                use std::io::{Read, Write};
+                s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")?;
+                let mut out = String::new();
+                s.read_to_string(&mut out)?;
+                Ok(out)
+            })
+            .unwrap();
+        assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+        d.stop();
+    }
+    let err = structured_error(
+        &Command::new(env!("CARGO_BIN_EXE_toolsize"))
+            .args(["serve", "--workers", "5000"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        err["message"],
+        "invalid value for listeners.workers (flag --workers): must be between 0 and 1024"
+    );
+}

@@ -84,10 +84,11 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
     for w in unknown_env_warnings(names.iter().map(String::as_str)) {
         tracing::warn!(warning = %w, "Unknown TOOLSIZE_ variable.");
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if config.listeners.workers > 0 {
+        builder.worker_threads(config.listeners.workers);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => return CliError::new("RUNTIME", e.to_string()).report(),
     };
@@ -104,6 +105,7 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
                 .map(|w| w.label.as_str())
                 .collect::<Vec<_>>(),
             max_series = config.aggregation.max_series,
+            workers = tokio::runtime::Handle::current().metrics().num_workers(),
             max_request_bytes = config.otlp.max_request_bytes,
             data_dir = ?config.store.data_dir,
             snapshot_interval = %config.store.snapshot_interval,

@@ -181,6 +181,12 @@ section! {
         pub(crate) grpc_keepalive_interval: Interval = Interval::secs(60),
         /// Time to wait for a keepalive ping's answer.
         pub(crate) grpc_keepalive_timeout: Interval = Interval::secs(20),
+        /// Worker threads serving the listeners, decoding requests and forwarding them; 0: one
+        /// per CPU. Fewer cost less CPU per span at a steady rate (a request's work stays on
+        /// one core) and cap the rate one daemon can take in a storm (see docs/collector.md,
+        /// "Where the daemon's time goes").
+        #[key(env = "TOOLSIZE_WORKERS", flag = "--workers", value_name = "N", check = between(0, 1024))]
+        pub workers: usize = 0,
     }
 }
 

@@ -242,7 +242,6 @@ impl Upstream {
         if conn.h2.as_ref().is_none_or(|s| s.is_closed()) {
             match open(authority, tls, true).await {
                 // Its DATA frames gathered into few writes ([`super::coalesce`]).
-                // Its DATA frames gathered into few writes ([`super::coalesce`]).
                 Ok(io) => match handshake_h2(super::coalesce::Coalesce::new(io)).await {
                     Ok(sender) => conn.h2 = Some(sender),
                     Err(e) => return retry(e),
