@@ -2,9 +2,10 @@
 # What forwarding costs the daemon: examples/loadgen's storm mix against `toolsize serve`
 # alone, then with `--forward` to rotel-agent (PyPI `rotel`, blackhole exporter) over OTLP/gRPC
 # and over OTLP/HTTP, one after the other in this one run. Prints the daemon's CPU per accepted
-# span in each and the ratios against the run without forwarding.
+# span in each and the ratios against the run without forwarding, and rotel-agent's own CPU per
+# forwarded span (it shares the machine's cores with the daemon).
 #
-#   scripts/bench-forward.sh [SECONDS] [CONNECTIONS] [RATE]
+#   scripts/bench-forward.sh [SECONDS] [CONNECTIONS] [RATE] [ROUNDS]
 #
 # RATE paces the load (spans/s; 0, the default, is unpaced). Unpaced, the load generator, the
 # daemon and rotel-agent share the two cores and the upstream falls behind (its queue drops
@@ -14,23 +15,52 @@ cd "$(dirname "$0")/.."
 seconds=${1:-8}
 connections=${2:-4}
 rate=${3:-0}
+rounds=${4:-1}
 . scripts/rotel.sh
 start_rotel
 
+# rotel-agent's CPU time so far, in clock ticks (it shares the two cores with the daemon and
+# the load generator: its own cost per span is printed beside the daemon's).
+ticks() { awk '{print $14 + $15}' "/proc/$rotel/stat"; }
+hz=$(getconf CLK_TCK)
 run() {
-  "$loadgen" --mix storm --seconds "$seconds" --connections "$connections" --rate "$rate" "$@"
-}
-alone=$(run)
-echo "== toolsize serve"; echo "$alone"
-to_grpc=$(run --forward "grpc://127.0.0.1:$rotel_grpc")
-echo "== toolsize serve --forward grpc://rotel-agent"; echo "$to_grpc"
-to_http=$(run --forward "http://127.0.0.1:$rotel_http")
-echo "== toolsize serve --forward http://rotel-agent"; echo "$to_http"
-
-per() { grep -o '[0-9.]* µs per accepted span' <<<"$1" | head -1 | awk '{print $1}'; }
-python3 - "$(per "$alone")" "$(per "$to_grpc")" "$(per "$to_http")" <<'PY'
+  local before out
+  before=$(ticks)
+  out=$("$loadgen" --mix storm --seconds "$seconds" --connections "$connections" --rate "$rate" "$@")
+  echo "$out"
+  if [ $# -gt 0 ]; then
+    python3 - "$(ticks)" "$before" "$hz" "$(awk '/spans accepted/ {print $3}' <<<"$out")" <<'PY'
 import sys
-alone, grpc, http = map(float, sys.argv[1:4])
-print(f"daemon CPU per accepted span: alone {alone:.3f} µs; forwarding over gRPC {grpc:.3f} µs "
-      f"(×{grpc / alone:.2f}); over HTTP {http:.3f} µs (×{http / alone:.2f})")
+after, before, hz, spans = (int(a) for a in sys.argv[1:5])
+cpu = (after - before) / hz
+print(f"  upstream CPU:           {cpu:.2f} s, {cpu * 1e6 / max(spans, 1):.3f} µs per forwarded span (rotel-agent)")
+PY
+  fi
+}
+per() { grep -o '[0-9.]* µs per accepted span' <<<"$1" | head -1 | awk '{print $1}'; }
+upstream() { grep -o '[0-9.]* µs per forwarded span' <<<"$1" | awk '{print $1}'; }
+# ROUNDS rounds, the three runs taking turns in each: on a shared machine one run varies by tens
+# of percent, so the ratios are taken between medians.
+rows=()
+for r in $(seq "$rounds"); do
+  alone=$(run)
+  echo "== round $r: toolsize serve"; echo "$alone"
+  to_grpc=$(run --forward "grpc://127.0.0.1:$rotel_grpc")
+  echo "== round $r: toolsize serve --forward grpc://rotel-agent"; echo "$to_grpc"
+  to_http=$(run --forward "http://127.0.0.1:$rotel_http")
+  echo "== round $r: toolsize serve --forward http://rotel-agent"; echo "$to_http"
+  rows+=("$(per "$alone") $(per "$to_grpc") $(per "$to_http") $(upstream "$to_grpc") $(upstream "$to_http")")
+done
+
+python3 - "${rows[@]}" <<'PY'
+import statistics, sys
+rows = [list(map(float, r.split())) for r in sys.argv[1:]]
+alone, grpc, http, up_grpc, up_http = (statistics.median(c) for c in zip(*rows))
+for i, r in enumerate(rows, 1):
+    print(f"round {i}: alone {r[0]:.3f} µs, over gRPC {r[1]:.3f} µs (×{r[1] / r[0]:.2f}), "
+          f"over HTTP {r[2]:.3f} µs (×{r[2] / r[0]:.2f})")
+print(f"daemon CPU per accepted span, medians of {len(rows)}: alone {alone:.3f} µs; forwarding "
+      f"over gRPC {grpc:.3f} µs (×{grpc / alone:.2f}); over HTTP {http:.3f} µs (×{http / alone:.2f})")
+print(f"rotel-agent CPU per forwarded span, medians: over gRPC {up_grpc:.3f} µs; over HTTP "
+      f"{up_http:.3f} µs")
 PY
