@@ -6,7 +6,8 @@
 //! ```text
 //! cargo build --release --features collector --bin toolsize --example loadgen
 //! target/release/examples/loadgen [--mix storm|quiet|both] [--seconds 10] [--connections 4]
-//!     [--spans-per-request 512] [--tools 40] [--rate SPANS_PER_S] [--scrape-ms MS]
+//!     [--spans-per-request 512] [--tools 40] [--rate SPANS_PER_S] [--arrivals spread|lockstep]
+//!     [--scrape-ms MS]
 //!     [--alertmanager URL] [--signal traces|logs] [--forward URL] [--bin target/release/toolsize]
 //! target/release/examples/loadgen --target 127.0.0.1:4318 --pid PID   # another receiver
 //! ```
@@ -16,6 +17,11 @@
 //!   prints the ratio of CPU per accepted span (the storm's cost).
 //! - `--tools`: how many tools the spans spread over (one series each); 40 by default.
 //! - `--rate`: paces the offered load (spans/s over all connections); unpaced by default.
+//! - `--arrivals`: how paced requests arrive. `spread` (the default): the connections take
+//!   turns, one request every interval ÷ connections, a steady stream at the rate, as from
+//!   agents exporting on their own timers. `lockstep`: every connection sends at the same
+//!   instant, a burst of one request per connection each interval (the same rate, arriving
+//!   together; what this tool did before `--arrivals`).
 //! - `--scrape-ms`: scrapes `/metrics` every MS milliseconds during the run (the cost of
 //!   continuous scraping shows as a lower accepted rate).
 //! - `--alertmanager URL`: the daemon sends its alerts there; every 250 ms during the run one
@@ -126,25 +132,26 @@ struct Counts {
     refused: AtomicU64,
 }
 
-/// One keep-alive connection posting bodies until `deadline`, `interval` apart when paced.
+/// One keep-alive connection posting bodies until `deadline`; when paced, `(first, interval)`:
+/// the first request at `first`, then one every `interval`.
 async fn worker(
     addr: SocketAddr,
     path: &'static str,
     bodies: Arc<Vec<Vec<u8>>>,
     spans_per_request: u64,
     deadline: Instant,
-    interval: Option<Duration>,
+    pace: Option<(Instant, Duration)>,
     counts: Arc<Counts>,
 ) {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
     stream.set_nodelay(true).ok();
     let mut buf = vec![0u8; 64 * 1024];
     let mut i = 0usize;
-    let mut next = Instant::now();
+    let mut next = pace.map(|(first, _)| first);
     while Instant::now() < deadline {
-        if let Some(iv) = interval {
-            tokio::time::sleep_until(next.into()).await;
-            next += iv;
+        if let (Some(at), Some((_, iv))) = (next.as_mut(), pace) {
+            tokio::time::sleep_until((*at).into()).await;
+            *at += iv;
         }
         let body = &bodies[i % bodies.len()];
         i += 1;
@@ -314,6 +321,8 @@ struct Run {
     spans_per_request: u64,
     tools: u64,
     rate: u64,
+    /// Paced connections send at the same instants instead of taking turns.
+    lockstep: bool,
     scrape_ms: u64,
     alertmanager: Option<String>,
     /// Claude Code `tool_result` log records (`POST /v1/logs`) instead of spans.
@@ -340,7 +349,11 @@ async fn run(run: &Run, mix: Mix, target: SocketAddr, pid: u32, admin: Option<&s
         bodies[0].len(),
         run.seconds,
         if run.rate > 0 {
-            format!("paced at {} spans/s", run.rate)
+            format!(
+                "paced at {} spans/s, arrivals {}",
+                run.rate,
+                if run.lockstep { "lockstep" } else { "spread" }
+            )
         } else {
             "unpaced".into()
         }
@@ -355,14 +368,20 @@ async fn run(run: &Run, mix: Mix, target: SocketAddr, pid: u32, admin: Option<&s
     let start = Instant::now();
     let deadline = start + Duration::from_secs(run.seconds);
     let mut tasks = Vec::new();
-    for _ in 0..run.connections {
+    for k in 0..run.connections {
+        // Spread: connection k starts k / connections of an interval late, so requests arrive
+        // one at a time, evenly spaced; lockstep: all at once.
+        let first = match interval {
+            Some(iv) if !run.lockstep => start + iv.mul_f64(k as f64 / run.connections as f64),
+            _ => start,
+        };
         tasks.push(tokio::spawn(worker(
             target,
             if run.logs { "/v1/logs" } else { "/v1/traces" },
             bodies.clone(),
             run.spans_per_request,
             deadline,
-            interval,
+            interval.map(|iv| (first, iv)),
             counts.clone(),
         )));
     }
@@ -514,6 +533,14 @@ async fn main() {
         spans_per_request: arg("--spans-per-request", 512),
         tools: arg("--tools", 40),
         rate: arg("--rate", 0),
+        lockstep: match arg("--arrivals", "spread".to_string()).as_str() {
+            "spread" => false,
+            "lockstep" => true,
+            other => {
+                eprintln!("--arrivals must be spread or lockstep, not {other:?}");
+                std::process::exit(2);
+            }
+        },
         scrape_ms: arg("--scrape-ms", 0),
         alertmanager: std::env::args()
             .position(|a| a == "--alertmanager")

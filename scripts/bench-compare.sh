@@ -31,7 +31,7 @@ declare -A runs
 for r in $(seq "$rounds"); do
   for bin in "$@"; do
     out=$(target/release/examples/loadgen --mix storm --seconds "$seconds" --connections 4 \
-      --rate "$rate" --bin "$bin" "${extra[@]}")
+      --rate "$rate" --arrivals "${ARRIVALS:-spread}" --bin "$bin" "${extra[@]}")
     us=$(awk '/receiver CPU/ {for (i = 1; i <= NF; i++) if ($i == "µs") print $(i - 1)}' <<<"$out")
     refused=$(awk '/spans refused/ {print $3}' <<<"$out")
     echo "round $r  $bin  $us µs per accepted span, $refused refused"

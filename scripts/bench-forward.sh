@@ -26,7 +26,7 @@ hz=$(getconf CLK_TCK)
 run() {
   local before out
   before=$(ticks)
-  out=$("$loadgen" --mix storm --seconds "$seconds" --connections "$connections" --rate "$rate" "$@")
+  out=$("$loadgen" --mix storm --seconds "$seconds" --connections "$connections" --rate "$rate" --arrivals "${ARRIVALS:-spread}" "$@")
   echo "$out"
   if [ $# -gt 0 ]; then
     python3 - "$(ticks)" "$before" "$hz" "$(awk '/spans accepted/ {print $3}' <<<"$out")" <<'PY'

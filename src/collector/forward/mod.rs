@@ -145,7 +145,12 @@ impl Forwarder {
             let (tx, rx) = mpsc::channel(config.queue_requests);
             let rx = Arc::new(tokio::sync::Mutex::new(rx));
             for _ in 0..config.concurrency {
-                tokio::spawn(worker(up.clone(), rx.clone(), stats.clone(), policy));
+                crate::collector::net::repoll::spawn(worker(
+                    up.clone(),
+                    rx.clone(),
+                    stats.clone(),
+                    policy,
+                ));
             }
             lanes.push(Lane { tx, stats });
         }

@@ -361,13 +361,13 @@ where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (sender, connection) =
-        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+        hyper::client::conn::http2::Builder::new(crate::collector::net::repoll::RepollExecutor)
             .initial_stream_window_size(4 << 20)
             .initial_connection_window_size(16 << 20)
             .handshake(TokioIo::new(io))
             .await
             .map_err(|e| format!("handshake: {e}"))?;
-    tokio::spawn(async move {
+    crate::collector::net::repoll::spawn(async move {
         let _ = connection.await;
     });
     Ok(sender)
@@ -402,7 +402,7 @@ where
         .handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("handshake: {e}"))?;
-    tokio::spawn(async move {
+    crate::collector::net::repoll::spawn(async move {
         let _ = connection.await;
     });
     Ok(sender)

@@ -580,7 +580,9 @@ pub(crate) async fn serve_http(
         let mut stop = conn_stop.clone();
         let stats = conn_stats.clone();
         let tls = tls.clone();
-        tasks.spawn(async move {
+        // Polled in place when hyper wakes it from within (see `repoll`): a request is served in
+        // one run of its task, on one core.
+        tasks.spawn(super::repoll::Repoll::new(async move {
             let Some(conn) = handshake(conn, tls.as_ref(), header).await else {
                 return;
             };
@@ -603,7 +605,7 @@ pub(crate) async fn serve_http(
                     stats.count_closed(which, Closed::HeaderTimeout);
                 }
             }
-        });
+        }));
         // Reap finished connections as we go, so the set stays the size of the open ones.
         while tasks.try_join_next().is_some() {}
     })
