@@ -8,6 +8,7 @@
 #   scripts/bench-compare.sh RATE SECONDS ROUNDS BIN [BIN...]
 #   FORWARD=grpc|http scripts/bench-compare.sh ...   # each daemon forwarding everything to
 #                                                     # rotel-agent (blackhole) over that protocol
+#   ARRIVALS=lockstep scripts/bench-compare.sh ...    # paced requests sent together, not spread
 #   e.g. cp target/release/toolsize /tmp/before; (change, build); \
 #        scripts/bench-compare.sh 100000 6 5 /tmp/before target/release/toolsize
 set -euo pipefail

@@ -9,7 +9,8 @@
 #
 # RATE paces the load (spans/s; 0, the default, is unpaced). Unpaced, the load generator, the
 # daemon and rotel-agent share the two cores and the upstream falls behind (its queue drops
-# requests, counted): the paced rows are the fair comparison.
+# requests, counted): the paced rows are the fair comparison. Paced requests arrive evenly
+# spread; ARRIVALS=lockstep sends one per connection at the same instant (loadgen --arrivals).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-8}
