@@ -21,8 +21,11 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
-/// Polls in place per poll of the task, at most, before deferring to the scheduler.
-pub(crate) const REPOLLS: usize = 16;
+/// Polls in place per poll of the task, at most, before deferring to the scheduler. A request
+/// needs one or two; the bound keeps a future that wakes itself on every poll (hyper's
+/// dispatcher does after 16 passes of its loop, to yield) from running more than this many
+/// times longer than it would unwrapped before other tasks get their turn.
+pub(crate) const REPOLLS: usize = 4;
 
 pin_project_lite::pin_project! {
     /// `inner`, polled again in place when it wakes itself during a poll.
@@ -34,6 +37,10 @@ pin_project_lite::pin_project! {
     }
 }
 
+/// The flags are read and written with `SeqCst` on both sides: the waker's second look at
+/// `polling` must not be reordered before its store to `woken`, nor the poller's look at
+/// `woken` before its store to `polling` (with Acquire/Release a wake could be neither
+/// re-polled nor forwarded).
 #[derive(Default)]
 struct Shared {
     /// The inner future is being polled.
@@ -76,6 +83,23 @@ impl<F: Future> Repoll<F> {
     }
 }
 
+/// `polling` set for the time of one poll of the inner future, cleared when it returns or
+/// unwinds (a wake after a panic then reaches the task).
+struct Polling<'a>(&'a AtomicBool);
+
+impl<'a> Polling<'a> {
+    fn start(flag: &'a AtomicBool) -> Self {
+        flag.store(true, SeqCst);
+        Self(flag)
+    }
+}
+
+impl Drop for Polling<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, SeqCst);
+    }
+}
+
 impl<F: Future> Future for Repoll<F> {
     type Output = F::Output;
 
@@ -90,9 +114,10 @@ impl<F: Future> Future for Repoll<F> {
         let mut inner_cx = Context::from_waker(this.waker);
         for _ in 0..REPOLLS {
             this.shared.woken.store(false, SeqCst);
-            this.shared.polling.store(true, SeqCst);
-            let out = this.inner.as_mut().poll(&mut inner_cx);
-            this.shared.polling.store(false, SeqCst);
+            let out = {
+                let _polling = Polling::start(&this.shared.polling);
+                this.inner.as_mut().poll(&mut inner_cx)
+            };
             if out.is_ready() {
                 return out;
             }
@@ -208,7 +233,7 @@ mod tests {
     /// Worker parks on a two-worker runtime serving `requests` bodies of 256 KiB, one at a time
     /// with the runtime idle in between, over one real hyper HTTP/1 connection spawned as is or
     /// wrapped.
-    fn parks_serving(wrap: bool, requests: usize) -> u64 {
+    fn parks_serving(wrap: bool, requests: usize) -> [u64; 2] {
         use std::io::{Read, Write};
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -241,6 +266,9 @@ mod tests {
         let body = vec![b'x'; 256 * 1024];
         let mut s = std::net::TcpStream::connect(addr).expect("connect");
         s.set_nodelay(true).expect("nodelay");
+        // A lost wake fails the test instead of hanging it.
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("timeout");
         let mut exchange = || {
             let head = format!(
                 "POST / HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\n\r\n",
@@ -259,26 +287,33 @@ mod tests {
         };
         exchange();
         let m = rt.metrics();
-        let parks = || (0..2).map(|w| m.worker_park_count(w)).sum::<u64>();
+        let parks = || [m.worker_park_count(0), m.worker_park_count(1)];
         let before = parks();
         for _ in 0..requests {
             exchange();
         }
-        parks() - before
+        let after = parks();
+        [after[0] - before[0], after[1] - before[1]]
     }
 
     /// What the wrapper is for: a request read and answered on a real hyper connection wakes
-    /// no second worker (measured by the workers' parks: about two per request without it,
-    /// one with it).
+    /// no second worker. Measured by the parks of the quieter worker: as spawned, both workers
+    /// wake and park again for each request; wrapped, one serves them all and the other stays
+    /// parked. Best of three tries, as other tests may share the CPUs.
     #[test]
     fn a_request_on_a_hyper_connection_wakes_no_second_worker() {
         let requests = 60;
-        let plain = parks_serving(false, requests);
-        let wrapped = parks_serving(true, requests);
-        assert!(
-            wrapped * 4 < plain * 3,
-            "parks for {requests} requests: {plain} as spawned, {wrapped} wrapped"
-        );
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let plain = parks_serving(false, requests);
+            let wrapped = parks_serving(true, requests);
+            let quieter = |p: [u64; 2]| p[0].min(p[1]);
+            if quieter(plain) >= requests as u64 / 3 && quieter(wrapped) * 4 < quieter(plain) {
+                return;
+            }
+            seen.push((plain, wrapped));
+        }
+        panic!("worker parks for {requests} requests, (as spawned, wrapped): {seen:?}");
     }
 
     #[tokio::test]
