@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
-/// Polls in place per poll of the task, at most, before deferring to the scheduler. A request
-/// needs one or two; the bound keeps a future that wakes itself on every poll (hyper's
+/// Polls in place per poll of the task, at most, before deferring to the scheduler. Four are
+/// enough for a request (see the park-count test); the bound keeps a future that wakes itself on every poll (hyper's
 /// dispatcher does after 16 passes of its loop, to yield) from running more than this many
 /// times longer than it would unwrapped before other tasks get their turn.
 pub(crate) const REPOLLS: usize = 4;
