@@ -182,10 +182,17 @@ async fn sampled_spans_count_with_their_adjusted_counts() {
         },
     )
     .await;
-    assert_eq!(
-        alert["annotations"]["calls"],
-        (10 * exported).to_string(),
-        "{alert}"
+    // The window rule fires at the first evaluation that sees the minimum, which may come
+    // before the agent's last spans (each is its own export): the calls it states are the
+    // sampled spans seen so far, each counting 10, at least the minimum of 20 that fewer than
+    // 20 spans could never reach unweighted.
+    let calls: u64 = alert["annotations"]["calls"]
+        .as_str()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("calls annotation: {alert}"));
+    assert!(
+        calls % 10 == 0 && (20..=10 * exported).contains(&calls),
+        "{calls} calls for {exported} spans sampled at 10 %: {alert}"
     );
     let description = alert["annotations"]["description"].as_str().unwrap();
     assert!(
