@@ -191,7 +191,7 @@ async fn sampled_spans_count_with_their_adjusted_counts() {
         .and_then(|c| c.parse().ok())
         .unwrap_or_else(|| panic!("calls annotation: {alert}"));
     assert!(
-        calls % 10 == 0 && (20..=10 * exported).contains(&calls),
+        calls.is_multiple_of(10) && (20..=10 * exported).contains(&calls),
         "{calls} calls for {exported} spans sampled at 10 %: {alert}"
     );
     let description = alert["annotations"]["description"].as_str().unwrap();
