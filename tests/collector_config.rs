@@ -174,7 +174,15 @@ fn workers_sets_the_worker_threads() {
     };
     for n in [1, 3] {
         let d = support::collector::Binary::start(&["--workers", &n.to_string()], None);
-        assert_eq!(workers(d.child.id()), n, "--workers {n}");
+        // A worker thread names itself once it runs, which can trail the listening line on a
+        // loaded machine: wait for the count to settle, and never accept more than asked.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut seen = workers(d.child.id());
+        while seen < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            seen = workers(d.child.id());
+        }
+        assert_eq!(seen, n, "--workers {n}");
         let health = std::net::TcpStream::connect(d.admin)
             .and_then(|mut s| {
                 use std::io::{Read, Write};
