@@ -20,6 +20,7 @@
 //! receivers have stopped taking requests by then, and a client that retries sends it again).
 
 mod coalesce;
+mod drive;
 mod upstream;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -178,9 +179,66 @@ impl Forwarder {
         }
     }
 
+    /// One accepted request, ready to be offered ([`Relay::send`]) where it is convenient: the
+    /// receivers hand it to the aggregator with the request's records, so a request wakes one
+    /// task, not two (a second wake in one poll makes Tokio wake an idle worker to share it).
+    pub(crate) fn relay(&self, signal: OtlpSignal, body: &Bytes) -> Relay {
+        Relay {
+            forwarder: self.clone(),
+            signal,
+            body: body.clone(),
+        }
+    }
+
     /// The counts of every upstream, in configuration order.
     pub(crate) fn views(&self) -> Vec<UpstreamView> {
         self.lanes.iter().map(|l| l.stats.view()).collect()
+    }
+}
+
+#[cfg(test)]
+impl Forwarder {
+    /// One lane and no worker, and the receiving end of its queue: what was offered stays
+    /// there to be counted.
+    pub(crate) fn unstarted() -> (Self, Unsent) {
+        let (tx, rx) = mpsc::channel(16);
+        let lane = Lane {
+            tx,
+            stats: Arc::default(),
+        };
+        (
+            Self {
+                lanes: vec![lane].into(),
+            },
+            Unsent(rx),
+        )
+    }
+}
+
+/// The queue of [`Forwarder::unstarted`].
+#[cfg(test)]
+pub(crate) struct Unsent(mpsc::Receiver<Item>);
+
+#[cfg(test)]
+impl Unsent {
+    /// The requests offered since the last call.
+    pub(crate) fn take(&mut self) -> usize {
+        std::iter::from_fn(|| self.0.try_recv().ok()).count()
+    }
+}
+
+/// An accepted request on its way to the upstreams ([`Forwarder::relay`]).
+#[derive(Debug)]
+pub(crate) struct Relay {
+    forwarder: Forwarder,
+    signal: OtlpSignal,
+    body: Bytes,
+}
+
+impl Relay {
+    /// Offers the request to every upstream ([`Forwarder::offer`]).
+    pub(crate) fn send(self) {
+        self.forwarder.offer(self.signal, &self.body);
     }
 }
 
@@ -193,7 +251,7 @@ async fn worker(
 ) {
     let mut conn = Conn::default();
     loop {
-        let item = { rx.lock().await.recv().await };
+        let item = conn.idle(async { rx.lock().await.recv().await }).await;
         let Some(item) = item else { return };
         let sent = deliver(&up, &mut conn, &item, &stats, policy).await;
         stats.queued.fetch_sub(1, Relaxed);
@@ -260,6 +318,141 @@ fn jitter(d: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An OTLP/HTTP (`h2` false) or OTLP/gRPC upstream on a thread and runtime of its own that
+    /// takes every request; its address.
+    fn upstream(h2: bool) -> std::net::SocketAddr {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                tx.send(listener.local_addr().expect("addr")).expect("send");
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let svc = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| async move {
+                            let _ = http_body_util::BodyExt::collect(req.into_body()).await;
+                            let mut answer = hyper::Response::new(http_body_util::Empty::<
+                                prost::bytes::Bytes,
+                            >::new(
+                            ));
+                            if h2 {
+                                let h = answer.headers_mut();
+                                h.insert("content-type", "application/grpc".parse().expect("v"));
+                                h.insert("grpc-status", "0".parse().expect("v"));
+                            }
+                            Ok::<_, std::convert::Infallible>(answer)
+                        },
+                    );
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    if h2 {
+                        let conn = hyper::server::conn::http2::Builder::new(
+                            hyper_util::rt::TokioExecutor::new(),
+                        )
+                        .serve_connection(io, svc);
+                        tokio::spawn(conn);
+                    } else {
+                        tokio::spawn(
+                            hyper::server::conn::http1::Builder::new().serve_connection(io, svc),
+                        );
+                    }
+                }
+            });
+        });
+        rx.recv().expect("upstream address")
+    }
+
+    /// The parks of each of two workers while `requests` requests are forwarded one at a time
+    /// to an upstream of its own, each offered as the daemon does: a task woken by a socket
+    /// (the receiver) hands it to another (the aggregator), which offers it.
+    fn parks_forwarding(h2: bool, requests: u64) -> [u64; 2] {
+        use std::io::Write;
+        let up = upstream(h2);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let scheme = if h2 { "grpc" } else { "http" };
+        let config = ForwardConfig {
+            upstreams: vec![format!("{scheme}://{up}")],
+            ..ForwardConfig::default()
+        };
+        let fwd = rt
+            .block_on(async { Forwarder::start(&config) })
+            .expect("start")
+            .expect("an upstream");
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let body = Bytes::from(vec![b'x'; 256 * 1024]);
+        let (to_aggregator, mut batches) = mpsc::channel::<Bytes>(16);
+        let relay = fwd.clone();
+        rt.spawn(async move {
+            while let Some(b) = batches.recv().await {
+                relay.relay(OtlpSignal::Traces, &b).send();
+            }
+        });
+        rt.spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let (mut s, _) = listener.accept().await.expect("accept");
+            let mut byte = [0u8; 1];
+            while s.read_exact(&mut byte).await.is_ok() {
+                let _ = to_aggregator.try_send(body.clone());
+            }
+        });
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        let sent = || fwd.views()[0].sent;
+        let mut one = |n: u64| {
+            s.write_all(b"x").expect("write");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while sent() < n {
+                assert!(Instant::now() < deadline, "request {n} not forwarded");
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            std::thread::sleep(Duration::from_millis(3));
+        };
+        one(1);
+        let m = rt.metrics();
+        let parks = || [m.worker_park_count(0), m.worker_park_count(1)];
+        let before = parks();
+        for n in 2..=requests + 1 {
+            one(n);
+        }
+        let after = parks();
+        [after[0] - before[0], after[1] - before[1]]
+    }
+
+    /// The worker drives its own connection ([`drive`]): a forwarded request, HTTP/1.1 or
+    /// HTTP/2, is sent and answered on one worker thread while the other stays parked. Best of
+    /// three tries, as other tests may share the CPUs.
+    #[test]
+    fn forwarding_a_request_wakes_no_second_worker() {
+        let requests = 60;
+        for h2 in [false, true] {
+            let mut seen = Vec::new();
+            for _ in 0..3 {
+                let p = parks_forwarding(h2, requests);
+                if p[0].min(p[1]) < requests / 4 {
+                    break;
+                }
+                seen.push(p);
+            }
+            assert!(
+                seen.len() < 3,
+                "worker parks for {requests} requests (h2 {h2}): {seen:?}"
+            );
+        }
+    }
 
     #[test]
     fn jitter_stays_within_half_to_whole() {

@@ -10,6 +10,8 @@
 //! request into its frame buffer: `scripts/bench-forward.sh` measured that copy at a fifth of
 //! the daemon's CPU per span), the status read from `grpc-status`.
 
+use std::future::Future;
+
 use axum::body::Body;
 use axum::http::{header, HeaderName, HeaderValue, Request, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -17,6 +19,7 @@ use prost::bytes::Bytes;
 use tokio::net::TcpStream;
 use tonic::{Code, Status};
 
+use super::drive::{Drivers, InTask, Task};
 use crate::collector::config::otlp_upstream;
 use crate::collector::stats::OtlpSignal;
 
@@ -61,11 +64,22 @@ pub(crate) struct Upstream {
     headers: Vec<(HeaderName, HeaderValue)>,
 }
 
-/// A worker's connection to an OTLP/HTTP upstream.
-#[derive(Debug, Default)]
+/// A worker's connection to its upstream, HTTP/1.1 or HTTP/2, and the futures that drive it,
+/// polled by the worker itself ([`Drivers`]).
+#[derive(Default)]
 pub(super) struct Conn {
     http: Option<hyper::client::conn::http1::SendRequest<Body>>,
     h2: Option<hyper::client::conn::http2::SendRequest<GrpcBody>>,
+    drivers: Drivers,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("http", &self.http.is_some())
+            .field("h2", &self.h2.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Conn {
@@ -73,6 +87,13 @@ impl Conn {
     pub(super) fn reset(&mut self) {
         self.http = None;
         self.h2 = None;
+        self.drivers = Drivers::default();
+    }
+
+    /// Awaits `fut` while keeping the connection driven (an upstream closing an idle
+    /// connection is noticed before the next request).
+    pub(super) async fn idle<F: Future>(&mut self, fut: F) -> F::Output {
+        self.drivers.drive(fut).await
     }
 }
 
@@ -179,18 +200,27 @@ impl Upstream {
     ) -> Attempt {
         let retry = |error: String| Attempt::Retry { error, after: None };
         if conn.http.as_ref().is_none_or(|s| s.is_closed()) {
+            conn.reset();
             match open(authority, tls, false).await {
                 Ok(io) => match handshake(io).await {
-                    Ok(sender) => conn.http = Some(sender),
+                    Ok((sender, drivers)) => {
+                        conn.http = Some(sender);
+                        conn.drivers = drivers;
+                    }
                     Err(e) => return retry(e),
                 },
                 Err(e) => return retry(e),
             }
         }
-        let Some(sender) = conn.http.as_mut() else {
+        let Conn {
+            http: Some(sender),
+            drivers,
+            ..
+        } = conn
+        else {
             return retry("no connection".into());
         };
-        if let Err(e) = sender.ready().await {
+        if let Err(e) = drivers.drive(sender.ready()).await {
             return retry(e.to_string());
         }
         let mut req = Request::post(path)
@@ -207,7 +237,7 @@ impl Upstream {
             Ok(r) => r,
             Err(e) => return Attempt::Refused(e.to_string()),
         };
-        let resp = match sender.send_request(req).await {
+        let resp = match drivers.drive(sender.send_request(req)).await {
             Ok(r) => r,
             Err(e) => return retry(e.to_string()),
         };
@@ -219,11 +249,11 @@ impl Upstream {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(std::time::Duration::from_secs);
         // Read the (small) answer so the connection can carry the next request.
-        let _ = http_body_util::BodyExt::collect(http_body_util::Limited::new(
+        let answer = http_body_util::BodyExt::collect(http_body_util::Limited::new(
             resp.into_body(),
             64 * 1024,
-        ))
-        .await;
+        ));
+        let _ = drivers.drive(answer).await;
         classify_http(status, after)
     }
 
@@ -240,19 +270,28 @@ impl Upstream {
     ) -> Attempt {
         let retry = |error: String| Attempt::Retry { error, after: None };
         if conn.h2.as_ref().is_none_or(|s| s.is_closed()) {
+            conn.reset();
             match open(authority, tls, true).await {
                 // Its DATA frames gathered into few writes ([`super::coalesce`]).
                 Ok(io) => match handshake_h2(super::coalesce::Coalesce::new(io)).await {
-                    Ok(sender) => conn.h2 = Some(sender),
+                    Ok((sender, drivers)) => {
+                        conn.h2 = Some(sender);
+                        conn.drivers = drivers;
+                    }
                     Err(e) => return retry(e),
                 },
                 Err(e) => return retry(e),
             }
         }
-        let Some(sender) = conn.h2.as_mut() else {
+        let Conn {
+            h2: Some(sender),
+            drivers,
+            ..
+        } = conn
+        else {
             return retry("no connection".into());
         };
-        if let Err(e) = sender.ready().await {
+        if let Err(e) = drivers.drive(sender.ready()).await {
             return retry(e.to_string());
         }
         let scheme = if tls.is_some() { "https" } else { "http" };
@@ -270,7 +309,7 @@ impl Upstream {
             Ok(r) => r,
             Err(e) => return Attempt::Refused(e.to_string()),
         };
-        let resp = match sender.send_request(req).await {
+        let resp = match drivers.drive(sender.send_request(req)).await {
             Ok(r) => r,
             Err(e) => return retry(e.to_string()),
         };
@@ -281,7 +320,10 @@ impl Upstream {
         let mut status = grpc_status(&parts.headers);
         // The (small) answer, read to its trailers.
         let mut read = 0usize;
-        while let Some(frame) = http_body_util::BodyExt::frame(&mut answer).await {
+        while let Some(frame) = drivers
+            .drive(http_body_util::BodyExt::frame(&mut answer))
+            .await
+        {
             let frame = match frame {
                 Ok(f) => f,
                 Err(e) => return retry(e.to_string()),
@@ -355,22 +397,24 @@ impl http_body::Body for GrpcBody {
 }
 
 /// An HTTP/2 connection over `io` (windows that hold a few export requests, which run to
-/// megabytes), its driver spawned.
-async fn handshake_h2<T>(io: T) -> Result<hyper::client::conn::http2::SendRequest<GrpcBody>, String>
+/// megabytes), and its futures, for the worker to poll.
+async fn handshake_h2<T>(
+    io: T,
+) -> Result<(hyper::client::conn::http2::SendRequest<GrpcBody>, Drivers), String>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (sender, connection) =
-        hyper::client::conn::http2::Builder::new(crate::collector::net::repoll::RepollExecutor)
-            .initial_stream_window_size(4 << 20)
-            .initial_connection_window_size(16 << 20)
-            .handshake(TokioIo::new(io))
-            .await
-            .map_err(|e| format!("handshake: {e}"))?;
-    crate::collector::net::repoll::spawn(async move {
+    let exec = InTask::default();
+    let (sender, connection) = hyper::client::conn::http2::Builder::new(exec.clone())
+        .initial_stream_window_size(4 << 20)
+        .initial_connection_window_size(16 << 20)
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    let main: Task = Box::pin(async move {
         let _ = connection.await;
     });
-    Ok(sender)
+    Ok((sender, Drivers::new(main, exec)))
 }
 
 /// A connection's byte stream: TCP, or TLS over it.
@@ -391,9 +435,11 @@ async fn open(authority: &str, tls: Option<&str>, h2: bool) -> Result<Box<dyn Io
     })
 }
 
-/// An HTTP/1.1 connection over `io`, its driver spawned. Bodies are shared `Bytes`: written
-/// with writev, never copied into hyper's buffer.
-async fn handshake<T>(io: T) -> Result<hyper::client::conn::http1::SendRequest<Body>, String>
+/// An HTTP/1.1 connection over `io`, and its future, for the worker to poll. Bodies are shared `Bytes`: written with
+/// writev, never copied into hyper's buffer.
+async fn handshake<T>(
+    io: T,
+) -> Result<(hyper::client::conn::http1::SendRequest<Body>, Drivers), String>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -402,10 +448,10 @@ where
         .handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("handshake: {e}"))?;
-    crate::collector::net::repoll::spawn(async move {
+    let main: Task = Box::pin(async move {
         let _ = connection.await;
     });
-    Ok(sender)
+    Ok((sender, Drivers::new(main, InTask::default())))
 }
 
 /// TLS to `https://` and `grpcs://` upstreams, with the roots of the alert sinks

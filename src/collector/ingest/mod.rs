@@ -42,7 +42,7 @@ use tokio::sync::mpsc;
 
 use prost::bytes::Bytes;
 
-use crate::collector::forward::Forwarder;
+use crate::collector::forward::{Forwarder, Relay};
 use crate::collector::ingest::recognize::Recognizer;
 use crate::collector::ingest::record::{Batch, ToolRecord};
 use crate::collector::stats::{OtlpSignal, RefusedRequest, SelfStats};
@@ -421,26 +421,31 @@ impl Ingest {
 
     /// Classifies a decoded request (the JSON path) and queues its tool records.
     pub fn ingest_request(&self, req: &ExportTraceServiceRequest) -> Result<Accepted, Refusal> {
-        self.ingest_protobuf(&prost::Message::encode_to_vec(req))
+        self.ingest_protobuf(&prost::Message::encode_to_vec(req), &mut None)
     }
 
     /// Steps 5 and 6 for any signal: decodes a protobuf-encoded export request and queues the
     /// tool records it holds (traces and logs); metrics are checked and acknowledged. Counts the
     /// request as accepted by signal and, once accepted, offers it to the upstreams
-    /// ([`Forwarder`]).
+    /// ([`Forwarder`]): with its records when it has any (the aggregator offers it as it takes
+    /// them, so the request wakes one task), else here.
     pub(crate) fn ingest_signal(
         &self,
         signal: OtlpSignal,
         body: &Bytes,
     ) -> Result<Accepted, Refusal> {
+        let mut relay = self.forward.as_ref().map(|f| f.relay(signal, body));
         let accepted = match signal {
-            OtlpSignal::Traces => self.ingest_protobuf(body),
-            OtlpSignal::Logs => self.ingest_logs_protobuf(body),
+            OtlpSignal::Traces => self.ingest_protobuf(body, &mut relay),
+            OtlpSignal::Logs => self.ingest_logs_protobuf(body, &mut relay),
             OtlpSignal::Metrics => decode::check_metrics_protobuf(body)
                 .map(|()| Accepted::default())
                 .map_err(Refusal::from),
         }?;
-        self.accepted(signal, body);
+        self.stats.accepted_request(signal);
+        if let Some(r) = relay {
+            r.send();
+        }
         Ok(accepted)
     }
 
@@ -460,14 +465,19 @@ impl Ingest {
     }
 
     /// Steps 5 and 6, decode and ingest: classifies a protobuf-encoded request in place and
-    /// queues its tool records. The spans of a request refused for a full queue are counted
-    /// here; the refusal itself is counted by the caller, like every other.
-    pub(crate) fn ingest_protobuf(&self, body: &[u8]) -> Result<Accepted, Refusal> {
+    /// queues its tool records, with `relay` when it has any ([`Ingest::queue`]). The spans of
+    /// a request refused for a full queue are counted here; the refusal itself is counted by
+    /// the caller, like every other.
+    pub(crate) fn ingest_protobuf(
+        &self,
+        body: &[u8],
+        relay: &mut Option<Relay>,
+    ) -> Result<Accepted, Refusal> {
         let rec = decode::recognize_protobuf(&self.recognizer, body)?;
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
         self.stats.attributes_ignored(rec.attributes_ignored);
         self.stats.label_cuts(&rec.label_cuts);
-        self.queue(OtlpSignal::Traces, rec.records)
+        self.queue(OtlpSignal::Traces, rec.records, relay)
             .inspect_err(|r| self.stats.refused_spans(r.reason, tools + other + invalid))?;
         self.stats.accepted(tools, other, invalid);
         Ok(match rec.invalid_reason {
@@ -481,27 +491,39 @@ impl Ingest {
 
     /// Reads the log records of a protobuf-encoded `ExportLogsServiceRequest` in place and
     /// queues the tool calls among them.
-    pub(crate) fn ingest_logs_protobuf(&self, body: &[u8]) -> Result<Accepted, Refusal> {
+    pub(crate) fn ingest_logs_protobuf(
+        &self,
+        body: &[u8],
+        relay: &mut Option<Relay>,
+    ) -> Result<Accepted, Refusal> {
         let rec = decode::recognize_logs_protobuf(&self.recognizer, body)?;
         let (tools, other) = (rec.records.len() as u64, rec.not_tool);
         self.stats.label_cuts(&rec.label_cuts);
-        self.queue(OtlpSignal::Logs, rec.records)
+        self.queue(OtlpSignal::Logs, rec.records, relay)
             .inspect_err(|r| self.stats.refused_logs(r.reason, tools + other))?;
         self.stats.accepted_logs(tools, other);
         Ok(Accepted::default())
     }
 
-    /// Hands the records of one request to the aggregator, or refuses the request as
-    /// overloaded when its queue is full, or as stopped when the aggregator is gone (nothing of
-    /// it is kept). A batch lost in the queue afterwards counts itself as dropped.
-    fn queue(&self, signal: OtlpSignal, records: Vec<ToolRecord>) -> Result<(), Refusal> {
+    /// Hands the records of one request to the aggregator, with the request's `relay` (taken),
+    /// or refuses the request as overloaded when its queue is full, or as stopped when the
+    /// aggregator is gone (nothing of it is kept or forwarded). A batch lost in the queue
+    /// afterwards counts itself as dropped. A request without records keeps its `relay`.
+    fn queue(
+        &self,
+        signal: OtlpSignal,
+        records: Vec<ToolRecord>,
+        relay: &mut Option<Relay>,
+    ) -> Result<(), Refusal> {
         if records.is_empty() {
             return Ok(());
         }
-        match self
-            .tx
-            .try_send(Batch::new(records, signal, self.stats.clone()))
-        {
+        match self.tx.try_send(Batch::new(
+            records,
+            signal,
+            self.stats.clone(),
+            relay.take(),
+        )) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(b)) => {
                 b.refused();

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::collector::forward::Relay;
 use crate::collector::ingest::sampling::Weight;
 use crate::collector::stats::{OtlpSignal, SelfStats};
 
@@ -305,31 +306,49 @@ pub(crate) struct EarlierCut {
 /// aggregator stopped with it in the queue) adds them to the dropped records of its signal
 /// (`toolsize_spans_dropped_total`, `toolsize_log_records_dropped_total`), so every loss after
 /// the acknowledgement is counted once, where it happens.
+///
+/// When the daemon forwards, the batch also carries its request to the upstreams ([`Relay`]),
+/// offered when the aggregator takes the records, or when the batch is dropped unread: an
+/// accepted request is offered either way, a refused one never.
 #[derive(Debug)]
 pub struct Batch {
     records: Vec<ToolRecord>,
     signal: OtlpSignal,
     stats: Arc<SelfStats>,
+    relay: Option<Relay>,
 }
 
 impl Batch {
-    /// The records of one request of `signal`; their loss is counted in `stats`.
-    pub(crate) fn new(records: Vec<ToolRecord>, signal: OtlpSignal, stats: Arc<SelfStats>) -> Self {
+    /// The records of one request of `signal`; their loss is counted in `stats`; `relay`, when
+    /// given, is offered to the upstreams once the batch is taken or dropped.
+    pub(crate) fn new(
+        records: Vec<ToolRecord>,
+        signal: OtlpSignal,
+        stats: Arc<SelfStats>,
+        relay: Option<Relay>,
+    ) -> Self {
         Self {
             records,
             signal,
             stats,
+            relay,
         }
     }
 
-    /// The records, taken by the aggregator: from here on they are its to count.
+    /// The records, taken by the aggregator: from here on they are its to count. The request
+    /// is offered to the upstreams first, so it is on its way while the records are counted.
     pub(crate) fn take(mut self) -> Vec<ToolRecord> {
+        if let Some(r) = self.relay.take() {
+            r.send();
+        }
         std::mem::take(&mut self.records)
     }
 
-    /// The batch was never queued (its request was refused and counted as such).
+    /// The batch was never queued (its request was refused and counted as such, and is not
+    /// forwarded).
     pub(crate) fn refused(mut self) {
         self.records.clear();
+        self.relay = None;
     }
 }
 
@@ -338,5 +357,50 @@ impl Drop for Batch {
         if !self.records.is_empty() {
             self.stats.dropped(self.signal, self.records.len() as u64);
         }
+        if let Some(r) = self.relay.take() {
+            r.send();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collector::alerts::rules::testing::rec;
+    use crate::collector::forward::Forwarder;
+
+    fn batch(relay: Relay, stats: &Arc<SelfStats>) -> Batch {
+        Batch::new(
+            vec![rec(10), rec(20)],
+            OtlpSignal::Traces,
+            stats.clone(),
+            Some(relay),
+        )
+    }
+
+    /// A forwarded request travels with its records: offered once when the aggregator takes
+    /// them, once when the batch is lost unread (it was accepted), never when it was refused.
+    #[test]
+    fn a_batch_offers_its_request_once_unless_refused() {
+        let (fwd, mut queue) = Forwarder::unstarted();
+        let stats = Arc::new(SelfStats::default());
+        let body = prost::bytes::Bytes::from_static(b"request");
+
+        let b = batch(fwd.relay(OtlpSignal::Traces, &body), &stats);
+        assert_eq!(
+            queue.take(),
+            0,
+            "nothing offered before the records are taken"
+        );
+        assert_eq!(b.take().len(), 2);
+        assert_eq!(queue.take(), 1);
+
+        batch(fwd.relay(OtlpSignal::Traces, &body), &stats).refused();
+        assert_eq!(queue.take(), 0);
+        assert_eq!(stats.view().spans_dropped, 0);
+
+        drop(batch(fwd.relay(OtlpSignal::Traces, &body), &stats));
+        assert_eq!(queue.take(), 1);
+        assert_eq!(stats.view().spans_dropped, 2);
     }
 }

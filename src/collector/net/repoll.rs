@@ -134,23 +134,6 @@ impl<F: Future> Future for Repoll<F> {
     }
 }
 
-/// Spawns on the current Tokio runtime, each future wrapped in a [`Repoll`]: the executor of
-/// the forwarder's hyper connections (their HTTP/2 driver and request-body tasks). There the
-/// effect measured within noise (`FORWARD=grpc|http scripts/bench-compare.sh 200000 6 3`:
-/// ×0.95 and ×0.99); the wrapper costs a lock per poll.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct RepollExecutor;
-
-impl<F> hyper::rt::Executor<F> for RepollExecutor
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    fn execute(&self, fut: F) {
-        tokio::spawn(Repoll::new(fut));
-    }
-}
-
 /// Spawns `fut` on the current Tokio runtime, polled in place when it wakes itself.
 pub(crate) fn spawn<F>(fut: F) -> tokio::task::JoinHandle<F::Output>
 where
