@@ -68,38 +68,43 @@ impl Drivers {
         }
     }
 
-    /// Awaits `fut`, polling the connection's futures beside it. When the main future ends
-    /// (the connection closed or failed) they are all dropped, and what was waiting on the
-    /// connection fails on its own.
+    /// Awaits `fut`, polling the connection's futures beside it. When they have all ended (the
+    /// connection closed or failed) `fut` is polled once more: what waited on the connection
+    /// fails on its own.
     pub(super) async fn drive<F: Future>(&mut self, fut: F) -> F::Output {
         let mut fut = std::pin::pin!(fut);
         std::future::poll_fn(|cx| {
             if let Poll::Ready(v) = fut.as_mut().poll(cx) {
                 return Poll::Ready(v);
             }
-            if !self.poll_connection(cx) {
-                return fut.as_mut().poll(cx);
+            match self.poll_connection(cx) {
+                Connection::Ended => fut.as_mut().poll(cx),
+                Connection::None | Connection::Open => Poll::Pending,
             }
-            Poll::Pending
         })
         .await
     }
 
     /// Polls every future of the connection once, and those they spawn meanwhile (a future
-    /// never polled would never wake the worker); false once the connection has ended.
-    fn poll_connection(&mut self, cx: &mut Context<'_>) -> bool {
-        let Some(main) = self.main.as_mut() else {
-            return false;
-        };
-        if main.as_mut().poll(cx).is_ready() {
-            *self = Self::default();
-            return false;
+    /// never polled would never wake the worker).
+    ///
+    /// The main future may end first: HTTP/2's `ClientTask` stops taking requests when the
+    /// upstream sends GOAWAY, while the connection's I/O goes on carrying the answers of the
+    /// requests in flight. The connection has ended when all of them have.
+    fn poll_connection(&mut self, cx: &mut Context<'_>) -> Connection {
+        if self.main.is_none() && self.tasks.is_empty() {
+            return Connection::None;
+        }
+        if let Some(main) = self.main.as_mut() {
+            if main.as_mut().poll(cx).is_ready() {
+                self.main = None;
+            }
         }
         let mut pending = std::mem::take(&mut self.tasks);
         loop {
             pending.append(&mut self.exec.take());
             if pending.is_empty() {
-                return true;
+                break;
             }
             for mut t in pending.drain(..) {
                 if t.as_mut().poll(cx).is_pending() {
@@ -107,7 +112,22 @@ impl Drivers {
                 }
             }
         }
+        if self.main.is_none() && self.tasks.is_empty() {
+            *self = Self::default();
+            return Connection::Ended;
+        }
+        Connection::Open
     }
+}
+
+/// What a poll of a connection's futures found.
+enum Connection {
+    /// There is none (not opened yet, or ended before).
+    None,
+    /// Some of its futures go on.
+    Open,
+    /// Its last futures ended in this poll.
+    Ended,
 }
 
 #[cfg(test)]
@@ -153,33 +173,45 @@ mod tests {
         assert!(drivers.main.is_some(), "the connection goes on");
     }
 
-    /// A connection that ends (closed by the upstream) drops its futures, and what waited on
-    /// it fails instead of hanging; the drivers are then empty, as after a reset.
+    /// HTTP/2 after the upstream's GOAWAY: the main future (hyper's `ClientTask`) ends first
+    /// and the connection's I/O still delivers the answer of the request in flight; once the
+    /// I/O ends too the connection has ended, what still waits on it fails instead of hanging,
+    /// and the drivers are empty, as after a reset.
     #[tokio::test]
-    async fn a_connection_that_ends_fails_what_waits_on_it() {
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let (close, closed) = tokio::sync::oneshot::channel::<()>();
+    async fn the_answer_in_flight_arrives_after_the_main_future_ended() {
+        use tokio::sync::oneshot::channel;
+        let (answer, answered) = channel::<u8>();
+        let (deliver, delivering) = channel::<()>();
+        let (close, closed) = channel::<()>();
+        let (held, waiting) = channel::<()>();
         let exec = InTask::default();
         let e = exec.clone();
         let main: Task = Box::pin(async move {
-            // A task of the connection holds the answer's sender.
             hyper::rt::Executor::execute(
                 &e,
                 Box::pin(async move {
-                    let _keep = tx;
-                    std::future::pending::<()>().await;
+                    let _held = held;
+                    let _ = delivering.await;
+                    let _ = answer.send(5);
+                    let _ = closed.await;
                 }),
             );
-            let _ = closed.await;
         });
         let mut drivers = Drivers::new(main, exec);
+        let _ = deliver.send(());
+        let got = tokio::time::timeout(Duration::from_secs(5), drivers.drive(answered))
+            .await
+            .expect("answered, not hung");
+        assert_eq!(got, Ok(5));
+        assert!(drivers.main.is_none(), "the main future ended first");
+        assert_eq!(drivers.tasks.len(), 1, "the connection's I/O goes on");
         let _ = close.send(());
-        let answer = tokio::time::timeout(Duration::from_secs(5), drivers.drive(rx))
+        let got = tokio::time::timeout(Duration::from_secs(5), drivers.drive(waiting))
             .await
             .expect("failed, not hung");
-        assert!(answer.is_err(), "the sender went with the connection");
+        assert!(got.is_err(), "the sender went with the connection");
         assert!(drivers.main.is_none() && drivers.tasks.is_empty());
-        // Idle drivers wait on the future alone.
+        // Without a connection, the future alone.
         assert_eq!(drivers.drive(async { 7 }).await, 7);
     }
 }

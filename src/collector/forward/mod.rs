@@ -2,22 +2,28 @@
 //! configured upstream (`--forward URL`), so pointing an agent at toolsize keeps its telemetry
 //! flowing to the backend the team already uses.
 //!
-//! The receivers hand each accepted request (its protobuf bytes, shared, not copied) to every
+//! Each accepted request (its protobuf bytes, shared, not copied) is offered to every
 //! upstream's bounded queue with `try_send` ([`Forwarder::offer`]): nothing the daemon measures
-//! waits on an upstream. When a queue is full the request is dropped for that upstream and
-//! counted (`queue_full`). A few workers per upstream (`forward.concurrency`) send from the
-//! queue, each over a connection it keeps; a failed attempt whose status OTLP calls retryable
-//! (HTTP 429, 502, 503, 504; gRPC `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`,
-//! `ABORTED`, `CANCELLED`, `OUT_OF_RANGE`, `DATA_LOSS`; a connection error or a timeout) is
-//! retried with exponential backoff and jitter, after the server's `Retry-After` when it sends
-//! one, until `forward.retry_for` has passed since the first attempt: then the request is given
-//! up and counted (`gave_up`), as is a request refused for good (any other status). Every
-//! request offered ends in exactly one of `sent`, `queue_full` and `gave_up`, or is still
-//! queued (`toolsize_forward_queue_requests`); [`UpstreamStats`] keeps the counts per upstream
-//! and the last error, shown on `/metrics`, `/api/v1/forward` and the status page.
+//! waits on an upstream. A request with tool records is offered by the aggregator as it takes
+//! them ([`Relay`], carried in the records' batch), so that receiving it wakes one task, not
+//! two; such a request reaches the upstreams after the batches queued before it (and may follow
+//! a later request without records), and its bytes are held while it waits in the aggregator's
+//! queue. Any other request is offered by the receiver. When a queue is full the request is
+//! dropped for that upstream and counted (`queue_full`). A few workers per upstream
+//! (`forward.concurrency`) send from the queue, each over a connection it keeps and drives
+//! itself ([`drive`]); a failed attempt whose status OTLP calls retryable (HTTP 429, 502, 503,
+//! 504; gRPC `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `RESOURCE_EXHAUSTED`, `ABORTED`, `CANCELLED`,
+//! `OUT_OF_RANGE`, `DATA_LOSS`; a connection error or a timeout) is retried with exponential
+//! backoff and jitter, after the server's `Retry-After` when it sends one, until
+//! `forward.retry_for` has passed since the first attempt: then the request is given up and
+//! counted (`gave_up`), as is a request refused for good (any other status). Every request
+//! offered ends in exactly one of `sent`, `queue_full` and `gave_up`, or is still queued
+//! (`toolsize_forward_queue_requests`); [`UpstreamStats`] keeps the counts per upstream and the
+//! last error, shown on `/metrics`, `/api/v1/forward` and the status page.
 //!
 //! At shutdown the workers stop with the runtime: what is still queued is not sent (the
-//! receivers have stopped taking requests by then, and a client that retries sends it again).
+//! receivers have stopped taking requests by then, and a client that retries sends it again),
+//! nor are the requests whose batches the aggregator takes while it drains its queue.
 
 mod coalesce;
 mod drive;

@@ -435,8 +435,8 @@ async fn open(authority: &str, tls: Option<&str>, h2: bool) -> Result<Box<dyn Io
     })
 }
 
-/// An HTTP/1.1 connection over `io`, and its future, for the worker to poll. Bodies are shared `Bytes`: written with
-/// writev, never copied into hyper's buffer.
+/// An HTTP/1.1 connection over `io`, and its future, for the worker to poll. Bodies are shared
+/// `Bytes`: written with writev, never copied into hyper's buffer.
 async fn handshake<T>(
     io: T,
 ) -> Result<(hyper::client::conn::http1::SendRequest<Body>, Drivers), String>
