@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 /// A connection's future.
-pub(super) type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
+type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// The executor given to hyper: what it would spawn is kept for the worker to poll.
 #[derive(Clone, Default)]
@@ -29,14 +29,18 @@ where
     F: Future + Send + 'static,
 {
     fn execute(&self, fut: F) {
-        let task: Task = Box::pin(async move {
-            let _ = fut.await;
-        });
         self.inbox
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(task);
+            .push(task(fut));
     }
+}
+
+/// `fut` as a connection's future, its output dropped.
+fn task<F: Future + Send + 'static>(fut: F) -> Task {
+    Box::pin(async move {
+        let _ = fut.await;
+    })
 }
 
 impl InTask {
@@ -59,10 +63,11 @@ pub(super) struct Drivers {
 }
 
 impl Drivers {
-    /// The futures of a connection: its `main` future and what `exec` is given.
-    pub(super) fn new(main: Task, exec: InTask) -> Self {
+    /// The futures of a connection: its `main` future (the handshake's `Connection`) and what
+    /// `exec` is given.
+    pub(super) fn new<F: Future + Send + 'static>(main: F, exec: InTask) -> Self {
         Self {
-            main: Some(main),
+            main: Some(task(main)),
             tasks: Vec::new(),
             exec,
         }

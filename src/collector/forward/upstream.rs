@@ -19,7 +19,7 @@ use prost::bytes::Bytes;
 use tokio::net::TcpStream;
 use tonic::{Code, Status};
 
-use super::drive::{Drivers, InTask, Task};
+use super::drive::{Drivers, InTask};
 use crate::collector::config::otlp_upstream;
 use crate::collector::stats::OtlpSignal;
 
@@ -411,10 +411,7 @@ where
         .handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("handshake: {e}"))?;
-    let main: Task = Box::pin(async move {
-        let _ = connection.await;
-    });
-    Ok((sender, Drivers::new(main, exec)))
+    Ok((sender, Drivers::new(connection, exec)))
 }
 
 /// A connection's byte stream: TCP, or TLS over it.
@@ -448,10 +445,7 @@ where
         .handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("handshake: {e}"))?;
-    let main: Task = Box::pin(async move {
-        let _ = connection.await;
-    });
-    Ok((sender, Drivers::new(main, InTask::default())))
+    Ok((sender, Drivers::new(connection, InTask::default())))
 }
 
 /// TLS to `https://` and `grpcs://` upstreams, with the roots of the alert sinks
