@@ -90,6 +90,9 @@ fi
 
 # The peers were installed above: a test that cannot find one fails rather than skips.
 export CI="${CI:-true}"
+# A fresh clone builds everything once: incremental caches would only add gigabytes to its disk.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+log "disk before the build: $(df -h --output=avail . | tail -1 | tr -d ' ') free"
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
@@ -108,3 +111,4 @@ cargo test --all-features --no-fail-fast
 log "cargo test (dashboard and rules, Prometheus with native histograms)"
 TOOLSIZE_PROMETHEUS_NATIVE=1 cargo test --all-features --no-fail-fast \
   --test dashboard_live --test alerts_rules --test collector_metrics
+log "disk after the tests: $(df -h --output=avail . | tail -1 | tr -d ' ') free, target/ $(du -sh target 2>/dev/null | cut -f1)"
