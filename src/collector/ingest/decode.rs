@@ -215,16 +215,17 @@ impl<'a> Owners<'a> {
 struct Services<'a>(Option<(&'a str, Arc<str>, Cuts)>);
 
 impl<'a> Services<'a> {
-    /// The name and what was done to it.
-    fn of(&mut self, r: &Recognizer, raw: &'a str) -> (Arc<str>, Cuts) {
-        match &self.0 {
-            Some((name, arc, cut)) if *name == raw => (arc.clone(), *cut),
-            _ => {
-                let (arc, cut) = r.service_name(raw);
-                self.0 = Some((raw, arc.clone(), cut));
-                (arc, cut)
-            }
+    /// The name and what was done to it. The items of one resource share its name's bytes, so
+    /// the same slice is recognised by address before its bytes are compared; the name is
+    /// lent, and cloned only by the records that keep it.
+    fn of(&mut self, r: &Recognizer, raw: &'a str) -> (&Arc<str>, Cuts) {
+        let same = matches!(&self.0, Some((name, ..)) if std::ptr::eq(*name, raw) || *name == raw);
+        if !same {
+            let (arc, cut) = r.service_name(raw);
+            self.0 = Some((raw, arc, cut));
         }
+        let (_, arc, cut) = self.0.as_ref().expect("set above");
+        (arc, *cut)
     }
 }
 
@@ -282,12 +283,12 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
                 span_id: span.span_id,
                 span_us: Some(span.end.saturating_sub(span.start) / 1000),
             };
-            out.push_signals(r, &arc, cut, &signals, at, span.trace_state);
+            out.push_signals(r, arc, cut, &signals, at, span.trace_state);
             return;
         }
-        match r.recognize_counting(&arc, scope, span, &mut out.label_cuts, &mut names) {
+        match r.recognize_counting(arc, scope, span, &mut out.label_cuts, &mut names) {
             Outcome::Tool(mut t) => {
-                t.weight = r.sampling().of_span(&arc, span.trace_state);
+                t.weight = r.sampling().of_span(arc, span.trace_state);
                 out.push(t, cut)
             }
             Outcome::NotTool | Outcome::Summary => out.not_tool += 1,
@@ -324,7 +325,7 @@ pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized
             span_id: log.span_id,
             span_us: None,
         };
-        out.push_signals(r, &arc, cut, &signals, at, "");
+        out.push_signals(r, arc, cut, &signals, at, "");
     })?;
     Ok(out)
 }
