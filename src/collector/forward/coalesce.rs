@@ -4,43 +4,140 @@
 //! the receiver raises it, and tonic's and Go's gRPC servers do not) and flushes its socket
 //! after each: a 357 KB export request went out as about 22 `writev` calls, each its own trip
 //! through the TCP stack, where OTLP/HTTP sends the same bytes with one. [`Coalesce`] takes
-//! the writes of one turn of the connection into a buffer and sends them together: a flush
-//! that follows a write is held back (and the connection's task woken at once), and the next
-//! flush with nothing written in between, the one h2 makes each time its connection is polled
-//! with nothing more to send, sends everything. A shutdown, or a buffer past [`MAX_HELD`],
+//! the writes of one turn of the connection and sends them together: a flush that follows a
+//! write is held back (and the connection's task woken at once), and the next flush with
+//! nothing written in between, the one h2 makes each time its connection is polled with
+//! nothing more to send, sends everything. A shutdown, or more than [`MAX_HELD`] bytes held,
 //! sends what is held first; a read does not: h2 reads at the start of each turn of its
 //! connection and flushes at its end, so a request's HEADERS, held, leave with its DATA frames
 //! in one write (one wake-up of the upstream, not two: `strace` showed a 67-byte write before
 //! each request's DATA while a read sent what was held). Nothing waits on a timer: the held
 //! bytes leave on the connection's next poll, which the wake asks for at once.
+//!
+//! Nothing of a request is copied to be held: the messages being sent are [`Lent`] to the
+//! connection, and a write whose bytes lie within one of them is held as a shared slice of it
+//! ([`Bytes::slice_ref`]); only the frames' own headers (a few bytes each) are copied. The held
+//! pieces leave with one `writev` (a `perf` profile of gRPC forwarding showed the gathering
+//! copy at 91 ns a span, more than the kernel's copy into the socket).
 
+use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
+use prost::bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Bytes held before a flush sends them regardless (a few export requests).
 pub(super) const MAX_HELD: usize = 1 << 20;
 
+/// Writes shorter than this are copied without looking for them among the lent messages
+/// (frame headers, the gRPC prefix): a lookup takes a lock.
+const LOOKED_UP_FROM: usize = 256;
+
+/// Pieces given to one `writev` (Linux takes up to 1024).
+const PIECES_PER_WRITE: usize = 64;
+
+/// The messages a connection is sending, whose bytes its writes may be slices of.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Lent(Arc<Mutex<Vec<Bytes>>>);
+
+/// A message lent to a connection until this is dropped.
+#[derive(Debug)]
+pub(super) struct Lending {
+    lent: Lent,
+    ptr: usize,
+    len: usize,
+}
+
+impl Lent {
+    /// Lends `message` (shared, not copied) until the returned guard is dropped.
+    pub(super) fn lend(&self, message: &Bytes) -> Lending {
+        self.lock().push(message.clone());
+        Lending {
+            lent: self.clone(),
+            ptr: message.as_ptr() as usize,
+            len: message.len(),
+        }
+    }
+
+    /// `data` as a shared slice of a lent message, when it lies within one.
+    fn find(&self, data: &[u8]) -> Option<Bytes> {
+        let (at, end) = (data.as_ptr() as usize, data.as_ptr() as usize + data.len());
+        self.lock()
+            .iter()
+            .find(|m| m.as_ptr() as usize <= at && end <= m.as_ptr() as usize + m.len())
+            .map(|m| m.slice_ref(data))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Bytes>> {
+        // A panic while the lock is held leaves a list of shared buffers, still whole.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for Lending {
+    fn drop(&mut self) {
+        let mut lent = self.lent.lock();
+        if let Some(i) = lent
+            .iter()
+            .position(|m| m.as_ptr() as usize == self.ptr && m.len() == self.len)
+        {
+            lent.swap_remove(i);
+        }
+    }
+}
+
 /// An I/O stream whose writes are gathered until the end of a turn of writes and flushes.
 #[derive(Debug)]
 pub(super) struct Coalesce<T> {
     inner: T,
-    /// Accepted bytes not yet written to `inner`; `buf[sent..]` remains to write.
-    buf: Vec<u8>,
-    sent: usize,
+    lent: Lent,
+    /// Accepted bytes not yet written to `inner`, in order: copies and slices of lent messages.
+    held: VecDeque<Bytes>,
+    /// Small writes gathered since the last piece was added to `held`.
+    copied: BytesMut,
+    /// Bytes in `held` and `copied`.
+    held_len: usize,
     /// A write came since the last flush.
     wrote: bool,
 }
 
 impl<T> Coalesce<T> {
-    pub(super) fn new(inner: T) -> Self {
+    /// `inner`, gathering its writes; those within a message lent to `lent` are not copied.
+    pub(super) fn new(inner: T, lent: Lent) -> Self {
         Self {
             inner,
-            buf: Vec::new(),
-            sent: 0,
+            lent,
+            held: VecDeque::new(),
+            copied: BytesMut::new(),
+            held_len: 0,
             wrote: false,
+        }
+    }
+
+    /// Holds `data`: a slice of a lent message when it is one, else a copy.
+    fn hold(&mut self, data: &[u8]) {
+        self.held_len += data.len();
+        match (data.len() >= LOOKED_UP_FROM)
+            .then(|| self.lent.find(data))
+            .flatten()
+        {
+            Some(shared) => {
+                self.end_copied();
+                self.held.push_back(shared);
+            }
+            None => self.copied.extend_from_slice(data),
+        }
+    }
+
+    /// Moves the small writes gathered so far into `held`, as one piece.
+    fn end_copied(&mut self) {
+        if !self.copied.is_empty() {
+            self.held.push_back(self.copied.split().freeze());
         }
     }
 }
@@ -48,21 +145,35 @@ impl<T> Coalesce<T> {
 impl<T: AsyncWrite + Unpin> Coalesce<T> {
     /// Writes out everything held.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        while self.sent < self.buf.len() {
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.buf[self.sent..]))?;
+        self.end_copied();
+        while !self.held.is_empty() {
+            let pieces: Vec<IoSlice<'_>> = self
+                .held
+                .iter()
+                .take(PIECES_PER_WRITE)
+                .map(|b| IoSlice::new(b))
+                .collect();
+            let mut n = ready!(Pin::new(&mut self.inner).poll_write_vectored(cx, &pieces))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
-            self.sent += n;
+            self.held_len -= n;
+            while n > 0 {
+                let front = self.held.front_mut().expect("written bytes were held");
+                if n < front.len() {
+                    front.advance(n);
+                    break;
+                }
+                n -= front.len();
+                self.held.pop_front();
+            }
         }
-        self.buf.clear();
-        self.sent = 0;
         Poll::Ready(Ok(()))
     }
 
     /// Room for more: what is held is sent first when it reached [`MAX_HELD`].
     fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.buf.len() >= MAX_HELD {
+        if self.held_len >= MAX_HELD {
             ready!(self.poll_send(cx))?;
         }
         self.wrote = true;
@@ -91,7 +202,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         ready!(this.poll_room(cx))?;
-        this.buf.extend_from_slice(data);
+        this.hold(data);
         Poll::Ready(Ok(data.len()))
     }
 
@@ -104,7 +215,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
         ready!(this.poll_room(cx))?;
         let mut n = 0;
         for b in bufs {
-            this.buf.extend_from_slice(b);
+            this.hold(b);
             n += b.len();
         }
         Poll::Ready(Ok(n))
@@ -116,10 +227,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesce<T> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if std::mem::take(&mut this.wrote)
-            && this.sent < this.buf.len()
-            && this.buf.len() < MAX_HELD
-        {
+        if std::mem::take(&mut this.wrote) && this.held_len > 0 && this.held_len < MAX_HELD {
             // More frames may follow in this turn: hold them, and have the connection polled
             // again at once; its next flush, with nothing written since, sends them all.
             cx.waker().wake_by_ref();
@@ -158,7 +266,7 @@ mod tests {
     #[tokio::test]
     async fn a_turn_of_writes_leaves_with_the_flush_that_follows_nothing_written() {
         let (ours, mut peer) = tokio::io::duplex(4 << 20);
-        let mut c = Coalesce::new(ours);
+        let mut c = Coalesce::new(ours, Lent::default());
         // Two frames, each flushed as h2 does: held.
         c.write_all(&[1u8; 9]).await.unwrap();
         c.flush().await.unwrap();
@@ -184,7 +292,7 @@ mod tests {
         // As h2 turns: HEADERS written and flushed (held); the next turn reads first, then
         // writes the DATA and flushes (held); the turn after sends both in one write.
         let (ours, mut peer) = tokio::io::duplex(8 << 20);
-        let mut c = Coalesce::new(ours);
+        let mut c = Coalesce::new(ours, Lent::default());
         c.write_all(b"headers").await.unwrap();
         c.flush().await.unwrap();
         peer.write_all(b"answer").await.unwrap();
@@ -212,10 +320,89 @@ mod tests {
         assert_eq!(rest, b"last");
     }
 
+    /// Whether `piece` lies within `message`'s bytes (shares them).
+    fn within(piece: &Bytes, message: &Bytes) -> bool {
+        let (p, m) = (piece.as_ptr() as usize, message.as_ptr() as usize);
+        m <= p && p + piece.len() <= m + message.len()
+    }
+
+    #[tokio::test]
+    async fn a_lent_message_is_held_where_it_is_and_only_frame_headers_are_copied() {
+        let (ours, mut peer) = tokio::io::duplex(4 << 20);
+        let lent = Lent::default();
+        let message = Bytes::from((0..100_000u32).map(|i| i as u8).collect::<Vec<u8>>());
+        let lending = lent.lend(&message);
+        let mut c = Coalesce::new(ours, lent.clone());
+        // Two DATA frames as h2 writes them: a 9-byte header, then the payload, a slice of the
+        // message.
+        for (header, part) in [(1u8, &message[..16_384]), (2, &message[16_384..])] {
+            let n = c
+                .write_vectored(&[IoSlice::new(&[header; 9]), IoSlice::new(part)])
+                .await
+                .unwrap();
+            assert_eq!(n, 9 + part.len());
+            c.flush().await.unwrap();
+        }
+        c.end_copied();
+        let shared = c.held.iter().filter(|b| within(b, &message)).count();
+        assert_eq!(shared, 2, "both payloads held as slices of the message");
+        let copied: usize = c
+            .held
+            .iter()
+            .filter(|b| !within(b, &message))
+            .map(Bytes::len)
+            .sum();
+        assert_eq!(copied, 18, "only the two headers copied");
+        assert_eq!(readable(&mut peer).await, 0, "held until the turn ends");
+        c.flush().await.unwrap();
+        let mut got = vec![0u8; 18 + message.len()];
+        peer.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got[..9], &[1u8; 9]);
+        assert_eq!(&got[9..9 + 16_384], &message[..16_384]);
+        assert_eq!(&got[9 + 16_384..18 + 16_384], &[2u8; 9]);
+        assert_eq!(&got[18 + 16_384..], &message[16_384..]);
+        // Given back, the message is no longer lent: its bytes are copied like any others.
+        drop(lending);
+        assert!(lent.lock().is_empty());
+        c.write_all(&message[..1000]).await.unwrap();
+        assert!(c.held.is_empty());
+        assert_eq!(c.copied.len(), 1000);
+    }
+
+    #[tokio::test]
+    async fn held_pieces_leave_whole_and_in_order_through_short_writes() {
+        // A peer that takes at most 1000 bytes at a time: every write is short, and a piece is
+        // often cut in the middle.
+        let (ours, mut peer) = tokio::io::duplex(1000);
+        let lent = Lent::default();
+        let message = Bytes::from((0..50_000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+        let _lending = lent.lend(&message);
+        let mut c = Coalesce::new(ours, lent);
+        let mut want = Vec::new();
+        for (i, part) in message.chunks(7_000).enumerate() {
+            let header = [i as u8; 9];
+            c.write_vectored(&[IoSlice::new(&header), IoSlice::new(part)])
+                .await
+                .unwrap();
+            want.extend_from_slice(&header);
+            want.extend_from_slice(part);
+        }
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            peer.read_to_end(&mut got).await.map(|_| got)
+        });
+        c.flush().await.unwrap();
+        c.shutdown().await.unwrap();
+        assert_eq!(c.held_len, 0);
+        let got = reader.await.unwrap().unwrap();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "the bytes arrive whole and in order");
+    }
+
     #[tokio::test]
     async fn a_held_flush_wakes_the_connection_at_once() {
         let (ours, _peer) = tokio::io::duplex(1 << 16);
-        let mut c = Coalesce::new(ours);
+        let mut c = Coalesce::new(ours, Lent::default());
         c.write_all(b"frame").await.unwrap();
         let waker = std::sync::Arc::new(Woken::default());
         let w = std::task::Waker::from(waker.clone());

@@ -19,6 +19,7 @@ use prost::bytes::Bytes;
 use tokio::net::TcpStream;
 use tonic::{Code, Status};
 
+use super::coalesce::{Coalesce, Lent};
 use super::drive::{Drivers, InTask};
 use crate::collector::config::otlp_upstream;
 use crate::collector::stats::OtlpSignal;
@@ -70,6 +71,8 @@ pub(crate) struct Upstream {
 pub(super) struct Conn {
     http: Option<hyper::client::conn::http1::SendRequest<Body>>,
     h2: Option<hyper::client::conn::http2::SendRequest<GrpcBody>>,
+    /// The messages the HTTP/2 connection is sending, written from where they are.
+    lent: Lent,
     drivers: Drivers,
 }
 
@@ -87,6 +90,7 @@ impl Conn {
     pub(super) fn reset(&mut self) {
         self.http = None;
         self.h2 = None;
+        self.lent = Lent::default();
         self.drivers = Drivers::default();
     }
 
@@ -273,7 +277,7 @@ impl Upstream {
             conn.reset();
             match open(authority, tls, true).await {
                 // Its DATA frames gathered into few writes ([`super::coalesce`]).
-                Ok(io) => match handshake_h2(super::coalesce::Coalesce::new(io)).await {
+                Ok(io) => match handshake_h2(Coalesce::new(io, conn.lent.clone())).await {
                     Ok((sender, drivers)) => {
                         conn.h2 = Some(sender);
                         conn.drivers = drivers;
@@ -285,6 +289,7 @@ impl Upstream {
         }
         let Conn {
             h2: Some(sender),
+            lent,
             drivers,
             ..
         } = conn
@@ -305,6 +310,8 @@ impl Upstream {
         for (k, v) in &self.headers {
             req = req.header(k, v);
         }
+        // Until the answer, the message's frames are written from its bytes, not copied.
+        let _lending = lent.lend(&body);
         let req = match req.body(GrpcBody::new(body)) {
             Ok(r) => r,
             Err(e) => return Attempt::Refused(e.to_string()),
