@@ -381,9 +381,11 @@ mod tests {
         let mut want = Vec::new();
         for (i, part) in message.chunks(7_000).enumerate() {
             let header = [i as u8; 9];
-            c.write_vectored(&[IoSlice::new(&header), IoSlice::new(part)])
+            let n = c
+                .write_vectored(&[IoSlice::new(&header), IoSlice::new(part)])
                 .await
                 .unwrap();
+            assert_eq!(n, header.len() + part.len(), "taken whole");
             want.extend_from_slice(&header);
             want.extend_from_slice(part);
         }
