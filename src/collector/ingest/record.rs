@@ -133,6 +133,12 @@ pub(crate) struct ArgsHash {
 }
 
 impl ArgsHash {
+    /// No bytes.
+    pub(crate) const EMPTY: Self = Self {
+        len: 0,
+        bytes: [0; 12],
+    };
+
     /// The first 12 bytes of `s`, cut on a character boundary.
     pub(crate) fn new(s: &str) -> Self {
         let mut end = s.len().min(12);

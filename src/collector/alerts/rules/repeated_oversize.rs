@@ -6,12 +6,16 @@
 //! `window` of the first of them, and its annotations list the most repeated hashes with their
 //! counts. Each series tracks the last [`TRACKED_PER_SERIES`] distinct hashes it saw over the
 //! ceiling (the oldest is replaced first), in a table allocated once per series: no allocation
-//! per record, a hash probe per record. A hash repeated with fewer than that many other hashes
+//! per record, and a record's tracker found where its hash leads, in one cache line most of the
+//! time (open addressing, at most half full: a profile at 100,000 spans/s put this rule at
+//! 87 ns a span with a hash map for the index and the trackers apart, three cache misses a
+//! record). A hash repeated with fewer than that many other hashes
 //! of the same tool in between is always caught; under a churn of more, it can be forgotten
 //! between two repeats and the alert fires later, never falsely. A result of a sampled tracer
 //! counts as its adjusted count (one sampled retry of ten stands for ten).
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::time::Duration;
 
 use super::{labels, series_labels, Decision, Firing, Hit, Over, RecordRule, RuleKind};
@@ -22,7 +26,8 @@ use crate::collector::state::{whole_calls, FxBuild};
 
 use super::over_ceiling::HINT;
 
-/// Distinct arguments hashes tracked per series (≈ 7 KiB per series that has any).
+/// Distinct arguments hashes tracked per series (a table of 256 trackers of 40 bytes, 10 KiB,
+/// per series that has any).
 pub(crate) const TRACKED_PER_SERIES: usize = 128;
 /// Hashes listed in the alert's `args_hashes` annotation.
 pub(crate) const LISTED: usize = 5;
@@ -30,10 +35,31 @@ pub(crate) const LISTED: usize = 5;
 #[derive(Debug, Clone, Copy)]
 struct Tracker {
     hash: ArgsHash,
+    /// Its place in [`Hashes::order`], or [`FREE`] for an empty place of the table.
+    ring: u8,
+    /// The place of the table its hash leads to.
+    home: u8,
+    count: u32,
     start_ms: u64,
     last_ms: u64,
-    count: u32,
 }
+
+/// [`Tracker::ring`] of an empty place.
+const FREE: u8 = u8::MAX;
+
+const EMPTY: Tracker = Tracker {
+    hash: ArgsHash::EMPTY,
+    ring: FREE,
+    home: 0,
+    count: 0,
+    start_ms: 0,
+    last_ms: 0,
+};
+
+/// Places of a series' table: twice the hashes tracked, so a probe meets a free place soon.
+const PLACES: usize = 2 * TRACKED_PER_SERIES;
+const MASK: usize = PLACES - 1;
+const _: () = assert!(PLACES.is_power_of_two() && PLACES <= 256 && TRACKED_PER_SERIES < 255);
 
 /// The rule.
 #[derive(Debug)]
@@ -43,26 +69,73 @@ pub(crate) struct Rule {
     window: Duration,
     window_ms: u64,
     trackers: HashMap<u32, Hashes, FxBuild>,
+    /// Where a hash leads in a table (seeded per process).
+    places: FxBuild,
     firing: Firing<u32>,
 }
 
-/// The hashes of one series: slots replaced in turn, and an index of them.
+/// The hashes of one series: an open-addressing table of their trackers (linear probing,
+/// removal by shifting back, so no tombstones), and the order they came in, the oldest replaced
+/// first once [`TRACKED_PER_SERIES`] are tracked.
 #[derive(Debug)]
 struct Hashes {
-    slots: Vec<Tracker>,
-    index: HashMap<ArgsHash, u16, FxBuild>,
+    table: Box<[Tracker]>,
+    /// Table places in the order their hashes came; `order[..len]` are in use.
+    order: [u8; TRACKED_PER_SERIES],
+    len: usize,
+    /// The place in `order` replaced next once it is full.
     next: usize,
 }
 
 impl Hashes {
     fn new() -> Self {
-        let mut index = HashMap::default();
-        index.reserve(TRACKED_PER_SERIES);
         Self {
-            slots: Vec::with_capacity(TRACKED_PER_SERIES),
-            index,
+            table: vec![EMPTY; PLACES].into_boxed_slice(),
+            order: [0; TRACKED_PER_SERIES],
+            len: 0,
             next: 0,
         }
+    }
+
+    /// The place of `hash` (`Ok`), or the free place where it belongs (`Err`).
+    fn find(&self, hash: &ArgsHash, home: usize) -> Result<usize, usize> {
+        let mut i = home;
+        loop {
+            let t = &self.table[i];
+            if t.ring == FREE {
+                return Err(i);
+            }
+            if t.hash == *hash {
+                return Ok(i);
+            }
+            i = (i + 1) & MASK;
+        }
+    }
+
+    /// Empties place `at`, moving back the trackers after it that probed past it.
+    fn remove(&mut self, at: usize) {
+        let mut hole = at;
+        let mut j = at;
+        loop {
+            j = (j + 1) & MASK;
+            let t = self.table[j];
+            if t.ring == FREE {
+                break;
+            }
+            // `t` may fill the hole when the hole is on its way from its home to `j`.
+            let home = usize::from(t.home);
+            if (j.wrapping_sub(home) & MASK) >= (j.wrapping_sub(hole) & MASK) {
+                self.table[hole] = t;
+                self.order[usize::from(t.ring)] = hole as u8;
+                hole = j;
+            }
+        }
+        self.table[hole] = EMPTY;
+    }
+
+    /// The trackers in use.
+    fn iter(&self) -> impl Iterator<Item = &Tracker> {
+        self.table.iter().filter(|t| t.ring != FREE)
     }
 }
 
@@ -76,6 +149,7 @@ impl Rule {
             window,
             window_ms: window.as_millis() as u64,
             trackers: HashMap::default(),
+            places: FxBuild::default(),
             firing: Firing::new(window),
         })
     }
@@ -84,34 +158,43 @@ impl Rule {
     /// when its tracer sampled); returns the count within the window.
     fn count(&mut self, series: u32, hash: ArgsHash, now_ms: u64, calls: u32) -> u32 {
         let window_ms = self.window_ms;
+        let home = self.places.hash_one(hash) as usize & MASK;
         let h = self.trackers.entry(series).or_insert_with(Hashes::new);
-        if let Some(&i) = h.index.get(&hash) {
-            let t = &mut h.slots[usize::from(i)];
-            if now_ms >= t.start_ms + window_ms {
-                t.start_ms = now_ms;
-                t.count = 0;
+        let mut free = match h.find(&hash, home) {
+            Ok(i) => {
+                let t = &mut h.table[i];
+                if now_ms >= t.start_ms + window_ms {
+                    t.start_ms = now_ms;
+                    t.count = 0;
+                }
+                t.count = t.count.saturating_add(calls);
+                t.last_ms = now_ms;
+                return t.count;
             }
-            t.count = t.count.saturating_add(calls);
-            t.last_ms = now_ms;
-            return t.count;
-        }
-        let fresh = Tracker {
+            Err(i) => i,
+        };
+        let ring = if h.len < TRACKED_PER_SERIES {
+            h.len += 1;
+            h.len - 1
+        } else {
+            // The oldest hash makes room; removing it may move the place this one takes.
+            let ring = h.next;
+            h.next = (ring + 1) % TRACKED_PER_SERIES;
+            h.remove(usize::from(h.order[ring]));
+            free = h
+                .find(&hash, home)
+                .expect_err("a hash not tracked stays untracked");
+            ring
+        };
+        h.table[free] = Tracker {
             hash,
+            ring: ring as u8,
+            home: home as u8,
+            count: calls,
             start_ms: now_ms,
             last_ms: now_ms,
-            count: calls,
         };
-        let i = if h.slots.len() < TRACKED_PER_SERIES {
-            h.slots.push(fresh);
-            h.slots.len() - 1
-        } else {
-            let i = h.next;
-            h.next = (i + 1) % TRACKED_PER_SERIES;
-            h.index.remove(&h.slots[i].hash);
-            h.slots[i] = fresh;
-            i
-        };
-        h.index.insert(hash, i as u16);
+        h.order[ring] = free as u8;
         calls
     }
 
@@ -119,7 +202,6 @@ impl Rule {
         let key = o.seen.key;
         let now_ms = o.seen.now_ms;
         let mut hot: Vec<&Tracker> = self.trackers[&o.seen.series]
-            .slots
             .iter()
             .filter(|t| t.count >= self.count && now_ms < t.start_ms + self.window_ms)
             .collect();
@@ -199,13 +281,89 @@ impl RecordRule for Rule {
         self.firing.sweep(now_ms);
         let window_ms = self.window_ms;
         self.trackers
-            .retain(|_, h| h.slots.iter().any(|t| now_ms < t.last_ms + window_ms));
+            .retain(|_, h| h.iter().any(|t| now_ms < t.last_ms + window_ms));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::testing::*;
+    use super::{Rule, TRACKED_PER_SERIES};
+    use crate::collector::config::RepeatedOversizeConfig;
+
+    /// The rule's counting, as the simplest code that could do it: the last
+    /// `TRACKED_PER_SERIES` distinct hashes of a series in the order they came, the oldest
+    /// forgotten first.
+    #[derive(Default)]
+    struct Model(std::collections::VecDeque<(ArgsHash, u64, u32)>);
+
+    impl Model {
+        fn count(&mut self, hash: ArgsHash, now_ms: u64, window_ms: u64, calls: u32) -> u32 {
+            if let Some(t) = self.0.iter_mut().find(|t| t.0 == hash) {
+                if now_ms >= t.1 + window_ms {
+                    (t.1, t.2) = (now_ms, 0);
+                }
+                t.2 = t.2.saturating_add(calls);
+                return t.2;
+            }
+            if self.0.len() == TRACKED_PER_SERIES {
+                self.0.pop_front();
+            }
+            self.0.push_back((hash, now_ms, calls));
+            calls
+        }
+    }
+
+    #[test]
+    fn the_table_counts_as_the_simplest_model_does() {
+        // Hashes drawn from pools of several sizes (fewer than tracked, about as many, many
+        // more), so places collide, probes run long, and the oldest is forgotten and moved
+        // back over, again and again; two series share one rule.
+        let window_ms = 50_000;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for pool in [40u64, 130, 300, 5000] {
+            let c = RepeatedOversizeConfig {
+                window: crate::collector::config::Interval::secs(50),
+                ..RepeatedOversizeConfig::default()
+            };
+            let mut rule = Rule::from_config(&c).unwrap();
+            let mut models = [Model::default(), Model::default()];
+            for step in 0..40_000u64 {
+                let series = (next() % 2) as u32;
+                let hash = ArgsHash::new(&format!("{:012x}", next() % pool));
+                let calls = 1 + (next() % 3) as u32;
+                let now_ms = step * 7;
+                let got = rule.count(series, hash, now_ms, calls);
+                let want = models[series as usize].count(hash, now_ms, window_ms, calls);
+                assert_eq!(
+                    got, want,
+                    "pool {pool}, step {step}, series {series}, {hash:?}"
+                );
+            }
+            for (series, model) in models.iter().enumerate() {
+                let table = &rule.trackers[&(series as u32)];
+                let mut tracked: Vec<_> = table.iter().map(|t| (t.hash, t.count)).collect();
+                let mut modelled: Vec<_> = model.0.iter().map(|t| (t.0, t.2)).collect();
+                tracked.sort();
+                modelled.sort();
+                assert_eq!(
+                    tracked, modelled,
+                    "pool {pool}: the same hashes, the same counts"
+                );
+                // Each place in `order` holds the tracker that says so.
+                for (ring, &at) in table.order[..table.len].iter().enumerate() {
+                    assert_eq!(usize::from(table.table[usize::from(at)].ring), ring);
+                }
+            }
+        }
+    }
+
     use crate::collector::alerts::{OVER_CEILING, REPEATED_OVERSIZE};
     use crate::collector::config::Config;
     use crate::collector::ingest::recognize::ArgsHash;
