@@ -43,7 +43,7 @@ use tokio::sync::mpsc;
 use super::{AlertStats, Event, Matched};
 use crate::collector::config::Config;
 use crate::collector::state::{
-    FxBuild, Limits, Observed, ResultObserver, Series, SeriesKey, State, Stats,
+    FxBuild, Limits, Observed, ResultObserver, Series, SeriesKey, SeriesMap, State, Stats,
 };
 use crate::layers::Ceiling;
 
@@ -405,7 +405,7 @@ impl Rules {
     /// ended before the recent window began (see [`Series::window_stats_ending_by`]).
     pub(crate) fn evaluate_windows(
         &self,
-        series: &HashMap<SeriesKey, Series, FxBuild>,
+        series: &SeriesMap,
         limits: &Limits,
         now_unix: u64,
     ) -> Vec<(RuleKind, Matched)> {
@@ -567,13 +567,7 @@ impl ResultObserver for Rules {
         }
     }
 
-    fn periodic(
-        &mut self,
-        series: &HashMap<SeriesKey, Series, FxBuild>,
-        limits: &Limits,
-        now_unix: u64,
-        now_ms: u64,
-    ) {
+    fn periodic(&mut self, series: &SeriesMap, limits: &Limits, now_unix: u64, now_ms: u64) {
         if self.tx.is_none() {
             return;
         }
