@@ -19,6 +19,14 @@ impl Default for FxBuild {
     }
 }
 
+impl FxBuild {
+    /// A fixed seed, for tests that must place keys the same way on every run.
+    #[cfg(test)]
+    pub(crate) fn seeded(seed: u64) -> Self {
+        Self(seed)
+    }
+}
+
 impl std::hash::BuildHasher for FxBuild {
     type Hasher = FxHasher;
     fn build_hasher(&self) -> FxHasher {
@@ -62,6 +70,14 @@ impl std::hash::Hasher for FxHasher {
     #[inline]
     fn write_u8(&mut self, i: u8) {
         self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
     }
     #[inline]
     fn write_usize(&mut self, i: usize) {

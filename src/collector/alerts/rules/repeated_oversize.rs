@@ -290,6 +290,7 @@ mod tests {
     use super::super::testing::*;
     use super::{Rule, TRACKED_PER_SERIES};
     use crate::collector::config::RepeatedOversizeConfig;
+    use std::hash::BuildHasher;
 
     /// The rule's counting, as the simplest code that could do it: the last
     /// `TRACKED_PER_SERIES` distinct hashes of a series in the order they came, the oldest
@@ -327,16 +328,30 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        for pool in [40u64, 130, 300, 5000] {
-            let c = RepeatedOversizeConfig {
-                window: crate::collector::config::Interval::secs(50),
-                ..RepeatedOversizeConfig::default()
-            };
+        let c = RepeatedOversizeConfig {
+            window: crate::collector::config::Interval::secs(50),
+            ..RepeatedOversizeConfig::default()
+        };
+        let places = crate::collector::state::FxBuild::seeded(0x5eed);
+        let home = |h: &ArgsHash| places.hash_one(h) as usize & super::MASK;
+        let hash = |i: u64| ArgsHash::new(&format!("{i:012x}"));
+        // Besides pools of any hashes, one of hashes that all lead to the few places around
+        // the table's end: long clusters that wrap, and shifts back across the wrap.
+        let wrapping: Vec<ArgsHash> = (0..)
+            .map(hash)
+            .filter(|h| !(4..=251).contains(&home(h)))
+            .take(200)
+            .collect();
+        for pool in [40u64, 130, 300, 5000, 0] {
             let mut rule = Rule::from_config(&c).unwrap();
+            rule.places = places;
             let mut models = [Model::default(), Model::default()];
             for step in 0..40_000u64 {
                 let series = (next() % 2) as u32;
-                let hash = ArgsHash::new(&format!("{:012x}", next() % pool));
+                let hash = match pool {
+                    0 => wrapping[(next() % wrapping.len() as u64) as usize],
+                    n => hash(next() % n),
+                };
                 let calls = 1 + (next() % 3) as u32;
                 let now_ms = step * 7;
                 let got = rule.count(series, hash, now_ms, calls);
