@@ -147,13 +147,15 @@ impl<T: AsyncWrite + Unpin> Coalesce<T> {
     fn poll_send(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.end_copied();
         while !self.held.is_empty() {
-            let pieces: Vec<IoSlice<'_>> = self
-                .held
-                .iter()
-                .take(PIECES_PER_WRITE)
-                .map(|b| IoSlice::new(b))
-                .collect();
-            let mut n = ready!(Pin::new(&mut self.inner).poll_write_vectored(cx, &pieces))?;
+            // On the stack: no allocation per send.
+            let mut pieces = [IoSlice::new(&[]); PIECES_PER_WRITE];
+            let mut count = 0;
+            for (slot, b) in pieces.iter_mut().zip(&self.held) {
+                *slot = IoSlice::new(b);
+                count += 1;
+            }
+            let mut n =
+                ready!(Pin::new(&mut self.inner).poll_write_vectored(cx, &pieces[..count]))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
