@@ -157,8 +157,8 @@ mod tests {
     #[test]
     fn strings_that_differ_only_in_their_last_bytes_hash_apart() {
         // Every string of 0 to 11 letters of {a, b}: every tail length, and tails that the
-        // overlapping loads read twice ("ab" and "abb" once hashed alike).
-        let build = FxBuild(0x0123_4567_89ab_cdef);
+        // overlapping loads read twice (without the count, "ab" and "abb" would hash alike).
+        let build = FxBuild::seeded(0x0123_4567_89ab_cdef);
         let mut seen = std::collections::HashMap::new();
         for len in 0..=11u32 {
             for bits in 0..1u32 << len {
