@@ -286,11 +286,15 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
             out.push_signals(r, arc, cut, &signals, at, span.trace_state);
             return;
         }
-        match r.recognize_counting(arc, scope, span, &mut out.label_cuts, &mut names) {
-            Outcome::Tool(mut t) => {
-                t.weight = r.sampling().of_span(arc, span.trace_state);
-                out.push(t, cut)
-            }
+        match r.recognize_counting(
+            arc,
+            scope,
+            span,
+            &mut out.label_cuts,
+            &mut names,
+            &mut out.records,
+        ) {
+            Outcome::Tool(()) => out.label_cuts.service += cut,
             Outcome::NotTool | Outcome::Summary => out.not_tool += 1,
             Outcome::Invalid(why) => {
                 out.invalid += 1;
