@@ -218,14 +218,24 @@ impl<'a> Services<'a> {
     /// The name and what was done to it. The items of one resource share its name's bytes, so
     /// the same slice is recognised by address before its bytes are compared; the name is
     /// lent, and cloned only by the records that keep it.
+    ///
+    /// Always inlined: called once a span, its answer came back through memory and was read
+    /// back over the words just stored (a store-forwarding miss).
+    #[inline(always)]
     fn of(&mut self, r: &Recognizer, raw: &'a str) -> (&Arc<str>, Cuts) {
         let same = matches!(&self.0, Some((name, ..)) if std::ptr::eq(*name, raw) || *name == raw);
         if !same {
-            let (arc, cut) = r.service_name(raw);
-            self.0 = Some((raw, arc, cut));
+            self.learn(r, raw);
         }
         let (_, arc, cut) = self.0.as_ref().expect("set above");
         (arc, *cut)
+    }
+
+    /// A resource's name, sanitised once for its items.
+    #[cold]
+    fn learn(&mut self, r: &Recognizer, raw: &'a str) {
+        let (arc, cut) = r.service_name(raw);
+        self.0 = Some((raw, arc, cut));
     }
 }
 

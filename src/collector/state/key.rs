@@ -98,6 +98,40 @@ pub(crate) struct SeriesKey {
     pub(crate) tool: String,
 }
 
+/// `a == b` for the short strings compared on the hot path (attribute keys, series keys),
+/// without a call to `memcmp`: the lengths, then 8-byte words read in place, the last one
+/// overlapping (4-byte words, or three bytes, below 8). Past 64 bytes, `memcmp`.
+///
+/// Called, `memcmp` and its dispatch cost more than the compare of a key of a few dozen bytes:
+/// 4.5 % of the daemon's samples, from a dozen compares a span.
+#[inline(always)]
+pub(crate) fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n > 64 {
+        return a == b;
+    }
+    let w8 = |s: &[u8], i: usize| u64::from_ne_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let w4 = |s: &[u8], i: usize| u32::from_ne_bytes(s[i..i + 4].try_into().expect("4 bytes"));
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 < n {
+            if w8(a, i) != w8(b, i) {
+                return false;
+            }
+            i += 8;
+        }
+        w8(a, n - 8) == w8(b, n - 8)
+    } else if n >= 4 {
+        w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4)
+    } else {
+        // 0 to 3 bytes: the first, middle and last cover them all.
+        n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1])
+    }
+}
+
 /// Borrowed form of [`SeriesKey`] for allocation-free lookups.
 pub(crate) struct SeriesKeyRef<'a> {
     pub(crate) service: &'a str,
@@ -128,7 +162,8 @@ impl<'a> std::borrow::Borrow<dyn KeyLike + 'a> for SeriesKey {
 
 impl PartialEq for dyn KeyLike + '_ {
     fn eq(&self, o: &Self) -> bool {
-        self.parts() == o.parts()
+        let ((s, t), (os, ot)) = (self.parts(), o.parts());
+        bytes_eq(t.as_bytes(), ot.as_bytes()) && bytes_eq(s.as_bytes(), os.as_bytes())
     }
 }
 
@@ -171,5 +206,36 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), (1 << 12) - 1);
+    }
+
+    #[test]
+    fn bytes_eq_agrees_with_slice_equality() {
+        // Every pair of strings of 0 to 9 letters of {a, b} (every word and tail length below
+        // 8, a word plus a tail above it), each against itself with one byte changed, and long
+        // strings (both sides of 64 bytes) differing at each position in turn.
+        let strings: Vec<Vec<u8>> = (0..=9u32)
+            .flat_map(|len| {
+                (0..1u32 << len).map(move |bits| {
+                    (0..len)
+                        .map(|i| if bits >> i & 1 == 1 { b'b' } else { b'a' })
+                        .collect()
+                })
+            })
+            .collect();
+        for a in &strings {
+            for b in strings.iter().filter(|b| b.len() == a.len()) {
+                assert_eq!(bytes_eq(a, b), a == b, "{a:?} {b:?}");
+            }
+            assert!(!bytes_eq(a, &[a.as_slice(), b"a"].concat()));
+        }
+        for len in [8, 9, 15, 16, 17, 31, 63, 64, 65, 200] {
+            let a: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            assert!(bytes_eq(&a, &a.clone()));
+            for i in 0..len {
+                let mut b = a.clone();
+                b[i] ^= 0x80;
+                assert!(!bytes_eq(&a, &b), "len {len}, byte {i}");
+            }
+        }
     }
 }

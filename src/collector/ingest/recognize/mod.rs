@@ -136,7 +136,7 @@ impl KeyTable {
             if slot == NONE {
                 return None;
             }
-            if key == k {
+            if crate::collector::state::bytes_eq(key, k) {
                 return Some(slot);
             }
             i = (i + 1) % KEY_TABLE_SIZE;
