@@ -332,6 +332,7 @@ impl State {
             s.size_sum = ss.size_sum;
             s.latency_sum_us = ss.latency_sum_us;
             s.largest = ss.largest.into_iter().map(largest_in).collect();
+            s.largest_pruned_at = 0;
             s.args = ss
                 .args
                 .into_iter()

@@ -439,7 +439,10 @@ impl State {
                 .map(|(_, d)| d.as_secs())
                 .max()
                 .unwrap_or(3600);
-            s.largest.retain(|l| l.result.at_unix + horizon > now);
+            if s.largest_pruned_at != now {
+                s.largest.retain(|l| l.result.at_unix + horizon > now);
+                s.largest_pruned_at = now;
+            }
             if keep > 0
                 && (s.largest.len() < keep || s.largest.last().is_some_and(|l| l.bytes < bytes))
             {
@@ -652,6 +655,40 @@ pub(crate) mod tests {
                 .collect::<Vec<_>>(),
             vec![10000, 9900, 9800]
         );
+    }
+
+    #[test]
+    fn largest_results_leave_once_past_the_longest_window() {
+        // Cleared once a second: a result past the hour leaves at the first record of a later
+        // second, one still inside it stays, and results merged in are cleared again.
+        let mut st = State::new(limits(10));
+        let t0 = 1_000_000;
+        let largest = |st: &State| -> Vec<u64> {
+            let s = st.series.values().next().unwrap();
+            s.largest.iter().map(|l| l.bytes).collect()
+        };
+        st.record(&rec("grep", known(9000)), t0);
+        st.record(&rec("grep", known(8000)), t0 + 1);
+        st.record(&rec("grep", known(100)), t0 + 3599);
+        assert_eq!(largest(&st), vec![9000, 8000, 100]);
+        st.record(&rec("grep", known(200)), t0 + 3600);
+        assert_eq!(largest(&st), vec![8000, 200, 100]);
+        st.record(&rec("grep", known(300)), t0 + 3600);
+        assert_eq!(largest(&st), vec![8000, 300, 200]);
+        st.record(&rec("grep", known(50)), t0 + 3601);
+        assert_eq!(largest(&st), vec![300, 200, 50]);
+        // A merge brings an old result back (restored series of another key): the next record,
+        // in the same second, clears it.
+        let old = {
+            let mut other = State::new(limits(10));
+            other.record(&rec("grep", known(7000)), t0);
+            other.series.into_values().next().unwrap()
+        };
+        let s = st.series.values_mut().next().unwrap();
+        s.merge(old, &st.limits);
+        assert_eq!(largest(&st), vec![7000, 300, 200]);
+        st.record(&rec("grep", known(10)), t0 + 3601);
+        assert_eq!(largest(&st), vec![300, 200, 10]);
     }
 
     #[test]

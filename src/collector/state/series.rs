@@ -488,6 +488,9 @@ pub(crate) struct Series {
     pub(crate) latency_sum_us: u64,
     /// Largest recent results, largest first.
     pub(crate) largest: Vec<Largest>,
+    /// The second `largest` was last cleared of results past the longest window (once a second,
+    /// not once a result: entries expire by the second); 0 when it may hold any.
+    pub(crate) largest_pruned_at: u64,
     /// Arguments hashes (space-saving top-k).
     pub(crate) args: TopArgs,
     /// Results over a ceiling since start, by the weakest layer that cut them (few layers: a
@@ -704,6 +707,7 @@ impl Series {
         self.largest.extend(o.largest);
         self.largest.sort_by_key(|l| std::cmp::Reverse(l.bytes));
         self.largest.truncate(limits.largest_results);
+        self.largest_pruned_at = 0;
         self.args.merge(o.args, limits.top_args_hashes);
         for (id, n) in o.over_ceiling {
             add_over(&mut self.over_ceiling, &id, n);
@@ -729,6 +733,7 @@ impl Series {
             size_sum: 0,
             latency_sum_us: 0,
             largest: Vec::new(),
+            largest_pruned_at: 0,
             args: TopArgs::default(),
             over_ceiling: Vec::new(),
             over_recent: VecDeque::new(),
