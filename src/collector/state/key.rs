@@ -210,9 +210,9 @@ mod tests {
 
     #[test]
     fn bytes_eq_agrees_with_slice_equality() {
-        // Every pair of strings of 0 to 9 letters of {a, b} (every word and tail length below
-        // 8, a word plus a tail above it), each against itself with one byte changed, and long
-        // strings (both sides of 64 bytes) differing at each position in turn.
+        // Every pair of strings of 0 to 9 letters of {a, b} of the same length (every word and
+        // tail length below 8, a word plus a tail above it), each against itself with a letter
+        // more, and long strings (both sides of 64 bytes) differing at each position in turn.
         let strings: Vec<Vec<u8>> = (0..=9u32)
             .flat_map(|len| {
                 (0..1u32 << len).map(move |bits| {

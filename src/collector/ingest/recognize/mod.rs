@@ -48,10 +48,9 @@ pub(crate) use content::*;
 use emitters::{cond_keys, read_list, COMMON, EMITTERS, MEASURE_KEYS};
 pub(crate) use emitters::{Cond, Encoding, Envelope};
 
-/// What [`Recognizer::recognize`] made of a span: `Tool` holds its record, or `()` when
-/// [`Recognizer::recognize_counting`] pushed the record where it stays.
-// The record is moved straight into the request's batch: boxing it would add an allocation
-// per tool span to save a few bytes on a value that lives for one call.
+/// What recognition made of a span: `Tool(())` from [`Recognizer::recognize_counting`], which
+/// pushed the record where it stays; `Tool(record)` from the tests' `Recognizer::recognize`.
+// The record-holding form is built by the tests alone.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Outcome<T = ToolRecord> {
@@ -339,9 +338,10 @@ impl Recognizer {
         (value.into(), Cuts::of(&s))
     }
 
-    /// [`Recognizer::recognize`], counting in `cuts` a tool name that had to be cut or cleaned,
-    /// and pushing a tool span's record, weighed by its sampling ([`Recognizer::sampling`]), onto
-    /// `records`. `service` must already be sanitised ([`Recognizer::service_name`]).
+    /// Classifies one span of `service`, instrumentation scope `scope`, counting in `cuts` a
+    /// tool name that had to be cut or cleaned, and pushing a tool span's record, weighed by
+    /// its sampling ([`Recognizer::sampling`]), onto `records`. `service` must already be
+    /// sanitised ([`Recognizer::service_name`]).
     ///
     /// The record is written where it stays: returned, its ~400 bytes were copied twice on
     /// their way into the batch, the first copy reading back words just stored (a
