@@ -8,8 +8,9 @@
 //! ```
 //!
 //! The folders are the stages, in pipeline order (held by `tests/module_dag.rs`): [`net`],
-//! [`config`], [`stats`], [`ingest`], [`state`], [`alerts`], [`persist`], [`read`], and the
-//! `aggregator` task that wires the last five.
+//! [`config`], [`stats`], `forward`, [`ingest`], [`state`], [`alerts`], [`persist`], [`read`],
+//! and the `aggregator` task that wires the last five; below them all, `hash` (the keyed hasher
+//! of the daemon's maps and the hot path's key compare) and `clock`.
 //!
 //! - **Receivers** ([`ingest`]) take the three OTLP signals, decode protobuf / JSON / gzip,
 //!   classify spans with one entry per emitter ([`ingest::recognize`]), weigh each by its
@@ -56,6 +57,7 @@ pub mod alerts;
 pub(crate) mod clock;
 pub mod config;
 pub(crate) mod forward;
+pub(crate) mod hash;
 pub mod ingest;
 pub mod net;
 pub(crate) mod persist;

@@ -24,7 +24,8 @@ pub(crate) mod limits;
 pub(crate) mod series;
 pub(crate) mod stacks;
 
-pub(crate) use key::{bytes_eq, FxBuild, KeyLike, SeriesKey, SeriesKeyRef};
+pub(crate) use crate::collector::hash::FxBuild;
+pub(crate) use key::{KeyLike, SeriesKey, SeriesKeyRef};
 pub(crate) use limits::*;
 pub use limits::{size_bounds, Limits};
 pub(crate) use series::*;

@@ -306,7 +306,7 @@ pub(crate) fn sanitize_tool_name_counted(name: &str, max: usize, cuts: &mut Cuts
 /// tools). At most [`ToolNames::CAPACITY`] names are kept; any further name is sanitised alone.
 #[derive(Debug, Default)]
 pub(crate) struct ToolNames<'a>(
-    std::collections::HashMap<&'a str, (Arc<str>, Cuts), crate::collector::state::FxBuild>,
+    std::collections::HashMap<&'a str, (Arc<str>, Cuts), crate::collector::hash::FxBuild>,
 );
 
 impl<'a> ToolNames<'a> {

@@ -135,7 +135,7 @@ impl KeyTable {
             if slot == NONE {
                 return None;
             }
-            if crate::collector::state::bytes_eq(key, k) {
+            if crate::collector::hash::bytes_eq(key, k) {
                 return Some(slot);
             }
             i = (i + 1) % KEY_TABLE_SIZE;
