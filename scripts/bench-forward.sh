@@ -3,7 +3,11 @@
 # alone, then with `--forward` to rotel-agent (PyPI `rotel`, blackhole exporter) over OTLP/gRPC
 # and over OTLP/HTTP, one after the other in this one run. Prints the daemon's CPU per accepted
 # span in each and the ratios against the run without forwarding, and rotel-agent's own CPU per
-# forwarded span (it shares the machine's cores with the daemon).
+# forwarded span (it shares the machine's cores with the daemon). A fourth run per round sends
+# the same requests from the load generator straight to rotel-agent over OTLP/HTTP and reads
+# the load generator's own CPU per span: what a bare sender of these bytes pays (the requests
+# are pre-encoded, so it is the kernel's loopback send and reading the answers), the floor of
+# what relaying them can add to the daemon.
 #
 #   scripts/bench-forward.sh [SECONDS] [CONNECTIONS] [RATE] [ROUNDS]
 #
@@ -39,6 +43,7 @@ PY
   fi
 }
 per() { grep -o '[0-9.]* µs per accepted span' <<<"$1" | head -1 | awk '{print $1}'; }
+sender() { grep 'load generator CPU' <<<"$1" | grep -o '[0-9.]* µs per accepted span' | awk '{print $1}'; }
 upstream() { grep -o '[0-9.]* µs per forwarded span' <<<"$1" | awk '{print $1}'; }
 # ROUNDS rounds, the three runs taking turns in each: on a shared machine one run varies by tens
 # of percent, so the ratios are taken between medians.
@@ -50,18 +55,25 @@ for r in $(seq "$rounds"); do
   echo "== round $r: toolsize serve --forward grpc://rotel-agent"; echo "$to_grpc"
   to_http=$(run --forward "http://127.0.0.1:$rotel_http")
   echo "== round $r: toolsize serve --forward http://rotel-agent"; echo "$to_http"
-  rows+=("$(per "$alone") $(per "$to_grpc") $(per "$to_http") $(upstream "$to_grpc") $(upstream "$to_http")")
+  bare=$("$loadgen" --mix storm --seconds "$seconds" --connections "$connections" --rate "$rate" \
+    --arrivals "${ARRIVALS:-spread}" --target "127.0.0.1:$rotel_http" --pid "$rotel")
+  echo "== round $r: the load generator straight to rotel-agent over HTTP (a bare sender)"; echo "$bare"
+  rows+=("$(per "$alone") $(per "$to_grpc") $(per "$to_http") $(upstream "$to_grpc") $(upstream "$to_http") $(sender "$bare")")
 done
 
 python3 - "${rows[@]}" <<'PY'
 import statistics, sys
 rows = [list(map(float, r.split())) for r in sys.argv[1:]]
-alone, grpc, http, up_grpc, up_http = (statistics.median(c) for c in zip(*rows))
+alone, grpc, http, up_grpc, up_http, bare = (statistics.median(c) for c in zip(*rows))
 for i, r in enumerate(rows, 1):
     print(f"round {i}: alone {r[0]:.3f} µs, over gRPC {r[1]:.3f} µs (×{r[1] / r[0]:.2f}), "
-          f"over HTTP {r[2]:.3f} µs (×{r[2] / r[0]:.2f})")
+          f"over HTTP {r[2]:.3f} µs (×{r[2] / r[0]:.2f}); a bare sender {r[5]:.3f} µs "
+          f"(floor ×{(r[0] + r[5]) / r[0]:.2f})")
 print(f"daemon CPU per accepted span, medians of {len(rows)}: alone {alone:.3f} µs; forwarding "
       f"over gRPC {grpc:.3f} µs (×{grpc / alone:.2f}); over HTTP {http:.3f} µs (×{http / alone:.2f})")
 print(f"rotel-agent CPU per forwarded span, medians: over gRPC {up_grpc:.3f} µs; over HTTP "
       f"{up_http:.3f} µs")
+print(f"a bare sender of the same requests over OTLP/HTTP (the load generator's own CPU), median: "
+      f"{bare:.3f} µs per span: relaying them adds at least about that, "
+      f"×{(alone + bare) / alone:.2f} of the daemon alone")
 PY
