@@ -45,7 +45,7 @@ PY
 per() { grep -o '[0-9.]* µs per accepted span' <<<"$1" | head -1 | awk '{print $1}'; }
 sender() { grep 'load generator CPU' <<<"$1" | grep -o '[0-9.]* µs per accepted span' | awk '{print $1}'; }
 upstream() { grep -o '[0-9.]* µs per forwarded span' <<<"$1" | awk '{print $1}'; }
-# ROUNDS rounds, the three runs taking turns in each: on a shared machine one run varies by tens
+# ROUNDS rounds, the four runs taking turns in each: on a shared machine one run varies by tens
 # of percent, so the ratios are taken between medians.
 rows=()
 for r in $(seq "$rounds"); do

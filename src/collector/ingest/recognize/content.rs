@@ -305,9 +305,11 @@ pub(crate) fn sanitize_tool_name_counted(name: &str, max: usize, cuts: &mut Cuts
 /// that name it: no allocation per span, nor per request, once a name was seen (a request of
 /// 512 spans names a few dozen tools, and the same ones request after request; built anew for
 /// each request, the names and their map were 3.5 % of the daemon's samples at 100,000
-/// spans/s). The names are kept per thread ([`KNOWN`]), so receivers share no lock; at most
-/// [`ToolNames::CAPACITY`] are kept, and a thread that meets one more starts over (a client
-/// sending ever new names costs a sanitising per name, as before, and bounded memory).
+/// spans/s). The names are kept per thread ([`KNOWN`]), so receivers share no lock. Memory is
+/// bounded: at most [`ToolNames::CAPACITY`] names of at most [`ToolNames::KEPT_BYTES`] raw bytes
+/// each (a longer name, which only a hostile or broken client sends, is sanitised for every
+/// record and never kept); a thread that meets one name more starts over, so a client sending
+/// ever new names costs a sanitising and an insertion per name.
 /// A request's handle borrows nothing: `'a` is the request's lifetime, kept so callers read
 /// as before.
 #[derive(Debug, Default)]
@@ -328,6 +330,8 @@ thread_local! {
 impl ToolNames<'_> {
     /// Names kept per thread.
     pub(crate) const CAPACITY: usize = 1024;
+    /// The longest raw name kept, bytes: 1,024 of them hold at most 256 KiB a thread.
+    pub(crate) const KEPT_BYTES: usize = 256;
 
     /// [`sanitize_tool_name`] of `raw`, counting in `cuts` what was done to it (for every
     /// record, as if it were sanitised each time).
@@ -344,6 +348,9 @@ impl ToolNames<'_> {
             let mut cut = Cuts::default();
             let name: Arc<str> = sanitize_tool_name_counted(raw, max, &mut cut).into();
             *cuts += cut;
+            if raw.len() > Self::KEPT_BYTES {
+                return name;
+            }
             if known.names.len() >= Self::CAPACITY {
                 known.names.clear();
             }
@@ -497,5 +504,12 @@ mod tests {
         }
         KNOWN.with_borrow(|k| assert!(k.names.len() <= ToolNames::CAPACITY));
         assert_eq!(&*names.of("", 64, &mut Cuts::default()), "unknown");
+
+        // A name longer than what is kept is right, counted, and not held by the thread.
+        let huge = "x".repeat(ToolNames::KEPT_BYTES + 1);
+        let mut cut = Cuts::default();
+        assert_eq!(&*names.of(&huge, 64, &mut cut), "x".repeat(64));
+        assert_eq!(cut.too_long, 1);
+        KNOWN.with_borrow(|k| assert!(!k.names.contains_key(huge.as_str())));
     }
 }
