@@ -225,15 +225,6 @@ fn write_escaped_str(out: &mut Vec<u8>, s: &[u8]) {
     let mut run_start = 0;
     let mut i = 0;
     while i < s.len() {
-        // Eight bytes at a time while none of them needs escaping (`parts/args_hash` in
-        // benches/instrument.rs: byte by byte this loop was a ninth of the hash).
-        if let Some(word) = s.get(i..i + 8) {
-            let w = u64::from_le_bytes(word.try_into().unwrap_or_default());
-            if !needs_escape(w) {
-                i += 8;
-                continue;
-            }
-        }
         let b = s[i];
         if (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\' {
             i += 1;
@@ -261,21 +252,6 @@ fn write_escaped_str(out: &mut Vec<u8>, s: &[u8]) {
     }
     out.extend_from_slice(&s[run_start..]);
     out.push(b'"');
-}
-
-/// Whether any of the eight bytes of `w` is one `write_escaped_str` escapes: under 0x20, 0x7f
-/// and over, `"` or `\\`. Exact: each test finds a byte only where one is.
-fn needs_escape(w: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    // A byte of `v` is zero: the classic test, exact for whether one is.
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
-    // A byte under 0x20 (exact for bounds up to 0x80), or with its high bit set.
-    let low = w.wrapping_sub(ONES * 0x20) & !w & HIGH != 0;
-    low || w & HIGH != 0
-        || has_zero(w ^ (ONES * 0x7f))
-        || has_zero(w ^ (ONES * u64::from(b'"')))
-        || has_zero(w ^ (ONES * u64::from(b'\\')))
 }
 
 /// Decodes one generalized-UTF-8 sequence starting with a byte >= 0x80.
@@ -1822,39 +1798,6 @@ mod tests {
             text(r#"{"b": 1, "a": 2, "b": 3, "a": {"y": 1, "x": 2}}"#),
             r#"{"a": {"x": 2, "y": 1}, "b": 3}"#
         );
-    }
-
-    /// The eight-byte test agrees with the byte-by-byte one: every byte value at every place,
-    /// and pseudo-random words mixing bytes on either side of each bound.
-    #[test]
-    fn needs_escape_agrees_with_the_bytewise_test() {
-        let byte = |b: u8| !((0x20..0x7f).contains(&b) && b != b'"' && b != b'\\');
-        let bytewise = |w: u64| w.to_le_bytes().iter().any(|&b| byte(b));
-        for place in 0..8 {
-            for b in 0..=255u8 {
-                let mut bytes = *b"abcdefgh";
-                bytes[place] = b;
-                let w = u64::from_le_bytes(bytes);
-                assert_eq!(needs_escape(w), byte(b), "byte {b:#04x} at {place}");
-            }
-        }
-        let edges = [
-            0x00, 0x1f, 0x20, 0x21, 0x22, 0x23, 0x5b, 0x5c, 0x5d, 0x7e, 0x7f, 0x80, 0xff,
-        ];
-        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
-        for _ in 0..200_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let w = u64::from_le_bytes(x.to_le_bytes().map(|r| {
-                if r & 1 == 0 {
-                    edges[usize::from(r >> 1) % edges.len()]
-                } else {
-                    r
-                }
-            }));
-            assert_eq!(needs_escape(w), bytewise(w), "{w:#018x}");
-        }
     }
 
     /// Objects past the entries ordered on the stack (and duplicates among them, from text)
