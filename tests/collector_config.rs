@@ -114,6 +114,18 @@ fn a_bad_value_names_its_source() {
             format!("invalid value for aggregation.max_series ({from}): must be above 0")
         );
     }
+    // A duration past 100 years is refused, not wrapped around or left to overflow a timer.
+    let out = serve()
+        .args(["--snapshot-interval", "999999999999999d"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = structured_error(&out);
+    let msg = err["message"].as_str().unwrap();
+    assert!(
+        msg.contains("--snapshot-interval") && msg.contains("longer than 100 years"),
+        "{msg}"
+    );
     // Text that is not the key's type is the same error, not a usage error.
     let err = structured_error(&serve().args(["--admin-addr", "nope"]).output().unwrap());
     assert_eq!(err["code"], "CONFIG");

@@ -148,7 +148,12 @@ impl<'de> Deserialize<'de> for ServiceRate {
     }
 }
 
-/// Parses `"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`.
+/// The longest duration a setting takes: 100 years. Longer ones are refused, not wrapped or
+/// saturated, so that a typo such as `999999999999999d` is an error naming the value rather than a
+/// timer that overflows the clock it is added to.
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// Parses `"250ms"`, `"10s"`, `"5m"`, `"1h"`, `"1d"`, up to [`MAX_DURATION`].
 pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s
@@ -158,19 +163,31 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let n: u64 = n
         .parse()
         .map_err(|_| format!("{s:?} does not start with a number"))?;
-    let secs = match unit {
-        "ms" => return Ok(Duration::from_millis(n)),
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86400,
+    let (per, millis) = match unit {
+        "ms" => (1, true),
+        "s" => (1, false),
+        "m" => (60, false),
+        "h" => (3600, false),
+        "d" => (86_400, false),
         _ => {
             return Err(format!(
                 "{s:?}: unknown unit {unit:?} (use ms, s, m, h or d)"
             ))
         }
     };
-    Ok(Duration::from_secs(secs))
+    let d = n.checked_mul(per).map(|v| {
+        if millis {
+            Duration::from_millis(v)
+        } else {
+            Duration::from_secs(v)
+        }
+    });
+    match d {
+        Some(d) if d <= MAX_DURATION => Ok(d),
+        _ => Err(format!(
+            "{s:?} is longer than 100 years, the longest duration taken"
+        )),
+    }
 }
 
 /// (scheme, authority, path prefix) of an upstream OTLP receiver's URL: `http(s)://host[:4318][/prefix]`
@@ -282,6 +299,18 @@ mod tests {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("m").is_err());
+        assert_eq!(parse_duration("36500d").unwrap(), MAX_DURATION);
+        for huge in [
+            "36501d",
+            "999999999999999d",
+            "18446744073709551615s",
+            "18446744073709551615ms",
+        ] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(e.contains("longer than 100 years"), "{huge}: {e}");
+        }
+        // Past u64 seconds: the number itself does not parse.
+        assert!(parse_duration("18446744073709551616s").is_err());
     }
 }
 
