@@ -405,6 +405,16 @@ impl Proxy {
         }
     }
 
+    /// Largest message read whole.
+    pub(crate) fn max_message_bytes(&self) -> usize {
+        self.opts.max_message_bytes
+    }
+
+    /// Time a request waits for its response.
+    pub(crate) fn call_timeout(&self) -> Option<std::time::Duration> {
+        self.opts.call_timeout
+    }
+
     fn preset_limits(&self, preset: &HostPreset) -> Option<&HostLimits> {
         self.presets
             .iter()
@@ -901,23 +911,13 @@ impl Proxy {
         drop(parked);
     }
 
-    /// A response too large to read whole (over `bound` bytes) to a kept request: a call's
-    /// becomes a refusal (`id` is the request's), anything else is relayed as it is.
-    pub(crate) fn oversized(&self, pending: Pending, id: &Value, size: u64) -> Option<Vec<u8>> {
-        let PendingKind::Call(in_flight) = pending.kind else {
-            return None;
-        };
-        let InFlight {
-            tool,
-            call,
-            limit,
-            modern,
-            ..
-        } = *in_flight;
-        let refusal = refusal(&tool, size, limit.bytes, modern);
-        let out = serde_json::to_vec(&refusal).unwrap_or_default();
-        call.finish_truncated(&out, size);
-        Some(response(id, refusal))
+    /// A kept request that gets no answer from the server (it was too large, the server went
+    /// away, the call passed its time): a call's span ends failed with `why` and `error_type`;
+    /// anything else is forgotten.
+    pub(crate) fn abandon(&self, pending: Pending, why: &str, error_type: &str) {
+        if let PendingKind::Call(in_flight) = pending.kind {
+            in_flight.call.fail(&why, error_type);
+        }
     }
 }
 
