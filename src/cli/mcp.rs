@@ -130,13 +130,15 @@ pub fn run(args: McpArgs) -> ExitCode {
         t if t.is_finite() && t > 0.0 && t <= MAX_CALL_TIMEOUT_SECS => {
             Some(std::time::Duration::from_secs_f64(t))
         }
-        t => return CliError::new(
-            "INVALID_CALL_TIMEOUT",
-            format!(
+        t => {
+            return CliError::new(
+                "INVALID_CALL_TIMEOUT",
+                format!(
                 "--call-timeout {t}: give seconds between 0 (no limit) and {MAX_CALL_TIMEOUT_SECS}"
             ),
-        )
-        .report(),
+            )
+            .report()
+        }
     };
     let upstream = match (&args.upstream, args.listen) {
         (Some(url), Some(_)) => {

@@ -207,6 +207,7 @@ pub struct SelfStats {
     spans_tool: AtomicU64,
     spans_other: AtomicU64,
     spans_invalid: AtomicU64,
+    spans_invalid_size: AtomicU64,
     spans_overloaded: AtomicU64,
     spans_stopped: AtomicU64,
     spans_dropped: AtomicU64,
@@ -246,6 +247,8 @@ pub struct SelfStatsView {
     pub(crate) spans_other: u64,
     /// Tool spans rejected as unusable (partial success).
     pub spans_invalid: u64,
+    /// Tool spans refused for a size no result can have (negative, not finite, above 2^53).
+    pub spans_invalid_size: u64,
     /// Spans refused because the queue was full.
     pub spans_overloaded: u64,
     /// Spans refused because the aggregator had stopped.
@@ -318,6 +321,11 @@ impl SelfStats {
         self.spans_other.fetch_add(other, Relaxed);
         self.spans_invalid.fetch_add(invalid, Relaxed);
     }
+    pub(crate) fn invalid_size(&self, n: u64) {
+        if n > 0 {
+            self.spans_invalid_size.fetch_add(n, Relaxed);
+        }
+    }
     pub(crate) fn accepted_request(&self, s: OtlpSignal) {
         self.accepted_requests.of(s).fetch_add(1, Relaxed);
     }
@@ -358,6 +366,7 @@ impl SelfStats {
             spans_tool: self.spans_tool.load(Relaxed),
             spans_other: self.spans_other.load(Relaxed),
             spans_invalid: self.spans_invalid.load(Relaxed),
+            spans_invalid_size: self.spans_invalid_size.load(Relaxed),
             spans_overloaded: self.spans_overloaded.load(Relaxed),
             spans_stopped: self.spans_stopped.load(Relaxed),
             spans_dropped: self.spans_dropped.load(Relaxed),

@@ -324,6 +324,36 @@ impl Ingest {
         )
     }
 
+    /// Reads `body` to its end and discards it, holding no more than one chunk: `true` when it
+    /// ended within `bound` bytes and `listeners.body_timeout`.
+    pub(crate) async fn discard_body<B>(&self, body: B, bound: u64) -> bool
+    where
+        B: http_body::Body<Data = prost::bytes::Bytes>,
+    {
+        if http_body::Body::size_hint(&body).lower() > bound {
+            return false;
+        }
+        let mut body = std::pin::pin!(body);
+        let read = async {
+            let mut n = 0u64;
+            while let Some(frame) =
+                std::future::poll_fn(|cx| http_body::Body::poll_frame(body.as_mut(), cx)).await
+            {
+                let Ok(frame) = frame else { return false };
+                if let Ok(d) = frame.into_data() {
+                    n += d.len() as u64;
+                    if n > bound {
+                        return false;
+                    }
+                }
+            }
+            true
+        };
+        tokio::time::timeout(self.body_timeout, read)
+            .await
+            .unwrap_or(false)
+    }
+
     /// Step 3 (OTLP/HTTP), read: the whole body within the deadline, the byte budget and
     /// `max_request_bytes`. The permit returned holds the body's bytes of the budget until
     /// dropped.
@@ -479,7 +509,9 @@ impl Ingest {
         self.stats.label_cuts(&rec.label_cuts);
         self.queue(OtlpSignal::Traces, rec.records, relay)
             .inspect_err(|r| self.stats.refused_spans(r.reason, tools + other + invalid))?;
-        self.stats.accepted(tools, other, invalid);
+        self.stats
+            .accepted(tools, other, invalid - rec.invalid_size);
+        self.stats.invalid_size(rec.invalid_size);
         Ok(match rec.invalid_reason {
             Some(why) => Accepted {
                 rejected_spans: invalid as i64,

@@ -268,6 +268,7 @@ fn requests(v: &SelfStatsView, sink: &mut impl Sink) {
         "reason",
         [
             ("invalid", v.spans_invalid),
+            ("invalid_size", v.spans_invalid_size),
             ("overloaded", v.spans_overloaded),
             ("aggregator_stopped", v.spans_stopped),
         ],
