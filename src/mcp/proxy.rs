@@ -538,7 +538,7 @@ impl Proxy {
             .and_then(|m| serde_json::from_value(m.clone()).ok())
             .unwrap_or_default();
         let tool = bounded_name(name);
-        let args_hash = crate::args_hash::args_hash(args).ok();
+        let args_hash = crate::args_hash::span_args_hash(args).ok();
         let client = meta_head
             .client_name()
             .or_else(|| cx.session.client_name())

@@ -544,11 +544,17 @@ impl Ingest {
     fn queue(
         &self,
         signal: OtlpSignal,
-        records: Vec<ToolRecord>,
+        mut records: Vec<ToolRecord>,
         relay: &mut Option<Relay>,
     ) -> Result<(), Refusal> {
         if records.is_empty() {
             return Ok(());
+        }
+        if !self.recognizer.keeps_args_hashes() {
+            // Never held: nothing downstream (views, alerts, snapshot) can show it.
+            for r in &mut records {
+                r.args_hash = None;
+            }
         }
         match self.tx.try_send(Batch::new(
             records,

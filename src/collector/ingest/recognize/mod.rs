@@ -192,6 +192,7 @@ pub struct Recognizer {
     max_name: usize,
     max_service: usize,
     sampling: Sampling,
+    keep_args_hashes: bool,
 }
 
 impl std::fmt::Debug for Recognizer {
@@ -273,6 +274,7 @@ impl Recognizer {
                 std::env::var(k).ok()
             }),
             placeholders: config.placeholders.clone(),
+            keep_args_hashes: config.keep_args_hashes,
             max_name: max_tool_name_bytes,
             max_service: crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES,
             sampling: Sampling::new(&config.sampling_rates),
@@ -313,6 +315,11 @@ impl Recognizer {
             Outcome::Summary => Outcome::Summary,
             Outcome::Invalid(why) => Outcome::Invalid(why),
         }
+    }
+
+    /// Whether records keep their arguments' hash (`recognition.keep_args_hashes`).
+    pub(crate) fn keeps_args_hashes(&self) -> bool {
+        self.keep_args_hashes
     }
 
     /// Sets the longest `service.name` kept, in bytes (default
