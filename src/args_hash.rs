@@ -1738,7 +1738,10 @@ mod tests {
     fn hmac_sha1_matches_rfc_2202() {
         let hex = |k: &ArgsHashKey, d: &[u8]| crate::hex::encode(&k.mac(d));
         let k = ArgsHashKey::new(&[0x0b; 20]).unwrap();
-        assert_eq!(hex(&k, b"Hi There"), "b617318655057264e28bc0b6fb378c8ef146be00");
+        assert_eq!(
+            hex(&k, b"Hi There"),
+            "b617318655057264e28bc0b6fb378c8ef146be00"
+        );
         let k = ArgsHashKey::new(b"Jefe").unwrap();
         assert_eq!(
             hex(&k, b"what do ya want for nothing?"),
@@ -1746,7 +1749,10 @@ mod tests {
         );
         let k = ArgsHashKey::new(&[0xaa; 80]).unwrap();
         assert_eq!(
-            hex(&k, b"Test Using Larger Than Block-Size Key - Hash Key First"),
+            hex(
+                &k,
+                b"Test Using Larger Than Block-Size Key - Hash Key First"
+            ),
             "aa4ae5e15272d00e95705637ce8a3b55ed402112"
         );
         assert_eq!(

@@ -564,7 +564,12 @@ for key in req["keys"]:
     out.append(row)
 sys.stdout.write(json.dumps(out))
 "#;
-    let keys = ["k", "a longer key é", &"x".repeat(64), &"long key ".repeat(20)];
+    let keys = [
+        "k",
+        "a longer key é",
+        &"x".repeat(64),
+        &"long key ".repeat(20),
+    ];
     let texts: Vec<&str> = corpus_lines();
     let input = serde_json::json!({"keys": keys, "texts": texts}).to_string();
     let mut child = Command::new("python3")
@@ -616,7 +621,10 @@ fn span_hash_follows_the_process_key() {
     let plain = toolsize::args_hash(&v).unwrap();
     let key = toolsize::ArgsHashKey::new(b"team key").unwrap();
     toolsize::args_hash::set_process_key(Some(key.clone()));
-    assert_eq!(toolsize::args_hash::span_args_hash(&v).unwrap(), toolsize::args_hash::keyed_args_hash(&key, &v).unwrap());
+    assert_eq!(
+        toolsize::args_hash::span_args_hash(&v).unwrap(),
+        toolsize::args_hash::keyed_args_hash(&key, &v).unwrap()
+    );
     toolsize::args_hash::set_process_key(None);
     assert_eq!(toolsize::args_hash::span_args_hash(&v).unwrap(), plain);
 }

@@ -123,7 +123,10 @@ fn a_key_gives_pythons_hmac() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&from_env.stdout).trim(), want);
     let plain = toolsize(text, &["--unkeyed"]);
-    assert_eq!(String::from_utf8_lossy(&plain.stdout).trim(), python_hash(text));
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stdout).trim(),
+        python_hash(text)
+    );
     assert_ne!(want, python_hash(text));
     std::fs::write(&key_file, "\n").unwrap();
     let empty = toolsize(text, &["--key-file", key_file.to_str().unwrap()]);
@@ -131,9 +134,6 @@ fn a_key_gives_pythons_hmac() {
     assert_eq!(structured_error(&empty)["code"], "EMPTY_KEY");
     let missing = toolsize(text, &["--key-file", dir.join("nope").to_str().unwrap()]);
     assert_eq!(missing.status.code(), Some(2));
-    assert_eq!(
-        structured_error(&missing)["code"],
-        "KEY_FILE_UNREADABLE"
-    );
+    assert_eq!(structured_error(&missing)["code"], "KEY_FILE_UNREADABLE");
     let _ = std::fs::remove_dir_all(&dir);
 }

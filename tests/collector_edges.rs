@@ -169,3 +169,71 @@ async fn a_wrong_token_upload_of_megabytes_reads_its_401() {
     assert_eq!(v.refused_requests.unauthenticated, 5, "{v:?}");
     d.shutdown().await;
 }
+
+/// Every file under `dir`, read whole, searched for `needle`.
+fn found_in_files(dir: &std::path::Path, needle: &str) -> bool {
+    std::fs::read_dir(dir).unwrap().any(|e| {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            return found_in_files(&p, needle);
+        }
+        let bytes = std::fs::read(&p).unwrap_or_default();
+        memchr::memmem::find(&bytes, needle.as_bytes()).is_some()
+    })
+}
+
+/// `recognition.keep_args_hashes = false` (here `TOOLSIZE_KEEP_ARGS_HASHES=false`): a hash sent
+/// with every call reaches neither the API, nor the alerts, nor the snapshot; with the default,
+/// the same calls show it in all three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn args_hashes_can_be_kept_out_of_the_api_alerts_and_snapshot() {
+    const HASH: &str = "c0ffee5ec2e7";
+    for keep in [true, false] {
+        let dir = support::Scratch::new(if keep {
+            "hashes-kept"
+        } else {
+            "hashes-dropped"
+        });
+        let env = [(
+            "TOOLSIZE_KEEP_ARGS_HASHES",
+            if keep { "true" } else { "false" },
+        )];
+        let b = Binary::start_with_env(&["--snapshot-interval", "1h"], Some(&dir), &env);
+        let spans = (0..4)
+            .map(|n| {
+                let mut sp = own_span(n, "huge_call", 100_000);
+                sp.attributes.retain(|a| a.key != "tool.args_hash");
+                sp.attributes.push(s("tool.args_hash", HASH));
+                sp
+            })
+            .collect();
+        assert!(post_proto(b.http, &request("agent", spans))
+            .await
+            .status()
+            .is_success());
+        let admin = b.admin;
+        let firing = wait_for("the alerts", Duration::from_secs(10), || async move {
+            let a = get_json(admin, "/api/v1/alerts").await;
+            let firing = a["firing"].as_array()?.clone();
+            (firing.len() == if keep { 2 } else { 1 }).then_some(firing)
+        })
+        .await;
+        let detail = reqwest::get(format!("http://{admin}/api/v1/tools/huge_call"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let alerts = serde_json::to_string(&firing).unwrap();
+        assert_eq!(detail.contains(HASH), keep, "{detail}");
+        assert_eq!(alerts.contains(HASH), keep, "{alerts}");
+        assert_eq!(
+            alerts.contains("ToolArgsRepeatedlyOversize"),
+            keep,
+            "{alerts}"
+        );
+        assert!(alerts.contains("ToolResultOverCeiling"), "{alerts}");
+        b.stop();
+        assert_eq!(found_in_files(&dir, HASH), keep, "snapshot of keep={keep}");
+    }
+}

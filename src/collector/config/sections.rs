@@ -130,7 +130,7 @@ section! {
         /// unkeyed hash lets whoever reads it confirm a guessed argument offline (see
         /// docs/collector.md, "The arguments' hash").
         #[key(env = "TOOLSIZE_KEEP_ARGS_HASHES")]
-        pub(crate) keep_args_hashes: bool = true,
+        pub keep_args_hashes: bool = true,
     }
 }
 
