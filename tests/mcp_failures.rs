@@ -294,3 +294,132 @@ fn bad_limits_are_usage_errors() {
         );
     }
 }
+
+/// `misbehave_http.py` on a free port, killed when dropped.
+struct HttpServer(Child, u16);
+
+impl HttpServer {
+    fn start() -> Self {
+        let port = mcp::free_port();
+        let child = Command::new("python3")
+            .arg(mcp::mcp_dir().join("misbehave_http.py"))
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start misbehave_http.py");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the test server did not listen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        HttpServer(child, port)
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// POSTs `body` to the proxy; the status, content type and body.
+fn post(url: &str, body: &Value) -> (u16, String, String) {
+    let resp = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_string())
+        .send()
+        .unwrap();
+    let status = resp.status().as_u16();
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, ct, resp.text().unwrap())
+}
+
+fn named_call(id: u64, name: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": name, "arguments": {}}})
+}
+
+#[test]
+fn over_http_every_failure_is_a_json_rpc_error_under_the_call_id() {
+    let server = HttpServer::start();
+    let upstream = format!("http://127.0.0.1:{}/mcp", server.1);
+    let proxy = mcp::HttpProxy::start(
+        &upstream,
+        &["--max-message-bytes", "1048576", "--call-timeout", "1"],
+        &[],
+    );
+    let error_of = |body: &str| -> Value {
+        let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        v
+    };
+    // Over the cap: -32603 under the id, the 8 MB never held.
+    let (status, ct, body) = post(&proxy.url, &named_call(1, "huge"));
+    assert_eq!((status, ct.as_str()), (200, "application/json"), "{body}");
+    let v = error_of(&body);
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(1), json!(-32603))
+    );
+    // Broken off mid-body: -32000.
+    let (status, _, body) = post(&proxy.url, &named_call(2, "break"));
+    assert_eq!(status, 200, "{body}");
+    let v = error_of(&body);
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(2), json!(-32000))
+    );
+    // Past the timeout: -32001, after about a second.
+    let start = Instant::now();
+    let (status, _, body) = post(&proxy.url, &named_call(3, "slow"));
+    let waited = start.elapsed();
+    assert_eq!(status, 200, "{body}");
+    let v = error_of(&body);
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(3), json!(-32001))
+    );
+    assert!(waited < Duration::from_millis(2500), "{waited:?}");
+    // An event stream that breaks before the response: an error event for the call.
+    let (status, ct, body) = post(&proxy.url, &named_call(4, "sse_break"));
+    assert_eq!((status, ct.as_str()), (200, "text/event-stream"), "{body}");
+    let data = body
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap_or_else(|| panic!("no event: {body:?}"));
+    let v = error_of(data);
+    assert_eq!(
+        (v["id"].clone(), v["error"]["code"].clone()),
+        (json!(4), json!(-32000))
+    );
+    assert!(body.starts_with(": working\n\n"), "{body:?}");
+    // Still serving.
+    let (status, _, body) = post(
+        &proxy.url,
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
+    );
+    assert_eq!(
+        (status, error_of(&body)["result"].clone()),
+        (200, json!({}))
+    );
+    let stderr = proxy.stop();
+    for said in [
+        "over the maximum message size",
+        "broke off",
+        "passed its time",
+        "did not come",
+    ] {
+        assert!(stderr.contains(said), "{said:?} not on stderr: {stderr}");
+    }
+}

@@ -40,10 +40,16 @@
 //! doubled the latency the proxy adds, from cross-thread wake-ups), at most [`MAX_CONNECTIONS`]
 //! at once (more wait in the listen backlog), with a [`HEADER_READ_TIMEOUT`] for request heads.
 //! A response over [`BLOCKING_BYTES`] is acted on in the blocking pool, so a cut, which takes
-//! milliseconds, never stalls the other connections. A request body over
-//! [`MAX_REQUEST_BYTES`] is refused with `413`. A JSON response to a request acted on is read up
-//! to [`MAX_RESPONSE_BYTES`]; a `tools/call` result past that is refused as too large (its
-//! `tool.result.original_bytes` a lower bound), anything else passes unread. Upstream
+//! milliseconds, never stalls the other connections. A request body over the maximum message
+//! size (`--max-message-bytes`, [`DEFAULT_MAX_MESSAGE_BYTES`](super::DEFAULT_MAX_MESSAGE_BYTES))
+//! is refused with `413`. A JSON response to a request acted on is read up to the same size;
+//! past it the client gets a JSON-RPC error (`-32603`) under its request's id, and a response
+//! that breaks off gets it `-32000`; a response the proxy does not act on passes unread. With
+//! `--call-timeout`, a request with an id whose response's head does not come in time, or
+//! whose response acted on does not complete in time, gets `-32001`. On an event stream, each
+//! response awaited when the stream breaks, passes its time or ends without it (on a request
+//! without a session) is sent as a JSON-RPC error event. These answers are `200`, so that the
+//! client's SDK hands them to the waiting call, and each is said on standard error. Upstream
 //! connections are kept for reuse while idle; one that cannot be reached in
 //! [`CONNECT_TIMEOUT`] is a `502` with a JSON-RPC error naming no secret. When the client goes
 //! away before its response is complete, the proxy drops the upstream request, which closes its

@@ -52,6 +52,12 @@
 //! client pipelining many calls waits only on its own results. Each transport's module says how
 //! it bounds memory and what it does when a peer goes away; what both share is bounded
 //! (the calls parked for an `input_required` retry, [`MAX_TOOLS`]). A message that is not JSON is relayed as it is.
+//!
+//! Both transports are bounded and loud the same way: no message over `--max-message-bytes`
+//! ([`DEFAULT_MAX_MESSAGE_BYTES`]) is held whole, and a request the server leaves unanswered
+//! (its response over that size, the server gone, `--call-timeout` passed,
+//! [`DEFAULT_CALL_TIMEOUT`]) gets the client a JSON-RPC error under its id ([`codes`]) and a
+//! line on standard error; the call's span ends failed with an `error.type` saying which.
 
 mod frame;
 pub mod host;
