@@ -126,7 +126,7 @@ pub fn run(args: McpArgs) -> ExitCode {
         .report();
     }
     let call_timeout = match args.call_timeout {
-        t if t == 0.0 => None,
+        0.0 => None,
         t if t.is_finite() && t > 0.0 && t <= MAX_CALL_TIMEOUT_SECS => {
             Some(std::time::Duration::from_secs_f64(t))
         }

@@ -193,17 +193,15 @@ impl Stdio1 {
         };
         if let Some(head) = peek(line) {
             match (head.method.as_deref(), head.id) {
-                (Some(method), Some(id)) => {
-                    if !self.wait_for(key_of(&id), id.clone(), method) {
-                        drop(forward);
-                        let answer = error_line(
-                            &id,
-                            codes::CONNECTION_CLOSED,
-                            "toolsize mcp: the server has exited",
-                            json!({}),
-                        );
-                        return self.to_client(&answer);
-                    }
+                (Some(method), Some(id)) if !self.wait_for(key_of(&id), id.clone(), method) => {
+                    drop(forward);
+                    let answer = error_line(
+                        &id,
+                        codes::CONNECTION_CLOSED,
+                        "toolsize mcp: the server has exited",
+                        json!({}),
+                    );
+                    return self.to_client(&answer);
                 }
                 (Some("notifications/cancelled"), None) => {
                     if let Some(id) = serde_json::from_slice::<Value>(line)
