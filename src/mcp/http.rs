@@ -703,7 +703,7 @@ impl State {
         log_line(
             "WARN",
             "A request passed its time; the client was answered with an error.",
-            json!({"jsonrpc_id": id, "call_timeout_seconds": secs}),
+            json!({"jsonrpc_id": proxy::log_id(id), "call_timeout_seconds": secs}),
         );
         let answer = error_body(
             id,
@@ -892,7 +892,7 @@ impl State {
                 log_line(
                     "WARN",
                     "A response from the server is over the maximum message size; it was discarded and the client answered with an error.",
-                    json!({"jsonrpc_id": request_id, "bytes_read": n, "max_message_bytes": cap}),
+                    json!({"jsonrpc_id": proxy::log_id(request_id.as_ref()), "bytes_read": n, "max_message_bytes": cap}),
                 );
                 let answer = error_body(
                     request_id.as_ref(),
@@ -908,7 +908,7 @@ impl State {
                 log_line(
                     "ERROR",
                     "The server's response broke off; the client was answered with an error.",
-                    json!({"jsonrpc_id": request_id, "upstream": self.pool.upstream.redacted()}),
+                    json!({"jsonrpc_id": proxy::log_id(request_id.as_ref()), "upstream": self.pool.upstream.redacted()}),
                 );
                 let answer = error_body(
                     request_id.as_ref(),

@@ -364,6 +364,16 @@ pub(crate) fn error_response(id: Option<&Value>, code: i64, message: &str) -> Ve
     .unwrap_or_default()
 }
 
+/// A request's id as a log field: itself when its JSON text is at most [`MAX_ID_BYTES`], else
+/// a note saying it was left out (a client's id is unbounded).
+pub(crate) fn log_id(id: Option<&Value>) -> Value {
+    match id {
+        Some(v) if v.to_string().len() <= MAX_ID_BYTES => v.clone(),
+        Some(_) => json!(format!("(an id over {MAX_ID_BYTES} bytes)")),
+        None => Value::Null,
+    }
+}
+
 /// Logs one JSON line on standard error (the MCP stdio transport's log channel).
 pub(crate) fn log_line(level: &str, message: &str, fields: Value) {
     let mut line = json!({"level": level, "target": "toolsize::mcp"});
