@@ -115,6 +115,49 @@ async fn non_finite_doubles_are_read_and_absurd_sizes_refused_counted_never_page
         sample(&text, "toolsize_spans_accepted_total{kind=\"tool\"}"),
         Some(2.0)
     );
+    // A coding agent's tool_result log record with such a size is refused the same way, alone.
+    let log = |size: &str, id: &str| {
+        format!(
+            r#"{{"timeUnixNano":"1700000000000000000","body":{{"stringValue":"claude_code.tool_result"}},"attributes":[
+              {{"key":"event.name","value":{{"stringValue":"tool_result"}}}},
+              {{"key":"tool_name","value":{{"stringValue":"Read"}}}},
+              {{"key":"tool_use_id","value":{{"stringValue":"{id}"}}}},
+              {{"key":"success","value":{{"stringValue":"true"}}}},
+              {{"key":"tool_result_size_bytes","value":{size}}}]}}"#
+        )
+    };
+    let logs = format!(
+        r#"{{"resourceLogs":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"claude-code"}}}}]}},
+          "scopeLogs":[{{"scope":{{"name":"com.anthropic.claude_code.events"}},"logRecords":[{},{},{}]}}]}}]}}"#,
+        log(r#"{"doubleValue":"Infinity"}"#, "toolu_1"),
+        log(r#"{"intValue":"-3"}"#, "toolu_2"),
+        log(r#"{"intValue":"2048"}"#, "toolu_3"),
+    );
+    let r = reqwest::Client::new()
+        .post(format!("http://{h}/v1/logs"))
+        .header("content-type", "application/json")
+        .body(logs)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let text = wait_for(
+        "the log records counted",
+        Duration::from_secs(10),
+        || async {
+            let text = metrics(admin).await;
+            (sample(&text, "toolsize_log_records_accepted_total{kind=\"tool\"}") == Some(1.0))
+                .then_some(text)
+        },
+    )
+    .await;
+    assert_eq!(
+        sample(
+            &text,
+            "toolsize_log_records_refused_total{reason=\"invalid_size\"}"
+        ),
+        Some(2.0)
+    );
     // Still serving, and a doubleValue that is no number still refuses the batch.
     let bad = serde_json::to_string(&request("agent", vec![sized_by_double(8, "x", 55555.0)]))
         .unwrap()

@@ -144,6 +144,8 @@ pub(crate) struct LogRecords {
     pub(crate) overloaded: u64,
     /// Records refused because the aggregator had stopped.
     pub(crate) stopped: u64,
+    /// Records of tool calls refused for a size no result can have.
+    pub(crate) invalid_size: u64,
     /// Records accepted and then lost: queued when the aggregator stopped.
     pub(crate) dropped: u64,
 }
@@ -225,6 +227,7 @@ pub struct SelfStats {
     log_records_other: AtomicU64,
     log_records_overloaded: AtomicU64,
     log_records_stopped: AtomicU64,
+    log_records_invalid_size: AtomicU64,
     log_records_dropped: AtomicU64,
     /// Connection counters of the listeners.
     pub listeners: Arc<listener::ListenerStats>,
@@ -326,6 +329,11 @@ impl SelfStats {
             self.spans_invalid_size.fetch_add(n, Relaxed);
         }
     }
+    pub(crate) fn log_records_invalid_size(&self, n: u64) {
+        if n > 0 {
+            self.log_records_invalid_size.fetch_add(n, Relaxed);
+        }
+    }
     pub(crate) fn accepted_request(&self, s: OtlpSignal) {
         self.accepted_requests.of(s).fetch_add(1, Relaxed);
     }
@@ -387,6 +395,7 @@ impl SelfStats {
                 other: self.log_records_other.load(Relaxed),
                 overloaded: self.log_records_overloaded.load(Relaxed),
                 stopped: self.log_records_stopped.load(Relaxed),
+                invalid_size: self.log_records_invalid_size.load(Relaxed),
                 dropped: self.log_records_dropped.load(Relaxed),
             },
         }

@@ -509,6 +509,13 @@ impl Recognized {
         tracestate: &str,
     ) {
         for s in signals {
+            if s.absurd_size {
+                let why = crate::collector::ingest::recognize::INVALID_SIZE;
+                self.invalid += 1;
+                self.invalid_size += 1;
+                self.invalid_reason.get_or_insert(why);
+                continue;
+            }
             let mut rec = agents::record(
                 service,
                 s,

@@ -531,6 +531,7 @@ impl Ingest {
         let rec = decode::recognize_logs_protobuf(&self.recognizer, body)?;
         let (tools, other) = (rec.records.len() as u64, rec.not_tool);
         self.stats.label_cuts(&rec.label_cuts);
+        self.stats.log_records_invalid_size(rec.invalid_size);
         self.queue(OtlpSignal::Logs, rec.records, relay)
             .inspect_err(|r| self.stats.refused_logs(r.reason, tools + other))?;
         self.stats.accepted_logs(tools, other);

@@ -242,6 +242,7 @@ fn requests(v: &SelfStatsView, sink: &mut impl Sink) {
         counter(LOG_RECORDS_REFUSED, "Log records refused, by reason."),
         "reason",
         [
+            ("invalid_size", logs.invalid_size),
             ("overloaded", logs.overloaded),
             ("aggregator_stopped", logs.stopped),
         ],
