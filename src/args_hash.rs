@@ -153,6 +153,132 @@ pub fn args_hash_of_canonical(canonical: &[u8]) -> String {
     crate::hex::encode(&Sha1::digest(canonical)[..6])
 }
 
+// ---------------------------------------------------------------------------------------
+// The keyed form
+// ---------------------------------------------------------------------------------------
+
+/// The environment variable holding the key of the arguments' hash: when it is set (and not
+/// empty), [`span_args_hash`] (what `toolsize::tool_call(..).args(..)` and `toolsize mcp`
+/// record) and `toolsize args-hash` give the keyed hash.
+pub const ARGS_HASH_KEY_ENV: &str = "TOOLSIZE_ARGS_HASH_KEY";
+
+/// SHA-1's block size, the HMAC key size.
+const BLOCK: usize = 64;
+
+/// A secret key for the arguments' hash: the hash becomes the first 12 hex digits of
+/// HMAC-SHA1(key, canonical JSON), which Python computes as
+/// `hmac.new(key, json.dumps(args, sort_keys=True, default=str).encode(), hashlib.sha1).hexdigest()[:12]`.
+///
+/// Why a key, and why HMAC rather than a salt: the unkeyed hash is a function of the arguments
+/// alone, so anyone who reads it (in the API, an alert, a snapshot, a trace backend) can hash a
+/// guessed argument (a customer id, a file path, a token with little entropy) and confirm the
+/// guess offline. A salt stored beside the hash only stops precomputed tables; a key kept out of
+/// what is exported stops the guessing itself. HMAC is the standard keyed hash (RFC 2104; a plain
+/// `SHA-1(key ‖ data)` is open to length extension), and Python's standard library has it, so
+/// Python and Rust agents sharing one key still agree. The price: hashes made with different
+/// keys (or none) never match, so every agent, proxy and `toolsize args-hash` comparing hashes
+/// needs the same key. The key's `Debug` never shows it.
+#[derive(Clone)]
+pub struct ArgsHashKey {
+    /// The key padded to one block (or its SHA-1, when longer than a block).
+    block: [u8; BLOCK],
+}
+
+impl fmt::Debug for ArgsHashKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ArgsHashKey(…)")
+    }
+}
+
+impl ArgsHashKey {
+    /// A key of `secret`'s bytes (any length; longer than 64 bytes, its SHA-1 is used, as HMAC
+    /// specifies). `None` for an empty secret: no key.
+    pub fn new(secret: &[u8]) -> Option<Self> {
+        if secret.is_empty() {
+            return None;
+        }
+        let mut block = [0u8; BLOCK];
+        if secret.len() > BLOCK {
+            block[..20].copy_from_slice(&Sha1::digest(secret));
+        } else {
+            block[..secret.len()].copy_from_slice(secret);
+        }
+        Some(Self { block })
+    }
+
+    /// The key in [`ARGS_HASH_KEY_ENV`] (its UTF-8 bytes), when set and not empty.
+    pub fn from_env() -> Option<Self> {
+        Self::new(std::env::var(ARGS_HASH_KEY_ENV).ok()?.as_bytes())
+    }
+
+    /// HMAC-SHA1 of `data` (RFC 2104).
+    fn mac(&self, data: &[u8]) -> [u8; 20] {
+        let pad = |byte: u8| self.block.map(|k| k ^ byte);
+        let inner = Sha1::new()
+            .chain_update(pad(0x36))
+            .chain_update(data)
+            .finalize();
+        Sha1::new()
+            .chain_update(pad(0x5c))
+            .chain_update(inner)
+            .finalize()
+            .into()
+    }
+}
+
+/// The keyed `tool.args_hash` of already-canonical JSON bytes: the first 12 lowercase hex
+/// digits of HMAC-SHA1(`key`, `canonical`).
+pub fn keyed_args_hash_of_canonical(key: &ArgsHashKey, canonical: &[u8]) -> String {
+    crate::hex::encode(&key.mac(canonical)[..6])
+}
+
+/// The keyed `tool.args_hash` of `value` ([`ArgsHashKey`]).
+///
+/// # Errors
+///
+/// As [`canonical_json`].
+pub fn keyed_args_hash<T: Serialize + ?Sized>(key: &ArgsHashKey, value: &T) -> Result<String> {
+    let mut canon = Canon::with_capacity();
+    value.serialize(&mut canon)?;
+    Ok(keyed_args_hash_of_canonical(key, &canon.out))
+}
+
+/// The key of this process: set by [`set_process_key`], else read once from
+/// [`ARGS_HASH_KEY_ENV`].
+fn process_key() -> &'static std::sync::RwLock<Option<ArgsHashKey>> {
+    static KEY: std::sync::OnceLock<std::sync::RwLock<Option<ArgsHashKey>>> =
+        std::sync::OnceLock::new();
+    KEY.get_or_init(|| std::sync::RwLock::new(ArgsHashKey::from_env()))
+}
+
+/// Sets (or, with `None`, removes) the key [`span_args_hash`] uses in this process, in place of
+/// the one [`ARGS_HASH_KEY_ENV`] gave: application configuration comes before the
+/// environment.
+pub fn set_process_key(key: Option<ArgsHashKey>) {
+    let mut k = process_key()
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *k = key;
+}
+
+/// The hash a span records for `value`: keyed with this process's key when it has one
+/// ([`set_process_key`], [`ARGS_HASH_KEY_ENV`]), else [`args_hash`].
+///
+/// # Errors
+///
+/// As [`canonical_json`].
+pub fn span_args_hash<T: Serialize + ?Sized>(value: &T) -> Result<String> {
+    let mut canon = Canon::with_capacity();
+    value.serialize(&mut canon)?;
+    let key = process_key()
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Ok(match key.as_ref() {
+        Some(k) => keyed_args_hash_of_canonical(k, &canon.out),
+        None => args_hash_of_canonical(&canon.out),
+    })
+}
+
 /// Canonical JSON of a JSON text, as Python's
 /// `json.dumps(json.loads(text), sort_keys=True, default=str)`.
 ///
@@ -1606,6 +1732,38 @@ impl TextParser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// RFC 2202's HMAC-SHA1 test cases 1, 2, 6 and 7 (a key longer than the block is hashed).
+    #[test]
+    fn hmac_sha1_matches_rfc_2202() {
+        let hex = |k: &ArgsHashKey, d: &[u8]| crate::hex::encode(&k.mac(d));
+        let k = ArgsHashKey::new(&[0x0b; 20]).unwrap();
+        assert_eq!(
+            hex(&k, b"Hi There"),
+            "b617318655057264e28bc0b6fb378c8ef146be00"
+        );
+        let k = ArgsHashKey::new(b"Jefe").unwrap();
+        assert_eq!(
+            hex(&k, b"what do ya want for nothing?"),
+            "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79"
+        );
+        let k = ArgsHashKey::new(&[0xaa; 80]).unwrap();
+        assert_eq!(
+            hex(
+                &k,
+                b"Test Using Larger Than Block-Size Key - Hash Key First"
+            ),
+            "aa4ae5e15272d00e95705637ce8a3b55ed402112"
+        );
+        assert_eq!(
+            hex(
+                &k,
+                b"Test Using Larger Than Block-Size Key and Larger Than One Block-Size Data"
+            ),
+            "e8e99d0f45237d786d6bbaa7965c7808bbff1a91"
+        );
+    }
+
     use std::collections::BTreeMap;
 
     fn float(v: f64) -> String {

@@ -207,10 +207,11 @@ impl<'a> ToolCallBuilder<'a> {
     }
 
     /// The call's arguments: only their hash is recorded (`tool.args_hash`, see
-    /// [`crate::args_hash()`]). Arguments that cannot be hashed (a map with keys JSON has no
-    /// string for) leave the attribute absent and are logged once.
+    /// [`crate::args_hash()`]; keyed when the process has a key, see
+    /// [`crate::args_hash::span_args_hash`]). Arguments that cannot be hashed (a map with keys
+    /// JSON has no string for) leave the attribute absent and are logged once.
     pub fn args<A: Serialize + ?Sized>(mut self, args: &A) -> Self {
-        match crate::args_hash::args_hash(args) {
+        match crate::args_hash::span_args_hash(args) {
             Ok(hash) => self.args_hash = Some(hash),
             Err(error) => {
                 static WARNED: AtomicBool = AtomicBool::new(false);

@@ -24,7 +24,7 @@ pub mod collector;
 #[cfg(feature = "cli")]
 pub mod mcp;
 
-pub use args_hash::{args_hash, canonical_json, ArgsHashError};
+pub use args_hash::{args_hash, canonical_json, ArgsHashError, ArgsHashKey};
 pub use guard::{CeilingGuard, Envelope, Warning};
 pub use instrument::{record_cut, tool_call, ToolCall, ToolCallBuilder};
 pub use measure::{measure, Measurement, Measures};

@@ -540,3 +540,91 @@ fn mutations_agree_with_python() {
         refs.len()
     );
 }
+
+/// The keyed hash equals Python's `hmac.new(key, canonical, hashlib.sha1).hexdigest()[:12]` over
+/// the same canonical JSON, for keys shorter than, as long as, and longer than SHA-1's block,
+/// and for every line of the corpus Python accepts; the unkeyed hash is unchanged beside it.
+#[test]
+fn keyed_hash_matches_python_hmac() {
+    use toolsize::args_hash::{keyed_args_hash, keyed_args_hash_of_canonical, ArgsHashKey};
+    const HMAC_SCRIPT: &str = r#"
+import hashlib, hmac, json, sys
+req = json.loads(sys.stdin.read())
+out = []
+for key in req["keys"]:
+    k = key.encode()
+    row = []
+    for t in req["texts"]:
+        try:
+            c = json.dumps(json.loads(t), sort_keys=True, default=str)
+        except Exception:
+            row.append(None)
+            continue
+        row.append(hmac.new(k, c.encode(), hashlib.sha1).hexdigest()[:12])
+    out.append(row)
+sys.stdout.write(json.dumps(out))
+"#;
+    let keys = [
+        "k",
+        "a longer key é",
+        &"x".repeat(64),
+        &"long key ".repeat(20),
+    ];
+    let texts: Vec<&str> = corpus_lines();
+    let input = serde_json::json!({"keys": keys, "texts": texts}).to_string();
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(HMAC_SCRIPT)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 is required to compute the expected keyed hashes");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let expected: Vec<Vec<Option<String>>> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut compared = 0;
+    for (key, row) in keys.iter().zip(&expected) {
+        let k = ArgsHashKey::new(key.as_bytes()).unwrap();
+        for (text, want) in texts.iter().zip(row) {
+            let Some(want) = want else { continue };
+            let canonical = canonical_json_from_text(text).unwrap();
+            let got = keyed_args_hash_of_canonical(&k, canonical.as_bytes());
+            assert_eq!(&got, want, "key {key:?}, text {}", short(text));
+            assert_ne!(got, args_hash_of_canonical(canonical.as_bytes()));
+            compared += 1;
+        }
+    }
+    assert!(compared > 100, "only {compared} hashes compared");
+    // From a Rust value, the same as from its JSON text.
+    let k = ArgsHashKey::new(b"k").unwrap();
+    let v = serde_json::json!({"b": [1, 2.5, "é"], "a": null});
+    let canonical = canonical_json(&v).unwrap();
+    assert_eq!(
+        keyed_args_hash(&k, &v).unwrap(),
+        keyed_args_hash_of_canonical(&k, canonical.as_bytes())
+    );
+    assert!(ArgsHashKey::new(b"").is_none());
+    assert_eq!(format!("{k:?}"), "ArgsHashKey(…)");
+}
+
+/// The process key, once set, keys what spans record; removed, the CPython-equal default
+/// comes back.
+#[test]
+fn span_hash_follows_the_process_key() {
+    let v = serde_json::json!({"q": "secret guess"});
+    let plain = toolsize::args_hash(&v).unwrap();
+    let key = toolsize::ArgsHashKey::new(b"team key").unwrap();
+    toolsize::args_hash::set_process_key(Some(key.clone()));
+    assert_eq!(
+        toolsize::args_hash::span_args_hash(&v).unwrap(),
+        toolsize::args_hash::keyed_args_hash(&key, &v).unwrap()
+    );
+    toolsize::args_hash::set_process_key(None);
+    assert_eq!(toolsize::args_hash::span_args_hash(&v).unwrap(), plain);
+}

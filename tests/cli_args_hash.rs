@@ -79,3 +79,61 @@ fn bad_flags_are_a_structured_usage_error() {
     assert_eq!(help.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&help.stdout).contains("args-hash"));
 }
+
+/// With a key (a file, or `$TOOLSIZE_ARGS_HASH_KEY`), the keyed hash Python's `hmac` gives;
+/// `--unkeyed` the plain one; a key file that cannot be used is a structured usage error.
+#[test]
+fn a_key_gives_pythons_hmac() {
+    let text = r#"{"path": "/home/alice/.ssh/id_rsa", "n": 1}"#;
+    let script = "import sys, json, hashlib, hmac\n\
+                  a = json.loads(sys.stdin.read())\n\
+                  c = json.dumps(a, sort_keys=True, default=str).encode()\n\
+                  print(hmac.new(b'team key', c, hashlib.sha1).hexdigest()[:12])";
+    let mut child = Command::new("python3")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 must be installed (scripts/test.sh installs it)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let want = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let dir = std::env::temp_dir().join(format!("toolsize-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key_file = dir.join("key");
+    std::fs::write(&key_file, "team key\n").unwrap();
+    let keyed = toolsize(text, &["--key-file", key_file.to_str().unwrap()]);
+    assert!(keyed.status.success());
+    assert_eq!(String::from_utf8_lossy(&keyed.stdout).trim(), want);
+    let from_env = Command::new(env!("CARGO_BIN_EXE_toolsize"))
+        .arg("args-hash")
+        .env("TOOLSIZE_ARGS_HASH_KEY", "team key")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(text.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&from_env.stdout).trim(), want);
+    let plain = toolsize(text, &["--unkeyed"]);
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stdout).trim(),
+        python_hash(text)
+    );
+    assert_ne!(want, python_hash(text));
+    std::fs::write(&key_file, "\n").unwrap();
+    let empty = toolsize(text, &["--key-file", key_file.to_str().unwrap()]);
+    assert_eq!(empty.status.code(), Some(2));
+    assert_eq!(structured_error(&empty)["code"], "EMPTY_KEY");
+    let missing = toolsize(text, &["--key-file", dir.join("nope").to_str().unwrap()]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert_eq!(structured_error(&missing)["code"], "KEY_FILE_UNREADABLE");
+    let _ = std::fs::remove_dir_all(&dir);
+}

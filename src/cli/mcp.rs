@@ -22,6 +22,9 @@ use crate::cli::CliError;
 use crate::guard::ceiling::{CeilingGuard, Policy};
 use crate::mcp::{host, HostChoice};
 
+/// Longest `--call-timeout` accepted, in seconds (a week).
+const MAX_CALL_TIMEOUT_SECS: f64 = 7.0 * 24.0 * 3600.0;
+
 /// Arguments of `toolsize mcp`.
 #[derive(Debug, clap::Args)]
 pub struct McpArgs {
@@ -47,6 +50,16 @@ pub struct McpArgs {
     /// Add the limit to every tool in tools/list (`_meta` and a sentence of the description).
     #[arg(long)]
     pub annotate_tools: bool,
+    /// Largest message read whole, either way, in bytes: a stdio line, an HTTP request body, a
+    /// JSON response or SSE event acted on. A response over it is discarded unread and its call
+    /// answered with a JSON-RPC error; a request over it is refused. At least 65536.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::mcp::DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+    /// Seconds a request waits for the server's response before the proxy answers it with a
+    /// JSON-RPC error (-32001) and, on stdio, sends the server notifications/cancelled; 0: no
+    /// limit.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::mcp::DEFAULT_CALL_TIMEOUT.as_secs_f64())]
+    pub call_timeout: f64,
     /// Serve MCP over Streamable HTTP at http://ADDR/mcp, forwarding to --upstream (instead of
     /// running a server on stdio). Port 0 picks a free port, said on standard error.
     #[arg(long, value_name = "ADDR", requires = "upstream")]
@@ -101,6 +114,32 @@ pub fn run(args: McpArgs) -> ExitCode {
         Ok(g) => g,
         Err(e) => return CliError::new("INVALID_LIMIT", e.to_string()).report(),
     };
+    if args.max_message_bytes < crate::mcp::MIN_MAX_MESSAGE_BYTES {
+        return CliError::new(
+            "INVALID_MAX_MESSAGE_BYTES",
+            format!(
+                "--max-message-bytes {} is below the minimum of {}",
+                args.max_message_bytes,
+                crate::mcp::MIN_MAX_MESSAGE_BYTES
+            ),
+        )
+        .report();
+    }
+    let call_timeout = match args.call_timeout {
+        0.0 => None,
+        t if t.is_finite() && t > 0.0 && t <= MAX_CALL_TIMEOUT_SECS => {
+            Some(std::time::Duration::from_secs_f64(t))
+        }
+        t => {
+            return CliError::new(
+                "INVALID_CALL_TIMEOUT",
+                format!(
+                "--call-timeout {t}: give seconds between 0 (no limit) and {MAX_CALL_TIMEOUT_SECS}"
+            ),
+            )
+            .report()
+        }
+    };
     let upstream = match (&args.upstream, args.listen) {
         (Some(url), Some(_)) => {
             match crate::mcp::http::Upstream::parse(url, args.upstream_ca.as_deref()) {
@@ -144,6 +183,8 @@ pub fn run(args: McpArgs) -> ExitCode {
         host: choice,
         check_args: !args.no_check_args,
         annotate_tools: args.annotate_tools,
+        max_message_bytes: args.max_message_bytes,
+        call_timeout,
     };
     if let (Some(upstream), Some(listen)) = (upstream, args.listen) {
         let served = crate::mcp::http::run(opts, listen, upstream);

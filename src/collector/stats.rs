@@ -144,6 +144,8 @@ pub(crate) struct LogRecords {
     pub(crate) overloaded: u64,
     /// Records refused because the aggregator had stopped.
     pub(crate) stopped: u64,
+    /// Records of tool calls refused for a size no result can have.
+    pub(crate) invalid_size: u64,
     /// Records accepted and then lost: queued when the aggregator stopped.
     pub(crate) dropped: u64,
 }
@@ -207,6 +209,7 @@ pub struct SelfStats {
     spans_tool: AtomicU64,
     spans_other: AtomicU64,
     spans_invalid: AtomicU64,
+    spans_invalid_size: AtomicU64,
     spans_overloaded: AtomicU64,
     spans_stopped: AtomicU64,
     spans_dropped: AtomicU64,
@@ -224,6 +227,7 @@ pub struct SelfStats {
     log_records_other: AtomicU64,
     log_records_overloaded: AtomicU64,
     log_records_stopped: AtomicU64,
+    log_records_invalid_size: AtomicU64,
     log_records_dropped: AtomicU64,
     /// Connection counters of the listeners.
     pub listeners: Arc<listener::ListenerStats>,
@@ -246,6 +250,8 @@ pub struct SelfStatsView {
     pub(crate) spans_other: u64,
     /// Tool spans rejected as unusable (partial success).
     pub spans_invalid: u64,
+    /// Tool spans refused for a size no result can have (negative, not finite, above 2^53).
+    pub spans_invalid_size: u64,
     /// Spans refused because the queue was full.
     pub spans_overloaded: u64,
     /// Spans refused because the aggregator had stopped.
@@ -318,6 +324,16 @@ impl SelfStats {
         self.spans_other.fetch_add(other, Relaxed);
         self.spans_invalid.fetch_add(invalid, Relaxed);
     }
+    pub(crate) fn invalid_size(&self, n: u64) {
+        if n > 0 {
+            self.spans_invalid_size.fetch_add(n, Relaxed);
+        }
+    }
+    pub(crate) fn log_records_invalid_size(&self, n: u64) {
+        if n > 0 {
+            self.log_records_invalid_size.fetch_add(n, Relaxed);
+        }
+    }
     pub(crate) fn accepted_request(&self, s: OtlpSignal) {
         self.accepted_requests.of(s).fetch_add(1, Relaxed);
     }
@@ -358,6 +374,7 @@ impl SelfStats {
             spans_tool: self.spans_tool.load(Relaxed),
             spans_other: self.spans_other.load(Relaxed),
             spans_invalid: self.spans_invalid.load(Relaxed),
+            spans_invalid_size: self.spans_invalid_size.load(Relaxed),
             spans_overloaded: self.spans_overloaded.load(Relaxed),
             spans_stopped: self.spans_stopped.load(Relaxed),
             spans_dropped: self.spans_dropped.load(Relaxed),
@@ -378,6 +395,7 @@ impl SelfStats {
                 other: self.log_records_other.load(Relaxed),
                 overloaded: self.log_records_overloaded.load(Relaxed),
                 stopped: self.log_records_stopped.load(Relaxed),
+                invalid_size: self.log_records_invalid_size.load(Relaxed),
                 dropped: self.log_records_dropped.load(Relaxed),
             },
         }

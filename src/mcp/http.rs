@@ -40,10 +40,16 @@
 //! doubled the latency the proxy adds, from cross-thread wake-ups), at most [`MAX_CONNECTIONS`]
 //! at once (more wait in the listen backlog), with a [`HEADER_READ_TIMEOUT`] for request heads.
 //! A response over [`BLOCKING_BYTES`] is acted on in the blocking pool, so a cut, which takes
-//! milliseconds, never stalls the other connections. A request body over
-//! [`MAX_REQUEST_BYTES`] is refused with `413`. A JSON response to a request acted on is read up
-//! to [`MAX_RESPONSE_BYTES`]; a `tools/call` result past that is refused as too large (its
-//! `tool.result.original_bytes` a lower bound), anything else passes unread. Upstream
+//! milliseconds, never stalls the other connections. A request body over the maximum message
+//! size (`--max-message-bytes`, [`DEFAULT_MAX_MESSAGE_BYTES`](super::DEFAULT_MAX_MESSAGE_BYTES))
+//! is refused with `413`. A JSON response to a request acted on is read up to the same size;
+//! past it the client gets a JSON-RPC error (`-32603`) under its request's id, and a response
+//! that breaks off gets it `-32000`; a response the proxy does not act on passes unread. With
+//! `--call-timeout`, a request with an id whose response's head does not come in time, or
+//! whose response acted on does not complete in time, gets `-32001`. On an event stream, each
+//! response awaited when the stream breaks, passes its time or ends without it (on a request
+//! without a session) is sent as a JSON-RPC error event. These answers are `200`, so that the
+//! client's SDK hands them to the waiting call, and each is said on standard error. Upstream
 //! connections are kept for reuse while idle; one that cannot be reached in
 //! [`CONNECT_TIMEOUT`] is a `502` with a JSON-RPC error naming no secret. When the client goes
 //! away before its response is complete, the proxy drops the upstream request, which closes its
@@ -80,16 +86,12 @@ use tokio::sync::{mpsc, Semaphore};
 
 use super::proxy::{self, lock, log_line, peek, Context, Inbound, Pending, Proxy, Session};
 use super::sse::{self, Piece, Splitter};
-use super::Options;
+use super::{codes, error_types, Options};
 
 /// Most client connections served at once.
 pub const MAX_CONNECTIONS: usize = 1024;
 /// Most HTTP sessions remembered (2025-03-26 to 2025-11-25).
 pub const MAX_SESSIONS: usize = 4096;
-/// Largest request body accepted.
-pub const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
-/// Largest JSON response read whole to act on.
-pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// Time for a client to send a request's head.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time to reach the upstream server.
@@ -669,7 +671,49 @@ where
     Ok(out)
 }
 
+/// A JSON-RPC error answer with `data`.
+fn error_body(id: Option<&Value>, code: i64, message: &str, data: Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "jsonrpc": "2.0",
+        "id": id.cloned().unwrap_or(Value::Null),
+        "error": {"code": code, "message": message, "data": data},
+    }))
+    .unwrap_or_default()
+}
+
+/// The `message` event carrying a JSON-RPC error answer.
+fn error_event(id: &Value, code: i64, message: &str) -> Bytes {
+    let body = error_body(Some(id), code, message, json!({}));
+    let mut event = b"event: message\ndata: ".to_vec();
+    event.extend_from_slice(&body);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
 impl State {
+    /// The answer to a request that passed `--call-timeout`: a JSON-RPC error, `200` so that
+    /// the client's SDK hands it to the waiting call. Dropping the upstream exchange closes its
+    /// connection (the cancellation of 2026-07-28; earlier revisions see the disconnect).
+    fn timed_out(&self, pending: Option<Pending>, id: Option<&Value>) -> Response<Out> {
+        let secs = self.proxy.call_timeout().map_or(0.0, |t| t.as_secs_f64());
+        let why = format!("no response from the server within {secs} s (--call-timeout)");
+        if let Some(p) = pending {
+            self.proxy.abandon(p, &why, error_types::TIMEOUT);
+        }
+        log_line(
+            "WARN",
+            "A request passed its time; the client was answered with an error.",
+            json!({"jsonrpc_id": proxy::log_id(id), "call_timeout_seconds": secs}),
+        );
+        let answer = error_body(
+            id,
+            codes::REQUEST_TIMEOUT,
+            &format!("toolsize mcp: {why}"),
+            json!({"call_timeout_seconds": secs}),
+        );
+        json_response(StatusCode::OK, answer)
+    }
+
     fn session_for(&self, headers: &HeaderMap) -> Arc<Session> {
         match header(headers, SESSION_HEADER) {
             Some(id) => lock(&self.sessions)
@@ -687,10 +731,19 @@ impl State {
             return plain(StatusCode::FORBIDDEN, "Origin not allowed\n");
         }
         let (parts, body) = req.into_parts();
-        let body = match read_bounded(body, MAX_REQUEST_BYTES).await {
+        let cap = self.proxy.max_message_bytes();
+        let body = match read_bounded(body, cap).await {
             Ok(b) => b,
-            Err(Some(_)) => {
-                return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
+            Err(Some(n)) => {
+                log_line(
+                    "WARN",
+                    "A request from the client is over the maximum message size; it was refused.",
+                    json!({"bytes_read": n, "max_message_bytes": cap}),
+                );
+                return plain(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "request body over the proxy's maximum message size (--max-message-bytes)\n",
+                );
             }
             Err(None) => return plain(StatusCode::BAD_REQUEST, "request body broken\n"),
         };
@@ -743,7 +796,21 @@ impl State {
             up.headers_mut().insert(hyper::header::HOST, host);
         }
 
-        let (resp, lease) = match self.pool.send(up).await {
+        // The call's clock: the response's head for every request with an id, the whole
+        // response for those acted on.
+        let deadline = self
+            .proxy
+            .call_timeout()
+            .filter(|_| request_id.is_some())
+            .map(|t| tokio::time::Instant::now() + t);
+        let sent = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, self.pool.send(up)).await {
+                Ok(r) => r,
+                Err(_) => return self.timed_out(pending, request_id.as_ref()),
+            },
+            None => self.pool.send(up).await,
+        };
+        let (resp, lease) = match sent {
             Ok(r) => r,
             Err(e) => {
                 log_line(
@@ -793,8 +860,10 @@ impl State {
             head.headers.remove(hyper::header::CONTENT_LENGTH);
             let (tx, rx) = mpsc::channel(16);
             let awaited: Vec<Pending> = pending.into_iter().chain(orphans).collect();
+            // A `GET` stream lives as long as the session: only a `POST`'s own call has a clock.
+            let deadline = deadline.filter(|_| parts.method == Method::POST);
             tokio::spawn(relay_events(
-                self, session, version, body, lease, awaited, tx,
+                self, session, version, body, lease, awaited, tx, deadline,
             ));
             return Response::from_parts(head, Out::Chan(rx));
         }
@@ -807,22 +876,47 @@ impl State {
             self.proxy.http_failure(pending, head.status.as_u16());
             return Response::from_parts(head, Out::Relay(body, Some(lease)));
         }
-        let bytes = match read_bounded(body, MAX_RESPONSE_BYTES).await {
+        let read = read_bounded(body, cap);
+        let read = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, read).await {
+                Ok(r) => r,
+                Err(_) => return self.timed_out(Some(pending), request_id.as_ref()),
+            },
+            None => read.await,
+        };
+        let bytes = match read {
             Ok(b) => b,
             Err(Some(n)) => {
-                let id = request_id.unwrap_or(Value::Null);
-                let refused = self.proxy.oversized(pending, &id, n as u64);
-                return match refused {
-                    Some(answer) => {
-                        head.headers.remove(hyper::header::CONTENT_LENGTH);
-                        Response::from_parts(head, Out::full(answer))
-                    }
-                    None => plain(StatusCode::BAD_GATEWAY, "upstream response too large\n"),
-                };
+                let why = format!("the server's response is over {cap} bytes, the proxy's maximum message size (--max-message-bytes)");
+                self.proxy.abandon(pending, &why, error_types::TOO_LARGE);
+                log_line(
+                    "WARN",
+                    "A response from the server is over the maximum message size; it was discarded and the client answered with an error.",
+                    json!({"jsonrpc_id": proxy::log_id(request_id.as_ref()), "bytes_read": n, "max_message_bytes": cap}),
+                );
+                let answer = error_body(
+                    request_id.as_ref(),
+                    codes::MESSAGE_TOO_LARGE,
+                    &format!("toolsize mcp: {why}; it was discarded"),
+                    json!({"bytes_read": n, "max_message_bytes": cap}),
+                );
+                return json_response(StatusCode::OK, answer);
             }
             Err(None) => {
-                // Dropping the pending call ends it as cancelled.
-                return plain(StatusCode::BAD_GATEWAY, "upstream response broken\n");
+                let why = "the server's response broke off before its end";
+                self.proxy.abandon(pending, why, error_types::SERVER_GONE);
+                log_line(
+                    "ERROR",
+                    "The server's response broke off; the client was answered with an error.",
+                    json!({"jsonrpc_id": proxy::log_id(request_id.as_ref()), "upstream": self.pool.upstream.redacted()}),
+                );
+                let answer = error_body(
+                    request_id.as_ref(),
+                    codes::CONNECTION_CLOSED,
+                    &format!("toolsize mcp: {why}"),
+                    json!({}),
+                );
+                return json_response(StatusCode::OK, answer);
             }
         };
         lease.done();
@@ -887,7 +981,10 @@ impl RetainHopByHop for HeaderMap {
 
 /// Relays an event stream to the client as each event completes; the event carrying the
 /// response to `pending` goes through the proxy. Stops, dropping the upstream body (which
-/// closes its connection), when the client goes away.
+/// closes its connection), when the client goes away. When the upstream stream breaks, ends
+/// without the responses on a request without a session, or passes `deadline`, each response
+/// still awaited is sent to the client as a JSON-RPC error event, and said on standard error.
+#[allow(clippy::too_many_arguments)]
 async fn relay_events(
     state: Arc<State>,
     session: Arc<Session>,
@@ -896,20 +993,45 @@ async fn relay_events(
     lease: Lease,
     mut pending: Vec<Pending>,
     tx: mpsc::Sender<Bytes>,
+    deadline: Option<tokio::time::Instant>,
 ) {
-    let mut splitter = Splitter::default();
+    let mut splitter = Splitter::new(state.proxy.max_message_bytes());
     let mut complete = false;
+    let mut failed: Option<(i64, &'static str, String)> = None;
+    let timer = async move {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(timer);
     loop {
         let frame = tokio::select! {
             f = body.frame() => f,
             () = tx.closed() => break,
+            () = &mut timer, if !pending.is_empty() => {
+                let secs = state.proxy.call_timeout().map_or(0.0, |t| t.as_secs_f64());
+                failed = Some((
+                    codes::REQUEST_TIMEOUT,
+                    error_types::TIMEOUT,
+                    format!("no response from the server within {secs} s (--call-timeout)"),
+                ));
+                break;
+            }
         };
         let (chunk, more) = match frame {
             Some(Ok(f)) => match f.into_data() {
                 Ok(d) => (d, true),
                 Err(_) => continue,
             },
-            Some(Err(_)) => break,
+            Some(Err(_)) => {
+                failed = Some((
+                    codes::CONNECTION_CLOSED,
+                    error_types::SERVER_GONE,
+                    "the server's event stream broke off before the response".to_owned(),
+                ));
+                break;
+            }
             None => {
                 complete = true;
                 (Bytes::new(), false)
@@ -933,6 +1055,32 @@ async fn relay_events(
     }
     if complete {
         lease.done();
+        if session.id.is_none() && !pending.is_empty() {
+            failed = Some((
+                codes::CONNECTION_CLOSED,
+                error_types::SERVER_GONE,
+                "the server ended its event stream without the response".to_owned(),
+            ));
+        }
+    }
+    if let Some((code, error_type, why)) = failed.filter(|_| !pending.is_empty() && !tx.is_closed())
+    {
+        log_line(
+            "WARN",
+            "Responses awaited on an event stream did not come; the client was answered with errors.",
+            json!({"requests": pending.len(), "why": why}),
+        );
+        for p in pending.drain(..) {
+            let id: Value = serde_json::from_str(&p.key).unwrap_or(Value::Null);
+            state.proxy.abandon(p, &why, error_type);
+            if tx
+                .send(error_event(&id, code, &format!("toolsize mcp: {why}")))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
     }
     // Responses that never came: a session keeps them for a resumed stream; otherwise (or past
     // its bound) their calls end as cancelled.

@@ -52,7 +52,14 @@
 //! client pipelining many calls waits only on its own results. Each transport's module says how
 //! it bounds memory and what it does when a peer goes away; what both share is bounded
 //! (the calls parked for an `input_required` retry, [`MAX_TOOLS`]). A message that is not JSON is relayed as it is.
+//!
+//! Both transports are bounded and loud the same way: no message over `--max-message-bytes`
+//! ([`DEFAULT_MAX_MESSAGE_BYTES`]) is held whole, and a request the server leaves unanswered
+//! (its response over that size, the server gone, `--call-timeout` passed,
+//! [`DEFAULT_CALL_TIMEOUT`]) gets the client a JSON-RPC error under its id ([`codes`]) and a
+//! line on standard error; the call's span ends failed with an `error.type` saying which.
 
+mod frame;
 pub mod host;
 pub mod http;
 pub(crate) mod proxy;
@@ -77,6 +84,38 @@ pub const MAX_TOOL_NAME_CHARS: usize = 128;
 /// Most tools whose schemas are kept.
 pub const MAX_TOOLS: usize = 10_000;
 
+/// Default largest message the proxy reads whole, either way, on either transport
+/// (`--max-message-bytes`): a stdio line, an HTTP request body, a JSON response or SSE event it
+/// acts on.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// Smallest `--max-message-bytes` accepted.
+pub const MIN_MAX_MESSAGE_BYTES: usize = 64 * 1024;
+/// Default time a request waits for its response before the proxy answers it with an error
+/// (`--call-timeout`).
+pub const DEFAULT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// JSON-RPC error codes of the proxy's own answers, as the MCP SDKs number them.
+pub mod codes {
+    /// The server went away before answering (`ConnectionClosed` in the SDKs).
+    pub const CONNECTION_CLOSED: i64 = -32000;
+    /// The request passed its time (`RequestTimeout` in the SDKs).
+    pub const REQUEST_TIMEOUT: i64 = -32001;
+    /// A message over the proxy's maximum message size (JSON-RPC's internal error).
+    pub const MESSAGE_TOO_LARGE: i64 = -32603;
+    /// A request over the proxy's maximum message size (JSON-RPC's invalid request).
+    pub const REQUEST_TOO_LARGE: i64 = -32600;
+}
+
+/// `error.type` of a call's span when the proxy answered it with an error.
+pub(crate) mod error_types {
+    /// The server's response was over the maximum message size.
+    pub(crate) const TOO_LARGE: &str = "message_too_large";
+    /// The call passed `--call-timeout`.
+    pub(crate) const TIMEOUT: &str = "timeout";
+    /// The server went away (exited, closed its output, broke its response) before answering.
+    pub(crate) const SERVER_GONE: &str = "server_gone";
+}
+
 /// The `_meta` key `--annotate-tools` adds to every tool.
 pub const META_MAX_OUTPUT: &str = "toolsize/maxOutputBytes";
 
@@ -94,6 +133,10 @@ pub struct Options {
     pub check_args: bool,
     /// Add the limit to every tool in `tools/list`.
     pub annotate_tools: bool,
+    /// Largest message read whole ([`DEFAULT_MAX_MESSAGE_BYTES`]).
+    pub max_message_bytes: usize,
+    /// Time a request waits for its response; `None`: no limit ([`DEFAULT_CALL_TIMEOUT`]).
+    pub call_timeout: Option<std::time::Duration>,
 }
 
 /// Why [`run`] failed.

@@ -364,6 +364,16 @@ pub(crate) fn error_response(id: Option<&Value>, code: i64, message: &str) -> Ve
     .unwrap_or_default()
 }
 
+/// A request's id as a log field: itself when its JSON text is at most [`MAX_ID_BYTES`], else
+/// a note saying it was left out (a client's id is unbounded).
+pub(crate) fn log_id(id: Option<&Value>) -> Value {
+    match id {
+        Some(v) if v.to_string().len() <= MAX_ID_BYTES => v.clone(),
+        Some(_) => json!(format!("(an id over {MAX_ID_BYTES} bytes)")),
+        None => Value::Null,
+    }
+}
+
 /// Logs one JSON line on standard error (the MCP stdio transport's log channel).
 pub(crate) fn log_line(level: &str, message: &str, fields: Value) {
     let mut line = json!({"level": level, "target": "toolsize::mcp"});
@@ -403,6 +413,16 @@ impl Proxy {
             logged_tools: Mutex::new(HashSet::new()),
             logged_clients: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// Largest message read whole.
+    pub(crate) fn max_message_bytes(&self) -> usize {
+        self.opts.max_message_bytes
+    }
+
+    /// Time a request waits for its response.
+    pub(crate) fn call_timeout(&self) -> Option<std::time::Duration> {
+        self.opts.call_timeout
     }
 
     fn preset_limits(&self, preset: &HostPreset) -> Option<&HostLimits> {
@@ -528,7 +548,7 @@ impl Proxy {
             .and_then(|m| serde_json::from_value(m.clone()).ok())
             .unwrap_or_default();
         let tool = bounded_name(name);
-        let args_hash = crate::args_hash::args_hash(args).ok();
+        let args_hash = crate::args_hash::span_args_hash(args).ok();
         let client = meta_head
             .client_name()
             .or_else(|| cx.session.client_name())
@@ -901,23 +921,13 @@ impl Proxy {
         drop(parked);
     }
 
-    /// A response too large to read whole (over `bound` bytes) to a kept request: a call's
-    /// becomes a refusal (`id` is the request's), anything else is relayed as it is.
-    pub(crate) fn oversized(&self, pending: Pending, id: &Value, size: u64) -> Option<Vec<u8>> {
-        let PendingKind::Call(in_flight) = pending.kind else {
-            return None;
-        };
-        let InFlight {
-            tool,
-            call,
-            limit,
-            modern,
-            ..
-        } = *in_flight;
-        let refusal = refusal(&tool, size, limit.bytes, modern);
-        let out = serde_json::to_vec(&refusal).unwrap_or_default();
-        call.finish_truncated(&out, size);
-        Some(response(id, refusal))
+    /// A kept request that gets no answer from the server (it was too large, the server went
+    /// away, the call passed its time): a call's span ends failed with `why` and `error_type`;
+    /// anything else is forgotten.
+    pub(crate) fn abandon(&self, pending: Pending, why: &str, error_type: &str) {
+        if let PendingKind::Call(in_flight) = pending.kind {
+            in_flight.call.fail(&why, error_type);
+        }
     }
 }
 

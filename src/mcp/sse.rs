@@ -5,12 +5,13 @@
 //! An event ends at a blank line (`\n\n`, `\r\n\r\n` or `\r\r`, per the SSE specification);
 //! comments (`: ping`) and fields the proxy does not use (`event`, `id`, `retry`) are kept as
 //! they came. Events are handed on whole, as soon as their blank line arrives: a client acts on
-//! nothing before that. Bytes that do not yet make an event are held, at most [`MAX_EVENT_BYTES`];
+//! nothing before that. Bytes that do not yet make an event are held, at most the maximum message
+//! size (default [`MAX_EVENT_BYTES`]);
 //! past that the held bytes are handed on as they are and the rest of that event passes
 //! through unread. Pure and panic-free.
 
-/// Most bytes held for one event.
-pub(crate) const MAX_EVENT_BYTES: usize = 64 * 1024 * 1024;
+/// Most bytes held for one event by default (`--max-message-bytes`).
+pub(crate) const MAX_EVENT_BYTES: usize = super::DEFAULT_MAX_MESSAGE_BYTES;
 
 /// What the splitter hands on.
 #[derive(Debug, PartialEq, Eq)]
@@ -22,8 +23,10 @@ pub(crate) enum Piece {
 }
 
 /// Splits a byte stream into events.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Splitter {
+    /// Most bytes held for one event.
+    max: usize,
     buf: Vec<u8>,
     /// Where the scan for the blank line resumes.
     scanned: usize,
@@ -48,7 +51,24 @@ fn terminator(buf: &[u8], i: usize, more: bool) -> Option<usize> {
     }
 }
 
+impl Default for Splitter {
+    fn default() -> Self {
+        Self::new(MAX_EVENT_BYTES)
+    }
+}
+
 impl Splitter {
+    /// A splitter holding at most `max` bytes of one event.
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            max,
+            buf: Vec::new(),
+            scanned: 0,
+            passing: false,
+            mid_line: false,
+        }
+    }
+
     /// Adds `chunk`; returns the pieces it completes. `more` is false on the last call (the
     /// stream ended), which flushes what is held.
     pub(crate) fn push(&mut self, chunk: &[u8], more: bool) -> Vec<Piece> {
@@ -65,7 +85,7 @@ impl Splitter {
                 out.push(Piece::Event(event));
             }
         }
-        if (self.buf.len() > MAX_EVENT_BYTES || self.passing) && !self.buf.is_empty() {
+        if (self.buf.len() > self.max || self.passing) && !self.buf.is_empty() {
             // Too large to hold: hand on what there is; the event ends unread.
             self.passing = true;
             // A last `\r` may be the first half of `\r\n`: kept.

@@ -124,6 +124,13 @@ section! {
         /// probability (ot=th:…) counts by that instead.
         #[key(env = "TOOLSIZE_SAMPLING_RATES", example = "[\"toolhive=0.1\"]")]
         pub(crate) sampling_rates: Vec<ServiceRate> = Vec::new(),
+        /// Whether the arguments' hash of each call (tool.args_hash, or the hash of recorded
+        /// arguments) is kept. false: it is dropped as each call is received, so the API, the
+        /// alerts and the snapshot carry none, and ToolArgsRepeatedlyOversize never fires. An
+        /// unkeyed hash lets whoever reads it confirm a guessed argument offline (see
+        /// docs/collector.md, "The arguments' hash").
+        #[key(env = "TOOLSIZE_KEEP_ARGS_HASHES")]
+        pub keep_args_hashes: bool = true,
     }
 }
 

@@ -68,11 +68,260 @@ pub fn decode_json(body: &[u8]) -> Result<ExportTraceServiceRequest, DecodeError
     from_json(body)
 }
 
-/// Decodes OTLP/JSON, through [`named_enums_to_numbers`] only when the body names an enum.
-fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
-    match named_enums_to_numbers(body)? {
-        Some(v) => Ok(serde_json::from_value(v)?),
-        None => Ok(serde_json::from_slice(body)?),
+/// Decodes OTLP/JSON, through [`named_enums_to_numbers`] only when the body names an enum, and
+/// through [`nonfinite::Doubles`] only when an attribute's `doubleValue` is a string.
+fn from_json<T>(body: &[u8]) -> Result<T, DecodeError>
+where
+    T: serde::de::DeserializeOwned + nonfinite::Restore,
+{
+    let doubles = nonfinite::Doubles::wanted(body);
+    let named = named_enums_to_numbers(body)?;
+    if !doubles {
+        return match named {
+            Some(v) => Ok(serde_json::from_value(v)?),
+            None => Ok(serde_json::from_slice(body)?),
+        };
+    }
+    let mut v = match named {
+        Some(v) => v,
+        None => serde_json::from_slice(body)?,
+    };
+    let marks = nonfinite::Doubles::mark(&mut v)?;
+    let mut out: T = serde_json::from_value(v)?;
+    out.restore(&marks);
+    Ok(out)
+}
+
+/// `"doubleValue": "NaN"`, `"Infinity"`, `"-Infinity"` (and numbers written as strings), which
+/// the proto3 JSON mapping allows and the OTLP types' own decoder refuses.
+///
+/// JSON numbers cannot hold the three non-finite values, so each is replaced in the parsed
+/// document by a finite stand-in that no number of the document equals, decoded, and put back
+/// in every attribute value of the decoded request (resource, scope, span, event, link, log
+/// record and data point attributes, a log record's body, nested arrays and maps).
+mod nonfinite {
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    use serde_json::Value;
+
+    use super::DecodeError;
+
+    const KEY: &str = "doubleValue";
+
+    /// The stand-ins of NaN, +∞ and −∞ in one document.
+    pub(super) struct Doubles {
+        nan: f64,
+        inf: f64,
+        neg_inf: f64,
+    }
+
+    impl Doubles {
+        /// Whether `body` may hold a `doubleValue` given as a string.
+        pub(super) fn wanted(body: &[u8]) -> bool {
+            let mut at = 0;
+            while let Some(i) = memchr::memmem::find(&body[at..], KEY.as_bytes()) {
+                let rest = &body[at + i + KEY.len()..];
+                let after = rest
+                    .iter()
+                    .position(|b| !matches!(b, b'"' | b':' | b' ' | b'\t' | b'\n' | b'\r'))
+                    .map_or(rest, |p| &rest[..p]);
+                if after.iter().filter(|b| **b == b'"').count() >= 2 {
+                    return true;
+                }
+                at += i + KEY.len();
+            }
+            false
+        }
+
+        /// Replaces every string `doubleValue` in `v` by a number: its value, or the
+        /// stand-in of a non-finite one. A string that is not a number is an error, as in the
+        /// proto3 JSON mapping.
+        pub(super) fn mark(v: &mut Value) -> Result<Self, DecodeError> {
+            let mut numbers = Vec::new();
+            collect(v, &mut numbers);
+            // Finite values near the top of the range; the first three no number equals.
+            let mut candidates = (0u64..).map(|k| f64::from_bits(0x7fef_ffff_ffff_f000 - k));
+            let mut pick = || loop {
+                let c = candidates.next().unwrap_or(f64::MAX);
+                if !numbers.contains(&c) {
+                    break c;
+                }
+            };
+            let marks = Self {
+                nan: pick(),
+                inf: pick(),
+                neg_inf: pick(),
+            };
+            marks.replace(v)?;
+            Ok(marks)
+        }
+
+        fn replace(&self, v: &mut Value) -> Result<(), DecodeError> {
+            match v {
+                Value::Object(m) => {
+                    for (k, x) in m.iter_mut() {
+                        if k == KEY {
+                            if let Value::String(text) = x {
+                                let d = match text.trim() {
+                                    "NaN" => self.nan,
+                                    "Infinity" => self.inf,
+                                    "-Infinity" => self.neg_inf,
+                                    t => {
+                                        t.parse::<f64>().ok().filter(|d| d.is_finite()).ok_or_else(
+                                            || {
+                                                DecodeError::Json(serde::de::Error::custom(
+                                                    format!("doubleValue {text:?} is not a number"),
+                                                ))
+                                            },
+                                        )?
+                                    }
+                                };
+                                *x = serde_json::Number::from_f64(d)
+                                    .map_or(Value::Null, Value::Number);
+                                continue;
+                            }
+                        }
+                        self.replace(x)?;
+                    }
+                }
+                Value::Array(a) => a.iter_mut().try_for_each(|x| self.replace(x))?,
+                _ => {}
+            }
+            Ok(())
+        }
+
+        fn back(&self, d: f64) -> f64 {
+            if d == self.nan {
+                f64::NAN
+            } else if d == self.inf {
+                f64::INFINITY
+            } else if d == self.neg_inf {
+                f64::NEG_INFINITY
+            } else {
+                d
+            }
+        }
+    }
+
+    fn collect(v: &Value, out: &mut Vec<f64>) {
+        match v {
+            Value::Number(n) => out.extend(n.as_f64()),
+            Value::Object(m) => m.values().for_each(|x| collect(x, out)),
+            Value::Array(a) => a.iter().for_each(|x| collect(x, out)),
+            _ => {}
+        }
+    }
+
+    fn any(v: &mut AnyValue, d: &Doubles) {
+        match &mut v.value {
+            Some(any_value::Value::DoubleValue(x)) => *x = d.back(*x),
+            Some(any_value::Value::ArrayValue(a)) => a.values.iter_mut().for_each(|x| any(x, d)),
+            Some(any_value::Value::KvlistValue(kv)) => attrs(&mut kv.values, d),
+            _ => {}
+        }
+    }
+
+    fn attrs(kvs: &mut [KeyValue], d: &Doubles) {
+        for kv in kvs {
+            if let Some(v) = &mut kv.value {
+                any(v, d);
+            }
+        }
+    }
+
+    /// A request whose attribute values get their non-finite doubles back.
+    pub(crate) trait Restore {
+        /// Puts back the values `d` stood in for.
+        fn restore(&mut self, d: &Doubles);
+    }
+
+    impl Restore for ExportTraceServiceRequest {
+        fn restore(&mut self, d: &Doubles) {
+            for rs in &mut self.resource_spans {
+                if let Some(r) = &mut rs.resource {
+                    attrs(&mut r.attributes, d);
+                }
+                for ss in &mut rs.scope_spans {
+                    if let Some(s) = &mut ss.scope {
+                        attrs(&mut s.attributes, d);
+                    }
+                    for span in &mut ss.spans {
+                        attrs(&mut span.attributes, d);
+                        for e in &mut span.events {
+                            attrs(&mut e.attributes, d);
+                        }
+                        for l in &mut span.links {
+                            attrs(&mut l.attributes, d);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    impl Restore for ExportLogsServiceRequest {
+        fn restore(&mut self, d: &Doubles) {
+            for rl in &mut self.resource_logs {
+                if let Some(r) = &mut rl.resource {
+                    attrs(&mut r.attributes, d);
+                }
+                for sl in &mut rl.scope_logs {
+                    if let Some(s) = &mut sl.scope {
+                        attrs(&mut s.attributes, d);
+                    }
+                    for log in &mut sl.log_records {
+                        attrs(&mut log.attributes, d);
+                        if let Some(b) = &mut log.body {
+                            any(b, d);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    impl Restore for ExportMetricsServiceRequest {
+        fn restore(&mut self, d: &Doubles) {
+            for rm in &mut self.resource_metrics {
+                if let Some(r) = &mut rm.resource {
+                    attrs(&mut r.attributes, d);
+                }
+                for sm in &mut rm.scope_metrics {
+                    if let Some(s) = &mut sm.scope {
+                        attrs(&mut s.attributes, d);
+                    }
+                    for m in &mut sm.metrics {
+                        attrs(&mut m.metadata, d);
+                        match &mut m.data {
+                            Some(Data::Gauge(g)) => g
+                                .data_points
+                                .iter_mut()
+                                .for_each(|p| attrs(&mut p.attributes, d)),
+                            Some(Data::Sum(s)) => s
+                                .data_points
+                                .iter_mut()
+                                .for_each(|p| attrs(&mut p.attributes, d)),
+                            Some(Data::Histogram(h)) => h
+                                .data_points
+                                .iter_mut()
+                                .for_each(|p| attrs(&mut p.attributes, d)),
+                            Some(Data::ExponentialHistogram(h)) => h
+                                .data_points
+                                .iter_mut()
+                                .for_each(|p| attrs(&mut p.attributes, d)),
+                            Some(Data::Summary(s)) => s
+                                .data_points
+                                .iter_mut()
+                                .for_each(|p| attrs(&mut p.attributes, d)),
+                            None => {}
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -158,8 +407,10 @@ pub struct Recognized {
     pub records: Vec<ToolRecord>,
     /// Spans that are not tool spans (ignored, counted).
     pub not_tool: u64,
-    /// Tool spans that could not be used (rejected, counted).
+    /// Tool spans that could not be used (rejected, counted), those of `invalid_size` included.
     pub invalid: u64,
+    /// Tool spans refused for a size no result can have ([`INVALID_SIZE`](crate::collector::ingest::recognize::INVALID_SIZE)).
+    pub(crate) invalid_size: u64,
     /// Why the first rejected span was rejected.
     pub(crate) invalid_reason: Option<&'static str>,
     /// Attributes past a span's first [`MAX_ATTRIBUTES_READ`], not looked at.
@@ -258,6 +509,13 @@ impl Recognized {
         tracestate: &str,
     ) {
         for s in signals {
+            if s.absurd_size {
+                let why = crate::collector::ingest::recognize::INVALID_SIZE;
+                self.invalid += 1;
+                self.invalid_size += 1;
+                self.invalid_reason.get_or_insert(why);
+                continue;
+            }
             let mut rec = agents::record(
                 service,
                 s,
@@ -308,6 +566,9 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
             Outcome::NotTool | Outcome::Summary => out.not_tool += 1,
             Outcome::Invalid(why) => {
                 out.invalid += 1;
+                if why == crate::collector::ingest::recognize::INVALID_SIZE {
+                    out.invalid_size += 1;
+                }
                 out.invalid_reason.get_or_insert(why);
             }
         }
@@ -392,6 +653,57 @@ mod tests {
             gunzip(b"not gzip", 1 << 20),
             Err(DecodeError::Gzip(_))
         ));
+    }
+
+    /// The proto3 JSON mapping writes non-finite doubles as strings; they decode to themselves
+    /// wherever an attribute value may stand, and a number equal to a stand-in is left alone.
+    #[test]
+    fn non_finite_doubles_as_strings_decode() {
+        use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+        let stand_in = f64::from_bits(0x7fef_ffff_ffff_f000);
+        let body = format!(
+            r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"r","value":{{"doubleValue":"-Infinity"}}}}]}},
+              "scopeSpans":[{{"scope":{{"name":"x"}},"spans":[{{"traceId":"0102030405060708090a0b0c0d0e0f10","spanId":"0102030405060708",
+              "name":"s","attributes":[{{"key":"a","value":{{"doubleValue":"Infinity"}}}},{{"key":"b","value":{{"doubleValue": "NaN"}}}},
+              {{"key":"c","value":{{"doubleValue":"2.5"}}}},{{"key":"d","value":{{"doubleValue":{stand_in:e}}}}},
+              {{"key":"e","value":{{"arrayValue":{{"values":[{{"doubleValue":"Infinity"}}]}}}}}}],
+              "events":[{{"name":"ev","attributes":[{{"key":"f","value":{{"doubleValue":"NaN"}}}}]}}]}}]}}]}}]}}"#
+        );
+        let req = decode_json(body.as_bytes()).unwrap();
+        let rs = &req.resource_spans[0];
+        let d = |v: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>| match v
+            .as_ref()
+            .and_then(|v| v.value.clone())
+        {
+            Some(V::DoubleValue(d)) => d,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            d(&rs.resource.as_ref().unwrap().attributes[0].value),
+            f64::NEG_INFINITY
+        );
+        let span = &rs.scope_spans[0].spans[0];
+        assert_eq!(d(&span.attributes[0].value), f64::INFINITY);
+        assert!(d(&span.attributes[1].value).is_nan());
+        assert_eq!(d(&span.attributes[2].value), 2.5);
+        assert_eq!(d(&span.attributes[3].value), stand_in);
+        let Some(V::ArrayValue(a)) = span.attributes[4]
+            .value
+            .as_ref()
+            .and_then(|v| v.value.clone())
+        else {
+            panic!()
+        };
+        assert_eq!(a.values[0].value, Some(V::DoubleValue(f64::INFINITY)));
+        assert!(d(&span.events[0].attributes[0].value).is_nan());
+        // Logs too; a string that is no number is still refused.
+        let logs = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"doubleValue":"Infinity"}}]}]}]}"#;
+        let pb = json_to_protobuf(OtlpSignal::Logs, logs).unwrap();
+        let req = ExportLogsServiceRequest::decode(&pb[..]).unwrap();
+        let body = &req.resource_logs[0].scope_logs[0].log_records[0].body;
+        assert_eq!(d(body), f64::INFINITY);
+        let bad = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"doubleValue":"lots"}}]}]}]}"#;
+        assert!(json_to_protobuf(OtlpSignal::Logs, bad).is_err());
     }
 
     #[test]

@@ -12,7 +12,10 @@
 //!   read budget, or when `otlp.max_concurrent_requests` requests are already being decoded
 //!   (each may hold up to `max_request_bytes` compressed plus as much inflated). Other methods
 //!   get 405. With a token configured ([`crate::collector::net::auth`]), a request without it gets
-//!   401 before its body is read.
+//!   401 without its body being kept: the body is read and discarded first, up to
+//!   [`MAX_UNAUTHENTICATED_DRAIN`] bytes within `listeners.body_timeout`, so that a client still
+//!   sending a large upload reads the 401 instead of a broken pipe; a larger or slower body gets
+//!   the 401 with `Connection: close`.
 //!
 //! Every refusal is counted in the self-metrics by reason.
 
@@ -31,6 +34,9 @@ use super::decode;
 use super::{grpc, Accepted, Ingest, Refusal};
 use crate::collector::stats::OtlpSignal;
 use crate::collector::RefusedRequest;
+
+/// Most bytes of an unauthenticated request's body read (and discarded) before its 401 is sent.
+pub(crate) const MAX_UNAUTHENTICATED_DRAIN: u64 = 16 * 1024 * 1024;
 
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
@@ -105,6 +111,17 @@ fn refusal(enc: Encoding, r: Refusal) -> Response {
 
 async fn export(ing: Arc<Ingest>, signal: OtlpSignal, headers: HeaderMap, body: Body) -> Response {
     ing.stats().request("http");
+    if let Err(r) = ing.authorize(&headers) {
+        let whole = ing
+            .discard_body(body, MAX_UNAUTHENTICATED_DRAIN.min(ing.max_request_bytes()))
+            .await;
+        let mut resp = refusal(Encoding::Json, r.counted(ing.stats()));
+        if !whole {
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        return resp;
+    }
     match handle(&ing, signal, &headers, body).await {
         Ok((enc, accepted)) => respond(enc, accepted),
         Err((enc, r)) => refusal(enc, r.counted(ing.stats())),
@@ -118,7 +135,6 @@ async fn handle(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(Encoding, Accepted), (Encoding, Refusal)> {
-    ing.authorize(headers).map_err(|r| (Encoding::Json, r))?;
     let (enc, gzip) = negotiate(headers)?;
     let at = |r: Refusal| (enc, r);
     // Read first (deadline and byte budget), then take a decoding slot.

@@ -324,6 +324,36 @@ impl Ingest {
         )
     }
 
+    /// Reads `body` to its end and discards it, holding no more than one chunk: `true` when it
+    /// ended within `bound` bytes and `listeners.body_timeout`.
+    pub(crate) async fn discard_body<B>(&self, body: B, bound: u64) -> bool
+    where
+        B: http_body::Body<Data = prost::bytes::Bytes>,
+    {
+        if http_body::Body::size_hint(&body).lower() > bound {
+            return false;
+        }
+        let mut body = std::pin::pin!(body);
+        let read = async {
+            let mut n = 0u64;
+            while let Some(frame) =
+                std::future::poll_fn(|cx| http_body::Body::poll_frame(body.as_mut(), cx)).await
+            {
+                let Ok(frame) = frame else { return false };
+                if let Ok(d) = frame.into_data() {
+                    n += d.len() as u64;
+                    if n > bound {
+                        return false;
+                    }
+                }
+            }
+            true
+        };
+        tokio::time::timeout(self.body_timeout, read)
+            .await
+            .unwrap_or(false)
+    }
+
     /// Step 3 (OTLP/HTTP), read: the whole body within the deadline, the byte budget and
     /// `max_request_bytes`. The permit returned holds the body's bytes of the budget until
     /// dropped.
@@ -479,7 +509,9 @@ impl Ingest {
         self.stats.label_cuts(&rec.label_cuts);
         self.queue(OtlpSignal::Traces, rec.records, relay)
             .inspect_err(|r| self.stats.refused_spans(r.reason, tools + other + invalid))?;
-        self.stats.accepted(tools, other, invalid);
+        self.stats
+            .accepted(tools, other, invalid - rec.invalid_size);
+        self.stats.invalid_size(rec.invalid_size);
         Ok(match rec.invalid_reason {
             Some(why) => Accepted {
                 rejected_spans: invalid as i64,
@@ -499,6 +531,7 @@ impl Ingest {
         let rec = decode::recognize_logs_protobuf(&self.recognizer, body)?;
         let (tools, other) = (rec.records.len() as u64, rec.not_tool);
         self.stats.label_cuts(&rec.label_cuts);
+        self.stats.log_records_invalid_size(rec.invalid_size);
         self.queue(OtlpSignal::Logs, rec.records, relay)
             .inspect_err(|r| self.stats.refused_logs(r.reason, tools + other))?;
         self.stats.accepted_logs(tools, other);
@@ -512,11 +545,17 @@ impl Ingest {
     fn queue(
         &self,
         signal: OtlpSignal,
-        records: Vec<ToolRecord>,
+        mut records: Vec<ToolRecord>,
         relay: &mut Option<Relay>,
     ) -> Result<(), Refusal> {
         if records.is_empty() {
             return Ok(());
+        }
+        if !self.recognizer.keeps_args_hashes() {
+            // Never held: nothing downstream (views, alerts, snapshot) can show it.
+            for r in &mut records {
+                r.args_hash = None;
+            }
         }
         match self.tx.try_send(Batch::new(
             records,

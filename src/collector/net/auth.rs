@@ -8,14 +8,24 @@
 //! HTTP 401 (with `WWW-Authenticate: Bearer`) or gRPC `UNAUTHENTICATED`, is counted
 //! (`toolsize_otlp_requests_refused_total{reason="unauthenticated"}`,
 //! `toolsize_admin_requests_refused_total{reason="unauthenticated"}`) and never logged with
-//! the token. The comparison takes the same time wherever the tokens differ.
+//! the token.
+//!
+//! The comparison leaks neither where the tokens differ nor the token's length: each candidate
+//! is hashed (SHA-1, already compiled for the arguments' hash) and the two 20-byte digests are
+//! compared in full. Whatever its timing, a comparison of digests tells an attacker only about
+//! digests, which they cannot steer toward the token's without a preimage, a property SHA-1
+//! keeps (its known weakness is collisions between two inputs an attacker both chooses).
 
 use axum::http::HeaderMap;
+use sha1::{Digest, Sha1};
+
+/// The digest a token is compared by.
+type TokenDigest = [u8; 20];
 
 /// The token check; disabled when no token is configured.
 #[derive(Clone, Default)]
 pub(crate) struct Auth {
-    token: Option<Vec<u8>>,
+    token: Option<TokenDigest>,
     api_key_header: Option<axum::http::HeaderName>,
     admin: bool,
 }
@@ -51,7 +61,7 @@ impl Auth {
             }
         }
         Ok(Self {
-            token: token.map(|t| t.as_bytes().to_vec()),
+            token: token.map(|t| digest(t.as_bytes())),
             api_key_header,
             admin,
         })
@@ -91,12 +101,19 @@ impl Auth {
     }
 }
 
-/// Equality whose time does not depend on where the inputs differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+fn digest(token: &[u8]) -> TokenDigest {
+    Sha1::digest(token).into()
+}
+
+/// Whether `candidate` is the token whose digest is `token`: every byte of both digests is
+/// compared, whatever the lengths of the tokens.
+fn same(candidate: &[u8], token: &TokenDigest) -> bool {
+    let d = digest(candidate);
+    let diff = d
+        .iter()
+        .zip(token)
+        .fold(0u8, |acc, (x, y)| std::hint::black_box(acc | (x ^ y)));
+    diff == 0
 }
 
 #[cfg(test)]
@@ -129,5 +146,10 @@ mod tests {
         assert!(Auth::new(Some("has space"), None, true).is_err());
         assert!(Auth::new(Some("t"), Some("bad header"), true).is_err());
         assert!(!format!("{a:?}").contains("s3cret"));
+        // Longer, shorter and empty candidates are compared the same way, and refused.
+        for wrong in ["s3cret0", "s3cre", "", "S3CRET", &"s".repeat(10_000)] {
+            assert!(!same(wrong.as_bytes(), &digest(b"s3cret")), "{wrong}");
+        }
+        assert!(same(b"s3cret", &digest(b"s3cret")));
     }
 }

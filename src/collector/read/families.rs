@@ -242,6 +242,7 @@ fn requests(v: &SelfStatsView, sink: &mut impl Sink) {
         counter(LOG_RECORDS_REFUSED, "Log records refused, by reason."),
         "reason",
         [
+            ("invalid_size", logs.invalid_size),
             ("overloaded", logs.overloaded),
             ("aggregator_stopped", logs.stopped),
         ],
@@ -268,6 +269,7 @@ fn requests(v: &SelfStatsView, sink: &mut impl Sink) {
         "reason",
         [
             ("invalid", v.spans_invalid),
+            ("invalid_size", v.spans_invalid_size),
             ("overloaded", v.spans_overloaded),
             ("aggregator_stopped", v.spans_stopped),
         ],

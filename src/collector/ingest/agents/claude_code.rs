@@ -99,7 +99,7 @@ fn log<'a>(l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
     let mut sig = Signal::new(Emitter::ClaudeCode, Role::Primary, CallId::Id(id));
     sig.tool = a.str("tool_name");
     sig.failed = a.bool("success") == Some(false);
-    sig.size = a.int("tool_result_size_bytes");
+    (sig.size, sig.absurd_size) = a.size("tool_result_size_bytes");
     sig.utf16 = true;
     sig.latency_ms = a.int("duration_ms");
     sig.args = a.get("tool_input");

@@ -62,7 +62,7 @@ fn span<'a>(s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
         let Some(mut sig) = common(a, Role::Primary) else {
             continue;
         };
-        sig.size = a.int("output_length");
+        (sig.size, sig.absurd_size) = a.size("output_length");
         if let Some(n) = sig.size.filter(|n| *n > CUT_BYTES) {
             sig.upstream = Upstream {
                 layer: Some(LAYER),

@@ -111,7 +111,7 @@ fn log<'a>(ev: &Events, l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
         };
         let mut sig = Signal::new(ev.emitter, Role::Primary, id);
         sig.tool = Some(tool);
-        sig.size = a.int("content_length");
+        (sig.size, sig.absurd_size) = a.size("content_length");
         sig.utf16 = true;
         sig.latency_ms = a.int("duration_ms");
         sig.failed = a.bool("success") == Some(false) || a.str("metadata").is_some_and(is_error);

@@ -60,6 +60,15 @@ impl<'v, 'a> Attrs<'v, 'a> {
         int_of(self.get(key))
     }
 
+    /// The value of `key` as a size: `(None, true)` when it is a number no result can have
+    /// ([`size_of`](crate::collector::ingest::recognize::size_of)).
+    pub(crate) fn size(&self, key: &str) -> (Option<u64>, bool) {
+        match crate::collector::ingest::recognize::size_of(self.get(key)) {
+            Ok(n) => (n, false),
+            Err(_) => (None, true),
+        }
+    }
+
     /// The value of `key` as a boolean, also when sent as the string `"true"` / `"false"`.
     pub(crate) fn bool(&self, key: &str) -> Option<bool> {
         match self.get(key)? {
@@ -99,6 +108,9 @@ pub(crate) struct Signal<'a> {
     pub(crate) size: Option<u64>,
     /// `size` counts UTF-16 code units (the length of a JavaScript string).
     pub(crate) utf16: bool,
+    /// The agent reported a size no result can have (negative, not finite, above 2^53): the
+    /// signal is refused and counted, never recorded.
+    pub(crate) absurd_size: bool,
     /// The call failed.
     pub(crate) failed: bool,
     /// Its duration, milliseconds.
@@ -122,6 +134,7 @@ impl<'a> Signal<'a> {
             tool: None,
             size: None,
             utf16: false,
+            absurd_size: false,
             failed: false,
             latency_ms: None,
             upstream: Upstream::default(),

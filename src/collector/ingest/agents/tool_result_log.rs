@@ -25,7 +25,7 @@ pub(crate) fn log<'a>(l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
     let mut sig = Signal::new(Emitter::ToolResultLog, Role::Primary, call);
     sig.tool = Some(tool);
     sig.failed = a.bool("success") == Some(false);
-    sig.size = a.int("tool_result_size_bytes");
+    (sig.size, sig.absurd_size) = a.size("tool_result_size_bytes");
     sig.latency_ms = a.int("duration_ms");
     out.push(sig);
 }

@@ -259,12 +259,49 @@ pub(crate) fn str_of(v: Option<AttrValue<'_>>) -> Option<&str> {
     v.and_then(|v| v.as_str())
 }
 
+/// The largest count read from an attribute: 2^53, the largest integer a double (a JSON number,
+/// a JavaScript tracer's attribute) holds exactly. Larger sizes are not sizes of anything a
+/// model was handed.
+pub(crate) const MAX_COUNT: u64 = 1 << 53;
+
+/// A non-negative integer of at most [`MAX_COUNT`], also when sent as a string or a double;
+/// `None` for anything else (absent, negative, not finite, too large, not a number).
 pub(crate) fn int_of(v: Option<AttrValue<'_>>) -> Option<u64> {
+    size_of(v).ok().flatten()
+}
+
+/// A value that cannot be a count of bytes: negative, not finite, or above [`MAX_COUNT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AbsurdSize;
+
+/// A size attribute: `Ok(None)` when absent or not a number (the size is then found
+/// elsewhere or unknown), `Err` when it is a number that no result can have.
+pub(crate) fn size_of(v: Option<AttrValue<'_>>) -> Result<Option<u64>, AbsurdSize> {
+    let count = |d: f64| {
+        if d.is_finite() && (0.0..=MAX_COUNT as f64).contains(&d) {
+            Ok(Some(d as u64))
+        } else {
+            Err(AbsurdSize)
+        }
+    };
     match v {
-        Some(AttrValue::Int(i)) if i >= 0 => Some(i as u64),
-        Some(AttrValue::Double(d)) if d.is_finite() && d >= 0.0 => Some(d as u64),
-        Some(v @ AttrValue::Str(_)) => v.as_str()?.trim().parse().ok(),
-        _ => None,
+        Some(AttrValue::Int(i)) if (0..=MAX_COUNT as i64).contains(&i) => Ok(Some(i as u64)),
+        Some(AttrValue::Int(_)) => Err(AbsurdSize),
+        Some(AttrValue::Double(d)) => count(d),
+        Some(v @ AttrValue::Str(_)) => {
+            let Some(text) = v.as_str().map(str::trim) else {
+                return Ok(None);
+            };
+            match text.parse::<u64>() {
+                Ok(n) if n <= MAX_COUNT => Ok(Some(n)),
+                Ok(_) => Err(AbsurdSize),
+                Err(_) => match text.parse::<f64>() {
+                    Ok(d) => count(d),
+                    Err(_) => Ok(None),
+                },
+            }
+        }
+        _ => Ok(None),
     }
 }
 

@@ -24,7 +24,9 @@
 //! verdict estimates the missing ones from bytes.
 //!
 //! Under load this is pure CPU on the receiving task; it allocates only the record it returns.
-//! It never fails: a span it cannot read is "not a tool span" or "size unknown".
+//! It never fails: a span it cannot read is "not a tool span" or "size unknown"; a tool span
+//! whose size attribute no result can have (negative, not finite, above 2^53) is refused
+//! ([`INVALID_SIZE`]), never recorded.
 
 pub(crate) mod content;
 pub(crate) mod emitters;
@@ -64,6 +66,11 @@ pub(crate) enum Outcome<T = ToolRecord> {
     /// A tool span that cannot be used (bad trace or span id): rejected and counted.
     Invalid(&'static str),
 }
+
+/// Why a tool span whose size is negative, not finite or above 2^53 is refused
+/// (`toolsize_spans_refused_total{reason="invalid_size"}`).
+pub(crate) const INVALID_SIZE: &str =
+    "result size is not a count of bytes (negative, not finite, or above 2^53)";
 
 /// Every attribute key read, sorted for binary search; a span's attributes are mapped onto
 /// slots of this list once.
@@ -185,6 +192,7 @@ pub struct Recognizer {
     max_name: usize,
     max_service: usize,
     sampling: Sampling,
+    keep_args_hashes: bool,
 }
 
 impl std::fmt::Debug for Recognizer {
@@ -266,6 +274,7 @@ impl Recognizer {
                 std::env::var(k).ok()
             }),
             placeholders: config.placeholders.clone(),
+            keep_args_hashes: config.keep_args_hashes,
             max_name: max_tool_name_bytes,
             max_service: crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES,
             sampling: Sampling::new(&config.sampling_rates),
@@ -306,6 +315,11 @@ impl Recognizer {
             Outcome::Summary => Outcome::Summary,
             Outcome::Invalid(why) => Outcome::Invalid(why),
         }
+    }
+
+    /// Whether records keep their arguments' hash (`recognition.keep_args_hashes`).
+    pub(crate) fn keeps_args_hashes(&self) -> bool {
+        self.keep_args_hashes
     }
 
     /// Sets the longest `service.name` kept, in bytes (default
@@ -399,7 +413,18 @@ impl Recognizer {
             _ => span.end.saturating_sub(span.start) / 1000,
         };
 
-        let measured = self.size.iter().find_map(|&i| int_of(get(i)));
+        let mut measured = None;
+        for &i in &self.size {
+            match size_of(get(i)) {
+                Ok(Some(n)) => {
+                    measured = Some(n);
+                    break;
+                }
+                Ok(None) => {}
+                // Never recorded: a size no result can have would page as the largest ever.
+                Err(AbsurdSize) => return Outcome::Invalid(INVALID_SIZE),
+            }
+        }
         let measures = if measured.is_some() {
             let m = |n: usize| match get(self.measures[n]) {
                 Some(AttrValue::Int(v)) if v >= 0 => Some(v as u64),
