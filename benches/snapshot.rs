@@ -31,23 +31,19 @@ fn main() {
     let now = now_unix();
     for minute in 0..MINUTES {
         // Each tool gets about 8 results a minute (60 % of the spans are measured tool spans).
-        let body = workload::request_tools(
-            "agent",
-            minute,
-            TOOLS * 14,
-            workload::Mix::Storm,
-            TOOLS,
-        );
+        let body =
+            workload::request_tools("agent", minute, TOOLS * 14, workload::Mix::Storm, TOOLS);
         let records = recognize_protobuf(&recognizer, &body).unwrap().records;
         state.record_batch(&records, now - (MINUTES - 1 - minute) * 60);
     }
     let mut rounds: Vec<_> = (0..ROUNDS).map(|_| state.snapshot_costs()).collect();
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    let median = |rounds: &mut Vec<toolsize::collector::SnapshotCosts>,
-                  f: fn(&toolsize::collector::SnapshotCosts) -> std::time::Duration| {
-        rounds.sort_by_key(f);
-        (ms(f(&rounds[ROUNDS / 2])), ms(f(&rounds[ROUNDS - 1])))
-    };
+    let median =
+        |rounds: &mut Vec<toolsize::collector::SnapshotCosts>,
+         f: fn(&toolsize::collector::SnapshotCosts) -> std::time::Duration| {
+            rounds.sort_by_key(f);
+            (ms(f(&rounds[ROUNDS / 2])), ms(f(&rounds[ROUNDS - 1])))
+        };
     let (before, before_max) = median(&mut rounds, |c| c.build_in_place);
     let (capture, capture_max) = median(&mut rounds, |c| c.capture);
     let (off, off_max) = median(&mut rounds, |c| c.build_from_capture);

@@ -59,7 +59,12 @@ where
 {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolsize"))
         .args(["serve", "--otlp-grpc-addr", "127.0.0.1:0"])
-        .args(["--otlp-http-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
+        .args([
+            "--otlp-http-addr",
+            "127.0.0.1:0",
+            "--admin-addr",
+            "127.0.0.1:0",
+        ])
         .args(["--snapshot-interval", "1h", "--data-dir"])
         .arg(dir)
         .env("RUST_LOG", "error")
@@ -123,7 +128,9 @@ async fn a_flipped_digit_in_a_bucket_count_is_refused_with_the_reason() {
     );
     let aside = names(&dir);
     assert!(
-        aside.iter().any(|n| n.starts_with("toolsize-state.json.corrupt-")),
+        aside
+            .iter()
+            .any(|n| n.starts_with("toolsize-state.json.corrupt-")),
         "{aside:?}"
     );
 
@@ -179,7 +186,11 @@ async fn a_damaged_snapshot_in_a_read_only_data_dir_starts_empty_and_says_so() {
         assert!(st.success(), "cannot remount the tmpfs read-only");
     } else {
         std::fs::write(dir.join(SNAPSHOT), &damaged).unwrap();
-        Command::new("chmod").arg("0555").arg(&*dir).status().unwrap();
+        Command::new("chmod")
+            .arg("0555")
+            .arg(&*dir)
+            .status()
+            .unwrap();
     }
     assert!(
         std::fs::write(dir.join("probe"), b"x").is_err(),
@@ -187,20 +198,30 @@ async fn a_damaged_snapshot_in_a_read_only_data_dir_starts_empty_and_says_so() {
     );
     let (log, code) = run_logged(&dir, |admin| async move {
         empty_and_refused(admin).await;
-        let r = reqwest::get(format!("http://{admin}/readyz")).await.unwrap();
+        let r = reqwest::get(format!("http://{admin}/readyz"))
+            .await
+            .unwrap();
         assert_eq!(r.status().as_u16(), 503);
         let body = r.text().await.unwrap();
-        assert!(body.contains("could not be restored nor moved aside"), "{body}");
+        assert!(
+            body.contains("could not be restored nor moved aside"),
+            "{body}"
+        );
     })
     .await;
     if mounted {
         Command::new("umount").arg(&*dir).status().unwrap();
     } else {
-        Command::new("chmod").arg("0755").arg(&*dir).status().unwrap();
+        Command::new("chmod")
+            .arg("0755")
+            .arg(&*dir)
+            .status()
+            .unwrap();
     }
     assert!(
-        log.contains("Snapshot cannot be read and cannot be moved aside; starting with empty state")
-            && log.contains("its checksum does not match its content")
+        log.contains(
+            "Snapshot cannot be read and cannot be moved aside; starting with empty state"
+        ) && log.contains("its checksum does not match its content")
             && log.contains("move aside"),
         "{log}"
     );

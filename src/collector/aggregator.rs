@@ -25,8 +25,9 @@
 //! while one is in flight is taken as soon as it ends, so what is on disk is never older than
 //! one interval plus one write: that is what a `kill -9` or a power loss can lose of what was
 //! acknowledged. `toolsize_snapshot_age_seconds` is the age of the last capture on disk,
-//! `toolsize_snapshot_write_seconds` the last write's duration; `/readyz` answers 503 past two
-//! intervals + 5 s.
+//! `toolsize_snapshot_write_seconds` the last write's duration, counted from when it was due
+//! (so a capture that waited for a turn of this loop or for the previous write is counted in
+//! it); `/readyz` answers 503 past two intervals + 5 s.
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -55,35 +56,36 @@ struct Snapshots {
     store: Arc<Store>,
     stats: Arc<SelfStats>,
     writing: Option<JoinHandle<()>>,
-    /// A tick came while a write was in flight: the next capture is due when it ends.
-    due: bool,
+    /// A tick came (when) while a write was in flight: the next capture is due when it ends.
+    due: Option<Instant>,
 }
 
 impl Snapshots {
-    /// At a tick: a capture now, or as soon as the write in flight ends.
-    fn tick(&mut self, state: &State, alerts: Vec<SavedAlert>) {
+    /// At a tick due at `due`: a capture now, or as soon as the write in flight ends.
+    fn tick(&mut self, state: &State, alerts: Vec<SavedAlert>, due: Instant) {
         if self.writing.is_some() {
-            self.due = true;
+            self.due = Some(self.due.unwrap_or(due));
         } else {
-            self.start(state, alerts);
+            self.start(state, alerts, due);
         }
     }
 
     /// The write in flight ended: the capture that waited for it, if any.
     fn written(&mut self, state: &State, alerts: impl FnOnce() -> Vec<SavedAlert>) {
         self.writing = None;
-        if std::mem::take(&mut self.due) {
-            self.start(state, alerts());
+        if let Some(due) = self.due.take() {
+            self.start(state, alerts(), due);
         }
     }
 
-    /// Captures the state (the only part on this task) and writes it on a blocking thread.
-    fn start(&mut self, state: &State, alerts: Vec<SavedAlert>) {
-        let (at, captured_ms) = (Instant::now(), now_unix_ms());
+    /// Captures the state (the only part on this task) and writes it on a blocking thread;
+    /// `due`: when the snapshot was due (its write time is counted from there).
+    fn start(&mut self, state: &State, alerts: Vec<SavedAlert>, due: Instant) {
+        let captured_ms = now_unix_ms();
         let capture = state.capture();
         let (store, stats) = (self.store.clone(), self.stats.clone());
         self.writing = Some(tokio::task::spawn_blocking(move || {
-            write(&capture, alerts, &store, &stats, at, captured_ms);
+            write(&capture, alerts, &store, &stats, due, captured_ms);
         }));
     }
 
@@ -132,15 +134,15 @@ pub(crate) async fn run(
         store,
         stats: stats.clone(),
         writing: None,
-        due: false,
+        due: None,
     });
     loop {
         // Timers first, then commands, then one batch: see the module doc.
         tokio::select! {
             biased;
-            _ = tick.tick() => {
+            due = tick.tick() => {
                 if let Some(s) = &mut snapshots {
-                    s.tick(&state, saved());
+                    s.tick(&state, saved(), due.into_std());
                 }
             }
             _ = evaluate.tick() => state.evaluate_observers_ms(now_unix_ms()),
@@ -241,7 +243,7 @@ fn answer(state: &State, cmd: Command) {
 }
 
 /// Builds the file from `capture`, encodes it and writes it (on a blocking thread); counts the
-/// outcome. `at` and `captured_ms`: when the capture was taken.
+/// outcome. `at`: when the snapshot was due; `captured_ms`: when the capture was taken.
 fn write(
     capture: &Capture,
     alerts: Vec<SavedAlert>,
@@ -264,5 +266,129 @@ fn write(
             stats.snapshot_failed();
             tracing::error!(error = %e, path = %store.path().display(), "Snapshot write failed.");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    use super::*;
+    use crate::collector::state::tests::{known, limits, rec};
+    use crate::collector::state::{Limits, Observed, ResultObserver, SeriesMap};
+    use crate::collector::stats::OtlpSignal;
+
+    /// Counts the window rules' evaluations and the observers' ticks, and takes
+    /// [`SLOW_PER_RECORD`] of the aggregator's time per record (an aggregator short of CPU), so
+    /// that it is slower than the producers.
+    struct Timers {
+        periodic: Arc<AtomicU64>,
+        ticks: Arc<AtomicU64>,
+    }
+
+    impl ResultObserver for Timers {
+        fn observe(&mut self, _: &Observed<'_>) {
+            let t = Instant::now();
+            while t.elapsed() < SLOW_PER_RECORD {
+                std::hint::spin_loop();
+            }
+        }
+        fn periodic(&mut self, _: &SeriesMap, _: &Limits, _: u64, _: u64) {
+            self.periodic.fetch_add(1, Relaxed);
+        }
+        fn tick(&mut self) {
+            self.ticks.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The aggregator's time per record in [`timers_run_on_time_while_the_queue_never_empties`].
+    const SLOW_PER_RECORD: Duration = Duration::from_micros(20);
+
+    /// Producers keep the queue full (they wait only for room) and the aggregator takes 4 ms a
+    /// batch, so it never finds the queue empty: the snapshot and the window rules still run
+    /// every 50 ms interval. (With the batches ahead of the timers, as before, no snapshot was
+    /// written in the second.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn timers_run_on_time_while_the_queue_never_empties() {
+        let dir = std::env::temp_dir().join(format!("toolsize-agg-timers-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Arc::new(Store::open(&dir).unwrap());
+        let stats = Arc::new(SelfStats::default());
+        let (periodic, ticks) = (Arc::default(), Arc::default());
+        let mut state = State::new(limits(100));
+        state.add_observer(Box::new(Timers {
+            periodic: Arc::clone(&periodic),
+            ticks: Arc::clone(&ticks),
+        }));
+        const CAPACITY: usize = 8;
+        let (data, data_rx) = mpsc::channel(CAPACITY);
+        let (control, control_rx) = mpsc::channel(4);
+        let interval = Duration::from_millis(50);
+        let aggregator = tokio::spawn(run(
+            state,
+            data_rx,
+            control_rx,
+            Some(store.clone()),
+            Arc::default(),
+            stats.clone(),
+            interval,
+            interval,
+        ));
+        // Three producers cloning ready records: faster than the aggregator records them.
+        let records: Arc<Vec<_>> = Arc::new(
+            (0..200u64)
+                .map(|k| rec(&format!("tool{}", k % 50), known(100 + k)))
+                .collect(),
+        );
+        let producers: Vec<_> = (0..3)
+            .map(|_| {
+                let (data, stats, records) = (data.clone(), stats.clone(), records.clone());
+                tokio::spawn(async move {
+                    loop {
+                        let batch =
+                            Batch::new(records.to_vec(), OtlpSignal::Traces, stats.clone(), None);
+                        if data.send(batch).await.is_err() {
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        // Filled before the aggregator takes its first batch.
+        while data.capacity() > 0 {
+            tokio::task::yield_now().await;
+        }
+        let began = Instant::now();
+        let mut empty_seen = 0;
+        while began.elapsed() < Duration::from_secs(1) {
+            empty_seen += usize::from(data.capacity() == CAPACITY);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let elapsed = began.elapsed();
+        let (written, evaluated, ticked) = (
+            stats.view().snapshots_written,
+            periodic.load(Relaxed),
+            ticks.load(Relaxed),
+        );
+        for p in producers {
+            p.abort();
+        }
+        let (reply, done) = tokio::sync::oneshot::channel();
+        control.send(Command::Shutdown { reply }).await.unwrap();
+        done.await.unwrap();
+        aggregator.await.unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(empty_seen, 0, "the queue was seen empty");
+        // 20 intervals in the second: at least half of them ran, each timer.
+        let due = (elapsed.as_millis() / interval.as_millis()) as u64;
+        assert!(
+            written >= due / 2,
+            "{written} snapshots written in {elapsed:?}"
+        );
+        assert!(
+            evaluated >= due / 2,
+            "{evaluated} evaluations in {elapsed:?}"
+        );
+        assert!(ticked > 0, "no observer tick");
     }
 }

@@ -75,9 +75,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 pub use config::Config;
-pub use stats::{RefusedRequest, RefusedRequests, SelfStats};
 #[doc(hidden)]
 pub use persist::snapshot::SnapshotCosts;
+pub use stats::{RefusedRequest, RefusedRequests, SelfStats};
 
 use ingest::recognize::Recognizer;
 use ingest::Ingest;

@@ -265,7 +265,8 @@ pub struct SelfStatsView {
     /// What the state held at this time (Unix milliseconds) is on disk: the capture of the last
     /// snapshot written, or the start (0: no data directory).
     pub(crate) snapshot_durable_ms: u64,
-    /// How long the last snapshot written took from its capture to its rename, microseconds.
+    /// How long the last snapshot written took from when it was due to its rename,
+    /// microseconds.
     pub(crate) snapshot_write_us: u64,
     /// Snapshots written.
     pub(crate) snapshots_written: u64,
@@ -351,7 +352,7 @@ impl SelfStats {
         self.snapshot_durable_ms.store(now_ms, Relaxed);
     }
     /// A snapshot of the state captured at `captured_ms` (Unix milliseconds) was written, `took`
-    /// after its capture.
+    /// after it was due.
     pub(crate) fn snapshot_written(&self, captured_ms: u64, took: std::time::Duration) {
         self.snapshot_failing.store(0, Relaxed);
         self.snapshot_refused_in_place.store(false, Relaxed);

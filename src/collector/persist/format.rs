@@ -32,8 +32,11 @@ pub(crate) fn encode(snapshot: &Snapshot) -> Result<Vec<u8>, serde_json::Error> 
     let body = serde_json::to_vec(snapshot)?;
     let crc = crc32fast::hash(&body);
     let mut out = Vec::with_capacity(body.len() + 64);
-    write!(out, "{{\"version\":{VERSION},\"crc32\":\"{crc:08x}\",\"snapshot\":")
-        .map_err(serde_json::Error::io)?;
+    write!(
+        out,
+        "{{\"version\":{VERSION},\"crc32\":\"{crc:08x}\",\"snapshot\":"
+    )
+    .map_err(serde_json::Error::io)?;
     out.extend_from_slice(&body);
     out.push(b'}');
     Ok(out)

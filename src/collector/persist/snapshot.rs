@@ -18,8 +18,8 @@ use crate::collector::state::histogram::{
     Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG,
 };
 use crate::collector::state::{
-    ArgsStat, Counts, Largest, OverRecent, Point, ResultId, ResultRef, SeriesKey, State, Stats,
-    SeriesMap, LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
+    ArgsStat, Counts, Largest, OverRecent, Point, ResultId, ResultRef, SeriesKey, SeriesMap, State,
+    Stats, LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
 };
 use crate::layers::Stack;
 

@@ -27,7 +27,9 @@ pub(crate) struct Violation {
 
 /// Values a histogram holds (the sum of its buckets' counts).
 fn held(h: &Hist) -> u64 {
-    h.buckets.iter().fold(0u64, |n, &(_, c)| n.saturating_add(c))
+    h.buckets
+        .iter()
+        .fold(0u64, |n, &(_, c)| n.saturating_add(c))
 }
 
 /// The invariants of one period's statistics, as "what" of a [`Violation`].
@@ -144,7 +146,11 @@ mod tests {
             .find(|s| s.windows.iter().any(|r| !r.slots.is_empty()))
             .unwrap();
         let total = series.total.counts.calls;
-        let ring = series.windows.iter_mut().find(|r| !r.slots.is_empty()).unwrap();
+        let ring = series
+            .windows
+            .iter_mut()
+            .find(|r| !r.slots.is_empty())
+            .unwrap();
         ring.slots[0].1.counts.calls = total + 1;
         let e = check(&s).unwrap_err().to_string();
         assert!(e.contains("more than the"), "{e}");

@@ -576,7 +576,11 @@ mod tests {
     fn snapshot_trouble_names_failures_a_stale_snapshot_and_a_refused_one_left_in_place() {
         let stats = SelfStats::default();
         let t0 = 1_800_000_000_000;
-        assert_eq!(snapshot_trouble(&stats.view(), t0), None, "no data directory");
+        assert_eq!(
+            snapshot_trouble(&stats.view(), t0),
+            None,
+            "no data directory"
+        );
         stats.snapshots_every(Duration::from_secs(1), t0);
         // Two intervals + 5 s: 7 s.
         assert_eq!(snapshot_trouble(&stats.view(), t0 + 7_000), None);
@@ -588,12 +592,19 @@ mod tests {
         let refused = snapshot_trouble(&stats.view(), t0 + 7_001).unwrap();
         assert!(refused.contains("nor moved aside"), "{refused}");
         stats.snapshot_written(t0 + 8_000, Duration::from_millis(3));
-        assert_eq!(snapshot_trouble(&stats.view(), t0 + 8_001), None, "written over it");
+        assert_eq!(
+            snapshot_trouble(&stats.view(), t0 + 8_001),
+            None,
+            "written over it"
+        );
         for _ in 0..crate::collector::SNAPSHOT_FAILURES_NOT_READY {
             stats.snapshot_failed();
         }
         let failing = snapshot_trouble(&stats.view(), t0 + 8_001).unwrap();
-        assert!(failing.contains("the last 3 snapshot writes failed"), "{failing}");
+        assert!(
+            failing.contains("the last 3 snapshot writes failed"),
+            "{failing}"
+        );
     }
 
     #[tokio::test]

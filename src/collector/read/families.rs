@@ -479,7 +479,7 @@ fn snapshots(v: &SelfStatsView, sink: &mut impl Sink) {
             ),
             (
                 SNAPSHOT_WRITE,
-                "Seconds the last snapshot written took from its capture to its rename (built, encoded, written and fsynced off the aggregator).",
+                "Seconds the last snapshot written took from when it was due to its rename (captured on the aggregator; built, encoded, written and fsynced off it).",
                 Value::Float(v.snapshot_write_us as f64 / 1e6),
             ),
         ] {

@@ -92,7 +92,7 @@ pub(crate) const CONNECTIONS_CLOSED: &str = "toolsize_connections_closed_total";
 pub(crate) const SNAPSHOT_AGE: &str = "toolsize_snapshot_age_seconds";
 /// The configured snapshot interval.
 pub(crate) const SNAPSHOT_INTERVAL: &str = "toolsize_snapshot_interval_seconds";
-/// How long the last snapshot written took, capture to rename.
+/// How long the last snapshot written took, from when it was due to its rename.
 pub(crate) const SNAPSHOT_WRITE: &str = "toolsize_snapshot_write_seconds";
 /// Snapshots found at start and not restored.
 pub(crate) const SNAPSHOTS_REFUSED: &str = "toolsize_snapshots_refused_total";
