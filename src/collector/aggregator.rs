@@ -12,9 +12,9 @@
 //! whatever the ingest rate, so under a queue that never empties a timer is late by at most one
 //! batch's recording (a batch is one request, bounded by `otlp.max_request_bytes`) or one
 //! command (which first drains at most the batches queued when it came). Ingest keeps the rest
-//! of the turns: the timers cost a few clock reads when not due. (Timers behind data, as a
-//! `biased` select would put them, are reached only when the queue is empty: under sustained
-//! load, never.)
+//! of the turns: the timers cost a few clock reads when not due. (Timers behind data in a
+//! `biased` select are reached only when the queue is empty: under sustained load, never; the
+//! test below wrote no snapshot in a second that way.)
 //!
 //! **Snapshots are copied, not serialised, here.** At the tick the aggregator takes a
 //! [`Capture`](crate::collector::persist::snapshot::Capture): a copy of the series (their
@@ -22,12 +22,17 @@
 //! numbers. Building the file's types from it, encoding, writing and fsyncing run on a blocking
 //! thread, so ingestion pauses only for the copy (`cargo bench --features collector --bench
 //! snapshot` measures both at 1,500 tools). One write is in flight at a time; a tick that comes
-//! while one is in flight is taken as soon as it ends, so what is on disk is never older than
-//! one interval plus one write: that is what a `kill -9` or a power loss can lose of what was
-//! acknowledged. `toolsize_snapshot_age_seconds` is the age of the last capture on disk,
+//! while one is in flight is taken as soon as it ends, so what is on disk is at most one
+//! interval plus one write old (two writes when writes take longer than the interval).
+//! `toolsize_snapshot_age_seconds` is the age of the last capture on disk,
 //! `toolsize_snapshot_write_seconds` the last write's duration, counted from when it was due
 //! (so a capture that waited for a turn of this loop or for the previous write is counted in
 //! it); `/readyz` answers 503 past two intervals + 5 s.
+//!
+//! **The loss bound.** A `kill -9` or a power loss loses what was acknowledged since the
+//! capture on disk, that age, plus the wait of the batches still queued (a request is
+//! acknowledged when its batch is queued: at most `otlp.queue_capacity` requests). Nothing
+//! else is held back: an orderly stop drains the queue and writes a final snapshot.
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
