@@ -17,7 +17,7 @@
 //!   and no more than were sent. The worst loss seen is printed
 //!   in seconds of acknowledgements.
 //!
-//! Bounded in time: about a minute with the senders, the hogs and the kills.
+//! Bounded in time: 15 kills keep it under a minute on a loaded 2-core machine (20 took 70 s).
 #![cfg(feature = "collector")]
 
 mod support;
@@ -37,7 +37,7 @@ const EVALUATION: Duration = Duration::from_millis(250);
 /// Batches the queue holds: small, so that it fills and its wait stays short.
 const QUEUE: usize = 16;
 /// Kills.
-const KILLS: u64 = 20;
+const KILLS: u64 = 15;
 /// Tools the load spreads over (the snapshot grows with them).
 const TOOLS: u64 = 60;
 /// Spans per request.
@@ -270,7 +270,7 @@ async fn snapshots_rules_and_kills_under_sustained_overload() {
     let refused_before = overloaded(&metrics(b.admin).await);
     let mut probe = None;
     let began = Instant::now();
-    while began.elapsed() < Duration::from_secs(4) {
+    while began.elapsed() < Duration::from_secs(3) {
         let text = metrics(b.admin).await;
         worst_age = worst_age.max(sample(&text, "toolsize_snapshot_age_seconds").unwrap());
         worst_write = worst_write.max(sample(&text, "toolsize_snapshot_write_seconds").unwrap());
@@ -353,9 +353,9 @@ async fn snapshots_rules_and_kills_under_sustained_overload() {
             break;
         }
         let load = Load::start(b.http, bodies.clone(), acks.clone());
-        // 0.5 to 1.7 s of load, the write times read meanwhile: the kills land at every point
+        // 0.4 to 1.4 s of load, the write times read meanwhile: the kills land at every point
         // of the interval.
-        let until = Instant::now() + Duration::from_millis(500 + (k * 61 % 1200));
+        let until = Instant::now() + Duration::from_millis(400 + (k * 53 % 1000));
         while Instant::now() < until {
             if let Some(w) = sample(&metrics(b.admin).await, "toolsize_snapshot_write_seconds") {
                 worst_write = worst_write.max(w);
