@@ -22,11 +22,12 @@ const RUNBOOK_BASE: &str = "http://localhost:9464/runbook#";
 const DASHBOARD_BASE: &str = "http://localhost:3000/d/toolsize/toolsize";
 
 /// The rules the fleet needs; others may join them.
-const REQUIRED: [&str; 5] = [
+const REQUIRED: [&str; 6] = [
     "ToolsizeResultOverCeiling",
     "ToolsizeResultSizeP95Jump",
     "ToolsizeTruncationRateHigh",
     "ToolsizeSpansRefused",
+    "ToolsizeSnapshotsFailing",
     "ToolsizeDaemonDown",
 ];
 

@@ -37,7 +37,8 @@ async fn metrics_pass_promtool_and_account_for_every_span() {
         assert!(text.contains(&format!("# TYPE {n} counter")), "{n}");
     }
     // Every family the daemon writes is in the list the drift tests read, and the other way
-    // round: all but the snapshot's age, written once a snapshot was (no data dir here).
+    // round: all but the snapshot's age, interval and write time, written with a data directory
+    // (none here).
     let written: std::collections::BTreeSet<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next())
@@ -50,7 +51,11 @@ async fn metrics_pass_promtool_and_account_for_every_span() {
     );
     assert_eq!(
         listed.difference(&written).copied().collect::<Vec<_>>(),
-        ["toolsize_snapshot_age_seconds"]
+        [
+            "toolsize_snapshot_age_seconds",
+            "toolsize_snapshot_interval_seconds",
+            "toolsize_snapshot_write_seconds"
+        ]
     );
     assert!(text.contains("# TYPE toolsize_tool_result_size_bytes histogram"));
     assert!(text.contains("# TYPE toolsize_tool_call_duration_seconds histogram"));

@@ -186,7 +186,7 @@ fn holds(got: &serde_json::Value, want: &serde_json::Value, at: &str) {
 /// `tests/data/snapshots/v1.json` was written by the last build of format 1 (`toolsize serve
 /// --ceiling-bytes 30000`, 12 spans of three tools, one over-ceiling alert firing), and
 /// `v1-tools.json` / `v1-tool_search.json` are what that build served from it. This build
-/// restores it with every number, serves the same views, keeps the alert, and writes format 2.
+/// restores it with every number, serves the same views, keeps the alert, and writes format 3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_of_the_previous_format_is_restored_whole() {
     let dir = data_dir("format-v1");
@@ -223,7 +223,8 @@ async fn a_snapshot_of_the_previous_format_is_restored_whole() {
     assert_eq!(names, ["toolsize-state.json"], "nothing moved aside");
     let written: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("toolsize-state.json")).unwrap()).unwrap();
-    assert_eq!(written["version"], 2);
+    assert_eq!(written["version"], 3);
+    let written = &written["snapshot"];
     // Every largest result of every series, as the fixture had them.
     let largest = |v: &serde_json::Value, series: &serde_json::Value| -> Vec<(u64, String)> {
         let mut out: Vec<(u64, String)> = v["largest"]
@@ -296,7 +297,7 @@ fn a_snapshot_of_a_newer_format_is_moved_aside_saying_why() {
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(
         log.contains("Snapshot cannot be read; moved aside")
-            && log.contains("snapshot format version 9 is newer than this build reads (1 to 2)"),
+            && log.contains("snapshot format version 9 is newer than this build reads (1 to 3)"),
         "{log}"
     );
     let names: Vec<String> = std::fs::read_dir(&dir)

@@ -1,7 +1,8 @@
 //! Snapshot failures are loud: the real `toolsize serve` with a data directory it cannot write
 //! (read-only, a full disk, a directory where the snapshot goes) removes its temporary file,
-//! counts every failure, reports not ready on `/readyz` while writes keep failing, recovers when
-//! the disk does, and exits 1 when the final snapshot at shutdown fails.
+//! counts every failure, reports not ready on `/readyz` while writes keep failing or while one
+//! hangs (a stalled disk), recovers when the disk does, and exits 1 when the final snapshot at
+//! shutdown fails.
 #![cfg(feature = "collector")]
 
 mod support;
@@ -194,4 +195,59 @@ async fn a_tiny_tmpfs_fills_up_and_the_partial_file_is_removed() {
     b.signal("-TERM");
     assert_eq!(b.child.wait().unwrap().code(), Some(1));
     Command::new("umount").arg(&dir).status().unwrap();
+}
+
+#[tokio::test]
+async fn a_stalled_write_makes_the_daemon_not_ready_until_it_ends() {
+    let dir = temp_dir("snap-stall");
+    let b = Binary::start_with_env(
+        &["--snapshot-interval", "100ms"],
+        Some(&dir),
+        &[("RUST_LOG", "off")],
+    );
+    wait_for("a snapshot", Duration::from_secs(10), || async {
+        dir.join(SNAPSHOT).exists().then_some(())
+    })
+    .await;
+    // The next write opens a FIFO with no reader: it hangs, as on a stalled disk. (Made between
+    // two writes: while one runs, its temporary file is there.)
+    wait_for(
+        "a FIFO in place of the temporary file",
+        Duration::from_secs(5),
+        || async {
+            let st = Command::new("mkfifo").arg(dir.join(TMP)).status().unwrap();
+            st.success().then_some(())
+        },
+    )
+    .await;
+    let stalled = std::time::Instant::now();
+    let body = wait_for("/readyz 503", Duration::from_secs(15), || async {
+        let (status, body) = readyz(b.admin).await;
+        (status == 503).then_some(body)
+    })
+    .await;
+    // Two intervals + 5 s.
+    assert!(
+        stalled.elapsed() >= Duration::from_millis(5_200),
+        "{:?}",
+        stalled.elapsed()
+    );
+    assert!(body.contains("a write is stalled"), "{body}");
+    let age = sample(&metrics(b.admin).await, "toolsize_snapshot_age_seconds").unwrap();
+    assert!(age > 5.2, "{age}");
+    // The disk answers again: the write ends (a FIFO cannot be fsynced: that write fails and
+    // its temporary file goes), the next one succeeds, and the daemon is ready.
+    let fifo = dir.join(TMP);
+    let reader = std::thread::spawn(move || std::fs::read(fifo).map(|b| b.len()));
+    wait_for("/readyz 200", Duration::from_secs(10), || async {
+        (readyz(b.admin).await.0 == 200).then_some(())
+    })
+    .await;
+    assert!(
+        reader.join().unwrap().unwrap() > 0,
+        "the stalled write wrote"
+    );
+    let age = sample(&metrics(b.admin).await, "toolsize_snapshot_age_seconds").unwrap();
+    assert!(age < 2.0, "{age}");
+    b.stop();
 }

@@ -75,16 +75,26 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 pub use config::Config;
+#[doc(hidden)]
+pub use persist::snapshot::SnapshotCosts;
 pub use stats::{RefusedRequest, RefusedRequests, SelfStats};
 
 use ingest::recognize::Recognizer;
 use ingest::Ingest;
-use persist::store::Store;
+use persist::store::{Found, Store};
 use read::Command;
 use state::{Limits, State};
 
 /// Snapshot writes failing in a row after which `/readyz` answers 503.
 pub(crate) const SNAPSHOT_FAILURES_NOT_READY: u64 = 3;
+
+/// `/readyz` answers 503 when what is on disk is older than this many snapshot intervals plus
+/// [`SNAPSHOT_STALE_GRACE`]: snapshots keep to one interval plus one write, so only a write
+/// that hangs (a stalled disk) or takes longer than an interval gets there.
+pub(crate) const SNAPSHOT_STALE_INTERVALS: u32 = 2;
+
+/// See [`SNAPSHOT_STALE_INTERVALS`].
+pub(crate) const SNAPSHOT_STALE_GRACE: Duration = Duration::from_secs(5);
 
 /// A failure a test can cause in a running daemon, to check that what it loses is counted.
 /// Not for production use.
@@ -164,16 +174,20 @@ impl Pipeline {
         let store = match &config.store.data_dir {
             Some(dir) => {
                 let store = Store::open(dir)?;
-                if let Some(snap) = store.load()? {
-                    let written = snap.written_unix;
-                    restored = state.restore(snap);
-                    stats.snapshot_written(written);
-                    tracing::info!(
-                        series = state.series_count(),
-                        path = %store.path().display(),
-                        "Restored snapshot."
-                    );
+                match store.load()? {
+                    Found::Snapshot(snap) => {
+                        restored = state.restore(snap);
+                        tracing::info!(
+                            series = state.series_count(),
+                            path = %store.path().display(),
+                            "Restored snapshot."
+                        );
+                    }
+                    Found::Refused { moved } => stats.snapshot_refused(moved),
+                    Found::Nothing => {}
                 }
+                // Everything the state holds now is on disk (restored, or nothing).
+                stats.snapshots_every(config.store.snapshot_interval.0, state::now_unix_ms());
                 Some(Arc::new(store))
             }
             None => None,

@@ -2,7 +2,7 @@
 //! shared lock-free between the receivers, the aggregator and the store, and read by
 //! `/metrics`.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::collector::net::listener;
@@ -215,10 +215,14 @@ pub struct SelfStats {
     spans_dropped: AtomicU64,
     series: AtomicU64,
     overflow: AtomicU64,
-    snapshot_last_unix: AtomicU64,
+    snapshot_interval_ms: AtomicU64,
+    snapshot_durable_ms: AtomicU64,
+    snapshot_write_us: AtomicU64,
     snapshots_written: AtomicU64,
     snapshot_failures: AtomicU64,
     snapshot_failing: AtomicU64,
+    snapshots_refused: AtomicU64,
+    snapshot_refused_in_place: AtomicBool,
     attributes_ignored: AtomicU64,
     service_cuts: Cuts<AtomicU64>,
     tool_cuts: Cuts<AtomicU64>,
@@ -262,14 +266,25 @@ pub struct SelfStatsView {
     pub(crate) series: u64,
     /// Records routed to the overflow series.
     pub(crate) overflow: u64,
-    /// Last successful snapshot, Unix seconds (0: none yet).
-    pub(crate) snapshot_last_unix: u64,
+    /// The snapshot interval, milliseconds (0: no data directory).
+    pub(crate) snapshot_interval_ms: u64,
+    /// What the state held at this time (Unix milliseconds) is on disk: the capture of the last
+    /// snapshot written, or the start (0: no data directory).
+    pub(crate) snapshot_durable_ms: u64,
+    /// How long the last snapshot written took from when it was due to its rename,
+    /// microseconds.
+    pub(crate) snapshot_write_us: u64,
     /// Snapshots written.
     pub(crate) snapshots_written: u64,
     /// Snapshot writes that failed.
     pub(crate) snapshot_failures: u64,
     /// Snapshot writes that failed since the last one that succeeded.
     pub(crate) snapshot_failing: u64,
+    /// Snapshots found at start and not restored (damaged, unreadable, of a newer format).
+    pub(crate) snapshots_refused: u64,
+    /// The snapshot refused at start could not be moved aside, and no snapshot has been written
+    /// over it since.
+    pub(crate) snapshot_refused_in_place: bool,
     /// Span attributes past the first 255 of their span, not looked at.
     pub attributes_ignored: u64,
     /// Service and tool names cut or cleaned, per tool span.
@@ -345,10 +360,29 @@ impl SelfStats {
         self.series.store(series, Relaxed);
         self.overflow.store(overflow, Relaxed);
     }
-    pub(crate) fn snapshot_written(&self, now: u64) {
+    /// A data directory is configured: snapshots every `interval`, and what the state holds at
+    /// `now_ms` (the start, after a restore or with nothing to restore) is on disk.
+    pub(crate) fn snapshots_every(&self, interval: std::time::Duration, now_ms: u64) {
+        let ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+        self.snapshot_interval_ms.store(ms, Relaxed);
+        self.snapshot_durable_ms.store(now_ms, Relaxed);
+    }
+    /// A snapshot of the state captured at `captured_ms` (Unix milliseconds) was written, `took`
+    /// after it was due.
+    pub(crate) fn snapshot_written(&self, captured_ms: u64, took: std::time::Duration) {
         self.snapshot_failing.store(0, Relaxed);
-        self.snapshot_last_unix.store(now, Relaxed);
+        self.snapshot_refused_in_place.store(false, Relaxed);
+        self.snapshot_durable_ms.fetch_max(captured_ms, Relaxed);
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.snapshot_write_us.store(us, Relaxed);
         self.snapshots_written.fetch_add(1, Relaxed);
+    }
+    /// The snapshot found at start was not restored; `moved` says whether it was moved aside.
+    pub(crate) fn snapshot_refused(&self, moved: bool) {
+        self.snapshots_refused.fetch_add(1, Relaxed);
+        if !moved {
+            self.snapshot_refused_in_place.store(true, Relaxed);
+        }
     }
     pub(crate) fn attributes_ignored(&self, n: u64) {
         if n > 0 {
@@ -380,10 +414,14 @@ impl SelfStats {
             spans_dropped: self.spans_dropped.load(Relaxed),
             series: self.series.load(Relaxed),
             overflow: self.overflow.load(Relaxed),
-            snapshot_last_unix: self.snapshot_last_unix.load(Relaxed),
+            snapshot_interval_ms: self.snapshot_interval_ms.load(Relaxed),
+            snapshot_durable_ms: self.snapshot_durable_ms.load(Relaxed),
+            snapshot_write_us: self.snapshot_write_us.load(Relaxed),
             snapshots_written: self.snapshots_written.load(Relaxed),
             snapshot_failures: self.snapshot_failures.load(Relaxed),
             snapshot_failing: self.snapshot_failing.load(Relaxed),
+            snapshots_refused: self.snapshots_refused.load(Relaxed),
+            snapshot_refused_in_place: self.snapshot_refused_in_place.load(Relaxed),
             attributes_ignored: self.attributes_ignored.load(Relaxed),
             label_cuts: LabelCuts {
                 service: self.service_cuts.load(),

@@ -14,13 +14,33 @@
 //!   over-ceiling result names its layer by id only (its unit is the stack's); the call
 //!   calls weighted by sampling ([`Counts::calls_milli`]), the over-ceiling counts per layer
 //!   too.
+//! - 3: the types of version 2 inside an envelope that carries the CRC-32 of their bytes
+//!   ([`encode`]): `{"version":3,"crc32":"<8 hex>","snapshot":{…}}`, still one JSON document.
+//!   A file whose body does not match its checksum is refused at restore
+//!   ([`super::migrate::read`]).
 
 use std::collections::BTreeMap;
+use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
 /// The format version this build writes; it reads this one and every earlier one.
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
+
+/// The file's bytes: `snapshot` serialised, inside the envelope that carries its CRC-32.
+pub(crate) fn encode(snapshot: &Snapshot) -> Result<Vec<u8>, serde_json::Error> {
+    let body = serde_json::to_vec(snapshot)?;
+    let crc = crc32fast::hash(&body);
+    let mut out = Vec::with_capacity(body.len() + 64);
+    write!(
+        out,
+        "{{\"version\":{VERSION},\"crc32\":\"{crc:08x}\",\"snapshot\":"
+    )
+    .map_err(serde_json::Error::io)?;
+    out.extend_from_slice(&body);
+    out.push(b'}');
+    Ok(out)
+}
 
 /// One snapshot file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

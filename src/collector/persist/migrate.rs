@@ -5,11 +5,15 @@
 //! the defaults of fields it gained over time), and one migration to the next version; a file is
 //! migrated step by step. A file that is not JSON, has no version, is of a version newer than
 //! this build, or does not match its version's types is refused with a [`ReadError`] that says
-//! which; the store moves it aside and the daemon starts empty.
+//! which; so is one whose body does not match its checksum (version 3 on), or whose numbers
+//! break an invariant ([`super::verify`]: a damaged file that still parses). The store moves
+//! it aside and the daemon starts empty.
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use super::format;
+use super::verify::{self, Violation};
 
 /// Why a snapshot file cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +42,25 @@ pub(crate) enum ReadError {
         /// What did not match.
         error: serde_json::Error,
     },
+    /// The body does not match the checksum written with it.
+    #[error(
+        "snapshot is damaged: its checksum does not match its content (CRC-32 written \
+         {written:08x}, of the content {found:08x})"
+    )]
+    Checksum {
+        /// The checksum in the file.
+        written: u32,
+        /// The checksum of the body as read.
+        found: u32,
+    },
+    /// The numbers contradict each other.
+    #[error("snapshot of format version {version} is damaged: {violation}")]
+    Invariant {
+        /// Its version.
+        version: u32,
+        /// Which invariant, where.
+        violation: Violation,
+    },
 }
 
 impl ReadError {
@@ -55,18 +78,47 @@ struct Version {
     version: u32,
 }
 
-/// Reads a snapshot file of any known version, migrated to the current format.
+/// Version 3's envelope: the body's CRC-32 and the body, as written.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    crc32: String,
+    #[serde(borrow)]
+    snapshot: &'a RawValue,
+}
+
+/// Reads a snapshot file of any known version, migrated to the current format, its checksum
+/// and its invariants checked.
 pub(crate) fn read(bytes: &[u8]) -> Result<format::Snapshot, ReadError> {
     let version = serde_json::from_slice::<Version>(bytes)
         .map_err(ReadError::NoVersion)?
         .version;
     let damaged = |error| ReadError::Damaged { version, error };
-    match version {
-        0 => Err(ReadError::Zero),
-        1 => Ok(v1::migrate(serde_json::from_slice(bytes).map_err(damaged)?)),
-        format::VERSION => serde_json::from_slice(bytes).map_err(damaged),
-        found => Err(ReadError::Newer { found }),
-    }
+    let snapshot = match version {
+        0 => return Err(ReadError::Zero),
+        1 => v1::migrate(serde_json::from_slice(bytes).map_err(damaged)?),
+        // Version 2 is version 3's body without the envelope.
+        2 => format::Snapshot {
+            version: format::VERSION,
+            ..serde_json::from_slice(bytes).map_err(damaged)?
+        },
+        format::VERSION => {
+            let e: Envelope<'_> = serde_json::from_slice(bytes).map_err(damaged)?;
+            let written = u32::from_str_radix(&e.crc32, 16).map_err(|_| {
+                damaged(serde::de::Error::custom(format_args!(
+                    "crc32 {:?} is not 8 hex digits",
+                    e.crc32
+                )))
+            })?;
+            let found = crc32fast::hash(e.snapshot.get().as_bytes());
+            if found != written {
+                return Err(ReadError::Checksum { written, found });
+            }
+            serde_json::from_str(e.snapshot.get()).map_err(damaged)?
+        }
+        found => return Err(ReadError::Newer { found }),
+    };
+    verify::check(&snapshot).map_err(|violation| ReadError::Invariant { version, violation })?;
+    Ok(snapshot)
 }
 
 /// Version 1: the aggregator's own types serialised as they were until format 2.
@@ -229,7 +281,7 @@ mod v1 {
     /// oldest files made explicit.
     pub(super) fn migrate(s: Snapshot) -> format::Snapshot {
         format::Snapshot {
-            version: 2,
+            version: format::VERSION,
             written_unix: s.written_unix,
             started_unix: s.started_unix,
             overflow_records: s.overflow_records,
@@ -374,6 +426,61 @@ mod tests {
     use super::*;
 
     const V1: &str = include_str!("../../../tests/data/snapshots/v1.json");
+    const V2: &str = include_str!("../../../tests/data/snapshots/v2.json");
+
+    /// `bytes` with the first digit of the first count of the first size bucket of the first
+    /// series' `total` changed, and where.
+    fn flip_a_bucket_count(bytes: &[u8]) -> Vec<u8> {
+        let text = std::str::from_utf8(bytes).unwrap();
+        let total = text.find("\"total\":").unwrap();
+        let buckets = total + text[total..].find("\"buckets\":[[").unwrap();
+        let comma = buckets + text[buckets..].find(',').unwrap();
+        let mut out = bytes.to_vec();
+        let digit = &mut out[comma + 1];
+        *digit = if *digit == b'9' { b'1' } else { *digit + 1 };
+        out
+    }
+
+    #[test]
+    fn a_version_2_file_is_read_with_every_number() {
+        let s = read(V2.as_bytes()).unwrap();
+        assert_eq!(s.version, format::VERSION);
+        let mut as_read = serde_json::to_value(&s).unwrap();
+        as_read["version"] = 2.into();
+        let file: serde_json::Value = serde_json::from_str(V2).unwrap();
+        assert_eq!(as_read, file);
+    }
+
+    #[test]
+    fn version_3_is_checked_against_its_checksum() {
+        let s = read(V2.as_bytes()).unwrap();
+        let bytes = format::encode(&s).unwrap();
+        assert!(bytes.starts_with(b"{\"version\":3,\"crc32\":\""));
+        // Still one JSON document.
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["snapshot"]["series"].as_array().unwrap().len(), 3);
+        assert_eq!(read(&bytes).unwrap(), s);
+        let e = read(&flip_a_bucket_count(&bytes)).unwrap_err();
+        assert!(matches!(e, ReadError::Checksum { .. }), "{e}");
+        assert!(e.to_string().contains("checksum does not match"), "{e}");
+    }
+
+    #[test]
+    fn a_flipped_bucket_count_under_a_matching_checksum_breaks_an_invariant() {
+        let s = read(V2.as_bytes()).unwrap();
+        let bytes = flip_a_bucket_count(&format::encode(&s).unwrap());
+        // The checksum written again over the damaged body, as a careless hand edit would.
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let body = serde_json::to_string(&v["snapshot"]).unwrap();
+        let crc = crc32fast::hash(body.as_bytes());
+        let file = format!("{{\"version\":3,\"crc32\":\"{crc:08x}\",\"snapshot\":{body}}}");
+        let e = read(file.as_bytes()).unwrap_err();
+        assert!(matches!(e, ReadError::Invariant { .. }), "{e}");
+        assert!(e.to_string().contains("is damaged: series"), "{e}");
+        // A version 2 file (no checksum) with the same flip: the invariants catch it.
+        let e = read(&flip_a_bucket_count(V2.as_bytes())).unwrap_err();
+        assert!(matches!(e, ReadError::Invariant { version: 2, .. }), "{e}");
+    }
 
     #[test]
     fn a_version_1_file_is_migrated_with_every_number() {
@@ -398,7 +505,7 @@ mod tests {
         assert_eq!(s.alerts.len(), 1);
         assert_eq!(s.alerts[0].labels["alertname"], "ToolResultOverCeiling");
         // Written again, it reads back as it is.
-        let again = serde_json::to_vec(&s).unwrap();
+        let again = format::encode(&s).unwrap();
         assert_eq!(read(&again).unwrap(), s);
     }
 

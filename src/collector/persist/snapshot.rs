@@ -9,6 +9,8 @@
 //! into the overflow series. Firing alerts travel in the snapshot so a restart neither re-pages
 //! nor forgets them.
 
+use std::sync::Arc;
+
 use crate::collector::alerts::SavedAlert;
 use crate::collector::ingest::recognize::ArgsHash;
 use crate::collector::persist::format;
@@ -16,8 +18,8 @@ use crate::collector::state::histogram::{
     Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG,
 };
 use crate::collector::state::{
-    ArgsStat, Counts, Largest, OverRecent, Point, ResultId, ResultRef, SeriesKey, State, Stats,
-    LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
+    ArgsStat, Counts, Largest, OverRecent, Point, ResultId, ResultRef, SeriesKey, SeriesMap, State,
+    Stats, LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
 };
 use crate::layers::Stack;
 
@@ -208,67 +210,171 @@ fn alert_in(a: format::Alert) -> SavedAlert {
     }
 }
 
+/// What [`State::snapshot_costs`] measured. Not for use.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotCosts {
+    /// Build and encode on the state's own task (the aggregator's pause before captures).
+    pub build_in_place: std::time::Duration,
+    /// The capture (the aggregator's pause now).
+    pub capture: std::time::Duration,
+    /// Build and encode from the capture (on a blocking thread).
+    pub build_from_capture: std::time::Duration,
+    /// The file's size.
+    pub bytes: usize,
+}
+
+/// What a snapshot is made of, borrowed from the state or from a [`Capture`] of it.
+struct Parts<'a> {
+    started_unix: u64,
+    overflow_records: u64,
+    size_bounds: &'a [u64],
+    stack: &'a Stack,
+    series: &'a SeriesMap,
+}
+
+/// The file's types of `p` at `now`, with `alerts`.
+fn snapshot_of(p: Parts<'_>, now: u64, alerts: Vec<SavedAlert>) -> format::Snapshot {
+    format::Snapshot {
+        version: format::VERSION,
+        written_unix: now,
+        started_unix: p.started_unix,
+        overflow_records: p.overflow_records,
+        size_bounds: p.size_bounds.to_vec(),
+        series: p
+            .series
+            .iter()
+            .map(|(k, s)| format::Series {
+                service: k.service.clone(),
+                tool: k.tool.clone(),
+                // Every period whole, the histograms not yet folded included.
+                total: stats_out(&s.total_stats()),
+                windows: s
+                    .windows
+                    .iter()
+                    .enumerate()
+                    .map(|(w, r)| format::Ring {
+                        slot_secs: r.slot_secs,
+                        slots: r
+                            .slots
+                            .iter()
+                            .map(|(j, st)| (*j, stats_out(&s.slot_whole(w, *j, st))))
+                            .collect(),
+                    })
+                    .collect(),
+                size_buckets: s.size_buckets.clone(),
+                latency_buckets: s.latency_buckets.clone(),
+                size_sum: s.size_sum,
+                latency_sum_us: s.latency_sum_us,
+                largest: s.largest.iter().map(largest_out).collect(),
+                args: s
+                    .args
+                    .iter()
+                    .map(|(h, a)| format::Args {
+                        hash: h.to_string(),
+                        count: a.count,
+                        max_bytes: a.max_bytes,
+                    })
+                    .collect(),
+                over_ceiling: s
+                    .over_ceiling
+                    .iter()
+                    .map(|(layer, milli)| format::LayerCount {
+                        layer: layer.clone(),
+                        count_milli: *milli,
+                    })
+                    .collect(),
+                over_recent: s
+                    .over_recent
+                    .iter()
+                    .filter_map(|o| over_out(o, p.stack))
+                    .collect(),
+                history: s.history.iter().map(point_out).collect(),
+            })
+            .collect(),
+        alerts: alerts.into_iter().map(alert_out).collect(),
+    }
+}
+
+/// What a snapshot needs of the state, copied on the aggregator: the series as they are (their
+/// histograms' counts copied whole, no walk over their buckets) and a few numbers. The file's
+/// types are built from it and encoded on a blocking thread ([`Capture::snapshot`]), so the
+/// aggregator pauses only for the copy.
+#[derive(Debug)]
+pub(crate) struct Capture {
+    started_unix: u64,
+    overflow_records: u64,
+    size_bounds: Vec<u64>,
+    stack: Arc<Stack>,
+    series: SeriesMap,
+}
+
+impl Capture {
+    /// The snapshot of the state as it was when captured, written at `now`.
+    pub(crate) fn snapshot(&self, now: u64, alerts: Vec<SavedAlert>) -> format::Snapshot {
+        snapshot_of(
+            Parts {
+                started_unix: self.started_unix,
+                overflow_records: self.overflow_records,
+                size_bounds: &self.size_bounds,
+                stack: &self.stack,
+                series: &self.series,
+            },
+            now,
+            alerts,
+        )
+    }
+}
+
 impl State {
+    fn parts(&self) -> Parts<'_> {
+        Parts {
+            started_unix: self.started_unix,
+            overflow_records: self.overflow_records,
+            size_bounds: &self.limits.size_bounds,
+            stack: &self.limits.stacks.all,
+            series: &self.series,
+        }
+    }
+
     /// A snapshot of the whole state, with the alerts firing now.
     pub(crate) fn snapshot(&self, now: u64, alerts: Vec<SavedAlert>) -> format::Snapshot {
-        format::Snapshot {
-            version: format::VERSION,
-            written_unix: now,
+        snapshot_of(self.parts(), now, alerts)
+    }
+
+    /// What a snapshot of this state costs, for `benches/snapshot.rs`: the time to build and
+    /// encode it in place (what the aggregator paused for when it did that itself), the time
+    /// to [`State::capture`] it (what it pauses for now), the time to build and encode from the
+    /// capture (now on a blocking thread), and the file's bytes. Not for use.
+    #[doc(hidden)]
+    pub fn snapshot_costs(&self) -> SnapshotCosts {
+        let now = crate::collector::state::now_unix();
+        let t = std::time::Instant::now();
+        let in_place = format::encode(&self.snapshot(now, Vec::new())).map_or(0, |b| b.len());
+        let build_in_place = t.elapsed();
+        let t = std::time::Instant::now();
+        let capture = self.capture();
+        let capture_time = t.elapsed();
+        let t = std::time::Instant::now();
+        let bytes = format::encode(&capture.snapshot(now, Vec::new())).map_or(0, |b| b.len());
+        let build_from_capture = t.elapsed();
+        debug_assert_eq!(bytes, in_place);
+        SnapshotCosts {
+            build_in_place,
+            capture: capture_time,
+            build_from_capture,
+            bytes,
+        }
+    }
+
+    /// A copy of what a snapshot needs ([`Capture`]).
+    pub(crate) fn capture(&self) -> Capture {
+        Capture {
             started_unix: self.started_unix,
             overflow_records: self.overflow_records,
             size_bounds: self.limits.size_bounds.to_vec(),
-            series: self
-                .series
-                .iter()
-                .map(|(k, s)| format::Series {
-                    service: k.service.clone(),
-                    tool: k.tool.clone(),
-                    // Every period whole, the histograms not yet folded included.
-                    total: stats_out(&s.total_stats()),
-                    windows: s
-                        .windows
-                        .iter()
-                        .enumerate()
-                        .map(|(w, r)| format::Ring {
-                            slot_secs: r.slot_secs,
-                            slots: r
-                                .slots
-                                .iter()
-                                .map(|(j, st)| (*j, stats_out(&s.slot_whole(w, *j, st))))
-                                .collect(),
-                        })
-                        .collect(),
-                    size_buckets: s.size_buckets.clone(),
-                    latency_buckets: s.latency_buckets.clone(),
-                    size_sum: s.size_sum,
-                    latency_sum_us: s.latency_sum_us,
-                    largest: s.largest.iter().map(largest_out).collect(),
-                    args: s
-                        .args
-                        .iter()
-                        .map(|(h, a)| format::Args {
-                            hash: h.to_string(),
-                            count: a.count,
-                            max_bytes: a.max_bytes,
-                        })
-                        .collect(),
-                    over_ceiling: s
-                        .over_ceiling
-                        .iter()
-                        .map(|(layer, milli)| format::LayerCount {
-                            layer: layer.clone(),
-                            count_milli: *milli,
-                        })
-                        .collect(),
-                    over_recent: s
-                        .over_recent
-                        .iter()
-                        .filter_map(|o| over_out(o, &self.limits.stacks.all))
-                        .collect(),
-                    history: s.history.iter().map(point_out).collect(),
-                })
-                .collect(),
-            alerts: alerts.into_iter().map(alert_out).collect(),
+            stack: self.limits.stacks.all.clone(),
+            series: self.series.clone(),
         }
     }
 

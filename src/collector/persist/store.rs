@@ -3,10 +3,15 @@
 //! A write goes to a temporary file in the same directory, is fsynced, renamed over
 //! `toolsize-state.json`, and the directory is fsynced: a crash (even `kill -9` or power loss)
 //! leaves either the previous snapshot or the new one, never a torn file. At start a snapshot of an
-//! earlier format is migrated ([`crate::collector::persist::migrate`]); one that cannot be read is
-//! moved aside (`toolsize-state.json.corrupt-<unix>`, or `.v<N>-<unix>` when a newer build wrote
-//! it) with an error log line that says why, and the daemon starts empty: a bad file never makes it crash-loop. Writes run on a blocking thread,
-//! never on the aggregator.
+//! earlier format is migrated ([`crate::collector::persist::migrate`]); one that cannot be read,
+//! whose checksum does not match or whose numbers break an invariant
+//! ([`crate::collector::persist::verify`]) is moved aside (`toolsize-state.json.corrupt-<unix>`,
+//! or `.v<N>-<unix>` when a newer build wrote it) with an error log line that says why, and the
+//! daemon starts empty: a bad file never makes it crash-loop. When it cannot be moved aside
+//! (a read-only data directory, an immutable file) the daemon still starts empty, and says so
+//! loudly: an error log line with both reasons, `toolsize_snapshots_refused_total`, and
+//! `/readyz` 503 until a snapshot is written over the bad file (what arrives meanwhile is in
+//! memory only). Writes run on a blocking thread, never on the aggregator.
 //!
 //! A failed write (disk full, read-only directory) removes its temporary file, so a partial
 //! snapshot never keeps a full volume full; the previous snapshot stays in place. Failures are
@@ -39,6 +44,20 @@ pub enum StoreError {
     },
 }
 
+/// What [`Store::load`] found.
+#[derive(Debug)]
+pub(crate) enum Found {
+    /// No snapshot.
+    Nothing,
+    /// A snapshot, checked.
+    Snapshot(Snapshot),
+    /// A snapshot that cannot be restored, moved aside or left in place (`moved`).
+    Refused {
+        /// Whether it was moved aside.
+        moved: bool,
+    },
+}
+
 /// The snapshot file of a data directory.
 #[derive(Debug)]
 pub(crate) struct Store {
@@ -65,12 +84,13 @@ impl Store {
         &self.path
     }
 
-    /// Reads the snapshot. `Ok(None)` when there is none, or when it was corrupt and has been
-    /// moved aside (logged at error level).
-    pub(crate) fn load(&self) -> Result<Option<Snapshot>, StoreError> {
+    /// Reads the snapshot: [`Found::Snapshot`], [`Found::Nothing`], or [`Found::Refused`] when
+    /// it cannot be restored (logged at error level, with the reason, and moved aside when it
+    /// can be). An error only when the file exists and cannot be read at all.
+    pub(crate) fn load(&self) -> Result<Found, StoreError> {
         let bytes = match fs::read(&self.path) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Nothing),
             Err(source) => {
                 return Err(StoreError::Io {
                     op: "read",
@@ -80,11 +100,21 @@ impl Store {
             }
         };
         match migrate::read(&bytes) {
-            Ok(s) => Ok(Some(s)),
-            Err(e) => {
-                self.move_aside(&e)?;
-                Ok(None)
-            }
+            Ok(s) => Ok(Found::Snapshot(s)),
+            Err(why) => match self.move_aside(&why) {
+                Ok(_) => Ok(Found::Refused { moved: true }),
+                Err(e) => {
+                    tracing::error!(
+                        error = %why,
+                        move_error = %e,
+                        path = %self.path.display(),
+                        "Snapshot cannot be read and cannot be moved aside; starting with empty \
+                         state, not ready until a snapshot is written over it (copy it elsewhere \
+                         first to keep it)."
+                    );
+                    Ok(Found::Refused { moved: false })
+                }
+            },
         }
     }
 
@@ -175,9 +205,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("toolsize-store-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let store = Store::open(&dir).unwrap();
-        assert!(store.load().unwrap().is_none());
+        assert!(matches!(store.load().unwrap(), Found::Nothing));
         store.write(b"{not json").unwrap();
-        assert!(store.load().unwrap().is_none());
+        assert!(matches!(
+            store.load().unwrap(),
+            Found::Refused { moved: true }
+        ));
         assert!(!store.path().exists());
         let aside: Vec<_> = fs::read_dir(&dir)
             .unwrap()

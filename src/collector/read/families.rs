@@ -49,7 +49,7 @@ pub(crate) fn write_families(
     admin(&v, sink);
     listeners(&stats.listeners, sink);
     label_cuts(v.label_cuts, sink);
-    snapshots(&v, frame.now, sink);
+    snapshots(&v, sink);
     alert_stats(alerts, sink);
 }
 
@@ -462,16 +462,32 @@ fn label_cuts(cuts: LabelCuts, sink: &mut impl Sink) {
     }
 }
 
-/// The store's snapshots: age of the last one (once there is one), written, failed.
-fn snapshots(v: &SelfStatsView, now: u64, sink: &mut impl Sink) {
-    if v.snapshot_last_unix > 0 {
-        single(
-            sink,
-            SNAPSHOT_AGE,
-            Kind::Gauge,
-            "Seconds since the last snapshot written to disk.",
-            now.saturating_sub(v.snapshot_last_unix),
-        );
+/// The store's snapshots: with a data directory, the age of what is on disk, the interval and
+/// the last write's duration; always, written, failed and refused at start.
+fn snapshots(v: &SelfStatsView, sink: &mut impl Sink) {
+    if v.snapshot_interval_ms > 0 {
+        let now_ms = crate::collector::state::now_unix_ms();
+        let secs = |ms: u64| Value::Float(ms as f64 / 1000.0);
+        for (name, help, value) in [
+            (
+                SNAPSHOT_AGE,
+                "Seconds since the capture of the last snapshot written to disk (or since the start): what arrived since is in memory only.",
+                secs(now_ms.saturating_sub(v.snapshot_durable_ms)),
+            ),
+            (
+                SNAPSHOT_INTERVAL,
+                "The configured interval between snapshots, seconds.",
+                secs(v.snapshot_interval_ms),
+            ),
+            (
+                SNAPSHOT_WRITE,
+                "Seconds the last snapshot written took from when it was due to its rename (captured on the aggregator; built, encoded, written and fsynced off it).",
+                Value::Float(v.snapshot_write_us as f64 / 1e6),
+            ),
+        ] {
+            sink.family(name, Kind::Gauge, help);
+            sink.sample(None, &[], value);
+        }
     }
     single(
         sink,
@@ -486,6 +502,13 @@ fn snapshots(v: &SelfStatsView, now: u64, sink: &mut impl Sink) {
         Kind::Counter,
         "Snapshot writes that failed.",
         v.snapshot_failures,
+    );
+    single(
+        sink,
+        SNAPSHOTS_REFUSED,
+        Kind::Counter,
+        "Snapshots found at start and not restored (damaged, unreadable, or of a newer format); the log says why.",
+        v.snapshots_refused,
     );
 }
 

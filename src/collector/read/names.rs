@@ -88,8 +88,14 @@ pub(crate) const CONNECTIONS: &str = "toolsize_connections";
 pub(crate) const CONNECTIONS_LIMIT: &str = "toolsize_connections_limit";
 /// Connections the daemon closed or refused, by `listener` and `reason`.
 pub(crate) const CONNECTIONS_CLOSED: &str = "toolsize_connections_closed_total";
-/// Age of the last snapshot.
+/// Age of what the last snapshot holds: since its capture (or the start).
 pub(crate) const SNAPSHOT_AGE: &str = "toolsize_snapshot_age_seconds";
+/// The configured snapshot interval.
+pub(crate) const SNAPSHOT_INTERVAL: &str = "toolsize_snapshot_interval_seconds";
+/// How long the last snapshot written took, from when it was due to its rename.
+pub(crate) const SNAPSHOT_WRITE: &str = "toolsize_snapshot_write_seconds";
+/// Snapshots found at start and not restored.
+pub(crate) const SNAPSHOTS_REFUSED: &str = "toolsize_snapshots_refused_total";
 /// Snapshots written.
 pub(crate) const SNAPSHOTS_WRITTEN: &str = "toolsize_snapshots_written_total";
 /// Snapshot writes failed.
@@ -149,8 +155,11 @@ pub const FAMILIES: &[&str] = &[
     CONNECTIONS_LIMIT,
     CONNECTIONS_CLOSED,
     SNAPSHOT_AGE,
+    SNAPSHOT_INTERVAL,
+    SNAPSHOT_WRITE,
     SNAPSHOTS_WRITTEN,
     SNAPSHOT_FAILURES,
+    SNAPSHOTS_REFUSED,
     ALERT_NOTIFICATIONS,
     ALERTS_FIRING,
     ALERT_EVENTS_DROPPED,
