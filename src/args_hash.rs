@@ -162,9 +162,6 @@ pub fn args_hash_of_canonical(canonical: &[u8]) -> String {
 /// record) and `toolsize args-hash` give the keyed hash.
 pub const ARGS_HASH_KEY_ENV: &str = "TOOLSIZE_ARGS_HASH_KEY";
 
-/// SHA-1's block size, the HMAC key size.
-const BLOCK: usize = 64;
-
 /// A secret key for the arguments' hash: the hash becomes the first 12 hex digits of
 /// HMAC-SHA1(key, canonical JSON), which Python computes as
 /// `hmac.new(key, json.dumps(args, sort_keys=True, default=str).encode(), hashlib.sha1).hexdigest()[:12]`.
@@ -180,8 +177,8 @@ const BLOCK: usize = 64;
 /// needs the same key. The key's `Debug` never shows it.
 #[derive(Clone)]
 pub struct ArgsHashKey {
-    /// The key padded to one block (or its SHA-1, when longer than a block).
-    block: [u8; BLOCK],
+    /// HMAC-SHA1 keyed once: its inner and outer states, cloned for each hash.
+    mac: hmac::Hmac<Sha1>,
 }
 
 impl fmt::Debug for ArgsHashKey {
@@ -194,16 +191,13 @@ impl ArgsHashKey {
     /// A key of `secret`'s bytes (any length; longer than 64 bytes, its SHA-1 is used, as HMAC
     /// specifies). `None` for an empty secret: no key.
     pub fn new(secret: &[u8]) -> Option<Self> {
+        use hmac::Mac as _;
         if secret.is_empty() {
             return None;
         }
-        let mut block = [0u8; BLOCK];
-        if secret.len() > BLOCK {
-            block[..20].copy_from_slice(&Sha1::digest(secret));
-        } else {
-            block[..secret.len()].copy_from_slice(secret);
-        }
-        Some(Self { block })
+        // HMAC takes a key of any length (a longer one than the block is hashed first).
+        let mac = hmac::Hmac::<Sha1>::new_from_slice(secret).ok()?;
+        Some(Self { mac })
     }
 
     /// The key in [`ARGS_HASH_KEY_ENV`] (its UTF-8 bytes), when set and not empty.
@@ -213,16 +207,10 @@ impl ArgsHashKey {
 
     /// HMAC-SHA1 of `data` (RFC 2104).
     fn mac(&self, data: &[u8]) -> [u8; 20] {
-        let pad = |byte: u8| self.block.map(|k| k ^ byte);
-        let inner = Sha1::new()
-            .chain_update(pad(0x36))
-            .chain_update(data)
-            .finalize();
-        Sha1::new()
-            .chain_update(pad(0x5c))
-            .chain_update(inner)
-            .finalize()
-            .into()
+        use hmac::Mac as _;
+        let mut mac = self.mac.clone();
+        mac.update(data);
+        mac.finalize().into_bytes().into()
     }
 }
 
