@@ -132,7 +132,7 @@ async fn sampled_spans_count_with_their_adjusted_counts() {
                 &text,
                 "toolsize_tool_results_over_ceiling_total",
                 service,
-                ",layer=\"default\""
+                ",layer=\"default\",action=\"warn\""
             ),
             10.0 * over as f64,
             "{service}: every over-ceiling span counts 10"
