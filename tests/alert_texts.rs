@@ -5,8 +5,8 @@
 //! - the fleet rule (`alerts/toolsize.rules.yml`): for every action, the real `promtool` runs a
 //!   unit test written here, a series of `toolsize_tool_results_over_ceiling_total` with that
 //!   `action` label, and expects the description to end with [`Action::over_limit`];
-//! - the daemon: the real binary with the default layer (action `warn`) and a service held to a
-//!   custom layer of each other action; a result over it fires `ToolResultOverCeiling`, whose description on
+//! - the daemon: the real binary with a service held to a custom layer of each action (the
+//!   default layer's `warn` is checked in `over_ceiling.rs`); a result over it fires `ToolResultOverCeiling`, whose description on
 //!   `/api/v1/alerts` ends with the layer's phrase, and `/metrics` labels the count with the
 //!   action `toolsize layers` gives.
 #![cfg(feature = "collector")]
@@ -91,18 +91,16 @@ fn the_fleet_rule_says_what_each_action_does() {
     );
 }
 
-/// A daemon whose own stack is the default layer (action `warn`), and one service per other
-/// action held to a custom layer of that action (1,000 bytes).
+/// A daemon with one service per action, held to a custom layer of that action (1,000 bytes).
 fn config(dir: &Path) -> std::path::PathBuf {
-    let others = || Action::ALL.into_iter().filter(|a| *a != Action::Warn);
-    let mut toml = String::from("[layers]\nstack = [\"default\"]\n\n");
-    for a in others() {
+    let mut toml = String::new();
+    for a in Action::ALL {
         toml.push_str(&format!(
             "[[layers.custom]]\nname = \"mine-{a}\"\nlimit = 1000\nunit = \"bytes\"\naction = \"{a}\"\n\n"
         ));
     }
     toml.push_str("[layers.services]\n");
-    for a in others() {
+    for a in Action::ALL {
         toml.push_str(&format!("\"svc-{a}\" = [\"mine-{a}\"]\n"));
     }
     let path = dir.join("toolsize.toml");
@@ -119,13 +117,11 @@ async fn the_daemons_alert_says_what_each_action_does() {
         None,
         &[("RUST_LOG", "error")],
     );
-    // One result over each service's weakest layer; `plain` is held to the default layer.
-    let mut services: Vec<(String, Action)> = Action::ALL
+    // One result over each service's layer.
+    let services: Vec<(String, Action)> = Action::ALL
         .into_iter()
-        .filter(|a| *a != Action::Warn)
         .map(|a| (format!("svc-{a}"), a))
         .collect();
-    services.push(("plain".into(), Action::Warn));
     for (n, (service, _)) in services.iter().enumerate() {
         let r = post_proto(
             d.http,
