@@ -1055,6 +1055,40 @@ async fn every_api_route_the_docs_name_answers() {
             missing.push(format!("{p}: {}", r.status()));
         }
     }
+    // Every field the API answers is named in docs/collector.md.
+    let collector = documents()
+        .into_iter()
+        .find(|(f, _)| f == "docs/collector.md")
+        .unwrap()
+        .1;
+    let tools = get_json(d.admin, "/api/v1/tools").await;
+    let mut fields: BTreeSet<String> = tools.as_object().unwrap().keys().cloned().collect();
+    fields.extend(tools["tools"][0].as_object().unwrap().keys().cloned());
+    fields.extend(
+        tools["tools"][0]["ceiling"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned(),
+    );
+    let undocumented = |fields: &BTreeSet<String>| -> Vec<String> {
+        fields
+            .iter()
+            .filter(|f| {
+                !collector.contains(&format!("`{f}`")) && !collector.contains(&format!("\"{f}\""))
+            })
+            .cloned()
+            .collect()
+    };
+    assert!(fields.len() > 20, "{fields:?}");
+    assert!(
+        undocumented(&fields).is_empty(),
+        "undocumented API fields: {:?}",
+        undocumented(&fields)
+    );
+    let mut planted = fields.clone();
+    planted.insert("no_such_field".into());
+    assert_eq!(undocumented(&planted), ["no_such_field"]);
     // The check catches a route that does not exist.
     let r = reqwest::get(format!("http://{}/api/v1/no-such-route", d.admin))
         .await

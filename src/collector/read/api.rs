@@ -226,21 +226,40 @@ pub(crate) struct ToolsQuery {
     pub(crate) service: Option<String>,
 }
 
+/// Every path the admin router serves, in the order `admin.addr`'s documentation lists them
+/// (a test holds that documentation to this list).
+pub const ROUTES: [&str; 12] = [
+    "/",
+    "/tools/{tool}",
+    "/metrics",
+    "/api/v1/tools",
+    "/api/v1/tools/{tool}",
+    "/api/v1/tools/{tool}/history",
+    "/api/v1/layers",
+    "/api/v1/alerts",
+    "/api/v1/forward",
+    "/runbook",
+    "/healthz",
+    "/readyz",
+];
+
 /// The admin router.
 pub fn router(state: ApiState) -> Router {
+    let [root, tool_page_path, metrics_path, tools_path, tool_path, history_path, layers_path, alerts_path, forward_path, runbook_path, healthz, readyz_path] =
+        ROUTES;
     Router::new()
-        .route("/", get(status))
-        .route("/tools/{tool}", get(tool_page))
-        .route("/metrics", get(metrics))
-        .route("/api/v1/tools", get(tools))
-        .route("/api/v1/tools/{tool}", get(tool))
-        .route("/api/v1/tools/{tool}/history", get(history))
-        .route("/api/v1/layers", get(layers))
-        .route("/api/v1/alerts", get(alerts))
-        .route("/api/v1/forward", get(forward))
-        .route("/runbook", get(runbook))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
+        .route(root, get(status))
+        .route(tool_page_path, get(tool_page))
+        .route(metrics_path, get(metrics))
+        .route(tools_path, get(tools))
+        .route(tool_path, get(tool))
+        .route(history_path, get(history))
+        .route(layers_path, get(layers))
+        .route(alerts_path, get(alerts))
+        .route(forward_path, get(forward))
+        .route(runbook_path, get(runbook))
+        .route(healthz, get(|| async { "ok\n" }))
+        .route(readyz_path, get(readyz))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,
@@ -537,6 +556,25 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
+
+    #[test]
+    fn the_admin_address_documents_every_route() {
+        let text = crate::collector::config::generated_config();
+        let doc = text
+            .split("\n[admin]\n")
+            .nth(1)
+            .and_then(|t| t.split("\naddr = ").next())
+            .expect("[admin] addr in gen-config")
+            .replace("\n# ", " ");
+        for r in ROUTES {
+            assert!(
+                [",", " ", "."]
+                    .iter()
+                    .any(|end| doc.contains(&format!(" {r}{end}"))),
+                "admin.addr's documentation lacks {r}: {doc}"
+            );
+        }
+    }
 
     #[tokio::test]
     async fn status_page_is_served_as_html_naming_the_otlp_addresses() {
