@@ -647,23 +647,25 @@ const OTHER_FLAGS: &[(&str, &[&str])] = &[
     ("the wrapped command", &["--json"]),
 ];
 
-/// Every flag the binary's help lists, over its subcommands.
-fn toolsize_flags() -> BTreeSet<String> {
-    let help = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_toolsize"))
-            .args(args)
-            .output()
-            .unwrap();
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    };
-    let top = help(&["--help"]);
-    let mut subcommands: Vec<String> = vec![String::new()];
+/// What `toolsize ARGS` prints, standard output then error.
+fn help(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolsize"))
+        .args(args)
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+    .replace("\\n", "\n")
+}
+
+/// The subcommands `toolsize --help` lists (`help` aside).
+fn subcommands() -> Vec<String> {
+    let mut out = Vec::new();
     let mut in_commands = false;
-    for l in top.replace("\\n", "\n").lines() {
+    for l in help(&["--help"]).lines() {
         if l.trim_start().starts_with("Commands:") {
             in_commands = true;
             continue;
@@ -673,24 +675,37 @@ fn toolsize_flags() -> BTreeSet<String> {
                 .strip_prefix("  ")
                 .and_then(|r| r.split_whitespace().next())
             {
-                Some(w) if !l.starts_with("   ") => subcommands.push(w.to_string()),
+                Some(w) if !l.starts_with("   ") && w != "help" => out.push(w.to_string()),
                 _ if l.trim().is_empty() => in_commands = false,
                 _ => {}
             }
         }
     }
+    out
+}
+
+#[test]
+fn the_readme_lists_every_command() {
+    let readme = &documents()[0].1;
+    let line = readme
+        .split("src/cli/")
+        .nth(1)
+        .and_then(|t| t.split("\ndashboards/").next())
+        .expect("the layout's src/cli/ line");
+    let all = subcommands();
+    assert!(all.len() >= 10, "{all:?}");
+    let missing: Vec<&String> = all.iter().filter(|c| !line.contains(c.as_str())).collect();
     assert!(
-        subcommands.len() > 5,
-        "no subcommands in toolsize --help: {top}"
+        missing.is_empty(),
+        "README's command list lacks {missing:?}: {line}"
     );
-    let mut flags = BTreeSet::new();
-    for s in subcommands {
-        let text = if s.is_empty() {
-            top.clone()
-        } else {
-            help(&[&s, "--help"])
-        };
-        flags.extend(flag_tokens(&text.replace("\\n", "\n")));
+}
+
+/// Every flag the binary's help lists, over its subcommands.
+fn toolsize_flags() -> BTreeSet<String> {
+    let mut flags = flag_tokens(&help(&["--help"]));
+    for s in subcommands() {
+        flags.extend(flag_tokens(&help(&[&s, "--help"])));
     }
     flags
 }
@@ -1246,4 +1261,41 @@ fn the_checks_catch_a_figure_without_a_command() {
         "## Other\n\n| case | time |\n|---|---|\n| one | 1 |\n"
     ))
     .is_empty());
+}
+
+/// The license files each license of Cargo.toml's expression needs, with how each begins.
+const LICENSE_FILES: &[(&str, &str, &str)] = &[
+    ("MIT", "LICENSE-MIT", "MIT License"),
+    ("Apache-2.0", "LICENSE-APACHE", "Apache License"),
+];
+
+#[test]
+fn every_declared_license_has_its_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let expr = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("license = "))
+        .expect("a license in Cargo.toml")
+        .trim_matches('"');
+    let declared: Vec<&str> = expr.split(" OR ").collect();
+    assert!(!declared.is_empty());
+    let readme = &documents()[0].1;
+    for id in declared {
+        let (_, file, title) = LICENSE_FILES
+            .iter()
+            .find(|(l, _, _)| *l == id)
+            .unwrap_or_else(|| panic!("no file known for license {id}"));
+        let text = std::fs::read_to_string(root.join(file))
+            .unwrap_or_else(|e| panic!("{file} (license {id}): {e}"));
+        assert!(text.trim_start().starts_with(title), "{file}");
+        assert!(
+            text.contains("The toolsize developers"),
+            "{file}: no copyright line"
+        );
+        assert!(
+            readme.contains(&format!("]({file})")),
+            "README does not link {file}"
+        );
+    }
 }
