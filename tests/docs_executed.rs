@@ -299,8 +299,14 @@ impl Sandbox {
         std::fs::set_permissions(&cargo, std::fs::Permissions::from_mode(0o755)).unwrap();
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         std::os::unix::fs::symlink(root.join("examples"), dir.join("examples")).unwrap();
+        // The tests' Python first (its virtualenv, when scripts/test.sh made one).
+        let python = Path::new(&support::python3())
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| format!("{}:", p.display()))
+            .unwrap_or_default();
         let path = format!(
-            "{}:{}",
+            "{}:{python}{}",
             bin.display(),
             std::env::var("PATH").unwrap_or_default()
         );
