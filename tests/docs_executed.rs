@@ -1305,3 +1305,43 @@ fn every_declared_license_has_its_file() {
         );
     }
 }
+
+/// `scripts/screenshots.sh` against the UI: the pages it shoots are routes the daemon serves (a
+/// 200 with HTML from a running demo), and the flags it gives `toolsize demo` are the demo's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_screenshot_script_matches_the_ui() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::fs::read_to_string(root.join("scripts/screenshots.sh")).unwrap();
+    let demo_line = logical_lines(&script.lines().map(str::to_string).collect::<Vec<_>>())
+        .into_iter()
+        .find(|l| l.contains("\" demo ") || l.contains(" demo --"))
+        .expect("the script starts the demo");
+    let demo_flags = flag_tokens(&help(&["demo", "--help"]));
+    for f in flag_tokens(&demo_line) {
+        assert!(
+            demo_flags.contains(&f),
+            "{f} is no flag of toolsize demo: {demo_line}"
+        );
+    }
+    let pages: Vec<String> = script
+        .split("\"http://$admin")
+        .skip(1)
+        .map(|p| p.split('"').next().unwrap().to_string())
+        .collect();
+    assert!(pages.len() >= 2, "{pages:?}");
+    let d = Binary::start_command("demo", &[], None, &[("RUST_LOG", "error")]);
+    for p in &pages {
+        let r = reqwest::get(format!("http://{}{p}", d.admin))
+            .await
+            .unwrap();
+        let ok = r.status().is_success();
+        let html = r.text().await.unwrap();
+        assert!(ok && html.contains("<html"), "{p}: not a page of the UI");
+    }
+    // The check catches a page that is not one.
+    let r = reqwest::get(format!("http://{}/no-such-page", d.admin))
+        .await
+        .unwrap();
+    assert!(!r.status().is_success());
+    d.stop();
+}
