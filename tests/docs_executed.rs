@@ -300,7 +300,7 @@ impl Sandbox {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         std::os::unix::fs::symlink(root.join("examples"), dir.join("examples")).unwrap();
         // The tests' Python first (its virtualenv, when scripts/test.sh made one).
-        let python = Path::new(&support::python3())
+        let python = Path::new(&support::cli::python3())
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .map(|p| format!("{}:", p.display()))

@@ -20,7 +20,7 @@ pub mod queries;
 #[cfg(feature = "collector")]
 pub mod prometheus;
 
-pub use cli::{python3, Scratch};
+pub use cli::Scratch;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::{KeyValue, Value};
