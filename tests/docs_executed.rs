@@ -7,8 +7,9 @@
 //!   - `<!-- not run: REASON -->`: not run here, with the reason (it needs an agent, a network,
 //!     a release build, root, minutes);
 //!   - `<!-- run -->`, with options after a colon separated by `;`: `daemon` starts
-//!     `toolsize demo` first (a daemon with tools and alerts to read), `exit=0,2` accepts those
-//!     exit codes (0 alone otherwise).
+//!     `toolsize demo` first and sends it calls of the tools the docs show (`web_fetch`,
+//!     `search`), so there are tools and alerts to read; `exit=0,2` accepts those exit codes (0
+//!     alone otherwise).
 //!
 //!   A block that is run goes to bash, line by line (a `\` continues a line), in a scratch
 //!   directory holding the repository's `examples/`, with a `PATH` whose `toolsize` is the
@@ -22,9 +23,13 @@
 //! - **Names.** Every `--flag` a `toolsize` command line or a code span names is a flag of the
 //!   binary's `--help` (or of the other program the line runs, listed in [`OTHER_FLAGS`]); every
 //!   configuration key in a code span is one `toolsize gen-config` prints; every `TOOLSIZE_*`
-//!   variable is read somewhere in `src/` or `scripts/`; every `/api/v1/…` route answers a
-//!   running daemon with something other than 404; every `toolsize_*` metric is a family of
-//!   `/metrics` (with its `_bucket`, `_sum` and `_count`).
+//!   variable is read somewhere in `src/`, `scripts/`, `dist/` or `tests/`; every `/api/v1/…`
+//!   route answers a running daemon with something other than 404, and every field its
+//!   `/api/v1/tools` answers is named in docs/collector.md; every `toolsize_*` metric is one of
+//!   the families `/metrics` can show (`names::FAMILIES`, with `_bucket`, `_sum` and `_count`);
+//!   README's command list has every subcommand of `toolsize --help`; each license of
+//!   Cargo.toml's `license` has its file; `scripts/screenshots.sh` shoots pages the daemon serves
+//!   and gives the demo flags it has.
 //! - **Figures.** In the performance sections, every table with figures names the command that
 //!   measured them: in the paragraph that leads into it, or in each row (a code span, or a
 //!   program of the command block right before the table).
