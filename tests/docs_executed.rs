@@ -1350,3 +1350,59 @@ async fn the_screenshot_script_matches_the_ui() {
     assert!(!r.status().is_success());
     d.stop();
 }
+
+/// What is wrong with a changelog's layout: the first section must be `## [Unreleased]`, every
+/// other one a version `## [X.Y.Z]`, each version once, and no `### ` heading twice in one
+/// section.
+fn changelog_problems(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut versions: Vec<&str> = Vec::new();
+    let mut headings: Vec<&str> = Vec::new();
+    for l in text.lines() {
+        if let Some(v) = l.strip_prefix("## ") {
+            let ok = v == "[Unreleased]"
+                || (v.starts_with('[')
+                    && v.split(']').next().is_some_and(|n| {
+                        n[1..].split('.').count() == 3
+                            && n[1..].split('.').all(|d| d.parse::<u32>().is_ok())
+                    }));
+            if !ok {
+                out.push(format!("`## {v}` is neither [Unreleased] nor a version"));
+            }
+            if versions.contains(&v) {
+                out.push(format!("`## {v}` twice"));
+            }
+            versions.push(v);
+            headings.clear();
+        } else if let Some(h) = l.strip_prefix("### ") {
+            if headings.contains(&h) {
+                out.push(format!(
+                    "`### {h}` twice in `## {}`",
+                    versions.last().unwrap_or(&"")
+                ));
+            }
+            headings.push(h);
+        }
+    }
+    if versions.first() != Some(&"[Unreleased]") {
+        out.push("the first section is not `## [Unreleased]`".into());
+    }
+    out
+}
+
+#[test]
+fn the_changelog_has_one_section_per_version_and_each_heading_once() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("CHANGELOG.md"))
+        .unwrap();
+    let found = changelog_problems(&text);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    // The check catches the layout it replaced: two "Added" in one unversioned section.
+    let old =
+        "# Changelog\n\n## Unreleased\n\n### Added\n- a\n\n### Changed\n- b\n\n### Added\n- c\n";
+    let found = changelog_problems(old);
+    assert!(
+        found.iter().any(|p| p.contains("### Added` twice")),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|p| p.contains("neither")), "{found:?}");
+}
