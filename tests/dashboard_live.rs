@@ -516,10 +516,23 @@ async fn the_tool_panels_agree_with_the_api_on_a_non_default_stack() {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    // Two scrapes after the last call.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-
     let api = tools(d.admin, "?window=1h").await;
+    // Until Prometheus has scraped the last call (however late a busy machine makes it).
+    let total: u64 = api["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["count"].as_u64().unwrap())
+        .sum();
+    wait_for(
+        "Prometheus to scrape the last call",
+        Duration::from_secs(30),
+        || async {
+            let got = prom.scalar("sum(toolsize_tool_calls_total)").await?;
+            (got == total as f64).then_some(())
+        },
+    )
+    .await;
     let rows = api["tools"].as_array().unwrap().clone();
     let row = |service: &str, tool: &str| {
         rows.iter()

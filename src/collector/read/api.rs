@@ -226,40 +226,63 @@ pub(crate) struct ToolsQuery {
     pub(crate) service: Option<String>,
 }
 
+/// The status page.
+pub const STATUS_PATH: &str = "/";
+/// One tool's page.
+pub const TOOL_PAGE_PATH: &str = "/tools/{tool}";
+/// The Prometheus exposition.
+pub const METRICS_PATH: &str = "/metrics";
+/// Every series' summary.
+pub const TOOLS_PATH: &str = "/api/v1/tools";
+/// One tool's series in detail.
+pub const TOOL_PATH: &str = "/api/v1/tools/{tool}";
+/// One tool's history.
+pub const HISTORY_PATH: &str = "/api/v1/tools/{tool}/history";
+/// The stacks and their layers.
+pub const LAYERS_PATH: &str = "/api/v1/layers";
+/// Firing and recently resolved alerts.
+pub const ALERTS_PATH: &str = "/api/v1/alerts";
+/// Each forwarding upstream's counts.
+pub const FORWARD_PATH: &str = "/api/v1/forward";
+/// The alert runbook.
+pub const RUNBOOK_PATH: &str = "/runbook";
+/// Liveness.
+pub const HEALTHZ_PATH: &str = "/healthz";
+/// Readiness.
+pub const READYZ_PATH: &str = "/readyz";
+
 /// Every path the admin router serves, in the order `admin.addr`'s documentation lists them
 /// (a test holds that documentation to this list).
 pub const ROUTES: [&str; 12] = [
-    "/",
-    "/tools/{tool}",
-    "/metrics",
-    "/api/v1/tools",
-    "/api/v1/tools/{tool}",
-    "/api/v1/tools/{tool}/history",
-    "/api/v1/layers",
-    "/api/v1/alerts",
-    "/api/v1/forward",
-    "/runbook",
-    "/healthz",
-    "/readyz",
+    STATUS_PATH,
+    TOOL_PAGE_PATH,
+    METRICS_PATH,
+    TOOLS_PATH,
+    TOOL_PATH,
+    HISTORY_PATH,
+    LAYERS_PATH,
+    ALERTS_PATH,
+    FORWARD_PATH,
+    RUNBOOK_PATH,
+    HEALTHZ_PATH,
+    READYZ_PATH,
 ];
 
 /// The admin router.
 pub fn router(state: ApiState) -> Router {
-    let [root, tool_page_path, metrics_path, tools_path, tool_path, history_path, layers_path, alerts_path, forward_path, runbook_path, healthz, readyz_path] =
-        ROUTES;
     Router::new()
-        .route(root, get(status))
-        .route(tool_page_path, get(tool_page))
-        .route(metrics_path, get(metrics))
-        .route(tools_path, get(tools))
-        .route(tool_path, get(tool))
-        .route(history_path, get(history))
-        .route(layers_path, get(layers))
-        .route(alerts_path, get(alerts))
-        .route(forward_path, get(forward))
-        .route(runbook_path, get(runbook))
-        .route(healthz, get(|| async { "ok\n" }))
-        .route(readyz_path, get(readyz))
+        .route(STATUS_PATH, get(status))
+        .route(TOOL_PAGE_PATH, get(tool_page))
+        .route(METRICS_PATH, get(metrics))
+        .route(TOOLS_PATH, get(tools))
+        .route(TOOL_PATH, get(tool))
+        .route(HISTORY_PATH, get(history))
+        .route(LAYERS_PATH, get(layers))
+        .route(ALERTS_PATH, get(alerts))
+        .route(FORWARD_PATH, get(forward))
+        .route(RUNBOOK_PATH, get(runbook))
+        .route(HEALTHZ_PATH, get(|| async { "ok\n" }))
+        .route(READYZ_PATH, get(readyz))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,
