@@ -8,7 +8,8 @@
 //!   (everything selected, then one service and one tool), returns data through Prometheus'
 //!   HTTP API, and the over-ceiling fleet alert fires;
 //! - meaning: with a daemon on a non-default stack and coding agents' series, each tool panel's
-//!   value (ceiling line, p95, max, calls, over-ceiling counts and layers) agrees with the API.
+//!   value (ceiling line, quantiles, max, calls, errors, truncations, over-ceiling counts and
+//!   layers) agrees with the API.
 #![cfg(feature = "collector")]
 
 mod support;
@@ -405,6 +406,12 @@ const MEANING: &[(&str, &str, i64)] = &[
     ("gemini-cli", "fetch_page", 30_000),
 ];
 
+/// The tool of [`MEANING`] that reports some results truncated.
+const TRUNCATING: &str = "Read";
+
+/// The tool of [`MEANING`] with failed calls.
+const FAILING: &str = "lookup";
+
 /// One panel target's query by panel title and refId.
 fn target(d: &Value, title: &str, ref_id: &str) -> String {
     dashboard::targets(d)
@@ -471,9 +478,11 @@ fn bucket_of(bounds: &[f64], v: f64) -> (f64, f64) {
 /// What the panels mean, not only that they return data: with a daemon on a non-default stack
 /// and coding agents' series, each tool-level panel's value, run by a real Prometheus for one
 /// service and one tool and for all services, agrees with the daemon's API: the ceiling line
-/// is the ceiling the API holds each series to, the p95 lies in the bucket of the API's p95,
-/// the max is the API's max, calls and over-ceiling counts are the API's (within the
-/// extrapolation of `increase`), and over-ceiling results are under the API's layers.
+/// is the ceiling the API holds each series to, p50/p95/p99 lie in the bucket of the API's,
+/// the max is the API's max, calls, truncated and over-ceiling counts are the API's (within the
+/// extrapolation of `increase`, and exactly none where the API has none), truncation and error
+/// rates are non-zero exactly where the API counts some, and over-ceiling results are under the
+/// API's layers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tool_panels_agree_with_the_api_on_a_non_default_stack() {
     if !support::prometheus::available() {
@@ -490,12 +499,21 @@ async fn the_tool_panels_agree_with_the_api_on_a_non_default_stack() {
     let mut send = |per: u64| {
         let mut by_service: BTreeMap<&str, Vec<_>> = BTreeMap::new();
         for (service, tool, bytes) in MEANING {
-            for _ in 0..per {
+            for k in 0..per {
                 n += 1;
-                by_service
-                    .entry(service)
-                    .or_default()
-                    .push(own_span(n, tool, *bytes));
+                let mut sp = own_span(n, tool, *bytes);
+                // `Read` reports every fifth result truncated; `lookup` fails every fifth call.
+                if *tool == TRUNCATING && k % 5 == 0 {
+                    sp.attributes.retain(|a| a.key != "tool.result.truncated");
+                    sp.attributes.push(kv(
+                        "tool.result.truncated",
+                        opentelemetry_proto::tonic::common::v1::any_value::Value::BoolValue(true),
+                    ));
+                }
+                if *tool == FAILING && k % 5 == 4 {
+                    sp = failed_span(n, tool);
+                }
+                by_service.entry(service).or_default().push(sp);
             }
         }
         by_service
@@ -563,6 +581,8 @@ async fn the_tool_panels_agree_with_the_api_on_a_non_default_stack() {
     const P95: &str = "p95 result size per tool, against the ceiling";
     const TABLE: &str = "Tools over the time range";
     const OVER: &str = "Results over the ceiling per tool and layer";
+    const TRUNCATED: &str = "Truncated results per tool";
+    const CALLS: &str = "Calls and errors per tool";
     let smallest = prom.scalar("min(toolsize_ceiling_bytes)").await.unwrap();
     let mut checked = 0;
     let mut differs_from_smallest = false;
@@ -613,6 +633,20 @@ async fn the_tool_panels_agree_with_the_api_on_a_non_default_stack() {
             v > lo && v <= hi,
             "{what}: p95 {v} not in ({lo}, {hi}] of the API's {api_p95}"
         );
+        // The table's p50, p95 and p99: each in the bucket of the API's.
+        for (ref_id, field) in [("B", "p50"), ("C", "p95"), ("D", "p99")] {
+            let api_q = rows
+                .iter()
+                .map(|r| r[field].as_f64().unwrap())
+                .fold(0.0, f64::max);
+            let got = by_tool(&prom, &target(&dash, TABLE, ref_id), service, tool).await;
+            let (lo, hi) = bucket_of(&bounds, api_q);
+            let v = got[tool.as_str()];
+            assert!(
+                v > lo && v <= hi,
+                "{what}: table {field} {v} not in ({lo}, {hi}] of the API's {api_q}"
+            );
+        }
         // Max: the API's, exactly.
         let api_max = rows
             .iter()
@@ -647,6 +681,30 @@ async fn the_tool_panels_agree_with_the_api_on_a_non_default_stack() {
                 "{what}: over ceiling {v} against {api_over_total}"
             );
         }
+        // Truncated results (the table's count; the panel's rate) and errors (the calls panel):
+        // the API's, and none where the API has none.
+        let api_truncated: f64 = rows.iter().map(|r| r["truncated"].as_f64().unwrap()).sum();
+        let got = by_tool(&prom, &target(&dash, TABLE, "G"), service, tool).await;
+        let v = got.get(tool.as_str()).copied().unwrap_or(0.0);
+        if api_truncated == 0.0 {
+            assert_eq!(v, 0.0, "{what}: truncated, the API says none");
+        } else {
+            assert!(
+                close(v, api_truncated),
+                "{what}: truncated {v} against {api_truncated}"
+            );
+        }
+        let rate = by_tool(&prom, &target(&dash, TRUNCATED, "A"), service, tool).await;
+        let v = rate.get(tool.as_str()).copied().unwrap_or(0.0);
+        assert_eq!(v > 0.0, api_truncated > 0.0, "{what}: truncated rate {v}");
+        let api_errors: f64 = rows.iter().map(|r| r["errors"].as_f64().unwrap()).sum();
+        let rate = by_tool(&prom, &target(&dash, CALLS, "B"), service, tool).await;
+        let v = rate.get(tool.as_str()).copied().unwrap_or(0.0);
+        assert_eq!(
+            v > 0.0,
+            api_errors > 0.0,
+            "{what}: error rate {v} against {api_errors}"
+        );
         // The over-ceiling panel: results under the layers the API names.
         let got = by_tool(&prom, &target(&dash, OVER, "A"), service, tool).await;
         let layers: BTreeSet<String> = got
@@ -669,7 +727,11 @@ async fn the_tool_panels_agree_with_the_api_on_a_non_default_stack() {
         differs_from_smallest,
         "every ceiling equals the smallest {smallest}"
     );
-    // Some series are over their ceiling and some are not, so both branches were checked.
+    // Some series are over their ceiling, truncated or failing and some are not, so both
+    // branches of each check ran.
+    let any = |f: &str| rows.iter().any(|r| r[f].as_u64().unwrap() > 0);
+    let all = |f: &str| rows.iter().all(|r| r[f].as_u64().unwrap() > 0);
+    assert!(any("truncated") && !all("truncated") && any("errors") && !all("errors"));
     assert!(over.values().any(|c| c.iter().any(|(_, n)| *n > 0.0)));
     assert!(over.values().any(|c| c.iter().all(|(_, n)| *n == 0.0)));
     d.stop();
