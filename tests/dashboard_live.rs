@@ -453,11 +453,12 @@ async fn by_tool(
         .collect()
 }
 
-/// The upper bounds of `toolsize_tool_result_size_bytes` in an exposition.
-fn size_bounds(text: &str) -> Vec<f64> {
+/// The finite upper bounds of the histogram `family` in an exposition.
+fn bucket_bounds(text: &str, family: &str) -> Vec<f64> {
+    let prefix = format!("{family}_bucket{{");
     let mut b: Vec<f64> = text
         .lines()
-        .filter(|l| l.starts_with("toolsize_tool_result_size_bytes_bucket{"))
+        .filter(|l| l.starts_with(&prefix))
         .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next()?.parse().ok())
         .filter(|v: &f64| v.is_finite())
         .collect();
@@ -575,7 +576,8 @@ async fn the_tool_panels_agree_with_the_api_on_a_non_default_stack() {
         over.insert((service.to_string(), tool.to_string()), counts);
     }
     let text = metrics(d.admin).await;
-    let bounds = size_bounds(&text);
+    let bounds = bucket_bounds(&text, "toolsize_tool_result_size_bytes");
+    let seconds = bucket_bounds(&text, "toolsize_tool_call_duration_seconds");
 
     let dash = dashboard::load();
     const P95: &str = "p95 result size per tool, against the ceiling";
@@ -583,6 +585,7 @@ async fn the_tool_panels_agree_with_the_api_on_a_non_default_stack() {
     const OVER: &str = "Results over the ceiling per tool and layer";
     const TRUNCATED: &str = "Truncated results per tool";
     const CALLS: &str = "Calls and errors per tool";
+    const DURATION: &str = "p95 call duration per tool";
     let smallest = prom.scalar("min(toolsize_ceiling_bytes)").await.unwrap();
     let mut checked = 0;
     let mut differs_from_smallest = false;
@@ -647,6 +650,18 @@ async fn the_tool_panels_agree_with_the_api_on_a_non_default_stack() {
                 "{what}: table {field} {v} not in ({lo}, {hi}] of the API's {api_q}"
             );
         }
+        // Call duration: in the bucket of the API's p95 latency.
+        let api_latency = rows
+            .iter()
+            .map(|r| r["latency_p95_ms"].as_f64().unwrap() / 1000.0)
+            .fold(0.0, f64::max);
+        let got = by_tool(&prom, &target(&dash, DURATION, "A"), service, tool).await;
+        let (lo, hi) = bucket_of(&seconds, api_latency);
+        let v = got[tool.as_str()];
+        assert!(
+            v > lo && v <= hi,
+            "{what}: call duration {v} s not in ({lo}, {hi}] of the API's {api_latency} s"
+        );
         // Max: the API's, exactly.
         let api_max = rows
             .iter()
