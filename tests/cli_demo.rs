@@ -72,7 +72,12 @@ async fn tools_row(admin: std::net::SocketAddr, tool: &str) -> serde_json::Value
 /// fires within seconds of the synthetic deploy, not an hour later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_fires_the_p95_jump_alert_after_its_deploy() {
-    const DEPLOY_AFTER_SECS: u64 = 20;
+    // The alert compares the recent window (10s) with a baseline of at least 50 results
+    // (`alerts.p95_jump.min_baseline`) in the 2m window's slots (24 s each: a fifth of it) that
+    // ended before the recent window began. The demo sends 8 `search_orders` results a second,
+    // so before the deploy it needs 10 s + one slot + 50 / 8 s ≈ 41 s, wherever the slots'
+    // edges fall: 45 s.
+    const DEPLOY_AFTER_SECS: u64 = 45;
     let started = std::time::Instant::now();
     let deploy_after = format!("{DEPLOY_AFTER_SECS}s");
     let demo = Binary::start_command(

@@ -44,8 +44,8 @@ pub struct DemoArgs {
 
 /// The windows of `toolsize demo` unless a flag, variable or file sets them: the recent window
 /// and the baseline the p95-jump alert compares are then short enough for the alert to fire
-/// within the demo's first two minutes (the deploy comes after `--deploy-after`, 60 s by
-/// default), where the daemon's defaults (5m, 1h) would take over an hour.
+/// within seconds of the deploy (`--deploy-after`, 60 s by default), where the daemon's
+/// defaults (5m, 1h) would take over an hour.
 pub const DEMO_WINDOWS: [&str; 2] = ["10s", "2m"];
 
 /// The key the demo's windows replace when unset.
