@@ -4,6 +4,11 @@
 #   scripts/test.sh            install peers, then fmt, clippy (which also compiles the benches and
 #                              examples), the dependency check and the test suite
 #   TOOLSIZE_SKIP_INSTALL=1    do not install (the peers are already there)
+#
+# Where it installs: the Debian packages of the peers system-wide with apt-get (as root; only
+# those missing, waiting up to 10 minutes for a held apt lock); every Python package into
+# virtualenvs under target/ (target/python-venv, which the tests run, and the frameworks'
+# target/frameworks-venv*), never into the system Python; npm packages under tests/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,14 +54,16 @@ install_peers() {
   command -v ip >/dev/null 2>&1 || missing+=(iproute2)
   if [ ${#missing[@]} -gt 0 ]; then
     log "apt-get install ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+      --no-install-recommends "${missing[@]}" >/dev/null
   fi
-  # Python packages: the real OpenTelemetry SDK and OTLP exporters, used as clients.
-  log "pip install -r tests/requirements.txt"
-  # (Debian's own python3 marks its site-packages as externally managed; this is a test machine.)
-  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check \
-    --root-user-action=ignore -r tests/requirements.txt
+  # Python packages: the real OpenTelemetry SDK and OTLP exporters, used as clients, in the
+  # tests' own virtualenv (tests/support/cli.rs `python3()` runs its python3 when it exists).
+  log "pip install -r tests/requirements.txt (target/python-venv)"
+  [ -x target/python-venv/bin/python3 ] || python3 -m venv target/python-venv
+  target/python-venv/bin/python3 -m pip install -q --disable-pip-version-check \
+    -r tests/requirements.txt
   # Agent frameworks (tests/collector_frameworks.rs), in a virtualenv of their own.
   log "pip install -r tests/requirements-frameworks.txt (target/frameworks-venv)"
   [ -x target/frameworks-venv/bin/python ] || python3 -m venv target/frameworks-venv

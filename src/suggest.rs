@@ -10,7 +10,10 @@
 //! 2. otherwise the closest candidate by edit distance on the normalised forms, a swap of two
 //!    neighbours counting as one edit (optimal string alignment: `opne` is one edit from `open`);
 //!    for dotted names the last segments are compared too, one edit dearer, so a key put in the
-//!    wrong section (`otlp.max_series`) still finds `aggregation.max_series`;
+//!    wrong section (`otlp.max_series`) still finds `aggregation.max_series`; among candidates
+//!    as close as each other, the one nearest on the whole name wins, so a mistyped dotted id
+//!    stays within its own prefix (`codx.tool-output.tokens` finds `codex.tool-output.tokens`,
+//!    not another agent's `claude-code.read.tokens`, whose last segment matches as well);
 //! 3. a candidate is only offered when it is within a third of the longer name's length, at
 //!    least 1 and at most 3 edits: past that it is a different name, not a typo.
 //!
@@ -80,20 +83,24 @@ pub fn did_you_mean<'a>(
     let norm = normalize(name);
     let norm_leaf = normalize(leaf(name));
     let dotted = name.contains('.');
-    let mut best: Option<(usize, &'a str)> = None;
+    // Ranked by (distance, distance on the whole name): the second breaks ties in favour of the
+    // candidate sharing the mistyped name's prefix.
+    let mut best: Option<((usize, usize), &'a str)> = None;
     for cand in candidates {
         let cn = normalize(cand);
         if cn == norm {
             return Some(cand);
         }
-        let mut d = edit_distance(&norm, &cn);
+        let whole = edit_distance(&norm, &cn);
+        let mut d = whole;
         if dotted || cand.contains('.') {
             d = d.min(edit_distance(&norm_leaf, &normalize(leaf(cand))) + 1);
         }
         let longer = norm.chars().count().max(cn.chars().count());
         let allowed = (longer / 3).clamp(1, 3);
-        if d <= allowed && best.is_none_or(|(bd, _)| d < bd) {
-            best = Some((d, cand));
+        let rank = (d, whole);
+        if d <= allowed && best.is_none_or(|(br, _)| rank < br) {
+            best = Some((rank, cand));
         }
     }
     best.map(|(_, c)| c)
@@ -150,6 +157,21 @@ mod tests {
         let long = "x".repeat(1_000_000);
         assert_eq!(normalize(&long).len(), MAX_COMPARED_CHARS);
         assert_eq!(did_you_mean(&long, ["command"]), None);
+    }
+
+    #[test]
+    fn a_dotted_typo_stays_within_its_prefix() {
+        // Both candidates match the last segment; the whole name decides.
+        let ids = ["claude-code.read.tokens", "codex.tool-output.tokens"];
+        assert_eq!(
+            did_you_mean("codx.tool-output.tokens", ids),
+            Some("codex.tool-output.tokens")
+        );
+        let ids = ["gemini-cli.tool-output", "qwen-code.tool-output"];
+        assert_eq!(
+            did_you_mean("qwen-cod.tool-output", ids),
+            Some("qwen-code.tool-output")
+        );
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Cross-checks `toolsize::args_hash` against the real CPython `json.dumps(..., sort_keys=True,
 //! default=str)` + `hashlib.sha1`: every expected value is computed by `python3` at test time.
 
+#[path = "support/cli.rs"]
+mod cli;
+
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -42,7 +45,7 @@ struct PyResult {
 }
 
 fn run_python(texts: &[&str], exprs: &[&str]) -> (Vec<PyResult>, Vec<PyResult>) {
-    let mut child = match Command::new("python3")
+    let mut child = match Command::new(cli::python3())
         .arg("-c")
         .arg(PY_SCRIPT)
         .stdin(Stdio::piped())

@@ -19,7 +19,7 @@ fn python_hash(text: &str) -> String {
     let script = "import sys, json, hashlib\n\
                   a = json.loads(sys.stdin.read())\n\
                   print(hashlib.sha1(json.dumps(a, sort_keys=True, default=str).encode()).hexdigest()[:12])";
-    let mut child = Command::new("python3")
+    let mut child = Command::new(cli::python3())
         .args(["-c", script])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

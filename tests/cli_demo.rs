@@ -67,3 +67,63 @@ async fn tools_row(admin: std::net::SocketAddr, tool: &str) -> serde_json::Value
     )
     .await
 }
+
+/// The demo's own windows (10s, 2m) when none is set: the p95-jump alert it is built to show
+/// fires within seconds of the synthetic deploy, not an hour later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_fires_the_p95_jump_alert_after_its_deploy() {
+    // The alert compares the recent window (10s) with a baseline of at least 50 results
+    // (`alerts.p95_jump.min_baseline`) in the 2m window's slots (24 s each: a fifth of it) that
+    // ended before the recent window began. The demo sends 8 `search_orders` results a second,
+    // so before the deploy it needs 10 s + one slot + 50 / 8 s ≈ 41 s, wherever the slots'
+    // edges fall: 45 s.
+    const DEPLOY_AFTER_SECS: u64 = 45;
+    let started = std::time::Instant::now();
+    let deploy_after = format!("{DEPLOY_AFTER_SECS}s");
+    let demo = Binary::start_command(
+        "demo",
+        &["--deploy-after", &deploy_after],
+        None,
+        &[("RUST_LOG", "error")],
+    );
+    let v = tools(demo.admin, "").await;
+    assert_eq!(v["windows"], serde_json::json!(["10s", "2m"]), "{v}");
+    // The deploy, then the recent window filling with the new sizes: the alert is due within
+    // one recent window (10 s) of the deploy; the wait allows six times that on a busy machine.
+    let alert = wait_for(
+        "ToolResultSizeP95Jump firing",
+        Duration::from_secs(DEPLOY_AFTER_SECS + 60),
+        || async {
+            let a = get_json(demo.admin, "/api/v1/alerts").await;
+            a["firing"]
+                .as_array()?
+                .iter()
+                .find(|a| a["labels"]["alertname"] == "ToolResultSizeP95Jump")
+                .cloned()
+        },
+    )
+    .await;
+    let at = started.elapsed();
+    assert_eq!(alert["labels"]["tool"], "search_orders", "{alert}");
+    assert!(
+        at >= Duration::from_secs(DEPLOY_AFTER_SECS),
+        "fired before the deploy: {at:?}"
+    );
+    eprintln!(
+        "demo: ToolResultSizeP95Jump firing {} ms after start, {} ms after the deploy",
+        at.as_millis(),
+        at.as_millis() - u128::from(DEPLOY_AFTER_SECS) * 1000
+    );
+    demo.stop();
+
+    // Windows set by a flag are kept.
+    let demo = Binary::start_command(
+        "demo",
+        &["--window", "5m", "--window", "1h"],
+        None,
+        &[("RUST_LOG", "error")],
+    );
+    let v = tools(demo.admin, "").await;
+    assert_eq!(v["windows"], serde_json::json!(["5m", "1h"]), "{v}");
+    demo.stop();
+}

@@ -144,7 +144,7 @@ fn run(agent: &str, variant: &str) -> Run {
         "toolsize-agents-{}-{agent}-{variant}",
         std::process::id()
     ));
-    let out = Command::new("python3")
+    let out = Command::new(support::cli::python3())
         .arg(agents_dir().join("run_agent.py"))
         .args(["--agent", agent, "--variant", variant, "--toolsize"])
         .arg(env!("CARGO_BIN_EXE_toolsize"))
@@ -211,7 +211,7 @@ fn row(agent: &str, variant: &str, r: &Run, note: &str) -> String {
 
 #[test]
 fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
-    if !require("python3", &["--version"]) || !require("unshare", &["--version"]) {
+    if !require(&support::cli::python3(), &["--version"]) || !require("unshare", &["--version"]) {
         return;
     }
     if !agents_installed() {

@@ -27,7 +27,7 @@ use support::collector::{
 
 /// The `rotel-agent` binary of the `rotel` Python package, if installed.
 fn rotel_agent() -> Option<PathBuf> {
-    let out = Command::new("python3")
+    let out = Command::new(support::cli::python3())
         .args([
             "-c",
             "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))",
@@ -184,7 +184,7 @@ fn upstream<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_accepted_request_reaches_a_real_receiver_while_one_upstream_is_slow_and_one_down() {
-    if !require("python3", &["--version"]) {
+    if !require(&support::cli::python3(), &["--version"]) {
         return;
     }
     let Some(rotel) = rotel_agent() else { return };
@@ -216,7 +216,7 @@ async fn every_accepted_request_reaches_a_real_receiver_while_one_upstream_is_sl
     );
     let slow_log = dir.join("slow.log");
     let _slow = Peer(
-        Command::new("python3")
+        Command::new(support::cli::python3())
             .args(["-c", SLOW, &slow.to_string()])
             .arg(&slow_log)
             .spawn()

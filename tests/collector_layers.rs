@@ -104,11 +104,13 @@ async fn oversized_results_are_counted_under_the_weakest_layer() {
         .is_success());
 
     let text = metrics(d.admin_addr).await;
+    // The action label: the catalog's, or `warn` for the default layer.
     let over = |tool: &str, layer: &str| {
+        let action = toolsize::layers::find(layer).map_or("warn", |l| l.action.as_str());
         sample(
             &text,
             &format!(
-                "toolsize_tool_results_over_ceiling_total{{service=\"agent\",tool=\"{tool}\",layer=\"{layer}\"}}"
+                "toolsize_tool_results_over_ceiling_total{{service=\"agent\",tool=\"{tool}\",layer=\"{layer}\",action=\"{action}\"}}"
             ),
         )
     };
@@ -340,7 +342,7 @@ async fn exact_chars_on_the_span_decide_a_chars_layer() {
         sample(
             &text,
             &format!(
-                "toolsize_tool_results_over_ceiling_total{{service=\"agent\",tool=\"{tool}\",layer=\"my-chars\"}}"
+                "toolsize_tool_results_over_ceiling_total{{service=\"agent\",tool=\"{tool}\",layer=\"my-chars\",action=\"truncate_silent\"}}"
             ),
         )
     };

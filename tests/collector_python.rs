@@ -14,7 +14,7 @@ const SDK_CHECK: &str = "import opentelemetry.sdk.trace, opentelemetry.exporter.
 
 fn run_python(protocol: &str, endpoint: &str, service: &str) -> serde_json::Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/python/emit_spans.py");
-    let out = Command::new("python3")
+    let out = Command::new(support::cli::python3())
         .args([
             script,
             "--protocol",
@@ -101,7 +101,7 @@ fn check(expected: &serde_json::Value, table: &serde_json::Value, text: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_every_emitter_over_grpc_and_http() {
-    if !require("python3", &["-c", SDK_CHECK]) {
+    if !require(&support::cli::python3(), &["-c", SDK_CHECK]) {
         return;
     }
     let d = Daemon::start(&loopback_config()).await.unwrap();

@@ -31,7 +31,7 @@ fn agent(
         "/tests/sampling/sampled_agent.py"
     );
     let calls = calls.to_string();
-    let out = Command::new("python3")
+    let out = Command::new(support::cli::python3())
         .args([
             script,
             "--sampler",
@@ -75,7 +75,7 @@ fn metric(text: &str, name: &str, service: &str, extra: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sampled_spans_count_with_their_adjusted_counts() {
-    if !require("python3", &["-c", SDK_CHECK]) {
+    if !require(&support::cli::python3(), &["-c", SDK_CHECK]) {
         return;
     }
     let dir = temp_dir("sampling");
@@ -132,7 +132,7 @@ async fn sampled_spans_count_with_their_adjusted_counts() {
                 &text,
                 "toolsize_tool_results_over_ceiling_total",
                 service,
-                ",layer=\"default\""
+                ",layer=\"default\",action=\"warn\""
             ),
             10.0 * over as f64,
             "{service}: every over-ceiling span counts 10"

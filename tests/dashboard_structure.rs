@@ -44,8 +44,13 @@ const BUILTIN_VARIABLES: [&str; 6] = [
     "__interval",
     "__interval_ms",
 ];
-/// Legend of the weakest layer's ceiling on the p95 panel.
-const CEILING_LEGEND: &str = "ceiling (weakest layer)";
+/// Legend of each tool's ceiling on the p95 panel.
+const CEILING_LEGEND: &str = "ceiling {{tool}}";
+
+/// The ceiling each tool's series are held to (the weakest layer of its own stack), not the
+/// smallest limit of every stack the daemon knows.
+const CEILING_EXPR: &str =
+    r#"min by (tool) (toolsize_tool_result_ceiling_bytes{service=~"$service", tool=~"$tool"})"#;
 
 type Check = Result<(), String>;
 
@@ -670,14 +675,15 @@ fn check_required_panels(d: &Value) -> Check {
             problems.push(format!("no {kind} panel runs {needle}"));
         }
     }
-    // The p95 size panel draws the weakest ceiling as a dashed red series.
+    // The p95 size panel draws each tool's ceiling as a dashed red series.
     if let Some(p) = find("timeseries", required[0].1) {
         let targets: Vec<&Value> = p["targets"].as_array().into_iter().flatten().collect();
-        match targets.iter().find(|t| {
-            t["expr"] == "min(toolsize_ceiling_bytes)" && t["legendFormat"] == CEILING_LEGEND
-        }) {
+        match targets
+            .iter()
+            .find(|t| t["expr"] == CEILING_EXPR && t["legendFormat"] == CEILING_LEGEND)
+        {
             None => problems.push(format!(
-                "{}: no min(toolsize_ceiling_bytes) target with legend {CEILING_LEGEND:?}",
+                "{}: no {CEILING_EXPR} target with legend {CEILING_LEGEND:?}",
                 panel_name(p)
             )),
             Some(t) => {
@@ -1489,7 +1495,7 @@ mod broken {
                     .unwrap()
                     .truncate(1);
             })),
-            "min(toolsize_ceiling_bytes)",
+            "toolsize_tool_result_ceiling_bytes",
         );
         fails(
             check_required_panels(&broken(|d| {

@@ -119,7 +119,7 @@ print(json.dumps([len(fams), ex]))
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openmetrics_exposition_passes_a_strict_parser() {
     if !require(
-        "python3",
+        &support::cli::python3(),
         &["-c", "import prometheus_client.openmetrics.parser"],
     ) {
         return;
@@ -149,7 +149,7 @@ async fn the_openmetrics_exposition_passes_a_strict_parser() {
     );
     let text = resp.text().await.unwrap();
     use std::io::Write;
-    let mut child = std::process::Command::new("python3")
+    let mut child = std::process::Command::new(support::cli::python3())
         .args(["-c", STRICT])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

@@ -67,7 +67,7 @@ fn run(
     token: &str,
     admin: Option<&str>,
 ) -> serde_json::Value {
-    let mut cmd = Command::new("python3");
+    let mut cmd = Command::new(support::cli::python3());
     cmd.args(["-c", CLIENT, protocol, service]);
     if let Some(a) = admin {
         cmd.arg(a);
@@ -98,7 +98,7 @@ fn run(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_sdk_exporters_over_tls_with_a_token() {
-    if !require("python3", &["-c", "import opentelemetry.exporter.otlp.proto.grpc.trace_exporter, opentelemetry.exporter.otlp.proto.http.trace_exporter, requests"])
+    if !require(&support::cli::python3(), &["-c", "import opentelemetry.exporter.otlp.proto.grpc.trace_exporter, opentelemetry.exporter.otlp.proto.http.trace_exporter, requests"])
         || !require("openssl", &["version"])
     {
         return;

@@ -6,7 +6,11 @@
 //! (`examples/agent_loop.rs`): four tools of the service `demo-agent`.
 //! - `search_orders`: results around 3 KB, which grow about 13× one minute after start
 //!   (`--deploy-after`; a deploy that made a query return everything): its p95 jumps in the history and the size
-//!   alerts follow.
+//!   alerts follow. Unless windows are set, the demo runs with windows of 10s and 2m
+//!   ([`super::serve::DEMO_WINDOWS`]), so `ToolResultSizeP95Jump` fires within seconds of the
+//!   deploy (`tests/cli_demo.rs` measures it); at the daemon's 5m/1h it would take over an
+//!   hour. The baseline needs 50 results in complete 24 s slots of the 2m window before the
+//!   deploy: a deploy earlier than about 41 s after start may never fire.
 //! - `fetch_page`: pages of 2 to 24 KB, the largest over the default 16 KiB ceiling: a
 //!   `ToolResultOverCeiling` alert fires within the first seconds.
 //! - `read_file`: small results, one call in ten failing.

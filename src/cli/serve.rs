@@ -42,6 +42,15 @@ pub struct DemoArgs {
     pub deploy_after: crate::collector::config::Interval,
 }
 
+/// The windows of `toolsize demo` unless a flag, variable or file sets them: the recent window
+/// and the baseline the p95-jump alert compares are then short enough for the alert to fire
+/// within seconds of the deploy (`--deploy-after`, 60 s by default), where the daemon's
+/// defaults (5m, 1h) would take over an hour.
+pub const DEMO_WINDOWS: [&str; 2] = ["10s", "2m"];
+
+/// The key the demo's windows replace when unset.
+const WINDOWS_KEY: &str = "aggregation.windows";
+
 /// Prints the complete commented configuration file.
 pub fn gen_config() -> ExitCode {
     print!("{}", generated_config());
@@ -61,7 +70,16 @@ pub fn demo(args: DemoArgs) -> ExitCode {
 /// Runs the daemon; with `demo` (the deploy's delay), the synthetic agent too.
 fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
     let env = std::env::vars().filter(|(k, _)| k.starts_with("TOOLSIZE_"));
-    let config = match Config::load(args.config.as_deref(), env, &args.settings) {
+    let demo_windows = |c: &mut Config, unset: &dyn Fn(&str) -> bool| {
+        if demo.is_some() && unset(WINDOWS_KEY) {
+            c.aggregation.windows = DEMO_WINDOWS
+                .iter()
+                .map(|w| w.parse().expect("valid demo window"))
+                .collect();
+        }
+    };
+    let config = match Config::load_with(args.config.as_deref(), env, &args.settings, demo_windows)
+    {
         Ok(c) => c,
         Err(e @ ConfigError::Stack { .. }) => return stack_error(&e).report(),
         Err(e) => return CliError::new("CONFIG", e.to_string()).report(),

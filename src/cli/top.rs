@@ -102,6 +102,17 @@ struct ToolLine {
     spark: String,
 }
 
+/// Calls per minute of `count` calls in a window of `window_secs`: over the shorter of the
+/// window and the daemon's uptime (a daemon up one minute holds one minute of a 5-minute
+/// window), at least one second. A daemon that does not say its uptime is taken as up the
+/// whole window.
+fn calls_per_minute(count: u64, window_secs: u64, uptime_secs: Option<u64>) -> f64 {
+    let covered = uptime_secs
+        .map_or(window_secs, |u| u.min(window_secs))
+        .max(1);
+    count as f64 * 60.0 / covered as f64
+}
+
 /// A host:port and a path prefix parsed from `--url`.
 #[derive(Debug, Clone)]
 struct Daemon {
@@ -273,6 +284,7 @@ impl App {
         let v = self
             .daemon
             .get(&format!("/api/v1/tools?window={}", encode(&window)))?;
+        let uptime = v["uptime_secs"].as_u64();
         let mut lines: Vec<ToolLine> = v["tools"]
             .as_array()
             .map(|a| a.as_slice())
@@ -284,7 +296,7 @@ impl App {
                 count: t["count"].as_u64().unwrap_or(0),
                 p95: t["p95"].as_u64().unwrap_or(0),
                 max: t["max"].as_u64().unwrap_or(0),
-                per_min: t["count"].as_u64().unwrap_or(0) as f64 * 60.0 / window_secs as f64,
+                per_min: calls_per_minute(t["count"].as_u64().unwrap_or(0), window_secs, uptime),
                 ..ToolLine::default()
             })
             .collect();
@@ -555,6 +567,17 @@ pub fn run(args: TopArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calls_per_minute_counts_over_the_time_the_window_holds() {
+        // 120 calls in a 5-minute window of a daemon up one minute: 120 a minute, not 24.
+        assert_eq!(calls_per_minute(120, 300, Some(60)), 120.0);
+        // Up longer than the window: over the window.
+        assert_eq!(calls_per_minute(600, 300, Some(3_600)), 120.0);
+        // Up less than a second, or an older daemon that does not say.
+        assert_eq!(calls_per_minute(3, 300, Some(0)), 180.0);
+        assert_eq!(calls_per_minute(600, 300, None), 120.0);
+    }
 
     #[test]
     fn the_token_comes_from_the_flag_then_the_file_variable_then_the_variable() {

@@ -170,6 +170,26 @@ impl Action {
     pub fn parse(name: &str) -> Option<Action> {
         Action::ALL.into_iter().find(|a| a.as_str() == name)
     }
+
+    /// What the layer does to results over its limit, as the clause the over-ceiling alerts end
+    /// their description with: only a layer that cuts says so, and a layer that only warns
+    /// says nothing is cut. The fleet rule in `alerts/toolsize.rules.yml` says the same per
+    /// `action` label (`tests/alert_texts.rs` checks it against this).
+    pub fn over_limit(self) -> &'static str {
+        match self {
+            Action::TruncateMarked => "this layer cuts, with a marker the model sees",
+            Action::TruncateSilent => "this layer cuts without a marker: the loss is silent",
+            Action::SpillPreview => {
+                "this layer spills: the model gets a preview and a pointer to the whole"
+            }
+            Action::SpillPointer => "this layer spills: the model gets only a pointer to the whole",
+            Action::Reject => "this layer refuses with an error",
+            Action::Drop => "this layer drops without an error",
+            Action::Warn => "this layer only warns: nothing is cut",
+            Action::NotIndexed => "this layer stores without indexing: nothing is cut",
+            Action::Unknown => "what this layer does over its limit is not documented",
+        }
+    }
 }
 
 impl fmt::Display for Action {

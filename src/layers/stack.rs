@@ -765,6 +765,17 @@ mod tests {
     }
 
     #[test]
+    fn a_mistyped_agent_id_suggests_that_agents_layer() {
+        // Another agent's layer ends the same way; the suggestion stays with the agent typed.
+        for (typed, meant) in [
+            ("codx.tool-output.tokens", "codex.tool-output.tokens"),
+            ("qwen-cod.tool-output", "qwen-code.tool-output"),
+        ] {
+            assert_eq!(suggest(typed, std::iter::empty()), Some(meant), "{typed}");
+        }
+    }
+
+    #[test]
     fn unknown_ids_suggest_the_closest() {
         let cfg = StackConfig::parse_list("cline.mesage-builder").unwrap();
         let e = Stack::resolve(None, None, Some(&cfg)).unwrap_err();

@@ -8,6 +8,23 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+/// Where `scripts/test.sh` installs `tests/requirements.txt`: a virtualenv of the tests' own,
+/// never the system Python.
+pub const PYTHON_VENV: &str = "target/python-venv";
+
+/// The Python the tests run: the virtualenv's `python3` ([`PYTHON_VENV`]) when it exists, else
+/// `python3` on `PATH` (a machine whose Python has the packages already).
+pub fn python3() -> String {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(PYTHON_VENV)
+        .join("bin/python3");
+    if venv.exists() {
+        venv.to_string_lossy().into_owned()
+    } else {
+        "python3".to_owned()
+    }
+}
+
 /// The built binary.
 pub fn toolsize() -> Command {
     Command::new(env!("CARGO_BIN_EXE_toolsize"))
@@ -77,7 +94,7 @@ pub struct Loaded {
 /// Parses `bytes` with the real Python `json.loads`; panics (with Python's message) when it
 /// cannot.
 pub fn python_loads(bytes: &[u8]) -> Loaded {
-    let mut child = Command::new("python3")
+    let mut child = Command::new(python3())
         .args(["-c", LOADS])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -24,7 +24,7 @@ pub fn mcp_dir() -> PathBuf {
 /// The Python test server's command line.
 pub fn python_server() -> Vec<String> {
     vec![
-        "python3".to_owned(),
+        super::cli::python3(),
         mcp_dir().join("server.py").to_string_lossy().into_owned(),
     ]
 }
@@ -46,7 +46,7 @@ fn missing(what: &str, how: &str) -> bool {
 /// Whether the Python `mcp` SDK is importable. Its absence fails the test unless
 /// `TOOLSIZE_ALLOW_MISSING_PEERS=1` (never set in CI).
 pub fn require_python_mcp() -> bool {
-    let ok = Command::new("python3")
+    let ok = Command::new(super::cli::python3())
         .args(["-c", "import mcp"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -96,7 +96,7 @@ pub fn python_client_at(
     command: &[String],
     env: &[(&str, String)],
 ) -> Value {
-    let mut cmd = Command::new("python3");
+    let mut cmd = Command::new(super::cli::python3());
     cmd.arg(mcp_dir().join("client.py")).arg(calls.to_string());
     if let Some(m) = mode {
         cmd.args(["--mode", m]);
@@ -286,7 +286,7 @@ impl Drop for HttpPeer {
 /// The Python test server over Streamable HTTP; `extra`: `--json`, `--token T`, `--tls C K`.
 pub fn python_http_server(extra: &[&str]) -> HttpPeer {
     let port = free_port();
-    let mut child = Command::new("python3")
+    let mut child = Command::new(super::cli::python3())
         .arg(mcp_dir().join("server.py"))
         .args(["--http", &port.to_string()])
         .args(extra)
@@ -409,7 +409,7 @@ impl Drop for HttpProxy {
 /// The Python SDK client over Streamable HTTP (`mode`: `legacy` or `2026-07-28`), making
 /// `calls`; `headers` are `"Name: value"`.
 pub fn python_http_client(calls: &Value, url: &str, mode: &str, headers: &[&str]) -> Value {
-    let mut cmd = Command::new("python3");
+    let mut cmd = Command::new(super::cli::python3());
     cmd.arg(mcp_dir().join("client.py"))
         .arg(calls.to_string())
         .args(["--url", url, "--mode", mode]);

@@ -179,14 +179,27 @@ impl Alert {
         })
     }
 
-    /// The `/api/v1/alerts` entry.
+    /// The `/api/v1/alerts` entry. `runbook_url` is the alert's section of the runbook: its
+    /// `runbook_url` annotation when it has one, else `/runbook#anchor` on the admin listener
+    /// that serves this answer.
     pub(crate) fn to_json(&self) -> Value {
+        let runbook_url = self
+            .annotations
+            .get("runbook_url")
+            .cloned()
+            .unwrap_or_else(|| {
+                format!(
+                    "/runbook#{}",
+                    crate::collector::alerts::runbook::anchor(&self.name)
+                )
+            });
         json!({
             "name": self.name,
             "state": self.state.as_str(),
             "fingerprint": self.fingerprint,
             "labels": self.labels,
             "annotations": self.annotations,
+            "runbook_url": runbook_url,
             "startsAt": rfc3339(self.starts_at),
             "endsAt": self.ends_at.map(rfc3339),
         })
@@ -663,6 +676,19 @@ pub(crate) mod tests {
         assert_eq!(e.current().len(), 2, "its resolution is replaced");
         e.tick(t0 + s(15) + RESOLVED_RESEND);
         assert_eq!(e.current().len(), 1, "old resolutions are forgotten");
+    }
+
+    #[test]
+    fn the_api_entry_links_the_runbook() {
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+        let mut e = Engine::default();
+        let a = e.on_match(m("web_fetch", 60), t0).unwrap();
+        assert_eq!(a.to_json()["runbook_url"], "/runbook#toolresultoverceiling");
+        // An annotation of the rule's own wins.
+        let mut b = a.clone();
+        b.annotations
+            .insert("runbook_url".into(), "https://wiki/x".into());
+        assert_eq!(b.to_json()["runbook_url"], "https://wiki/x");
     }
 
     #[test]

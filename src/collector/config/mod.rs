@@ -202,6 +202,18 @@ impl Config {
         env: impl IntoIterator<Item = (String, String)>,
         flags: &Flags,
     ) -> Result<Self, ConfigError> {
+        Self::load_with(file, env, flags, |_, _| {})
+    }
+
+    /// [`Config::load`], with `unset` given the merged configuration before it is checked, and
+    /// a test telling which keys (by path) no source set: a command with defaults of its own
+    /// (`toolsize demo`'s short windows) changes those keys only.
+    pub(crate) fn load_with(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        flags: &Flags,
+        unset: impl FnOnce(&mut Config, &dyn Fn(&str) -> bool),
+    ) -> Result<Self, ConfigError> {
         let (mut config, mut origins) = match file {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -215,6 +227,9 @@ impl Config {
         let mut stacks = StackSources::default();
         let settings = merge::env_settings(env).into_iter().chain(flags.settings());
         merge::apply(&mut config, &mut origins, &mut stacks, settings)?;
+        unset(&mut config, &|path| {
+            origins.of(path).origin == Origin::Default
+        });
         config.check_all(&origins)?;
         config.stack = layers::resolve(
             &stacks.flag,

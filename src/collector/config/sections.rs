@@ -52,7 +52,7 @@ section! {
     pub struct AdminConfig {
         /// Admin HTTP listen address. It serves the status page /, /tools/{tool}, /metrics,
         /// /api/v1/tools, /api/v1/tools/{tool}, /api/v1/tools/{tool}/history, /api/v1/layers,
-        /// /api/v1/alerts, /runbook, /healthz and /readyz.
+        /// /api/v1/alerts, /api/v1/forward, /runbook, /healthz and /readyz.
         #[key(env = "TOOLSIZE_ADMIN_ADDR", flag = "--admin-addr", value_name = "ADDR")]
         pub addr: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9464)),
         /// The URL under which others reach the admin HTTP, for the links alerts carry
@@ -171,9 +171,11 @@ section! {
         pub body_timeout: Interval = Interval(DEFAULT_BODY_TIMEOUT),
         /// A connection on which nothing is read or written for this long is closed.
         pub idle_timeout: Interval = Interval::secs(300),
-        /// Connections open at once on each OTLP listener (gRPC and HTTP each); further ones are
-        /// closed at once. At start this cap and the admin one are checked against the open-file
-        /// limit (ulimit -n) and lowered, with a warning, when they do not fit with 64
+        /// Connections open at once on each OTLP listener (gRPC and HTTP each). At the cap a new
+        /// connection takes the place of the one idle longest with no request in flight
+        /// (reason="evicted"); only when every one has a request in flight is the new one closed
+        /// (reason="limit"). At start this cap and the admin one are checked against the
+        /// open-file limit (ulimit -n) and lowered, with a warning, when they do not fit with 64
         /// descriptors to spare.
         #[key(check = above(0))]
         pub otlp_max_connections: usize = 2048,

@@ -228,21 +228,63 @@ pub(crate) struct ToolsQuery {
     pub(crate) service: Option<String>,
 }
 
+/// The status page.
+pub const STATUS_PATH: &str = "/";
+/// One tool's page.
+pub const TOOL_PAGE_PATH: &str = "/tools/{tool}";
+/// The Prometheus exposition.
+pub const METRICS_PATH: &str = "/metrics";
+/// Every series' summary.
+pub const TOOLS_PATH: &str = "/api/v1/tools";
+/// One tool's series in detail.
+pub const TOOL_PATH: &str = "/api/v1/tools/{tool}";
+/// One tool's history.
+pub const HISTORY_PATH: &str = "/api/v1/tools/{tool}/history";
+/// The stacks and their layers.
+pub const LAYERS_PATH: &str = "/api/v1/layers";
+/// Firing and recently resolved alerts.
+pub const ALERTS_PATH: &str = "/api/v1/alerts";
+/// Each forwarding upstream's counts.
+pub const FORWARD_PATH: &str = "/api/v1/forward";
+/// The alert runbook.
+pub const RUNBOOK_PATH: &str = "/runbook";
+/// Liveness.
+pub const HEALTHZ_PATH: &str = "/healthz";
+/// Readiness.
+pub const READYZ_PATH: &str = "/readyz";
+
+/// Every path the admin router serves, in the order `admin.addr`'s documentation lists them
+/// (a test holds that documentation to this list).
+pub const ROUTES: [&str; 12] = [
+    STATUS_PATH,
+    TOOL_PAGE_PATH,
+    METRICS_PATH,
+    TOOLS_PATH,
+    TOOL_PATH,
+    HISTORY_PATH,
+    LAYERS_PATH,
+    ALERTS_PATH,
+    FORWARD_PATH,
+    RUNBOOK_PATH,
+    HEALTHZ_PATH,
+    READYZ_PATH,
+];
+
 /// The admin router.
 pub fn router(state: ApiState) -> Router {
     Router::new()
-        .route("/", get(status))
-        .route("/tools/{tool}", get(tool_page))
-        .route("/metrics", get(metrics))
-        .route("/api/v1/tools", get(tools))
-        .route("/api/v1/tools/{tool}", get(tool))
-        .route("/api/v1/tools/{tool}/history", get(history))
-        .route("/api/v1/layers", get(layers))
-        .route("/api/v1/alerts", get(alerts))
-        .route("/api/v1/forward", get(forward))
-        .route("/runbook", get(runbook))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
+        .route(STATUS_PATH, get(status))
+        .route(TOOL_PAGE_PATH, get(tool_page))
+        .route(METRICS_PATH, get(metrics))
+        .route(TOOLS_PATH, get(tools))
+        .route(TOOL_PATH, get(tool))
+        .route(HISTORY_PATH, get(history))
+        .route(LAYERS_PATH, get(layers))
+        .route(ALERTS_PATH, get(alerts))
+        .route(FORWARD_PATH, get(forward))
+        .route(RUNBOOK_PATH, get(runbook))
+        .route(HEALTHZ_PATH, get(|| async { "ok\n" }))
+        .route(READYZ_PATH, get(readyz))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             require_token,
@@ -605,6 +647,25 @@ mod tests {
             failing.contains("the last 3 snapshot writes failed"),
             "{failing}"
         );
+    }
+
+    #[test]
+    fn the_admin_address_documents_every_route() {
+        let text = crate::collector::config::generated_config();
+        let doc = text
+            .split("\n[admin]\n")
+            .nth(1)
+            .and_then(|t| t.split("\naddr = ").next())
+            .expect("[admin] addr in gen-config")
+            .replace("\n# ", " ");
+        for r in ROUTES {
+            assert!(
+                [",", " ", "."]
+                    .iter()
+                    .any(|end| doc.contains(&format!(" {r}{end}"))),
+                "admin.addr's documentation lacks {r}: {doc}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -114,9 +114,21 @@ fn ceilings(frame: &Frame, sink: &mut impl Sink) {
     sink.family(
         TOOL_RESULTS_OVER_CEILING,
         Kind::Counter,
-        "Results over a ceiling, counted once under the weakest layer of the stack that cuts them (weighted as the calls).",
+        "Results over a ceiling, counted once under the weakest layer of the stack that cuts them (weighted as the calls), with what that layer does over its limit (action: truncate_marked, warn, ...).",
     );
     let stack = &frame.stack;
+    // A layer's action: from the stack, else the catalog (a count restored for a layer that
+    // left the stack), else unknown.
+    let action_of = |id: &str| {
+        stack
+            .layers()
+            .iter()
+            .find(|l| l.id() == id)
+            .map(|l| l.layer.action)
+            .or_else(|| crate::layers::find(id).map(|l| l.action))
+            .unwrap_or(crate::layers::Action::Unknown)
+            .as_str()
+    };
     for (i, s) in all() {
         let count = |id: &str| {
             s.over_ceiling
@@ -124,14 +136,23 @@ fn ceilings(frame: &Frame, sink: &mut impl Sink) {
                 .find(|(l, _)| l == id)
                 .map_or(0, |(_, n)| *n)
         };
-        let mine = || s.held_to.layers.iter().map(|&l| stack.layers()[l].id());
-        for id in mine() {
-            sink.sample(Some(i), &[("layer", id)], calls(count(id)));
+        let mine = || s.held_to.layers.iter().map(|&l| &stack.layers()[l]);
+        for l in mine() {
+            let (id, action) = (l.id(), l.layer.action.as_str());
+            sink.sample(
+                Some(i),
+                &[("layer", id), ("action", action)],
+                calls(count(id)),
+            );
         }
         // Counts restored from a snapshot for layers no longer in the series' stack.
         for (id, n) in &s.over_ceiling {
-            if !mine().any(|x| x == id) {
-                sink.sample(Some(i), &[("layer", id)], calls(*n));
+            if !mine().any(|x| x.id() == id) {
+                sink.sample(
+                    Some(i),
+                    &[("layer", id), ("action", action_of(id))],
+                    calls(*n),
+                );
             }
         }
     }

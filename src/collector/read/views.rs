@@ -94,6 +94,11 @@ pub(crate) struct ToolsView {
     pub(crate) windows: Vec<String>,
     /// Rows sorted by service then tool.
     pub(crate) tools: Vec<ToolRow>,
+    /// Seconds since the state began (kept across restarts with a data directory): a window
+    /// longer than this holds only this much time, so a rate is the count over the shorter of
+    /// the two.
+    #[serde(default)]
+    pub(crate) uptime_secs: u64,
 }
 
 /// One series of `/api/v1/tools/{tool}`.
@@ -218,6 +223,7 @@ impl State {
             window: window.unwrap_or("all").to_string(),
             windows: windows.into_iter().map(|(label, _)| label).collect(),
             tools,
+            uptime_secs: now.saturating_sub(self.started_unix),
         })
     }
 

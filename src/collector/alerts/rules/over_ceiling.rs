@@ -3,7 +3,8 @@
 //! One alert per (service, tool, weakest layer), deduplicated by (series id, layer index) before
 //! anything is built ([`Firing`]); it resolves after `alerts.over_ceiling.quiet_period` without
 //! another such result. The annotations are those of the latest result sent (bytes, ceiling,
-//! trace id, arguments hash).
+//! trace id, arguments hash); the description says what the layer does over its limit (its
+//! `action`: cut, spilled, refused, or only warned), never a cut that did not happen.
 
 use std::time::Duration;
 
@@ -43,13 +44,19 @@ impl Rule {
         let trace_id = hex(&r.trace_id);
         let description = format!(
             "A {bytes}-byte result of tool {} (service {}) is over the {} {unit} limit of \
-             layer {} ({} {unit}); the model sees it cut. Trace {trace_id}.",
-            key.tool, key.service, cut.limit, cut.layer_id, cut.value
+             layer {} ({} {unit}); {}. Trace {trace_id}.",
+            key.tool,
+            key.service,
+            cut.limit,
+            cut.layer_id,
+            cut.value,
+            cut.action.over_limit()
         );
         let mut annotations = labels(&[
             ("bytes", &bytes.to_string()),
             ("ceiling", &cut.limit.to_string()),
             ("unit", unit),
+            ("action", cut.action.as_str()),
             ("value", &cut.value.to_string()),
             ("trace_id", &trace_id),
             (
@@ -158,6 +165,14 @@ mod tests {
         assert_eq!(m.annotations["args_hash"], "0123456789ab");
         assert_eq!(m.annotations["trace_id"], "ab".repeat(16));
         assert_eq!(m.annotations["hint"], HINT);
+        // The default layer only warns: the text says the result passed whole.
+        assert_eq!(m.annotations["action"], "warn");
+        let description = &m.annotations["description"];
+        assert!(
+            description.contains("; this layer only warns: nothing is cut. Trace "),
+            "{description}"
+        );
+        assert!(!description.contains("model"), "{description}");
         assert_eq!(m.quiet_period, Duration::from_secs(300));
         assert!(matches!(
             over(&mut rule, &limits.stacks.all, 30_000, 2_000),
@@ -169,6 +184,29 @@ mod tests {
         };
         assert!(!m.new);
         assert_eq!(m.annotations["bytes"], "30000");
+    }
+
+    #[test]
+    fn the_text_follows_the_layers_action() {
+        for action in crate::layers::Action::ALL {
+            let config = Config::from_toml(&format!(
+                "[[layers.custom]]\nname = \"mine\"\nlimit = 1000\nunit = \"bytes\"\n\
+                 action = \"{action}\"\n"
+            ))
+            .unwrap();
+            let limits = Limits::from_config(&config);
+            let mut rule = Rule::from_config(&config.alerts.over_ceiling).unwrap();
+            let Decision::Due(m) = over(&mut rule, &limits.stacks.all, 5_000, 0) else {
+                panic!("{action}: fires")
+            };
+            assert_eq!(m.labels["layer"], "mine");
+            assert_eq!(m.annotations["action"], action.as_str());
+            let description = &m.annotations["description"];
+            assert!(
+                description.contains(&format!("; {}. Trace ", action.over_limit())),
+                "{action}: {description}"
+            );
+        }
     }
 
     #[test]
