@@ -5,6 +5,9 @@
 //! and the proxy keeps serving; memory stays bounded while a 300 MB line passes.
 #![cfg(all(feature = "cli", unix))]
 
+#[path = "support/cli.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod cli;
 #[path = "support/mcp.rs"]
 mod mcp;
 
