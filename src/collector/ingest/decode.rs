@@ -248,7 +248,7 @@ impl Recognized {
 
     /// Adds the records of a coding agent's signals, read at `at` (a span with `tracestate`, or
     /// a log record: `""`).
-    fn push_signals(
+    pub(crate) fn push_signals(
         &mut self,
         r: &Recognizer,
         service: &Arc<str>,
@@ -342,6 +342,19 @@ pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized
         out.push_signals(r, arc, cut, &signals, at, "");
     })?;
     Ok(out)
+}
+
+/// Reads one coding agent's hook payload, as `POST /v1/hooks/{agent}` does (`agent` is its name
+/// in the path, `service` the `?service=` query): the record it gives its call, if it gives one.
+pub fn recognize_hook(
+    r: &Recognizer,
+    agent: &str,
+    service: Option<&str>,
+    body: &[u8],
+) -> Result<Recognized, String> {
+    let agent =
+        super::hooks::HookAgent::parse(agent).ok_or_else(|| format!("no hook for {agent:?}"))?;
+    super::hooks::recognize(r, agent, service, body).map_err(|e| e.to_string())
 }
 
 /// Classifies every span of a decoded request (re-encodes it; the JSON path).

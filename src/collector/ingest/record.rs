@@ -268,6 +268,12 @@ pub(crate) struct Upstream {
     pub(crate) layer: Option<&'static str>,
     /// The result's size before the cut.
     pub(crate) original: Option<u64>,
+    /// The layer that cut the result if `original` turns out larger than what the model got
+    /// (a hook reports the size before the agent's cuts, the telemetry what the model got).
+    pub(crate) when_over: Option<&'static str>,
+    /// The limit the agent says it applied to this call (Gemini CLI's and Qwen Code's
+    /// `threshold`): observed, it wins over the catalog's value.
+    pub(crate) limit: Option<u64>,
 }
 
 /// Which call a record belongs to, and what it can tell about it.

@@ -17,7 +17,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::collector::ingest::record::{Role, Size, ToolRecord};
+use crate::collector::ingest::record::{Role, Size, ToolRecord, Upstream};
 use crate::collector::state::FxBuild;
 
 /// How long the signals of one call are waited for, from the first, in milliseconds.
@@ -93,9 +93,22 @@ impl Pending {
                 (base.trace_id, base.span_id) = (o.trace_id, o.span_id);
             }
             base.error |= o.error;
-            if base.upstream.layer.is_none() && o.upstream.layer.is_some() {
-                base.upstream = o.upstream;
+            base.upstream = merged(base.upstream, o.upstream);
+        }
+        // A hook's size before the cuts, larger than what the model got: the cut it reveals.
+        if let (None, Some(layer), Some(original), Some(got)) = (
+            base.upstream.layer,
+            base.upstream.when_over,
+            base.upstream.original,
+            base.size.bytes(),
+        ) {
+            if original > got {
+                base.upstream.layer = Some(layer);
             }
+        }
+        if base.upstream.layer.is_none() {
+            // No cut: a size before the cuts that equals what the model got says nothing more.
+            base.upstream.original = None;
         }
         if base.error {
             base.size = Size::Failed;
@@ -105,6 +118,18 @@ impl Pending {
             base.truncated_upstream |= base.upstream.layer.is_some();
         }
         Some(base)
+    }
+}
+
+/// What two signals of one call say of its cut: the first layer named (the telemetry's own
+/// notice, else a hook's), the first original size given (a hook's exact size fills in a
+/// notice that had none), the first limit observed.
+fn merged(a: Upstream, b: Upstream) -> Upstream {
+    Upstream {
+        layer: a.layer.or(b.layer),
+        original: a.original.or(b.original),
+        when_over: a.when_over.or(b.when_over),
+        limit: a.limit.or(b.limit),
     }
 }
 
@@ -225,7 +250,7 @@ impl Joiner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::ingest::record::{Join, SizeSource, Upstream};
+    use crate::collector::ingest::record::{Join, SizeSource};
     use crate::collector::state::tests::rec;
 
     fn known(bytes: u64) -> Size {
@@ -254,6 +279,7 @@ mod tests {
         part.upstream = Upstream {
             layer: Some("gemini-cli.tool-output"),
             original: Some(108_967),
+            ..Upstream::default()
         };
         assert!(j.add(signal(1, Role::Secondary, None), 0).is_none());
         assert!(j.add(part, 10).is_none());
@@ -269,6 +295,46 @@ mod tests {
         assert!(r.join.is_none());
         assert_eq!(j.stats.merged, 2);
         assert_eq!(j.waiting(), 0);
+    }
+
+    #[test]
+    fn a_hooks_size_before_the_cuts_reveals_a_cut_only_when_larger() {
+        let hook = |key, original| {
+            let mut part = signal(key, Role::Part, None);
+            part.upstream = Upstream {
+                original: Some(original),
+                when_over: Some("qwen-code.shell"),
+                ..Upstream::default()
+            };
+            part
+        };
+        let mut j = Joiner::new(10);
+        let mut out = Vec::new();
+        j.add(signal(1, Role::Primary, Some(30_120)), 0);
+        j.add(hook(1, 108_894), 1);
+        j.add(signal(2, Role::Primary, Some(6)), 0);
+        j.add(hook(2, 6), 1);
+        j.release(100, &mut out);
+        out.sort_by_key(|r| r.size.bytes());
+        assert_eq!(out.len(), 2);
+        assert!(!out[0].truncated_upstream);
+        assert_eq!(out[0].upstream.original, None);
+        assert!(out[1].truncated_upstream);
+        assert_eq!(out[1].upstream.layer, Some("qwen-code.shell"));
+        assert_eq!(out[1].upstream.original, Some(108_894));
+        // A notice that names the layer but not the size takes the hook's size.
+        let mut j = Joiner::new(10);
+        let mut notice = signal(3, Role::Part, None);
+        notice.upstream.layer = Some("claude-code.bash");
+        j.add(signal(3, Role::Primary, Some(2_281)), 0);
+        j.add(notice, 1);
+        j.add(hook(3, 108_894), 2);
+        j.release(100, &mut out);
+        let r = out.last().unwrap();
+        assert_eq!(
+            (r.upstream.layer, r.upstream.original),
+            (Some("claude-code.bash"), Some(108_894))
+        );
     }
 
     #[test]

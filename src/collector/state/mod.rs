@@ -323,8 +323,10 @@ impl State {
 
     /// The weakest layer of `profile` that cuts `r`. Exact where the span carries the measure
     /// (measured sizes only), estimated from bytes otherwise; content-derived sizes travel as an
-    /// attribute value, so per-attribute layers apply. A result an agent says one of these
-    /// layers cut is over that layer even when its size is what the model got after the cut.
+    /// attribute value, so per-attribute layers apply. What the agent observed wins over the
+    /// catalog: a result an agent says one of these layers cut is over that layer (even when its
+    /// size is what the model got after the cut, and whichever layer the catalog's limits make
+    /// the weakest), at the limit the agent says applied to that call when it says one.
     fn verdict<'l>(
         limits: &'l Limits,
         profile: &Profile,
@@ -337,16 +339,20 @@ impl State {
         let bytes = r.upstream.original.unwrap_or(bytes);
         let measures = r.measures.with_bytes(bytes);
         let via_attribute = source != SizeSource::Measured;
-        stack
-            .weakest_among(&profile.order, &measures, via_attribute)
-            .or_else(|| {
-                let layer = r.upstream.layer?;
-                let i = *profile
-                    .order
-                    .iter()
-                    .find(|&&i| stack.layers()[i].id() == layer)?;
-                Some((i, stack.cut_known(i, &measures, via_attribute)?))
-            })
+        let observed = r.upstream.layer.and_then(|layer| {
+            let i = *profile
+                .order
+                .iter()
+                .find(|&&i| stack.layers()[i].id() == layer)?;
+            let mut cut = stack.cut_known(i, &measures, via_attribute)?;
+            if let Some(limit) = r.upstream.limit.filter(|l| *l > 0) {
+                cut.limit = limit;
+                cut.value = cut.value.max(limit);
+                cut.margin = cut.value - limit;
+            }
+            Some((i, cut))
+        });
+        observed.or_else(|| stack.weakest_among(&profile.order, &measures, via_attribute))
     }
 
     /// Flags the results that the limit learned from `r` shows were cut, counted as whole when

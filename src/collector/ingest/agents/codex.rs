@@ -67,6 +67,7 @@ fn span<'a>(s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
             sig.upstream = Upstream {
                 layer: Some(LAYER),
                 original: Some(n),
+                ..Upstream::default()
             };
         }
         out.push(sig);

@@ -38,42 +38,102 @@ pub(crate) const GEMINI: Agent = Agent {
     log: |l, out| log(&GEMINI_EVENTS, l, out),
 };
 
-/// Qwen Code's entry (its events follow Gemini CLI's; not run here, see `docs/agents.md`).
+/// Qwen Code's entry (its events follow Gemini CLI's, with a call id).
 pub(crate) const QWEN: Agent = Agent {
     owns: |scope| scope == "qwen-code",
+    // 0.24.4: the shell cuts its own output (30,000 characters, lines unlimited); tools without
+    // a limit of their own are cut at 25,000 characters and 1,000 lines after the hooks ran;
+    // a result still over 28,000 characters is replaced by a stub, except for the tools below.
     stack: AgentStack {
         name: "qwen-code",
         services: &["qwen-code"],
-        layers: &[("qwen-code.tool-output", Tools::All)],
+        layers: &[
+            (QWEN_SHELL_LAYER, Tools::Only(&[QWEN_SHELL])),
+            (QWEN_LAYER, Tools::Except(QWEN_OWN_LIMIT)),
+            ("qwen-code.tool-output.lines", Tools::Except(QWEN_OWN_LIMIT)),
+            ("qwen-code.persist", Tools::Except(QWEN_GATE_EXEMPT)),
+        ],
     },
     span: |s, out| span(&QWEN_EVENTS, s, out),
     log: |l, out| log(&QWEN_EVENTS, l, out),
 };
+
+/// Qwen Code's shell tool.
+const QWEN_SHELL: &str = "run_shell_command";
+
+/// The layer of its shell's own cut.
+const QWEN_SHELL_LAYER: &str = "qwen-code.shell";
+
+/// The layer of its cut of other tools' output.
+const QWEN_LAYER: &str = "qwen-code.tool-output";
+
+/// Qwen Code's tools with an output limit of their own (`maxOutputChars`), or none.
+const QWEN_OWN_LIMIT: &[&str] = &[QWEN_SHELL, "read_file", "agent", "exec"];
+
+/// Qwen Code's tools its persist gate lets through (`GATE_EXEMPT_TOOLS`, and the shell, whose
+/// output is bounded already).
+const QWEN_GATE_EXEMPT: &[&str] = &[
+    "exec",
+    "read_file",
+    "read_mcp_resource",
+    "enter_plan_mode",
+    QWEN_SHELL,
+];
+
+/// The layer that cut a Qwen Code result longer than what the model got.
+pub(crate) fn qwen_cut_layer(tool: &str) -> &'static str {
+    if tool == QWEN_SHELL {
+        QWEN_SHELL_LAYER
+    } else {
+        QWEN_LAYER
+    }
+}
 
 /// The names one of the two agents uses.
 struct Events {
     emitter: Emitter,
     tool_call: &'static str,
     truncated: &'static str,
-    layer: &'static str,
+    /// The layer a truncation notice names, by tool.
+    layer: fn(&str) -> &'static str,
+    /// The span of one call, beside `tool_call` spans (Qwen Code's `qwen-code.tool`).
+    tool_span: Option<&'static str>,
+    /// Its records carry a `call_id` (Qwen Code).
+    by_call_id: bool,
 }
 
 const GEMINI_EVENTS: Events = Events {
     emitter: Emitter::GeminiCli,
     tool_call: "gemini_cli.tool_call",
     truncated: "gemini_cli.tool_output_truncated",
-    layer: "gemini-cli.tool-output",
+    layer: |_| "gemini-cli.tool-output",
+    tool_span: None,
+    by_call_id: false,
 };
 
 const QWEN_EVENTS: Events = Events {
     emitter: Emitter::QwenCode,
     tool_call: "qwen-code.tool_call",
     truncated: "qwen-code.tool_output_truncated",
-    layer: "qwen-code.tool-output",
+    layer: qwen_cut_layer,
+    tool_span: Some("qwen-code.tool"),
+    by_call_id: true,
 };
 
-/// The call of a record: its trace, else its prompt, with the tool's name.
-fn call<'a>(trace_id: &'a [u8], a: Attrs<'_, 'a>, tool: &'a str) -> Option<CallId<'a>> {
+/// The call of a record: its call id (Qwen Code), else its trace, else its prompt, with the
+/// tool's name.
+fn call<'a>(
+    ev: &Events,
+    trace_id: &'a [u8],
+    a: Attrs<'_, 'a>,
+    tool: &'a str,
+) -> Option<CallId<'a>> {
+    if let Some(id) = a
+        .str("call_id")
+        .filter(|id| ev.by_call_id && !id.is_empty())
+    {
+        return Some(CallId::Id(id));
+    }
     let group = match trace_id {
         t if !t.is_empty() && t.iter().any(|b| *b != 0) => t,
         _ => a.str("prompt_id").filter(|p| !p.is_empty())?.as_bytes(),
@@ -83,13 +143,18 @@ fn call<'a>(trace_id: &'a [u8], a: Attrs<'_, 'a>, tool: &'a str) -> Option<CallI
 
 fn span<'a>(ev: &Events, s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
     let a = Attrs(&s.attrs);
-    if s.name != "tool_call" && a.str("gen_ai.operation.name") != Some("tool_call") {
+    let own = ev.tool_span.is_some_and(|n| n == s.name);
+    if !own && s.name != "tool_call" && a.str("gen_ai.operation.name") != Some("tool_call") {
         return SpanVerdict::NotTool;
     }
-    let Some(tool) = a.str("gen_ai.tool.name").filter(|t| !t.is_empty()) else {
+    let Some(tool) = a
+        .str("gen_ai.tool.name")
+        .or_else(|| a.str("tool_name"))
+        .filter(|t| !t.is_empty())
+    else {
         return SpanVerdict::NotTool;
     };
-    let Some(id) = call(s.trace_id, a, tool) else {
+    let Some(id) = call(ev, s.trace_id, a, tool) else {
         return SpanVerdict::NotTool;
     };
     let mut sig = Signal::new(ev.emitter, Role::Secondary, id);
@@ -106,7 +171,7 @@ fn log<'a>(ev: &Events, l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
         let Some(tool) = a.str("function_name").filter(|t| !t.is_empty()) else {
             return;
         };
-        let Some(id) = call(l.trace_id, a, tool) else {
+        let Some(id) = call(ev, l.trace_id, a, tool) else {
             return;
         };
         let mut sig = Signal::new(ev.emitter, Role::Primary, id);
@@ -121,14 +186,18 @@ fn log<'a>(ev: &Events, l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
         let Some(tool) = a.str("tool_name").filter(|t| !t.is_empty()) else {
             return;
         };
-        let Some(id) = call(l.trace_id, a, tool) else {
+        let Some(id) = call(ev, l.trace_id, a, tool) else {
             return;
         };
         let mut sig = Signal::new(ev.emitter, Role::Part, id);
         sig.tool = Some(tool);
         sig.upstream = Upstream {
-            layer: Some(ev.layer),
+            layer: Some((ev.layer)(tool)),
             original: a.int("original_content_length"),
+            // The limit that applied to this call (Gemini CLI: min(40,000, 4 × the context
+            // tokens left); Qwen Code: its shell's budget less the metadata).
+            limit: a.int("threshold"),
+            ..Upstream::default()
         };
         out.push(sig);
     }
