@@ -284,6 +284,9 @@ pub(crate) struct Join {
     pub(crate) key: u64,
     /// What this signal is for the call.
     pub(crate) role: Role,
+    /// A second key a part of the call may arrive under when it does not carry the call's id
+    /// (Qwen Code's truncation notice: its trace, tool and the length it cut to).
+    pub(crate) alt: Option<u64>,
 }
 
 /// What one signal is for a call that arrives as several.

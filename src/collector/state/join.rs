@@ -65,6 +65,14 @@ impl Pending {
         }
     }
 
+    /// The second key of its primary or secondary signal.
+    fn alt(&self) -> Option<u64> {
+        [&self.primary, &self.secondary]
+            .into_iter()
+            .flatten()
+            .find_map(|r| r.join?.alt)
+    }
+
     /// The call as one record, or `None` for parts alone.
     fn merge(self) -> Option<ToolRecord> {
         let Pending {
@@ -144,6 +152,8 @@ pub(crate) struct Joiner {
     /// (forget time, key).
     forget: VecDeque<(u64, u64)>,
     waiting: usize,
+    /// The key of the pending call each second key ([`Join::alt`]) belongs to.
+    alts: HashMap<u64, u64, FxBuild>,
     pub(crate) stats: JoinStats,
 }
 
@@ -163,6 +173,7 @@ impl Joiner {
             released: HashMap::default(),
             forget: VecDeque::new(),
             waiting: 0,
+            alts: HashMap::default(),
             stats: JoinStats::default(),
         }
     }
@@ -174,13 +185,31 @@ impl Joiner {
 
     /// Takes one signal received at `now_ms`; returns it at once when it cannot wait.
     pub(crate) fn add(&mut self, mut r: ToolRecord, now_ms: u64) -> Option<ToolRecord> {
-        let Some(join) = r.join else {
+        let Some(mut join) = r.join else {
             return Some(r);
         };
+        // A part under a call's second key joins that call.
+        if join.role == Role::Part && !self.pending.contains_key(&join.key) {
+            if let Some(&key) = self.alts.get(&join.key) {
+                if self.pending.contains_key(&key) {
+                    join.key = key;
+                }
+            }
+        }
+        // Parts that came first under this call's second key join it.
+        let early = join
+            .alt
+            .filter(|_| join.role != Role::Part)
+            .map(|alt| self.take_parts(alt))
+            .unwrap_or_default();
         if let Some(calls) = self.pending.get_mut(&join.key) {
             if let Some(p) = calls.iter_mut().find(|p| p.takes(join.role)) {
                 p.put(r, join.role);
-                self.stats.merged += 1;
+                self.stats.merged += 1 + early.len() as u64;
+                p.parts.extend(early);
+                if let Some(alt) = join.alt {
+                    self.alts.insert(alt, join.key);
+                }
                 return None;
             }
         } else if self.released.contains_key(&join.key) {
@@ -200,10 +229,39 @@ impl Joiner {
             parts: Vec::new(),
         };
         p.put(r, join.role);
+        self.stats.merged += early.len() as u64;
+        p.parts.extend(early);
+        if let Some(alt) = join.alt.filter(|_| join.role != Role::Part) {
+            if self.alts.len() < MAX_PENDING {
+                self.alts.insert(alt, join.key);
+            }
+        }
         self.pending.entry(join.key).or_default().push(p);
         self.due.push_back((release_ms, join.key));
         self.waiting += 1;
         None
+    }
+
+    /// The parts waiting alone under `key` (no primary nor secondary), taken.
+    fn take_parts(&mut self, key: u64) -> Vec<ToolRecord> {
+        let Some(calls) = self.pending.get_mut(&key) else {
+            return Vec::new();
+        };
+        let (mut out, mut calls_taken) = (Vec::new(), 0);
+        calls.retain_mut(|p| {
+            if p.primary.is_some() || p.secondary.is_some() {
+                return true;
+            }
+            out.append(&mut p.parts);
+            calls_taken += 1;
+            false
+        });
+        if calls.is_empty() {
+            self.pending.remove(&key);
+        }
+        // Each taken call was waiting; its release finds nothing left.
+        self.waiting -= calls_taken;
+        out
     }
 
     /// Releases the calls whose window ended by `now_ms` (every call with `u64::MAX`), each as
@@ -230,6 +288,9 @@ impl Joiner {
                 }
             }
             self.waiting -= 1;
+            if let Some(alt) = p.alt() {
+                self.alts.remove(&alt);
+            }
             match p.merge() {
                 Some(r) => out.push(r),
                 None => self.stats.orphans += 1,
@@ -266,7 +327,11 @@ mod tests {
             known,
         );
         let mut r = rec("Bash", size);
-        r.join = Some(Join { key, role });
+        r.join = Some(Join {
+            key,
+            role,
+            alt: None,
+        });
         r
     }
 
@@ -335,6 +400,37 @@ mod tests {
             (r.upstream.layer, r.upstream.original),
             (Some("claude-code.bash"), Some(108_894))
         );
+    }
+
+    #[test]
+    fn a_part_without_the_call_id_joins_by_the_calls_second_key_before_or_after_it() {
+        let notice = |key| {
+            let mut part = signal(key, Role::Part, None);
+            part.upstream.layer = Some("qwen-code.shell");
+            part
+        };
+        let primary = |key, alt| {
+            let mut r = signal(key, Role::Primary, Some(4_483));
+            r.join.as_mut().unwrap().alt = Some(alt);
+            r
+        };
+        let mut j = Joiner::new(10);
+        let mut out = Vec::new();
+        // The notice first (as Qwen Code sends it), then the call.
+        assert!(j.add(notice(900), 0).is_none());
+        assert!(j.add(primary(1, 900), 1).is_none());
+        assert_eq!(j.waiting(), 1);
+        // The call first, then the notice.
+        j.add(primary(2, 901), 2);
+        j.add(notice(901), 3);
+        j.release(100, &mut out);
+        assert_eq!(out.len(), 2);
+        assert!(out
+            .iter()
+            .all(|r| r.upstream.layer == Some("qwen-code.shell")));
+        assert_eq!(j.stats.orphans, 0);
+        assert_eq!(j.stats.merged, 2);
+        assert_eq!(j.waiting(), 0);
     }
 
     #[test]

@@ -120,6 +120,14 @@ const QWEN_EVENTS: Events = Events {
     by_call_id: true,
 };
 
+/// What groups a record with others: its trace, else its prompt id (`""` when neither).
+fn group<'a>(trace_id: &'a [u8], a: Attrs<'_, 'a>) -> &'a [u8] {
+    match trace_id {
+        t if !t.is_empty() && t.iter().any(|b| *b != 0) => t,
+        _ => a.str("prompt_id").unwrap_or_default().as_bytes(),
+    }
+}
+
 /// The call of a record: its call id (Qwen Code), else its trace, else its prompt, with the
 /// tool's name.
 fn call<'a>(
@@ -181,13 +189,24 @@ fn log<'a>(ev: &Events, l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
         sig.latency_ms = a.int("duration_ms");
         sig.failed = a.bool("success") == Some(false) || a.str("metadata").is_some_and(is_error);
         sig.args = a.get("function_args");
+        if ev.by_call_id {
+            // Qwen Code's truncation notice carries no call id: it names the call by the
+            // length it cut the result to, the call's `content_length`.
+            sig.alt = sig
+                .size
+                .map(|n| CallId::Sized(group(l.trace_id, a), tool, n));
+        }
         out.push(sig);
     } else if name == ev.truncated {
         let Some(tool) = a.str("tool_name").filter(|t| !t.is_empty()) else {
             return;
         };
-        let Some(id) = call(ev, l.trace_id, a, tool) else {
-            return;
+        let id = match a.int("truncated_content_length") {
+            Some(n) if ev.by_call_id => CallId::Sized(group(l.trace_id, a), tool, n),
+            _ => match call(ev, l.trace_id, a, tool) {
+                Some(id) => id,
+                None => return,
+            },
         };
         let mut sig = Signal::new(ev.emitter, Role::Part, id);
         sig.tool = Some(tool);
@@ -221,6 +240,60 @@ mod tests {
         assert!(is_error(r#"{"exitCode": 1, "isError": true}"#));
         assert!(!is_error(r#"{"exitCode": 0}"#));
         assert!(!is_error("{"));
+    }
+
+    /// Qwen Code 0.24.4's records of `seq 1 20000`: the truncation notice (no call id,
+    /// `prompt_id: ""`, the session's trace) first, then the call's record.
+    #[test]
+    fn qwen_codes_notice_names_its_call_by_the_length_it_cut_to() {
+        let trace = [9u8; 16];
+        let mut cut = LogView {
+            trace_id: &trace,
+            ..LogView::default()
+        };
+        for (k, v) in [
+            ("event.name", "qwen-code.tool_output_truncated"),
+            ("tool_name", "run_shell_command"),
+            ("original_content_length", "109009"),
+            ("truncated_content_length", "4483"),
+            ("threshold", "30000"),
+            ("prompt_id", ""),
+        ] {
+            cut.attrs.push((k.as_bytes(), AttrValue::Str(v.as_bytes())));
+        }
+        let mut call_log = LogView {
+            trace_id: &trace,
+            ..LogView::default()
+        };
+        for (k, v) in [
+            ("event.name", "qwen-code.tool_call"),
+            ("function_name", "run_shell_command"),
+            ("call_id", "call_00d9db2b3cdd034508845c"),
+            ("content_length", "4483"),
+            ("status", "success"),
+        ] {
+            call_log
+                .attrs
+                .push((k.as_bytes(), AttrValue::Str(v.as_bytes())));
+        }
+        call_log.attrs.push((b"success", AttrValue::Bool(true)));
+        let mut out = Vec::new();
+        log(&QWEN_EVENTS, &cut, &mut out);
+        log(&QWEN_EVENTS, &call_log, &mut out);
+        assert_eq!(out.len(), 2);
+        let (notice, call) = (&out[0], &out[1]);
+        assert_eq!(notice.upstream.layer, Some("qwen-code.shell"));
+        assert_eq!(notice.upstream.limit, Some(30_000));
+        assert_eq!(notice.upstream.original, Some(109_009));
+        assert!(matches!(
+            call.call,
+            CallId::Id("call_00d9db2b3cdd034508845c")
+        ));
+        let (CallId::Sized(g0, t0, n0), Some(CallId::Sized(g1, t1, n1))) = (notice.call, call.alt)
+        else {
+            panic!("sized keys expected");
+        };
+        assert_eq!((g0, t0, n0), (g1, t1, n1));
     }
 
     #[test]
