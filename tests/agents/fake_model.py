@@ -380,7 +380,7 @@ def chat_handle(st, req_seq, body):
     cid = "call_%02d%s" % (step_count, uuid.uuid4().hex[:20])
     st.issued[cid] = step_count
     if s["kind"] == "read" and read:
-        key = "absolute_path" if read == "read_file" else "filePath"
+        key = "file_path" if read == "read_file" else "filePath"
         return {"kind": "tool", "id": cid, "name": read, "arguments": json.dumps({key: s["path"]}),
                 "step": step_count}
     args = {"command": s["command"]}

@@ -76,6 +76,14 @@ VARIANTS = {
         "all-signals-hook": {"telemetry": {"otlpProtocol": "http"}, "hook": "http"},
         "grpc": {"telemetry": {"otlpProtocol": "grpc"}},
     },
+    "copilot": {
+        # Traces and metrics (its only signals), OTLP/HTTP JSON (its default) and protobuf.
+        "all-signals": {"protocol": "http/json"},
+    },
+    "opencode": {
+        # Its AI SDK spans (experimental.openTelemetry) over OTLP/HTTP.
+        "all-signals": {"protocol": "http/protobuf"},
+    },
     "gemini": {
         # Gemini CLI speaks OTLP/JSON over HTTP (chunked) or gRPC.
         "all-signals": {"telemetry": {"logPrompts": True, "otlpProtocol": "http"}},
@@ -223,6 +231,9 @@ def setup_qwen(v, ctx):
         "OPENAI_BASE_URL": ctx["model"] + "/v1",
         "OPENAI_MODEL": "gpt-4o",
         "QWEN_CODE_TRUST_WORKSPACE": "true",
+        # Its SDK exports spans every 5 s by default: within the join window, every 0.5 s.
+        "OTEL_BSP_SCHEDULE_DELAY": "500",
+        "OTEL_BLRP_SCHEDULE_DELAY": "500",
     }
     files = {os.path.join(ctx["home"], ".qwen", "settings.json"): json.dumps(settings, indent=2)}
     argv = [os.path.join(ctx["npm_bin"], "qwen"), PROMPT, "--yolo", "--auth-type", "openai",
@@ -230,7 +241,57 @@ def setup_qwen(v, ctx):
     return env, files, argv
 
 
-SETUP = {"claude": setup_claude, "codex": setup_codex, "gemini": setup_gemini, "qwen": setup_qwen}
+def setup_opencode(v, ctx):
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": "fake/gpt-4o",
+        "provider": {"fake": {
+            "npm": "@ai-sdk/openai-compatible", "name": "fake",
+            "options": {"baseURL": ctx["model"] + "/v1", "apiKey": "sk-fake-key"},
+            "models": {"gpt-4o": {"name": "gpt-4o", "tool_call": True}}}},
+        "permission": {"bash": "allow", "read": "allow", "edit": "allow", "external_directory": "allow"},
+        # Without it opencode exports only its own Tool.execute spans, unsized.
+        "experimental": {"openTelemetry": True},
+    }
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": ctx["otlp_http"],
+        "OTEL_EXPORTER_OTLP_PROTOCOL": v["protocol"],
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "XDG_CONFIG_HOME": os.path.join(ctx["home"], ".config"),
+        "XDG_DATA_HOME": os.path.join(ctx["home"], ".local", "share"),
+        "XDG_CACHE_HOME": os.path.join(ctx["home"], ".cache"),
+    }
+    files = {os.path.join(ctx["proj"], "opencode.json"): json.dumps(config, indent=2)}
+    argv = [os.path.join(ctx["npm_bin"], "opencode"), "run", PROMPT]
+    return env, files, argv
+
+
+def setup_copilot(v, ctx):
+    # Offline, no GitHub account: its own model provider is the fake endpoint.
+    env = {
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_BASE_URL": ctx["model"] + "/v1",
+        "COPILOT_PROVIDER_API_KEY": "sk-fake-key",
+        "COPILOT_MODEL": "gpt-4o",
+        "COPILOT_OTEL_ENABLED": "true",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": ctx["otlp_http"],
+        "OTEL_EXPORTER_OTLP_PROTOCOL": v["protocol"],
+        # The content switch that works (its results are sized from gen_ai.tool.call.result).
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+        "XDG_CONFIG_HOME": os.path.join(ctx["home"], ".config"),
+        "XDG_STATE_HOME": os.path.join(ctx["home"], ".local", "state"),
+    }
+    argv = [os.path.join(ctx["npm_bin"], "copilot"), "-p", PROMPT, "--allow-all-tools",
+            "--allow-all-paths", "--no-color"]
+    return env, {}, argv
+
+
+SETUP = {"claude": setup_claude, "codex": setup_codex, "gemini": setup_gemini, "qwen": setup_qwen,
+         "opencode": setup_opencode, "copilot": setup_copilot}
 
 
 def reexec_in_netns():

@@ -56,6 +56,10 @@ pub(crate) enum Emitter {
     GeminiCli,
     /// Qwen Code's own telemetry (Gemini CLI's, prefixed `qwen-code.`).
     QwenCode,
+    /// opencode's spans (its `ai.toolCall` and `Tool.execute` spans).
+    Opencode,
+    /// GitHub Copilot CLI's `execute_tool` spans.
+    Copilot,
     /// A `tool_result` log record of another emitter (opencode's OpenTelemetry plugin and
     /// others that mirror Claude Code's events).
     ToolResultLog,

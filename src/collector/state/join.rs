@@ -129,15 +129,22 @@ impl Pending {
     }
 }
 
-/// What two signals of one call say of its cut: the first layer named (the telemetry's own
-/// notice, else a hook's), the first original size given (a hook's exact size fills in a
-/// notice that had none), the first limit observed.
+/// What two signals of one call say of its cut. A signal that names the layer comes first:
+/// the size it gives is the size before that cut, where a hook's size is the size when the hook
+/// ran, before the cuts made after it only (Qwen Code's shell cuts its output before its hook
+/// sees it). Then the first original size given (a hook's exact size fills in a notice that
+/// had none), the first limit observed.
 fn merged(a: Upstream, b: Upstream) -> Upstream {
+    let (first, second) = if a.layer.is_none() && b.layer.is_some() {
+        (b, a)
+    } else {
+        (a, b)
+    };
     Upstream {
-        layer: a.layer.or(b.layer),
-        original: a.original.or(b.original),
-        when_over: a.when_over.or(b.when_over),
-        limit: a.limit.or(b.limit),
+        layer: first.layer.or(second.layer),
+        original: first.original.or(second.original),
+        when_over: first.when_over.or(second.when_over),
+        limit: first.limit.or(second.limit),
     }
 }
 
@@ -387,6 +394,21 @@ mod tests {
         assert!(out[1].truncated_upstream);
         assert_eq!(out[1].upstream.layer, Some("qwen-code.shell"));
         assert_eq!(out[1].upstream.original, Some(108_894));
+        // A notice that names the layer and the size before it wins over a hook that came
+        // first with the size it saw.
+        let mut j = Joiner::new(10);
+        let mut notice = signal(4, Role::Part, None);
+        notice.upstream.layer = Some("qwen-code.shell");
+        notice.upstream.original = Some(109_009);
+        j.add(hook(4, 4_480), 0);
+        j.add(signal(4, Role::Primary, Some(4_480)), 1);
+        j.add(notice, 2);
+        j.release(100, &mut out);
+        let r = out.last().unwrap();
+        assert_eq!(
+            (r.upstream.layer, r.upstream.original),
+            (Some("qwen-code.shell"), Some(109_009))
+        );
         // A notice that names the layer but not the size takes the hook's size.
         let mut j = Joiner::new(10);
         let mut notice = signal(3, Role::Part, None);

@@ -1,5 +1,5 @@
 //! Recognition of the coding agents' own telemetry: Claude Code, Codex, Gemini CLI, Qwen Code,
-//! and any emitter of Claude Code-style `tool_result` log records.
+//! opencode, GitHub Copilot CLI, and any emitter of Claude Code-style `tool_result` log records.
 //!
 //! A coding agent describes one tool call in several signals: Claude Code in a
 //! `claude_code.tool_result` log record, a `claude_code.tool` span and its
@@ -23,7 +23,9 @@
 
 pub(crate) mod claude_code;
 pub(crate) mod codex;
+pub(crate) mod copilot;
 pub(crate) mod gemini;
+pub(crate) mod opencode;
 pub(crate) mod tool_result_log;
 
 use std::hash::{Hash, Hasher};
@@ -225,6 +227,8 @@ pub(crate) static AGENTS: &[Agent] = &[
     codex::AGENT,
     gemini::GEMINI,
     gemini::QWEN,
+    opencode::AGENT,
+    copilot::AGENT,
 ];
 
 /// The agent that owns `scope`, if any.
@@ -361,6 +365,8 @@ pub(crate) mod tests {
             "codex_otel.log_only",
             "gemini-cli",
             "qwen-code",
+            "opencode",
+            "github.copilot",
         ] {
             let owners = AGENTS.iter().filter(|a| (a.owns)(scope)).count();
             assert_eq!(owners, 1, "{scope}");
