@@ -375,6 +375,9 @@ def chat_handle(st, req_seq, body):
     if not shell:
         return {"kind": "text", "text": "ok", "side": True}
     if step_count >= len(st.steps):
+        # An agent that exits as soon as it has its answer may not have exported the spans of
+        # its last calls yet (opencode): --final-delay gives its exporter that time.
+        time.sleep(st.a.final_delay)
         return {"kind": "text", "text": FINAL_TEXT}
     s = st.steps[step_count]
     cid = "call_%02d%s" % (step_count, uuid.uuid4().hex[:20])
@@ -635,6 +638,8 @@ def main(argv=None):
     ap.add_argument("--request-log", help="JSON lines: every request with its body")
     ap.add_argument("--gemini-call-ids", action="store_true",
                     help="put an id on Gemini functionCall parts (the real API usually does not)")
+    ap.add_argument("--final-delay", type=float, default=0.0,
+                    help="seconds to wait before the final answer (OpenAI Chat Completions)")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     if a.host not in ("127.0.0.1", "localhost", "::1"):

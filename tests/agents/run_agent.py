@@ -81,8 +81,10 @@ VARIANTS = {
         "all-signals": {"protocol": "http/json"},
     },
     "opencode": {
-        # Its AI SDK spans (experimental.openTelemetry) over OTLP/HTTP.
-        "all-signals": {"protocol": "http/protobuf"},
+        # Its AI SDK spans (experimental.openTelemetry) over OTLP/HTTP. It exits as soon as it
+        # has its answer, before exporting the spans of its last calls: the model answers after
+        # 6 s, so that they are exported.
+        "all-signals": {"protocol": "http/protobuf", "final_delay": 6},
     },
     "gemini": {
         # Gemini CLI speaks OTLP/JSON over HTTP (chunked) or gRPC.
@@ -358,7 +360,8 @@ def main():
         port_file = os.path.join(out, "model.port")
         model = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "fake_model.py"), "--port", "0", "--port-file", port_file,
-             "--records", os.path.join(out, "model_records.jsonl"), "--read-file", read_file],
+             "--records", os.path.join(out, "model_records.jsonl"), "--read-file", read_file,
+             "--final-delay", str(VARIANTS[a.agent][a.variant].get("final_delay", 0))],
             stdout=open(os.path.join(out, "fake_model.log"), "w"), stderr=subprocess.STDOUT)
         procs.append(model)
         ctx = {

@@ -214,8 +214,13 @@ impl<'de> Deserialize<'de> for IsNull {
 /// model). Other parts (inline data) count nothing.
 struct TextLen(u64);
 
+/// UTF-16 code units of `s`, counted over its bytes: one per character (every byte but a
+/// continuation byte), one more per four-byte character (a surrogate pair).
 fn utf16_len(s: &str) -> u64 {
-    s.chars().map(|c| c.len_utf16() as u64).sum()
+    s.as_bytes()
+        .iter()
+        .map(|&b| u64::from(b & 0xC0 != 0x80) + u64::from(b >= 0xF0))
+        .sum()
 }
 
 impl<'de> Deserialize<'de> for TextLen {
