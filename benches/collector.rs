@@ -29,8 +29,9 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use toolsize::collector::alerts::rules::Rules;
 use toolsize::collector::alerts::{AlertStats, EVENT_QUEUE_CAPACITY};
 use toolsize::collector::ingest::decode::{
-    decode_protobuf, recognize_hook, recognize_logs_protobuf, recognize_protobuf,
+    decode_protobuf, recognize_logs_protobuf, recognize_protobuf,
 };
+use toolsize::collector::ingest::hooks::recognize_hook;
 use toolsize::collector::ingest::recognize::Recognizer;
 use toolsize::collector::read::exposition::{render, render_openmetrics, Frame};
 use toolsize::collector::read::exposition_proto;

@@ -344,19 +344,6 @@ pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized
     Ok(out)
 }
 
-/// Reads one coding agent's hook payload, as `POST /v1/hooks/{agent}` does (`agent` is its name
-/// in the path, `service` the `?service=` query): the record it gives its call, if it gives one.
-pub fn recognize_hook(
-    r: &Recognizer,
-    agent: &str,
-    service: Option<&str>,
-    body: &[u8],
-) -> Result<Recognized, String> {
-    let agent =
-        super::hooks::HookAgent::parse(agent).ok_or_else(|| format!("no hook for {agent:?}"))?;
-    super::hooks::recognize(r, agent, service, body).map_err(|e| e.to_string())
-}
-
 /// Classifies every span of a decoded request (re-encodes it; the JSON path).
 pub fn recognize_request(r: &Recognizer, req: &ExportTraceServiceRequest) -> Recognized {
     recognize_protobuf(r, &req.encode_to_vec()).unwrap_or_default()

@@ -478,6 +478,18 @@ pub(crate) fn recognize(
     Ok(out)
 }
 
+/// Reads one coding agent's hook payload, as `POST /v1/hooks/{agent}` does (`agent` is its name
+/// in the path, `service` the `?service=` query): the record it gives its call, if it gives one.
+pub fn recognize_hook(
+    r: &Recognizer,
+    agent: &str,
+    service: Option<&str>,
+    body: &[u8],
+) -> Result<Recognized, String> {
+    let agent = HookAgent::parse(agent).ok_or_else(|| format!("no hook for {agent:?}"))?;
+    recognize(r, agent, service, body).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

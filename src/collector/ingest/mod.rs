@@ -28,7 +28,7 @@
 pub(crate) mod agents;
 pub mod decode;
 pub(crate) mod grpc;
-pub(crate) mod hooks;
+pub mod hooks;
 pub mod http;
 pub(crate) mod learn;
 pub mod recognize;
