@@ -6,14 +6,22 @@
 //!   `success` is true for a shell command that exits non-zero; with `logPrompts` on, `metadata`
 //!   says `"isError": true` and the call is counted failed.
 //! - Log `gemini_cli.tool_output_truncated`: a part. Gemini CLI cut the result at `threshold`
-//!   (40,000 characters by default) and saved the whole output to a file; the call is counted as
-//!   cut upstream by `gemini-cli.tool-output`, with `original_content_length`.
+//!   (min(40,000, 4 × the context tokens left)) and saved the whole output to a file; the call
+//!   is counted as cut upstream by `gemini-cli.tool-output`, with `original_content_length`, and
+//!   held to that `threshold` as the limit that applied.
 //! - Span `tool_call` (`gen_ai.operation.name = tool_call`): secondary, it counts the call when
 //!   logs are off. `schedule_tool_calls`, `llm_call` and the rest are not tools.
 //!
 //! The log records carry no call id. Gemini CLI starts one trace per batch of tool calls, and
 //! every signal of a call is in that trace: they are joined on (trace id, tool name), or
 //! (`prompt_id`, tool name) for a record outside a trace.
+//!
+//! Qwen Code (0.24.4) differs: its `qwen-code.tool_call` record and its `qwen-code.tool` span
+//! carry `call_id`, which they are joined on (with its `PostToolUse` hook's `tool_call_id`);
+//! its trace spans the whole session. Its truncation notice has no call id and `prompt_id: ""`:
+//! it names its call by (trace, tool, `truncated_content_length`), which is the call's
+//! `content_length`, the call's second join key. Its shell cuts at 30,000 characters less what it
+//! appends (the notice's `threshold`), layer `qwen-code.shell`.
 
 use super::{Agent, AgentStack, Attrs, CallId, Signal, SpanVerdict, Tools};
 use crate::collector::ingest::record::{Emitter, Role, Upstream};
