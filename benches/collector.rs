@@ -15,17 +15,23 @@
 //! same sizes, read + recognised, then recorded (the log records through the join of agents'
 //! signals, released as the aggregator does); per record, with the ratio printed.
 //!
+//! And one coding agent's hook payload accepted, sized and joined with the agent's log record of
+//! the same call, then counted (`hooks`): Claude Code's `PostToolUse` for `seq 1 20000` (its
+//! `stdout` cut at 30,000 characters, `persistedOutputSize` 108,894) and Qwen Code's (the whole
+//! 108,894-character `llmContent`), each with the one-record log request of its call.
+//!
 //! `cargo bench --features collector --bench collector`
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use toolsize::collector::alerts::rules::Rules;
 use toolsize::collector::alerts::{AlertStats, EVENT_QUEUE_CAPACITY};
 use toolsize::collector::ingest::decode::{
     decode_protobuf, recognize_logs_protobuf, recognize_protobuf,
 };
+use toolsize::collector::ingest::hooks::recognize_hook;
 use toolsize::collector::ingest::recognize::Recognizer;
 use toolsize::collector::read::exposition::{render, render_openmetrics, Frame};
 use toolsize::collector::read::exposition_proto;
@@ -315,6 +321,124 @@ fn agents(c: &mut Criterion) {
     );
 }
 
+/// One OTLP log request of one record of `service`, scope `scope`, string attributes.
+fn one_log(service: &str, scope: &str, attrs: &[(&str, &str)]) -> Vec<u8> {
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, InstrumentationScope};
+    use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    use prost::Message;
+    let s = |v: &str| Value::StringValue(v.into());
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(Resource {
+                attributes: vec![workload::kv("service.name", s(service))],
+                ..Default::default()
+            }),
+            scope_logs: vec![ScopeLogs {
+                scope: Some(InstrumentationScope {
+                    name: scope.into(),
+                    ..Default::default()
+                }),
+                log_records: vec![LogRecord {
+                    time_unix_nano: 1_700_000_000_000_000_000,
+                    attributes: attrs.iter().map(|(k, v)| workload::kv(k, s(v))).collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// One hook payload accepted, sized and joined with the log record of its call, then counted.
+fn hooks(c: &mut Criterion) {
+    let config = Config::default();
+    let recognizer = Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes);
+    let seq: String = (1..=20_000).map(|n| format!("{n}\n")).collect();
+    assert_eq!(seq.len(), 108_894);
+    let claude = |n: u64| {
+        let id = format!("toolu_{n:020}");
+        let log = one_log(
+            "claude-code",
+            "com.anthropic.claude_code.events",
+            &[
+                ("event.name", "tool_result"),
+                ("tool_name", "Bash"),
+                ("tool_use_id", &id),
+                ("success", "true"),
+                ("duration_ms", "41"),
+                ("tool_result_size_bytes", "2281"),
+            ],
+        );
+        let hook = serde_json::json!({
+            "session_id": "3f0c", "transcript_path": "/t", "cwd": "/p",
+            "permission_mode": "default", "hook_event_name": "PostToolUse", "tool_name": "Bash",
+            "tool_input": {"command": "seq 1 20000"},
+            "tool_response": {"stdout": &seq[..30_000], "stderr": "", "interrupted": false,
+                "isImage": false, "persistedOutputPath": "/t/r.txt", "persistedOutputSize": 108_894},
+            "tool_use_id": id, "duration_ms": 41
+        });
+        (log, hook.to_string().into_bytes())
+    };
+    let qwen = |n: u64| {
+        let id = format!("call_{n:020}");
+        let log = one_log(
+            "qwen-code",
+            "qwen-code",
+            &[
+                ("event.name", "qwen-code.tool_call"),
+                ("function_name", "grep_search"),
+                ("call_id", &id),
+                ("success", "true"),
+                ("duration_ms", "12"),
+                ("content_length", "25190"),
+            ],
+        );
+        let hook = serde_json::json!({
+            "session_id": "s", "hook_event_name": "PostToolUse", "permission_mode": "yolo",
+            "tool_name": "grep_search", "tool_input": {"pattern": "x"},
+            "tool_response": {"llmContent": seq, "returnDisplay": "Found 20000 matches"},
+            "tool_use_id": "hook", "tool_call_id": id, "duration_ms": 12
+        });
+        (log, hook.to_string().into_bytes())
+    };
+    let mut g = c.benchmark_group("hooks");
+    g.throughput(Throughput::Elements(1));
+    for (name, agent, make) in [
+        (
+            "claude_code_post_tool_use",
+            "claude-code",
+            &claude as &dyn Fn(u64) -> _,
+        ),
+        ("qwen_code_post_tool_use", "qwen-code", &qwen),
+    ] {
+        let mut state = state_with_rules(&config);
+        let mut n = 0;
+        g.bench_function(format!("{name}_accept_size_join_record"), |b| {
+            b.iter_batched(
+                || {
+                    n += 1;
+                    make(n)
+                },
+                |(log, hook)| {
+                    let l = recognize_logs_protobuf(&recognizer, &log).unwrap();
+                    let h = recognize_hook(&recognizer, agent, None, &hook).unwrap();
+                    assert_eq!(h.records.len(), 1);
+                    let now = now_unix_ms();
+                    state.record_batch_ms(&l.records, now);
+                    state.record_batch_ms(&h.records, now);
+                    state.release_joined(u64::MAX);
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
 /// The cost of exemplars: 34,000 spans of the storm mix over 2,000 tool names (1,600 series of
 /// about 17 results each, sizes spread over 0 to 32 KiB), so every series carries as many
 /// exemplars as its largest results fill buckets (up to `aggregation.largest_results`, 10). The
@@ -367,5 +491,5 @@ fn exemplars(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench, exposition, exemplars, agents);
+criterion_group!(benches, bench, exposition, exemplars, agents, hooks);
 criterion_main!(benches);

@@ -80,7 +80,8 @@ install_peers() {
   # npm packages: the MCP reference server and the MCP Inspector, pinned by the committed lockfile.
   log "npm ci (tests/npm)"
   (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error)
-  # The coding agents (tests/coding_agents.rs): Claude Code, Codex and Gemini CLI, pinned.
+  # The coding agents (tests/coding_agents.rs): Claude Code, Codex, Gemini CLI, Qwen Code, opencode
+  # and GitHub Copilot CLI, pinned by the committed lockfile.
   log "npm ci (tests/agents/npm)"
   (cd tests/agents/npm && npm ci --no-audit --no-fund --loglevel=error)
 }

@@ -1,16 +1,18 @@
-//! The real coding agents, heard: Claude Code 2.1.331, Codex 0.169.0 and Gemini CLI 0.61.0
-//! (`tests/agents/npm`, installed by `scripts/test.sh`), each driven through one scripted session
-//! by a fake model endpoint of the project's own (`tests/agents/fake_model.py`: `seq 1 20000`,
-//! `echo small`, `cat /nonexistent`, a read of a 3,550-byte file with non-ASCII text), with the
-//! agent's own telemetry switches pointed at a `toolsize serve` (`tests/agents/run_agent.py`,
-//! in a loopback-only network namespace), every signal on.
+//! The real coding agents, heard: Claude Code, Codex, Gemini CLI, Qwen Code, opencode and GitHub
+//! Copilot CLI at the releases pinned in `tests/agents/npm` (installed by `scripts/test.sh`),
+//! each driven through one scripted session by a fake model endpoint of the project's own
+//! (`tests/agents/fake_model.py`: `seq 1 20000`, `echo small`, `cat /nonexistent`, a read of a
+//! 3,550-byte file with non-ASCII text), with the agent's own telemetry switches (and hooks,
+//! where it has them) pointed at a `toolsize serve` (`tests/agents/run_agent.py`, in a
+//! loopback-only network namespace), every signal on.
 //!
 //! Per agent and variant: every tool call counted once (no phantom series, no duplicate from a
-//! span, a span event and a log record of the same call), sized as the model got it (in the
-//! agent's unit; Codex: the output before its own cut, as documented), the failed call counted
-//! failed where the agent says so, the agent's own cut counted upstream with its layer and the
-//! original size, and no OTLP request refused. The test prints the table of `docs/agents.md`
-//! and checks the document holds it. In CI a missing agent fails the test.
+//! span, a span event, a log record and a hook of the same call), sized as the model got it (in
+//! the agent's unit; Codex: the output before its own cut, as documented), the failed call
+//! counted failed wherever the agent reveals it, the agent's own cut counted upstream with its
+//! layer and the original size, each series held to its own agent's stack, and no OTLP request
+//! refused. The test prints the table of `docs/agents.md` and checks the document holds it. In
+//! CI a missing agent fails the test.
 #![cfg(feature = "collector")]
 
 mod support;
@@ -30,7 +32,7 @@ fn agents_dir() -> PathBuf {
 /// are allowed (then the test is skipped loudly).
 fn agents_installed() -> bool {
     let bin = agents_dir().join("npm/node_modules/.bin");
-    let ok = ["claude", "codex", "gemini"]
+    let ok = ["claude", "codex", "gemini", "qwen", "opencode", "copilot"]
         .iter()
         .all(|a| bin.join(a).exists());
     if !ok {
@@ -196,21 +198,21 @@ fn run(agent: &str, variant: &str) -> Run {
     run
 }
 
-/// One row of the table in `docs/agents.md`.
-fn row(agent: &str, variant: &str, r: &Run, note: &str) -> String {
+/// One row of the table in `docs/agents.md`; `of` is the number of calls the agent exported.
+fn row(agent: &str, variant: &str, r: &Run, of: usize, note: &str) -> String {
     let rows = r.rows();
     let calls: u64 = rows.values().map(|x| x.0).sum();
     let errors: u64 = rows.values().map(|x| x.1).sum();
     let cut: u64 = rows.values().map(|x| x.2).sum();
     format!(
-        "| {agent} | {variant} | {} | {calls} of 4 | {} | {errors} | {cut} | {note} |",
+        "| {agent} | {variant} | {} | {calls} of {of} | {} | {errors} | {cut} | {note} |",
         rows.keys().cloned().collect::<Vec<_>>().join(", "),
         r.sized().len(),
     )
 }
 
 #[test]
-fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
+fn every_call_of_the_six_agents_is_counted_once_and_sized_as_documented() {
     if !require(&support::cli::python3(), &["--version"]) || !require("unshare", &["--version"]) {
         return;
     }
@@ -224,8 +226,14 @@ fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
     ];
 
     // Claude Code: logs + beta traces (each call a log record, a span and its child), over
-    // protobuf and JSON; then logs with the PostToolUse hook.
-    for variant in ["all-signals", "all-signals-json", "logs-hook"] {
+    // protobuf and JSON; then logs with its PostToolUse hook, as a command and over HTTP.
+    for variant in [
+        "all-signals",
+        "all-signals-json",
+        "logs-hook",
+        "logs-http-hook",
+    ] {
+        let hooked = variant.ends_with("hook");
         let r = run("claude", variant);
         let rows = r.rows();
         assert_eq!(
@@ -249,7 +257,7 @@ fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
         );
         assert_ne!(r.got("read").utf16, r.got("read").utf8);
         let seq = sized.iter().find(|s| s.0 == r.got("seq").utf16).unwrap();
-        if variant == "logs-hook" {
+        if hooked {
             // The hook shows the persisted output: cut by Claude Code's Bash layer, 108,894
             // bytes before the cut.
             assert_eq!(
@@ -270,7 +278,7 @@ fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
             (stack.as_str(), ceiling.as_deref()),
             ("claude-code", Some("claude-code.bash"))
         );
-        let want: &[(String, u64)] = if variant == "logs-hook" {
+        let want: &[(String, u64)] = if hooked {
             &[("claude-code.bash".to_string(), 1)]
         } else {
             &[]
@@ -289,12 +297,21 @@ fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
             ),
             "{variant}: the series' ceiling on /metrics"
         );
-        let note = if variant == "logs-hook" {
+        if variant == "logs-hook" {
+            // Claude Code strips every OTEL_* variable from a hook's environment: the hook
+            // found the daemon by its flag.
+            let env = std::fs::read_to_string(r.dir.join("hook_env.txt")).unwrap();
+            assert!(
+                !env.lines().any(|l| l.starts_with("OTEL_")),
+                "OTEL_* reached the hook"
+            );
+        }
+        let note = if hooked {
             "UTF-16 units of what the model got; the hook adds the 108,894-byte original"
         } else {
             "UTF-16 units of what the model got"
         };
-        table.push(row("Claude Code", variant, &r, note));
+        table.push(row("Claude Code", variant, &r, 4, note));
     }
 
     // Codex: span events + logs + metrics, protobuf and JSON.
@@ -306,13 +323,11 @@ fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
             ["exec_command"],
             "{variant}: Codex's own spans make no series"
         );
-        // Codex says success for a command that exits 1.
-        assert_eq!(rows["exec_command"], (4, 0, 1), "{variant}");
+        // Codex says success for a command that exits 1; its log preview's header says
+        // `Process exited with code 1`: failed, unsized.
+        assert_eq!(rows["exec_command"], (4, 1, 1), "{variant}");
         let sized = r.sized();
-        let mut whole: Vec<u64> = ["echo", "cat_fail", "read"]
-            .iter()
-            .map(|l| r.got(l).utf8)
-            .collect();
+        let mut whole: Vec<u64> = ["echo", "read"].iter().map(|l| r.got(l).utf8).collect();
         whole.sort();
         assert_eq!(
             sized
@@ -341,6 +356,7 @@ fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
             "Codex",
             variant,
             &r,
+            4,
             "UTF-8 bytes of the output before Codex's cut",
         ));
     }
@@ -387,7 +403,123 @@ fn every_call_of_the_three_agents_is_counted_once_and_sized_as_documented() {
             "Gemini CLI",
             variant,
             &r,
+            4,
             "UTF-16 units of what the model got; the original from its truncation record",
+        ));
+    }
+
+    // Qwen Code: logs and traces (a log record, a span and its child per call), its truncation
+    // notice (no call id), and its own HTTP hook; then over gRPC without the hook.
+    for variant in ["all-signals-hook", "grpc"] {
+        let r = run("qwen", variant);
+        let rows = r.rows();
+        assert_eq!(
+            rows.keys().collect::<Vec<_>>(),
+            ["read_file", "run_shell_command"],
+            "{variant}"
+        );
+        assert_eq!(rows["run_shell_command"], (3, 1, 1), "{variant}");
+        assert_eq!(rows["read_file"], (1, 0, 0), "{variant}");
+        let sized = r.sized();
+        let mut want: Vec<u64> = ["seq", "echo", "read"]
+            .iter()
+            .map(|l| r.got(l).utf16)
+            .collect();
+        want.sort();
+        assert_eq!(
+            sized.iter().map(|s| s.0).collect::<Vec<_>>(),
+            want,
+            "{variant}: UTF-16 units of what the model got"
+        );
+        let cut = sized.iter().find(|s| s.1.is_some()).unwrap();
+        assert_eq!(cut.1.as_deref(), Some("qwen-code.shell"), "{variant}");
+        // Its notice's original: the output and the lines Qwen Code appends to it.
+        assert!(cut.2.is_some_and(|o| o > 108_894), "{variant}: {cut:?}");
+        let (stack, ceiling, over) = r.held("run_shell_command");
+        assert_eq!(
+            (stack.as_str(), ceiling.as_deref()),
+            ("qwen-code", Some("qwen-code.shell")),
+            "its 30,000-character shell cut, not the 25,000 of other tools"
+        );
+        assert_eq!(over, [("qwen-code.shell".to_string(), 1)]);
+        table.push(row(
+            "Qwen Code",
+            variant,
+            &r,
+            4,
+            "UTF-16 units of what the model got; the original from its truncation record",
+        ));
+    }
+
+    // GitHub Copilot CLI, offline with its own provider pointed at the fake endpoint: traces
+    // with content capture.
+    {
+        let r = run("copilot", "all-signals");
+        let rows = r.rows();
+        assert_eq!(rows.keys().collect::<Vec<_>>(), ["bash"]);
+        // The failed `cat`: span status unset, process.exit.code = 1.
+        assert_eq!(rows["bash"], (4, 1, 1));
+        let sized = r.sized();
+        let mut want: Vec<u64> = ["seq", "echo", "read"]
+            .iter()
+            .map(|l| r.got(l).utf8)
+            .collect();
+        want.sort();
+        assert_eq!(
+            sized.iter().map(|s| s.0).collect::<Vec<_>>(),
+            want,
+            "UTF-8 bytes of what the model got"
+        );
+        let cut = sized.iter().find(|s| s.1.is_some()).unwrap();
+        assert_eq!(cut.1.as_deref(), Some("copilot-cli.tool-output"));
+        // "106.3 KB": within 1 % of the 108,894 bytes printed.
+        assert!(
+            cut.2.is_some_and(|o| o.abs_diff(108_894) * 100 <= 108_894),
+            "{cut:?}"
+        );
+        let (stack, _, over) = r.held("bash");
+        assert_eq!(stack, "copilot", "its own stack, not the daemon's 16 KiB");
+        assert_eq!(over, [("copilot-cli.tool-output".to_string(), 1)]);
+        table.push(row(
+            "Copilot CLI",
+            "all-signals",
+            &r,
+            4,
+            "UTF-8 bytes of what the model got; the original from its notice (to 0.1 KB)",
+        ));
+    }
+
+    // opencode: its AI SDK spans (and its own Tool.execute spans). The fake model answers last
+    // after 6 s, so that opencode has exported the spans of its last calls when it exits.
+    {
+        let r = run("opencode", "all-signals");
+        let rows = r.rows();
+        assert_eq!(rows.keys().collect::<Vec<_>>(), ["bash", "read"]);
+        // The failed `cat`: metadata.exit = 1.
+        assert_eq!(rows["bash"], (3, 1, 1));
+        assert_eq!(rows["read"], (1, 0, 0));
+        // Sized as the model got `output`, not as the JSON of the whole result object.
+        let sized = r.sized();
+        let mut want: Vec<u64> = ["seq", "echo", "read"]
+            .iter()
+            .map(|l| r.got(l).utf8)
+            .collect();
+        want.sort();
+        assert_eq!(sized.iter().map(|s| s.0).collect::<Vec<_>>(), want);
+        let cut = sized.iter().find(|s| s.1.is_some()).unwrap();
+        assert_eq!(
+            (cut.0, cut.1.as_deref()),
+            (r.got("seq").utf8, Some("opencode.tool-output.lines"))
+        );
+        let (stack, _, over) = r.held("bash");
+        assert_eq!(stack, "opencode", "its own stack, not the daemon's 16 KiB");
+        assert_eq!(over, [("opencode.tool-output.lines".to_string(), 1)]);
+        table.push(row(
+            "opencode",
+            "all-signals",
+            &r,
+            4,
+            "UTF-8 bytes of the output the model got",
         ));
     }
 

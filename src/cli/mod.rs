@@ -69,8 +69,9 @@ pub enum Command {
     /// sparklines, firing alerts.
     #[cfg(feature = "collector")]
     Top(top::TopArgs),
-    /// A coding agent's hook (Claude Code's PostToolUse): reads the payload on standard input and
-    /// tells the daemon about cuts the agent's own telemetry does not show (sizes only).
+    /// A coding agent's command hook (Claude Code's or Qwen Code's PostToolUse, Gemini CLI's
+    /// AfterTool): reads the payload on standard input and tells the daemon what it reveals of
+    /// the call (sizes, ids and names only). Never exits 2.
     #[cfg(feature = "collector")]
     Hook(hook::HookArgs),
 }
@@ -92,7 +93,15 @@ fn usage_error(e: clap::Error) -> ExitCode {
             let _ = e.print();
             ExitCode::SUCCESS
         }
-        _ => CliError::new("USAGE", e.render().to_string().trim_end()).report(),
+        _ => {
+            let usage = CliError::new("USAGE", e.render().to_string().trim_end());
+            // A hook's exit 2 feeds its error to the model: `toolsize hook` never exits 2.
+            #[cfg(feature = "collector")]
+            if std::env::args().nth(1).as_deref() == Some("hook") {
+                return usage.report_with(ExitCode::from(hook::EXIT_HOOK_FAILED));
+            }
+            usage.report()
+        }
     }
 }
 

@@ -570,6 +570,29 @@ impl Stack {
             .find_map(|&i| Some((i, self.cut_by(i, measures, via_attribute)?)))
     }
 
+    /// [`Stack::cut_known`] at the limit the agent says applied to this result (`limit`, in the
+    /// layer's unit) instead of the layer's.
+    pub fn cut_known_at(
+        &self,
+        i: usize,
+        measures: &ResultMeasures,
+        via_attribute: bool,
+        limit: u64,
+    ) -> Option<Cut<'_>> {
+        let mut cut = self.cut_known(i, measures, via_attribute)?;
+        let l = self.layers.get(i)?;
+        let (value, estimated) =
+            match value_for(measures, l.layer.unit, l.layer.scope, via_attribute) {
+                Some(v) if v.value > limit => (v.value, v.estimated),
+                _ => (limit, true),
+            };
+        cut.limit = limit;
+        cut.value = value;
+        cut.estimated = estimated;
+        cut.margin = value - limit;
+        Some(cut)
+    }
+
     /// Layer `i` as the cut of a result that layer is known to have cut (the agent said so),
     /// whether or not the measures show it over: `margin` is 0 when they do not.
     pub fn cut_known(

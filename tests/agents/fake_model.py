@@ -4,9 +4,11 @@
 Speaks just enough of
   * the Anthropic Messages API   POST /v1/messages (SSE or JSON), /v1/messages/count_tokens
   * the OpenAI Responses API     POST /v1/responses (SSE)
+  * OpenAI Chat Completions      POST /v1/chat/completions (SSE or JSON; Qwen Code, opencode)
   * the Gemini API               POST /v1beta/models/{model}:streamGenerateContent?alt=sse
                                  POST /v1beta/models/{model}:generateContent, :countTokens
-to drive Claude Code, Codex and Gemini CLI through the same scripted session.
+to drive Claude Code, Codex, Gemini CLI, Qwen Code and opencode through the same scripted
+session.
 Any path prefix before /v1/... or /v1beta/... is accepted.
 
 The script (one tool call per model turn, in this order):
@@ -348,6 +350,86 @@ def openai_response(body, plan, body_len):
     return "text/event-stream", "".join(ev).encode()
 
 
+# ----------------------------------------------------------------------------- OpenAI Chat Completions
+def chat_handle(st, req_seq, body):
+    """Qwen Code and opencode (OpenAI-compatible providers): tool results are `role: tool`
+    messages with a `tool_call_id`."""
+    names = openai_tool_names(body)
+    shell = find_tool(names, ["run_shell_command", "bash", "shell", "exec_command"])
+    read = find_tool(names, ["read_file", "read"])
+    msgs = body.get("messages") or []
+    calls = {}
+    for m in msgs:
+        for tc in (m.get("tool_calls") or []) if isinstance(m, dict) else []:
+            calls[tc.get("id")] = (tc.get("function") or {}).get("name")
+    step_count = 0
+    for m in msgs:
+        if not isinstance(m, dict) or m.get("role") != "tool":
+            continue
+        cid = m.get("tool_call_id")
+        step = st.issued.get(cid)
+        if step is None:
+            continue
+        step_count = max(step_count, step + 1)
+        st.record("openai-chat", cid, step, cid, calls.get(cid), None, text_parts(m.get("content")), m, req_seq)
+    if not shell:
+        return {"kind": "text", "text": "ok", "side": True}
+    if step_count >= len(st.steps):
+        # An agent that exits as soon as it has its answer may not have exported the spans of
+        # its last calls yet (opencode): --final-delay gives its exporter that time.
+        time.sleep(st.a.final_delay)
+        return {"kind": "text", "text": FINAL_TEXT}
+    s = st.steps[step_count]
+    cid = "call_%02d%s" % (step_count, uuid.uuid4().hex[:20])
+    st.issued[cid] = step_count
+    if s["kind"] == "read" and read:
+        key = "file_path" if read == "read_file" else "filePath"
+        return {"kind": "tool", "id": cid, "name": read, "arguments": json.dumps({key: s["path"]}),
+                "step": step_count}
+    args = {"command": s["command"]}
+    if shell == "bash":  # opencode's bash tool wants a description
+        args["description"] = "Run " + s["command"]
+    return {"kind": "tool", "id": cid, "name": shell, "arguments": json.dumps(args), "step": step_count}
+
+
+def chat_response(body, plan, body_len):
+    cid = "chatcmpl-" + uuid.uuid4().hex[:24]
+    model = body.get("model") or "gpt-4o"
+    now = int(time.time())
+    in_tok = usage_guess(body_len)
+    usage = {"prompt_tokens": in_tok, "completion_tokens": 20, "total_tokens": in_tok + 20}
+    if plan["kind"] == "tool":
+        call = {"id": plan["id"], "type": "function",
+                "function": {"name": plan["name"], "arguments": plan["arguments"]}}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        finish = "tool_calls"
+    else:
+        message = {"role": "assistant", "content": plan["text"]}
+        finish = "stop"
+    if not body.get("stream"):
+        return "application/json", json.dumps({
+            "id": cid, "object": "chat.completion", "created": now, "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}).encode()
+    chunks = []
+
+    def chunk(delta, finish_reason=None, with_usage=False):
+        c = {"id": cid, "object": "chat.completion.chunk", "created": now, "model": model,
+             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+        if with_usage:
+            c["usage"] = usage
+        chunks.append("data: %s\n\n" % json.dumps(c))
+    if plan["kind"] == "tool":
+        chunk({"role": "assistant", "content": None, "tool_calls": [dict(
+            call, index=0, function={"name": call["function"]["name"], "arguments": ""})]})
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": call["function"]["arguments"]}}]})
+    else:
+        chunk({"role": "assistant", "content": ""})
+        chunk({"content": plan["text"]})
+    chunk({}, finish, with_usage=True)
+    chunks.append("data: [DONE]\n\n")
+    return "text/event-stream", "".join(chunks).encode()
+
+
 # ----------------------------------------------------------------------------- Gemini
 def gemini_handle(st, req_seq, body):
     decls = []
@@ -508,6 +590,12 @@ class Handler(BaseHTTPRequestHandler):
                 st.log(entry)
                 ctype, data = anthropic_response(body, plan, len(raw))
                 return self._send(200, ctype, data)
+            if path.endswith("/chat/completions"):
+                plan = chat_handle(st, seq, body)
+                entry["plan"] = plan
+                st.log(entry)
+                ctype, data = chat_response(body, plan, len(raw))
+                return self._send(200, ctype, data)
             if path.endswith("/v1/responses") or path.endswith("/responses"):
                 plan = openai_handle(st, seq, body)
                 entry["plan"] = plan
@@ -550,6 +638,8 @@ def main(argv=None):
     ap.add_argument("--request-log", help="JSON lines: every request with its body")
     ap.add_argument("--gemini-call-ids", action="store_true",
                     help="put an id on Gemini functionCall parts (the real API usually does not)")
+    ap.add_argument("--final-delay", type=float, default=0.0,
+                    help="seconds to wait before the final answer (OpenAI Chat Completions)")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     if a.host not in ("127.0.0.1", "localhost", "::1"):

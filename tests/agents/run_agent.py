@@ -61,13 +61,30 @@ VARIANTS = {
         "all-signals-json": {"env": dict(CLAUDE_TELEMETRY, **CLAUDE_TRACES,
                                          OTEL_EXPORTER_OTLP_PROTOCOL="http/json",
                                          OTEL_LOG_TOOL_DETAILS="1")},
-        # Logs only, gzip, and toolsize's PostToolUse hook reporting Claude Code's own cut.
+        # Logs only, gzip, and toolsize's PostToolUse command hook reporting Claude Code's own cut.
         "logs-hook": {"env": dict(CLAUDE_TELEMETRY, OTEL_EXPORTER_OTLP_COMPRESSION="gzip"),
-                      "hook": True},
+                      "hook": "command"},
+        # Logs only, and Claude Code's own HTTP hook posting its PostToolUse payload to the daemon.
+        "logs-http-hook": {"env": dict(CLAUDE_TELEMETRY), "hook": "http"},
     },
     "codex": {
         "all-signals": {"protocol": "binary"},
         "all-signals-json": {"protocol": "json"},
+    },
+    "qwen": {
+        # Logs and traces over OTLP/HTTP, and Qwen Code's own HTTP hook posting to the daemon.
+        "all-signals-hook": {"telemetry": {"otlpProtocol": "http"}, "hook": "http"},
+        "grpc": {"telemetry": {"otlpProtocol": "grpc"}},
+    },
+    "copilot": {
+        # Traces and metrics (its only signals), OTLP/HTTP JSON (its default) and protobuf.
+        "all-signals": {"protocol": "http/json"},
+    },
+    "opencode": {
+        # Its AI SDK spans (experimental.openTelemetry) over OTLP/HTTP. It exits as soon as it
+        # has its answer, before exporting the spans of its last calls: the model answers after
+        # 6 s, so that they are exported.
+        "all-signals": {"protocol": "http/protobuf", "final_delay": 6},
     },
     "gemini": {
         # Gemini CLI speaks OTLP/JSON over HTTP (chunked) or gRPC.
@@ -125,14 +142,22 @@ def setup_claude(v, ctx):
     }
     env.update({k: val.format(otlp=ctx["otlp_http"]) for k, val in v["env"].items()})
     files = {}
-    if v.get("hook"):
-        # The hook as docs/agents.md shows it: toolsize reads the payload on standard input and
-        # exports what it says of the call (sizes only) to the daemon.
-        hook_env = "OTEL_EXPORTER_OTLP_ENDPOINT=%s" % ctx["otlp_http"]
+    if v.get("hook") == "command":
+        # The command hook as docs/agents.md shows it: toolsize reads the payload on standard
+        # input and sends what it says of the call (sizes only) to the endpoint its flag names
+        # (Claude Code strips OTEL_* from a hook's environment). The payload and the hook's
+        # environment are kept for the test.
         hook = [{"matcher": "*", "hooks": [{
             "type": "command",
-            "command": "tee -a %s | %s %s hook claude-code" % (
-                os.path.join(ctx["out"], "hook_payloads.jsonl"), hook_env, ctx["toolsize"])}]}]
+            "command": "env > %s; tee -a %s | %s hook claude-code --endpoint %s" % (
+                os.path.join(ctx["out"], "hook_env.txt"),
+                os.path.join(ctx["out"], "hook_payloads.jsonl"), ctx["toolsize"], ctx["otlp_http"])}]}]
+        settings = {"hooks": {"PostToolUse": hook}}
+        files[os.path.join(ctx["proj"], ".claude", "settings.json")] = json.dumps(settings, indent=2)
+    elif v.get("hook") == "http":
+        # The HTTP hook as docs/agents.md shows it: Claude Code posts the payload to the daemon.
+        hook = [{"matcher": "*", "hooks": [{
+            "type": "http", "url": "%s/v1/hooks/claude-code" % ctx["otlp_http"], "timeout": 5}]}]
         settings = {"hooks": {"PostToolUse": hook}}
         files[os.path.join(ctx["proj"], ".claude", "settings.json")] = json.dumps(settings, indent=2)
     argv = [os.path.join(ctx["npm_bin"], "claude"), "-p", PROMPT, "--output-format", "json",
@@ -188,7 +213,87 @@ def setup_gemini(v, ctx):
     return env, files, argv
 
 
-SETUP = {"claude": setup_claude, "codex": setup_codex, "gemini": setup_gemini}
+def setup_qwen(v, ctx):
+    tel = {"enabled": True, "target": "local", "logPrompts": True}
+    tel.update(v["telemetry"])
+    tel["otlpEndpoint"] = ctx["otlp_grpc"] if tel["otlpProtocol"] == "grpc" else ctx["otlp_http"]
+    settings = {
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "security": {"auth": {"selectedType": "openai"}},
+        "model": {"name": "gpt-4o"},
+        "telemetry": tel,
+    }
+    if v.get("hook") == "http":
+        # Qwen Code posts its PostToolUse payload to the daemon itself.
+        settings["hooks"] = {"PostToolUse": [{"matcher": "*", "hooks": [{
+            "type": "http", "url": "%s/v1/hooks/qwen-code" % ctx["otlp_http"], "timeout": 5}]}]}
+    env = {
+        "OPENAI_API_KEY": "sk-fake-key",
+        "OPENAI_BASE_URL": ctx["model"] + "/v1",
+        "OPENAI_MODEL": "gpt-4o",
+        "QWEN_CODE_TRUST_WORKSPACE": "true",
+        # Its SDK exports spans every 5 s by default: within the join window, every 0.5 s.
+        "OTEL_BSP_SCHEDULE_DELAY": "500",
+        "OTEL_BLRP_SCHEDULE_DELAY": "500",
+    }
+    files = {os.path.join(ctx["home"], ".qwen", "settings.json"): json.dumps(settings, indent=2)}
+    argv = [os.path.join(ctx["npm_bin"], "qwen"), PROMPT, "--yolo", "--auth-type", "openai",
+            "--output-format", "json"]
+    return env, files, argv
+
+
+def setup_opencode(v, ctx):
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": "fake/gpt-4o",
+        "provider": {"fake": {
+            "npm": "@ai-sdk/openai-compatible", "name": "fake",
+            "options": {"baseURL": ctx["model"] + "/v1", "apiKey": "sk-fake-key"},
+            "models": {"gpt-4o": {"name": "gpt-4o", "tool_call": True}}}},
+        "permission": {"bash": "allow", "read": "allow", "edit": "allow", "external_directory": "allow"},
+        # Without it opencode exports only its own Tool.execute spans, unsized.
+        "experimental": {"openTelemetry": True},
+    }
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": ctx["otlp_http"],
+        "OTEL_EXPORTER_OTLP_PROTOCOL": v["protocol"],
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "XDG_CONFIG_HOME": os.path.join(ctx["home"], ".config"),
+        "XDG_DATA_HOME": os.path.join(ctx["home"], ".local", "share"),
+        "XDG_CACHE_HOME": os.path.join(ctx["home"], ".cache"),
+    }
+    files = {os.path.join(ctx["proj"], "opencode.json"): json.dumps(config, indent=2)}
+    argv = [os.path.join(ctx["npm_bin"], "opencode"), "run", PROMPT]
+    return env, files, argv
+
+
+def setup_copilot(v, ctx):
+    # Offline, no GitHub account: its own model provider is the fake endpoint.
+    env = {
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_BASE_URL": ctx["model"] + "/v1",
+        "COPILOT_PROVIDER_API_KEY": "sk-fake-key",
+        "COPILOT_MODEL": "gpt-4o",
+        "COPILOT_OTEL_ENABLED": "true",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": ctx["otlp_http"],
+        "OTEL_EXPORTER_OTLP_PROTOCOL": v["protocol"],
+        # The content switch that works (its results are sized from gen_ai.tool.call.result).
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true",
+        "XDG_CONFIG_HOME": os.path.join(ctx["home"], ".config"),
+        "XDG_STATE_HOME": os.path.join(ctx["home"], ".local", "state"),
+    }
+    argv = [os.path.join(ctx["npm_bin"], "copilot"), "-p", PROMPT, "--allow-all-tools",
+            "--allow-all-paths", "--no-color"]
+    return env, {}, argv
+
+
+SETUP = {"claude": setup_claude, "codex": setup_codex, "gemini": setup_gemini, "qwen": setup_qwen,
+         "opencode": setup_opencode, "copilot": setup_copilot}
 
 
 def reexec_in_netns():
@@ -255,7 +360,8 @@ def main():
         port_file = os.path.join(out, "model.port")
         model = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "fake_model.py"), "--port", "0", "--port-file", port_file,
-             "--records", os.path.join(out, "model_records.jsonl"), "--read-file", read_file],
+             "--records", os.path.join(out, "model_records.jsonl"), "--read-file", read_file,
+             "--final-delay", str(VARIANTS[a.agent][a.variant].get("final_delay", 0))],
             stdout=open(os.path.join(out, "fake_model.log"), "w"), stderr=subprocess.STDOUT)
         procs.append(model)
         ctx = {

@@ -42,6 +42,23 @@ use crate::collector::stats::OtlpSignal;
 pub(crate) use upstream::Upstream;
 use upstream::{Attempt, Conn};
 
+/// Sends one export request of `signal` to `url` (`http(s)://` or `grpc(s)://`, as `--forward`
+/// takes it) with `headers`, over a connection of its own, once: `toolsize hook`'s OTLP path.
+/// The caller bounds the time it may take.
+pub(crate) async fn export_once(
+    url: &str,
+    headers: Vec<(axum::http::HeaderName, axum::http::HeaderValue)>,
+    signal: OtlpSignal,
+    body: Bytes,
+) -> Result<(), String> {
+    let upstream = Upstream::parse(url)?.with_headers(headers);
+    let mut conn = Conn::default();
+    match upstream.send(&mut conn, signal, body).await {
+        Attempt::Sent => Ok(()),
+        Attempt::Retry { error, .. } | Attempt::Refused(error) => Err(error),
+    }
+}
+
 /// One request to relay.
 #[derive(Debug, Clone)]
 struct Item {

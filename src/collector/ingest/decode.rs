@@ -499,7 +499,7 @@ impl Recognized {
 
     /// Adds the records of a coding agent's signals, read at `at` (a span with `tracestate`, or
     /// a log record: `""`).
-    fn push_signals(
+    pub(crate) fn push_signals(
         &mut self,
         r: &Recognizer,
         service: &Arc<str>,

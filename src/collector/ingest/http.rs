@@ -17,12 +17,17 @@
 //!   sending a large upload reads the 401 instead of a broken pipe; a larger or slower body gets
 //!   the 401 with `Connection: close`.
 //!
+//! `POST /v1/hooks/{agent}` takes the coding agents' hook payloads (JSON; see [`super::hooks`])
+//! through the same steps, budgets, token and counters; an unknown agent gets 404, and an
+//! optional `?service=NAME` names the series' service when the agent's telemetry uses another
+//! `service.name` than its default.
+//!
 //! Every refusal is counted in the self-metrics by reason.
 
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -31,6 +36,7 @@ use prost::bytes::Bytes;
 use prost::Message;
 
 use super::decode;
+use super::hooks::{self, HookAgent};
 use super::{grpc, Accepted, Ingest, Refusal};
 use crate::collector::stats::OtlpSignal;
 use crate::collector::RefusedRequest;
@@ -73,6 +79,7 @@ pub fn router(ingest: Arc<Ingest>) -> Router {
     OtlpSignal::ALL
         .into_iter()
         .fold(Router::new(), route)
+        .route(hooks::HOOKS_PATH, post(hook))
         .layer(DefaultBodyLimit::disable())
         .with_state(ingest)
 }
@@ -201,6 +208,71 @@ fn negotiate(headers: &HeaderMap) -> Result<(Encoding, bool), (Encoding, Refusal
             )),
         )),
     }
+}
+
+/// The query of a hook route.
+#[derive(Debug, Default, serde::Deserialize)]
+struct HookQuery {
+    /// The `service.name` the agent's telemetry uses, when not its default.
+    service: Option<String>,
+}
+
+/// `POST /v1/hooks/{agent}`: one hook payload, answered `{}` (Claude Code reads an HTTP hook's
+/// answer as JSON; an empty object asks nothing of it).
+async fn hook(
+    State(ing): State<Arc<Ingest>>,
+    Path(agent): Path<String>,
+    Query(query): Query<HookQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    ing.stats().request("http");
+    let Some(agent) = HookAgent::parse(&agent) else {
+        let names: Vec<_> = HookAgent::ALL.iter().map(|a| a.name()).collect();
+        let message = format!(
+            "no hook for agent {:?}; known: {}",
+            crate::label::sanitize(&agent, 64).value,
+            names.join(", ")
+        );
+        return (
+            StatusCode::NOT_FOUND,
+            [(header::CONTENT_TYPE, JSON)],
+            serde_json::to_vec(&serde_json::json!({ "code": 5, "message": message }))
+                .unwrap_or_default(),
+        )
+            .into_response();
+    };
+    let service = query.service;
+    match handle_hook(&ing, agent, service.as_deref(), &headers, body).await {
+        Ok(()) => (StatusCode::OK, [(header::CONTENT_TYPE, JSON)], "{}").into_response(),
+        Err(r) => refusal(Encoding::Json, r.counted(ing.stats())),
+    }
+}
+
+/// The steps of one hook request: those of an OTLP request, JSON only, not gzipped.
+async fn handle_hook(
+    ing: &Ingest,
+    agent: HookAgent,
+    service: Option<&str>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(), Refusal> {
+    ing.authorize(headers)?;
+    match negotiate(headers) {
+        Ok((Encoding::Json, false)) => {}
+        // Some hook runners send no content type: JSON is all they send.
+        Err((_, _)) if headers.get(header::CONTENT_TYPE).is_none() => {}
+        Ok(_) => {
+            return Err(Refusal::new(
+                RefusedRequest::UnsupportedMediaType,
+                format!("a hook payload is {JSON}, not compressed"),
+            ))
+        }
+        Err((_, r)) => return Err(r),
+    }
+    let (raw, _bytes) = ing.read_body(body).await?;
+    let _slot = ing.decode_slot()?;
+    ing.ingest_hook(agent, service, &raw).map(|_| ())
 }
 
 /// 200 with an `ExportTraceServiceResponse` in the request's encoding.

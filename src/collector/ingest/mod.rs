@@ -28,6 +28,7 @@
 pub(crate) mod agents;
 pub mod decode;
 pub(crate) mod grpc;
+pub mod hooks;
 pub mod http;
 pub(crate) mod learn;
 pub mod recognize;
@@ -535,6 +536,26 @@ impl Ingest {
         self.queue(OtlpSignal::Logs, rec.records, relay)
             .inspect_err(|r| self.stats.refused_logs(r.reason, tools + other))?;
         self.stats.accepted_logs(tools, other);
+        Ok(Accepted::default())
+    }
+
+    /// Steps 5 and 6 for a coding agent's hook payload ([`hooks`]): reads it and queues the
+    /// record it gives its call, if any. Counted as a log record and as an accepted request of
+    /// the logs signal; never forwarded (it is not OTLP).
+    pub(crate) fn ingest_hook(
+        &self,
+        agent: hooks::HookAgent,
+        service: Option<&str>,
+        body: &[u8],
+    ) -> Result<Accepted, Refusal> {
+        let rec = hooks::recognize(&self.recognizer, agent, service, body)
+            .map_err(|e| Refusal::new(RefusedRequest::Decode, e.to_string()))?;
+        let (tools, other) = (rec.records.len() as u64, rec.not_tool);
+        self.stats.label_cuts(&rec.label_cuts);
+        self.queue(OtlpSignal::Logs, rec.records, &mut None)
+            .inspect_err(|r| self.stats.refused_logs(r.reason, tools + other))?;
+        self.stats.accepted_logs(tools, other);
+        self.stats.accepted_request(OtlpSignal::Logs);
         Ok(Accepted::default())
     }
 

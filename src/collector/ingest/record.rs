@@ -56,6 +56,10 @@ pub(crate) enum Emitter {
     GeminiCli,
     /// Qwen Code's own telemetry (Gemini CLI's, prefixed `qwen-code.`).
     QwenCode,
+    /// opencode's spans (its `ai.toolCall` and `Tool.execute` spans).
+    Opencode,
+    /// GitHub Copilot CLI's `execute_tool` spans.
+    Copilot,
     /// A `tool_result` log record of another emitter (opencode's OpenTelemetry plugin and
     /// others that mirror Claude Code's events).
     ToolResultLog,
@@ -268,6 +272,12 @@ pub(crate) struct Upstream {
     pub(crate) layer: Option<&'static str>,
     /// The result's size before the cut.
     pub(crate) original: Option<u64>,
+    /// The layer that cut the result if `original` turns out larger than what the model got
+    /// (a hook reports the size before the agent's cuts, the telemetry what the model got).
+    pub(crate) when_over: Option<&'static str>,
+    /// The limit the agent says it applied to this call (Gemini CLI's and Qwen Code's
+    /// `threshold`): observed, it wins over the catalog's value.
+    pub(crate) limit: Option<u64>,
 }
 
 /// Which call a record belongs to, and what it can tell about it.
@@ -278,6 +288,9 @@ pub(crate) struct Join {
     pub(crate) key: u64,
     /// What this signal is for the call.
     pub(crate) role: Role,
+    /// A second key a part of the call may arrive under when it does not carry the call's id
+    /// (Qwen Code's truncation notice: its trace, tool and the length it cut to).
+    pub(crate) alt: Option<u64>,
 }
 
 /// What one signal is for a call that arrives as several.

@@ -17,7 +17,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::collector::ingest::record::{Role, Size, ToolRecord};
+use crate::collector::ingest::record::{Role, Size, ToolRecord, Upstream};
 use crate::collector::state::FxBuild;
 
 /// How long the signals of one call are waited for, from the first, in milliseconds.
@@ -65,6 +65,14 @@ impl Pending {
         }
     }
 
+    /// The second key of its primary or secondary signal.
+    fn alt(&self) -> Option<u64> {
+        [&self.primary, &self.secondary]
+            .into_iter()
+            .flatten()
+            .find_map(|r| r.join?.alt)
+    }
+
     /// The call as one record, or `None` for parts alone.
     fn merge(self) -> Option<ToolRecord> {
         let Pending {
@@ -93,9 +101,22 @@ impl Pending {
                 (base.trace_id, base.span_id) = (o.trace_id, o.span_id);
             }
             base.error |= o.error;
-            if base.upstream.layer.is_none() && o.upstream.layer.is_some() {
-                base.upstream = o.upstream;
+            base.upstream = merged(base.upstream, o.upstream);
+        }
+        // A hook's size before the cuts, larger than what the model got: the cut it reveals.
+        if let (None, Some(layer), Some(original), Some(got)) = (
+            base.upstream.layer,
+            base.upstream.when_over,
+            base.upstream.original,
+            base.size.bytes(),
+        ) {
+            if original > got {
+                base.upstream.layer = Some(layer);
             }
+        }
+        if base.upstream.layer.is_none() {
+            // No cut: a size before the cuts that equals what the model got says nothing more.
+            base.upstream.original = None;
         }
         if base.error {
             base.size = Size::Failed;
@@ -105,6 +126,25 @@ impl Pending {
             base.truncated_upstream |= base.upstream.layer.is_some();
         }
         Some(base)
+    }
+}
+
+/// What two signals of one call say of its cut. A signal that names the layer comes first:
+/// the size it gives is the size before that cut, where a hook's size is the size when the hook
+/// ran, before the cuts made after it only (Qwen Code's shell cuts its output before its hook
+/// sees it). Then the first original size given (a hook's exact size fills in a notice that
+/// had none), the first limit observed.
+fn merged(a: Upstream, b: Upstream) -> Upstream {
+    let (first, second) = if a.layer.is_none() && b.layer.is_some() {
+        (b, a)
+    } else {
+        (a, b)
+    };
+    Upstream {
+        layer: first.layer.or(second.layer),
+        original: first.original.or(second.original),
+        when_over: first.when_over.or(second.when_over),
+        limit: first.limit.or(second.limit),
     }
 }
 
@@ -119,6 +159,8 @@ pub(crate) struct Joiner {
     /// (forget time, key).
     forget: VecDeque<(u64, u64)>,
     waiting: usize,
+    /// The key of the pending call each second key ([`Join::alt`]) belongs to.
+    alts: HashMap<u64, u64, FxBuild>,
     pub(crate) stats: JoinStats,
 }
 
@@ -138,6 +180,7 @@ impl Joiner {
             released: HashMap::default(),
             forget: VecDeque::new(),
             waiting: 0,
+            alts: HashMap::default(),
             stats: JoinStats::default(),
         }
     }
@@ -149,13 +192,31 @@ impl Joiner {
 
     /// Takes one signal received at `now_ms`; returns it at once when it cannot wait.
     pub(crate) fn add(&mut self, mut r: ToolRecord, now_ms: u64) -> Option<ToolRecord> {
-        let Some(join) = r.join else {
+        let Some(mut join) = r.join else {
             return Some(r);
         };
+        // A part under a call's second key joins that call.
+        if join.role == Role::Part && !self.pending.contains_key(&join.key) {
+            if let Some(&key) = self.alts.get(&join.key) {
+                if self.pending.contains_key(&key) {
+                    join.key = key;
+                }
+            }
+        }
+        // Parts that came first under this call's second key join it.
+        let early = join
+            .alt
+            .filter(|_| join.role != Role::Part)
+            .map(|alt| self.take_parts(alt))
+            .unwrap_or_default();
         if let Some(calls) = self.pending.get_mut(&join.key) {
             if let Some(p) = calls.iter_mut().find(|p| p.takes(join.role)) {
                 p.put(r, join.role);
-                self.stats.merged += 1;
+                self.stats.merged += 1 + early.len() as u64;
+                p.parts.extend(early);
+                if let Some(alt) = join.alt {
+                    self.alts.insert(alt, join.key);
+                }
                 return None;
             }
         } else if self.released.contains_key(&join.key) {
@@ -175,10 +236,39 @@ impl Joiner {
             parts: Vec::new(),
         };
         p.put(r, join.role);
+        self.stats.merged += early.len() as u64;
+        p.parts.extend(early);
+        if let Some(alt) = join.alt.filter(|_| join.role != Role::Part) {
+            if self.alts.len() < MAX_PENDING {
+                self.alts.insert(alt, join.key);
+            }
+        }
         self.pending.entry(join.key).or_default().push(p);
         self.due.push_back((release_ms, join.key));
         self.waiting += 1;
         None
+    }
+
+    /// The parts waiting alone under `key` (no primary nor secondary), taken.
+    fn take_parts(&mut self, key: u64) -> Vec<ToolRecord> {
+        let Some(calls) = self.pending.get_mut(&key) else {
+            return Vec::new();
+        };
+        let (mut out, mut calls_taken) = (Vec::new(), 0);
+        calls.retain_mut(|p| {
+            if p.primary.is_some() || p.secondary.is_some() {
+                return true;
+            }
+            out.append(&mut p.parts);
+            calls_taken += 1;
+            false
+        });
+        if calls.is_empty() {
+            self.pending.remove(&key);
+        }
+        // Each taken call was waiting; its release finds nothing left.
+        self.waiting -= calls_taken;
+        out
     }
 
     /// Releases the calls whose window ended by `now_ms` (every call with `u64::MAX`), each as
@@ -205,6 +295,9 @@ impl Joiner {
                 }
             }
             self.waiting -= 1;
+            if let Some(alt) = p.alt() {
+                self.alts.remove(&alt);
+            }
             match p.merge() {
                 Some(r) => out.push(r),
                 None => self.stats.orphans += 1,
@@ -225,7 +318,7 @@ impl Joiner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::ingest::record::{Join, SizeSource, Upstream};
+    use crate::collector::ingest::record::{Join, SizeSource};
     use crate::collector::state::tests::rec;
 
     fn known(bytes: u64) -> Size {
@@ -241,7 +334,11 @@ mod tests {
             known,
         );
         let mut r = rec("Bash", size);
-        r.join = Some(Join { key, role });
+        r.join = Some(Join {
+            key,
+            role,
+            alt: None,
+        });
         r
     }
 
@@ -254,6 +351,7 @@ mod tests {
         part.upstream = Upstream {
             layer: Some("gemini-cli.tool-output"),
             original: Some(108_967),
+            ..Upstream::default()
         };
         assert!(j.add(signal(1, Role::Secondary, None), 0).is_none());
         assert!(j.add(part, 10).is_none());
@@ -267,6 +365,92 @@ mod tests {
         assert!(r.truncated_upstream);
         assert_eq!(r.upstream.original, Some(108_967));
         assert!(r.join.is_none());
+        assert_eq!(j.stats.merged, 2);
+        assert_eq!(j.waiting(), 0);
+    }
+
+    #[test]
+    fn a_hooks_size_before_the_cuts_reveals_a_cut_only_when_larger() {
+        let hook = |key, original| {
+            let mut part = signal(key, Role::Part, None);
+            part.upstream = Upstream {
+                original: Some(original),
+                when_over: Some("qwen-code.shell"),
+                ..Upstream::default()
+            };
+            part
+        };
+        let mut j = Joiner::new(10);
+        let mut out = Vec::new();
+        j.add(signal(1, Role::Primary, Some(30_120)), 0);
+        j.add(hook(1, 108_894), 1);
+        j.add(signal(2, Role::Primary, Some(6)), 0);
+        j.add(hook(2, 6), 1);
+        j.release(100, &mut out);
+        out.sort_by_key(|r| r.size.bytes());
+        assert_eq!(out.len(), 2);
+        assert!(!out[0].truncated_upstream);
+        assert_eq!(out[0].upstream.original, None);
+        assert!(out[1].truncated_upstream);
+        assert_eq!(out[1].upstream.layer, Some("qwen-code.shell"));
+        assert_eq!(out[1].upstream.original, Some(108_894));
+        // A notice that names the layer and the size before it wins over a hook that came
+        // first with the size it saw.
+        let mut j = Joiner::new(10);
+        let mut notice = signal(4, Role::Part, None);
+        notice.upstream.layer = Some("qwen-code.shell");
+        notice.upstream.original = Some(109_009);
+        j.add(hook(4, 4_480), 0);
+        j.add(signal(4, Role::Primary, Some(4_480)), 1);
+        j.add(notice, 2);
+        j.release(100, &mut out);
+        let r = out.last().unwrap();
+        assert_eq!(
+            (r.upstream.layer, r.upstream.original),
+            (Some("qwen-code.shell"), Some(109_009))
+        );
+        // A notice that names the layer but not the size takes the hook's size.
+        let mut j = Joiner::new(10);
+        let mut notice = signal(3, Role::Part, None);
+        notice.upstream.layer = Some("claude-code.bash");
+        j.add(signal(3, Role::Primary, Some(2_281)), 0);
+        j.add(notice, 1);
+        j.add(hook(3, 108_894), 2);
+        j.release(100, &mut out);
+        let r = out.last().unwrap();
+        assert_eq!(
+            (r.upstream.layer, r.upstream.original),
+            (Some("claude-code.bash"), Some(108_894))
+        );
+    }
+
+    #[test]
+    fn a_part_without_the_call_id_joins_by_the_calls_second_key_before_or_after_it() {
+        let notice = |key| {
+            let mut part = signal(key, Role::Part, None);
+            part.upstream.layer = Some("qwen-code.shell");
+            part
+        };
+        let primary = |key, alt| {
+            let mut r = signal(key, Role::Primary, Some(4_483));
+            r.join.as_mut().unwrap().alt = Some(alt);
+            r
+        };
+        let mut j = Joiner::new(10);
+        let mut out = Vec::new();
+        // The notice first (as Qwen Code sends it), then the call.
+        assert!(j.add(notice(900), 0).is_none());
+        assert!(j.add(primary(1, 900), 1).is_none());
+        assert_eq!(j.waiting(), 1);
+        // The call first, then the notice.
+        j.add(primary(2, 901), 2);
+        j.add(notice(901), 3);
+        j.release(100, &mut out);
+        assert_eq!(out.len(), 2);
+        assert!(out
+            .iter()
+            .all(|r| r.upstream.layer == Some("qwen-code.shell")));
+        assert_eq!(j.stats.orphans, 0);
         assert_eq!(j.stats.merged, 2);
         assert_eq!(j.waiting(), 0);
     }

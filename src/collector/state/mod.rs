@@ -323,8 +323,10 @@ impl State {
 
     /// The weakest layer of `profile` that cuts `r`. Exact where the span carries the measure
     /// (measured sizes only), estimated from bytes otherwise; content-derived sizes travel as an
-    /// attribute value, so per-attribute layers apply. A result an agent says one of these
-    /// layers cut is over that layer even when its size is what the model got after the cut.
+    /// attribute value, so per-attribute layers apply. What the agent observed wins over the
+    /// catalog: a result an agent says one of these layers cut is over that layer (even when its
+    /// size is what the model got after the cut, and whichever layer the catalog's limits make
+    /// the weakest), at the limit the agent says applied to that call when it says one.
     fn verdict<'l>(
         limits: &'l Limits,
         profile: &Profile,
@@ -337,16 +339,18 @@ impl State {
         let bytes = r.upstream.original.unwrap_or(bytes);
         let measures = r.measures.with_bytes(bytes);
         let via_attribute = source != SizeSource::Measured;
-        stack
-            .weakest_among(&profile.order, &measures, via_attribute)
-            .or_else(|| {
-                let layer = r.upstream.layer?;
-                let i = *profile
-                    .order
-                    .iter()
-                    .find(|&&i| stack.layers()[i].id() == layer)?;
-                Some((i, stack.cut_known(i, &measures, via_attribute)?))
-            })
+        let observed = r.upstream.layer.and_then(|layer| {
+            let i = *profile
+                .order
+                .iter()
+                .find(|&&i| stack.layers()[i].id() == layer)?;
+            let cut = match r.upstream.limit.filter(|l| *l > 0) {
+                Some(limit) => stack.cut_known_at(i, &measures, via_attribute, limit)?,
+                None => stack.cut_known(i, &measures, via_attribute)?,
+            };
+            Some((i, cut))
+        });
+        observed.or_else(|| stack.weakest_among(&profile.order, &measures, via_attribute))
     }
 
     /// Flags the results that the limit learned from `r` shows were cut, counted as whole when
@@ -845,6 +849,51 @@ pub(crate) mod tests {
                 ("a".into(), 1, 60_000, Some("default".into())),
                 (OVERFLOW.into(), 2, 7, None)
             ]
+        );
+    }
+
+    /// What the agent observed wins over the catalog: the layer it names, at the limit it
+    /// says applied (Gemini CLI's `threshold` is min(40,000, 4 × the context left)).
+    #[test]
+    fn the_agents_observed_layer_and_limit_win_over_the_catalog() {
+        let stack = Stack::default();
+        let limits = Limits {
+            stacks: Arc::new(stacks::Stacks::new(&stack, &Default::default())),
+            ..limits(10)
+        };
+        let verdict = |service: &str, tool: &str, r: &ToolRecord| {
+            let p = limits.stacks.profile(service, tool);
+            State::verdict(&limits, &p, r).map(|(_, c)| (c.layer_id.to_string(), c.limit, c.value))
+        };
+        let mut r = rec("run_shell_command", known(12_050));
+        r.upstream = crate::collector::ingest::record::Upstream {
+            layer: Some("gemini-cli.tool-output"),
+            original: Some(20_000),
+            limit: Some(12_000),
+            ..Default::default()
+        };
+        assert_eq!(
+            verdict("gemini-cli", "run_shell_command", &r),
+            Some(("gemini-cli.tool-output".into(), 12_000, 20_000))
+        );
+        // Without the threshold: the catalog's 40,000, not shown over.
+        r.upstream.limit = None;
+        assert_eq!(
+            verdict("gemini-cli", "run_shell_command", &r).map(|v| v.1),
+            Some(40_000)
+        );
+        // Qwen Code's shell notice names its own layer, though the catalog's weakest layer for
+        // other tools (25,000) is lower.
+        let mut q = rec("run_shell_command", known(4_480));
+        q.upstream = crate::collector::ingest::record::Upstream {
+            layer: Some("qwen-code.shell"),
+            original: Some(109_009),
+            limit: Some(30_000),
+            ..Default::default()
+        };
+        assert_eq!(
+            verdict("qwen-code", "run_shell_command", &q).map(|v| (v.0, v.1)),
+            Some(("qwen-code.shell".into(), 30_000))
         );
     }
 

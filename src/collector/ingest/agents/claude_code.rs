@@ -13,15 +13,17 @@
 //!   the call failed. `claude_code.tool.blocked_on_user`, `claude_code.interaction` and
 //!   `claude_code.llm_request` are not tools.
 //!
-//! - Log `toolsize.hook.post_tool_use` (scope `toolsize.hook.claude_code`), from
-//!   `toolsize hook claude-code` run as Claude Code's `PostToolUse` hook: a part; Claude Code
-//!   persisted the output and gave the model a 2 KB preview, so the call is counted as cut
-//!   upstream (`claude-code.bash`, or `claude-code.tool-result.persist`) with the original size.
+//! - Its `PostToolUse` hook payload, posted to `/v1/hooks/claude-code` (an HTTP hook, or
+//!   `toolsize hook claude-code`; see [`crate::collector::ingest::hooks`]), or sent by
+//!   `toolsize hook claude-code` over OTLP/gRPC as a log record `toolsize.hook.post_tool_use`
+//!   (scope `toolsize.hook.claude_code`): a part; Claude Code persisted the output and gave the
+//!   model a 2 KB preview, so the call is counted as cut upstream ([`persist_layer`]) with the
+//!   original size.
 //!
 //! All are joined on `tool_use_id` (= `gen_ai.tool.call.id`).
 
 use super::{Agent, AgentStack, Attrs, CallId, Signal, SpanVerdict, Tools};
-use crate::collector::ingest::record::{Emitter, Role, Upstream};
+use crate::collector::ingest::record::{Emitter, Role};
 use crate::collector::ingest::wire::{LogView, SpanView};
 
 /// The entry.
@@ -31,8 +33,10 @@ pub(crate) const AGENT: Agent = Agent {
         name: "claude-code",
         services: &["claude-code"],
         layers: &[
-            ("claude-code.tool-result.persist", Tools::All),
+            // Read manages its own size (tokens, lines): a Read is never persisted.
+            ("claude-code.tool-result.persist", Tools::Except(&["Read"])),
             ("claude-code.bash", Tools::Only(&["Bash"])),
+            ("claude-code.grep", Tools::Only(&["Grep"])),
             ("claude-code.read.tokens", Tools::Only(&["Read"])),
             ("claude-code.read.lines", Tools::Only(&["Read"])),
             ("claude-code.mcp.max", Tools::Only(&["mcp__*", MCP_TOOL])),
@@ -77,25 +81,15 @@ fn span<'a>(s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
 }
 
 fn log<'a>(l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
-    let a = Attrs(&l.attrs);
-    let Some(id) = call_id(a) else { return };
     if super::event_name(l) == HOOK_EVENT {
-        // The hook saw Claude Code persist the output and hand the model a preview.
-        let mut sig = Signal::new(Emitter::ClaudeCode, Role::Part, CallId::Id(id));
-        sig.tool = a.str("tool_name");
-        sig.upstream = Upstream {
-            layer: Some(match a.str("toolsize.layer") {
-                Some("claude-code.bash") => "claude-code.bash",
-                _ => "claude-code.tool-result.persist",
-            }),
-            original: a.int("tool.result.original_bytes"),
-        };
-        out.push(sig);
+        crate::collector::ingest::hooks::log_signal(l, out);
         return;
     }
     if super::event_name(l) != "tool_result" {
         return;
     }
+    let a = Attrs(&l.attrs);
+    let Some(id) = call_id(a) else { return };
     let mut sig = Signal::new(Emitter::ClaudeCode, Role::Primary, CallId::Id(id));
     sig.tool = a.str("tool_name");
     sig.failed = a.bool("success") == Some(false);
@@ -105,6 +99,17 @@ fn log<'a>(l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
     sig.args = a.get("tool_input");
     sig.mcp_details = a.str("tool_parameters");
     out.push(sig);
+}
+
+/// The layer that persisted `tool`'s output and gave the model a preview: Bash's own
+/// (`bashOutputMaxChars`, default 30,000 characters), Grep's (20,000), else the 50,000-character
+/// limit of every other tool.
+pub(crate) fn persist_layer(tool: &str) -> &'static str {
+    match tool {
+        "Bash" => "claude-code.bash",
+        "Grep" => "claude-code.grep",
+        _ => "claude-code.tool-result.persist",
+    }
 }
 
 /// The series name of a user MCP tool from `tool_parameters` (with `OTEL_LOG_TOOL_DETAILS=1`):

@@ -12,8 +12,10 @@
 //!   that preview, not about what the model got).
 //! - No span of Codex's is a tool (it names spans after tools: `exec_command`).
 //!
-//! Joined on `call_id`. Codex reports `success = "true"` for a command that exits non-zero: such
-//! a call is counted as a success (see `docs/agents.md`).
+//! Joined on `call_id`. Codex reports `success = "true"` for a command that exits non-zero; the
+//! log record's preview starts with a header that says `Process exited with code 1`: with the
+//! log exporter on, such a call is counted failed (and unsized). With the trace exporter alone
+//! it counts as a success.
 
 use super::{Agent, AgentStack, Attrs, CallId, Signal, SpanVerdict, Tools};
 use crate::collector::ingest::record::{Emitter, Role, Upstream};
@@ -67,6 +69,7 @@ fn span<'a>(s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
             sig.upstream = Upstream {
                 layer: Some(LAYER),
                 original: Some(n),
+                ..Upstream::default()
             };
         }
         out.push(sig);
@@ -85,14 +88,59 @@ fn log<'a>(l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
     let a = Attrs(&l.attrs);
     if let Some(mut sig) = common(a, Role::Secondary) {
         sig.args = a.get("arguments");
+        // `success` is "true" for a command that exits non-zero; the preview's header says.
+        sig.failed |= a.str("output").and_then(exit_code).is_some_and(|c| c != 0);
         out.push(sig);
     }
 }
+
+/// The exit code in the header of an output preview (`Process exited with code 1`), read
+/// from its first lines only.
+pub(crate) fn exit_code(output: &str) -> Option<i64> {
+    output
+        .lines()
+        .take(EXIT_HEADER_LINES)
+        .find_map(|l| l.strip_prefix(EXIT_PREFIX)?.trim().parse().ok())
+}
+
+/// How the header of an `exec_command` output names the exit code.
+const EXIT_PREFIX: &str = "Process exited with code ";
+
+/// The header's lines (chunk id, wall time, exit code, token count, `Output:`).
+const EXIT_HEADER_LINES: usize = 6;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::collector::ingest::wire::AttrValue;
+
+    /// Codex's `codex.tool_result` log record of `cat /nonexistent`: `success` "true", the
+    /// preview's header says exit code 1.
+    #[test]
+    fn an_exit_code_in_the_preview_header_is_a_failure() {
+        let mut l = LogView::default();
+        l.attrs
+            .push((b"event.name", AttrValue::Str(b"codex.tool_result")));
+        l.attrs.push((b"call_id", AttrValue::Str(b"call_02")));
+        l.attrs.push((b"success", AttrValue::Str(b"true")));
+        l.attrs.push((
+            b"output",
+            AttrValue::Str(
+                b"Chunk ID: b10c13\nWall time: 0.0000 seconds\nProcess exited with code 1\n\
+                  Original token count: 12\nOutput:\ncat: /nonexistent: No such file",
+            ),
+        ));
+        let mut out = Vec::new();
+        log(&l, &mut out);
+        assert!(out[0].failed);
+        assert_eq!(
+            exit_code("Chunk ID: 5\nProcess exited with code 0\nOutput:\nsmall"),
+            Some(0)
+        );
+        // Only the header counts: an output that prints the phrase is not its exit code.
+        let body = format!("{}Process exited with code 3", "x\n".repeat(10));
+        assert_eq!(exit_code(&body), None);
+    }
 
     #[test]
     fn the_log_preview_is_never_a_size() {

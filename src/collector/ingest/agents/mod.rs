@@ -1,5 +1,5 @@
 //! Recognition of the coding agents' own telemetry: Claude Code, Codex, Gemini CLI, Qwen Code,
-//! and any emitter of Claude Code-style `tool_result` log records.
+//! opencode, GitHub Copilot CLI, and any emitter of Claude Code-style `tool_result` log records.
 //!
 //! A coding agent describes one tool call in several signals: Claude Code in a
 //! `claude_code.tool_result` log record, a `claude_code.tool` span and its
@@ -23,7 +23,9 @@
 
 pub(crate) mod claude_code;
 pub(crate) mod codex;
+pub(crate) mod copilot;
 pub(crate) mod gemini;
+pub(crate) mod opencode;
 pub(crate) mod tool_result_log;
 
 use std::hash::{Hash, Hasher};
@@ -89,6 +91,9 @@ pub(crate) enum CallId<'a> {
     Id(&'a str),
     /// No call id: the trace (or another grouping id the agent offers) and the tool name.
     Grouped(&'a [u8], &'a str),
+    /// No call id: the trace, the tool name and the size the call's result was cut to (a
+    /// truncation notice, matched to the call whose size it is).
+    Sized(&'a [u8], &'a str, u64),
     /// Nothing to join on: the record stands alone.
     Alone,
 }
@@ -122,6 +127,8 @@ pub(crate) struct Signal<'a> {
     /// Claude Code's `tool_parameters` (with `OTEL_LOG_TOOL_DETAILS=1`), naming the server and
     /// tool of a call it names `mcp_tool`.
     pub(crate) mcp_details: Option<&'a str>,
+    /// A second identity parts of the call may carry instead of its id.
+    pub(crate) alt: Option<CallId<'a>>,
 }
 
 impl<'a> Signal<'a> {
@@ -140,6 +147,7 @@ impl<'a> Signal<'a> {
             upstream: Upstream::default(),
             args: None,
             mcp_details: None,
+            alt: None,
         }
     }
 }
@@ -232,6 +240,8 @@ pub(crate) static AGENTS: &[Agent] = &[
     codex::AGENT,
     gemini::GEMINI,
     gemini::QWEN,
+    opencode::AGENT,
+    copilot::AGENT,
 ];
 
 /// The agent that owns `scope`, if any.
@@ -293,21 +303,23 @@ pub(crate) fn record(
         utf16_units: s.size.filter(|_| s.utf16 && !s.failed),
         ..Measurement::default()
     };
-    let join = |call: &dyn Fn(&mut std::collections::hash_map::DefaultHasher)| {
+    let key = |call: &CallId<'_>| {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         service.hash(&mut h);
         (s.emitter as u8).hash(&mut h);
-        call(&mut h);
-        Some(Join {
-            key: h.finish(),
-            role: s.role,
-        })
+        match *call {
+            CallId::Id(id) => (0u8, id).hash(&mut h),
+            CallId::Grouped(group, name) => (1u8, group, name).hash(&mut h),
+            CallId::Sized(group, name, n) => (2u8, group, name, n).hash(&mut h),
+            CallId::Alone => return None,
+        }
+        Some(h.finish())
     };
-    let join = match s.call {
-        CallId::Id(id) => join(&|h| (0u8, id).hash(h)),
-        CallId::Grouped(group, name) => join(&|h| (1u8, group, name).hash(h)),
-        CallId::Alone => None,
-    };
+    let join = key(&s.call).map(|k| Join {
+        key: k,
+        role: s.role,
+        alt: s.alt.as_ref().and_then(key),
+    });
     ToolRecord {
         service: service.clone(),
         tool: tool.into(),
@@ -366,6 +378,8 @@ pub(crate) mod tests {
             "codex_otel.log_only",
             "gemini-cli",
             "qwen-code",
+            "opencode",
+            "github.copilot",
         ] {
             let owners = AGENTS.iter().filter(|a| (a.owns)(scope)).count();
             assert_eq!(owners, 1, "{scope}");
