@@ -49,7 +49,7 @@ pub struct McpArgs {
     pub annotate_tools: bool,
     /// Serve MCP over Streamable HTTP at http://ADDR/mcp, forwarding to --upstream (instead of
     /// running a server on stdio). Port 0 picks a free port, said on standard error.
-    #[arg(long, value_name = "ADDR", requires = "upstream")]
+    #[arg(long, value_name = "ADDR", requires = "upstream", value_parser = crate::addr::resolve_listen)]
     pub listen: Option<SocketAddr>,
     /// The URL of the MCP server the HTTP proxy forwards to (http:// or https://).
     #[arg(long, value_name = "URL", requires = "listen")]

@@ -4,7 +4,8 @@
 //! defaults), starts the daemon, prints one JSON line on standard output once listening
 //! (`{"event":"listening","otlp_grpc":..,"otlp_http":..,"admin":..}`, useful with port 0), and
 //! stops gracefully on SIGINT or SIGTERM: in-flight requests finish, the queue drains and a final
-//! snapshot is written. Logs go to standard error (`RUST_LOG` overrides the `info` level).
+//! snapshot is written. Logs go to standard error (`RUST_LOG` overrides the `info` level), as
+//! text or, with `--log-format json`, one JSON object per line ([`super::log`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -77,7 +78,7 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
         Ok(t) => t,
         Err(e) => return CliError::new("CONFIG", e).report(),
     };
-    init_logging();
+    super::log::init(config.log.format);
     let names: Vec<String> = std::env::vars_os()
         .filter_map(|(k, _)| k.into_string().ok())
         .collect();
@@ -187,15 +188,6 @@ fn log_stack(stack: &Stack) {
             "Effective ceiling."
         );
     }
-}
-
-fn init_logging() {
-    use tracing_subscriber::{fmt, prelude::*, EnvFilter};
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt::layer().with_writer(std::io::stderr).with_ansi(false))
-        .try_init();
 }
 
 /// SIGTERM or SIGINT. The handlers are installed when this is called, not when the future is

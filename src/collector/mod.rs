@@ -118,13 +118,17 @@ impl Stopped {
 /// A failure to start the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectorError {
-    /// A listener could not bind.
-    #[error("cannot listen on {addr} ({what}): {source}")]
+    /// A listener could not bind: the message names the address, why, and the flag, variable
+    /// and key that set it ("127.0.0.1:4318 is in use: set --otlp-http-addr,
+    /// TOOLSIZE_OTLP_HTTP_ADDR or `otlp.http_addr`").
+    #[error("{}", bind_message(what, *addr, key, source))]
     Bind {
         /// Which listener.
         what: &'static str,
         /// The address.
         addr: SocketAddr,
+        /// The configuration key holding it, e.g. `otlp.http_addr`.
+        key: &'static str,
         /// Why.
         source: std::io::Error,
     },
@@ -247,7 +251,7 @@ impl Pipeline {
                     state::stacks::Stacks::new(&config.stack, &config.layers).others(),
                 )
                 .with_alerts(alerts)
-                .with_otlp_addrs(config.otlp.grpc_addr, config.otlp.http_addr)
+                .with_otlp_addrs(config.otlp.grpc_addr.0, config.otlp.http_addr.0)
                 .with_forwarder(forward)
                 .with_auth(auth),
             ingest,
@@ -301,19 +305,56 @@ pub struct Daemon {
     servers: Vec<JoinHandle<()>>,
 }
 
-async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, CollectorError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| CollectorError::Bind { what, addr, source })
+async fn bind(
+    what: &'static str,
+    key: &'static str,
+    addr: SocketAddr,
+) -> Result<TcpListener, CollectorError> {
+    TcpListener::bind(addr).await.map_err(|source| CollectorError::Bind {
+        what,
+        addr,
+        key,
+        source,
+    })
+}
+
+/// What [`CollectorError::Bind`] says: the address, why (in use, not an address of this host,
+/// a privileged port), and where to set another (the key's flag and variable, from its
+/// declaration).
+fn bind_message(what: &str, addr: SocketAddr, key: &str, source: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    let why = match source.kind() {
+        ErrorKind::AddrInUse => "is in use (another program, or another toolsize, listens on it)"
+            .to_string(),
+        ErrorKind::AddrNotAvailable => "is not an address of this host".to_string(),
+        ErrorKind::PermissionDenied => {
+            format!("cannot be listened on: {source} (ports below 1024 need privileges)")
+        }
+        _ => format!("cannot be listened on: {source}"),
+    };
+    let setters: Vec<String> = config::keys::find(key)
+        .map(|k| {
+            k.flag
+                .map(str::to_string)
+                .into_iter()
+                .chain(k.env.map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut how = setters.join(", ");
+    if !how.is_empty() {
+        how.push_str(" or ");
+    }
+    format!("{addr} ({what}) {why}: set {how}`{key}` to another address")
 }
 
 impl Daemon {
     /// Binds the listeners (port 0 picks a free port) and starts serving.
     pub async fn start(config: &Config) -> Result<Self, CollectorError> {
-        let grpc_l = bind("otlp grpc", config.otlp.grpc_addr).await?;
-        let http_l = bind("otlp http", config.otlp.http_addr).await?;
-        let admin_l = bind("admin", config.admin.addr).await?;
-        let local = |l: &TcpListener, a| l.local_addr().unwrap_or(a);
+        let grpc_l = bind("otlp grpc", "otlp.grpc_addr", config.otlp.grpc_addr.0).await?;
+        let http_l = bind("otlp http", "otlp.http_addr", config.otlp.http_addr.0).await?;
+        let admin_l = bind("admin", "admin.addr", config.admin.addr.0).await?;
+        let local = |l: &TcpListener, a: config::ListenAddr| l.local_addr().unwrap_or(a.0);
         let (otlp_grpc_addr, otlp_http_addr, admin_addr) = (
             local(&grpc_l, config.otlp.grpc_addr),
             local(&http_l, config.otlp.http_addr),
@@ -322,9 +363,9 @@ impl Daemon {
         // Alerts link back to the admin address actually bound; the status page names the OTLP
         // addresses actually bound.
         let mut bound = config.clone();
-        bound.admin.addr = admin_addr;
-        bound.otlp.grpc_addr = otlp_grpc_addr;
-        bound.otlp.http_addr = otlp_http_addr;
+        bound.admin.addr = admin_addr.into();
+        bound.otlp.grpc_addr = otlp_grpc_addr.into();
+        bound.otlp.http_addr = otlp_http_addr.into();
         let pipeline = Pipeline::spawn(&bound)?;
         let (stop, stop_rx) = watch::channel(false);
         let signal = move || {
