@@ -135,6 +135,13 @@ pub enum CollectorError {
     /// The data directory is unusable.
     #[error(transparent)]
     Store(#[from] persist::store::StoreError),
+    /// The data directory cannot be written, found before listening: the message names why and
+    /// the flag, variable and key that set it.
+    #[error("the data directory cannot be written ({source}): set {} to a writable directory", setters("store.data_dir"))]
+    DataDir {
+        /// Why.
+        source: persist::store::StoreError,
+    },
     /// The token or the TLS files cannot be used.
     #[error("{0}")]
     Security(String),
@@ -332,25 +339,27 @@ fn bind_message(what: &str, addr: SocketAddr, key: &str, source: &std::io::Error
         }
         _ => format!("cannot be listened on: {source}"),
     };
-    let setters: Vec<String> = config::keys::find(key)
-        .map(|k| {
-            k.flag
-                .map(str::to_string)
-                .into_iter()
-                .chain(k.env.map(str::to_string))
-                .collect()
-        })
+    format!("{addr} ({what}) {why}: set {} to another address", setters(key))
+}
+
+/// Where `key` is set: `--flag, TOOLSIZE_VAR or \`key\``, from its declaration.
+fn setters(key: &str) -> String {
+    let named: Vec<&str> = config::keys::find(key)
+        .map(|k| k.flag.into_iter().chain(k.env).collect())
         .unwrap_or_default();
-    let mut how = setters.join(", ");
-    if !how.is_empty() {
-        how.push_str(" or ");
+    match named.is_empty() {
+        true => format!("`{key}`"),
+        false => format!("{} or `{key}`", named.join(", ")),
     }
-    format!("{addr} ({what}) {why}: set {how}`{key}` to another address")
 }
 
 impl Daemon {
     /// Binds the listeners (port 0 picks a free port) and starts serving.
     pub async fn start(config: &Config) -> Result<Self, CollectorError> {
+        // The data directory first: a start that cannot snapshot stops before it listens.
+        if let Some(dir) = &config.store.data_dir {
+            Store::open(dir).map_err(|source| CollectorError::DataDir { source })?;
+        }
         let grpc_l = bind("otlp grpc", "otlp.grpc_addr", config.otlp.grpc_addr.0).await?;
         let http_l = bind("otlp http", "otlp.http_addr", config.otlp.http_addr.0).await?;
         let admin_l = bind("admin", "admin.addr", config.admin.addr.0).await?;
