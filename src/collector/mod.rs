@@ -195,6 +195,7 @@ impl Pipeline {
         let recognizer =
             Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
                 .with_max_service_name_bytes(config.aggregation.max_service_name_bytes);
+        let unrecognised = recognizer.unrecognised().clone();
         let (rules, alerts) = alerts::spawn(
             config,
             format!("{}/api/v1/alerts", config.admin_base_url()),
@@ -260,6 +261,7 @@ impl Pipeline {
                 .with_alerts(alerts)
                 .with_otlp_addrs(config.otlp.grpc_addr.0, config.otlp.http_addr.0)
                 .with_forwarder(forward)
+                .with_unrecognised(unrecognised)
                 .with_auth(auth),
             ingest,
             stats,

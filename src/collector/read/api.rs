@@ -31,6 +31,12 @@
 //! - `GET /api/v1/forward`: `{"upstreams": [...]}`, each upstream of `--forward` with its
 //!   `protocol`, the requests `sent`, dropped for a full queue (`queue_full`), given up
 //!   (`gave_up`), still `queued`, the `retries` and the `last_error`.
+//! - `GET /api/v1/unrecognised`: `{"unrecognised": [...], "overflow": {...}, "recipe_doc": ..}`,
+//!   per service the spans and log records that arrived but were no tool call, the attribute
+//!   keys of the first few (keys only, never values), their scopes, first and last seen, and the
+//!   recipe to fix it ([`crate::collector::ingest::unrecognised`]); answered from the receivers'
+//!   shared counts, without asking the aggregator. The status page shows it while no tool call
+//!   has arrived.
 //! - `GET /api/v1/alerts`: `{"firing": [...], "resolved": [...]}`, each alert with its name,
 //!   state, fingerprint, labels, annotations, `startsAt` and `endsAt`; answered from the alert
 //!   task's last published set, without asking the aggregator.
@@ -62,6 +68,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::collector::alerts::AlertsHandle;
 use crate::collector::forward::Forwarder;
+use crate::collector::ingest::unrecognised::Unrecognised;
 use crate::collector::read::exposition::Frame;
 use crate::collector::read::Command;
 use crate::collector::state::stacks::OtherStack;
@@ -126,6 +133,8 @@ pub struct ApiState {
     auth: Arc<crate::collector::net::auth::Auth>,
     /// The upstreams accepted requests are relayed to, if any.
     forward: Option<Forwarder>,
+    /// Spans and log records that were no tool call, per service.
+    unrecognised: Arc<Unrecognised>,
     /// The last frame the aggregator handed out, without its series: served with fresh
     /// self-metrics once it has stopped, so the counters of what is lost since stay visible.
     last_frame: Arc<std::sync::Mutex<Option<Frame>>>,
@@ -147,8 +156,16 @@ impl ApiState {
             .map(|a| a.parse().expect("default address")),
             auth: Arc::default(),
             forward: None,
+            unrecognised: Arc::default(),
             last_frame: Arc::default(),
         }
+    }
+
+    /// The counts `/api/v1/unrecognised` serves (default: empty ones).
+    #[must_use]
+    pub(crate) fn with_unrecognised(mut self, unrecognised: Arc<Unrecognised>) -> Self {
+        self.unrecognised = unrecognised;
+        self
     }
 
     /// Requires the token of `auth` on all but `/healthz` and `/readyz` when `auth.admin()`
@@ -238,6 +255,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/api/v1/layers", get(layers))
         .route("/api/v1/alerts", get(alerts))
         .route("/api/v1/forward", get(forward))
+        .route("/api/v1/unrecognised", get(unrecognised))
         .route("/runbook", get(runbook))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -341,6 +359,11 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
+}
+
+/// `/api/v1/unrecognised`: per service, what arrived and was no tool call.
+async fn unrecognised(State(s): State<ApiState>) -> Response {
+    Json(s.unrecognised.view()).into_response()
 }
 
 /// `/api/v1/forward`: each upstream's counts (an empty list without forwarding).
