@@ -5,10 +5,6 @@
 
 mod support;
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
@@ -19,62 +15,6 @@ use support::collector::*;
 
 /// A value no answer and no log line may hold.
 const SECRET: &str = "private-value-7f3a";
-
-/// `toolsize serve` on ephemeral ports with its standard error collected.
-struct Daemon {
-    child: std::process::Child,
-    http: std::net::SocketAddr,
-    admin: std::net::SocketAddr,
-    log: Arc<Mutex<String>>,
-}
-
-impl Daemon {
-    fn start() -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolsize"))
-            .args(["serve", "--otlp-grpc-addr", "127.0.0.1:0"])
-            .args(["--otlp-http-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn toolsize");
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        let ready: serde_json::Value = serde_json::from_str(&line).expect(&line);
-        let log = Arc::new(Mutex::new(String::new()));
-        let mut stderr = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let addr = |k: &str| ready[k].as_str().unwrap().parse().unwrap();
-        Daemon {
-            http: addr("otlp_http"),
-            admin: addr("admin"),
-            child,
-            log,
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A span that is no tool call: an HTTP client span of an agent, a value that must stay
 /// private.
@@ -116,7 +56,7 @@ fn logs(service: &str) -> ExportLogsServiceRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_that_are_no_tool_call_are_reported_per_service_with_their_keys() {
-    let d = Daemon::start();
+    let d = Logged::start(&[], &[("RUST_LOG", "info")]);
     // Two requests of spans that are no tool call, one of log records; and a service whose
     // spans are tool calls, which is not reported.
     for first in [0, 3] {
@@ -163,11 +103,8 @@ async fn spans_that_are_no_tool_call_are_reported_per_service_with_their_keys() 
     assert_eq!(v["overflow"]["services"], 0);
 
     // Logged once for the service (not once per request), with its keys, never a value.
-    let log = wait_for("the log line", Duration::from_secs(10), || {
-        let log = d.log.lock().unwrap().clone();
-        async move { log.contains("no tool call").then_some(log) }
-    })
-    .await;
+    d.line_with("no tool call").await;
+    let log = d.log();
     assert!(!log.contains(SECRET), "a value leaked into the log:\n{log}");
     let lines: Vec<&str> = log.lines().filter(|l| l.contains("no tool call")).collect();
     assert_eq!(lines.len(), 1, "{log}");
