@@ -51,8 +51,14 @@ fn toolsize_alone_prints_its_help_as_text() {
     };
     assert_eq!(code, 2, "{screen}");
     assert!(screen.contains("Usage: toolsize <COMMAND>"), "{screen}");
-    assert!(screen.contains("\n  serve "), "one command a line: {screen}");
-    assert!(!screen.contains("\\n") && !screen.contains("\"ok\""), "{screen}");
+    assert!(
+        screen.contains("\n  serve "),
+        "one command a line: {screen}"
+    );
+    assert!(
+        !screen.contains("\\n") && !screen.contains("\"ok\""),
+        "{screen}"
+    );
     // Not on a terminal either: the help is for whoever typed `toolsize`.
     let out = piped(&[], &[]);
     assert_eq!(out.status.code(), Some(2));
@@ -71,7 +77,10 @@ fn usage_errors_are_text_on_a_terminal_and_json_for_programs() {
         screen.starts_with("error: unexpected argument '--otlp-http-adr' found"),
         "{screen}"
     );
-    assert!(screen.contains("tip: a similar argument exists: '--otlp-http-addr'"), "{screen}");
+    assert!(
+        screen.contains("tip: a similar argument exists: '--otlp-http-addr'"),
+        "{screen}"
+    );
     assert!(!screen.contains("\"ok\""), "{screen}");
 
     // A bad value found after parsing: its code in brackets.
@@ -104,13 +113,13 @@ fn usage_errors_are_text_on_a_terminal_and_json_for_programs() {
     assert!(text.starts_with("error: unexpected argument"), "{text}");
 
     // A format that does not exist: a usage error (in JSON) naming the two that do.
-    let error = structured_error(&piped(
-        &["layers"],
-        &[("TOOLSIZE_ERROR_FORMAT", "yaml")],
-    ));
+    let error = structured_error(&piped(&["layers"], &[("TOOLSIZE_ERROR_FORMAT", "yaml")]));
     assert_eq!(error["code"], "USAGE");
     let message = error["message"].as_str().unwrap();
-    assert!(message.contains("TOOLSIZE_ERROR_FORMAT=\"yaml\""), "{message}");
+    assert!(
+        message.contains("TOOLSIZE_ERROR_FORMAT=\"yaml\""),
+        "{message}"
+    );
     assert!(message.contains("\"json\" or \"text\""), "{message}");
 }
 
@@ -175,15 +184,30 @@ async fn localhost_is_accepted_in_flags_variables_and_the_file() {
     let file = dir.join("toolsize.toml");
     std::fs::write(&file, "[admin]\naddr = \"localhost:0\"\n").unwrap();
     let (child, ready) = serve(
-        &["--config", file.to_str().unwrap(), "--otlp-http-addr", "localhost:0"],
-        &[("TOOLSIZE_OTLP_GRPC_ADDR", "localhost:0"), ("RUST_LOG", "warn")],
+        &[
+            "--config",
+            file.to_str().unwrap(),
+            "--otlp-http-addr",
+            "localhost:0",
+        ],
+        &[
+            ("TOOLSIZE_OTLP_GRPC_ADDR", "localhost:0"),
+            ("RUST_LOG", "warn"),
+        ],
     );
     for k in ["otlp_grpc", "otlp_http", "admin"] {
-        let addr = ready[k].as_str().unwrap_or_else(|| panic!("no {k}: {ready}"));
+        let addr = ready[k]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {k}: {ready}"));
         assert!(addr.starts_with("127.0.0.1:"), "{k}: {addr}");
     }
     // The address it said answers, under the name it was given.
-    let port = ready["otlp_http"].as_str().unwrap().rsplit(':').next().unwrap();
+    let port = ready["otlp_http"]
+        .as_str()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap();
     let admin: std::net::SocketAddr = ready["admin"].as_str().unwrap().parse().unwrap();
     use prost::Message;
     let r = reqwest::Client::new()
@@ -226,11 +250,23 @@ fn a_port_in_use_names_the_flag_and_the_key() {
     assert_eq!(message, expected);
     // The admin listener too, by its own flag and key.
     let out = piped(
-        &["serve", "--otlp-grpc-addr", "127.0.0.1:0", "--otlp-http-addr", "127.0.0.1:0"],
+        &[
+            "serve",
+            "--otlp-grpc-addr",
+            "127.0.0.1:0",
+            "--otlp-http-addr",
+            "127.0.0.1:0",
+        ],
         &[("RUST_LOG", "off"), ("TOOLSIZE_ADMIN_ADDR", &addr)],
     );
-    let message = structured_error(&out)["message"].as_str().unwrap().to_string();
-    assert!(message.contains("--admin-addr, TOOLSIZE_ADMIN_ADDR or `admin.addr`"), "{message}");
+    let message = structured_error(&out)["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("--admin-addr, TOOLSIZE_ADMIN_ADDR or `admin.addr`"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -259,7 +295,10 @@ fn log_format_json_writes_one_object_per_line() {
         assert_eq!(listening["level"], "INFO");
         assert_eq!(listening["otlp_http"], ready["otlp_http"]);
         assert!(listening["timestamp"].is_string());
-        assert!(lines.iter().any(|l| l["message"] == "Collector stopped."), "{log}");
+        assert!(
+            lines.iter().any(|l| l["message"] == "Collector stopped."),
+            "{log}"
+        );
     }
 }
 

@@ -35,12 +35,17 @@ async fn webhook() -> (std::net::SocketAddr, Arc<Mutex<Vec<serde_json::Value>>>)
 
 /// The severity of the firing over-ceiling alert of `tool`, once it fires.
 async fn severity_of(admin: std::net::SocketAddr, tool: &str) -> String {
-    wait_for(&format!("{tool}'s alert"), Duration::from_secs(10), || async {
-        let v = get_json(admin, "/api/v1/alerts").await;
-        v["firing"].as_array().unwrap().iter().find_map(|a| {
-            (a["labels"]["tool"] == tool).then(|| a["labels"]["severity"].as_str().unwrap().to_string())
-        })
-    })
+    wait_for(
+        &format!("{tool}'s alert"),
+        Duration::from_secs(10),
+        || async {
+            let v = get_json(admin, "/api/v1/alerts").await;
+            v["firing"].as_array().unwrap().iter().find_map(|a| {
+                (a["labels"]["tool"] == tool)
+                    .then(|| a["labels"]["severity"].as_str().unwrap().to_string())
+            })
+        },
+    )
     .await
 }
 
@@ -52,7 +57,12 @@ async fn sighup_reloads_rules_and_sinks_and_keeps_the_state() {
     std::fs::write(&file, config("")).unwrap();
     let data = dir.join("data");
     let d = Logged::start(
-        &["--config", file.to_str().unwrap(), "--data-dir", data.to_str().unwrap()],
+        &[
+            "--config",
+            file.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
         &[("RUST_LOG", "info")],
     );
     let big = |n, tool| request("agent", vec![own_span(n, tool, 30_000)]);
@@ -72,12 +82,13 @@ async fn sighup_reloads_rules_and_sinks_and_keeps_the_state() {
     d.signal("-HUP");
     let line = d.line_with("Configuration reloaded (SIGHUP).").await;
     assert!(
-        line.contains(
-            r#"applied=["alerts.over_ceiling.severity", "alerts.webhook_url"]"#
-        ),
+        line.contains(r#"applied=["alerts.over_ceiling.severity", "alerts.webhook_url"]"#),
         "{line}"
     );
-    assert!(line.contains(r#"restart_needed=["aggregation.max_series"]"#), "{line}");
+    assert!(
+        line.contains(r#"restart_needed=["aggregation.max_series"]"#),
+        "{line}"
+    );
     let warn = d.line_with("take effect at the next restart").await;
     assert!(warn.contains("aggregation.max_series"), "{warn}");
     // The new webhook is sent what fires already, at once.
@@ -91,14 +102,20 @@ async fn sighup_reloads_rules_and_sinks_and_keeps_the_state() {
     assert_eq!(severity_of(d.admin, "after").await, "page");
     assert_eq!(severity_of(d.admin, "before").await, "ticket");
     let tools = tools(d.admin, "").await;
-    assert_eq!(tools["tools"].as_array().unwrap().len(), 2, "state kept: {tools}");
+    assert_eq!(
+        tools["tools"].as_array().unwrap().len(),
+        2,
+        "state kept: {tools}"
+    );
 
     // A file that does not load: refused, logged, the daemon serves on with what ran.
     std::fs::write(&file, "[alerts.over_ceiling\nseverity = ").unwrap();
     d.signal("-HUP");
     let refused = d.line_with("Configuration not reloaded").await;
     assert!(refused.contains("invalid config file"), "{refused}");
-    let r = reqwest::get(format!("http://{}/healthz", d.admin)).await.unwrap();
+    let r = reqwest::get(format!("http://{}/healthz", d.admin))
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(post_proto(d.http, &big(3, "later")).await.status(), 200);
     assert_eq!(severity_of(d.admin, "later").await, "page");
@@ -115,7 +132,12 @@ async fn sighup_reloads_rules_and_sinks_and_keeps_the_state() {
         (n == 2).then_some(())
     })
     .await;
-    assert!(d.log().contains("did you mean `alerts.over_ceiling.severity`"), "{}", d.log());
+    assert!(
+        d.log()
+            .contains("did you mean `alerts.over_ceiling.severity`"),
+        "{}",
+        d.log()
+    );
 
     // SIGTERM still stops it cleanly, with the final snapshot.
     let mut d = d;

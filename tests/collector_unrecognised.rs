@@ -5,7 +5,6 @@
 
 mod support;
 
-
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
@@ -61,7 +60,12 @@ async fn spans_that_are_no_tool_call_are_reported_per_service_with_their_keys() 
     // spans are tool calls, which is not reported.
     for first in [0, 3] {
         let spans = (first..first + 3).map(http_span).collect();
-        assert_eq!(post_proto(d.http, &request("plain-agent", spans)).await.status(), 200);
+        assert_eq!(
+            post_proto(d.http, &request("plain-agent", spans))
+                .await
+                .status(),
+            200
+        );
     }
     let r = reqwest::Client::new()
         .post(format!("http://{}/v1/logs", d.http))
@@ -72,7 +76,10 @@ async fn spans_that_are_no_tool_call_are_reported_per_service_with_their_keys() 
         .unwrap();
     assert_eq!(r.status(), 200);
     let tool = vec![own_span(9, "read", 100)];
-    assert_eq!(post_proto(d.http, &request("tooled", tool)).await.status(), 200);
+    assert_eq!(
+        post_proto(d.http, &request("tooled", tool)).await.status(),
+        200
+    );
 
     let body = reqwest::get(format!("http://{}/api/v1/unrecognised", d.admin))
         .await
@@ -89,15 +96,29 @@ async fn spans_that_are_no_tool_call_are_reported_per_service_with_their_keys() 
     assert_eq!((&s["spans"], &s["log_records"]), (&6.into(), &1.into()));
     assert_eq!(
         s["keys"],
-        serde_json::json!(["gen_ai.request.model", "http.request.method", "url.full", "user.query"])
+        serde_json::json!([
+            "gen_ai.request.model",
+            "http.request.method",
+            "url.full",
+            "user.query"
+        ])
     );
-    assert!(s["scopes"].as_array().unwrap().contains(&"my.logger".into()), "{s}");
+    assert!(
+        s["scopes"]
+            .as_array()
+            .unwrap()
+            .contains(&"my.logger".into()),
+        "{s}"
+    );
     let recipe = s["recipe"].as_str().unwrap();
     assert!(
         recipe.starts_with("GenAI spans arrive but none has gen_ai.operation.name=execute_tool"),
         "{recipe}"
     );
-    assert!(recipe.ends_with("(see docs/collector.md#the-recipe)"), "{recipe}");
+    assert!(
+        recipe.ends_with("(see docs/collector.md#the-recipe)"),
+        "{recipe}"
+    );
     assert!(s["first_seen_unix"].as_u64().unwrap() > 1_700_000_000);
     assert!(s["last_seen_unix"].as_u64() >= s["first_seen_unix"].as_u64());
     assert_eq!(v["overflow"]["services"], 0);
@@ -110,5 +131,9 @@ async fn spans_that_are_no_tool_call_are_reported_per_service_with_their_keys() 
     assert_eq!(lines.len(), 1, "{log}");
     assert!(lines[0].contains("service=plain-agent"), "{}", lines[0]);
     assert!(lines[0].contains("\"url.full\""), "{}", lines[0]);
-    assert!(lines[0].contains("docs/collector.md#the-recipe"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("docs/collector.md#the-recipe"),
+        "{}",
+        lines[0]
+    );
 }

@@ -128,7 +128,12 @@ fn a_read_only_data_dir_stops_the_start_with_its_flag_and_key() {
     let ro = ReadOnly::new(&dir);
     ro.lock();
     let out = support::cli::toolsize()
-        .args(["serve", "--otlp-grpc-addr", "127.0.0.1:0", "--otlp-http-addr"])
+        .args([
+            "serve",
+            "--otlp-grpc-addr",
+            "127.0.0.1:0",
+            "--otlp-http-addr",
+        ])
         .args(["127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir"])
         .arg(&*dir)
         .env("RUST_LOG", "off")
@@ -138,7 +143,12 @@ fn a_read_only_data_dir_stops_the_start_with_its_flag_and_key() {
     let error = support::cli::structured_error(&out);
     assert_eq!(error["code"], "START", "{error}");
     let message = error["message"].as_str().unwrap();
-    for named in ["--data-dir", "TOOLSIZE_DATA_DIR", "`store.data_dir`", "cannot be written"] {
+    for named in [
+        "--data-dir",
+        "TOOLSIZE_DATA_DIR",
+        "`store.data_dir`",
+        "cannot be written",
+    ] {
         assert!(message.contains(named), "{named} not in {message}");
     }
 }

@@ -1062,12 +1062,20 @@ async fn status_page_shows_spans_that_are_no_tool_call() {
     let r = post_proto(daemon.http, &request("chatty-agent", spans)).await;
     assert!(r.status().is_success());
     let dom = chromium_dom(&format!("http://{}/", daemon.admin), "status-unrec", None).await;
-    assert!(dom.contains("<body data-state=\"ok\""), "not rendered:\n{dom}");
-    assert!(is_hidden(start_tag(&dom, "empty-point")), "still pointing at an exporter");
+    assert!(
+        dom.contains("<body data-state=\"ok\""),
+        "not rendered:\n{dom}"
+    );
+    assert!(
+        is_hidden(start_tag(&dom, "empty-point")),
+        "still pointing at an exporter"
+    );
     assert!(!is_hidden(start_tag(&dom, "unrecognised")), "{dom}");
     let list = text(inner(&dom, "unrecognised-list", "ul"));
     assert!(
-        list.starts_with("chatty-agent: 2 spans, 0 log records; keys gen_ai.operation.name. GenAI spans arrive"),
+        list.starts_with(
+            "chatty-agent: 2 spans, 0 log records; keys gen_ai.operation.name. GenAI spans arrive"
+        ),
         "{list}"
     );
     assert!(list.contains("docs/collector.md#the-recipe"), "{list}");

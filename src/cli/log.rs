@@ -151,7 +151,13 @@ mod tests {
                 .event_format(JsonLines),
         );
         tracing::subscriber::with_default(subscriber, || {
-            tracing::warn!(series = 3u64, ratio = 0.5, ok = true, layer = "a\"b", "Two\nlines.");
+            tracing::warn!(
+                series = 3u64,
+                ratio = 0.5,
+                ok = true,
+                layer = "a\"b",
+                "Two\nlines."
+            );
             tracing::info!(level = "mine", "Clash.");
         });
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();

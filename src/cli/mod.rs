@@ -265,8 +265,14 @@ mod tests {
         assert_eq!(ErrorFormat::choose(None, true), Ok(ErrorFormat::Text));
         assert_eq!(ErrorFormat::choose(None, false), Ok(ErrorFormat::Json));
         assert_eq!(ErrorFormat::choose(Some(""), true), Ok(ErrorFormat::Text));
-        assert_eq!(ErrorFormat::choose(Some("json"), true), Ok(ErrorFormat::Json));
-        assert_eq!(ErrorFormat::choose(Some("text"), false), Ok(ErrorFormat::Text));
+        assert_eq!(
+            ErrorFormat::choose(Some("json"), true),
+            Ok(ErrorFormat::Json)
+        );
+        assert_eq!(
+            ErrorFormat::choose(Some("text"), false),
+            Ok(ErrorFormat::Text)
+        );
         let e = ErrorFormat::choose(Some("yaml"), true).unwrap_err();
         assert!(e.contains("\"json\" or \"text\""), "{e}");
     }

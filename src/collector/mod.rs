@@ -137,7 +137,10 @@ pub enum CollectorError {
     Store(#[from] persist::store::StoreError),
     /// The data directory cannot be written, found before listening: the message names why and
     /// the flag, variable and key that set it.
-    #[error("the data directory cannot be written ({source}): set {} to a writable directory", setters("store.data_dir"))]
+    #[error(
+        "the data directory cannot be written ({source}): set {} to a writable directory",
+        setters("store.data_dir")
+    )]
     DataDir {
         /// Why.
         source: persist::store::StoreError,
@@ -356,7 +359,11 @@ fn changed_keys(a: &Config, b: &Config) -> Vec<String> {
 }
 
 /// Takes the section `section` (`alerts.p95_jump`, …) of `new` into `running`.
-fn take_rule_section(running: &mut config::AlertsConfig, new: &config::AlertsConfig, section: &str) {
+fn take_rule_section(
+    running: &mut config::AlertsConfig,
+    new: &config::AlertsConfig,
+    section: &str,
+) {
     match section {
         "alerts.over_ceiling" => running.over_ceiling = new.over_ceiling.clone(),
         "alerts.repeated_oversize" => running.repeated_oversize = new.repeated_oversize.clone(),
@@ -386,12 +393,14 @@ async fn bind(
     key: &'static str,
     addr: SocketAddr,
 ) -> Result<TcpListener, CollectorError> {
-    TcpListener::bind(addr).await.map_err(|source| CollectorError::Bind {
-        what,
-        addr,
-        key,
-        source,
-    })
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| CollectorError::Bind {
+            what,
+            addr,
+            key,
+            source,
+        })
 }
 
 /// What [`CollectorError::Bind`] says: the address, why (in use, not an address of this host,
@@ -400,15 +409,19 @@ async fn bind(
 fn bind_message(what: &str, addr: SocketAddr, key: &str, source: &std::io::Error) -> String {
     use std::io::ErrorKind;
     let why = match source.kind() {
-        ErrorKind::AddrInUse => "is in use (another program, or another toolsize, listens on it)"
-            .to_string(),
+        ErrorKind::AddrInUse => {
+            "is in use (another program, or another toolsize, listens on it)".to_string()
+        }
         ErrorKind::AddrNotAvailable => "is not an address of this host".to_string(),
         ErrorKind::PermissionDenied => {
             format!("cannot be listened on: {source} (ports below 1024 need privileges)")
         }
         _ => format!("cannot be listened on: {source}"),
     };
-    format!("{addr} ({what}) {why}: set {} to another address", setters(key))
+    format!(
+        "{addr} ({what}) {why}: set {} to another address",
+        setters(key)
+    )
 }
 
 /// Where `key` is set: `--flag, TOOLSIZE_VAR or \`key\``, from its declaration.

@@ -345,7 +345,12 @@ impl Logged {
         use std::io::Read;
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolsize"))
             .args(["serve", "--otlp-grpc-addr", "127.0.0.1:0"])
-            .args(["--otlp-http-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"])
+            .args([
+                "--otlp-http-addr",
+                "127.0.0.1:0",
+                "--admin-addr",
+                "127.0.0.1:0",
+            ])
             .args(args)
             .envs(env.iter().copied())
             .stdout(Stdio::piped())

@@ -51,8 +51,8 @@ pub(crate) use sections::{
     ForwardConfig, StoreConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_MAX_SERVICE_NAME_BYTES, DEFAULT_OTLP_GRPC_ADDR, DEFAULT_OTLP_HTTP_ADDR,
 };
-pub use values::{Interval, ListenAddr};
 pub(crate) use values::{header_pairs, otlp_upstream, parse_duration, ServiceRate};
+pub use values::{Interval, ListenAddr};
 
 section! {
     /// The whole configuration.

@@ -369,11 +369,9 @@ const HINTS: &[Hint] = &[
 
 /// What to switch on for a service whose items carried `keys` under `scopes`.
 fn recipe(keys: &[&str], scopes: &[&str]) -> String {
-    let hint = HINTS.iter().find(|h| {
-        keys.iter()
-            .chain(scopes)
-            .any(|k| k.starts_with(h.prefix))
-    });
+    let hint = HINTS
+        .iter()
+        .find(|h| keys.iter().chain(scopes).any(|k| k.starts_with(h.prefix)));
     let what = hint.map_or(
         "no span is a tool call: turn on your framework's tracing switch, or set \
          gen_ai.operation.name=execute_tool, gen_ai.tool.name and tool.result.bytes on your \
@@ -413,7 +411,11 @@ mod tests {
         assert_eq!((s.spans, s.log_records), (4, 1));
         assert_eq!(s.keys, ["gen_ai.request.model", "http.method"]);
         assert_eq!(s.scopes, ["my.scope"]);
-        assert!(s.recipe.contains("gen_ai.operation.name=execute_tool"), "{}", s.recipe);
+        assert!(
+            s.recipe.contains("gen_ai.operation.name=execute_tool"),
+            "{}",
+            s.recipe
+        );
         assert!(s.recipe.ends_with("(see docs/collector.md#the-recipe)"));
     }
 

@@ -43,8 +43,7 @@ use tokio::sync::mpsc;
 use super::{AlertStats, Event, Matched};
 use crate::collector::config::{AlertsConfig, Config};
 use crate::collector::state::{
-    FxBuild, Limits, Observed, ResultObserver, Retune, Series, SeriesKey, SeriesMap, State,
-    Stats,
+    FxBuild, Limits, Observed, ResultObserver, Retune, Series, SeriesKey, SeriesMap, State, Stats,
 };
 use crate::layers::Ceiling;
 
@@ -561,20 +560,18 @@ impl Rules {
     /// a rebuilt rule starts its own counts over (the repeated argument hashes, the last
     /// resend). A rule enabled or disabled by the reload waits for a restart.
     fn retune_rules(&mut self, old: &AlertsConfig, new: &AlertsConfig, out: &mut Retune) {
-        let mut record = |section: &'static str,
-                          changed: bool,
-                          was: bool,
-                          rule: Option<Box<dyn RecordRule>>| {
-            if !changed {
-                return;
-            }
-            let rule = rule.map(|r| (r.kind(), r));
-            match replace_rule(&mut self.records, was, rule) {
-                Ok(true) => out.applied.push(section),
-                Ok(false) => {}
-                Err(()) => out.restart.push(section),
-            }
-        };
+        let mut record =
+            |section: &'static str, changed: bool, was: bool, rule: Option<Box<dyn RecordRule>>| {
+                if !changed {
+                    return;
+                }
+                let rule = rule.map(|r| (r.kind(), r));
+                match replace_rule(&mut self.records, was, rule) {
+                    Ok(true) => out.applied.push(section),
+                    Ok(false) => {}
+                    Err(()) => out.restart.push(section),
+                }
+            };
         record(
             "alerts.over_ceiling",
             old.over_ceiling != new.over_ceiling,
@@ -587,20 +584,18 @@ impl Rules {
             old.repeated_oversize.enabled,
             repeated_oversize::Rule::from_config(&new.repeated_oversize).map(|r| Box::new(r) as _),
         );
-        let mut window = |section: &'static str,
-                          changed: bool,
-                          was: bool,
-                          rule: Option<Box<dyn WindowRule>>| {
-            if !changed {
-                return;
-            }
-            let rule = rule.map(|r| (r.kind(), r));
-            match replace_rule(&mut self.windows, was, rule) {
-                Ok(true) => out.applied.push(section),
-                Ok(false) => {}
-                Err(()) => out.restart.push(section),
-            }
-        };
+        let mut window =
+            |section: &'static str, changed: bool, was: bool, rule: Option<Box<dyn WindowRule>>| {
+                if !changed {
+                    return;
+                }
+                let rule = rule.map(|r| (r.kind(), r));
+                match replace_rule(&mut self.windows, was, rule) {
+                    Ok(true) => out.applied.push(section),
+                    Ok(false) => {}
+                    Err(()) => out.restart.push(section),
+                }
+            };
         window(
             "alerts.p95_jump",
             old.p95_jump != new.p95_jump,
