@@ -17,7 +17,7 @@ pub fn resolve_listen(text: &str) -> Result<SocketAddr, String> {
     }
     let bad = |why: String| {
         format!(
-            "{text:?} is not an address ({why}): write IP:PORT or HOST:PORT, e.g. 127.0.0.1:4318 \
+            "{text:?}: not an address ({why}); write IP:PORT or HOST:PORT, e.g. 127.0.0.1:4318 \
              or localhost:4318"
         )
     };
