@@ -325,3 +325,57 @@ fn export_refuses_http_json_with_a_sentence_naming_what_it_accepts() {
     // The tool still ran.
     assert_eq!(out.status.code(), Some(0), "{log}");
 }
+
+#[test]
+fn mcp_listen_takes_localhost_and_a_taken_port_names_the_flag() {
+    let mut child = toolsize()
+        .args([
+            "mcp",
+            "--listen",
+            "localhost:0",
+            "--upstream",
+            "http://127.0.0.1:9/mcp",
+        ])
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn toolsize mcp");
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let line = stderr
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.contains("\"listen\""))
+        .expect("a listen line");
+    let _ = child.kill();
+    let _ = child.wait();
+    let v: serde_json::Value = serde_json::from_str(&line).expect(&line);
+    assert!(
+        v["listen"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{line}"
+    );
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = piped(
+        &[
+            "mcp",
+            "--listen",
+            &addr,
+            "--upstream",
+            "http://127.0.0.1:9/mcp",
+        ],
+        &[],
+    );
+    let error = structured_error(&out);
+    assert_eq!(error["code"], "LISTEN_FAILED");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("give --listen another address"),
+        "{error}"
+    );
+}

@@ -150,9 +150,11 @@ pub fn run(args: McpArgs) -> ExitCode {
         drop(export);
         return match served {
             Ok(()) => ExitCode::SUCCESS,
-            Err(crate::mcp::http::HttpError::Listen(e)) => {
-                CliError::new("LISTEN_FAILED", format!("cannot listen on {listen}: {e}")).report()
-            }
+            Err(crate::mcp::http::HttpError::Listen(e)) => CliError::new(
+                "LISTEN_FAILED",
+                format!("cannot listen on {listen}: {e}: give --listen another address"),
+            )
+            .report(),
             Err(e) => CliError::new("INVALID_UPSTREAM", e.to_string()).report(),
         };
     }
