@@ -580,6 +580,13 @@ mod tests {
         );
         let err = "http/json".parse::<Protocol>().unwrap_err();
         assert!(err.to_string().contains("http/json"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("toolsize exports \"grpc\" or \"http/protobuf\""),
+            "{err}"
+        );
+        // `.unwrap()` and `main() -> Result<_, Box<dyn Error>>` print the sentence too.
+        assert_eq!(format!("{err:?}"), format!("UnsupportedProtocol: {err}"));
     }
 
     #[test]
