@@ -25,7 +25,8 @@
 //!   coding agent's signals into one record per call. Readers ask it through a command channel
 //!   ([`read::Command`]) and get computed views.
 //! - **Admin HTTP** ([`read::api`]) serves the status page `/`, `/metrics` ([`read::exposition`]),
-//!   `/api/v1/tools`, `/api/v1/tools/{tool}`, `/api/v1/layers`, `/api/v1/alerts`, `/runbook`,
+//!   `/api/v1/tools`, `/api/v1/tools/{tool}`, `/api/v1/layers`, `/api/v1/alerts`,
+//!   `/api/v1/unrecognised` (spans that are no tool call, [`ingest::unrecognised`]), `/runbook`,
 //!   `/healthz`, `/readyz`.
 //! - **Layers**: the effective stack ([`crate::layers::Stack`], resolved once in
 //!   [`Config::load`]) is checked by the aggregator for every result of known size; the weakest
@@ -47,6 +48,14 @@
 //! histograms; client-supplied names are cut and cleaned before they become keys. Every
 //! refusal, drop and closed connection is counted in the self-metrics ([`SelfStats`], exposed
 //! on `/metrics`).
+//!
+//! Start ([`Daemon::start`]): the data directory is probed (a file written and removed) before
+//! any listener binds, so an unwritable one stops the start; a listener that cannot bind names
+//! the flag, variable and key of its address.
+//!
+//! Reload ([`Daemon::reload`], on SIGHUP in `toolsize serve`): the alert sinks and the rules'
+//! settings are replaced in place; the state, the firing alerts and the listeners are kept;
+//! other changed keys wait for a restart.
 //!
 //! Shutdown ([`Daemon::shutdown`], on SIGTERM/SIGINT in `toolsize serve`): listeners stop
 //! accepting, in-flight requests finish, the aggregator drains its queue and writes a final
