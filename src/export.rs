@@ -10,12 +10,17 @@
 //!
 //! | variable | meaning |
 //! |---|---|
-//! | `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, `OTEL_EXPORTER_OTLP_PROTOCOL` | `grpc` or `http/protobuf` (default); `http/json` is refused with an error |
+//! | `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, `OTEL_EXPORTER_OTLP_PROTOCOL` | `grpc` or `http/protobuf` (default); `http/json` is refused with an error naming both (the JSON exporter would compile the OpenTelemetry metrics SDK and a serde layer for every OTLP message into every user's build; the daemon reads both encodings alike) |
 //! | `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, `OTEL_EXPORTER_OTLP_ENDPOINT` | where to send (defaults `http://localhost:4317` for gRPC, `http://localhost:4318/v1/traces` for HTTP) |
 //! | `OTEL_EXPORTER_OTLP_*HEADERS`, `*TIMEOUT`, `*COMPRESSION` | passed to the exporter as it reads them |
 //! | `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES` | the resource of every span |
 //! | `OTEL_BSP_*` | the batch processor's queue and schedule |
 //! | `RUST_LOG` | what the log output on standard error shows (default `info`) |
+//!
+//! [`init`] also installs a log output: tracing-subscriber's `fmt` layer on standard error,
+//! showing the application's `tracing` events and toolsize's own (filtered by `RUST_LOG`, or
+//! [`ExportBuilder::log_filter`]), in colour only when standard error is a terminal.
+//! [`ExportBuilder::logs`]`(false)` installs none, to keep the application's own.
 //!
 //! Spans leave through the SDK's batch processor, on its own thread: a tool call never waits for
 //! the network. Nothing is lost silently: every span ended, exported, refused by the peer or dropped
@@ -83,8 +88,8 @@ pub const PROTOCOL_VARIABLES: [&str; 2] = [
     "OTEL_EXPORTER_OTLP_PROTOCOL",
 ];
 
-/// Why export could not be set up or flushed.
-#[derive(Debug)]
+/// Why export could not be set up or flushed. Its `Debug` is its message (with the variant's
+/// name), so that `main() -> Result<(), Box<dyn Error>>` and `.unwrap()` print a sentence.
 pub enum ExportError {
     /// The protocol named (by the builder or the environment) is not supported.
     UnsupportedProtocol(String),
@@ -103,7 +108,9 @@ impl fmt::Display for ExportError {
         match self {
             ExportError::UnsupportedProtocol(p) => write!(
                 f,
-                "unsupported OTLP protocol {p:?}: use \"grpc\" or \"http/protobuf\""
+                "unsupported OTLP protocol {p:?} (from the builder, or {} / {}): toolsize \
+                 exports \"grpc\" or \"http/protobuf\"; the daemon reads both",
+                PROTOCOL_VARIABLES[0], PROTOCOL_VARIABLES[1]
             ),
             ExportError::Exporter(e) => write!(f, "cannot build the OTLP exporter: {e}"),
             ExportError::Runtime(e) => write!(f, "cannot start the exporter's runtime: {e}"),
@@ -113,6 +120,19 @@ impl fmt::Display for ExportError {
             ),
             ExportError::Flush(e) => write!(f, "cannot flush spans: {e}"),
         }
+    }
+}
+
+impl fmt::Debug for ExportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            ExportError::UnsupportedProtocol(_) => "UnsupportedProtocol",
+            ExportError::Exporter(_) => "Exporter",
+            ExportError::Runtime(_) => "Runtime",
+            ExportError::SubscriberAlreadySet => "SubscriberAlreadySet",
+            ExportError::Flush(_) => "Flush",
+        };
+        write!(f, "{name}: {self}")
     }
 }
 
@@ -311,6 +331,7 @@ impl ExportBuilder {
             Some(
                 tracing_subscriber::fmt::layer()
                     .with_writer(std::io::stderr)
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                     .with_filter(filter),
             )
         } else {
@@ -559,6 +580,13 @@ mod tests {
         );
         let err = "http/json".parse::<Protocol>().unwrap_err();
         assert!(err.to_string().contains("http/json"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("toolsize exports \"grpc\" or \"http/protobuf\""),
+            "{err}"
+        );
+        // `.unwrap()` and `main() -> Result<_, Box<dyn Error>>` print the sentence too.
+        assert_eq!(format!("{err:?}"), format!("UnsupportedProtocol: {err}"));
     }
 
     #[test]

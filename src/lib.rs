@@ -4,6 +4,8 @@
 #![doc = include_str!("../README.md")]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
+#[cfg(feature = "cli")]
+pub mod addr;
 pub mod args_hash;
 #[cfg(feature = "export")]
 pub mod export;

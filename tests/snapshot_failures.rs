@@ -2,7 +2,8 @@
 //! (read-only, a full disk, a directory where the snapshot goes) removes its temporary file,
 //! counts every failure, reports not ready on `/readyz` while writes keep failing or while one
 //! hangs (a stalled disk), recovers when the disk does, and exits 1 when the final snapshot at
-//! shutdown fails.
+//! shutdown fails. A data directory that cannot be written at start stops the start before
+//! listening (exit 2, its flag and key named).
 #![cfg(feature = "collector")]
 
 mod support;
@@ -67,39 +68,89 @@ async fn a_directory_in_place_of_the_snapshot_fails_every_write() {
     .await;
 }
 
+/// A data directory that cannot be written: a read-only tmpfs for root (who ignores file
+/// modes), mode 0555 for others. Made read-only by `lock` after `unlock_first` ran on it.
+struct ReadOnly<'a> {
+    dir: &'a Path,
+    mounted: bool,
+}
+
+impl<'a> ReadOnly<'a> {
+    /// `dir` made writable now and read-only by [`ReadOnly::lock`].
+    fn new(dir: &'a Path) -> Self {
+        let mounted = is_root();
+        if mounted {
+            let st = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+                .arg(dir)
+                .status()
+                .expect("mount");
+            assert!(st.success(), "cannot mount a tmpfs as root");
+        }
+        ReadOnly { dir, mounted }
+    }
+
+    fn lock(&self) {
+        let st = if self.mounted {
+            Command::new("mount")
+                .args(["-o", "remount,ro"])
+                .arg(self.dir)
+                .status()
+        } else {
+            Command::new("chmod").arg("0555").arg(self.dir).status()
+        };
+        assert!(st.unwrap().success());
+        assert!(
+            std::fs::write(self.dir.join("probe"), b"x").is_err(),
+            "the directory is writable"
+        );
+    }
+}
+
+impl Drop for ReadOnly<'_> {
+    fn drop(&mut self) {
+        let _ = match self.mounted {
+            true => Command::new("umount").arg(self.dir).status(),
+            false => Command::new("chmod").arg("0755").arg(self.dir).status(),
+        };
+    }
+}
+
 #[tokio::test]
-async fn a_read_only_data_dir_fails_loudly() {
+async fn a_data_dir_made_read_only_after_start_fails_loudly() {
     let dir = temp_dir("snap-ro");
-    // root ignores file modes: a read-only tmpfs is read-only for root too.
-    let mounted = if is_root() {
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "ro,size=64k", "tmpfs"])
-            .arg(&dir)
-            .status()
-            .expect("mount");
-        assert!(st.success(), "cannot mount a read-only tmpfs as root");
-        true
-    } else {
-        Command::new("chmod")
-            .arg("0555")
-            .arg(&dir)
-            .status()
-            .unwrap();
-        false
-    };
-    assert!(
-        std::fs::write(dir.join("probe"), b"x").is_err(),
-        "the directory is writable"
-    );
-    fails_loudly(&dir, || {}).await;
-    if mounted {
-        Command::new("umount").arg(&dir).status().unwrap();
-    } else {
-        Command::new("chmod")
-            .arg("0755")
-            .arg(&dir)
-            .status()
-            .unwrap();
+    let ro = ReadOnly::new(&dir);
+    fails_loudly(&dir, || ro.lock()).await;
+}
+
+#[test]
+fn a_read_only_data_dir_stops_the_start_with_its_flag_and_key() {
+    let dir = temp_dir("snap-ro-start");
+    let ro = ReadOnly::new(&dir);
+    ro.lock();
+    let out = support::cli::toolsize()
+        .args([
+            "serve",
+            "--otlp-grpc-addr",
+            "127.0.0.1:0",
+            "--otlp-http-addr",
+        ])
+        .args(["127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir"])
+        .arg(&*dir)
+        .env("RUST_LOG", "off")
+        .output()
+        .expect("run toolsize serve");
+    // Stopped before listening: no ready line, exit 2, the key and flag named.
+    let error = support::cli::structured_error(&out);
+    assert_eq!(error["code"], "START", "{error}");
+    let message = error["message"].as_str().unwrap();
+    for named in [
+        "--data-dir",
+        "TOOLSIZE_DATA_DIR",
+        "`store.data_dir`",
+        "cannot be written",
+    ] {
+        assert!(message.contains(named), "{named} not in {message}");
     }
 }
 

@@ -1043,3 +1043,40 @@ async fn status_page_shows_each_forwarding_upstream() {
     assert_eq!(attr(tag, "data-upstream"), Some(down.as_str()), "{tag}");
     d.stop();
 }
+
+/// Spans arrive but none is a tool call: the empty state names the service, the keys its spans
+/// carried and the recipe, instead of telling the user to point an exporter at the daemon.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_page_shows_spans_that_are_no_tool_call() {
+    if !require("chromium", &["--version"]) {
+        return;
+    }
+    let daemon = Binary::start_with_env(&[], None, &[("RUST_LOG", "error")]);
+    let fresh = chromium_dom(&format!("http://{}/", daemon.admin), "status-fresh", None).await;
+    assert!(!is_hidden(start_tag(&fresh, "empty-point")), "{fresh}");
+    assert!(is_hidden(start_tag(&fresh, "unrecognised")), "{fresh}");
+
+    let spans = (0..2)
+        .map(|n| span(n, "chat", vec![s("gen_ai.operation.name", "chat")]))
+        .collect();
+    let r = post_proto(daemon.http, &request("chatty-agent", spans)).await;
+    assert!(r.status().is_success());
+    let dom = chromium_dom(&format!("http://{}/", daemon.admin), "status-unrec", None).await;
+    assert!(
+        dom.contains("<body data-state=\"ok\""),
+        "not rendered:\n{dom}"
+    );
+    assert!(
+        is_hidden(start_tag(&dom, "empty-point")),
+        "still pointing at an exporter"
+    );
+    assert!(!is_hidden(start_tag(&dom, "unrecognised")), "{dom}");
+    let list = text(inner(&dom, "unrecognised-list", "ul"));
+    assert!(
+        list.starts_with(
+            "chatty-agent: 2 spans, 0 log records; keys gen_ai.operation.name. GenAI spans arrive"
+        ),
+        "{list}"
+    );
+    assert!(list.contains("docs/collector.md#the-recipe"), "{list}");
+}

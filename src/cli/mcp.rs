@@ -62,7 +62,7 @@ pub struct McpArgs {
     pub call_timeout: f64,
     /// Serve MCP over Streamable HTTP at http://ADDR/mcp, forwarding to --upstream (instead of
     /// running a server on stdio). Port 0 picks a free port, said on standard error.
-    #[arg(long, value_name = "ADDR", requires = "upstream")]
+    #[arg(long, value_name = "ADDR", requires = "upstream", value_parser = crate::addr::resolve_listen)]
     pub listen: Option<SocketAddr>,
     /// The URL of the MCP server the HTTP proxy forwards to (http:// or https://).
     #[arg(long, value_name = "URL", requires = "listen")]
@@ -191,9 +191,11 @@ pub fn run(args: McpArgs) -> ExitCode {
         drop(export);
         return match served {
             Ok(()) => ExitCode::SUCCESS,
-            Err(crate::mcp::http::HttpError::Listen(e)) => {
-                CliError::new("LISTEN_FAILED", format!("cannot listen on {listen}: {e}")).report()
-            }
+            Err(crate::mcp::http::HttpError::Listen(e)) => CliError::new(
+                "LISTEN_FAILED",
+                format!("cannot listen on {listen}: {e}: give --listen another address"),
+            )
+            .report(),
             Err(e) => CliError::new("INVALID_UPSTREAM", e.to_string()).report(),
         };
     }

@@ -1,13 +1,19 @@
 //! The `toolsize` command line: argument parsing and the subcommands' entry points.
 //!
 //! `src/bin/toolsize.rs` stays thin: it parses [`Cli`], calls [`run`] and exits with the code it
-//! returns. Every subcommand reports a failure as a structured JSON error on standard error and
-//! exits 2 ([`EXIT_USAGE`]); a wrapped tool's own exit code is passed through unchanged.
+//! returns. Every subcommand reports a failure on standard error and exits 2 ([`EXIT_USAGE`]); a
+//! wrapped tool's own exit code is passed through unchanged. The failure is one JSON object
+//! (`{"ok":false,"error":{"code":..,"message":..}}`) when standard error is not a terminal (a
+//! program reading it), and plain text on a terminal; `TOOLSIZE_ERROR_FORMAT=json` or `text`
+//! chooses ([`ErrorFormat`]). `toolsize` alone prints its help as plain text and exits 2.
+//!
+//! `--version` prints the version, the commit it was built from (`git rev-parse --short HEAD`
+//! at build time, `unknown` outside a git checkout) and the cargo features compiled in.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub mod args_hash;
 pub mod check;
@@ -16,6 +22,8 @@ pub mod demo;
 #[cfg(feature = "collector")]
 pub mod hook;
 pub mod layers;
+#[cfg(feature = "collector")]
+pub mod log;
 pub mod mcp;
 #[cfg(feature = "collector")]
 pub mod serve;
@@ -29,6 +37,72 @@ pub const EXIT_USAGE: u8 = 2;
 /// Smallest output limit `wrap` and `mcp` accept, in bytes: room for the refusal itself, so that
 /// what they print is never over the limit, whatever happens.
 pub const MIN_MAX_OUTPUT: u64 = crate::guard::ceiling::MIN_PROXY_LIMIT;
+
+/// The variable choosing how failures are written on standard error: `json` or `text`; unset,
+/// JSON unless standard error is a terminal.
+pub const ERROR_FORMAT_VAR: &str = "TOOLSIZE_ERROR_FORMAT";
+
+/// The commit this binary was built from (`build.rs`), or `unknown`.
+pub const COMMIT: &str = env!("TOOLSIZE_COMMIT");
+
+/// The cargo features compiled in, as `--version` names them.
+pub const FEATURES: &[(&str, bool)] = &[
+    ("export", cfg!(feature = "export")),
+    ("cli", cfg!(feature = "cli")),
+    ("collector", cfg!(feature = "collector")),
+    ("tls", cfg!(feature = "tls")),
+];
+
+/// What `--version` prints after the name: `0.1.0 (commit 1a2b3c4; features: cli, export)`.
+pub fn version() -> String {
+    let on: Vec<&str> = FEATURES
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| *name)
+        .collect();
+    format!(
+        "{} (commit {COMMIT}; features: {})",
+        env!("CARGO_PKG_VERSION"),
+        on.join(", ")
+    )
+}
+
+/// [`version`], computed once (clap takes a `&'static str`).
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(version);
+
+/// How a failure is written on standard error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorFormat {
+    /// One JSON object, `{"ok":false,"error":{"code":..,"message":..}}`.
+    Json,
+    /// `error[CODE]: message`, for a person at a terminal.
+    Text,
+}
+
+impl ErrorFormat {
+    /// From [`ERROR_FORMAT_VAR`] (`json` or `text`), else text on a terminal and JSON
+    /// otherwise. An unknown value is an error naming the accepted ones.
+    pub fn from_env() -> Result<Self, String> {
+        Self::choose(
+            std::env::var(ERROR_FORMAT_VAR).ok().as_deref(),
+            std::io::stderr().is_terminal(),
+        )
+    }
+
+    /// The format `var` (the variable's value) asks for, or the default for a standard error
+    /// that is (`terminal`) or is not a terminal.
+    pub fn choose(var: Option<&str>, terminal: bool) -> Result<Self, String> {
+        match var.map(str::trim) {
+            Some("json") => Ok(ErrorFormat::Json),
+            Some("text") => Ok(ErrorFormat::Text),
+            None | Some("") if terminal => Ok(ErrorFormat::Text),
+            None | Some("") => Ok(ErrorFormat::Json),
+            Some(other) => Err(format!(
+                "{ERROR_FORMAT_VAR}={other:?} is not a format: use \"json\" or \"text\""
+            )),
+        }
+    }
+}
 
 /// Make tool-result size visible in LLM agent loops, and make silent truncation loud.
 #[derive(Debug, Parser)]
@@ -77,10 +151,18 @@ pub enum Command {
 }
 
 /// Parses the process's arguments and runs them. `--help` and `--version` print as usual and exit
-/// 0; any other argument error is a structured `USAGE` error (exit 2) whose message is clap's,
-/// with its suggestions.
+/// 0; `toolsize` alone prints its help as plain text and exits 2; any other argument error is a
+/// `USAGE` error (exit 2) whose message is clap's, with its suggestions.
 pub fn main() -> ExitCode {
-    match Cli::try_parse() {
+    if let Err(e) = ErrorFormat::from_env() {
+        // Reported as JSON: the variable that would say otherwise is the one in error.
+        return CliError::new("USAGE", e).report_as(ErrorFormat::Json, EXIT_USAGE.into());
+    }
+    let parsed = Cli::command()
+        .version(VERSION.as_str())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    match parsed {
         Ok(cli) => run(cli),
         Err(e) => usage_error(e),
     }
@@ -93,16 +175,26 @@ fn usage_error(e: clap::Error) -> ExitCode {
             let _ = e.print();
             ExitCode::SUCCESS
         }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand if !hook_command() => {
+            let _ = write!(std::io::stderr().lock(), "{}", e.render());
+            ExitCode::from(EXIT_USAGE)
+        }
         _ => {
             let usage = CliError::new("USAGE", e.render().to_string().trim_end());
             // A hook's exit 2 feeds its error to the model: `toolsize hook` never exits 2.
             #[cfg(feature = "collector")]
-            if std::env::args().nth(1).as_deref() == Some("hook") {
+            if hook_command() {
                 return usage.report_with(ExitCode::from(hook::EXIT_HOOK_FAILED));
             }
             usage.report()
         }
     }
+}
+
+/// Whether this process is `toolsize hook …`, whose failures never exit 2 (an agent feeds a
+/// hook's exit-2 error to its model).
+fn hook_command() -> bool {
+    cfg!(feature = "collector") && std::env::args().nth(1).as_deref() == Some("hook")
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -126,7 +218,8 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// A failure reported by a subcommand: printed as one JSON object on standard error, exit 2.
+/// A failure reported by a subcommand: printed on standard error in the [`ErrorFormat`] of the
+/// environment, exit 2.
 #[derive(Debug)]
 pub struct CliError {
     /// Stable machine-readable code, `SCREAMING_SNAKE_CASE`.
@@ -144,19 +237,79 @@ impl CliError {
         }
     }
 
-    /// Writes the error to standard error as `{"ok":false,"error":{"code":..,"message":..}}` and
-    /// returns exit code 2.
+    /// Writes the error to standard error (as `{"ok":false,"error":{"code":..,"message":..}}`, or
+    /// as text, see [`ErrorFormat`]) and returns exit code 2.
     pub fn report(&self) -> ExitCode {
         self.report_with(ExitCode::from(EXIT_USAGE))
     }
 
     /// [`CliError::report`] with another exit code (a failure at run time, not of usage).
     pub fn report_with(&self, code: ExitCode) -> ExitCode {
-        let body = serde_json::json!({
-            "ok": false,
-            "error": { "code": self.code, "message": self.message },
-        });
-        let _ = writeln!(std::io::stderr().lock(), "{body}");
+        self.report_as(ErrorFormat::from_env().unwrap_or(ErrorFormat::Json), code)
+    }
+
+    /// Writes the error to standard error in `format` and returns `code`.
+    pub fn report_as(&self, format: ErrorFormat, code: ExitCode) -> ExitCode {
+        let _ = writeln!(std::io::stderr().lock(), "{}", self.render(format));
         code
+    }
+
+    /// The error as written in `format` (without the final newline).
+    pub fn render(&self, format: ErrorFormat) -> String {
+        match format {
+            ErrorFormat::Json => serde_json::json!({
+                "ok": false,
+                "error": { "code": self.code, "message": self.message },
+            })
+            .to_string(),
+            // clap's usage errors begin with "error: " already.
+            ErrorFormat::Text if self.code == "USAGE" && self.message.starts_with("error:") => {
+                self.message.clone()
+            }
+            ErrorFormat::Text => format!("error[{}]: {}", self.code, self.message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_format_follows_the_variable_then_the_terminal() {
+        assert_eq!(ErrorFormat::choose(None, true), Ok(ErrorFormat::Text));
+        assert_eq!(ErrorFormat::choose(None, false), Ok(ErrorFormat::Json));
+        assert_eq!(ErrorFormat::choose(Some(""), true), Ok(ErrorFormat::Text));
+        assert_eq!(
+            ErrorFormat::choose(Some("json"), true),
+            Ok(ErrorFormat::Json)
+        );
+        assert_eq!(
+            ErrorFormat::choose(Some("text"), false),
+            Ok(ErrorFormat::Text)
+        );
+        let e = ErrorFormat::choose(Some("yaml"), true).unwrap_err();
+        assert!(e.contains("\"json\" or \"text\""), "{e}");
+    }
+
+    #[test]
+    fn text_errors_name_their_code() {
+        let e = CliError::new("CONFIG", "bad value");
+        assert_eq!(e.render(ErrorFormat::Text), "error[CONFIG]: bad value");
+        let v: serde_json::Value = serde_json::from_str(&e.render(ErrorFormat::Json)).unwrap();
+        assert_eq!(v["error"]["code"], "CONFIG");
+        let usage = CliError::new("USAGE", "error: unexpected argument '--x' found");
+        assert_eq!(
+            usage.render(ErrorFormat::Text),
+            "error: unexpected argument '--x' found"
+        );
+    }
+
+    #[test]
+    fn version_names_the_commit_and_the_features() {
+        let v = version();
+        assert!(v.starts_with(env!("CARGO_PKG_VERSION")), "{v}");
+        assert!(v.contains(&format!("commit {COMMIT}")), "{v}");
+        assert!(v.contains("cli"), "{v}");
     }
 }

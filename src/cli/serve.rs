@@ -4,7 +4,10 @@
 //! defaults), starts the daemon, prints one JSON line on standard output once listening
 //! (`{"event":"listening","otlp_grpc":..,"otlp_http":..,"admin":..}`, useful with port 0), and
 //! stops gracefully on SIGINT or SIGTERM: in-flight requests finish, the queue drains and a final
-//! snapshot is written. Logs go to standard error (`RUST_LOG` overrides the `info` level).
+//! snapshot is written. SIGHUP reads the configuration again and takes what can change without
+//! a restart (the alert sinks and the rules' settings, [`Daemon::reload`]); a file that does not
+//! load is logged and the running configuration kept. Logs go to standard error (`RUST_LOG` overrides the `info` level), as
+//! text or, with `--log-format json`, one JSON object per line ([`super::log`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -95,7 +98,7 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
         Ok(t) => t,
         Err(e) => return CliError::new("CONFIG", e).report(),
     };
-    init_logging();
+    super::log::init(config.log.format);
     let names: Vec<String> = std::env::vars_os()
         .filter_map(|(k, _)| k.into_string().ok())
         .collect();
@@ -131,6 +134,7 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
         );
         log_stack(&config.stack);
         let signal = shutdown_signal();
+        let mut hangups = hangup_signal();
         println!(
             "{}",
             serde_json::json!({
@@ -151,7 +155,16 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
                 deploy_after,
             ))
         });
-        signal.await;
+        tokio::pin!(signal);
+        let mut running = config.clone();
+        loop {
+            tokio::select! {
+                _ = &mut signal => break,
+                Some(()) = next_hangup(&mut hangups) => {
+                    reload(&daemon, &args, &mut running).await;
+                }
+            }
+        }
         if let Some(a) = agent {
             a.abort();
         }
@@ -168,6 +181,79 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
             ExitCode::SUCCESS
         }
     })
+}
+
+/// SIGHUP: reads the configuration again (the file, the environment, the flags given at
+/// start) and hands it to [`Daemon::reload`]; logs which keys changed, which are in effect and
+/// which wait for a restart (names only). A configuration that does not load is logged and the
+/// running one kept.
+async fn reload(daemon: &Daemon, args: &ServeArgs, running: &mut Config) {
+    let env = std::env::vars().filter(|(k, _)| k.starts_with("TOOLSIZE_"));
+    let new = match Config::load(args.config.as_deref(), env, &args.settings) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(
+                error = %e,
+                "Configuration not reloaded (SIGHUP): the running one is kept."
+            );
+            return;
+        }
+    };
+    let (effective, done) = daemon.reload(running, &new).await;
+    *running = effective;
+    if done.changed.is_empty() {
+        tracing::info!("Configuration reloaded (SIGHUP): nothing changed.");
+        return;
+    }
+    tracing::info!(
+        changed = ?done.changed,
+        applied = ?done.applied,
+        restart_needed = ?done.restart,
+        "Configuration reloaded (SIGHUP)."
+    );
+    if !done.restart.is_empty() {
+        tracing::warn!(
+            keys = ?done.restart,
+            "These changed keys take effect at the next restart; the running values are kept."
+        );
+    }
+}
+
+/// The SIGHUP stream (nothing where there are no signals).
+#[cfg(unix)]
+type Hangups = Option<tokio::signal::unix::Signal>;
+#[cfg(not(unix))]
+type Hangups = ();
+
+/// SIGHUP, installed when called (a signal sent as soon as the ready line is out is not lost,
+/// and the default action, which ends the process without a final snapshot, never applies).
+#[cfg(unix)]
+fn hangup_signal() -> Hangups {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "SIGHUP handler not installed; reload by restarting.");
+            None
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn hangup_signal() -> Hangups {}
+
+/// The next SIGHUP; never, without a handler.
+#[cfg(unix)]
+async fn next_hangup(hangups: &mut Hangups) -> Option<()> {
+    match hangups {
+        Some(h) => h.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(not(unix))]
+async fn next_hangup(_: &mut Hangups) -> Option<()> {
+    std::future::pending().await
 }
 
 /// A stack that does not resolve: `UNKNOWN_LAYER` (with its "did you mean") or `INVALID_STACK`.
@@ -205,15 +291,6 @@ fn log_stack(stack: &Stack) {
             "Effective ceiling."
         );
     }
-}
-
-fn init_logging() {
-    use tracing_subscriber::{fmt, prelude::*, EnvFilter};
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt::layer().with_writer(std::io::stderr).with_ansi(false))
-        .try_init();
 }
 
 /// SIGTERM or SIGINT. The handlers are installed when this is called, not when the future is

@@ -185,6 +185,9 @@ pub(crate) async fn run(
                     let _ = after.await;
                     panic!("injected fault: the aggregator stops");
                 }
+                Some(Command::Retune { old, new, reply }) => {
+                    let _ = reply.send(state.retune_observers(&old, &new));
+                }
                 Some(cmd) => {
                     // Read-your-writes: everything acknowledged before the question is counted
                     // in the answer: the batches queued when it came (at most the queue's
@@ -243,7 +246,7 @@ fn answer(state: &State, cmd: Command) {
         Command::Ping { reply } => {
             let _ = reply.send(());
         }
-        Command::Shutdown { .. } | Command::Fail { .. } => {}
+        Command::Shutdown { .. } | Command::Fail { .. } | Command::Retune { .. } => {}
     }
 }
 

@@ -25,7 +25,8 @@
 //!   coding agent's signals into one record per call. Readers ask it through a command channel
 //!   ([`read::Command`]) and get computed views.
 //! - **Admin HTTP** ([`read::api`]) serves the status page `/`, `/metrics` ([`read::exposition`]),
-//!   `/api/v1/tools`, `/api/v1/tools/{tool}`, `/api/v1/layers`, `/api/v1/alerts`, `/runbook`,
+//!   `/api/v1/tools`, `/api/v1/tools/{tool}`, `/api/v1/layers`, `/api/v1/alerts`,
+//!   `/api/v1/unrecognised` (spans that are no tool call, [`ingest::unrecognised`]), `/runbook`,
 //!   `/healthz`, `/readyz`.
 //! - **Layers**: the effective stack ([`crate::layers::Stack`], resolved once in
 //!   [`Config::load`]) is checked by the aggregator for every result of known size; the weakest
@@ -47,6 +48,14 @@
 //! histograms; client-supplied names are cut and cleaned before they become keys. Every
 //! refusal, drop and closed connection is counted in the self-metrics ([`SelfStats`], exposed
 //! on `/metrics`).
+//!
+//! Start ([`Daemon::start`]): the data directory is probed (a file written and removed) before
+//! any listener binds, so an unwritable one stops the start; a listener that cannot bind names
+//! the flag, variable and key of its address.
+//!
+//! Reload ([`Daemon::reload`], on SIGHUP in `toolsize serve`): the alert sinks and the rules'
+//! settings are replaced in place; the state, the firing alerts and the listeners are kept;
+//! other changed keys wait for a restart.
 //!
 //! Shutdown ([`Daemon::shutdown`], on SIGTERM/SIGINT in `toolsize serve`): listeners stop
 //! accepting, in-flight requests finish, the aggregator drains its queue and writes a final
@@ -128,19 +137,33 @@ impl Stopped {
 /// A failure to start the daemon.
 #[derive(Debug, thiserror::Error)]
 pub enum CollectorError {
-    /// A listener could not bind.
-    #[error("cannot listen on {addr} ({what}): {source}")]
+    /// A listener could not bind: the message names the address, why, and the flag, variable
+    /// and key that set it ("127.0.0.1:4318 is in use: set --otlp-http-addr,
+    /// TOOLSIZE_OTLP_HTTP_ADDR or `otlp.http_addr`").
+    #[error("{}", bind_message(what, *addr, key, source))]
     Bind {
         /// Which listener.
         what: &'static str,
         /// The address.
         addr: SocketAddr,
+        /// The configuration key holding it, e.g. `otlp.http_addr`.
+        key: &'static str,
         /// Why.
         source: std::io::Error,
     },
     /// The data directory is unusable.
     #[error(transparent)]
     Store(#[from] persist::store::StoreError),
+    /// The data directory cannot be written, found before listening: the message names why and
+    /// the flag, variable and key that set it.
+    #[error(
+        "the data directory cannot be written ({source}): set {} to a writable directory",
+        setters("store.data_dir")
+    )]
+    DataDir {
+        /// Why.
+        source: persist::store::StoreError,
+    },
     /// The token or the TLS files cannot be used.
     #[error("{0}")]
     Security(String),
@@ -198,6 +221,7 @@ impl Pipeline {
         let recognizer =
             Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
                 .with_max_service_name_bytes(config.aggregation.max_service_name_bytes);
+        let unrecognised = recognizer.unrecognised().clone();
         let (rules, alerts) = alerts::spawn(
             config,
             format!("{}/api/v1/alerts", config.admin_base_url()),
@@ -261,8 +285,9 @@ impl Pipeline {
                     state::stacks::Stacks::new(&config.stack, &config.layers).others(),
                 )
                 .with_alerts(alerts)
-                .with_otlp_addrs(config.otlp.grpc_addr, config.otlp.http_addr)
+                .with_otlp_addrs(config.otlp.grpc_addr.0, config.otlp.http_addr.0)
                 .with_forwarder(forward)
+                .with_unrecognised(unrecognised)
                 .with_auth(auth),
             ingest,
             stats,
@@ -301,6 +326,77 @@ impl Pipeline {
     }
 }
 
+/// What a reload ([`Daemon::reload`]) found and did. Keys are named, never their values (a
+/// token may have changed).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reloaded {
+    /// Keys whose value differs from the running configuration.
+    pub changed: Vec<String>,
+    /// Of those, the keys now in effect.
+    pub applied: Vec<String>,
+    /// Of those, the keys that wait for a restart.
+    pub restart: Vec<String>,
+}
+
+/// The keys of the alert sinks, replaced together on a reload.
+const SINK_KEYS: [&str; 5] = [
+    "alerts.alertmanager_urls",
+    "alerts.webhook_url",
+    "alerts.webhook_token",
+    "alerts.webhook_format",
+    "alerts.resend_interval",
+];
+
+/// The dotted keys whose values differ between `a` and `b` (the resolved layer stack counts as
+/// `layers.stack`), sorted.
+fn changed_keys(a: &Config, b: &Config) -> Vec<String> {
+    fn walk(path: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+        use serde_json::Value;
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    let null = Value::Null;
+                    walk(
+                        &config::declare::join(path, k),
+                        x.get(k).unwrap_or(&null),
+                        y.get(k).unwrap_or(&null),
+                        out,
+                    );
+                }
+            }
+            _ if a != b => out.push(path.to_string()),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let (x, y) = (serde_json::to_value(a), serde_json::to_value(b));
+    if let (Ok(x), Ok(y)) = (x, y) {
+        walk("", &x, &y, &mut out);
+    }
+    if a.stack != b.stack && !out.iter().any(|k| k == "layers.stack") {
+        out.push("layers.stack".into());
+    }
+    out.sort();
+    out
+}
+
+/// Takes the section `section` (`alerts.p95_jump`, …) of `new` into `running`.
+fn take_rule_section(
+    running: &mut config::AlertsConfig,
+    new: &config::AlertsConfig,
+    section: &str,
+) {
+    match section {
+        "alerts.over_ceiling" => running.over_ceiling = new.over_ceiling.clone(),
+        "alerts.repeated_oversize" => running.repeated_oversize = new.repeated_oversize.clone(),
+        "alerts.p95_jump" => running.p95_jump = new.p95_jump.clone(),
+        "alerts.near_ceiling" => running.near_ceiling = new.near_ceiling.clone(),
+        "alerts.truncation_rate" => running.truncation_rate = new.truncation_rate.clone(),
+        _ => {}
+    }
+}
+
 /// A running daemon: three listeners and the pipeline.
 #[derive(Debug)]
 pub struct Daemon {
@@ -315,19 +411,64 @@ pub struct Daemon {
     servers: Vec<JoinHandle<()>>,
 }
 
-async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, CollectorError> {
+async fn bind(
+    what: &'static str,
+    key: &'static str,
+    addr: SocketAddr,
+) -> Result<TcpListener, CollectorError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| CollectorError::Bind { what, addr, source })
+        .map_err(|source| CollectorError::Bind {
+            what,
+            addr,
+            key,
+            source,
+        })
+}
+
+/// What [`CollectorError::Bind`] says: the address, why (in use, not an address of this host,
+/// a privileged port), and where to set another (the key's flag and variable, from its
+/// declaration).
+fn bind_message(what: &str, addr: SocketAddr, key: &str, source: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    let why = match source.kind() {
+        ErrorKind::AddrInUse => {
+            "is in use (another program, or another toolsize, listens on it)".to_string()
+        }
+        ErrorKind::AddrNotAvailable => "is not an address of this host".to_string(),
+        ErrorKind::PermissionDenied => {
+            format!("cannot be listened on: {source} (ports below 1024 need privileges)")
+        }
+        _ => format!("cannot be listened on: {source}"),
+    };
+    format!(
+        "{addr} ({what}) {why}: set {} to another address",
+        setters(key)
+    )
+}
+
+/// Where `key` is set: `--flag, TOOLSIZE_VAR or \`key\``, from its declaration.
+fn setters(key: &str) -> String {
+    let named: Vec<&str> = config::keys::find(key)
+        .map(|k| k.flag.into_iter().chain(k.env).collect())
+        .unwrap_or_default();
+    match named.is_empty() {
+        true => format!("`{key}`"),
+        false => format!("{} or `{key}`", named.join(", ")),
+    }
 }
 
 impl Daemon {
     /// Binds the listeners (port 0 picks a free port) and starts serving.
     pub async fn start(config: &Config) -> Result<Self, CollectorError> {
-        let grpc_l = bind("otlp grpc", config.otlp.grpc_addr).await?;
-        let http_l = bind("otlp http", config.otlp.http_addr).await?;
-        let admin_l = bind("admin", config.admin.addr).await?;
-        let local = |l: &TcpListener, a| l.local_addr().unwrap_or(a);
+        // The data directory first: a start that cannot snapshot stops before it listens.
+        if let Some(dir) = &config.store.data_dir {
+            Store::open(dir).map_err(|source| CollectorError::DataDir { source })?;
+        }
+        let grpc_l = bind("otlp grpc", "otlp.grpc_addr", config.otlp.grpc_addr.0).await?;
+        let http_l = bind("otlp http", "otlp.http_addr", config.otlp.http_addr.0).await?;
+        let admin_l = bind("admin", "admin.addr", config.admin.addr.0).await?;
+        let local = |l: &TcpListener, a: config::ListenAddr| l.local_addr().unwrap_or(a.0);
         let (otlp_grpc_addr, otlp_http_addr, admin_addr) = (
             local(&grpc_l, config.otlp.grpc_addr),
             local(&http_l, config.otlp.http_addr),
@@ -336,9 +477,9 @@ impl Daemon {
         // Alerts link back to the admin address actually bound; the status page names the OTLP
         // addresses actually bound.
         let mut bound = config.clone();
-        bound.admin.addr = admin_addr;
-        bound.otlp.grpc_addr = otlp_grpc_addr;
-        bound.otlp.http_addr = otlp_http_addr;
+        bound.admin.addr = admin_addr.into();
+        bound.otlp.grpc_addr = otlp_grpc_addr.into();
+        bound.otlp.http_addr = otlp_http_addr.into();
         let pipeline = Pipeline::spawn(&bound)?;
         let (stop, stop_rx) = watch::channel(false);
         let signal = move || {
@@ -453,6 +594,71 @@ impl Daemon {
     /// Self-metrics.
     pub fn stats(&self) -> &SelfStats {
         &self.pipeline.stats
+    }
+
+    /// Takes what can change without a restart from `new`, a configuration read again (on
+    /// SIGHUP): the alert sinks (`alerts.alertmanager_urls`, `alerts.webhook_*`,
+    /// `alerts.resend_interval`; the new sinks are sent the firing alerts at once) and each alert
+    /// rule's settings (thresholds, severities, quiet periods). The aggregated state, the
+    /// firing alerts and the snapshots are untouched. Every other changed key (listeners, the
+    /// layer stack, windows, enabling or disabling a rule) waits for a restart and is listed
+    /// as such. Returns the configuration now in effect (`running` with what was taken) and
+    /// what was done.
+    pub async fn reload(&self, running: &Config, new: &Config) -> (Config, Reloaded) {
+        let changed = changed_keys(running, new);
+        let mut effective = running.clone();
+        let mut applied: Vec<String> = Vec::new();
+        let sinks: Vec<&String> = changed
+            .iter()
+            .filter(|k| SINK_KEYS.contains(&k.as_str()))
+            .collect();
+        if !sinks.is_empty() && self.pipeline.api.alerts().reload_sinks(new) {
+            let (e, n) = (&mut effective.alerts, &new.alerts);
+            e.alertmanager_urls.clone_from(&n.alertmanager_urls);
+            e.webhook_url.clone_from(&n.webhook_url);
+            e.webhook_token.clone_from(&n.webhook_token);
+            e.webhook_format = n.webhook_format;
+            e.resend_interval = n.resend_interval;
+            applied.extend(sinks.into_iter().cloned());
+        }
+        let rules_changed = changed.iter().any(|k| {
+            k.starts_with("alerts.")
+                && k.matches('.').count() >= 2
+                && !SINK_KEYS.contains(&k.as_str())
+        });
+        if rules_changed {
+            let (tx, rx) = oneshot::channel();
+            let asked = self
+                .pipeline
+                .control
+                .send(Command::Retune {
+                    old: Box::new(running.alerts.clone()),
+                    new: Box::new(new.alerts.clone()),
+                    reply: tx,
+                })
+                .await;
+            if let (Ok(()), Ok(retune)) = (asked, rx.await) {
+                for section in retune.applied {
+                    take_rule_section(&mut effective.alerts, &new.alerts, section);
+                    let prefix = format!("{section}.");
+                    applied.extend(changed.iter().filter(|k| k.starts_with(&prefix)).cloned());
+                }
+            }
+        }
+        let restart = changed
+            .iter()
+            .filter(|k| !applied.contains(k))
+            .cloned()
+            .collect();
+        applied.sort();
+        (
+            effective,
+            Reloaded {
+                changed,
+                applied,
+                restart,
+            },
+        )
     }
 
     /// Injects `fault` (see [`Pipeline::inject`]).

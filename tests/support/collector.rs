@@ -329,3 +329,94 @@ pub fn exact_quantile(values: &[u64], q: f64) -> u64 {
     v.sort_unstable();
     v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
 }
+
+/// The real `toolsize serve` on ephemeral ports with its standard error collected (for tests of
+/// what it logs).
+pub struct Logged {
+    pub child: Child,
+    pub http: SocketAddr,
+    pub admin: SocketAddr,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Logged {
+    /// `toolsize serve args…` with `env`, once its ready line is out.
+    pub fn start(args: &[&str], env: &[(&str, &str)]) -> Self {
+        use std::io::Read;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolsize"))
+            .args(["serve", "--otlp-grpc-addr", "127.0.0.1:0"])
+            .args([
+                "--otlp-http-addr",
+                "127.0.0.1:0",
+                "--admin-addr",
+                "127.0.0.1:0",
+            ])
+            .args(args)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn toolsize");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ready: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad ready line {line:?}: {e}"));
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let addr = |k: &str| ready[k].as_str().unwrap().parse().unwrap();
+        Self {
+            http: addr("otlp_http"),
+            admin: addr("admin"),
+            child,
+            log,
+        }
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Waits (10 s at most) for a log line holding `text`, and returns it.
+    pub async fn line_with(&self, text: &str) -> String {
+        wait_for(text, std::time::Duration::from_secs(10), || {
+            let log = self.log();
+            async move {
+                log.lines()
+                    .rev()
+                    .find(|l| l.contains(text))
+                    .map(str::to_string)
+            }
+        })
+        .await
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let st = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+}
+
+impl Drop for Logged {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -482,9 +482,84 @@ pub(crate) struct AlertsHandle {
     pub(crate) stats: Arc<AlertStats>,
     /// The alert task, when rules are enabled (stopped only by an injected fault).
     task: Option<tokio::task::AbortHandle>,
+    /// The sinks' tasks and what a new one needs, when rules are enabled; replaced on reload.
+    sinks: Option<Arc<std::sync::Mutex<Sinks>>>,
+}
+
+/// The running sinks (Alertmanager, webhook) and what starting others takes.
+#[derive(Debug)]
+struct Sinks {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    published: watch::Receiver<Arc<Vec<Alert>>>,
+    generator_url: String,
+}
+
+/// Starts one task per sink of `config` on the published alert set.
+fn spawn_sinks(
+    config: &Config,
+    generator_url: &str,
+    published: &watch::Receiver<Arc<Vec<Alert>>>,
+    stats: &Arc<AlertStats>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let resend = config.alerts.resend_interval.0;
+    let mut tasks = Vec::new();
+    for url in &config.alerts.alertmanager_urls {
+        if let Ok(target) = sink::Target::parse(url) {
+            tasks.push(tokio::spawn(sink::run(
+                sink::HttpSink {
+                    kind: sink::SinkKind::Alertmanager,
+                    target: target.with_path("/api/v2/alerts"),
+                    token: None,
+                    resend,
+                    generator_url: generator_url.to_string(),
+                    format: sink::Format::Alertmanager,
+                },
+                published.clone(),
+                stats.clone(),
+            )));
+        }
+    }
+    if let Some(Ok(target)) = config
+        .alerts
+        .webhook_url
+        .as_deref()
+        .map(sink::Target::parse)
+    {
+        tasks.push(tokio::spawn(sink::run(
+            sink::HttpSink {
+                kind: sink::SinkKind::Webhook,
+                target,
+                token: config.alerts.webhook_token.clone(),
+                resend,
+                generator_url: generator_url.to_string(),
+                format: config.alerts.webhook_format,
+            },
+            published.clone(),
+            stats.clone(),
+        )));
+    }
+    tasks
 }
 
 impl AlertsHandle {
+    /// Replaces the sinks with those of `config` (a reload): the old sinks' tasks stop, each new
+    /// one starts from the current alert set, so what fires is sent again to it at once and
+    /// nothing firing is lost. `false` when no rule is enabled (there is no sink to replace).
+    pub(crate) fn reload_sinks(&self, config: &Config) -> bool {
+        let Some(sinks) = &self.sinks else {
+            return false;
+        };
+        let Ok(mut s) = sinks.lock() else {
+            return false;
+        };
+        for t in s.tasks.drain(..) {
+            t.abort();
+        }
+        let tasks = spawn_sinks(config, &s.generator_url, &s.published, &self.stats);
+        s.tasks = tasks;
+        true
+    }
+
     /// Stops the alert task, as a panic in it would ([`crate::collector::Fault`]).
     pub(crate) fn stop_task(&self) {
         if let Some(t) = &self.task {
@@ -528,48 +603,22 @@ pub(crate) fn spawn(
         saved: Arc::default(),
         stats,
         task: None,
+        sinks: None,
     };
     let Some(rules) = rules::Rules::from_config(config) else {
         return (None, handle);
     };
     let (tx, rx) = mpsc::channel(EVENT_QUEUE_CAPACITY);
     let (publish, watch_rx) = watch::channel(Arc::new(Vec::<Alert>::new()));
-    let resend = config.alerts.resend_interval.0;
-    for url in &config.alerts.alertmanager_urls {
-        if let Ok(target) = sink::Target::parse(url) {
-            tokio::spawn(sink::run(
-                sink::HttpSink {
-                    kind: sink::SinkKind::Alertmanager,
-                    target: target.with_path("/api/v2/alerts"),
-                    token: None,
-                    resend,
-                    generator_url: generator_url.clone(),
-                    format: sink::Format::Alertmanager,
-                },
-                watch_rx.clone(),
-                handle.stats.clone(),
-            ));
-        }
-    }
-    if let Some(Ok(target)) = config
-        .alerts
-        .webhook_url
-        .as_deref()
-        .map(sink::Target::parse)
-    {
-        tokio::spawn(sink::run(
-            sink::HttpSink {
-                kind: sink::SinkKind::Webhook,
-                target,
-                token: config.alerts.webhook_token.clone(),
-                resend,
-                generator_url,
-                format: config.alerts.webhook_format,
-            },
-            watch_rx,
-            handle.stats.clone(),
-        ));
-    }
+    let tasks = spawn_sinks(config, &generator_url, &watch_rx, &handle.stats);
+    let handle = AlertsHandle {
+        sinks: Some(Arc::new(std::sync::Mutex::new(Sinks {
+            tasks,
+            published: watch_rx,
+            generator_url,
+        }))),
+        ..handle
+    };
     let mut engine = Engine::with_capacity(capacity(config));
     engine.restore(restored, SystemTime::now());
     let enabled: Vec<(&'static str, String)> = rules.enabled();

@@ -31,14 +31,13 @@
 //! (`#[serde(skip)]`, no key).
 
 use std::fmt::Display;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::keys::Key;
-use super::values::{Interval, ServiceRate, Window};
+use super::values::{Interval, ListenAddr, ServiceRate, Window};
 
 /// A table of the configuration, declared by [`section!`] (or, for the library's
 /// [`StackConfig`](crate::layers::StackConfig), by hand in [`super::layers`]).
@@ -255,7 +254,7 @@ macro_rules! scalars {
     )*};
 }
 scalars!(
-    SocketAddr,
+    ListenAddr,
     u32,
     u64,
     usize,
@@ -266,7 +265,8 @@ scalars!(
     Interval,
     Window,
     ServiceRate,
-    super::alerts::WebhookFormat
+    super::alerts::WebhookFormat,
+    super::sections::LogFormat
 );
 
 /// The last text given (a flag given twice: the last one wins, as with clap's usual flags).

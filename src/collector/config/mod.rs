@@ -44,15 +44,15 @@ pub use flags::Flags;
 pub(crate) use keys::generated_config;
 use merge::{Origins, Provenance, StackSources};
 pub use sections::{
-    AdminConfig, AggregationConfig, AuthConfig, ListenersConfig, OtlpConfig, RecognitionConfig,
-    TlsConfig,
+    AdminConfig, AggregationConfig, AuthConfig, ListenersConfig, LogConfig, LogFormat, OtlpConfig,
+    RecognitionConfig, TlsConfig,
 };
 pub(crate) use sections::{
     ForwardConfig, StoreConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_MAX_SERVICE_NAME_BYTES, DEFAULT_OTLP_GRPC_ADDR, DEFAULT_OTLP_HTTP_ADDR,
 };
-pub use values::Interval;
 pub(crate) use values::{header_pairs, otlp_upstream, parse_duration, ServiceRate};
+pub use values::{Interval, ListenAddr};
 
 section! {
     /// The whole configuration.
@@ -90,6 +90,9 @@ section! {
         /// `[layers]`: the truncation layers in front of the model, as the file declares them.
         #[section]
         pub(crate) layers: StackConfig,
+        /// The daemon's own log.
+        #[section]
+        pub log: LogConfig,
         /// The effective stack, resolved from flags > environment > file > default by
         /// [`Config::load`] (from the file alone by [`Config::from_toml`]).
         #[skip]
@@ -174,6 +177,7 @@ pub(crate) const OTHER_ENV_VARS: &[&str] = &[
     "TOOLSIZE_MAX_TOOL_OUTPUT",
     "TOOLSIZE_SPILL_DIR",
     "TOOLSIZE_ALLOW_MISSING_PEERS",
+    "TOOLSIZE_ERROR_FORMAT",
 ];
 
 /// One warning per `TOOLSIZE_*` name in `names` that no part of toolsize reads, with the
@@ -441,7 +445,7 @@ mod tests {
             ("TOOLSIZE_ATTRIBUTE_VALUE_LENGTH_LIMITS", "1000,2048"),
         ]);
         let c = Config::load(Some(&file.0), env, &flags(&["--admin-addr", "127.0.0.1:3"])).unwrap();
-        assert_eq!(c.admin.addr.port(), 3, "flag beats env");
+        assert_eq!(c.admin.addr.0.port(), 3, "flag beats env");
         assert_eq!(c.aggregation.max_series, 20, "env beats file");
         assert_eq!(
             c.recognition.placeholders,
@@ -449,8 +453,8 @@ mod tests {
             "env beats file"
         );
         assert_eq!(c.recognition.attribute_value_length_limits, [1000, 2048]);
-        assert_eq!(c.otlp.http_addr.port(), 7, "file beats default");
-        assert_eq!(c.otlp.grpc_addr.port(), 4317, "default");
+        assert_eq!(c.otlp.http_addr.0.port(), 7, "file beats default");
+        assert_eq!(c.otlp.grpc_addr.0.port(), 4317, "default");
     }
 
     /// A bad value from each source is an error naming the key and that source.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::declare::{above, at_least, between, section};
-use super::values::{Interval, ServiceRate, Window};
+use super::values::{Interval, ListenAddr, ServiceRate, Window};
 
 /// Default OTLP/gRPC listen address.
 pub(crate) const DEFAULT_OTLP_GRPC_ADDR: &str = "127.0.0.1:4317";
@@ -24,12 +24,12 @@ pub(crate) const DEFAULT_MAX_SERVICE_NAME_BYTES: usize = 128;
 section! {
     /// The OTLP receivers.
     pub struct OtlpConfig {
-        /// OTLP/gRPC listen address.
+        /// OTLP/gRPC listen address, IP:PORT or HOST:PORT (e.g. localhost:4317).
         #[key(env = "TOOLSIZE_OTLP_GRPC_ADDR", flag = "--otlp-grpc-addr", value_name = "ADDR")]
-        pub grpc_addr: SocketAddr = DEFAULT_OTLP_GRPC_ADDR.parse().expect("valid default"),
+        pub grpc_addr: ListenAddr = DEFAULT_OTLP_GRPC_ADDR.parse().expect("valid default"),
         /// OTLP/HTTP listen address, POST /v1/traces.
         #[key(env = "TOOLSIZE_OTLP_HTTP_ADDR", flag = "--otlp-http-addr", value_name = "ADDR")]
-        pub http_addr: SocketAddr = DEFAULT_OTLP_HTTP_ADDR.parse().expect("valid default"),
+        pub http_addr: ListenAddr = DEFAULT_OTLP_HTTP_ADDR.parse().expect("valid default"),
         /// Largest request accepted, in bytes, measured after gzip decompression. Larger requests
         /// are answered 413 (HTTP) or RESOURCE_EXHAUSTED (gRPC).
         #[key(env = "TOOLSIZE_MAX_REQUEST_BYTES", check = at_least(1024))]
@@ -52,9 +52,9 @@ section! {
     pub struct AdminConfig {
         /// Admin HTTP listen address. It serves the status page /, /tools/{tool}, /metrics,
         /// /api/v1/tools, /api/v1/tools/{tool}, /api/v1/tools/{tool}/history, /api/v1/layers,
-        /// /api/v1/alerts, /api/v1/forward, /runbook, /healthz and /readyz.
+        /// /api/v1/alerts, /api/v1/forward, /api/v1/unrecognised, /runbook, /healthz and /readyz.
         #[key(env = "TOOLSIZE_ADMIN_ADDR", flag = "--admin-addr", value_name = "ADDR")]
-        pub addr: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9464)),
+        pub addr: ListenAddr = ListenAddr(SocketAddr::from(([127, 0, 0, 1], 9464))),
         /// The URL under which others reach the admin HTTP, for the links alerts carry
         /// (generatorURL and runbook_url, e.g.
         /// `https://toolsize-1.internal/runbook#toolresultoverceiling`).
@@ -354,5 +354,38 @@ fn header_name(h: &Option<String>) -> Result<(), String> {
             Err(format!("{h:?} is not a header name"))
         }
         _ => Ok(()),
+    }
+}
+
+section! {
+    /// The daemon's own log, on standard error. Which events it shows: `RUST_LOG` (default
+    /// `info`; e.g. `RUST_LOG=warn`, `RUST_LOG=toolsize=debug`).
+    pub struct LogConfig {
+        /// "text" (one line per event, for a person or journald) or "json" (one JSON object per
+        /// line: timestamp, level, target, message and the event's fields, for a log pipeline).
+        #[key(env = "TOOLSIZE_LOG_FORMAT", flag = "--log-format", value_name = "FORMAT")]
+        pub format: LogFormat = LogFormat::Text,
+    }
+}
+
+/// How the daemon writes its log lines (`log.format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One line of text per event.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(Self::Text),
+            "json" => Ok(Self::Json),
+            _ => Err(format!("{s:?}: expected \"text\" or \"json\"")),
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The values of the configuration that are parsed once, when it is read: durations
-//! ([`Interval`], [`parse_duration`]), sliding windows ([`Window`]), and the upstream receivers and
-//! headers of `[forward]` ([`otlp_upstream`], [`header_pairs`]).
+//! ([`Interval`], [`parse_duration`]), sliding windows ([`Window`]), listen addresses
+//! ([`ListenAddr`]), and the upstream receivers and headers of `[forward]` ([`otlp_upstream`],
+//! [`header_pairs`]).
 
 use std::time::Duration;
 
@@ -60,6 +61,45 @@ impl std::fmt::Display for Interval {
             Some((n, unit)) => write!(f, "{}{unit}", s / n),
             None => write!(f, "{s}s"),
         }
+    }
+}
+
+/// A listen address written `IP:PORT` or `HOST:PORT` (`localhost:4318`), resolved once when the
+/// configuration is read ([`crate::addr::resolve_listen`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenAddr(pub std::net::SocketAddr);
+
+impl std::str::FromStr for ListenAddr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        crate::addr::resolve_listen(s).map(ListenAddr)
+    }
+}
+
+impl From<std::net::SocketAddr> for ListenAddr {
+    fn from(a: std::net::SocketAddr) -> Self {
+        ListenAddr(a)
+    }
+}
+
+impl<'de> Deserialize<'de> for ListenAddr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for ListenAddr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
     }
 }
 

@@ -13,6 +13,7 @@ use prost::Message;
 
 use std::sync::Arc;
 
+use super::unrecognised::Item;
 use super::{agents, wire};
 use crate::collector::ingest::recognize::{
     Cuts, LabelCuts, Outcome, Recognizer, ToolNames, ToolRecord,
@@ -417,6 +418,9 @@ pub struct Recognized {
     pub(crate) attributes_ignored: u64,
     /// Service and tool names of tool spans that had to be cut or cleaned.
     pub(crate) label_cuts: LabelCuts,
+    /// Spans and log records that are no tool call, per service, outside the coding agents'
+    /// scopes ([`super::unrecognised`]).
+    pub(crate) unrecognised: super::unrecognised::Seen,
 }
 
 /// Attributes of one span that recognition looks at; later ones are ignored and counted.
@@ -563,7 +567,14 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
             &mut out.records,
         ) {
             Outcome::Tool(()) => out.label_cuts.service += cut,
-            Outcome::NotTool | Outcome::Summary => out.not_tool += 1,
+            Outcome::Summary => out.not_tool += 1,
+            Outcome::NotTool => {
+                out.not_tool += 1;
+                out.unrecognised
+                    .add(r.unrecognised(), arc, scope, Item::Span, || {
+                        span.attrs.iter().map(|(k, _)| *k).collect()
+                    });
+            }
             Outcome::Invalid(why) => {
                 out.invalid += 1;
                 if why == crate::collector::ingest::recognize::INVALID_SIZE {
@@ -587,12 +598,19 @@ pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized
     wire::for_each_log(body, |svc, scope, log| {
         let (arc, cut) = services.of(r, svc);
         signals.clear();
-        match owners.of(scope) {
+        let owner = owners.of(scope);
+        match owner {
             Some(agent) => (agent.log)(log, &mut signals),
             None => agents::tool_result_log::log(log, &mut signals),
         }
         if signals.is_empty() {
             out.not_tool += 1;
+            if owner.is_none() {
+                out.unrecognised
+                    .add(r.unrecognised(), arc, scope, Item::Log, || {
+                        log.attrs.iter().map(|(k, _)| *k).collect()
+                    });
+            }
             return;
         }
         let at = agents::Origin {

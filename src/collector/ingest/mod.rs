@@ -34,6 +34,7 @@ pub(crate) mod learn;
 pub mod recognize;
 pub mod record;
 pub(crate) mod sampling;
+pub mod unrecognised;
 pub(crate) mod wire;
 
 use std::sync::Arc;
@@ -504,7 +505,10 @@ impl Ingest {
         body: &[u8],
         relay: &mut Option<Relay>,
     ) -> Result<Accepted, Refusal> {
-        let rec = decode::recognize_protobuf(&self.recognizer, body)?;
+        let mut rec = decode::recognize_protobuf(&self.recognizer, body)?;
+        self.recognizer
+            .unrecognised()
+            .merge(std::mem::take(&mut rec.unrecognised));
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
         self.stats.attributes_ignored(rec.attributes_ignored);
         self.stats.label_cuts(&rec.label_cuts);
@@ -529,7 +533,10 @@ impl Ingest {
         body: &[u8],
         relay: &mut Option<Relay>,
     ) -> Result<Accepted, Refusal> {
-        let rec = decode::recognize_logs_protobuf(&self.recognizer, body)?;
+        let mut rec = decode::recognize_logs_protobuf(&self.recognizer, body)?;
+        self.recognizer
+            .unrecognised()
+            .merge(std::mem::take(&mut rec.unrecognised));
         let (tools, other) = (rec.records.len() as u64, rec.not_tool);
         self.stats.label_cuts(&rec.label_cuts);
         self.stats.log_records_invalid_size(rec.invalid_size);

@@ -13,6 +13,10 @@
 //! `/readyz` 503 until a snapshot is written over the bad file (what arrives meanwhile is in
 //! memory only). Writes run on a blocking thread, never on the aggregator.
 //!
+//! The directory is probed when the store is opened, before the daemon listens: a file is
+//! created, written, fsynced and removed in it, so a directory that is read-only, not ours or on
+//! a full disk stops the start with the reason, instead of failing the first snapshot.
+//!
 //! A failed write (disk full, read-only directory) removes its temporary file, so a partial
 //! snapshot never keeps a full volume full; the previous snapshot stays in place. Failures are
 //! counted and logged; after [`FAILURES_NOT_READY`](crate::collector::SNAPSHOT_FAILURES_NOT_READY)
@@ -25,6 +29,9 @@ use std::path::{Path, PathBuf};
 
 use crate::collector::persist::format::Snapshot;
 use crate::collector::persist::migrate::{self, ReadError};
+
+/// File name of the write probe made and removed in the data directory when it is opened.
+pub(crate) const PROBE_FILE: &str = ".toolsize-write-probe";
 
 /// File name of the snapshot inside the data directory.
 pub(crate) const SNAPSHOT_FILE: &str = "toolsize-state.json";
@@ -66,17 +73,41 @@ pub(crate) struct Store {
 }
 
 impl Store {
-    /// Opens (creates) the data directory.
+    /// Opens (creates) the data directory and checks a file can be written in it
+    /// ([`Store::probe`]).
     pub(crate) fn open(dir: &Path) -> Result<Self, StoreError> {
         fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             op: "create directory",
             path: dir.to_owned(),
             source,
         })?;
+        Self::probe(dir)?;
         Ok(Self {
             dir: dir.to_owned(),
             path: dir.join(SNAPSHOT_FILE),
         })
+    }
+
+    /// Creates, writes, fsyncs and removes [`PROBE_FILE`] in `dir`: what a snapshot write
+    /// needs, tried once.
+    pub(crate) fn probe(dir: &Path) -> Result<(), StoreError> {
+        let path = dir.join(PROBE_FILE);
+        let io = |op| {
+            let path = path.clone();
+            move |source| StoreError::Io { op, path, source }
+        };
+        let written = File::create(&path)
+            .map_err(io("create file"))
+            .and_then(|mut f| {
+                f.write_all(b"toolsize")
+                    .and_then(|()| f.sync_all())
+                    .map_err(io("write"))
+            });
+        let removed = match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("remove")(e)),
+            _ => Ok(()),
+        };
+        written.and(removed)
     }
 
     /// The snapshot file.

@@ -31,6 +31,12 @@
 //! - `GET /api/v1/forward`: `{"upstreams": [...]}`, each upstream of `--forward` with its
 //!   `protocol`, the requests `sent`, dropped for a full queue (`queue_full`), given up
 //!   (`gave_up`), still `queued`, the `retries` and the `last_error`.
+//! - `GET /api/v1/unrecognised`: `{"unrecognised": [...], "overflow": {...}, "recipe_doc": ..}`,
+//!   per service the spans and log records that arrived but were no tool call, the attribute
+//!   keys of the first few (keys only, never values), their scopes, first and last seen, and the
+//!   recipe to fix it ([`crate::collector::ingest::unrecognised`]); answered from the receivers'
+//!   shared counts, without asking the aggregator. The status page shows it while no tool call
+//!   has arrived.
 //! - `GET /api/v1/alerts`: `{"firing": [...], "resolved": [...]}`, each alert with its name,
 //!   state, fingerprint, labels, annotations, `startsAt` and `endsAt`; answered from the alert
 //!   task's last published set, without asking the aggregator.
@@ -64,6 +70,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::collector::alerts::AlertsHandle;
 use crate::collector::forward::Forwarder;
+use crate::collector::ingest::unrecognised::Unrecognised;
 use crate::collector::read::exposition::Frame;
 use crate::collector::read::Command;
 use crate::collector::state::stacks::OtherStack;
@@ -128,6 +135,8 @@ pub struct ApiState {
     auth: Arc<crate::collector::net::auth::Auth>,
     /// The upstreams accepted requests are relayed to, if any.
     forward: Option<Forwarder>,
+    /// Spans and log records that were no tool call, per service.
+    unrecognised: Arc<Unrecognised>,
     /// The last frame the aggregator handed out, without its series: served with fresh
     /// self-metrics once it has stopped, so the counters of what is lost since stay visible.
     last_frame: Arc<std::sync::Mutex<Option<Frame>>>,
@@ -149,8 +158,16 @@ impl ApiState {
             .map(|a| a.parse().expect("default address")),
             auth: Arc::default(),
             forward: None,
+            unrecognised: Arc::default(),
             last_frame: Arc::default(),
         }
+    }
+
+    /// The counts `/api/v1/unrecognised` serves (default: empty ones).
+    #[must_use]
+    pub(crate) fn with_unrecognised(mut self, unrecognised: Arc<Unrecognised>) -> Self {
+        self.unrecognised = unrecognised;
+        self
     }
 
     /// Requires the token of `auth` on all but `/healthz` and `/readyz` when `auth.admin()`
@@ -246,6 +263,8 @@ pub const LAYERS_PATH: &str = "/api/v1/layers";
 pub const ALERTS_PATH: &str = "/api/v1/alerts";
 /// Each forwarding upstream's counts.
 pub const FORWARD_PATH: &str = "/api/v1/forward";
+/// Per service, the spans and log records that were no tool call.
+pub const UNRECOGNISED_PATH: &str = "/api/v1/unrecognised";
 /// The alert runbook.
 pub const RUNBOOK_PATH: &str = "/runbook";
 /// Liveness.
@@ -255,7 +274,7 @@ pub const READYZ_PATH: &str = "/readyz";
 
 /// Every path the admin router serves, in the order `admin.addr`'s documentation lists them
 /// (a test holds that documentation to this list).
-pub const ROUTES: [&str; 12] = [
+pub const ROUTES: [&str; 13] = [
     STATUS_PATH,
     TOOL_PAGE_PATH,
     METRICS_PATH,
@@ -265,6 +284,7 @@ pub const ROUTES: [&str; 12] = [
     LAYERS_PATH,
     ALERTS_PATH,
     FORWARD_PATH,
+    UNRECOGNISED_PATH,
     RUNBOOK_PATH,
     HEALTHZ_PATH,
     READYZ_PATH,
@@ -282,6 +302,7 @@ pub fn router(state: ApiState) -> Router {
         .route(LAYERS_PATH, get(layers))
         .route(ALERTS_PATH, get(alerts))
         .route(FORWARD_PATH, get(forward))
+        .route(UNRECOGNISED_PATH, get(unrecognised))
         .route(RUNBOOK_PATH, get(runbook))
         .route(HEALTHZ_PATH, get(|| async { "ok\n" }))
         .route(READYZ_PATH, get(readyz))
@@ -385,6 +406,11 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
         Ok((content_type, body)) => ([(header::CONTENT_TYPE, content_type)], body).into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
+}
+
+/// `/api/v1/unrecognised`: per service, what arrived and was no tool call.
+async fn unrecognised(State(s): State<ApiState>) -> Response {
+    Json(s.unrecognised.view()).into_response()
 }
 
 /// `/api/v1/forward`: each upstream's counts (an empty list without forwarding).

@@ -66,6 +66,16 @@ pub(crate) enum Command {
         /// Released by the test.
         after: oneshot::Receiver<()>,
     },
+    /// A reload: the alert rules take the settings of `new` that differ from `old`
+    /// ([`crate::collector::state::State::retune_observers`]).
+    Retune {
+        /// The running alert settings.
+        old: Box<crate::collector::config::AlertsConfig>,
+        /// The reloaded ones.
+        new: Box<crate::collector::config::AlertsConfig>,
+        /// Answer.
+        reply: oneshot::Sender<crate::collector::state::Retune>,
+    },
     /// Drain the queue, write a final snapshot, stop.
     Shutdown {
         /// Answered once stopped.

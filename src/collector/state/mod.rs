@@ -67,6 +67,26 @@ pub(crate) trait ResultObserver: Send + 'static {
 
     /// Called after every batch.
     fn tick(&mut self) {}
+
+    /// A reload: takes the settings of `new` that differ from `old` where it can, and says
+    /// which it took and which wait for a restart.
+    fn retune(
+        &mut self,
+        _old: &crate::collector::config::AlertsConfig,
+        _new: &crate::collector::config::AlertsConfig,
+        _out: &mut Retune,
+    ) {
+    }
+}
+
+/// What a reload changed in the observers: the config sections taken, and those that wait for
+/// a restart (a rule enabled or disabled).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Retune {
+    /// Sections taken, e.g. `alerts.p95_jump`.
+    pub applied: Vec<&'static str>,
+    /// Sections that wait for a restart.
+    pub restart: Vec<&'static str>,
 }
 
 /// The aggregated state, owned by the aggregator task.
@@ -128,6 +148,19 @@ impl State {
     /// Adds an observer told about every record (ceiling checks go here).
     pub(crate) fn add_observer(&mut self, o: Box<dyn ResultObserver>) {
         self.observers.push(o);
+    }
+
+    /// Hands a reload's alert settings to every observer.
+    pub(crate) fn retune_observers(
+        &mut self,
+        old: &crate::collector::config::AlertsConfig,
+        new: &crate::collector::config::AlertsConfig,
+    ) -> Retune {
+        let mut out = Retune::default();
+        for o in &mut self.observers {
+            o.retune(old, new, &mut out);
+        }
+        out
     }
 
     /// Lets the observers send what they queued.

@@ -41,9 +41,9 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{AlertStats, Event, Matched};
-use crate::collector::config::Config;
+use crate::collector::config::{AlertsConfig, Config};
 use crate::collector::state::{
-    FxBuild, Limits, Observed, ResultObserver, Series, SeriesKey, SeriesMap, State, Stats,
+    FxBuild, Limits, Observed, ResultObserver, Retune, Series, SeriesKey, SeriesMap, State, Stats,
 };
 use crate::layers::Ceiling;
 
@@ -533,7 +533,95 @@ impl Rules {
     }
 }
 
+/// Puts `rule` (built from the reloaded settings, `None` when disabled) in place of the rule of
+/// its kind in `list`: `Ok(true)` when replaced, `Ok(false)` when disabled before and after,
+/// `Err(())` when the rule was enabled or disabled by the reload (that waits for a restart).
+fn replace_rule<R: ?Sized>(
+    list: &mut [(RuleKind, Box<R>)],
+    was_enabled: bool,
+    rule: Option<(RuleKind, Box<R>)>,
+) -> Result<bool, ()> {
+    match rule {
+        Some((kind, r)) => match list.iter_mut().find(|(k, _)| *k == kind) {
+            Some(slot) => {
+                slot.1 = r;
+                Ok(true)
+            }
+            None => Err(()),
+        },
+        None if was_enabled => Err(()),
+        None => Ok(false),
+    }
+}
+
+impl Rules {
+    /// Rebuilds each rule whose section differs between `old` and `new` from `new` (its
+    /// thresholds, severity, quiet periods). The firing alerts live in the alert task and stay;
+    /// a rebuilt rule starts its own counts over (the repeated argument hashes, the last
+    /// resend). A rule enabled or disabled by the reload waits for a restart.
+    fn retune_rules(&mut self, old: &AlertsConfig, new: &AlertsConfig, out: &mut Retune) {
+        let mut record =
+            |section: &'static str, changed: bool, was: bool, rule: Option<Box<dyn RecordRule>>| {
+                if !changed {
+                    return;
+                }
+                let rule = rule.map(|r| (r.kind(), r));
+                match replace_rule(&mut self.records, was, rule) {
+                    Ok(true) => out.applied.push(section),
+                    Ok(false) => {}
+                    Err(()) => out.restart.push(section),
+                }
+            };
+        record(
+            "alerts.over_ceiling",
+            old.over_ceiling != new.over_ceiling,
+            old.over_ceiling.enabled,
+            over_ceiling::Rule::from_config(&new.over_ceiling).map(|r| Box::new(r) as _),
+        );
+        record(
+            "alerts.repeated_oversize",
+            old.repeated_oversize != new.repeated_oversize,
+            old.repeated_oversize.enabled,
+            repeated_oversize::Rule::from_config(&new.repeated_oversize).map(|r| Box::new(r) as _),
+        );
+        let mut window =
+            |section: &'static str, changed: bool, was: bool, rule: Option<Box<dyn WindowRule>>| {
+                if !changed {
+                    return;
+                }
+                let rule = rule.map(|r| (r.kind(), r));
+                match replace_rule(&mut self.windows, was, rule) {
+                    Ok(true) => out.applied.push(section),
+                    Ok(false) => {}
+                    Err(()) => out.restart.push(section),
+                }
+            };
+        window(
+            "alerts.p95_jump",
+            old.p95_jump != new.p95_jump,
+            old.p95_jump.enabled,
+            p95_jump::Rule::from_config(&new.p95_jump).map(|r| Box::new(r) as _),
+        );
+        window(
+            "alerts.near_ceiling",
+            old.near_ceiling != new.near_ceiling,
+            old.near_ceiling.enabled,
+            near_ceiling::Rule::from_config(&new.near_ceiling).map(|r| Box::new(r) as _),
+        );
+        window(
+            "alerts.truncation_rate",
+            old.truncation_rate != new.truncation_rate,
+            old.truncation_rate.enabled,
+            truncation_rate::Rule::from_config(&new.truncation_rate).map(|r| Box::new(r) as _),
+        );
+    }
+}
+
 impl ResultObserver for Rules {
+    fn retune(&mut self, old: &AlertsConfig, new: &AlertsConfig, out: &mut Retune) {
+        self.retune_rules(old, new, out);
+    }
+
     fn observe(&mut self, seen: &Observed<'_>) {
         if self.tx.is_none() || seen.over.is_none() {
             return;

@@ -193,6 +193,8 @@ pub struct Recognizer {
     max_service: usize,
     sampling: Sampling,
     keep_args_hashes: bool,
+    /// Spans and log records that were no tool call, per service.
+    unrecognised: Arc<crate::collector::ingest::unrecognised::Unrecognised>,
 }
 
 impl std::fmt::Debug for Recognizer {
@@ -278,6 +280,7 @@ impl Recognizer {
             max_name: max_tool_name_bytes,
             max_service: crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES,
             sampling: Sampling::new(&config.sampling_rates),
+            unrecognised: Arc::default(),
             table: KeyTable::new(&keys),
             keys,
         }
@@ -334,6 +337,12 @@ impl Recognizer {
     /// The sampling weights of spans ([`crate::collector::ingest::sampling`]).
     pub(crate) fn sampling(&self) -> &Sampling {
         &self.sampling
+    }
+
+    /// Spans and log records seen that were no tool call
+    /// ([`crate::collector::ingest::unrecognised`]).
+    pub fn unrecognised(&self) -> &Arc<crate::collector::ingest::unrecognised::Unrecognised> {
+        &self.unrecognised
     }
 
     pub(crate) fn max_tool_name_bytes(&self) -> usize {
