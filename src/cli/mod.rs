@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod args_hash;
+pub mod assets;
 pub mod check;
 #[cfg(feature = "collector")]
 pub mod demo;
@@ -73,6 +74,9 @@ pub enum Command {
     /// tells the daemon about cuts the agent's own telemetry does not show (sizes only).
     #[cfg(feature = "collector")]
     Hook(hook::HookArgs),
+    /// Write the shell completions and man pages into a directory (for packaging).
+    #[command(hide = true)]
+    GenerateAssets(assets::AssetsArgs),
 }
 
 /// Parses the process's arguments and runs them. `--help` and `--version` print as usual and exit
@@ -114,6 +118,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Top(args) => top::run(args),
         #[cfg(feature = "collector")]
         Command::Hook(args) => hook::run(&args),
+        Command::GenerateAssets(args) => assets::run(&args),
     }
 }
 
