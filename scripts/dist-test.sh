@@ -20,7 +20,8 @@
 #                   removes every file, the directories and the user
 #   image           the OCI archive's config (non-root, volume, ports, all-interface addresses)
 #                   and its rootfs, exported; the entrypoint run from that rootfs (chroot, as
-#                   uid 65532, in a network namespace of its own: loopback only) answers /healthz.
+#                   uid 65532, in a network namespace of its own: loopback only) answers /healthz
+#                   and writes its snapshot into the volume; `podman load` takes the archive.
 #                   Running the image itself needs a container runtime, and podman's crun
 #                   cannot start one on machines whose sandbox forbids setrlimit(RLIMIT_NPROC)
 #                   ("crun: setrlimit RLIMIT_NPROC: Operation not permitted"); the rootfs run
@@ -55,6 +56,8 @@ install_tools() {
   command -v ip >/dev/null 2>&1 || missing+=(iproute2)
   command -v adduser >/dev/null 2>&1 || missing+=(adduser)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
+  #   podman: loads the image archive (it runs no container here).
+  command -v podman >/dev/null 2>&1 || missing+=(podman)
   python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
   if [ ${#missing[@]} -gt 0 ]; then
     log "apt-get install ${missing[*]}"
@@ -151,7 +154,7 @@ pass
 log "wheel (fresh venv, no index)"
 wheel=$(ls "$OUT"/toolsize-"$VERSION"-*.whl)
 case "$(basename "$wheel")" in
-  *-py3-none-*manylinux_2_17_x86_64*musllinux_1_1_x86_64.whl) ;;
+  *-py3-none-manylinux*_x86_64.*musllinux_1_1_x86_64.whl) ;;
   *) fail "wheel tags: $(basename "$wheel")" ;;
 esac
 python3 -m venv "$work/venv"
@@ -258,6 +261,13 @@ indent "entrypoint from the rootfs" norust unshare --net -- sh -c 'ip link set l
   python3 tests/dist/smoke.py --admin 127.0.0.1:9464 -- \
   env -i $image_env chroot --userspec=65532:65532 "$work/rootfs" /usr/bin/toolsize serve
 [ -n "$(find "$work/rootfs/var/lib/toolsize" -type f -uid 65532)" ] || fail "no snapshot in the volume"
+# podman loads the archive into a store of its own (loading needs no container runtime).
+podman_() { podman --root "$work/podman/root" --runroot "$work/podman/run" --storage-driver vfs "$@"; }
+podman_ load -q -i "$image" >/dev/null || fail "podman load"
+loaded=$(podman_ image inspect --format '{{.Config.User}} {{index .Config.Labels "org.opencontainers.image.version"}}' \
+  "toolsize:$VERSION") || fail "podman has no toolsize:$VERSION"
+[ "$loaded" = "65532:65532 $VERSION" ] || fail "podman inspect: $loaded"
+echo "    podman load: toolsize:$VERSION, user 65532:65532"
 
 pass
 log "Kubernetes manifests"

@@ -21,9 +21,9 @@
 #   maturin (PyPI, pinned): the wheel builder of Rust command-line tools on PyPI (ruff, uv,
 #     rotel); `bindings = "bin"` (pyproject.toml) puts the binary in the wheel's scripts, so
 #     installing it puts `toolsize` on PATH. It drives cargo itself, hence it makes the build.
-#   wheel (PyPI, pinned): `wheel tags` adds the manylinux tags to the musllinux wheel maturin
-#     writes: the binary links nothing at run time, and pip on a glibc system takes only
-#     manylinux wheels.
+#   wheel (PyPI, pinned): `wheel tags` adds a musllinux tag to the manylinux ones maturin gives
+#     the static binary (it checks the binary links no system library, and takes the lowest
+#     manylinux tag): pip on Alpine and other musl systems takes only musllinux wheels.
 #   npm pack (npm, with node): the two tarballs npm itself would publish.
 #   dpkg-deb (Debian's dpkg): the .deb from a staged tree and three maintainer scripts
 #     (dist/deb/), no debhelper: the package holds one static binary and its files.
@@ -41,8 +41,8 @@ log() { printf '==> %s\n' "$*"; }
 
 TARGET=x86_64-unknown-linux-musl
 FEATURES=collector,tls
-# The wheel's platform tags: musllinux from maturin, manylinux2014 (glibc 2.17) added.
-WHEEL_PLATFORMS=manylinux_2_17_x86_64.manylinux2014_x86_64.musllinux_1_1_x86_64
+# Added to the wheel's manylinux tags: the static binary needs no libc of the system either.
+WHEEL_MUSLLINUX=musllinux_1_1_x86_64
 MATURIN_VERSION=1.16.0
 WHEEL_VERSION=0.48.0
 TOOLS=target/dist-tools
@@ -83,17 +83,16 @@ mkdir -p "$OUT" "$STAGE"
 
 log "maturin build: the static binary and the wheel ($TARGET, $FEATURES)"
 # The features come from pyproject.toml ([tool.maturin]).
-"$TOOLS/bin/maturin" build --release --strip --target "$TARGET" --compatibility musllinux_1_1 \
-  --out "$STAGE/wheel"
+"$TOOLS/bin/maturin" build --release --strip --target "$TARGET" --out "$STAGE/wheel"
 BIN="target/$TARGET/release/toolsize"
-file "$BIN" | grep -q 'statically linked' || {
+file "$BIN" | grep -Eq 'static(ally|-pie) linked' || {
   echo "$BIN is not statically linked: $(file "$BIN")" >&2
   exit 1
 }
 "$BIN" --version
 
-log "wheel tags: $WHEEL_PLATFORMS"
-"$TOOLS/bin/wheel" tags --remove --platform-tag "$WHEEL_PLATFORMS" "$STAGE"/wheel/*.whl >/dev/null
+log "wheel tags: + $WHEEL_MUSLLINUX"
+"$TOOLS/bin/wheel" tags --remove --platform-tag "+$WHEEL_MUSLLINUX" "$STAGE"/wheel/*.whl >/dev/null
 mv "$STAGE"/wheel/*.whl "$OUT/"
 
 log "completions, man pages, configuration"
