@@ -110,7 +110,7 @@ check_version() {
   local said
   said=$(norust "$@" --version) || fail "$* --version failed"
   case "$said" in *"$VERSION"*) ;; *) fail "$* --version said '$said', not $VERSION" ;; esac
-  printf '    %s --version: %s\n' "$1" "$(printf '%s' "$said" | head -n1)"
+  printf '    toolsize --version: %s\n' "$(printf '%s' "$said" | head -n1)"
 }
 # The demo of the command "$@" on free loopback ports: /healthz, its alert, exit 0 on SIGTERM.
 check_demo() {
@@ -166,7 +166,7 @@ check_demo env PATH="$work/venv/bin:$NORUST_PATH" toolsize
 
 pass
 log "npm (fresh prefix, offline)"
-npm install -g --offline --no-audit --no-fund --loglevel=error --prefix "$work/npm" \
+npm install -g --offline --no-audit --no-fund --silent --prefix "$work/npm" \
   "$ROOT/$OUT/toolsize-linux-x64-$VERSION.tgz" "$ROOT/$OUT/toolsize-$VERSION.tgz"
 [ "$(PATH="$work/npm/bin:$NORUST_PATH" command -v toolsize)" = "$work/npm/bin/toolsize" ] ||
   fail "npm put no toolsize on the prefix's PATH"
@@ -176,9 +176,9 @@ check_demo env PATH="$work/npm/bin:$NORUST_PATH" toolsize
 pass
 log ".deb (dpkg -i, then purge)"
 deb="$OUT/toolsize_${VERSION}_amd64.deb"
-dpkg-deb --info "$deb" | grep -q "Version: $VERSION" || fail "the .deb's version"
+[ "$(dpkg-deb --field "$deb" Version)" = "$VERSION" ] || fail "the .deb's version"
 dpkg-deb --contents "$deb" | awk '{print $6}' | sed 's|^\./|/|' | grep -v '/$' >"$work/deb-files"
-getent passwd toolsize >/dev/null && fail "a toolsize user exists before the .deb is installed"
+if getent passwd toolsize >/dev/null; then fail "a toolsize user exists before the .deb is installed"; fi
 # dpkg takes its lock or fails at once; wait for another install to finish first.
 for _ in $(seq 60); do
   if dpkg -i "$deb" >"$work/dpkg.log" 2>&1; then
@@ -216,11 +216,11 @@ indent "the unit's command as toolsize" norust python3 tests/dist/smoke.py -- \
 [ -n "$(find /var/lib/toolsize -type f -user toolsize)" ] || fail "no snapshot written in /var/lib/toolsize"
 dpkg --purge toolsize >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log" >&2; fail "dpkg --purge"; }
 deb_installed=0
-left=$(while read -r f; do [ -e "$f" ] && echo "$f"; done <"$work/deb-files")
+left=$(while read -r f; do if [ -e "$f" ]; then echo "$f"; fi; done <"$work/deb-files")
 [ -z "$left" ] || fail "files left after purge: $left"
 for d in /etc/toolsize /var/lib/toolsize; do [ ! -e "$d" ] || fail "$d left after purge"; done
-getent passwd toolsize >/dev/null && fail "the toolsize user is left after purge"
-getent group toolsize >/dev/null && fail "the toolsize group is left after purge"
+if getent passwd toolsize >/dev/null; then fail "the toolsize user is left after purge"; fi
+if getent group toolsize >/dev/null; then fail "the toolsize group is left after purge"; fi
 echo "    purged: $(wc -l <"$work/deb-files") files, /etc/toolsize, /var/lib/toolsize and the user gone"
 
 pass
@@ -274,8 +274,10 @@ log "Kubernetes manifests"
 # Kubernetes 1.29: the first with native sidecars (sidecar.yaml); the package's newest.
 for k in 1.29.0 "$KUBERNETES_VALIDATE_VERSION"; do
   # The ServiceMonitor is a custom resource these schemas do not have: checked below.
-  indent "kubernetes-validate --strict -k $k" sh -c '"$@" 2>&1 | grep -v "find schema for kind ServiceMonitor"' \
-    sh "$TOOLS/bin/kubernetes-validate" --strict -k "$k" "$OUT"/kubernetes/*.yaml
+  said=$("$TOOLS/bin/kubernetes-validate" --strict -k "$k" "$OUT"/kubernetes/*.yaml 2>&1) ||
+    fail "kubernetes-validate --strict -k $k: $said"
+  printf '%s\n' "$said" | grep -v "find schema for kind ServiceMonitor" |
+    sed "s/^/    kubernetes-validate --strict -k $k: /"
 done
 indent "cross-references" "$TOOLS/bin/python" tests/dist/k8s_check.py "$VERSION" \
   "$work/servicemonitors.json" "$OUT"/kubernetes/*.yaml

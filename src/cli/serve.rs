@@ -93,6 +93,8 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
         Err(e) => return CliError::new("RUNTIME", e.to_string()).report(),
     };
     runtime.block_on(async move {
+        // Before the listeners: a SIGTERM sent once /healthz answers stops the daemon gracefully.
+        let signal = shutdown_signal();
         let daemon = match Daemon::start(&config).await {
             Ok(d) => d,
             Err(e) => return CliError::new("START", e.to_string()).report(),
@@ -112,7 +114,6 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
             "Effective configuration."
         );
         log_stack(&config.stack);
-        let signal = shutdown_signal();
         println!(
             "{}",
             serde_json::json!({

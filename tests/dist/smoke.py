@@ -52,7 +52,8 @@ def main():
     started = time.monotonic()
     # The daemon's log goes to a file: a pipe nobody reads would block it once full.
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+    out = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdout=out, stderr=log)
 
     def tail():
         log.seek(0)
@@ -86,6 +87,14 @@ def main():
                 if time.monotonic() > deadline:
                     raise SystemExit(f"{a.alert} not firing in {a.timeout} s: {names}")
                 time.sleep(0.2)
+        # The ready line (`{"event":"listening",…}` on stdout) is out too before the stop.
+        while True:
+            out.seek(0)
+            if b'"listening"' in out.read():
+                break
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit(f"no listening line on stdout: {tail()}")
+            time.sleep(POLL_S)
         proc.send_signal(signal.SIGTERM)
         result["exit"] = proc.wait(timeout=30)
         if result["exit"] != 0:
