@@ -23,9 +23,9 @@
 #                   uid 65532, in a network namespace of its own: loopback only) answers /healthz
 #                   and writes its snapshot into the volume; `podman load` takes the archive.
 #                   Running the image itself needs a container runtime, and podman's crun
-#                   cannot start one on machines whose sandbox forbids setrlimit(RLIMIT_NPROC)
-#                   ("crun: setrlimit RLIMIT_NPROC: Operation not permitted"); the rootfs run
-#                   checks everything but the runtime's own isolation.
+#                   cannot start one where the sandbox forbids its setrlimit calls (here:
+#                   "crun: setrlimit `RLIMIT_NOFILE`: Operation not permitted: OCI permission
+#                   denied"); the rootfs run checks everything but the runtime's isolation.
 #   Kubernetes      kubernetes-validate --strict (offline schemas, Kubernetes 1.29 and the
 #                   newest), the ServiceMonitor against the Prometheus Operator's schema, and the
 #                   manifests' cross-references (tests/dist/k8s_check.py)
