@@ -1,5 +1,7 @@
-//! `toolsize generate-assets DIR` (hidden): the shell completions and man pages of the command
-//! line, written from the clap definitions that parse it, for `scripts/dist.sh` to package.
+//! `toolsize generate-assets DIR` (for packaging, not in `--help`): the shell completions and
+//! man pages of the command line, written from the clap definitions that parse it, for
+//! `scripts/dist.sh` to package. It is parsed apart from [`Cli`](super::Cli), so neither the
+//! completions nor the pages offer it.
 //!
 //! Writes `DIR/completions/` (`toolsize.bash`, `_toolsize` for zsh, `toolsize.fish`) and
 //! `DIR/man/` (`toolsize.1` and one `toolsize-<subcommand>.1` per visible subcommand), creating
@@ -7,10 +9,11 @@
 //! at the next release. The files are small and written once; a directory that cannot be created
 //! or a file that cannot be written is a structured `IO` error (exit 2), naming the path.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::CommandFactory;
+use clap::{CommandFactory, Parser};
 use clap_complete::Shell;
 
 use super::{Cli, CliError};
@@ -24,11 +27,24 @@ pub const COMPLETIONS_DIR: &str = "completions";
 /// Subdirectory of `DIR` that receives the man pages (section 1).
 pub const MAN_DIR: &str = "man";
 
-/// Arguments of `toolsize generate-assets`.
-#[derive(Debug, clap::Args)]
+/// The subcommand's name, recognised before [`Cli`](super::Cli) parses the command line.
+pub const SUBCOMMAND: &str = "generate-assets";
+
+/// Writes the shell completions and man pages of `toolsize` into a directory (for packaging).
+#[derive(Debug, Parser)]
+#[command(name = "generate-assets", bin_name = "toolsize generate-assets")]
 pub struct AssetsArgs {
     /// Directory to write `completions/` and `man/` into (created if missing).
     pub dir: PathBuf,
+}
+
+/// Parses `args` (the first is the subcommand's name) and runs them; a usage error is
+/// structured, exit 2, like every subcommand's.
+pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    match AssetsArgs::try_parse_from(args) {
+        Ok(args) => run(&args),
+        Err(e) => super::usage_error(e),
+    }
 }
 
 /// Writes the completions and man pages under `args.dir`; prints each path written.
@@ -98,9 +114,17 @@ mod tests {
             );
         }
         assert!(
-            !names.iter().any(|n| n.contains("generate-assets")),
-            "the hidden subcommand has no page: {names:?}"
+            !names.iter().any(|n| n.contains(SUBCOMMAND)),
+            "the packaging subcommand has no page: {names:?}"
         );
+        for file in &written {
+            let text = std::fs::read_to_string(file).unwrap();
+            assert!(
+                !text.contains(SUBCOMMAND),
+                "{} offers {SUBCOMMAND}",
+                file.display()
+            );
+        }
         let bash =
             std::fs::read_to_string(dir.join(COMPLETIONS_DIR).join("toolsize.bash")).unwrap();
         assert!(bash.contains("--max-output"), "wrap's flags are completed");

@@ -74,15 +74,20 @@ pub enum Command {
     /// tells the daemon about cuts the agent's own telemetry does not show (sizes only).
     #[cfg(feature = "collector")]
     Hook(hook::HookArgs),
-    /// Write the shell completions and man pages into a directory (for packaging).
-    #[command(hide = true)]
-    GenerateAssets(assets::AssetsArgs),
 }
 
 /// Parses the process's arguments and runs them. `--help` and `--version` print as usual and exit
 /// 0; any other argument error is a structured `USAGE` error (exit 2) whose message is clap's,
 /// with its suggestions.
 pub fn main() -> ExitCode {
+    // `toolsize generate-assets DIR` (for packaging) is parsed apart from [`Cli`], so that the
+    // completions and man pages it writes from [`Cli`] do not offer it.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == assets::SUBCOMMAND)
+    {
+        return assets::main(std::env::args_os().skip(1));
+    }
     match Cli::try_parse() {
         Ok(cli) => run(cli),
         Err(e) => usage_error(e),
@@ -118,7 +123,6 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Top(args) => top::run(args),
         #[cfg(feature = "collector")]
         Command::Hook(args) => hook::run(&args),
-        Command::GenerateAssets(args) => assets::run(&args),
     }
 }
 
