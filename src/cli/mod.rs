@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub mod args_hash;
+pub mod assets;
 pub mod check;
 #[cfg(feature = "collector")]
 pub mod demo;
@@ -154,6 +155,14 @@ pub enum Command {
 /// 0; `toolsize` alone prints its help as plain text and exits 2; any other argument error is a
 /// `USAGE` error (exit 2) whose message is clap's, with its suggestions.
 pub fn main() -> ExitCode {
+    // `toolsize generate-assets DIR` (for packaging) is parsed apart from [`Cli`], so that the
+    // completions and man pages it writes from [`Cli`] do not offer it.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == assets::SUBCOMMAND)
+    {
+        return assets::main(std::env::args_os().skip(1));
+    }
     if let Err(e) = ErrorFormat::from_env() {
         // Reported as JSON: the variable that would say otherwise is the one in error.
         return CliError::new("USAGE", e).report_as(ErrorFormat::Json, EXIT_USAGE.into());

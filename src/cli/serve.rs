@@ -114,6 +114,10 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
         Err(e) => return CliError::new("RUNTIME", e.to_string()).report(),
     };
     runtime.block_on(async move {
+        // Before the listeners: a SIGTERM sent once /healthz answers stops the daemon gracefully,
+        // and a SIGHUP reloads rather than kills.
+        let signal = shutdown_signal();
+        let mut hangups = hangup_signal();
         let daemon = match Daemon::start(&config).await {
             Ok(d) => d,
             Err(e) => return CliError::new("START", e.to_string()).report(),
@@ -133,8 +137,6 @@ fn run(args: ServeArgs, demo: Option<std::time::Duration>) -> ExitCode {
             "Effective configuration."
         );
         log_stack(&config.stack);
-        let signal = shutdown_signal();
-        let mut hangups = hangup_signal();
         println!(
             "{}",
             serde_json::json!({
