@@ -156,6 +156,18 @@ pub(crate) fn request_tools(service: &str, seed: u64, spans: u64, mix: Mix, tool
                 ),
             ];
             let name = match n % 10 {
+                _ if mix == Mix::Large && n % 64 == 63 => {
+                    attrs = vec![
+                        kv("openinference.span.kind", Value::StringValue("TOOL".into())),
+                        kv("tool.name", Value::StringValue(tool.clone())),
+                        kv("input.value", Value::StringValue("{\"path\": \"README.md\"}".into())),
+                        kv(
+                            "output.value",
+                            Value::StringValue(large[(n / 64 % 2) as usize].clone()),
+                        ),
+                    ];
+                    tool.clone()
+                }
                 0..=5 => {
                     attrs.extend([
                         kv("tool.name", Value::StringValue(tool.clone())),
@@ -175,18 +187,6 @@ pub(crate) fn request_tools(service: &str, seed: u64, spans: u64, mix: Mix, tool
                         ),
                     ]);
                     format!("execute_tool {tool}")
-                }
-                _ if mix == Mix::Large && n % 64 == 63 => {
-                    attrs = vec![
-                        kv("openinference.span.kind", Value::StringValue("TOOL".into())),
-                        kv("tool.name", Value::StringValue(tool.clone())),
-                        kv("input.value", Value::StringValue("{\"path\": \"README.md\"}".into())),
-                        kv(
-                            "output.value",
-                            Value::StringValue(large[(n / 64 % 2) as usize].clone()),
-                        ),
-                    ];
-                    tool.clone()
                 }
                 6 | 7 => {
                     let content = match mix {
