@@ -67,9 +67,15 @@ fn request(content: &str) -> Vec<u8> {
         start_time_unix_nano: 1_700_000_000_000_000_000,
         end_time_unix_nano: 1_700_000_000_012_500_000,
         attributes: vec![
-            workload::kv("gen_ai.operation.name", Value::StringValue("execute_tool".into())),
+            workload::kv(
+                "gen_ai.operation.name",
+                Value::StringValue("execute_tool".into()),
+            ),
             workload::kv("gen_ai.tool.name", Value::StringValue("fetch".into())),
-            workload::kv("gen_ai.tool.call.result", Value::StringValue(content.into())),
+            workload::kv(
+                "gen_ai.tool.call.result",
+                Value::StringValue(content.into()),
+            ),
         ],
         ..Default::default()
     };
@@ -80,22 +86,27 @@ fn request(content: &str) -> Vec<u8> {
 type Pass<'a> = (&'static str, bool, Box<dyn Fn(&[u8]) + 'a>);
 
 fn passes(recognizer: &Recognizer) -> Vec<Pass<'_>> {
+    fn pass<'a, T>(f: impl Fn(&[u8]) -> T + 'a) -> Box<dyn Fn(&[u8]) + 'a> {
+        Box::new(move |s| {
+            black_box(f(s));
+        })
+    }
     vec![
-        ("lengths", true, Box::new(|s| drop(black_box(text::lengths(s))))),
-        ("is_utf8", true, Box::new(|s| drop(black_box(text::is_utf8(s))))),
-        ("has_marker", true, Box::new(|s| drop(black_box(text::has_marker(s))))),
+        ("lengths", true, pass(text::lengths)),
+        ("is_utf8", true, pass(text::is_utf8)),
+        ("has_marker", true, pass(text::has_marker)),
+        // `s` is the encoded request here: see `input`.
         (
             "whole_result",
             true,
-            // `s` is the encoded request here: see `input`.
-            Box::new(|s| drop(black_box(recognize_protobuf(recognizer, s).unwrap()))),
+            pass(|s| recognize_protobuf(recognizer, s).unwrap()),
         ),
-        ("before_lengths_bytewise", false, Box::new(|s| drop(black_box(lengths_bytewise(s))))),
-        ("before_lengths_decoded", false, Box::new(|s| drop(black_box(lengths_decoded(s))))),
+        ("before_lengths_bytewise", false, pass(lengths_bytewise)),
+        ("before_lengths_decoded", false, pass(lengths_decoded)),
         (
             "std_from_utf8",
             false,
-            Box::new(|s| drop(black_box(std::str::from_utf8(s).is_ok()))),
+            pass(|s| std::str::from_utf8(s).is_ok()),
         ),
     ]
 }

@@ -51,7 +51,11 @@ fn every_mix_of_spans_carries_its_content_and_is_recognised() {
 
         let attrs = || spans.iter().flat_map(|s| s.attributes.iter());
         let results = strings(attrs(), "gen_ai.tool.call.result");
-        assert!(results.len() as u64 >= SPANS / 6, "{mix:?}: {}", results.len());
+        assert!(
+            results.len() as u64 >= SPANS / 6,
+            "{mix:?}: {}",
+            results.len()
+        );
         let outputs = strings(attrs(), "output.value");
         match mix {
             Mix::Storm | Mix::Quiet => {
@@ -60,7 +64,11 @@ fn every_mix_of_spans_carries_its_content_and_is_recognised() {
             }
             Mix::StormUtf8 | Mix::Large => {
                 for c in &results {
-                    assert!(!c.is_ascii() && (1_500..=2_048).contains(&c.len()), "{}", c.len());
+                    assert!(
+                        !c.is_ascii() && (1_500..=2_048).contains(&c.len()),
+                        "{}",
+                        c.len()
+                    );
                     // Accented letters, not a sprinkle: over 5 % of the characters.
                     let wide = c.chars().filter(|ch| !ch.is_ascii()).count();
                     assert!(wide * 20 > c.chars().count());
@@ -73,8 +81,12 @@ fn every_mix_of_spans_carries_its_content_and_is_recognised() {
         }
         if mix == Mix::Large {
             assert_eq!(outputs.len() as u64, SPANS / 64);
-            assert!(outputs.iter().all(|o| o.len() > 59_990 && o.len() <= 60_000));
-            assert!(outputs.iter().any(|o| o.contains('日')) && outputs.iter().any(|o| o.contains('é')));
+            assert!(outputs
+                .iter()
+                .all(|o| o.len() > 59_990 && o.len() <= 60_000));
+            assert!(
+                outputs.iter().any(|o| o.contains('日')) && outputs.iter().any(|o| o.contains('é'))
+            );
         } else {
             assert!(outputs.is_empty());
         }
@@ -89,11 +101,16 @@ fn the_large_logs_carry_30000_characters_of_output_and_are_all_recognised() {
         let body = workload::logs_request("claude-code", 3, SPANS, mix);
         let req = ExportLogsServiceRequest::decode(&body[..]).unwrap();
         let records = &req.resource_logs[0].scope_logs[0].log_records;
-        let outputs = strings(records.iter().flat_map(|l| l.attributes.iter()), "tool.output");
+        let outputs = strings(
+            records.iter().flat_map(|l| l.attributes.iter()),
+            "tool.output",
+        );
         match mix {
             Mix::Large => {
                 assert_eq!(outputs.len() as u64, SPANS / 32);
-                assert!(outputs.iter().all(|o| o.chars().count() == 30_000 && !o.is_ascii()));
+                assert!(outputs
+                    .iter()
+                    .all(|o| o.chars().count() == 30_000 && !o.is_ascii()));
             }
             _ => assert!(outputs.is_empty()),
         }
@@ -102,5 +119,8 @@ fn the_large_logs_carry_30000_characters_of_output_and_are_all_recognised() {
         per_mix.push(got.records.len());
     }
     assert!(per_mix[0] > 0);
-    assert_eq!(per_mix[0], per_mix[1], "the output attribute changes no record");
+    assert_eq!(
+        per_mix[0], per_mix[1],
+        "the output attribute changes no record"
+    );
 }

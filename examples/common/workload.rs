@@ -86,13 +86,19 @@ impl Script {
 
     fn passage(self) -> &'static str {
         match self {
-            Script::Ascii => "Read 300 lines from src/main.rs; the build finished with 2 warnings \
-                              and the test suite passed in 41.2 seconds. ",
-            Script::Latin => "Résumé de l’opération — état : réussi ; données reçues à 12 h 04, \
+            Script::Ascii => {
+                "Read 300 lines from src/main.rs; the build finished with 2 warnings \
+                              and the test suite passed in 41.2 seconds. "
+            }
+            Script::Latin => {
+                "Résumé de l’opération — état : réussi ; données reçues à 12 h 04, \
                               élément n° 3 traité « sans erreur » – Größe der Übergröße geprüft, \
-                              Straße, naïve, café, año, señal. ",
-            Script::Cjk => "工具调用结果：文件已读取，共计三百行，测试全部通过。日本語のテキストも\
-                            含まれています。한국어 문장도 있습니다。",
+                              Straße, naïve, café, año, señal. "
+            }
+            Script::Cjk => {
+                "工具调用结果：文件已读取，共计三百行，测试全部通过。日本語のテキストも\
+                            含まれています。한국어 문장도 있습니다。"
+            }
             Script::Emoji => "✅ done 🚀 deploy 🎉 merged 👍🏽 ok 🇫🇷 fr 🔥 hot 📦 pkg 😀 ",
         }
     }
@@ -160,7 +166,10 @@ pub(crate) fn request_tools(service: &str, seed: u64, spans: u64, mix: Mix, tool
                     attrs = vec![
                         kv("openinference.span.kind", Value::StringValue("TOOL".into())),
                         kv("tool.name", Value::StringValue(tool.clone())),
-                        kv("input.value", Value::StringValue("{\"path\": \"README.md\"}".into())),
+                        kv(
+                            "input.value",
+                            Value::StringValue("{\"path\": \"README.md\"}".into()),
+                        ),
                         kv(
                             "output.value",
                             Value::StringValue(large[(n / 64 % 2) as usize].clone()),
@@ -254,7 +263,10 @@ pub(crate) fn logs_request(service: &str, seed: u64, records: u64, mix: Mix) -> 
     let s = |v: String| Value::StringValue(v);
     let output = {
         let long = text(Script::Latin, 60_000);
-        let end = long.char_indices().nth(30_000).map_or(long.len(), |(i, _)| i);
+        let end = long
+            .char_indices()
+            .nth(30_000)
+            .map_or(long.len(), |(i, _)| i);
         long[..end].to_string()
     };
     let log_records = (0..records)

@@ -40,9 +40,9 @@ pub(crate) use crate::collector::ingest::record::{
 pub(crate) use crate::collector::stats::{Cuts, LabelCuts};
 
 use crate::collector::config::RecognitionConfig;
-use crate::collector::ingest::{learn, text};
 use crate::collector::ingest::sampling::Sampling;
 use crate::collector::ingest::wire::{AttrValue, SpanView};
+use crate::collector::ingest::{learn, text};
 
 pub(crate) use content::*;
 use emitters::{cond_keys, read_list, COMMON, EMITTERS, MEASURE_KEYS};
