@@ -82,11 +82,13 @@ fn request(content: &str) -> Vec<u8> {
     workload::envelope("agent", vec![span]).encode_to_vec()
 }
 
-/// A pass of the daemon (`daemon`: true) or a reference it replaced, over one text.
-type Pass<'a> = (&'static str, bool, Box<dyn Fn(&[u8]) + 'a>);
+/// A pass over one text.
+type Run<'a> = Box<dyn Fn(&[u8]) + 'a>;
+/// A pass of the daemon (`daemon`: true) or a reference it replaced.
+type Pass<'a> = (&'static str, bool, Run<'a>);
 
 fn passes(recognizer: &Recognizer) -> Vec<Pass<'_>> {
-    fn pass<'a, T>(f: impl Fn(&[u8]) -> T + 'a) -> Box<dyn Fn(&[u8]) + 'a> {
+    fn pass<'a, T>(f: impl Fn(&[u8]) -> T + 'a) -> Run<'a> {
         Box::new(move |s| {
             black_box(f(s));
         })
