@@ -10,9 +10,11 @@
 //! (`chars().count()` + `encode_utf16().count()`, the configured limits' count before), and
 //! `std::str::from_utf8`.
 //!
-//! After criterion's own report, nanoseconds per byte of each pass (medians of 5 rounds) are
-//! printed, with whether every pass of the daemon stays under 1 ns per byte on the non-ASCII
-//! texts.
+//! After criterion's own report, nanoseconds per byte of each pass over [`ROUNDS`] rounds,
+//! the passes taking turns, are printed as the fastest round and the median: on a machine
+//! shared with other work a round is slowed when the bench is descheduled, which the fastest
+//! round is not (the pass's own cost), the median is. Then whether every pass of the daemon
+//! stays under 1 ns per byte on the non-ASCII texts, in its fastest round and in the median.
 //!
 //! `cargo bench --features collector --bench content`
 
@@ -37,6 +39,8 @@ use workload::Script;
 const BYTES: usize = 64 * 1024;
 /// What every pass of the daemon must stay under on non-ASCII text.
 const TARGET_NS_PER_BYTE: f64 = 1.0;
+/// Rounds of every pass, taking turns.
+const ROUNDS: usize = 9;
 
 /// The learner's count before `text::lengths`: a byte at a time.
 fn lengths_bytewise(s: &[u8]) -> (u64, u64) {
@@ -145,12 +149,12 @@ fn content(c: &mut Criterion) {
         g.finish();
     }
 
-    // Nanoseconds per byte of content, medians of 5 rounds of `reps` calls, passes interleaved.
-    let mut worst = 0.0f64;
+    // Nanoseconds per byte of content, rounds of `reps` calls, passes interleaved.
+    let (mut worst_fastest, mut worst_median) = (0.0f64, 0.0f64);
     for (script, t, r) in &texts {
         let reps = 200;
         let mut per_pass: Vec<Vec<f64>> = vec![Vec::new(); passes.len()];
-        for _round in 0..5 {
+        for _round in 0..ROUNDS {
             for (k, (name, _, pass)) in passes.iter().enumerate() {
                 let bytes = input(name, t.as_bytes(), r);
                 let start = Instant::now();
@@ -165,22 +169,33 @@ fn content(c: &mut Criterion) {
             .zip(&mut per_pass)
             .map(|((name, daemon, _), v)| {
                 v.sort_by(f64::total_cmp);
+                let (fastest, median) = (v[0], v[ROUNDS / 2]);
                 if *daemon && *script != Script::Ascii {
-                    worst = worst.max(v[2]);
+                    worst_fastest = worst_fastest.max(fastest);
+                    worst_median = worst_median.max(median);
                 }
-                format!("{name} {:.3}", v[2])
+                format!("{name} {fastest:.3} ({median:.3})")
             })
             .collect();
         eprintln!(
-            "content {script:?} ({} bytes, {} chars), ns per byte: {}",
+            "content {script:?} ({} bytes, {} chars), ns per byte, fastest (median) of {ROUNDS}: {}",
             t.len(),
             t.chars().count(),
             line.join(", ")
         );
     }
+    let verdict = |ns: f64| {
+        if ns <= TARGET_NS_PER_BYTE {
+            "within"
+        } else {
+            "OVER"
+        }
+    };
     eprintln!(
-        "content: the daemon's slowest pass on non-ASCII text {worst:.3} ns per byte: {} {TARGET_NS_PER_BYTE} ns",
-        if worst <= TARGET_NS_PER_BYTE { "within" } else { "OVER" }
+        "content: the daemon's slowest pass on non-ASCII text {worst_fastest:.3} ns per byte in \
+         its fastest round ({} {TARGET_NS_PER_BYTE} ns), {worst_median:.3} in the median ({})",
+        verdict(worst_fastest),
+        verdict(worst_median)
     );
 }
 
