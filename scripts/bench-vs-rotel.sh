@@ -30,8 +30,13 @@ case "$mixes" in
 esac
 for m in $mixes; do
   case "$m" in
-    traces:* | logs:*) ;;
-    *) echo "bench-vs-rotel: a mix is SIGNAL:MIX (traces or logs), not $m" >&2; exit 2 ;;
+    traces:storm | traces:quiet | traces:storm-utf8 | traces:large) ;;
+    logs:storm | logs:quiet | logs:storm-utf8 | logs:large) ;;
+    *)
+      echo "bench-vs-rotel: a mix is SIGNAL:MIX, SIGNAL traces or logs, MIX storm, quiet," \
+        "storm-utf8 or large; not $m" >&2
+      exit 2
+      ;;
   esac
 done
 . scripts/rotel.sh
