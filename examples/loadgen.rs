@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo build --release --features collector --bin toolsize --example loadgen
-//! target/release/examples/loadgen [--mix storm|quiet|both] [--seconds 10] [--connections 4]
+//! target/release/examples/loadgen [--mix storm|quiet|storm-utf8|large|both] [--seconds 10] [--connections 4]
 //!     [--spans-per-request 512] [--tools 40] [--rate SPANS_PER_S] [--arrivals spread|lockstep]
 //!     [--scrape-ms MS]
 //!     [--alertmanager URL] [--signal traces|logs] [--forward URL] [--bin target/release/toolsize]
@@ -15,7 +15,10 @@
 //!
 //! - `--mix storm`: half of the measured results over the 16 KiB ceiling with 4,099 argument
 //!   hashes; `quiet`: none over it; `both` runs quiet, then storm, each on a fresh daemon, and
-//!   prints the ratio of CPU per accepted span (the storm's cost).
+//!   prints the ratio of CPU per accepted span (the storm's cost). `storm-utf8`: the storm with
+//!   1.5–2 KB of accented Latin text as the OTel GenAI spans' results; `large`: that, with one
+//!   span in 64 an OpenInference `TOOL` span of 60 KB `output.value` (with `--signal logs`:
+//!   one Claude Code `tool_result` record in 32 carrying 30,000 characters in `tool.output`).
 //! - `--tools`: how many tools the spans spread over (one series each); 40 by default.
 //! - `--rate`: paces the offered load (spans/s over all connections); unpaced by default.
 //! - `--arrivals`: how paced requests arrive. `spread` (the default): the connections take
@@ -35,9 +38,9 @@
 //! - `--target ADDR --pid PID`: no daemon is started; the load goes to `ADDR` (`POST /v1/traces`)
 //!   and the CPU of process `PID` is measured. Accepted = spans of requests answered 2xx.
 //!
-//! The requests are the 512-span mix of `examples/common/workload.rs` (60 % measured tool spans,
-//! 20 % tool spans with ~2 KiB of content, 20 % LLM spans), pre-encoded, on keep-alive HTTP/1.1
-//! connections. Load generator and receiver share the machine: compare runs made side by side.
+//! The requests are the 512-span mixes of `examples/common/workload.rs` (60 % measured tool
+//! spans, 20 % tool spans with 1.5–2 KiB of content, 20 % LLM spans), pre-encoded, on
+//! keep-alive HTTP/1.1 connections. Load generator and receiver share the machine: compare runs made side by side.
 
 use std::io::{BufRead, BufReader, IoSlice};
 use std::net::SocketAddr;
@@ -570,13 +573,17 @@ async fn main() {
         .position(|a| a == "--forward")
         .and_then(|i| std::env::args().nth(i + 1));
     let mixes: Vec<Mix> = match mix.as_str() {
-        "storm" => vec![Mix::Storm],
-        "quiet" => vec![Mix::Quiet],
         "both" => vec![Mix::Quiet, Mix::Storm],
-        other => {
-            eprintln!("--mix: expected storm, quiet or both, got {other:?}");
-            std::process::exit(2);
-        }
+        name => match Mix::ALL.into_iter().find(|m| m.name() == name) {
+            Some(m) => vec![m],
+            None => {
+                eprintln!(
+                    "--mix: expected one of {} or both, got {name:?}",
+                    Mix::ALL.map(Mix::name).join(", ")
+                );
+                std::process::exit(2);
+            }
+        },
     };
     let target: Option<SocketAddr> = arg::<String>("--target", String::new()).parse().ok();
     if let Some(target) = target {

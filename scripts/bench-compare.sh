@@ -9,6 +9,8 @@
 #   FORWARD=grpc|http scripts/bench-compare.sh ...   # each daemon forwarding everything to
 #                                                     # rotel-agent (blackhole) over that protocol
 #   ARRIVALS=lockstep scripts/bench-compare.sh ...    # paced requests sent together, not spread
+#   MIX=storm-utf8 SIGNAL=traces scripts/bench-compare.sh ...   # another mix of the load
+#                                                     # generator (default storm, traces)
 #   e.g. cp target/release/toolsize /tmp/before; (change, build); \
 #        scripts/bench-compare.sh 100000 6 5 /tmp/before target/release/toolsize
 set -euo pipefail
@@ -31,7 +33,8 @@ esac
 declare -A runs
 for r in $(seq "$rounds"); do
   for bin in "$@"; do
-    out=$(target/release/examples/loadgen --mix storm --seconds "$seconds" --connections 4 \
+    out=$(target/release/examples/loadgen --mix "${MIX:-storm}" --signal "${SIGNAL:-traces}" \
+      --seconds "$seconds" --connections 4 \
       --rate "$rate" --arrivals "${ARRIVALS:-spread}" --bin "$bin" "${extra[@]}")
     us=$(awk '/receiver CPU/ {for (i = 1; i <= NF; i++) if ($i == "µs") print $(i - 1)}' <<<"$out")
     refused=$(awk '/spans refused/ {print $3}' <<<"$out")

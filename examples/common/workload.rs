@@ -19,15 +19,103 @@ pub(crate) fn kv(k: &str, v: Value) -> KeyValue {
     }
 }
 
-/// How the measured sizes of a request fall against the default 16 KiB ceiling.
+/// How the measured sizes of a request fall against the default 16 KiB ceiling, and what
+/// content its spans (or log records) carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(dead_code)]
 pub(crate) enum Mix {
     /// Measured sizes uniform in 0..32 KiB: half of them over the ceiling, with 4,099 argument
-    /// hashes (a deploy that made results balloon).
+    /// hashes (a deploy that made results balloon); the content attributes ASCII.
     Storm,
     /// Measured sizes uniform in 0..16,000 bytes: nothing over the ceiling.
     Quiet,
+    /// [`Mix::Storm`] with 1.5–2 KB of accented Latin text (with dashes and guillemets) in the
+    /// OTel GenAI spans' `gen_ai.tool.call.result`, as an agent working in French or German
+    /// records it.
+    StormUtf8,
+    /// [`Mix::StormUtf8`] with large content attributes: one span in 64 an OpenInference `TOOL`
+    /// span whose `output.value` holds 60 KB (accented Latin or CJK, alternately). As logs: one
+    /// Claude Code `tool_result` record in 32 carries 30,000 characters of output in
+    /// `tool.output`.
+    Large,
+}
+
+impl Mix {
+    /// Every mix, the historic storm first.
+    #[allow(dead_code)]
+    pub(crate) const ALL: [Mix; 4] = [Mix::Storm, Mix::Quiet, Mix::StormUtf8, Mix::Large];
+
+    /// The name the load generator and the scripts give the mix.
+    #[allow(dead_code)]
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mix::Storm => "storm",
+            Mix::Quiet => "quiet",
+            Mix::StormUtf8 => "storm-utf8",
+            Mix::Large => "large",
+        }
+    }
+
+    /// Measured sizes wrap at this many bytes (uniform below it).
+    fn size_mod(self) -> u64 {
+        match self {
+            Mix::Quiet => 16_000,
+            _ => 32_768,
+        }
+    }
+}
+
+/// The writing systems of generated result text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)]
+pub(crate) enum Script {
+    /// Plain ASCII prose.
+    Ascii,
+    /// French and German prose: accented letters (two bytes), dashes and guillemets.
+    Latin,
+    /// Chinese, Japanese and Korean (three bytes a character).
+    Cjk,
+    /// Emoji among short words (four bytes a pictograph, flags and skin tones as sequences).
+    Emoji,
+}
+
+impl Script {
+    /// Every script.
+    #[allow(dead_code)]
+    pub(crate) const ALL: [Script; 4] = [Script::Ascii, Script::Latin, Script::Cjk, Script::Emoji];
+
+    fn passage(self) -> &'static str {
+        match self {
+            Script::Ascii => {
+                "Read 300 lines from src/main.rs; the build finished with 2 warnings \
+                              and the test suite passed in 41.2 seconds. "
+            }
+            Script::Latin => {
+                "Résumé de l’opération — état : réussi ; données reçues à 12 h 04, \
+                              élément n° 3 traité « sans erreur » – Größe der Übergröße geprüft, \
+                              Straße, naïve, café, año, señal. "
+            }
+            Script::Cjk => {
+                "工具调用结果：文件已读取，共计三百行，测试全部通过。日本語のテキストも\
+                            含まれています。한국어 문장도 있습니다。"
+            }
+            Script::Emoji => "✅ done 🚀 deploy 🎉 merged 👍🏽 ok 🇫🇷 fr 🔥 hot 📦 pkg 😀 ",
+        }
+    }
+}
+
+/// At most `bytes` bytes of text in `script`, cut on a character boundary: for one length
+/// always the same text, so results of one length end alike and teach the daemon no limit.
+#[allow(dead_code)]
+pub(crate) fn text(script: Script, bytes: usize) -> String {
+    let p = script.passage();
+    let mut s = p.repeat(bytes / p.len() + 1);
+    let mut end = bytes;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s
 }
 
 /// A protobuf OTLP request of `spans` spans for `service`: 60 % toolsize-contract tool spans
@@ -39,17 +127,24 @@ pub(crate) fn request(service: &str, seed: u64, spans: u64) -> Vec<u8> {
 }
 
 /// [`request`] with the sizes of `mix`.
+#[allow(dead_code)]
 pub(crate) fn request_mix(service: &str, seed: u64, spans: u64, mix: Mix) -> Vec<u8> {
     request_tools(service, seed, spans, mix, 40)
 }
 
 /// [`request_mix`] over `tools` tools.
+#[allow(dead_code)]
 pub(crate) fn request_tools(service: &str, seed: u64, spans: u64, mix: Mix, tools: u64) -> Vec<u8> {
     let (size_mod, hashes) = match mix {
-        Mix::Storm => (32_768, 4_099),
-        Mix::Quiet => (16_000, 97),
+        Mix::Quiet => (mix.size_mod(), 97),
+        _ => (mix.size_mod(), 4_099),
     };
-    let content: String = (0..2048).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    let ascii: String = (0..2048).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+    // 1.5–2 KB of accented text, 32 lengths (each always the same text).
+    let latin: Vec<String> = (0..32)
+        .map(|k| text(Script::Latin, 1_536 + k * 16))
+        .collect();
+    let large = [text(Script::Latin, 60_000), text(Script::Cjk, 60_000)];
     let per_request = spans;
     let spans = (0..spans)
         .map(|i| {
@@ -67,6 +162,21 @@ pub(crate) fn request_tools(service: &str, seed: u64, spans: u64, mix: Mix, tool
                 ),
             ];
             let name = match n % 10 {
+                _ if mix == Mix::Large && n % 64 == 63 => {
+                    attrs = vec![
+                        kv("openinference.span.kind", Value::StringValue("TOOL".into())),
+                        kv("tool.name", Value::StringValue(tool.clone())),
+                        kv(
+                            "input.value",
+                            Value::StringValue("{\"path\": \"README.md\"}".into()),
+                        ),
+                        kv(
+                            "output.value",
+                            Value::StringValue(large[(n / 64 % 2) as usize].clone()),
+                        ),
+                    ];
+                    tool.clone()
+                }
                 0..=5 => {
                     attrs.extend([
                         kv("tool.name", Value::StringValue(tool.clone())),
@@ -88,10 +198,11 @@ pub(crate) fn request_tools(service: &str, seed: u64, spans: u64, mix: Mix, tool
                     format!("execute_tool {tool}")
                 }
                 6 | 7 => {
-                    attrs.push(kv(
-                        "gen_ai.tool.call.result",
-                        Value::StringValue(content.clone()),
-                    ));
+                    let content = match mix {
+                        Mix::Storm | Mix::Quiet => ascii.clone(),
+                        _ => latin[((n * 7919) % 32) as usize].clone(),
+                    };
+                    attrs.push(kv("gen_ai.tool.call.result", Value::StringValue(content)));
                     format!("execute_tool {tool}")
                 }
                 _ => {
@@ -142,20 +253,32 @@ pub(crate) fn envelope(service: &str, spans: Vec<Span>) -> ExportTraceServiceReq
 
 /// A protobuf OTLP logs request of `records` Claude Code `tool_result` log records for `service`
 /// (string-typed values, as Claude Code sends them), sized as [`request_mix`]'s measured spans,
-/// over 40 tools.
+/// over 40 tools; with [`Mix::Large`], one record in 32 carries 30,000 characters of output
+/// (accented Latin) in `tool.output`.
 #[allow(dead_code)]
 pub(crate) fn logs_request(service: &str, seed: u64, records: u64, mix: Mix) -> Vec<u8> {
     use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
     use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
-    let size_mod = match mix {
-        Mix::Storm => 32_768,
-        Mix::Quiet => 16_000,
-    };
+    let size_mod = mix.size_mod();
     let s = |v: String| Value::StringValue(v);
+    let output = {
+        let long = text(Script::Latin, 60_000);
+        let end = long
+            .char_indices()
+            .nth(30_000)
+            .map_or(long.len(), |(i, _)| i);
+        long[..end].to_string()
+    };
     let log_records = (0..records)
         .map(|i| {
             let n = seed * 100_000 + i;
-            LogRecord {
+            let large = mix == Mix::Large && n % 32 == 31;
+            let size = if large {
+                output.len() as u64
+            } else {
+                (n * 7919) % size_mod
+            };
+            let mut record = LogRecord {
                 time_unix_nano: 1_700_000_000_000_000_000,
                 body: Some(AnyValue {
                     value: Some(s("claude_code.tool_result".into())),
@@ -177,14 +300,15 @@ pub(crate) fn logs_request(service: &str, seed: u64, records: u64, mix: Mix) -> 
                     kv("success", s("true".into())),
                     kv("duration_ms", s("12".into())),
                     kv("tool_input_size_bytes", s("59".into())),
-                    kv(
-                        "tool_result_size_bytes",
-                        s(((n * 7919) % size_mod).to_string()),
-                    ),
+                    kv("tool_result_size_bytes", s(size.to_string())),
                     kv("request_id", s(format!("req_{n:020}"))),
                 ],
                 ..Default::default()
+            };
+            if large {
+                record.attributes.push(kv("tool.output", s(output.clone())));
             }
+            record
         })
         .collect();
     ExportLogsServiceRequest {

@@ -14,8 +14,9 @@
 //! Memory is bounded: at most [`MAX_SERVICES`] services (later ones are not learned) and
 //! [`CANDIDATES`] candidate lengths per service and unit, each holding at most `HITS - 1` earlier
 //! results. The learner is owned by the aggregator's state, like every other tally: the
-//! receivers only take a [`Sample`] of the content (its lengths and ending, counted from the
-//! bytes without decoding), so nothing on the receive path takes a lock. Limits survive a
+//! receivers only take a [`Sample`] of the content (its lengths, counted once per result from
+//! the bytes without decoding by [`text::lengths`], and its ending), so nothing on the receive
+//! path takes a lock. Limits survive a
 //! restart through the snapshot: each series keeps the limit its results were cut at, and the
 //! state seeds the learner with them when it is restored ([`Learner::seed`]).
 
@@ -23,6 +24,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::collector::ingest::record::{EarlierCut, Sample, SizeSource};
+use crate::collector::ingest::text::{self, Lengths};
 
 /// Shortest length taken as a limit: shorter repeated lengths are normal results.
 pub(crate) const MIN_LIMIT: u64 = 256;
@@ -41,13 +43,18 @@ enum Unit {
 }
 
 /// The sample of recorded content `s` the aggregator learns from ([`Sample`]), or `None` when
-/// it is too short to be at a limit. `whole`: how its size is counted when whole, `None` when it
-/// is flagged cut for another reason.
-pub(crate) fn sample(s: &[u8], whole: Option<SizeSource>) -> Option<Sample> {
+/// it is too short to be at a limit. `counted`: its lengths, when the caller has counted them
+/// (content is counted once per result); `whole`: how its size is counted when whole, `None`
+/// when it is flagged cut for another reason.
+pub(crate) fn sample(
+    s: &[u8],
+    counted: Option<Lengths>,
+    whole: Option<SizeSource>,
+) -> Option<Sample> {
     if (s.len() as u64) < MIN_LIMIT {
         return None;
     }
-    let (chars, utf16) = lengths(s);
+    let Lengths { chars, utf16 } = counted.unwrap_or_else(|| text::lengths(s));
     Some(Sample {
         chars,
         utf16,
@@ -251,23 +258,6 @@ impl Learner {
     }
 }
 
-/// Code points and UTF-16 units of UTF-8 bytes `s`, counted without decoding or validating
-/// them (the receivers never check content as UTF-8): ASCII is checked a word at a time;
-/// otherwise every byte that is not a continuation byte (`0x80..=0xBF`) starts a code point,
-/// and each 4-byte sequence (lead byte `0xF0` or above) is the only one that takes two UTF-16
-/// units. Exact for valid UTF-8; for invalid bytes, an estimate.
-fn lengths(s: &[u8]) -> (u64, u64) {
-    if s.is_ascii() {
-        return (s.len() as u64, s.len() as u64);
-    }
-    let (mut chars, mut astral) = (0u64, 0u64);
-    for &b in s {
-        chars += u64::from((b as i8) >= -0x40);
-        astral += u64::from(b >= 0xF0);
-    }
-    (chars, chars + astral)
-}
-
 /// FNV-1a of the last 32 bytes: results cut at one length from different content end
 /// differently; the same result repeated does not.
 fn fingerprint(b: &[u8]) -> u64 {
@@ -284,7 +274,7 @@ mod tests {
     /// Observes `s` as result `k` of tool `fetch`, sized whole from content (`None`: flagged cut
     /// for another reason, or not counted as whole).
     fn see(l: &mut Learner, svc: &Arc<str>, s: &str, k: Option<u8>) -> Observed {
-        match sample(s.as_bytes(), k.map(|_| SizeSource::Derived)) {
+        match sample(s.as_bytes(), None, k.map(|_| SizeSource::Derived)) {
             Some(taken) => l.observe(svc, &taken, "fetch", [k.unwrap_or(0); 8], 1),
             None => Observed::default(),
         }
@@ -425,22 +415,6 @@ mod tests {
         assert_eq!(obs(&mut l, &svc, &cut('b')), None);
         assert_eq!(obs(&mut l, &svc, &cut('c')), Some(300));
         assert_eq!(l.limits("agent"), (Some(300), Some(599)));
-    }
-
-    #[test]
-    fn lengths_match_decoding_every_character() {
-        for s in [
-            "",
-            "plain ascii",
-            "é€😀a",
-            "😀😀",
-            "日本語テキスト",
-            "mixed 😀 and é",
-        ] {
-            let chars = s.chars().count() as u64;
-            let utf16 = s.encode_utf16().count() as u64;
-            assert_eq!(lengths(s.as_bytes()), (chars, utf16), "{s:?}");
-        }
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The ingest stage: OTLP receivers, gRPC ([`grpc`]) and HTTP ([`http`]), sharing one ingest
 //! path for the three signals; the zero-copy reader ([`wire`]); span recognition
-//! ([`recognize`], learned limits in [`learn`]); the coding agents' own telemetry ([`agents`]);
+//! ([`recognize`], learned limits in [`learn`], content counted in [`text`]); the coding agents' own telemetry ([`agents`]);
 //! and the record they all produce ([`record`]).
 //!
 //! A request goes through the same steps on both transports and for every signal: authenticate
@@ -34,6 +34,7 @@ pub(crate) mod learn;
 pub mod recognize;
 pub mod record;
 pub(crate) mod sampling;
+pub mod text;
 pub mod unrecognised;
 pub(crate) mod wire;
 

@@ -160,16 +160,18 @@ impl ArgsHash {
     /// A client-supplied hash: accepted only when its first 12 bytes are ASCII hex digits
     /// (lowercased; anything after them dropped), else `None`. Never copies more than 12 bytes,
     /// whatever the length of the value.
+    ///
+    /// Every record of a toolsize-contract span takes this path: the 12 bytes are checked and
+    /// lowercased together, without a branch per byte (`| 0x20` lowercases `A`–`F` and leaves
+    /// digits as they are; a digit is checked on the byte as sent, so `0x10`–`0x19`, which
+    /// `| 0x20` would turn into digits, are refused).
     pub(crate) fn from_hex(s: &[u8]) -> Option<Self> {
-        let head = s.get(..12)?;
-        if !head.iter().all(u8::is_ascii_hexdigit) {
-            return None;
-        }
-        let mut bytes = [0u8; 12];
-        for (d, c) in bytes.iter_mut().zip(head) {
-            *d = c.to_ascii_lowercase();
-        }
-        Some(Self { len: 12, bytes })
+        let head: [u8; 12] = s.get(..12)?.try_into().ok()?;
+        let bytes = head.map(|c| c | 0x20);
+        let hex = head.iter().zip(&bytes).fold(true, |ok, (&c, &l)| {
+            ok & ((c.wrapping_sub(b'0') < 10) | (l.wrapping_sub(b'a') < 6))
+        });
+        hex.then_some(Self { len: 12, bytes })
     }
 
     /// The hash as text.
@@ -387,6 +389,31 @@ mod tests {
     use super::*;
     use crate::collector::alerts::rules::testing::rec;
     use crate::collector::forward::Forwarder;
+
+    /// The branch-free check accepts and lowercases exactly what a byte-by-byte one does:
+    /// every byte value at every place, and lengths around 12.
+    #[test]
+    fn a_supplied_hash_is_checked_as_hex_byte_by_byte_would() {
+        let reference = |s: &[u8]| -> Option<Vec<u8>> {
+            let head = s.get(..12)?;
+            head.iter()
+                .all(u8::is_ascii_hexdigit)
+                .then(|| head.to_ascii_lowercase())
+        };
+        let got = |s: &[u8]| ArgsHash::from_hex(s).map(|h| h.as_str().as_bytes().to_vec());
+        let base = *b"0123456789aBcDeF";
+        for place in 0..12 {
+            for b in 0..=255u8 {
+                let mut s = base;
+                s[place] = b;
+                assert_eq!(got(&s), reference(&s), "byte {b:#04x} at {place}");
+            }
+        }
+        for n in 0..16 {
+            assert_eq!(got(&base[..n]), reference(&base[..n]), "{n} bytes");
+        }
+        assert_eq!(got(b"ABCDEF012345").as_deref(), Some(&b"abcdef012345"[..]));
+    }
 
     fn batch(relay: Relay, stats: &Arc<SelfStats>) -> Batch {
         Batch::new(

@@ -148,11 +148,73 @@ fn merged(a: Upstream, b: Upstream) -> Upstream {
     }
 }
 
+/// The calls waiting under one key, oldest first. A signal goes to the first call whose place
+/// for its role is free, so the calls holding a primary signal are always the first
+/// `filled[0]` of them, and those holding a secondary the first `filled[1]` (a call is only
+/// opened when every call has the role filled, and removing any call keeps a prefix a
+/// prefix): a signal finds its call by index, never by walking the calls of its key. A client
+/// that sends the same call id again and again (an exporter retrying a request) makes that
+/// key's list long; walked, each of its signals read every call of it.
+#[derive(Debug, Default)]
+struct Calls {
+    calls: Vec<Pending>,
+    /// Calls holding a primary signal, and a secondary one: the first that many.
+    filled: [usize; 2],
+}
+
+impl Calls {
+    /// The index in [`Calls::filled`] of `role`, when a call holds one signal of it.
+    fn slot(role: Role) -> Option<usize> {
+        match role {
+            Role::Primary => Some(0),
+            Role::Secondary => Some(1),
+            Role::Part => None,
+        }
+    }
+
+    /// Puts `r` into the first call that takes `role`; gives it back when none does.
+    fn put(&mut self, r: ToolRecord, role: Role) -> Option<ToolRecord> {
+        let slot = Self::slot(role);
+        let at = slot.map_or(0, |k| self.filled[k]);
+        let Some(call) = self.calls.get_mut(at) else {
+            return Some(r);
+        };
+        debug_assert!(call.takes(role));
+        call.put(r, role);
+        if let Some(k) = slot {
+            self.filled[k] += 1;
+        }
+        None
+    }
+
+    /// The call the last [`Calls::put`] of `role` filled.
+    fn last_put(&mut self, role: Role) -> Option<&mut Pending> {
+        let i = Self::slot(role).map_or(0, |k| self.filled[k].wrapping_sub(1));
+        self.calls.get_mut(i)
+    }
+
+    /// Opens a call with `r`, the first of its role no earlier call takes.
+    fn open(&mut self, p: Pending, role: Role) {
+        if let Some(k) = Self::slot(role) {
+            self.filled[k] += 1;
+        }
+        self.calls.push(p);
+    }
+
+    /// Takes out call `i`.
+    fn remove(&mut self, i: usize) -> Pending {
+        let p = self.calls.remove(i);
+        self.filled[0] -= usize::from(p.primary.is_some());
+        self.filled[1] -= usize::from(p.secondary.is_some());
+        p
+    }
+}
+
 /// The calls being waited for.
 #[derive(Debug)]
 pub(crate) struct Joiner {
     window_ms: u64,
-    pending: HashMap<u64, Vec<Pending>, FxBuild>,
+    pending: HashMap<u64, Calls, FxBuild>,
     /// (release time, key), in arrival order: release times only grow.
     due: VecDeque<(u64, u64)>,
     released: HashMap<u64, u64, FxBuild>,
@@ -210,14 +272,19 @@ impl Joiner {
             .map(|alt| self.take_parts(alt))
             .unwrap_or_default();
         if let Some(calls) = self.pending.get_mut(&join.key) {
-            if let Some(p) = calls.iter_mut().find(|p| p.takes(join.role)) {
-                p.put(r, join.role);
-                self.stats.merged += 1 + early.len() as u64;
-                p.parts.extend(early);
-                if let Some(alt) = join.alt {
-                    self.alts.insert(alt, join.key);
+            match calls.put(r, join.role) {
+                None => {
+                    self.stats.merged += 1 + early.len() as u64;
+                    // The parts that came first under the call's second key join it.
+                    if let Some(p) = calls.last_put(join.role) {
+                        p.parts.extend(early);
+                    }
+                    if let Some(alt) = join.alt {
+                        self.alts.insert(alt, join.key);
+                    }
+                    return None;
                 }
-                return None;
+                Some(back) => r = back,
             }
         } else if self.released.contains_key(&join.key) {
             self.stats.late += 1;
@@ -243,7 +310,7 @@ impl Joiner {
                 self.alts.insert(alt, join.key);
             }
         }
-        self.pending.entry(join.key).or_default().push(p);
+        self.pending.entry(join.key).or_default().open(p, join.role);
         self.due.push_back((release_ms, join.key));
         self.waiting += 1;
         None
@@ -255,7 +322,9 @@ impl Joiner {
             return Vec::new();
         };
         let (mut out, mut calls_taken) = (Vec::new(), 0);
-        calls.retain_mut(|p| {
+        // A call with neither a primary nor a secondary stands after both filled prefixes, so
+        // taking it out leaves [`Calls::filled`] as it is.
+        calls.calls.retain_mut(|p| {
             if p.primary.is_some() || p.secondary.is_some() {
                 return true;
             }
@@ -263,7 +332,7 @@ impl Joiner {
             calls_taken += 1;
             false
         });
-        if calls.is_empty() {
+        if calls.calls.is_empty() {
             self.pending.remove(&key);
         }
         // Each taken call was waiting; its release finds nothing left.
@@ -282,11 +351,11 @@ impl Joiner {
             let Some(calls) = self.pending.get_mut(&key) else {
                 continue;
             };
-            let Some(i) = calls.iter().position(|p| p.release_ms == at) else {
+            let Some(i) = calls.calls.iter().position(|p| p.release_ms == at) else {
                 continue;
             };
             let p = calls.remove(i);
-            if calls.is_empty() {
+            if calls.calls.is_empty() {
                 self.pending.remove(&key);
                 let forget_at = now_ms.saturating_add(2 * self.window_ms);
                 if self.released.len() < MAX_PENDING {
@@ -498,6 +567,36 @@ mod tests {
         let mut sizes: Vec<_> = out.iter().filter_map(|r| r.size.bytes()).collect();
         sizes.sort_unstable();
         assert_eq!(sizes, [1, 2]);
+    }
+
+    /// Many calls under one key: each signal goes to the first call with its place free, as a
+    /// walk over the calls would put it, before and after the oldest call is released.
+    #[test]
+    fn signals_under_one_key_fill_the_first_free_call() {
+        let mut j = Joiner::new(10);
+        let key = 6;
+        j.add(signal(key, Role::Primary, Some(1)), 0); // call A
+        j.add(signal(key, Role::Primary, Some(2)), 1); // call B
+        j.add(signal(key, Role::Secondary, None), 2); // A
+        j.add(signal(key, Role::Secondary, None), 3); // B
+        j.add(signal(key, Role::Secondary, None), 4); // call C
+        let mut failed = signal(key, Role::Part, None);
+        failed.error = true;
+        j.add(failed, 5); // A: failed
+        j.add(signal(key, Role::Primary, Some(3)), 6); // C
+        assert_eq!((j.waiting(), j.stats.merged), (3, 4));
+        let mut out = Vec::new();
+        j.release(10, &mut out); // A
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].size, Size::Failed);
+        j.add(signal(key, Role::Primary, Some(4)), 12); // call D: B and C hold primaries
+        j.add(signal(key, Role::Secondary, None), 13); // D
+        assert_eq!((j.waiting(), j.stats.merged), (3, 5));
+        j.release(u64::MAX, &mut out);
+        let sizes: Vec<_> = out.iter().map(|r| r.size.bytes()).collect();
+        assert_eq!(sizes, [None, Some(2), Some(3), Some(4)]);
+        assert_eq!(j.waiting(), 0);
+        assert!(j.pending.is_empty());
     }
 
     #[test]

@@ -196,7 +196,7 @@ pub(crate) fn unescaped_len(t: &[u8]) -> Option<u64> {
 }
 
 /// True when `s` contains one of the truncation markers of [`MARKERS`].
-pub(crate) fn has_marker(s: &[u8]) -> bool {
+pub fn has_marker(s: &[u8]) -> bool {
     if s.starts_with(LEADING_MARKER.as_bytes()) {
         return true;
     }

@@ -42,9 +42,9 @@ pub(crate) use crate::collector::ingest::record::{
 pub(crate) use crate::collector::stats::{Cuts, LabelCuts};
 
 use crate::collector::config::RecognitionConfig;
-use crate::collector::ingest::learn;
 use crate::collector::ingest::sampling::Sampling;
 use crate::collector::ingest::wire::{AttrValue, SpanView};
+use crate::collector::ingest::{learn, text};
 
 pub(crate) use content::*;
 use emitters::{cond_keys, read_list, COMMON, EMITTERS, MEASURE_KEYS};
@@ -580,13 +580,17 @@ impl Recognizer {
                     Some((_, false)) => SizeSource::UnwrappedApproximate,
                     None => SizeSource::Derived,
                 };
+                // Counted once, for the configured limits and the learner alike (content too
+                // short for either is not counted).
+                let counted = (!self.limits.is_empty() || s.len() as u64 >= learn::MIN_LIMIT)
+                    .then(|| text::lengths(s));
                 // Markers and cut JSON are looked for only when no length limit says it all;
                 // a limit learned from the data is the aggregator's to apply.
-                let limit = self.at_length_limit(s);
+                let limit = self.at_length_limit(s, counted);
                 let marked = limit.is_none()
                     && (has_marker(s) || json_cut(s, enc != Encoding::Auto || json_mime));
                 let sample = match limit {
-                    None => learn::sample(s, (!(flagged || marked)).then_some(whole)),
+                    None => learn::sample(s, counted, (!(flagged || marked)).then_some(whole)),
                     Some(_) => None,
                 };
                 let cut = limit.is_some() || marked;
@@ -620,14 +624,14 @@ impl Recognizer {
     }
 
     /// The configured (or, failing that, the daemon's own `OTEL_*` environment) attribute value
-    /// length limit that `s` ends at exactly, in code points or UTF-16 units.
-    fn at_length_limit(&self, s: &[u8]) -> Option<u64> {
+    /// length limit that `s` ends at exactly, in code points or UTF-16 units (`counted`: its
+    /// lengths from [`text::lengths`], exact once `s` is checked as UTF-8; content that is not
+    /// is counted as an SDK decoding it with replacement characters would).
+    fn at_length_limit(&self, s: &[u8], counted: Option<text::Lengths>) -> Option<u64> {
         if self.limits.is_empty() {
             return None;
         }
-        let s = String::from_utf8_lossy(s);
-        let chars = s.chars().count() as u64;
-        let utf16 = s.encode_utf16().count() as u64;
+        let text::Lengths { chars, utf16 } = text::lengths_checked(s, counted);
         self.limits
             .iter()
             .copied()
