@@ -266,7 +266,8 @@ scalars!(
     Interval,
     Window,
     ServiceRate,
-    super::alerts::WebhookFormat
+    super::alerts::WebhookFormat,
+    super::sections::Durability
 );
 
 /// The last text given (a flag given twice: the last one wins, as with clap's usual flags).
