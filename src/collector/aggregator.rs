@@ -208,6 +208,9 @@ pub(crate) async fn run(
 }
 
 fn ingest(state: &mut State, stats: &SelfStats, b: Batch) {
+    if let Some(seq) = b.seq() {
+        state.wal_seq = Some(state.wal_seq.map_or(seq, |s| s.max(seq)));
+    }
     state.record_owned_batch_ms(b.take(), now_unix_ms());
     stats.set_series(state.series_count() as u64, state.overflow_records);
 }
@@ -266,7 +269,14 @@ fn write(
         }
     };
     match store.write(&bytes) {
-        Ok(()) => stats.snapshot_written(captured_ms, at.elapsed()),
+        Ok(()) => {
+            stats.snapshot_written(captured_ms, at.elapsed());
+            // What the snapshot holds is on disk: the log entries it covers can go.
+            if let (Some(seq), Some(wal)) = (capture.wal_seq(), store.wal()) {
+                wal.compact(seq);
+                stats.wal_segments(wal.count() as u64);
+            }
+        }
         Err(e) => {
             stats.snapshot_failed();
             tracing::error!(error = %e, path = %store.path().display(), "Snapshot write failed.");

@@ -147,6 +147,53 @@ pub enum CollectorError {
     /// An upstream of `forward` cannot be used.
     #[error("forward: {0}")]
     Forward(String),
+    /// The write-ahead log cannot be read or started.
+    #[error("write-ahead log: {0}")]
+    Wal(String),
+}
+
+/// Feeds the write-ahead log of `dir` above the restored snapshot's sequence into `state`
+/// through the receivers' decode path, then starts its writer. Logs and exposes how long it
+/// took.
+fn replay_wal(
+    dir: &std::path::Path,
+    state: &mut State,
+    recognizer: &Recognizer,
+    stats: &Arc<SelfStats>,
+) -> Result<persist::wal::Wal, CollectorError> {
+    let after = state.wal_seq.unwrap_or(0);
+    let now_ms = state::now_unix_ms();
+    let (mut records, mut undecodable) = (0u64, 0u64);
+    let recovered = persist::wal::replay(dir, after, |signal, body| {
+        let found = match signal {
+            stats::OtlpSignal::Traces => ingest::decode::recognize_protobuf(recognizer, body),
+            stats::OtlpSignal::Logs => ingest::decode::recognize_logs_protobuf(recognizer, body),
+            stats::OtlpSignal::Metrics => return,
+        };
+        match found {
+            Ok(r) => {
+                records += r.records.len() as u64;
+                state.record_owned_batch_ms(r.records, now_ms);
+            }
+            // Decoded once before it was logged: only a change of recognition could do this.
+            Err(_) => undecodable += 1,
+        }
+    })
+    .map_err(|e| CollectorError::Wal(e.to_string()))?;
+    state.wal_seq = Some(recovered.last_seq);
+    stats.wal_replayed(recovered.took);
+    tracing::info!(
+        after_seq = after,
+        last_seq = recovered.last_seq,
+        entries = recovered.replayed,
+        records,
+        undecodable,
+        segments = recovered.segments_read,
+        took_ms = recovered.took.as_secs_f64() * 1e3,
+        "Replayed the write-ahead log."
+    );
+    persist::wal::Wal::start(recovered, stats.clone())
+        .map_err(|e| CollectorError::Wal(e.to_string()))
 }
 
 /// The aggregator and the ingest path, without sockets: what the routers need. Tests build one
@@ -171,9 +218,13 @@ impl Pipeline {
         let stats = Arc::new(SelfStats::default());
         let mut state = State::new(Limits::from_config(config));
         let mut restored = Vec::new();
+        let recognizer =
+            Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
+                .with_max_service_name_bytes(config.aggregation.max_service_name_bytes);
+        let mut wal = None;
         let store = match &config.store.data_dir {
             Some(dir) => {
-                let store = Store::open(dir)?;
+                let mut store = Store::open(dir)?;
                 match store.load()? {
                     Found::Snapshot(snap) => {
                         restored = state.restore(snap);
@@ -186,6 +237,11 @@ impl Pipeline {
                     Found::Refused { moved } => stats.snapshot_refused(moved),
                     Found::Nothing => {}
                 }
+                if config.store.durability == config::Durability::Wal {
+                    let w = replay_wal(dir, &mut state, &recognizer, &stats)?;
+                    store = store.with_wal(w.segments());
+                    wal = Some(w);
+                }
                 // Everything the state holds now is on disk (restored, or nothing).
                 stats.snapshots_every(config.store.snapshot_interval.0, state::now_unix_ms());
                 Some(Arc::new(store))
@@ -195,9 +251,6 @@ impl Pipeline {
         stats.set_series(state.series_count() as u64, state.overflow_records);
         // Limits the results were seen cut at, restored: learned again at once.
         state.seed_learned_limits();
-        let recognizer =
-            Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
-                .with_max_service_name_bytes(config.aggregation.max_service_name_bytes);
         let (rules, alerts) = alerts::spawn(
             config,
             format!("{}/api/v1/alerts", config.admin_base_url()),
@@ -252,7 +305,8 @@ impl Pipeline {
             .with_max_concurrent_requests(config.otlp.max_concurrent_requests)
             .with_body_timeout(config.listeners.body_timeout.0)
             .with_auth(auth.clone())
-            .with_forwarder(forward.clone()),
+            .with_forwarder(forward.clone())
+            .with_wal(wal),
         );
         Ok(Self {
             api: read::api::ApiState::new(control.clone(), stats.clone())

@@ -25,11 +25,14 @@ pub enum RefusedRequest {
     /// The aggregator has stopped (it panicked): nothing can be recorded until the daemon is
     /// restarted.
     Stopped,
+    /// The write-ahead log could not make the request durable (write or fsync failed, or it
+    /// holds its most segments): nothing of it was kept.
+    Wal,
 }
 
 impl RefusedRequest {
     /// Every reason, in exposition order.
-    pub const ALL: [RefusedRequest; 7] = [
+    pub const ALL: [RefusedRequest; 8] = [
         RefusedRequest::Decode,
         RefusedRequest::TooLarge,
         RefusedRequest::UnsupportedMediaType,
@@ -37,6 +40,7 @@ impl RefusedRequest {
         RefusedRequest::Timeout,
         RefusedRequest::Unauthenticated,
         RefusedRequest::Stopped,
+        RefusedRequest::Wal,
     ];
 
     /// The `reason` label.
@@ -49,6 +53,7 @@ impl RefusedRequest {
             RefusedRequest::Timeout => "timeout",
             RefusedRequest::Unauthenticated => "unauthenticated",
             RefusedRequest::Stopped => "aggregator_stopped",
+            RefusedRequest::Wal => "wal_failed",
         }
     }
 }
@@ -166,6 +171,8 @@ pub struct RefusedRequests<T = u64> {
     pub unauthenticated: T,
     /// [`RefusedRequest::Stopped`].
     pub stopped: T,
+    /// [`RefusedRequest::Wal`].
+    pub wal: T,
 }
 
 impl<T> RefusedRequests<T> {
@@ -179,6 +186,7 @@ impl<T> RefusedRequests<T> {
             RefusedRequest::Timeout => &self.timeout,
             RefusedRequest::Unauthenticated => &self.unauthenticated,
             RefusedRequest::Stopped => &self.stopped,
+            RefusedRequest::Wal => &self.wal,
         }
     }
 }
@@ -193,6 +201,7 @@ impl RefusedRequests<AtomicU64> {
             timeout: self.timeout.load(Relaxed),
             unauthenticated: self.unauthenticated.load(Relaxed),
             stopped: self.stopped.load(Relaxed),
+            wal: self.wal.load(Relaxed),
         }
     }
 }
@@ -229,6 +238,9 @@ pub struct SelfStats {
     log_records_overloaded: AtomicU64,
     log_records_stopped: AtomicU64,
     log_records_dropped: AtomicU64,
+    wal_segments: AtomicU64,
+    wal_replay_us: AtomicU64,
+    wal_enabled: AtomicBool,
     /// Connection counters of the listeners.
     pub listeners: Arc<listener::ListenerStats>,
 }
@@ -287,6 +299,12 @@ pub struct SelfStatsView {
     pub(crate) accepted_requests: AcceptedRequests,
     /// Log records.
     pub(crate) log_records: LogRecords,
+    /// The write-ahead log is on.
+    pub(crate) wal_enabled: bool,
+    /// Closed write-ahead log segments kept (awaiting a snapshot that covers them).
+    pub(crate) wal_segments: u64,
+    /// How long the replay of the write-ahead log took at start, microseconds.
+    pub(crate) wal_replay_us: u64,
 }
 
 impl SelfStats {
@@ -377,6 +395,16 @@ impl SelfStats {
         self.service_cuts.add(c.service);
         self.tool_cuts.add(c.tool);
     }
+    /// The write-ahead log was replayed at start in `took`.
+    pub(crate) fn wal_replayed(&self, took: std::time::Duration) {
+        self.wal_enabled.store(true, Relaxed);
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.wal_replay_us.store(us, Relaxed);
+    }
+    /// The write-ahead log keeps `n` closed segments.
+    pub(crate) fn wal_segments(&self, n: u64) {
+        self.wal_segments.store(n, Relaxed);
+    }
     pub(crate) fn snapshot_failed(&self) {
         self.snapshot_failures.fetch_add(1, Relaxed);
         self.snapshot_failing.fetch_add(1, Relaxed);
@@ -418,6 +446,9 @@ impl SelfStats {
                 stopped: self.log_records_stopped.load(Relaxed),
                 dropped: self.log_records_dropped.load(Relaxed),
             },
+            wal_enabled: self.wal_enabled.load(Relaxed),
+            wal_segments: self.wal_segments.load(Relaxed),
+            wal_replay_us: self.wal_replay_us.load(Relaxed),
         }
     }
 }

@@ -810,11 +810,15 @@ mod tests {
     #[test]
     fn durability_is_read_from_every_source_and_needs_a_data_dir() {
         assert_eq!(Config::default().store.durability, Durability::Snapshot);
-        let c = Config::from_toml("[store]\ndata_dir = \"/tmp/x\"\ndurability = \"wal\"\n").unwrap();
+        let c =
+            Config::from_toml("[store]\ndata_dir = \"/tmp/x\"\ndurability = \"wal\"\n").unwrap();
         assert_eq!(c.store.durability, Durability::Wal);
         let c = Config::load(
             None,
-            env(&[("TOOLSIZE_DURABILITY", "wal"), ("TOOLSIZE_DATA_DIR", "/tmp/x")]),
+            env(&[
+                ("TOOLSIZE_DURABILITY", "wal"),
+                ("TOOLSIZE_DATA_DIR", "/tmp/x"),
+            ]),
             &Flags::default(),
         )
         .unwrap();
@@ -827,7 +831,10 @@ mod tests {
         .unwrap();
         assert_eq!(c.store.durability, Durability::Snapshot, "flag beats env");
         let e = Config::load(None, Vec::new(), &flags(&["--durability", "fsync"])).unwrap_err();
-        assert!(e.to_string().contains("expected \"snapshot\" or \"wal\""), "{e}");
+        assert!(
+            e.to_string().contains("expected \"snapshot\" or \"wal\""),
+            "{e}"
+        );
         let e = Config::from_toml("[store]\ndurability = \"wal\"\n").unwrap_err();
         assert!(e.to_string().contains("needs a data directory"), "{e}");
         assert!(generated_config().contains("durability = \"snapshot\""));

@@ -22,9 +22,11 @@
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::collector::persist::format::Snapshot;
 use crate::collector::persist::migrate::{self, ReadError};
+use crate::collector::persist::wal::Segments;
 
 /// File name of the snapshot inside the data directory.
 pub(crate) const SNAPSHOT_FILE: &str = "toolsize-state.json";
@@ -63,6 +65,8 @@ pub(crate) enum Found {
 pub(crate) struct Store {
     dir: PathBuf,
     path: PathBuf,
+    /// The write-ahead log's closed segments, compacted after each snapshot written.
+    wal: Option<Arc<Segments>>,
 }
 
 impl Store {
@@ -76,7 +80,20 @@ impl Store {
         Ok(Self {
             dir: dir.to_owned(),
             path: dir.join(SNAPSHOT_FILE),
+            wal: None,
         })
+    }
+
+    /// Compacts `wal` after each snapshot written.
+    #[must_use]
+    pub(crate) fn with_wal(mut self, wal: Arc<Segments>) -> Self {
+        self.wal = Some(wal);
+        self
+    }
+
+    /// The write-ahead log's segments, when it is on.
+    pub(crate) fn wal(&self) -> Option<&Segments> {
+        self.wal.as_deref()
     }
 
     /// The snapshot file.

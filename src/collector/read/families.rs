@@ -487,6 +487,23 @@ fn snapshots(v: &SelfStatsView, sink: &mut impl Sink) {
             sink.sample(None, &[], value);
         }
     }
+    if v.wal_enabled {
+        for (name, help, value) in [
+            (
+                WAL_REPLAY,
+                "Seconds the replay of the write-ahead log took at start.",
+                Value::Float(v.wal_replay_us as f64 / 1e6),
+            ),
+            (
+                WAL_SEGMENTS,
+                "Closed write-ahead log segments kept until a snapshot covers them (requests are refused past 16).",
+                Value::Int(v.wal_segments),
+            ),
+        ] {
+            sink.family(name, Kind::Gauge, help);
+            sink.sample(None, &[], value);
+        }
+    }
     single(
         sink,
         SNAPSHOTS_WRITTEN,
