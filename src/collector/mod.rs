@@ -152,6 +152,37 @@ pub enum CollectorError {
     Wal(String),
 }
 
+/// After a replay that fed entries to the state: a snapshot of it at once, then the segments it
+/// covers deleted, so that what a replay reads is bounded by what arrived since the last
+/// snapshot, however often the daemon is restarted. A failed write is logged and counted; the
+/// log then stays whole until a later snapshot.
+fn compact_at_start(
+    store: &Store,
+    state: &State,
+    alerts: &[alerts::SavedAlert],
+    stats: &SelfStats,
+) {
+    let (Some(seq), Some(wal)) = (state.wal_seq, store.wal()) else {
+        return;
+    };
+    if wal.count() == 0 {
+        return;
+    }
+    let written = persist::format::encode(&state.snapshot(state::now_unix(), alerts.to_vec()))
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| store.write(&bytes).map_err(|e| e.to_string()));
+    match written {
+        Ok(()) => {
+            wal.compact(seq);
+            stats.wal_segments(wal.count() as u64);
+        }
+        Err(e) => {
+            stats.snapshot_failed();
+            tracing::error!(error = %e, "Snapshot after the write-ahead log's replay failed; the log is kept whole.");
+        }
+    }
+}
+
 /// Feeds the write-ahead log of `dir` above the restored snapshot's sequence into `state`
 /// through the receivers' decode path, then starts its writer. Logs and exposes how long it
 /// took.
@@ -240,6 +271,7 @@ impl Pipeline {
                 if config.store.durability == config::Durability::Wal {
                     let w = replay_wal(dir, &mut state, &recognizer, &stats)?;
                     store = store.with_wal(w.segments());
+                    compact_at_start(&store, &state, &restored, &stats);
                     wal = Some(w);
                 }
                 // Everything the state holds now is on disk (restored, or nothing).
