@@ -400,6 +400,16 @@ impl Wal {
         });
         let next = recovered.last_seq + 1;
         let active = Active::create(&recovered.dir, next)?;
+        Self::spawn(active, next, segments, stats)
+    }
+
+    /// Starts the writer thread appending to `active` from sequence `next`.
+    fn spawn(
+        active: Active,
+        next: u64,
+        segments: Arc<Segments>,
+        stats: Arc<SelfStats>,
+    ) -> Result<Self, WalError> {
         stats.wal_segments(segments.count() as u64);
         let (tx, rx) = mpsc::channel(QUEUE);
         let writer = Writer {
@@ -412,7 +422,7 @@ impl Wal {
         std::thread::Builder::new()
             .name("toolsize-wal".into())
             .spawn(move || writer.run())
-            .map_err(io("start the writer for", &recovered.dir))?;
+            .map_err(io("start the writer for", &segments.dir))?;
         Ok(Self { tx, segments })
     }
 
@@ -655,6 +665,82 @@ mod tests {
         fs::remove_dir_all(&d).ok();
     }
 
+    fn batch(stats: &Arc<SelfStats>) -> Batch {
+        use crate::collector::state::tests::{known, rec};
+        Batch::new(
+            vec![rec("read", known(100))],
+            OtlpSignal::Traces,
+            stats.clone(),
+            None,
+        )
+    }
+
+    /// Requests appended together are written, fsynced, queued to the aggregator in sequence
+    /// order and then released; replay reads them back.
+    #[tokio::test]
+    async fn appended_requests_are_queued_in_order_once_durable() {
+        let d = dir("append");
+        let stats = Arc::new(SelfStats::default());
+        let recovered = replay(&d, 0, |_, _| panic!("empty log")).unwrap();
+        let wal = Wal::start(recovered, stats.clone()).unwrap();
+        let (tx, mut rx) = mpsc::channel(8);
+        let pending: Vec<_> = (0..3)
+            .map(|i| {
+                let place = tx.clone().try_reserve_owned().unwrap();
+                let body = Bytes::from(format!("body {}", i + 1));
+                wal.append(OtlpSignal::Traces, body, batch(&stats), place)
+                    .unwrap()
+            })
+            .collect();
+        for p in pending {
+            p.durable().await.unwrap();
+        }
+        let seqs: Vec<_> = (0..3).map(|_| rx.try_recv().unwrap().seq()).collect();
+        assert_eq!(seqs, [Some(1), Some(2), Some(3)]);
+        drop(wal);
+        let (seen, r) = replayed(&d, 1);
+        assert_eq!(seen, ["body 2", "body 3"]);
+        assert_eq!(r.last_seq, 3);
+        fs::remove_dir_all(&d).ok();
+    }
+
+    /// A write that fails (a full disk: the segment is `/dev/full`) refuses its request and
+    /// queues nothing; nothing is counted as dropped.
+    #[tokio::test]
+    async fn a_failed_write_refuses_its_requests_and_queues_nothing() {
+        let d = dir("full");
+        let stats = Arc::new(SelfStats::default());
+        let path = PathBuf::from("/dev/full");
+        let active = Active {
+            file: OpenOptions::new().append(true).open(&path).unwrap(),
+            path,
+            len: 0,
+        };
+        let segments = Arc::new(Segments {
+            dir: d.join(WAL_DIR),
+            closed: Mutex::new(Vec::new()),
+        });
+        let wal = Wal::spawn(active, 1, segments, stats.clone()).unwrap();
+        let (tx, mut rx) = mpsc::channel(8);
+        let place = tx.clone().try_reserve_owned().unwrap();
+        let e = wal
+            .append(
+                OtlpSignal::Traces,
+                Bytes::from_static(b"x"),
+                batch(&stats),
+                place,
+            )
+            .unwrap()
+            .durable()
+            .await
+            .unwrap_err();
+        assert!(e.contains("write /dev/full"), "{e}");
+        assert!(rx.try_recv().is_err(), "a refused request was queued");
+        assert_eq!(tx.capacity(), 8, "its place was given back");
+        assert_eq!(stats.view().spans_dropped, 0);
+        fs::remove_dir_all(&d).ok();
+    }
+
     #[test]
     fn compaction_deletes_segments_wholly_at_or_below_the_snapshot() {
         let d = dir("compact");
@@ -674,5 +760,103 @@ mod tests {
         assert_eq!(segs.count(), 0);
         assert_eq!(list(&w).unwrap().len(), 0);
         fs::remove_dir_all(&d).ok();
+    }
+}
+
+/// The receivers' side: what a client is answered when the log fails.
+#[cfg(test)]
+mod receiver_tests {
+    use super::*;
+    use crate::collector::ingest::recognize::Recognizer;
+    use crate::collector::ingest::Ingest;
+    use crate::semconv;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
+    use prost::Message;
+    use tower::ServiceExt;
+
+    fn kv(k: &str, v: &str) -> KeyValue {
+        KeyValue {
+            key: k.into(),
+            key_strindex: 0,
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(v.into())),
+            }),
+        }
+    }
+
+    /// A request of one tool span.
+    fn tool_request() -> Vec<u8> {
+        let span = Span {
+            name: "execute_tool read".into(),
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            start_time_unix_nano: 1_000_000,
+            end_time_unix_nano: 3_000_000,
+            attributes: vec![
+                kv(
+                    semconv::GEN_AI_OPERATION_NAME,
+                    semconv::OPERATION_EXECUTE_TOOL,
+                ),
+                kv(semconv::GEN_AI_TOOL_NAME, "read"),
+            ],
+            ..Span::default()
+        };
+        ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![span],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        }
+        .encode_to_vec()
+    }
+
+    /// With the log's segment on a full disk, an OTLP/HTTP export is answered 503 with
+    /// `Retry-After`, counted as `wal_failed`, and nothing reaches the aggregator.
+    #[tokio::test]
+    async fn a_failed_log_write_is_answered_503_and_counted() {
+        let stats = Arc::new(SelfStats::default());
+        let path = PathBuf::from("/dev/full");
+        let active = Active {
+            file: OpenOptions::new().append(true).open(&path).unwrap(),
+            path,
+            len: 0,
+        };
+        let segments = Arc::new(Segments {
+            dir: std::env::temp_dir(),
+            closed: Mutex::new(Vec::new()),
+        });
+        let wal = Wal::spawn(active, 1, segments, stats.clone()).unwrap();
+        let (tx, mut rx) = mpsc::channel(8);
+        let ingest = Arc::new(
+            Ingest::new(
+                Arc::new(Recognizer::new(&Default::default(), 128)),
+                tx,
+                stats.clone(),
+                1 << 20,
+            )
+            .with_wal(Some(wal)),
+        );
+        let resp = crate::collector::ingest::http::router(ingest)
+            .oneshot(
+                Request::post("/v1/traces")
+                    .header("content-type", "application/x-protobuf")
+                    .body(Body::from(tool_request()))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()["retry-after"], "1");
+        let v = stats.view();
+        assert_eq!(v.refused_requests.wal, 1);
+        assert_eq!((v.spans_tool, v.spans_dropped), (0, 0));
+        assert!(rx.try_recv().is_err(), "a refused request was queued");
     }
 }
