@@ -32,7 +32,11 @@
 //! **The loss bound.** A `kill -9` or a power loss loses what was acknowledged since the
 //! capture on disk, that age, plus the wait of the batches still queued (a request is
 //! acknowledged when its batch is queued: at most `otlp.queue_capacity` requests). Nothing
-//! else is held back: an orderly stop drains the queue and writes a final snapshot.
+//! else is held back: an orderly stop drains the queue and writes a final snapshot. With the
+//! write-ahead log on (`store.durability = "wal"`) nothing acknowledged is lost: a batch is
+//! queued only once its request is durable, carries its sequence, and the capture records the
+//! highest sequence ingested, from which the log is replayed at start
+//! ([`crate::collector::persist::wal`]).
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};

@@ -35,7 +35,9 @@
 //!   the current set to the log, Alertmanager and a webhook (`/api/v1/alerts` lists it).
 //! - **Store** ([`persist::store`]): snapshots every `store.snapshot_interval` and at shutdown, atomic on
 //!   disk, restored at start (earlier formats migrated); an unreadable file is moved aside with
-//!   the reason logged and the daemon starts empty.
+//!   the reason logged and the daemon starts empty. With `store.durability = "wal"`, a
+//!   write-ahead log ([`persist::wal`]) makes each request durable before it is answered and is
+//!   replayed above the snapshot at start.
 //!
 //! - **Listeners** ([`net::listener`]): every socket holds a slot of its listener's connection cap
 //!   (at the cap, the connection idle longest without a request in flight makes room:
