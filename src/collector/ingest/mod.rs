@@ -581,15 +581,12 @@ impl Ingest {
         };
         let pending = wal
             .append(signal, body.clone(), batch, place)
-            .map_err(|(b, e)| {
-                b.refused();
-                match e {
-                    WalError::Busy => Refusal::new(
-                        RefusedRequest::Overloaded,
-                        "too many requests waiting for the write-ahead log; retry later",
-                    ),
-                    e => wal_failed(&e.to_string()),
-                }
+            .map_err(|e| match e {
+                WalError::Busy => Refusal::new(
+                    RefusedRequest::Overloaded,
+                    "too many requests waiting for the write-ahead log; retry later",
+                ),
+                e => wal_failed(&e.to_string()),
             })?;
         pending.durable().await.map_err(|why| wal_failed(&why))
     }

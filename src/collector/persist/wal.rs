@@ -432,15 +432,15 @@ impl Wal {
     }
 
     /// Hands a request to the writer; `place` is its reserved place in the aggregator's queue.
-    /// `Err` gives the batch back when the writer's queue is full ([`WalError::Busy`]) or the
-    /// writer has stopped.
+    /// `Err` when the writer's queue is full ([`WalError::Busy`]) or the writer has stopped;
+    /// the batch is then refused (nothing of it is kept) and its place given back.
     pub(crate) fn append(
         &self,
         signal: OtlpSignal,
         body: Bytes,
         batch: Batch,
         place: mpsc::OwnedPermit<Batch>,
-    ) -> Result<Pending, (Batch, WalError)> {
+    ) -> Result<Pending, WalError> {
         let (done, wait) = oneshot::channel();
         let a = Append {
             signal,
@@ -451,8 +451,14 @@ impl Wal {
         };
         match self.tx.try_send(a) {
             Ok(()) => Ok(Pending(wait)),
-            Err(mpsc::error::TrySendError::Full(a)) => Err((a.batch, WalError::Busy)),
-            Err(mpsc::error::TrySendError::Closed(a)) => Err((a.batch, WalError::Stopped)),
+            Err(mpsc::error::TrySendError::Full(a)) => {
+                a.batch.refused();
+                Err(WalError::Busy)
+            }
+            Err(mpsc::error::TrySendError::Closed(a)) => {
+                a.batch.refused();
+                Err(WalError::Stopped)
+            }
         }
     }
 }
