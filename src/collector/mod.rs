@@ -275,6 +275,13 @@ impl Pipeline {
                     store = store.with_wal(w.segments());
                     compact_at_start(&store, &state, &restored, &stats);
                     wal = Some(w);
+                } else if persist::wal::has_segments(dir) {
+                    tracing::warn!(
+                        path = %dir.join(persist::wal::WAL_DIR).display(),
+                        "A write-ahead log is in the data directory but store.durability is \
+                         \"snapshot\": it is not replayed (what it holds above the snapshot is \
+                         not restored); start with --durability wal to replay it."
+                    );
                 }
                 // Everything the state holds now is on disk (restored, or nothing).
                 stats.snapshots_every(config.store.snapshot_interval.0, state::now_unix_ms());

@@ -278,6 +278,11 @@ fn list(dir: &Path) -> Result<Vec<(u64, PathBuf)>, WalError> {
     Ok(out)
 }
 
+/// Whether the data directory `data_dir` holds segments of a log.
+pub(crate) fn has_segments(data_dir: &Path) -> bool {
+    list(&data_dir.join(WAL_DIR)).is_ok_and(|s| !s.is_empty())
+}
+
 /// What [`replay`] found.
 #[derive(Debug)]
 pub(crate) struct Recovered {
