@@ -149,6 +149,8 @@ pub(crate) struct LogRecords {
     pub(crate) overloaded: u64,
     /// Records refused because the aggregator had stopped.
     pub(crate) stopped: u64,
+    /// Records refused because the write-ahead log could not make them durable.
+    pub(crate) wal: u64,
     /// Records accepted and then lost: queued when the aggregator stopped.
     pub(crate) dropped: u64,
 }
@@ -218,6 +220,7 @@ pub struct SelfStats {
     spans_invalid: AtomicU64,
     spans_overloaded: AtomicU64,
     spans_stopped: AtomicU64,
+    spans_wal: AtomicU64,
     spans_dropped: AtomicU64,
     series: AtomicU64,
     overflow: AtomicU64,
@@ -237,6 +240,7 @@ pub struct SelfStats {
     log_records_other: AtomicU64,
     log_records_overloaded: AtomicU64,
     log_records_stopped: AtomicU64,
+    log_records_wal: AtomicU64,
     log_records_dropped: AtomicU64,
     wal_segments: AtomicU64,
     wal_replay_us: AtomicU64,
@@ -266,6 +270,8 @@ pub struct SelfStatsView {
     pub spans_overloaded: u64,
     /// Spans refused because the aggregator had stopped.
     pub spans_stopped: u64,
+    /// Spans refused because the write-ahead log could not make them durable.
+    pub spans_wal: u64,
     /// Tool spans accepted and then lost: queued when the aggregator stopped.
     pub spans_dropped: u64,
     /// Series, overflow included.
@@ -326,6 +332,7 @@ impl SelfStats {
     pub(crate) fn refused_spans(&self, reason: RefusedRequest, n: u64) {
         match reason {
             RefusedRequest::Stopped => &self.spans_stopped,
+            RefusedRequest::Wal => &self.spans_wal,
             _ => &self.spans_overloaded,
         }
         .fetch_add(n, Relaxed);
@@ -334,6 +341,7 @@ impl SelfStats {
     pub(crate) fn refused_logs(&self, reason: RefusedRequest, n: u64) {
         match reason {
             RefusedRequest::Stopped => &self.log_records_stopped,
+            RefusedRequest::Wal => &self.log_records_wal,
             _ => &self.log_records_overloaded,
         }
         .fetch_add(n, Relaxed);
@@ -422,6 +430,7 @@ impl SelfStats {
             spans_invalid: self.spans_invalid.load(Relaxed),
             spans_overloaded: self.spans_overloaded.load(Relaxed),
             spans_stopped: self.spans_stopped.load(Relaxed),
+            spans_wal: self.spans_wal.load(Relaxed),
             spans_dropped: self.spans_dropped.load(Relaxed),
             series: self.series.load(Relaxed),
             overflow: self.overflow.load(Relaxed),
@@ -444,6 +453,7 @@ impl SelfStats {
                 other: self.log_records_other.load(Relaxed),
                 overloaded: self.log_records_overloaded.load(Relaxed),
                 stopped: self.log_records_stopped.load(Relaxed),
+                wal: self.log_records_wal.load(Relaxed),
                 dropped: self.log_records_dropped.load(Relaxed),
             },
             wal_enabled: self.wal_enabled.load(Relaxed),

@@ -551,7 +551,9 @@ impl Writer {
                     tracing::error!(error = %e, requests = group.len(), "Write-ahead log write failed; its requests are refused (503).");
                     let why = e.to_string();
                     for a in group.drain(..) {
+                        // Nothing kept, the place given back, then the answer.
                         a.batch.refused();
+                        drop(a.place);
                         let _ = a.done.send(Err(why.clone()));
                     }
                 }
@@ -867,6 +869,7 @@ mod receiver_tests {
         assert_eq!(resp.headers()["retry-after"], "1");
         let v = stats.view();
         assert_eq!(v.refused_requests.wal, 1);
+        assert_eq!((v.spans_wal, v.spans_overloaded), (1, 0));
         assert_eq!((v.spans_tool, v.spans_dropped), (0, 0));
         assert!(rx.try_recv().is_err(), "a refused request was queued");
     }

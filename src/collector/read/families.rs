@@ -244,6 +244,7 @@ fn requests(v: &SelfStatsView, sink: &mut impl Sink) {
         [
             ("overloaded", logs.overloaded),
             ("aggregator_stopped", logs.stopped),
+            ("wal_failed", logs.wal),
         ],
     );
     single(
@@ -270,6 +271,7 @@ fn requests(v: &SelfStatsView, sink: &mut impl Sink) {
             ("invalid", v.spans_invalid),
             ("overloaded", v.spans_overloaded),
             ("aggregator_stopped", v.spans_stopped),
+            ("wal_failed", v.spans_wal),
         ],
     );
     single(

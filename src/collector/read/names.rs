@@ -64,7 +64,7 @@ pub(crate) const LOG_RECORDS_ACCEPTED: &str = "toolsize_log_records_accepted_tot
 pub(crate) const LOG_RECORDS_REFUSED: &str = "toolsize_log_records_refused_total";
 /// Tool-call log records accepted then lost (queued when the aggregator stopped).
 pub(crate) const LOG_RECORDS_DROPPED: &str = "toolsize_log_records_dropped_total";
-/// Spans refused, by reason (invalid, overloaded, aggregator_stopped).
+/// Spans refused, by reason (invalid, overloaded, aggregator_stopped, wal_failed).
 pub(crate) const SPANS_REFUSED: &str = "toolsize_spans_refused_total";
 /// Tool spans accepted then lost (queued when the aggregator stopped).
 pub(crate) const SPANS_DROPPED: &str = "toolsize_spans_dropped_total";
