@@ -396,7 +396,10 @@ async fn attributes_past_the_255th_are_counted() {
         sp.attributes.push(s(&format!("x.{n}"), "v"));
     }
     let total = sp.attributes.len() as u64;
-    ingest.ingest_request(&request("agent", vec![sp])).unwrap();
+    ingest
+        .ingest_request(&request("agent", vec![sp]))
+        .await
+        .unwrap();
     let v = stats.view();
     assert_eq!(v.spans_tool, 1);
     assert_eq!(v.attributes_ignored, total - 255);

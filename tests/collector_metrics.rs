@@ -38,7 +38,7 @@ async fn metrics_pass_promtool_and_account_for_every_span() {
     }
     // Every family the daemon writes is in the list the drift tests read, and the other way
     // round: all but the snapshot's age, interval and write time, written with a data directory
-    // (none here).
+    // (none here), and the write-ahead log's, written with the log on.
     let written: std::collections::BTreeSet<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE ")?.split(' ').next())
@@ -54,7 +54,9 @@ async fn metrics_pass_promtool_and_account_for_every_span() {
         [
             "toolsize_snapshot_age_seconds",
             "toolsize_snapshot_interval_seconds",
-            "toolsize_snapshot_write_seconds"
+            "toolsize_snapshot_write_seconds",
+            "toolsize_wal_replay_seconds",
+            "toolsize_wal_segments"
         ]
     );
     assert!(text.contains("# TYPE toolsize_tool_result_size_bytes histogram"));

@@ -22,13 +22,13 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use prost::Message;
 use support::collector::*;
+use support::load::*;
 
 /// The snapshot interval.
 const INTERVAL: Duration = Duration::from_secs(1);
@@ -51,139 +51,6 @@ const QUEUE_WAIT: Duration = Duration::from_secs(1);
 /// Time from a window rule's input being acknowledged to its alert: the queue's wait, an
 /// evaluation interval, and the alert task.
 const RULE_BOUND: Duration = Duration::from_secs(2);
-
-/// Busy processes beside the daemon, one per core; killed (by their own handles) on drop.
-struct Hogs(Vec<Child>);
-
-impl Hogs {
-    fn start() -> Self {
-        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
-        Self(
-            (0..n)
-                .map(|_| {
-                    Command::new("sh")
-                        .args(["-c", "while :; do :; done"])
-                        .stdout(Stdio::null())
-                        .spawn()
-                        .expect("sh")
-                })
-                .collect(),
-        )
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// What the senders were told: each acknowledgement (when its answer arrived, spans), and every
-/// span sent.
-#[derive(Default)]
-struct Acks {
-    at: Mutex<Vec<(Instant, u64)>>,
-    sent: AtomicU64,
-}
-
-impl Acks {
-    /// Spans acknowledged by `t`.
-    fn by(&self, t: Instant) -> u64 {
-        let at = self.at.lock().unwrap();
-        at.iter().filter(|(a, _)| *a <= t).map(|(_, n)| n).sum()
-    }
-
-    /// The latest time by which fewer than `restored` spans were acknowledged: what a restart
-    /// holding `restored` spans lost is what came after it.
-    fn covered_until(&self, restored: u64) -> Option<Instant> {
-        let at = self.at.lock().unwrap();
-        let mut sorted = at.clone();
-        sorted.sort_by_key(|(a, _)| *a);
-        let mut n = 0;
-        let mut last = None;
-        for (a, k) in sorted {
-            n += k;
-            if n > restored {
-                return last;
-            }
-            last = Some(a);
-        }
-        last
-    }
-}
-
-/// The load: `SENDERS` tasks posting requests of `SPANS` spans over `TOOLS` tools (sizes well
-/// under any ceiling) as fast as they are answered.
-struct Load {
-    stop: Arc<AtomicBool>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-fn bodies() -> Arc<Vec<Vec<u8>>> {
-    Arc::new(
-        (0..16u64)
-            .map(|r| {
-                let spans = (0..SPANS)
-                    .map(|i| {
-                        let n = r * SPANS + i;
-                        own_span(
-                            n,
-                            &format!("tool_{}", n % TOOLS),
-                            100 + (n * 37 % 5000) as i64,
-                        )
-                    })
-                    .collect();
-                request("agent", spans).encode_to_vec()
-            })
-            .collect(),
-    )
-}
-
-impl Load {
-    fn start(http: std::net::SocketAddr, bodies: Arc<Vec<Vec<u8>>>, acks: Arc<Acks>) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let client = reqwest::Client::new();
-        let tasks = (0..SENDERS)
-            .map(|s| {
-                let (client, bodies, acks, stop) =
-                    (client.clone(), bodies.clone(), acks.clone(), stop.clone());
-                tokio::spawn(async move {
-                    let mut i = s;
-                    while !stop.load(Ordering::Relaxed) {
-                        i += SENDERS;
-                        acks.sent.fetch_add(SPANS, Ordering::Relaxed);
-                        let r = client
-                            .post(format!("http://{http}/v1/traces"))
-                            .header("content-type", "application/x-protobuf")
-                            .body(bodies[i % bodies.len()].clone())
-                            .timeout(Duration::from_secs(5))
-                            .send()
-                            .await;
-                        match r {
-                            Ok(r) if r.status() == 200 => {
-                                acks.at.lock().unwrap().push((Instant::now(), SPANS));
-                            }
-                            Ok(_) => {}
-                            // The daemon was killed.
-                            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-                        }
-                    }
-                })
-            })
-            .collect();
-        Self { stop, tasks }
-    }
-
-    async fn stop(self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.tasks {
-            let _ = t.await;
-        }
-    }
-}
 
 fn config(dir: &std::path::Path) -> std::path::PathBuf {
     let path = dir.join("toolsize.toml");
@@ -209,16 +76,6 @@ fn start(config: &std::path::Path, data: &std::path::Path) -> Binary {
         Some(data),
         &[("RUST_LOG", "error")],
     )
-}
-
-/// Spans of service `agent` the daemon holds.
-async fn held(admin: std::net::SocketAddr) -> u64 {
-    tools(admin, "?service=agent").await["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["spans"].as_u64().unwrap())
-        .sum()
 }
 
 fn overloaded(text: &str) -> f64 {
@@ -259,12 +116,12 @@ async fn snapshots_rules_and_kills_under_sustained_overload() {
     let conf_dir = support::Scratch::new("durability-overload-conf");
     let conf = config(&conf_dir);
     let _hogs = Hogs::start();
-    let bodies = bodies();
+    let bodies = bodies(SPANS, TOOLS);
     let acks = Arc::new(Acks::default());
 
     // Snapshot age and a window rule, with the queue full throughout.
     let mut b = start(&conf, &data);
-    let load = Load::start(b.http, bodies.clone(), acks.clone());
+    let load = Load::start(b.http, bodies.clone(), SPANS, SENDERS, acks.clone());
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (mut worst_age, mut worst_write, mut interval) = (0.0f64, 0.0f64, 0.0f64);
     let refused_before = overloaded(&metrics(b.admin).await);
@@ -352,7 +209,7 @@ async fn snapshots_rules_and_kills_under_sustained_overload() {
             b.stop();
             break;
         }
-        let load = Load::start(b.http, bodies.clone(), acks.clone());
+        let load = Load::start(b.http, bodies.clone(), SPANS, SENDERS, acks.clone());
         // 0.4 to 1.4 s of load, the write times read meanwhile: the kills land at every point
         // of the interval.
         let until = Instant::now() + Duration::from_millis(400 + (k * 53 % 1000));

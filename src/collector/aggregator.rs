@@ -32,7 +32,11 @@
 //! **The loss bound.** A `kill -9` or a power loss loses what was acknowledged since the
 //! capture on disk, that age, plus the wait of the batches still queued (a request is
 //! acknowledged when its batch is queued: at most `otlp.queue_capacity` requests). Nothing
-//! else is held back: an orderly stop drains the queue and writes a final snapshot.
+//! else is held back: an orderly stop drains the queue and writes a final snapshot. With the
+//! write-ahead log on (`store.durability = "wal"`) nothing acknowledged is lost: a batch is
+//! queued only once its request is durable, carries its sequence, and the capture records the
+//! highest sequence ingested, from which the log is replayed at start
+//! ([`crate::collector::persist::wal`]).
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -211,6 +215,9 @@ pub(crate) async fn run(
 }
 
 fn ingest(state: &mut State, stats: &SelfStats, b: Batch) {
+    if let Some(seq) = b.seq() {
+        state.wal_seq = Some(state.wal_seq.map_or(seq, |s| s.max(seq)));
+    }
     state.record_owned_batch_ms(b.take(), now_unix_ms());
     stats.set_series(state.series_count() as u64, state.overflow_records);
 }
@@ -269,7 +276,14 @@ fn write(
         }
     };
     match store.write(&bytes) {
-        Ok(()) => stats.snapshot_written(captured_ms, at.elapsed()),
+        Ok(()) => {
+            stats.snapshot_written(captured_ms, at.elapsed());
+            // What the snapshot holds is on disk: the log entries it covers can go.
+            if let (Some(seq), Some(wal)) = (capture.wal_seq(), store.wal()) {
+                wal.compact(seq);
+                stats.wal_segments(wal.count() as u64);
+            }
+        }
         Err(e) => {
             stats.snapshot_failed();
             tracing::error!(error = %e, path = %store.path().display(), "Snapshot write failed.");

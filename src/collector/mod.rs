@@ -36,7 +36,9 @@
 //!   the current set to the log, Alertmanager and a webhook (`/api/v1/alerts` lists it).
 //! - **Store** ([`persist::store`]): snapshots every `store.snapshot_interval` and at shutdown, atomic on
 //!   disk, restored at start (earlier formats migrated); an unreadable file is moved aside with
-//!   the reason logged and the daemon starts empty.
+//!   the reason logged and the daemon starts empty. With `store.durability = "wal"`, a
+//!   write-ahead log ([`persist::wal`]) makes each request durable before it is answered and is
+//!   replayed above the snapshot at start.
 //!
 //! - **Listeners** ([`net::listener`]): every socket holds a slot of its listener's connection cap
 //!   (at the cap, the connection idle longest without a request in flight makes room:
@@ -170,6 +172,84 @@ pub enum CollectorError {
     /// An upstream of `forward` cannot be used.
     #[error("forward: {0}")]
     Forward(String),
+    /// The write-ahead log cannot be read or started.
+    #[error("write-ahead log: {0}")]
+    Wal(String),
+}
+
+/// After a replay that fed entries to the state: a snapshot of it at once, then the segments it
+/// covers deleted, so that what a replay reads is bounded by what arrived since the last
+/// snapshot, however often the daemon is restarted. A failed write is logged and counted; the
+/// log then stays whole until a later snapshot.
+fn compact_at_start(
+    store: &Store,
+    state: &State,
+    alerts: &[alerts::SavedAlert],
+    stats: &SelfStats,
+) {
+    let (Some(seq), Some(wal)) = (state.wal_seq, store.wal()) else {
+        return;
+    };
+    if wal.count() == 0 {
+        return;
+    }
+    let written = persist::format::encode(&state.snapshot(state::now_unix(), alerts.to_vec()))
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| store.write(&bytes).map_err(|e| e.to_string()));
+    match written {
+        Ok(()) => {
+            wal.compact(seq);
+            stats.wal_segments(wal.count() as u64);
+        }
+        Err(e) => {
+            stats.snapshot_failed();
+            tracing::error!(error = %e, "Snapshot after the write-ahead log's replay failed; the log is kept whole.");
+        }
+    }
+}
+
+/// Feeds the write-ahead log of `dir` above the restored snapshot's sequence into `state`
+/// through the receivers' decode path, then starts its writer. Logs and exposes how long it
+/// took.
+fn replay_wal(
+    dir: &std::path::Path,
+    state: &mut State,
+    recognizer: &Recognizer,
+    stats: &Arc<SelfStats>,
+) -> Result<persist::wal::Wal, CollectorError> {
+    let after = state.wal_seq.unwrap_or(0);
+    let now_ms = state::now_unix_ms();
+    let (mut records, mut undecodable) = (0u64, 0u64);
+    let recovered = persist::wal::replay(dir, after, |signal, body| {
+        let found = match signal {
+            stats::OtlpSignal::Traces => ingest::decode::recognize_protobuf(recognizer, body),
+            stats::OtlpSignal::Logs => ingest::decode::recognize_logs_protobuf(recognizer, body),
+            stats::OtlpSignal::Metrics => return,
+        };
+        match found {
+            Ok(r) => {
+                records += r.records.len() as u64;
+                state.record_owned_batch_ms(r.records, now_ms);
+            }
+            // Decoded once before it was logged: only a change of recognition could do this.
+            Err(_) => undecodable += 1,
+        }
+    })
+    .map_err(|e| CollectorError::Wal(e.to_string()))?;
+    state.wal_seq = Some(recovered.last_seq);
+    stats.wal_replayed(recovered.took);
+    tracing::info!(
+        after_seq = after,
+        last_seq = recovered.last_seq,
+        entries = recovered.replayed,
+        records,
+        undecodable,
+        segments = recovered.segments_read,
+        took_ms = recovered.took.as_secs_f64() * 1e3,
+        "Replayed the write-ahead log."
+    );
+    persist::wal::Wal::start(recovered, stats.clone())
+        .map_err(|e| CollectorError::Wal(e.to_string()))
 }
 
 /// The aggregator and the ingest path, without sockets: what the routers need. Tests build one
@@ -194,9 +274,13 @@ impl Pipeline {
         let stats = Arc::new(SelfStats::default());
         let mut state = State::new(Limits::from_config(config));
         let mut restored = Vec::new();
+        let recognizer =
+            Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
+                .with_max_service_name_bytes(config.aggregation.max_service_name_bytes);
+        let mut wal = None;
         let store = match &config.store.data_dir {
             Some(dir) => {
-                let store = Store::open(dir)?;
+                let mut store = Store::open(dir)?;
                 match store.load()? {
                     Found::Snapshot(snap) => {
                         restored = state.restore(snap);
@@ -209,6 +293,19 @@ impl Pipeline {
                     Found::Refused { moved } => stats.snapshot_refused(moved),
                     Found::Nothing => {}
                 }
+                if config.store.durability == config::Durability::Wal {
+                    let w = replay_wal(dir, &mut state, &recognizer, &stats)?;
+                    store = store.with_wal(w.segments());
+                    compact_at_start(&store, &state, &restored, &stats);
+                    wal = Some(w);
+                } else if persist::wal::has_segments(dir) {
+                    tracing::warn!(
+                        path = %dir.join(persist::wal::WAL_DIR).display(),
+                        "A write-ahead log is in the data directory but store.durability is \
+                         \"snapshot\": it is not replayed (what it holds above the snapshot is \
+                         not restored); start with --durability wal to replay it."
+                    );
+                }
                 // Everything the state holds now is on disk (restored, or nothing).
                 stats.snapshots_every(config.store.snapshot_interval.0, state::now_unix_ms());
                 Some(Arc::new(store))
@@ -218,9 +315,6 @@ impl Pipeline {
         stats.set_series(state.series_count() as u64, state.overflow_records);
         // Limits the results were seen cut at, restored: learned again at once.
         state.seed_learned_limits();
-        let recognizer =
-            Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
-                .with_max_service_name_bytes(config.aggregation.max_service_name_bytes);
         let unrecognised = recognizer.unrecognised().clone();
         let (rules, alerts) = alerts::spawn(
             config,
@@ -276,7 +370,8 @@ impl Pipeline {
             .with_max_concurrent_requests(config.otlp.max_concurrent_requests)
             .with_body_timeout(config.listeners.body_timeout.0)
             .with_auth(auth.clone())
-            .with_forwarder(forward.clone()),
+            .with_forwarder(forward.clone())
+            .with_wal(wal),
         );
         Ok(Self {
             api: read::api::ApiState::new(control.clone(), stats.clone())

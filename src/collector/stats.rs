@@ -25,11 +25,14 @@ pub enum RefusedRequest {
     /// The aggregator has stopped (it panicked): nothing can be recorded until the daemon is
     /// restarted.
     Stopped,
+    /// The write-ahead log could not make the request durable (write or fsync failed, or it
+    /// holds its most segments): nothing of it was kept.
+    Wal,
 }
 
 impl RefusedRequest {
     /// Every reason, in exposition order.
-    pub const ALL: [RefusedRequest; 7] = [
+    pub const ALL: [RefusedRequest; 8] = [
         RefusedRequest::Decode,
         RefusedRequest::TooLarge,
         RefusedRequest::UnsupportedMediaType,
@@ -37,6 +40,7 @@ impl RefusedRequest {
         RefusedRequest::Timeout,
         RefusedRequest::Unauthenticated,
         RefusedRequest::Stopped,
+        RefusedRequest::Wal,
     ];
 
     /// The `reason` label.
@@ -49,6 +53,7 @@ impl RefusedRequest {
             RefusedRequest::Timeout => "timeout",
             RefusedRequest::Unauthenticated => "unauthenticated",
             RefusedRequest::Stopped => "aggregator_stopped",
+            RefusedRequest::Wal => "wal_failed",
         }
     }
 }
@@ -146,6 +151,8 @@ pub(crate) struct LogRecords {
     pub(crate) stopped: u64,
     /// Records of tool calls refused for a size no result can have.
     pub(crate) invalid_size: u64,
+    /// Records refused because the write-ahead log could not make them durable.
+    pub(crate) wal: u64,
     /// Records accepted and then lost: queued when the aggregator stopped.
     pub(crate) dropped: u64,
 }
@@ -168,6 +175,8 @@ pub struct RefusedRequests<T = u64> {
     pub unauthenticated: T,
     /// [`RefusedRequest::Stopped`].
     pub stopped: T,
+    /// [`RefusedRequest::Wal`].
+    pub wal: T,
 }
 
 impl<T> RefusedRequests<T> {
@@ -181,6 +190,7 @@ impl<T> RefusedRequests<T> {
             RefusedRequest::Timeout => &self.timeout,
             RefusedRequest::Unauthenticated => &self.unauthenticated,
             RefusedRequest::Stopped => &self.stopped,
+            RefusedRequest::Wal => &self.wal,
         }
     }
 }
@@ -195,6 +205,7 @@ impl RefusedRequests<AtomicU64> {
             timeout: self.timeout.load(Relaxed),
             unauthenticated: self.unauthenticated.load(Relaxed),
             stopped: self.stopped.load(Relaxed),
+            wal: self.wal.load(Relaxed),
         }
     }
 }
@@ -212,6 +223,7 @@ pub struct SelfStats {
     spans_invalid_size: AtomicU64,
     spans_overloaded: AtomicU64,
     spans_stopped: AtomicU64,
+    spans_wal: AtomicU64,
     spans_dropped: AtomicU64,
     series: AtomicU64,
     overflow: AtomicU64,
@@ -232,7 +244,11 @@ pub struct SelfStats {
     log_records_overloaded: AtomicU64,
     log_records_stopped: AtomicU64,
     log_records_invalid_size: AtomicU64,
+    log_records_wal: AtomicU64,
     log_records_dropped: AtomicU64,
+    wal_segments: AtomicU64,
+    wal_replay_us: AtomicU64,
+    wal_enabled: AtomicBool,
     /// Connection counters of the listeners.
     pub listeners: Arc<listener::ListenerStats>,
 }
@@ -260,6 +276,8 @@ pub struct SelfStatsView {
     pub spans_overloaded: u64,
     /// Spans refused because the aggregator had stopped.
     pub spans_stopped: u64,
+    /// Spans refused because the write-ahead log could not make them durable.
+    pub spans_wal: u64,
     /// Tool spans accepted and then lost: queued when the aggregator stopped.
     pub spans_dropped: u64,
     /// Series, overflow included.
@@ -293,6 +311,12 @@ pub struct SelfStatsView {
     pub(crate) accepted_requests: AcceptedRequests,
     /// Log records.
     pub(crate) log_records: LogRecords,
+    /// The write-ahead log is on.
+    pub(crate) wal_enabled: bool,
+    /// Closed write-ahead log segments kept (awaiting a snapshot that covers them).
+    pub(crate) wal_segments: u64,
+    /// How long the replay of the write-ahead log took at start, microseconds.
+    pub(crate) wal_replay_us: u64,
 }
 
 impl SelfStats {
@@ -314,6 +338,7 @@ impl SelfStats {
     pub(crate) fn refused_spans(&self, reason: RefusedRequest, n: u64) {
         match reason {
             RefusedRequest::Stopped => &self.spans_stopped,
+            RefusedRequest::Wal => &self.spans_wal,
             _ => &self.spans_overloaded,
         }
         .fetch_add(n, Relaxed);
@@ -322,6 +347,7 @@ impl SelfStats {
     pub(crate) fn refused_logs(&self, reason: RefusedRequest, n: u64) {
         match reason {
             RefusedRequest::Stopped => &self.log_records_stopped,
+            RefusedRequest::Wal => &self.log_records_wal,
             _ => &self.log_records_overloaded,
         }
         .fetch_add(n, Relaxed);
@@ -393,6 +419,16 @@ impl SelfStats {
         self.service_cuts.add(c.service);
         self.tool_cuts.add(c.tool);
     }
+    /// The write-ahead log was replayed at start in `took`.
+    pub(crate) fn wal_replayed(&self, took: std::time::Duration) {
+        self.wal_enabled.store(true, Relaxed);
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.wal_replay_us.store(us, Relaxed);
+    }
+    /// The write-ahead log keeps `n` closed segments.
+    pub(crate) fn wal_segments(&self, n: u64) {
+        self.wal_segments.store(n, Relaxed);
+    }
     pub(crate) fn snapshot_failed(&self) {
         self.snapshot_failures.fetch_add(1, Relaxed);
         self.snapshot_failing.fetch_add(1, Relaxed);
@@ -411,6 +447,7 @@ impl SelfStats {
             spans_invalid_size: self.spans_invalid_size.load(Relaxed),
             spans_overloaded: self.spans_overloaded.load(Relaxed),
             spans_stopped: self.spans_stopped.load(Relaxed),
+            spans_wal: self.spans_wal.load(Relaxed),
             spans_dropped: self.spans_dropped.load(Relaxed),
             series: self.series.load(Relaxed),
             overflow: self.overflow.load(Relaxed),
@@ -434,8 +471,12 @@ impl SelfStats {
                 overloaded: self.log_records_overloaded.load(Relaxed),
                 stopped: self.log_records_stopped.load(Relaxed),
                 invalid_size: self.log_records_invalid_size.load(Relaxed),
+                wal: self.log_records_wal.load(Relaxed),
                 dropped: self.log_records_dropped.load(Relaxed),
             },
+            wal_enabled: self.wal_enabled.load(Relaxed),
+            wal_segments: self.wal_segments.load(Relaxed),
+            wal_replay_us: self.wal_replay_us.load(Relaxed),
         }
     }
 }

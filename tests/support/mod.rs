@@ -16,6 +16,10 @@ pub mod collector;
 /// Dashboard queries with their variables filled in.
 pub mod queries;
 
+/// Load against a running daemon, acknowledgements counted, CPU hogs beside it.
+#[cfg(feature = "collector")]
+pub mod load;
+
 /// A real Prometheus scraping daemons, and its query API.
 #[cfg(feature = "collector")]
 pub mod prometheus;

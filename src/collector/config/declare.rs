@@ -266,7 +266,8 @@ scalars!(
     Window,
     ServiceRate,
     super::alerts::WebhookFormat,
-    super::sections::LogFormat
+    super::sections::LogFormat,
+    super::sections::Durability
 );
 
 /// The last text given (a flag given twice: the last one wins, as with clap's usual flags).

@@ -48,7 +48,7 @@ pub use sections::{
     RecognitionConfig, TlsConfig,
 };
 pub(crate) use sections::{
-    ForwardConfig, StoreConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS,
+    Durability, ForwardConfig, StoreConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS,
     DEFAULT_MAX_SERVICE_NAME_BYTES, DEFAULT_OTLP_GRPC_ADDR, DEFAULT_OTLP_HTTP_ADDR,
 };
 pub(crate) use values::{header_pairs, otlp_upstream, parse_duration, ServiceRate};
@@ -304,6 +304,12 @@ impl Config {
                 "\"pagerduty\" needs the integration's routing key in alerts.webhook_token \
                  (TOOLSIZE_WEBHOOK_TOKEN)"
                     .into(),
+            ));
+        }
+        if self.store.durability == Durability::Wal && self.store.data_dir.is_none() {
+            return Err(invalid(
+                "store.durability",
+                "\"wal\" needs a data directory (store.data_dir, --data-dir)".into(),
             ));
         }
         match (&self.tls.cert_file, &self.tls.key_file) {
@@ -818,6 +824,39 @@ mod tests {
             assert!(e.is_err(), "{bad}");
         }
         assert!(Config::from_toml("[listeners]\notlp_max_connections = 0\n").is_err());
+    }
+
+    #[test]
+    fn durability_is_read_from_every_source_and_needs_a_data_dir() {
+        assert_eq!(Config::default().store.durability, Durability::Snapshot);
+        let c =
+            Config::from_toml("[store]\ndata_dir = \"/tmp/x\"\ndurability = \"wal\"\n").unwrap();
+        assert_eq!(c.store.durability, Durability::Wal);
+        let c = Config::load(
+            None,
+            env(&[
+                ("TOOLSIZE_DURABILITY", "wal"),
+                ("TOOLSIZE_DATA_DIR", "/tmp/x"),
+            ]),
+            &Flags::default(),
+        )
+        .unwrap();
+        assert_eq!(c.store.durability, Durability::Wal);
+        let c = Config::load(
+            None,
+            env(&[("TOOLSIZE_DURABILITY", "wal")]),
+            &flags(&["--durability", "snapshot"]),
+        )
+        .unwrap();
+        assert_eq!(c.store.durability, Durability::Snapshot, "flag beats env");
+        let e = Config::load(None, Vec::new(), &flags(&["--durability", "fsync"])).unwrap_err();
+        assert!(
+            e.to_string().contains("expected \"snapshot\" or \"wal\""),
+            "{e}"
+        );
+        let e = Config::from_toml("[store]\ndurability = \"wal\"\n").unwrap_err();
+        assert!(e.to_string().contains("needs a data directory"), "{e}");
+        assert!(generated_config().contains("durability = \"snapshot\""));
     }
 
     #[test]

@@ -153,6 +153,38 @@ section! {
             value_name = "DURATION",
         )]
         pub(crate) snapshot_interval: Interval = Interval::secs(10),
+        /// When a span is acknowledged as kept: "snapshot" (at the next snapshot; a kill -9
+        /// loses up to one interval and one write) or "wal" (once its request is in the
+        /// write-ahead log under `<data_dir>/wal/` and fsynced; nothing acknowledged is lost).
+        /// "wal" needs `data_dir`.
+        #[key(
+            env = "TOOLSIZE_DURABILITY",
+            flag = "--durability",
+            value_name = "snapshot|wal",
+        )]
+        pub(crate) durability: Durability = Durability::Snapshot,
+    }
+}
+
+/// When an accepted span is kept on disk (`store.durability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Durability {
+    /// At the next snapshot.
+    #[default]
+    Snapshot,
+    /// Before the request is answered: in the write-ahead log, fsynced.
+    Wal,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "snapshot" => Ok(Self::Snapshot),
+            "wal" => Ok(Self::Wal),
+            _ => Err(format!("{s:?}: expected \"snapshot\" or \"wal\"")),
+        }
     }
 }
 

@@ -178,6 +178,7 @@ impl UnaryService<Bytes> for Export {
                 .map_err(|r| status(r, ingest.stats()))?;
             ingest
                 .ingest_signal(signal, request.get_ref())
+                .await
                 .map(|a| Response::new(response(a)))
                 .map_err(|r| status(r, ingest.stats()))
         })

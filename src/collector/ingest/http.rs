@@ -154,19 +154,15 @@ async fn handle(
         raw
     };
     let accepted = match enc {
-        Encoding::Protobuf => ing.ingest_signal(signal, &bytes),
-        Encoding::Json => decode::json_to_protobuf(signal, &bytes)
-            .map_err(Refusal::from)
-            .and_then(|pb| {
-                let pb = Bytes::from(pb);
-                match signal {
-                    OtlpSignal::Metrics => {
-                        ing.accepted(signal, &pb);
-                        Ok(Accepted::default())
-                    }
-                    _ => ing.ingest_signal(signal, &pb),
-                }
-            }),
+        Encoding::Protobuf => ing.ingest_signal(signal, &bytes).await,
+        Encoding::Json => match decode::json_to_protobuf(signal, &bytes).map(Bytes::from) {
+            Err(e) => Err(Refusal::from(e)),
+            Ok(pb) if signal == OtlpSignal::Metrics => {
+                ing.accepted(signal, &pb);
+                Ok(Accepted::default())
+            }
+            Ok(pb) => ing.ingest_signal(signal, &pb).await,
+        },
     };
     accepted.map(|a| (enc, a)).map_err(at)
 }

@@ -48,6 +48,7 @@ use prost::bytes::Bytes;
 use crate::collector::forward::{Forwarder, Relay};
 use crate::collector::ingest::recognize::Recognizer;
 use crate::collector::ingest::record::{Batch, ToolRecord};
+use crate::collector::persist::wal::{Wal, WalError};
 use crate::collector::stats::{OtlpSignal, RefusedRequest, SelfStats};
 
 /// What a receiver answers after a request was accepted.
@@ -95,7 +96,7 @@ impl Refusal {
             RefusedRequest::Timeout => 408,
             RefusedRequest::TooLarge => 413,
             RefusedRequest::UnsupportedMediaType => 415,
-            RefusedRequest::Overloaded | RefusedRequest::Stopped => 503,
+            RefusedRequest::Overloaded | RefusedRequest::Stopped | RefusedRequest::Wal => 503,
         }
     }
 
@@ -106,14 +107,17 @@ impl Refusal {
             RefusedRequest::Decode | RefusedRequest::UnsupportedMediaType => 3,
             RefusedRequest::Timeout => 4,
             RefusedRequest::TooLarge => 8,
-            RefusedRequest::Overloaded | RefusedRequest::Stopped => 14,
+            RefusedRequest::Overloaded | RefusedRequest::Stopped | RefusedRequest::Wal => 14,
             RefusedRequest::Unauthenticated => 16,
         }
     }
 
     /// Whether the client should retry (503 + `Retry-After` / `UNAVAILABLE`).
     pub(crate) fn retryable(&self) -> bool {
-        self.reason == RefusedRequest::Overloaded
+        matches!(
+            self.reason,
+            RefusedRequest::Overloaded | RefusedRequest::Wal
+        )
     }
 }
 
@@ -153,6 +157,7 @@ pub struct Ingest {
     body_timeout: std::time::Duration,
     auth: Arc<crate::collector::net::auth::Auth>,
     forward: Option<Forwarder>,
+    wal: Option<Wal>,
 }
 
 const REFUSED_NONE: u8 = 0;
@@ -258,6 +263,7 @@ impl Ingest {
             body_timeout: crate::collector::config::DEFAULT_BODY_TIMEOUT,
             auth: Arc::default(),
             forward: None,
+            wal: None,
         }
     }
 
@@ -453,8 +459,12 @@ impl Ingest {
     }
 
     /// Classifies a decoded request (the JSON path) and queues its tool records.
-    pub fn ingest_request(&self, req: &ExportTraceServiceRequest) -> Result<Accepted, Refusal> {
-        self.ingest_protobuf(&prost::Message::encode_to_vec(req), &mut None)
+    pub async fn ingest_request(
+        &self,
+        req: &ExportTraceServiceRequest,
+    ) -> Result<Accepted, Refusal> {
+        self.ingest_protobuf(&prost::Message::encode_to_vec(req).into(), &mut None)
+            .await
     }
 
     /// Steps 5 and 6 for any signal: decodes a protobuf-encoded export request and queues the
@@ -462,15 +472,15 @@ impl Ingest {
     /// request as accepted by signal and, once accepted, offers it to the upstreams
     /// ([`Forwarder`]): with its records when it has any (the aggregator offers it as it takes
     /// them, so the request wakes one task), else here.
-    pub(crate) fn ingest_signal(
+    pub(crate) async fn ingest_signal(
         &self,
         signal: OtlpSignal,
         body: &Bytes,
     ) -> Result<Accepted, Refusal> {
         let mut relay = self.forward.as_ref().map(|f| f.relay(signal, body));
         let accepted = match signal {
-            OtlpSignal::Traces => self.ingest_protobuf(body, &mut relay),
-            OtlpSignal::Logs => self.ingest_logs_protobuf(body, &mut relay),
+            OtlpSignal::Traces => self.ingest_protobuf(body, &mut relay).await,
+            OtlpSignal::Logs => self.ingest_logs_protobuf(body, &mut relay).await,
             OtlpSignal::Metrics => decode::check_metrics_protobuf(body)
                 .map(|()| Accepted::default())
                 .map_err(Refusal::from),
@@ -490,6 +500,14 @@ impl Ingest {
         }
     }
 
+    /// Makes every request with tool records durable in `wal` before it is queued and answered
+    /// ([`crate::collector::persist::wal`]).
+    #[must_use]
+    pub(crate) fn with_wal(mut self, wal: Option<Wal>) -> Self {
+        self.wal = wal;
+        self
+    }
+
     /// Relays every accepted request to `forward`'s upstreams.
     #[must_use]
     pub(crate) fn with_forwarder(mut self, forward: Option<Forwarder>) -> Self {
@@ -501,9 +519,9 @@ impl Ingest {
     /// queues its tool records, with `relay` when it has any ([`Ingest::queue`]). The spans of
     /// a request refused for a full queue are counted here; the refusal itself is counted by
     /// the caller, like every other.
-    pub(crate) fn ingest_protobuf(
+    pub(crate) async fn ingest_protobuf(
         &self,
-        body: &[u8],
+        body: &Bytes,
         relay: &mut Option<Relay>,
     ) -> Result<Accepted, Refusal> {
         let mut rec = decode::recognize_protobuf(&self.recognizer, body)?;
@@ -513,7 +531,8 @@ impl Ingest {
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
         self.stats.attributes_ignored(rec.attributes_ignored);
         self.stats.label_cuts(&rec.label_cuts);
-        self.queue(OtlpSignal::Traces, rec.records, relay)
+        self.queue(OtlpSignal::Traces, rec.records, relay, body)
+            .await
             .inspect_err(|r| self.stats.refused_spans(r.reason, tools + other + invalid))?;
         self.stats
             .accepted(tools, other, invalid - rec.invalid_size);
@@ -529,9 +548,9 @@ impl Ingest {
 
     /// Reads the log records of a protobuf-encoded `ExportLogsServiceRequest` in place and
     /// queues the tool calls among them.
-    pub(crate) fn ingest_logs_protobuf(
+    pub(crate) async fn ingest_logs_protobuf(
         &self,
-        body: &[u8],
+        body: &Bytes,
         relay: &mut Option<Relay>,
     ) -> Result<Accepted, Refusal> {
         let mut rec = decode::recognize_logs_protobuf(&self.recognizer, body)?;
@@ -541,7 +560,8 @@ impl Ingest {
         let (tools, other) = (rec.records.len() as u64, rec.not_tool);
         self.stats.label_cuts(&rec.label_cuts);
         self.stats.log_records_invalid_size(rec.invalid_size);
-        self.queue(OtlpSignal::Logs, rec.records, relay)
+        self.queue(OtlpSignal::Logs, rec.records, relay, body)
+            .await
             .inspect_err(|r| self.stats.refused_logs(r.reason, tools + other))?;
         self.stats.accepted_logs(tools, other);
         Ok(Accepted::default())
@@ -549,7 +569,9 @@ impl Ingest {
 
     /// Steps 5 and 6 for a coding agent's hook payload ([`hooks`]): reads it and queues the
     /// record it gives its call, if any. Counted as a log record and as an accepted request of
-    /// the logs signal; never forwarded (it is not OTLP).
+    /// the logs signal; never forwarded (it is not OTLP), and never written to the write-ahead
+    /// log (which holds OTLP requests): a hook's record, like a coding agent's call still
+    /// waiting for its other signals, is durable once a snapshot holds it.
     pub(crate) fn ingest_hook(
         &self,
         agent: hooks::HookAgent,
@@ -560,8 +582,10 @@ impl Ingest {
             .map_err(|e| Refusal::new(RefusedRequest::Decode, e.to_string()))?;
         let (tools, other) = (rec.records.len() as u64, rec.not_tool);
         self.stats.label_cuts(&rec.label_cuts);
-        self.queue(OtlpSignal::Logs, rec.records, &mut None)
-            .inspect_err(|r| self.stats.refused_logs(r.reason, tools + other))?;
+        if !rec.records.is_empty() {
+            self.queue_now(self.batch(rec.records, OtlpSignal::Logs, None))
+                .inspect_err(|r| self.stats.refused_logs(r.reason, tools + other))?;
+        }
         self.stats.accepted_logs(tools, other);
         self.stats.accepted_request(OtlpSignal::Logs);
         Ok(Accepted::default())
@@ -569,45 +593,114 @@ impl Ingest {
 
     /// Hands the records of one request to the aggregator, with the request's `relay` (taken),
     /// or refuses the request as overloaded when its queue is full, or as stopped when the
-    /// aggregator is gone (nothing of it is kept or forwarded). A batch lost in the queue
-    /// afterwards counts itself as dropped. A request without records keeps its `relay`.
-    fn queue(
+    /// aggregator is gone (nothing of it is kept or forwarded). With the write-ahead log on, the
+    /// request (`body`) is made durable first and the batch queued by the log's writer
+    /// ([`Ingest::log_then_queue`]). A batch lost in the queue afterwards counts itself as
+    /// dropped. A request without records keeps its `relay`.
+    async fn queue(
         &self,
         signal: OtlpSignal,
-        mut records: Vec<ToolRecord>,
+        records: Vec<ToolRecord>,
         relay: &mut Option<Relay>,
+        body: &Bytes,
     ) -> Result<(), Refusal> {
         if records.is_empty() {
             return Ok(());
         }
+        let batch = self.batch(records, signal, relay.take());
+        match &self.wal {
+            Some(wal) => self.log_then_queue(wal, signal, body, batch).await,
+            None => self.queue_now(batch),
+        }
+    }
+
+    /// The batch of `records`, their arguments' hashes dropped unless they are kept
+    /// (`recognition.keep_args_hashes`): never held, nothing downstream (views, alerts,
+    /// snapshot) can show them.
+    fn batch(
+        &self,
+        mut records: Vec<ToolRecord>,
+        signal: OtlpSignal,
+        relay: Option<Relay>,
+    ) -> Batch {
         if !self.recognizer.keeps_args_hashes() {
-            // Never held: nothing downstream (views, alerts, snapshot) can show it.
             for r in &mut records {
                 r.args_hash = None;
             }
         }
-        match self.tx.try_send(Batch::new(
-            records,
-            signal,
-            self.stats.clone(),
-            relay.take(),
-        )) {
+        Batch::new(records, signal, self.stats.clone(), relay)
+    }
+
+    /// Puts `batch` in the aggregator's queue at once, or refuses as [`Ingest::queue`] does.
+    fn queue_now(&self, batch: Batch) -> Result<(), Refusal> {
+        match self.tx.try_send(batch) {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(b)) => {
                 b.refused();
-                Err(Refusal::new(
-                    RefusedRequest::Overloaded,
-                    "the aggregator queue is full; retry later",
-                ))
+                Err(queue_full())
             }
             Err(mpsc::error::TrySendError::Closed(b)) => {
                 b.refused();
-                Err(Refusal::new(
-                    RefusedRequest::Stopped,
-                    "the aggregator has stopped; this daemon records nothing until it is \
-                     restarted (see its log)",
-                ))
+                Err(stopped())
             }
         }
     }
+
+    /// Reserves the batch's place in the aggregator's queue (or refuses as [`Ingest::queue`]
+    /// does), hands the request to the write-ahead log's writer and waits until it is durable
+    /// and the batch queued; refuses as `wal_failed` when the write fails.
+    async fn log_then_queue(
+        &self,
+        wal: &Wal,
+        signal: OtlpSignal,
+        body: &Bytes,
+        batch: Batch,
+    ) -> Result<(), Refusal> {
+        let place = match self.tx.clone().try_reserve_owned() {
+            Ok(p) => p,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                batch.refused();
+                return Err(queue_full());
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                batch.refused();
+                return Err(stopped());
+            }
+        };
+        let pending = wal
+            .append(signal, body.clone(), batch, place)
+            .map_err(|e| match e {
+                WalError::Busy => Refusal::new(
+                    RefusedRequest::Overloaded,
+                    "too many requests waiting for the write-ahead log; retry later",
+                ),
+                e => wal_failed(&e.to_string()),
+            })?;
+        pending.durable().await.map_err(|why| wal_failed(&why))
+    }
+}
+
+fn queue_full() -> Refusal {
+    Refusal::new(
+        RefusedRequest::Overloaded,
+        "the aggregator queue is full; retry later",
+    )
+}
+
+fn stopped() -> Refusal {
+    Refusal::new(
+        RefusedRequest::Stopped,
+        "the aggregator has stopped; this daemon records nothing until it is restarted (see its \
+         log)",
+    )
+}
+
+/// The refusal of a request the write-ahead log could not make durable. The client is told it
+/// can retry; the cause is in the daemon's log (paths are not sent to clients).
+fn wal_failed(why: &str) -> Refusal {
+    tracing::debug!(error = %why, "Request refused: the write-ahead log failed.");
+    Refusal::new(
+        RefusedRequest::Wal,
+        "the request could not be made durable (write-ahead log); retry later",
+    )
 }

@@ -337,6 +337,8 @@ pub struct Batch {
     signal: OtlpSignal,
     stats: Arc<SelfStats>,
     relay: Option<Relay>,
+    /// Its sequence in the write-ahead log, when it went through one.
+    seq: Option<u64>,
 }
 
 impl Batch {
@@ -353,7 +355,20 @@ impl Batch {
             signal,
             stats,
             relay,
+            seq: None,
         }
+    }
+
+    /// The batch, as entry `seq` of the write-ahead log.
+    #[must_use]
+    pub(crate) fn with_seq(mut self, seq: u64) -> Self {
+        self.seq = Some(seq);
+        self
+    }
+
+    /// Its sequence in the write-ahead log, if it went through one.
+    pub(crate) fn seq(&self) -> Option<u64> {
+        self.seq
     }
 
     /// The records, taken by the aggregator: from here on they are its to count. The request

@@ -59,6 +59,11 @@ pub(crate) struct Snapshot {
     pub(crate) series: Vec<Series>,
     /// The alerts firing when it was written.
     pub(crate) alerts: Vec<Alert>,
+    /// With the write-ahead log on: the highest sequence the state had ingested when captured
+    /// (every entry at or below it is in these numbers). Absent otherwise, and in files written
+    /// before the log existed (read as absent: the log is replayed whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) wal_seq: Option<u64>,
 }
 
 /// One (service, tool) series.

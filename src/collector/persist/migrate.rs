@@ -281,6 +281,7 @@ mod v1 {
     /// oldest files made explicit.
     pub(super) fn migrate(s: Snapshot) -> format::Snapshot {
         format::Snapshot {
+            wal_seq: None,
             version: format::VERSION,
             written_unix: s.written_unix,
             started_unix: s.started_unix,

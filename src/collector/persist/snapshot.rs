@@ -231,12 +231,14 @@ struct Parts<'a> {
     size_bounds: &'a [u64],
     stack: &'a Stack,
     series: &'a SeriesMap,
+    wal_seq: Option<u64>,
 }
 
 /// The file's types of `p` at `now`, with `alerts`.
 fn snapshot_of(p: Parts<'_>, now: u64, alerts: Vec<SavedAlert>) -> format::Snapshot {
     format::Snapshot {
         version: format::VERSION,
+        wal_seq: p.wal_seq,
         written_unix: now,
         started_unix: p.started_unix,
         overflow_records: p.overflow_records,
@@ -307,9 +309,15 @@ pub(crate) struct Capture {
     size_bounds: Vec<u64>,
     stack: Arc<Stack>,
     series: SeriesMap,
+    wal_seq: Option<u64>,
 }
 
 impl Capture {
+    /// The highest write-ahead log sequence the capture holds, if the log is on.
+    pub(crate) fn wal_seq(&self) -> Option<u64> {
+        self.wal_seq
+    }
+
     /// The snapshot of the state as it was when captured, written at `now`.
     pub(crate) fn snapshot(&self, now: u64, alerts: Vec<SavedAlert>) -> format::Snapshot {
         snapshot_of(
@@ -319,6 +327,7 @@ impl Capture {
                 size_bounds: &self.size_bounds,
                 stack: &self.stack,
                 series: &self.series,
+                wal_seq: self.wal_seq,
             },
             now,
             alerts,
@@ -334,6 +343,7 @@ impl State {
             size_bounds: &self.limits.size_bounds,
             stack: &self.limits.stacks.all,
             series: &self.series,
+            wal_seq: self.wal_seq,
         }
     }
 
@@ -375,6 +385,7 @@ impl State {
             size_bounds: self.limits.size_bounds.to_vec(),
             stack: self.limits.stacks.all.clone(),
             series: self.series.clone(),
+            wal_seq: self.wal_seq,
         }
     }
 
@@ -386,6 +397,7 @@ impl State {
         let snap_alerts: Vec<SavedAlert> = snap.alerts.into_iter().map(alert_in).collect();
         self.started_unix = snap.started_unix;
         self.overflow_records = snap.overflow_records;
+        self.wal_seq = snap.wal_seq;
 
         // `max_series` may have been lowered since the snapshot was written: the busiest series
         // are restored as they were, the rest merged into the overflow series (and logged).

@@ -26,9 +26,11 @@
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::collector::persist::format::Snapshot;
 use crate::collector::persist::migrate::{self, ReadError};
+use crate::collector::persist::wal::Segments;
 
 /// File name of the write probe made and removed in the data directory when it is opened.
 pub(crate) const PROBE_FILE: &str = ".toolsize-write-probe";
@@ -70,6 +72,8 @@ pub(crate) enum Found {
 pub(crate) struct Store {
     dir: PathBuf,
     path: PathBuf,
+    /// The write-ahead log's closed segments, compacted after each snapshot written.
+    wal: Option<Arc<Segments>>,
 }
 
 impl Store {
@@ -85,6 +89,7 @@ impl Store {
         Ok(Self {
             dir: dir.to_owned(),
             path: dir.join(SNAPSHOT_FILE),
+            wal: None,
         })
     }
 
@@ -108,6 +113,18 @@ impl Store {
             _ => Ok(()),
         };
         written.and(removed)
+    }
+
+    /// Compacts `wal` after each snapshot written.
+    #[must_use]
+    pub(crate) fn with_wal(mut self, wal: Arc<Segments>) -> Self {
+        self.wal = Some(wal);
+        self
+    }
+
+    /// The write-ahead log's segments, when it is on.
+    pub(crate) fn wal(&self) -> Option<&Segments> {
+        self.wal.as_deref()
     }
 
     /// The snapshot file.

@@ -266,6 +266,7 @@ fn requests(v: &SelfStatsView, sink: &mut impl Sink) {
             ("invalid_size", logs.invalid_size),
             ("overloaded", logs.overloaded),
             ("aggregator_stopped", logs.stopped),
+            ("wal_failed", logs.wal),
         ],
     );
     single(
@@ -293,6 +294,7 @@ fn requests(v: &SelfStatsView, sink: &mut impl Sink) {
             ("invalid_size", v.spans_invalid_size),
             ("overloaded", v.spans_overloaded),
             ("aggregator_stopped", v.spans_stopped),
+            ("wal_failed", v.spans_wal),
         ],
     );
     single(
@@ -504,6 +506,23 @@ fn snapshots(v: &SelfStatsView, sink: &mut impl Sink) {
                 SNAPSHOT_WRITE,
                 "Seconds the last snapshot written took from when it was due to its rename (captured on the aggregator; built, encoded, written and fsynced off it).",
                 Value::Float(v.snapshot_write_us as f64 / 1e6),
+            ),
+        ] {
+            sink.family(name, Kind::Gauge, help);
+            sink.sample(None, &[], value);
+        }
+    }
+    if v.wal_enabled {
+        for (name, help, value) in [
+            (
+                WAL_REPLAY,
+                "Seconds the replay of the write-ahead log took at start.",
+                Value::Float(v.wal_replay_us as f64 / 1e6),
+            ),
+            (
+                WAL_SEGMENTS,
+                "Closed write-ahead log segments kept until a snapshot covers them (requests are refused past 16).",
+                Value::Int(v.wal_segments),
             ),
         ] {
             sink.family(name, Kind::Gauge, help);

@@ -64,7 +64,7 @@ pub(crate) const LOG_RECORDS_ACCEPTED: &str = "toolsize_log_records_accepted_tot
 pub(crate) const LOG_RECORDS_REFUSED: &str = "toolsize_log_records_refused_total";
 /// Tool-call log records accepted then lost (queued when the aggregator stopped).
 pub(crate) const LOG_RECORDS_DROPPED: &str = "toolsize_log_records_dropped_total";
-/// Spans refused, by reason (invalid, overloaded, aggregator_stopped).
+/// Spans refused, by reason (invalid, overloaded, aggregator_stopped, wal_failed).
 pub(crate) const SPANS_REFUSED: &str = "toolsize_spans_refused_total";
 /// Tool spans accepted then lost (queued when the aggregator stopped).
 pub(crate) const SPANS_DROPPED: &str = "toolsize_spans_dropped_total";
@@ -94,6 +94,10 @@ pub(crate) const SNAPSHOT_AGE: &str = "toolsize_snapshot_age_seconds";
 pub(crate) const SNAPSHOT_INTERVAL: &str = "toolsize_snapshot_interval_seconds";
 /// How long the last snapshot written took, from when it was due to its rename.
 pub(crate) const SNAPSHOT_WRITE: &str = "toolsize_snapshot_write_seconds";
+/// How long the write-ahead log's replay took at start.
+pub(crate) const WAL_REPLAY: &str = "toolsize_wal_replay_seconds";
+/// Closed write-ahead log segments kept until a snapshot covers them.
+pub(crate) const WAL_SEGMENTS: &str = "toolsize_wal_segments";
 /// Snapshots found at start and not restored.
 pub(crate) const SNAPSHOTS_REFUSED: &str = "toolsize_snapshots_refused_total";
 /// Snapshots written.
@@ -160,6 +164,8 @@ pub const FAMILIES: &[&str] = &[
     SNAPSHOTS_WRITTEN,
     SNAPSHOT_FAILURES,
     SNAPSHOTS_REFUSED,
+    WAL_REPLAY,
+    WAL_SEGMENTS,
     ALERT_NOTIFICATIONS,
     ALERTS_FIRING,
     ALERT_EVENTS_DROPPED,

@@ -107,6 +107,9 @@ pub struct State {
     pub(crate) joiner: join::Joiner,
     /// Attribute length limits learned from the results' content.
     learner: Learner,
+    /// With the write-ahead log on: the highest sequence ingested (batches come in sequence
+    /// order, so every entry at or below it is in the state).
+    pub(crate) wal_seq: Option<u64>,
 }
 
 impl std::fmt::Debug for State {
@@ -133,6 +136,7 @@ impl State {
             next_id: 0,
             joiner,
             learner: Learner::new(),
+            wal_seq: None,
         }
     }
 
