@@ -36,7 +36,7 @@
 //! write-ahead log on (`store.durability = "wal"`) nothing acknowledged is lost: a batch is
 //! queued only once its request is durable, carries its sequence, and the capture records the
 //! highest sequence ingested, from which the log is replayed at start
-//! ([`crate::collector::persist::wal`]).
+//! ([`crate::collector::ingest::wal`]).
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};

@@ -37,7 +37,7 @@
 //! - **Store** ([`persist::store`]): snapshots every `store.snapshot_interval` and at shutdown, atomic on
 //!   disk, restored at start (earlier formats migrated); an unreadable file is moved aside with
 //!   the reason logged and the daemon starts empty. With `store.durability = "wal"`, a
-//!   write-ahead log ([`persist::wal`]) makes each request durable before it is answered and is
+//!   write-ahead log ([`ingest::wal`]) makes each request durable before it is answered and is
 //!   replayed above the snapshot at start.
 //!
 //! - **Listeners** ([`net::listener`]): every socket holds a slot of its listener's connection cap
@@ -216,11 +216,11 @@ fn replay_wal(
     state: &mut State,
     recognizer: &Recognizer,
     stats: &Arc<SelfStats>,
-) -> Result<persist::wal::Wal, CollectorError> {
+) -> Result<ingest::wal::Wal, CollectorError> {
     let after = state.wal_seq.unwrap_or(0);
     let now_ms = state::now_unix_ms();
     let (mut records, mut undecodable) = (0u64, 0u64);
-    let recovered = persist::wal::replay(dir, after, |signal, body| {
+    let recovered = ingest::wal::replay(dir, after, |signal, body| {
         let found = match signal {
             stats::OtlpSignal::Traces => ingest::decode::recognize_protobuf(recognizer, body),
             stats::OtlpSignal::Logs => ingest::decode::recognize_logs_protobuf(recognizer, body),
@@ -248,7 +248,7 @@ fn replay_wal(
         took_ms = recovered.took.as_secs_f64() * 1e3,
         "Replayed the write-ahead log."
     );
-    persist::wal::Wal::start(recovered, stats.clone())
+    ingest::wal::Wal::start(recovered, stats.clone())
         .map_err(|e| CollectorError::Wal(e.to_string()))
 }
 
@@ -298,9 +298,9 @@ impl Pipeline {
                     store = store.with_wal(w.segments());
                     compact_at_start(&store, &state, &restored, &stats);
                     wal = Some(w);
-                } else if persist::wal::has_segments(dir) {
+                } else if ingest::wal::has_segments(dir) {
                     tracing::warn!(
-                        path = %dir.join(persist::wal::WAL_DIR).display(),
+                        path = %dir.join(ingest::wal::WAL_DIR).display(),
                         "A write-ahead log is in the data directory but store.durability is \
                          \"snapshot\": it is not replayed (what it holds above the snapshot is \
                          not restored); start with --durability wal to replay it."

@@ -36,6 +36,7 @@ pub mod record;
 pub(crate) mod sampling;
 pub mod text;
 pub mod unrecognised;
+pub(crate) mod wal;
 pub(crate) mod wire;
 
 use std::sync::Arc;
@@ -48,7 +49,7 @@ use prost::bytes::Bytes;
 use crate::collector::forward::{Forwarder, Relay};
 use crate::collector::ingest::recognize::Recognizer;
 use crate::collector::ingest::record::{Batch, ToolRecord};
-use crate::collector::persist::wal::{Wal, WalError};
+use crate::collector::ingest::wal::{Wal, WalError};
 use crate::collector::stats::{OtlpSignal, RefusedRequest, SelfStats};
 
 /// What a receiver answers after a request was accepted.
@@ -501,7 +502,7 @@ impl Ingest {
     }
 
     /// Makes every request with tool records durable in `wal` before it is queued and answered
-    /// ([`crate::collector::persist::wal`]).
+    /// ([`crate::collector::ingest::wal`]).
     #[must_use]
     pub(crate) fn with_wal(mut self, wal: Option<Wal>) -> Self {
         self.wal = wal;

@@ -180,7 +180,7 @@ impl Unrecognised {
         if seen.is_empty() {
             return;
         }
-        let now = crate::collector::state::now_unix();
+        let now = crate::collector::clock::now_unix();
         let Ok(mut r) = self.inner.lock() else {
             return;
         };

@@ -8,4 +8,3 @@ pub(crate) mod migrate;
 pub(crate) mod snapshot;
 pub(crate) mod store;
 pub(crate) mod verify;
-pub(crate) mod wal;

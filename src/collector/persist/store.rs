@@ -28,9 +28,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::collector::ingest::wal::Segments;
 use crate::collector::persist::format::Snapshot;
 use crate::collector::persist::migrate::{self, ReadError};
-use crate::collector::persist::wal::Segments;
 
 /// File name of the write probe made and removed in the data directory when it is opened.
 pub(crate) const PROBE_FILE: &str = ".toolsize-write-probe";
