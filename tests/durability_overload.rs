@@ -17,7 +17,8 @@
 //!   and no more than were sent. The worst loss seen is printed
 //!   in seconds of acknowledgements.
 //!
-//! Bounded in time: 15 kills keep it under a minute on a loaded 2-core machine (20 took 70 s).
+//! Bounded in time: 20 kills take about 30 s on an idle 2-core machine (70 s at a load average
+//! of 17).
 #![cfg(feature = "collector")]
 
 mod support;
@@ -37,7 +38,7 @@ const EVALUATION: Duration = Duration::from_millis(250);
 /// Batches the queue holds: small, so that it fills and its wait stays short.
 const QUEUE: usize = 16;
 /// Kills.
-const KILLS: u64 = 15;
+const KILLS: u64 = 20;
 /// Tools the load spreads over (the snapshot grows with them).
 const TOOLS: u64 = 60;
 /// Spans per request.

@@ -6,7 +6,6 @@
 #![cfg(all(feature = "cli", unix))]
 
 #[path = "support/cli.rs"]
-#[allow(dead_code, unreachable_pub)]
 mod cli;
 #[path = "support/mcp.rs"]
 mod mcp;
