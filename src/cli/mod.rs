@@ -54,7 +54,7 @@ pub const FEATURES: &[(&str, bool)] = &[
     ("tls", cfg!(feature = "tls")),
 ];
 
-/// What `--version` prints after the name: `0.1.0 (commit 1a2b3c4; features: cli, export)`.
+/// What `--version` prints after the name: `0.2.0 (commit 1a2b3c4; features: cli, export)`.
 pub fn version() -> String {
     let on: Vec<&str> = FEATURES
         .iter()

@@ -424,5 +424,30 @@ def main():
     return 0 if ok else 1
 
 
+def logs_expected_but_none_arrived(out):
+    """Whether the run's agent was told to export logs and the daemon accepted no logs request:
+    Claude Code now and then exits before its log exporter flushes (seen once in three runs of
+    2.1.332 on a busy machine: its traces arrived, its logs never did)."""
+    try:
+        with open(os.path.join(out, "meta.json")) as f:
+            meta = json.load(f)
+        with open(os.path.join(out, "metrics.txt")) as f:
+            metrics = f.read()
+    except (OSError, ValueError):
+        return False
+    if meta["env_set"].get("OTEL_LOGS_EXPORTER") != "otlp":
+        return False
+    return 'toolsize_otlp_requests_accepted_total{signal="logs"} 0\n' in metrics
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    # In the namespace (where the run happens), once: an agent that exited before exporting its
+    # logs is run again, and says so; a second miss fails as it is.
+    if os.environ.get("TOOLSIZE_AGENT_NETNS") == "1" and "--out" in sys.argv:
+        out = os.path.abspath(sys.argv[sys.argv.index("--out") + 1])
+        if logs_expected_but_none_arrived(out):
+            print("run_agent: the agent exported no logs before it exited; running it once more",
+                  file=sys.stderr)
+            rc = main()
+    sys.exit(rc)
