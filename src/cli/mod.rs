@@ -19,7 +19,11 @@ pub mod args_hash;
 pub mod assets;
 pub mod check;
 #[cfg(feature = "collector")]
+pub mod connect;
+#[cfg(feature = "collector")]
 pub mod demo;
+#[cfg(feature = "collector")]
+pub mod doctor;
 #[cfg(feature = "collector")]
 pub mod hook;
 pub mod layers;
@@ -149,6 +153,15 @@ pub enum Command {
     /// the call (sizes, ids and names only). Never exits 2.
     #[cfg(feature = "collector")]
     Hook(hook::HookArgs),
+    /// Write a coding agent's telemetry settings and hook into its own configuration file,
+    /// pointed at the daemon (merged with what is there; `--dry-run` shows the diff, `--undo`
+    /// takes it out).
+    #[cfg(feature = "collector")]
+    Connect(connect::ConnectArgs),
+    /// Ask a running daemon what each coding agent has sent, and say which switch is missing
+    /// (exit 1 when one is).
+    #[cfg(feature = "collector")]
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Parses the process's arguments and runs them. `--help` and `--version` print as usual and exit
@@ -224,6 +237,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Top(args) => top::run(args),
         #[cfg(feature = "collector")]
         Command::Hook(args) => hook::run(&args),
+        #[cfg(feature = "collector")]
+        Command::Connect(args) => connect::run(&args),
+        #[cfg(feature = "collector")]
+        Command::Doctor(args) => doctor::run(&args),
     }
 }
 

@@ -42,7 +42,7 @@ pub struct TopArgs {
 /// The token to send: `--token-file`, else the file `TOOLSIZE_AUTH_TOKEN_FILE` names, else
 /// `TOOLSIZE_AUTH_TOKEN`; `None` when none is set. A file that cannot be read, or a token that
 /// is empty or not printable ASCII, is an error naming its origin (never the token).
-fn token(
+pub(crate) fn token(
     flag: Option<&std::path::Path>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<String>, String> {
@@ -115,15 +115,15 @@ fn calls_per_minute(count: u64, window_secs: u64, uptime_secs: Option<u64>) -> f
 
 /// A host:port and a path prefix parsed from `--url`.
 #[derive(Debug, Clone)]
-struct Daemon {
+pub(crate) struct Daemon {
     host: String,
     prefix: String,
     /// Sent as `Authorization: Bearer`.
-    token: Option<String>,
+    pub(crate) token: Option<String>,
 }
 
 impl Daemon {
-    fn parse(url: &str) -> Result<Self, String> {
+    pub(crate) fn parse(url: &str) -> Result<Self, String> {
         let rest = url.strip_prefix("http://").ok_or_else(|| {
             format!("--url {url:?}: only http:// is supported (e.g. http://127.0.0.1:9464)")
         })?;
@@ -147,7 +147,7 @@ impl Daemon {
     }
 
     /// `GET path` as JSON.
-    fn get(&self, path: &str) -> Result<Value, String> {
+    pub(crate) fn get(&self, path: &str) -> Result<Value, String> {
         let addr = self
             .host
             .to_socket_addrs()

@@ -26,7 +26,8 @@
 //!   ([`read::Command`]) and get computed views.
 //! - **Admin HTTP** ([`read::api`]) serves the status page `/`, `/metrics` ([`read::exposition`]),
 //!   `/api/v1/tools`, `/api/v1/tools/{tool}`, `/api/v1/layers`, `/api/v1/alerts`,
-//!   `/api/v1/unrecognised` (spans that are no tool call, [`ingest::unrecognised`]), `/runbook`,
+//!   `/api/v1/unrecognised` (spans that are no tool call, [`ingest::unrecognised`]),
+//!   `/api/v1/agents` (what each coding agent sent, [`ingest::heard`]), `/runbook`,
 //!   `/healthz`, `/readyz`.
 //! - **Layers**: the effective stack ([`crate::layers::Stack`], resolved once in
 //!   [`Config::load`]) is checked by the aggregator for every result of known size; the weakest
@@ -316,6 +317,7 @@ impl Pipeline {
         // Limits the results were seen cut at, restored: learned again at once.
         state.seed_learned_limits();
         let unrecognised = recognizer.unrecognised().clone();
+        let heard = recognizer.heard().clone();
         let (rules, alerts) = alerts::spawn(
             config,
             format!("{}/api/v1/alerts", config.admin_base_url()),
@@ -383,6 +385,7 @@ impl Pipeline {
                 .with_otlp_addrs(config.otlp.grpc_addr.0, config.otlp.http_addr.0)
                 .with_forwarder(forward)
                 .with_unrecognised(unrecognised)
+                .with_heard(heard)
                 .with_auth(auth),
             ingest,
             stats,

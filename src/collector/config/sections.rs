@@ -52,7 +52,8 @@ section! {
     pub struct AdminConfig {
         /// Admin HTTP listen address. It serves the status page /, /tools/{tool}, /metrics,
         /// /api/v1/tools, /api/v1/tools/{tool}, /api/v1/tools/{tool}/history, /api/v1/layers,
-        /// /api/v1/alerts, /api/v1/forward, /api/v1/unrecognised, /runbook, /healthz and /readyz.
+        /// /api/v1/alerts, /api/v1/forward, /api/v1/unrecognised, /api/v1/agents, /runbook,
+        /// /healthz and /readyz.
         #[key(env = "TOOLSIZE_ADMIN_ADDR", flag = "--admin-addr", value_name = "ADDR")]
         pub addr: ListenAddr = ListenAddr(SocketAddr::from(([127, 0, 0, 1], 9464))),
         /// The URL under which others reach the admin HTTP, for the links alerts carry

@@ -28,6 +28,7 @@
 pub(crate) mod agents;
 pub mod decode;
 pub(crate) mod grpc;
+pub mod heard;
 pub mod hooks;
 pub mod http;
 pub(crate) mod learn;
@@ -486,6 +487,9 @@ impl Ingest {
                 .map(|()| Accepted::default())
                 .map_err(Refusal::from),
         }?;
+        if signal == OtlpSignal::Metrics {
+            self.heard_metrics(body);
+        }
         self.stats.accepted_request(signal);
         if let Some(r) = relay {
             r.send();
@@ -496,6 +500,9 @@ impl Ingest {
     /// Counts a request as accepted by signal and offers it to the upstreams.
     pub(crate) fn accepted(&self, signal: OtlpSignal, body: &Bytes) {
         self.stats.accepted_request(signal);
+        if signal == OtlpSignal::Metrics {
+            self.heard_metrics(body);
+        }
         if let Some(f) = &self.forward {
             f.offer(signal, body);
         }
@@ -532,9 +539,11 @@ impl Ingest {
         let (tools, other, invalid) = (rec.records.len() as u64, rec.not_tool, rec.invalid);
         self.stats.attributes_ignored(rec.attributes_ignored);
         self.stats.label_cuts(&rec.label_cuts);
+        let tally = heard::Tally::of(&rec.records);
         self.queue(OtlpSignal::Traces, rec.records, relay, body)
             .await
             .inspect_err(|r| self.stats.refused_spans(r.reason, tools + other + invalid))?;
+        self.heard(heard::Kind::Traces, tally);
         self.stats
             .accepted(tools, other, invalid - rec.invalid_size);
         self.stats.invalid_size(rec.invalid_size);
@@ -561,9 +570,11 @@ impl Ingest {
         let (tools, other) = (rec.records.len() as u64, rec.not_tool);
         self.stats.label_cuts(&rec.label_cuts);
         self.stats.log_records_invalid_size(rec.invalid_size);
+        let tally = heard::Tally::of(&rec.records);
         self.queue(OtlpSignal::Logs, rec.records, relay, body)
             .await
             .inspect_err(|r| self.stats.refused_logs(r.reason, tools + other))?;
+        self.heard(heard::Kind::Logs, tally);
         self.stats.accepted_logs(tools, other);
         Ok(Accepted::default())
     }
@@ -589,7 +600,33 @@ impl Ingest {
         }
         self.stats.accepted_logs(tools, other);
         self.stats.accepted_request(OtlpSignal::Logs);
+        // Every payload counts as the hook heard, whether or not it revealed a cut.
+        self.recognizer.heard().add(
+            agent.name(),
+            heard::Kind::Hooks,
+            1,
+            0,
+            crate::collector::clock::now_unix_ms(),
+        );
         Ok(Accepted::default())
+    }
+
+    /// Adds a request's agents' records to what they have sent.
+    fn heard(&self, kind: heard::Kind, tally: heard::Tally) {
+        self.recognizer
+            .heard()
+            .add_tally(kind, tally, crate::collector::clock::now_unix_ms());
+    }
+
+    /// Counts an accepted metrics request (`body`, protobuf) for the agents whose resources it
+    /// names.
+    fn heard_metrics(&self, body: &[u8]) {
+        let now = crate::collector::clock::now_unix_ms();
+        for agent in decode::metrics_agents(body) {
+            self.recognizer
+                .heard()
+                .add(agent, heard::Kind::Metrics, 1, 0, now);
+        }
     }
 
     /// Hands the records of one request to the aggregator, with the request's `relay` (taken),

@@ -37,6 +37,11 @@
 //!   recipe to fix it ([`crate::collector::ingest::unrecognised`]); answered from the receivers'
 //!   shared counts, without asking the aggregator. The status page shows it while no tool call
 //!   has arrived.
+//! - `GET /api/v1/agents`: `{"agents": [...], "now_ms": ..}`, per coding agent heard from
+//!   (`agent`: its stack's name), for each of `traces`, `logs`, `metrics` and `hooks`: the
+//!   `count` of tool-call records (metrics: requests; hooks: payloads), how many were `sized`,
+//!   and `last_seen_ms` ([`crate::collector::ingest::heard`]); counts only, answered from the
+//!   receivers' shared counts. `toolsize doctor` reads it.
 //! - `GET /api/v1/alerts`: `{"firing": [...], "resolved": [...]}`, each alert with its name,
 //!   state, fingerprint, labels, annotations, `startsAt` and `endsAt`; answered from the alert
 //!   task's last published set, without asking the aggregator.
@@ -70,6 +75,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::collector::alerts::AlertsHandle;
 use crate::collector::forward::Forwarder;
+use crate::collector::ingest::heard::Heard;
 use crate::collector::ingest::unrecognised::Unrecognised;
 use crate::collector::read::exposition::Frame;
 use crate::collector::read::Command;
@@ -137,6 +143,8 @@ pub struct ApiState {
     forward: Option<Forwarder>,
     /// Spans and log records that were no tool call, per service.
     unrecognised: Arc<Unrecognised>,
+    /// What each coding agent has sent, per signal.
+    heard: Arc<Heard>,
     /// The last frame the aggregator handed out, without its series: served with fresh
     /// self-metrics once it has stopped, so the counters of what is lost since stay visible.
     last_frame: Arc<std::sync::Mutex<Option<Frame>>>,
@@ -159,6 +167,7 @@ impl ApiState {
             auth: Arc::default(),
             forward: None,
             unrecognised: Arc::default(),
+            heard: Arc::default(),
             last_frame: Arc::default(),
         }
     }
@@ -167,6 +176,13 @@ impl ApiState {
     #[must_use]
     pub(crate) fn with_unrecognised(mut self, unrecognised: Arc<Unrecognised>) -> Self {
         self.unrecognised = unrecognised;
+        self
+    }
+
+    /// The counts `/api/v1/agents` serves (default: empty ones).
+    #[must_use]
+    pub(crate) fn with_heard(mut self, heard: Arc<Heard>) -> Self {
+        self.heard = heard;
         self
     }
 
@@ -265,6 +281,8 @@ pub const ALERTS_PATH: &str = "/api/v1/alerts";
 pub const FORWARD_PATH: &str = "/api/v1/forward";
 /// Per service, the spans and log records that were no tool call.
 pub const UNRECOGNISED_PATH: &str = "/api/v1/unrecognised";
+/// Per coding agent, which signals arrived and when last.
+pub const AGENTS_PATH: &str = "/api/v1/agents";
 /// The alert runbook.
 pub const RUNBOOK_PATH: &str = "/runbook";
 /// Liveness.
@@ -274,7 +292,7 @@ pub const READYZ_PATH: &str = "/readyz";
 
 /// Every path the admin router serves, in the order `admin.addr`'s documentation lists them
 /// (a test holds that documentation to this list).
-pub const ROUTES: [&str; 13] = [
+pub const ROUTES: [&str; 14] = [
     STATUS_PATH,
     TOOL_PAGE_PATH,
     METRICS_PATH,
@@ -285,6 +303,7 @@ pub const ROUTES: [&str; 13] = [
     ALERTS_PATH,
     FORWARD_PATH,
     UNRECOGNISED_PATH,
+    AGENTS_PATH,
     RUNBOOK_PATH,
     HEALTHZ_PATH,
     READYZ_PATH,
@@ -303,6 +322,7 @@ pub fn router(state: ApiState) -> Router {
         .route(ALERTS_PATH, get(alerts))
         .route(FORWARD_PATH, get(forward))
         .route(UNRECOGNISED_PATH, get(unrecognised))
+        .route(AGENTS_PATH, get(agents))
         .route(RUNBOOK_PATH, get(runbook))
         .route(HEALTHZ_PATH, get(|| async { "ok\n" }))
         .route(READYZ_PATH, get(readyz))
@@ -411,6 +431,11 @@ async fn metrics(State(s): State<ApiState>, headers: axum::http::HeaderMap) -> R
 /// `/api/v1/unrecognised`: per service, what arrived and was no tool call.
 async fn unrecognised(State(s): State<ApiState>) -> Response {
     Json(s.unrecognised.view()).into_response()
+}
+
+/// `/api/v1/agents`: per coding agent, what arrived of each signal.
+async fn agents(State(s): State<ApiState>) -> Response {
+    Json(s.heard.view(crate::collector::clock::now_unix_ms())).into_response()
 }
 
 /// `/api/v1/forward`: each upstream's counts (an empty list without forwarding).
