@@ -11,8 +11,11 @@
 //! the agent's unit; Codex: the output before its own cut, as documented), the failed call
 //! counted failed wherever the agent reveals it, the agent's own cut counted upstream with its
 //! layer and the original size, each series held to its own agent's stack, and no OTLP request
-//! refused. The test prints the table of `docs/agents.md` and checks the document holds it. In
-//! CI a missing agent fails the test.
+//! refused. Six variants are set up by `toolsize connect <agent>` in the run's HOME instead of
+//! hand-written settings, and after every run `toolsize doctor` against the daemon finds the
+//! agent complete, or names the missing hook where the variant has none. The test prints the
+//! table of `docs/agents.md` and checks the document holds it. In CI a missing agent fails the
+//! test.
 #![cfg(feature = "collector")]
 
 mod support;
@@ -127,6 +130,43 @@ impl Run {
             .collect();
         let ceiling = s["ceiling"]["layer"].as_str().map(str::to_string);
         (s["stack"].as_str().unwrap().to_string(), ceiling, over)
+    }
+
+    /// `toolsize doctor --json` after the run: (exit code, its findings).
+    fn doctor(&self) -> (i64, Value) {
+        let d: Value =
+            serde_json::from_str(&std::fs::read_to_string(self.dir.join("doctor.json")).unwrap())
+                .unwrap();
+        let out = serde_json::from_str(d["stdout"].as_str().unwrap())
+            .unwrap_or_else(|e| panic!("doctor said no JSON ({e}): {d}"));
+        (d["exit_code"].as_i64().unwrap(), out)
+    }
+
+    /// `toolsize doctor` found `agent` complete (exit 0), or missing what `missing` says
+    /// (exit 1).
+    fn doctor_says(&self, agent: &str, missing: Option<&str>) {
+        let (code, out) = self.doctor();
+        let found = &out["agents"].as_array().unwrap()[..];
+        assert_eq!(found.len(), 1, "one agent heard: {out}");
+        assert_eq!(found[0]["agent"], agent, "{out}");
+        match missing {
+            None => assert_eq!(
+                (code, &found[0]["complete"]),
+                (0, &Value::Bool(true)),
+                "{out}"
+            ),
+            Some(m) => {
+                assert_eq!(code, 1, "{out}");
+                let said = found[0]["missing"].to_string();
+                assert!(said.contains(m), "doctor should say {m:?}: {out}");
+            }
+        }
+    }
+
+    /// The variant was set up by `toolsize connect` (its settings in the agent's own file).
+    fn connected(&self, agent: &str) {
+        let said = std::fs::read_to_string(self.dir.join("connect.txt")).unwrap();
+        assert!(said.contains(&format!("{agent}: connected: ")), "{said}");
     }
 
     fn got(&self, label: &str) -> &Got {
@@ -297,6 +337,14 @@ fn every_call_of_the_six_agents_is_counted_once_and_sized_as_documented() {
             ),
             "{variant}: the series' ceiling on /metrics"
         );
+        if variant.starts_with("all-signals") {
+            r.doctor_says("claude-code", Some("no hook payload arrived: its own cuts"));
+        } else {
+            r.doctor_says("claude-code", None);
+        }
+        if variant == "logs-http-hook" {
+            r.connected("claude-code");
+        }
         if variant == "logs-hook" {
             // Claude Code strips every OTEL_* variable from a hook's environment: the hook
             // found the daemon by its flag.
@@ -352,6 +400,10 @@ fn every_call_of_the_six_agents_is_counted_once_and_sized_as_documented() {
             ("codex", Some("codex.tool-output.tokens"))
         );
         assert_eq!(over, [("codex.tool-output.tokens".to_string(), 1)]);
+        r.doctor_says("codex", None);
+        if variant == "all-signals" {
+            r.connected("codex");
+        }
         table.push(row(
             "Codex",
             variant,
@@ -399,6 +451,10 @@ fn every_call_of_the_six_agents_is_counted_once_and_sized_as_documented() {
             over.is_empty(),
             "{variant}: read_file is cut by lines, not by its output cap"
         );
+        r.doctor_says("gemini-cli", None);
+        if variant == "all-signals" {
+            r.connected("gemini-cli");
+        }
         table.push(row(
             "Gemini CLI",
             variant,
@@ -442,6 +498,12 @@ fn every_call_of_the_six_agents_is_counted_once_and_sized_as_documented() {
             "its 30,000-character shell cut, not the 25,000 of other tools"
         );
         assert_eq!(over, [("qwen-code.shell".to_string(), 1)]);
+        if variant == "grpc" {
+            r.doctor_says("qwen-code", Some("no hook payload arrived"));
+        } else {
+            r.doctor_says("qwen-code", None);
+            r.connected("qwen-code");
+        }
         table.push(row(
             "Qwen Code",
             variant,
@@ -480,6 +542,8 @@ fn every_call_of_the_six_agents_is_counted_once_and_sized_as_documented() {
         let (stack, _, over) = r.held("bash");
         assert_eq!(stack, "copilot", "its own stack, not the daemon's 16 KiB");
         assert_eq!(over, [("copilot-cli.tool-output".to_string(), 1)]);
+        r.doctor_says("copilot", None);
+        r.connected("copilot");
         table.push(row(
             "Copilot CLI",
             "all-signals",
@@ -514,6 +578,8 @@ fn every_call_of_the_six_agents_is_counted_once_and_sized_as_documented() {
         let (stack, _, over) = r.held("bash");
         assert_eq!(stack, "opencode", "its own stack, not the daemon's 16 KiB");
         assert_eq!(over, [("opencode.tool-output.lines".to_string(), 1)]);
+        r.doctor_says("opencode", None);
+        r.connected("opencode");
         table.push(row(
             "opencode",
             "all-signals",

@@ -11,7 +11,9 @@ it spawns can reach anything but 127.0.0.1), it starts
   * fake_model.py, the model endpoint: it scripts four tool calls (`seq 1 20000`, `echo small`,
     `cat /nonexistent`, a read of read_me.txt) and records what the model got of each result,
 
-then runs the agent with its own documented telemetry switches pointed at the daemon, waits
+then runs the agent with its own documented telemetry switches pointed at the daemon (written
+by `toolsize connect <agent>` into the agent's own file in the run's HOME, for the variants
+marked `connect`), waits
 until the daemon has heard everything and the join window has passed, and writes to DIR:
 
   model_records.jsonl   one line per tool result the model got (exact text sizes)
@@ -19,6 +21,8 @@ until the daemon has heard everything and the join window has passed, and writes
   tool-<name>.json      GET /api/v1/tools/<name>, for every series
   metrics.txt           GET /metrics
   hook_payloads.jsonl   what Claude Code's PostToolUse hook saw (variants with `hook`)
+  connect.txt           what `toolsize connect` printed (variants set up by it)
+  doctor.json           `toolsize doctor --json` after the run, with its exit code
   meta.json             argv, exit codes, timings
   agent_stdout.txt, agent_stderr.txt, toolsize.log
 
@@ -28,6 +32,7 @@ only. The variants are listed with --list.
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -64,31 +69,37 @@ VARIANTS = {
         # Logs only, gzip, and toolsize's PostToolUse command hook reporting Claude Code's own cut.
         "logs-hook": {"env": dict(CLAUDE_TELEMETRY, OTEL_EXPORTER_OTLP_COMPRESSION="gzip"),
                       "hook": "command"},
-        # Logs only, and Claude Code's own HTTP hook posting its PostToolUse payload to the daemon.
-        "logs-http-hook": {"env": dict(CLAUDE_TELEMETRY), "hook": "http"},
+        # What `toolsize connect claude-code` writes into ~/.claude/settings.json: logs and
+        # metrics (its `env`), and its own HTTP hook posting its PostToolUse payload to the daemon.
+        "logs-http-hook": {"env": {}, "connect": True},
     },
     "codex": {
-        "all-signals": {"protocol": "binary"},
+        # What `toolsize connect codex` writes into config.toml: every exporter, protobuf.
+        "all-signals": {"protocol": "binary", "connect": True},
         "all-signals-json": {"protocol": "json"},
     },
     "qwen": {
         # Logs and traces over OTLP/HTTP, and Qwen Code's own HTTP hook posting to the daemon.
-        "all-signals-hook": {"telemetry": {"otlpProtocol": "http"}, "hook": "http"},
+        # (What `toolsize connect qwen-code` writes into ~/.qwen/settings.json.)
+        "all-signals-hook": {"telemetry": {"otlpProtocol": "http"}, "hook": "http", "connect": True},
         "grpc": {"telemetry": {"otlpProtocol": "grpc"}},
     },
     "copilot": {
         # Traces and metrics (its only signals), OTLP/HTTP JSON (its default) and protobuf.
-        "all-signals": {"protocol": "http/json"},
+        # (What `toolsize connect copilot` writes into the environment file the test sources.)
+        "all-signals": {"protocol": "http/json", "connect": True},
     },
     "opencode": {
         # Its AI SDK spans (experimental.openTelemetry) over OTLP/HTTP. It exits as soon as it
         # has its answer, before exporting the spans of its last calls: the model answers after
         # 6 s, so that they are exported.
-        "all-signals": {"protocol": "http/protobuf", "final_delay": 6},
+        # (`toolsize connect opencode --config opencode.json` turns its switch on.)
+        "all-signals": {"protocol": "http/protobuf", "final_delay": 6, "connect": True},
     },
     "gemini": {
         # Gemini CLI speaks OTLP/JSON over HTTP (chunked) or gRPC.
-        "all-signals": {"telemetry": {"logPrompts": True, "otlpProtocol": "http"}},
+        # (What `toolsize connect gemini-cli` writes into ~/.gemini/settings.json.)
+        "all-signals": {"telemetry": {"logPrompts": True, "otlpProtocol": "http"}, "connect": True},
         "grpc": {"telemetry": {"logPrompts": True, "otlpProtocol": "grpc"}},
     },
 }
@@ -160,6 +171,8 @@ def setup_claude(v, ctx):
             "type": "http", "url": "%s/v1/hooks/claude-code" % ctx["otlp_http"], "timeout": 5}]}]
         settings = {"hooks": {"PostToolUse": hook}}
         files[os.path.join(ctx["proj"], ".claude", "settings.json")] = json.dumps(settings, indent=2)
+    if v.get("connect"):
+        ctx["connect"].append(["claude-code"])
     argv = [os.path.join(ctx["npm_bin"], "claude"), "-p", PROMPT, "--output-format", "json",
             "--allowedTools", "Bash", "Read"]
     return env, files, argv
@@ -183,7 +196,11 @@ stream_max_retries = 0
 
 [otel]
 environment = "toolsize-ci"
-exporter = {{ otlp-http = {{ endpoint = "{ep}/v1/logs", protocol = "{proto}" }} }}
+'''
+    if v.get("connect"):
+        ctx["connect"].append(["codex"])
+    else:
+        toml += f'''exporter = {{ otlp-http = {{ endpoint = "{ep}/v1/logs", protocol = "{proto}" }} }}
 trace_exporter = {{ otlp-http = {{ endpoint = "{ep}/v1/traces", protocol = "{proto}" }} }}
 metrics_exporter = {{ otlp-http = {{ endpoint = "{ep}/v1/metrics", protocol = "{proto}" }} }}
 '''
@@ -203,6 +220,9 @@ def setup_gemini(v, ctx):
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "telemetry": tel,
     }
+    if v.get("connect"):
+        del settings["telemetry"]
+        ctx["connect"].append(["gemini-cli"])
     env = {
         "GEMINI_API_KEY": "fake-gemini-key",
         "GOOGLE_GEMINI_BASE_URL": ctx["model"],
@@ -224,7 +244,10 @@ def setup_qwen(v, ctx):
         "model": {"name": "gpt-4o"},
         "telemetry": tel,
     }
-    if v.get("hook") == "http":
+    if v.get("connect"):
+        del settings["telemetry"]
+        ctx["connect"].append(["qwen-code"])
+    elif v.get("hook") == "http":
         # Qwen Code posts its PostToolUse payload to the daemon itself.
         settings["hooks"] = {"PostToolUse": [{"matcher": "*", "hooks": [{
             "type": "http", "url": "%s/v1/hooks/qwen-code" % ctx["otlp_http"], "timeout": 5}]}]}
@@ -267,7 +290,11 @@ def setup_opencode(v, ctx):
         "XDG_DATA_HOME": os.path.join(ctx["home"], ".local", "share"),
         "XDG_CACHE_HOME": os.path.join(ctx["home"], ".cache"),
     }
-    files = {os.path.join(ctx["proj"], "opencode.json"): json.dumps(config, indent=2)}
+    path = os.path.join(ctx["proj"], "opencode.json")
+    if v.get("connect"):
+        del config["experimental"]
+        ctx["connect"].append(["opencode", "--config", path])
+    files = {path: json.dumps(config, indent=2)}
     argv = [os.path.join(ctx["npm_bin"], "opencode"), "run", PROMPT]
     return env, files, argv
 
@@ -287,9 +314,40 @@ def setup_copilot(v, ctx):
         "XDG_CONFIG_HOME": os.path.join(ctx["home"], ".config"),
         "XDG_STATE_HOME": os.path.join(ctx["home"], ".local", "state"),
     }
+    if v.get("connect"):
+        for k in ("COPILOT_OTEL_ENABLED", "OTEL_EXPORTER_OTLP_ENDPOINT",
+                  "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"):
+            del env[k]
+        ctx["connect"].append(["copilot"])
     argv = [os.path.join(ctx["npm_bin"], "copilot"), "-p", PROMPT, "--allow-all-tools",
             "--allow-all-paths", "--no-color"]
     return env, {}, argv
+
+
+def connect(ctx):
+    """Runs the `toolsize connect` commands the setup asked for, in the run's HOME; returns the
+    variables of the environment file it wrote for Copilot CLI (which reads its settings from its
+    environment only), to run the agent with."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": ctx["home"],
+           "XDG_CONFIG_HOME": os.path.join(ctx["home"], ".config"),
+           "CODEX_HOME": os.path.join(ctx["home"], ".codex"), "TOOLSIZE_ERROR_FORMAT": "json"}
+    said, sourced = [], {}
+    for args in ctx["connect"]:
+        r = subprocess.run([ctx["toolsize"], "connect"] + args + ["--endpoint", ctx["otlp_http"]],
+                           env=env, capture_output=True, text=True, timeout=30)
+        said.append("$ toolsize connect %s\n%s%s" % (" ".join(args), r.stdout, r.stderr))
+        if r.returncode != 0:
+            raise RuntimeError("toolsize connect %s: %s" % (args, r.stderr))
+        if args[0] == "copilot":
+            with open(os.path.join(env["XDG_CONFIG_HOME"], "toolsize", "copilot.env")) as f:
+                for line in f:
+                    words = shlex.split(line, comments=True)
+                    if len(words) == 2 and words[0] == "export" and "=" in words[1]:
+                        k, val = words[1].split("=", 1)
+                        sourced[k] = val
+    with open(os.path.join(ctx["out"], "connect.txt"), "w") as f:
+        f.write("\n".join(said))
+    return sourced
 
 
 SETUP = {"claude": setup_claude, "codex": setup_codex, "gemini": setup_gemini, "qwen": setup_qwen,
@@ -370,6 +428,7 @@ def main():
             "model": "http://127.0.0.1:%s" % wait_file(port_file, model).strip(),
             "home": home, "proj": proj, "out": out, "npm_bin": a.npm_bin,
             "toolsize": os.path.abspath(a.toolsize),
+            "connect": [],
         }
         admin = "http://" + listening["admin"]
         set_env, files, argv = SETUP[a.agent](VARIANTS[a.agent][a.variant], ctx)
@@ -380,6 +439,7 @@ def main():
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TERM": "xterm",
                "LANG": "C.UTF-8", "USER": os.environ.get("USER", "root"), "SHELL": "/bin/bash",
                "TMPDIR": tmp}
+        set_env.update(connect(ctx))
         env.update(set_env)
         t0 = time.monotonic()
         with open(os.path.join(out, "agent_stdout.txt"), "wb") as so, \
@@ -400,6 +460,11 @@ def main():
                 f.write(detail)
         with open(os.path.join(out, "metrics.txt"), "w") as f:
             f.write(get(admin + "/metrics"))
+        doctor = subprocess.run([ctx["toolsize"], "doctor", "--url", admin, "--json"],
+                                capture_output=True, text=True, timeout=30)
+        with open(os.path.join(out, "doctor.json"), "w") as f:
+            json.dump({"exit_code": doctor.returncode, "stdout": doctor.stdout,
+                       "stderr": doctor.stderr}, f, indent=2)
         if a.screenshot:
             screenshot(admin + "/", os.path.abspath(a.screenshot), tmp)
     finally:
@@ -414,6 +479,7 @@ def main():
     recs = [json.loads(l) for l in open(os.path.join(out, "model_records.jsonl"), encoding="utf-8")
             if l.strip()]
     meta = {"agent": a.agent, "variant": a.variant, "argv": argv, "env_set": set_env,
+            "connected": ctx["connect"],
             "agent_exit_code": agent.returncode, "agent_s": round(agent_s, 2),
             "total_s": round(time.monotonic() - started, 2),
             "tool_results_seen": [r["label"] for r in recs]}
@@ -435,7 +501,8 @@ def logs_expected_but_none_arrived(out):
             metrics = f.read()
     except (OSError, ValueError):
         return False
-    if meta["env_set"].get("OTEL_LOGS_EXPORTER") != "otlp":
+    claude_connected = any(c[0] == "claude-code" for c in meta.get("connected", []))
+    if meta["env_set"].get("OTEL_LOGS_EXPORTER") != "otlp" and not claude_connected:
         return False
     return 'toolsize_otlp_requests_accepted_total{signal="logs"} 0\n' in metrics
 
