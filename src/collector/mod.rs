@@ -317,7 +317,7 @@ impl Pipeline {
         // Limits the results were seen cut at, restored: learned again at once.
         state.seed_learned_limits();
         let unrecognised = recognizer.unrecognised().clone();
-        let heard = recognizer.heard().clone();
+        let heard = Arc::<ingest::heard::Heard>::default();
         let (rules, alerts) = alerts::spawn(
             config,
             format!("{}/api/v1/alerts", config.admin_base_url()),
@@ -373,7 +373,8 @@ impl Pipeline {
             .with_body_timeout(config.listeners.body_timeout.0)
             .with_auth(auth.clone())
             .with_forwarder(forward.clone())
-            .with_wal(wal),
+            .with_wal(wal)
+            .with_heard(heard.clone()),
         );
         Ok(Self {
             api: read::api::ApiState::new(control.clone(), stats.clone())

@@ -343,48 +343,6 @@ pub(crate) fn check_metrics_protobuf(body: &[u8]) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// The coding agents ([`crate::collector::ingest::heard::agent_of`]) whose `service.name` a
-/// protobuf `ExportMetricsServiceRequest` names, each once; none when it does not decode. Only
-/// the resources are read: the metrics themselves are skipped field by field.
-pub(crate) fn metrics_agents(body: &[u8]) -> Vec<&'static str> {
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct Resources {
-        #[prost(message, repeated, tag = "1")]
-        resource_metrics: Vec<ResourceOnly>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct ResourceOnly {
-        #[prost(message, optional, tag = "1")]
-        resource: Option<opentelemetry_proto::tonic::resource::v1::Resource>,
-    }
-    let Ok(req) = Resources::decode(body) else {
-        return vec![];
-    };
-    let mut out: Vec<&'static str> = Vec::new();
-    for r in req
-        .resource_metrics
-        .iter()
-        .filter_map(|r| r.resource.as_ref())
-    {
-        let service = r
-            .attributes
-            .iter()
-            .find(|kv| kv.key == "service.name")
-            .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
-                opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(s) => {
-                    Some(s.as_str())
-                }
-                _ => None,
-            });
-        if let Some(a) = service.and_then(crate::collector::ingest::heard::agent_of) {
-            if !out.contains(&a) {
-                out.push(a);
-            }
-        }
-    }
-    out
-}
-
 /// The JSON of `body` with the enums that OTLP/JSON may name replaced by their numbers: a span's
 /// `kind`, a status's `code`, a log record's `severityNumber`, a metric's
 /// `aggregationTemporality`; `None` when the body names none. An unknown name is an error, as in

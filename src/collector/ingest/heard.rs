@@ -126,6 +126,48 @@ impl Tally {
     }
 }
 
+/// The coding agents ([`agent_of`]) whose `service.name` a
+/// protobuf `ExportMetricsServiceRequest` names, each once; none when it does not decode. Only
+/// the resources are read: the metrics themselves are skipped field by field.
+pub(crate) fn metrics_agents(body: &[u8]) -> Vec<&'static str> {
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Resources {
+        #[prost(message, repeated, tag = "1")]
+        resource_metrics: Vec<ResourceOnly>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct ResourceOnly {
+        #[prost(message, optional, tag = "1")]
+        resource: Option<opentelemetry_proto::tonic::resource::v1::Resource>,
+    }
+    let Ok(req) = <Resources as prost::Message>::decode(body) else {
+        return vec![];
+    };
+    let mut out: Vec<&'static str> = Vec::new();
+    for r in req
+        .resource_metrics
+        .iter()
+        .filter_map(|r| r.resource.as_ref())
+    {
+        let service = r
+            .attributes
+            .iter()
+            .find(|kv| kv.key == "service.name")
+            .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(s) => {
+                    Some(s.as_str())
+                }
+                _ => None,
+            });
+        if let Some(a) = service.and_then(agent_of) {
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+    }
+    out
+}
+
 /// The shared counts.
 #[derive(Debug, Default)]
 pub struct Heard {
@@ -178,6 +220,33 @@ mod tests {
         assert_eq!(agent_of("codex_exec"), Some("codex"));
         assert_eq!(agent_of("github-copilot"), Some("copilot"));
         assert_eq!(agent_of("checkout-agent"), None);
+    }
+
+    #[test]
+    fn a_metrics_request_names_its_agents_once() {
+        use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+        use opentelemetry_proto::tonic::common::v1::{any_value, AnyValue, KeyValue};
+        use opentelemetry_proto::tonic::metrics::v1::ResourceMetrics;
+        use opentelemetry_proto::tonic::resource::v1::Resource;
+        let of = |service: &str| ResourceMetrics {
+            resource: Some(Resource {
+                attributes: vec![KeyValue {
+                    key: "service.name".into(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::StringValue(service.into())),
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let req = ExportMetricsServiceRequest {
+            resource_metrics: vec![of("codex_exec"), of("checkout"), of("codex_exec")],
+        };
+        let body = prost::Message::encode_to_vec(&req);
+        assert_eq!(metrics_agents(&body), ["codex"]);
+        assert!(metrics_agents(b"\xff\xff").is_empty());
     }
 
     #[test]

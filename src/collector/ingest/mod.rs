@@ -160,6 +160,8 @@ pub struct Ingest {
     auth: Arc<crate::collector::net::auth::Auth>,
     forward: Option<Forwarder>,
     wal: Option<Wal>,
+    /// What each coding agent has sent, per signal.
+    heard: Arc<heard::Heard>,
 }
 
 const REFUSED_NONE: u8 = 0;
@@ -266,6 +268,7 @@ impl Ingest {
             auth: Arc::default(),
             forward: None,
             wal: None,
+            heard: Arc::default(),
         }
     }
 
@@ -516,6 +519,13 @@ impl Ingest {
         self
     }
 
+    /// Counts what each coding agent sends in `heard` (`/api/v1/agents`).
+    #[must_use]
+    pub(crate) fn with_heard(mut self, heard: Arc<heard::Heard>) -> Self {
+        self.heard = heard;
+        self
+    }
+
     /// Relays every accepted request to `forward`'s upstreams.
     #[must_use]
     pub(crate) fn with_forwarder(mut self, forward: Option<Forwarder>) -> Self {
@@ -601,7 +611,7 @@ impl Ingest {
         self.stats.accepted_logs(tools, other);
         self.stats.accepted_request(OtlpSignal::Logs);
         // Every payload counts as the hook heard, whether or not it revealed a cut.
-        self.recognizer.heard().add(
+        self.heard.add(
             agent.name(),
             heard::Kind::Hooks,
             1,
@@ -613,8 +623,7 @@ impl Ingest {
 
     /// Adds a request's agents' records to what they have sent.
     fn heard(&self, kind: heard::Kind, tally: heard::Tally) {
-        self.recognizer
-            .heard()
+        self.heard
             .add_tally(kind, tally, crate::collector::clock::now_unix_ms());
     }
 
@@ -622,10 +631,8 @@ impl Ingest {
     /// names.
     fn heard_metrics(&self, body: &[u8]) {
         let now = crate::collector::clock::now_unix_ms();
-        for agent in decode::metrics_agents(body) {
-            self.recognizer
-                .heard()
-                .add(agent, heard::Kind::Metrics, 1, 0, now);
+        for agent in heard::metrics_agents(body) {
+            self.heard.add(agent, heard::Kind::Metrics, 1, 0, now);
         }
     }
 

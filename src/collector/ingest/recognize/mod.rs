@@ -195,8 +195,6 @@ pub struct Recognizer {
     keep_args_hashes: bool,
     /// Spans and log records that were no tool call, per service.
     unrecognised: Arc<crate::collector::ingest::unrecognised::Unrecognised>,
-    /// What each coding agent has sent, per signal.
-    heard: Arc<crate::collector::ingest::heard::Heard>,
 }
 
 impl std::fmt::Debug for Recognizer {
@@ -283,7 +281,6 @@ impl Recognizer {
             max_service: crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES,
             sampling: Sampling::new(&config.sampling_rates),
             unrecognised: Arc::default(),
-            heard: Arc::default(),
             table: KeyTable::new(&keys),
             keys,
         }
@@ -346,11 +343,6 @@ impl Recognizer {
     /// ([`crate::collector::ingest::unrecognised`]).
     pub fn unrecognised(&self) -> &Arc<crate::collector::ingest::unrecognised::Unrecognised> {
         &self.unrecognised
-    }
-
-    /// What each coding agent has sent, per signal ([`crate::collector::ingest::heard`]).
-    pub fn heard(&self) -> &Arc<crate::collector::ingest::heard::Heard> {
-        &self.heard
     }
 
     pub(crate) fn max_tool_name_bytes(&self) -> usize {
