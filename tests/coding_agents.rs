@@ -362,6 +362,25 @@ fn every_call_of_the_six_agents_is_counted_once_and_sized_as_documented() {
         table.push(row("Claude Code", variant, &r, 4, note));
     }
 
+    // Claude Code's per-message budget (catalog `claude-code.message-budget`: 200,000 chars
+    // over the tool results of one message) applies only while its remote feature flag is on,
+    // and it is off here: ten results of 23,892 chars in one message (238,920 in all) reach the
+    // model whole, none is persisted, each is counted once, sized, and not cut.
+    {
+        let r = run("claude", "budget");
+        assert_eq!(r.model.len(), 10);
+        assert!(r.model.iter().all(|g| g.utf16 == 23_892), "{:?}", r.model);
+        let total: u64 = r.model.iter().map(|g| g.utf16).sum();
+        let budget = toolsize::layers::find("claude-code.message-budget").unwrap();
+        assert!(total > budget.limit, "{total} is over the budget");
+        let hooks = std::fs::read_to_string(r.dir.join("hook_payloads.jsonl")).unwrap();
+        assert_eq!(hooks.lines().count(), 10);
+        assert!(!hooks.contains("persistedOutputSize"), "nothing persisted");
+        assert_eq!(r.rows()["Bash"], (10, 0, 0), "counted once each, none cut");
+        // Its command hook posts only the calls Claude Code cut: none here.
+        r.doctor_says("claude-code", Some("no hook payload arrived"));
+    }
+
     // Codex: span events + logs + metrics, protobuf and JSON.
     for variant in ["all-signals", "all-signals-json"] {
         let r = run("codex", variant);

@@ -18,6 +18,9 @@ The script (one tool call per model turn, in this order):
   step 3  label "read"     read   --read-file PATH          (read tool if the agent has one,
                                                             else shell `cat PATH`)
   step 4  final text answer
+With --batch N (Anthropic only), the script is instead N calls of `seq 1 5000` (23,893 bytes
+each, labels "batch0"...), all in the first assistant message, then the final answer: what
+Claude Code does with the results of one message when together they pass its budget.
 The step of a main-loop request is the number of *scripted* tool results already in
 its history, so the server is stateless per request and tolerates retries.
 Requests that carry no shell tool (titles, summaries, next-speaker checks, ...) are
@@ -73,6 +76,9 @@ class State:
     def __init__(self, a):
         self.a = a
         self.steps = script_steps(a.read_file)
+        if a.batch:
+            self.steps = [{"label": "batch%d" % i, "kind": "shell", "command": "seq 1 5000"}
+                          for i in range(a.batch)]
         self.lock = threading.Lock()
         self.req_seq = 0
         self.recorded = set()          # (api, tool_call_id or positional key)
@@ -198,6 +204,14 @@ def anthropic_handle(st, req_seq, body):
         return {"kind": "text", "text": "ok", "side": True}
     if step_count >= len(st.steps):
         return {"kind": "text", "text": FINAL_TEXT, "side": False}
+    if st.a.batch:
+        blocks = []
+        for i, s in enumerate(st.steps):
+            tid = "toolu_%02d%s" % (i, uuid.uuid4().hex[:20])
+            st.issued[tid] = i
+            blocks.append({"type": "tool_use", "id": tid, "name": shell,
+                           "input": {"command": s["command"], "description": s["label"]}})
+        return {"kind": "tools", "blocks": blocks}
     s = st.steps[step_count]
     tid = "toolu_%02d%s" % (step_count, uuid.uuid4().hex[:20])
     st.issued[tid] = step_count
@@ -211,17 +225,20 @@ def anthropic_response(body, plan, body_len):
     model = body.get("model") or "claude-sonnet-4-5"
     mid = "msg_" + uuid.uuid4().hex[:24]
     in_tok = usage_guess(body_len)
-    if plan["kind"] == "tool":
-        block = {"type": "tool_use", "id": plan["id"], "name": plan["name"], "input": plan["input"]}
+    if plan["kind"] == "tools":
+        blocks = plan["blocks"]
+        stop = "tool_use"
+    elif plan["kind"] == "tool":
+        blocks = [{"type": "tool_use", "id": plan["id"], "name": plan["name"], "input": plan["input"]}]
         stop = "tool_use"
     else:
-        block = {"type": "text", "text": plan["text"]}
+        blocks = [{"type": "text", "text": plan["text"]}]
         stop = "end_turn"
     usage = {"input_tokens": in_tok, "output_tokens": 20, "cache_creation_input_tokens": 0,
              "cache_read_input_tokens": 0}
     if not body.get("stream"):
         return "application/json", json.dumps({
-            "id": mid, "type": "message", "role": "assistant", "model": model, "content": [block],
+            "id": mid, "type": "message", "role": "assistant", "model": model, "content": blocks,
             "stop_reason": stop, "stop_sequence": None, "usage": usage}).encode()
     ev = []
 
@@ -231,17 +248,18 @@ def anthropic_response(body, plan, body_len):
         "id": mid, "type": "message", "role": "assistant", "model": model, "content": [],
         "stop_reason": None, "stop_sequence": None,
         "usage": dict(usage, output_tokens=1)}})
-    if block["type"] == "tool_use":
-        e("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
-            "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})
-        e("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
-            "type": "input_json_delta", "partial_json": json.dumps(block["input"])}})
-    else:
-        e("content_block_start", {"type": "content_block_start", "index": 0,
-                                  "content_block": {"type": "text", "text": ""}})
-        e("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                  "delta": {"type": "text_delta", "text": block["text"]}})
-    e("content_block_stop", {"type": "content_block_stop", "index": 0})
+    for i, block in enumerate(blocks):
+        if block["type"] == "tool_use":
+            e("content_block_start", {"type": "content_block_start", "index": i, "content_block": {
+                "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}})
+            e("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {
+                "type": "input_json_delta", "partial_json": json.dumps(block["input"])}})
+        else:
+            e("content_block_start", {"type": "content_block_start", "index": i,
+                                      "content_block": {"type": "text", "text": ""}})
+            e("content_block_delta", {"type": "content_block_delta", "index": i,
+                                      "delta": {"type": "text_delta", "text": block["text"]}})
+        e("content_block_stop", {"type": "content_block_stop", "index": i})
     e("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                         "usage": {"output_tokens": 20}})
     e("message_stop", {"type": "message_stop"})
@@ -640,6 +658,8 @@ def main(argv=None):
                     help="put an id on Gemini functionCall parts (the real API usually does not)")
     ap.add_argument("--final-delay", type=float, default=0.0,
                     help="seconds to wait before the final answer (OpenAI Chat Completions)")
+    ap.add_argument("--batch", type=int, default=0,
+                    help="Anthropic: N calls of `seq 1 5000` in one message instead of the script")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     if a.host not in ("127.0.0.1", "localhost", "::1"):

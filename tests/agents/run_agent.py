@@ -69,6 +69,10 @@ VARIANTS = {
         # Logs only, gzip, and toolsize's PostToolUse command hook reporting Claude Code's own cut.
         "logs-hook": {"env": dict(CLAUDE_TELEMETRY, OTEL_EXPORTER_OTLP_COMPRESSION="gzip"),
                       "hook": "command"},
+        # Ten calls of `seq 1 5000` (23,893 bytes each, 238,930 in all) in one model message,
+        # with the command hook: what Claude Code does when the results of one message pass its
+        # 200,000-character budget.
+        "budget": {"env": dict(CLAUDE_TELEMETRY), "hook": "command", "batch": 10},
         # What `toolsize connect claude-code` writes into ~/.claude/settings.json: logs and
         # metrics (its `env`), and its own HTTP hook posting its PostToolUse payload to the daemon.
         "logs-http-hook": {"env": {}, "connect": True},
@@ -419,7 +423,8 @@ def main():
         model = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "fake_model.py"), "--port", "0", "--port-file", port_file,
              "--records", os.path.join(out, "model_records.jsonl"), "--read-file", read_file,
-             "--final-delay", str(VARIANTS[a.agent][a.variant].get("final_delay", 0))],
+             "--final-delay", str(VARIANTS[a.agent][a.variant].get("final_delay", 0)),
+             "--batch", str(VARIANTS[a.agent][a.variant].get("batch", 0))],
             stdout=open(os.path.join(out, "fake_model.log"), "w"), stderr=subprocess.STDOUT)
         procs.append(model)
         ctx = {
@@ -485,7 +490,9 @@ def main():
             "tool_results_seen": [r["label"] for r in recs]}
     with open(os.path.join(out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=2)
-    ok = agent.returncode == 0 and meta["tool_results_seen"] == ["seq", "echo", "cat_fail", "read"]
+    batch = VARIANTS[a.agent][a.variant].get("batch", 0)
+    want = ["batch%d" % i for i in range(batch)] if batch else ["seq", "echo", "cat_fail", "read"]
+    ok = agent.returncode == 0 and sorted(meta["tool_results_seen"]) == sorted(want)
     print(json.dumps(meta))
     return 0 if ok else 1
 
