@@ -483,6 +483,38 @@ fn every_call_of_the_six_agents_is_counted_once_and_sized_as_documented() {
         ));
     }
 
+    // Gemini CLI's AfterTool command hook beside its telemetry: its payload shares the session
+    // id, the tool's name and its arguments (its telemetry's `function_args`, with logPrompts)
+    // with the telemetry, and no call id, prompt id or trace; it is counted as no tool call and
+    // changes no count.
+    {
+        let r = run("gemini", "all-signals-hook");
+        let text = std::fs::read_to_string(r.dir.join("hook_payloads.jsonl")).unwrap();
+        let payloads: Vec<Value> = serde_json::Deserializer::from_str(&text)
+            .into_iter::<Value>()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(payloads.len(), 4);
+        for p in &payloads {
+            for shared in ["session_id", "tool_name", "tool_input", "timestamp"] {
+                assert!(p.get(shared).is_some(), "{shared}");
+            }
+            for id in [
+                "tool_use_id",
+                "tool_call_id",
+                "call_id",
+                "prompt_id",
+                "trace_id",
+            ] {
+                assert!(p.get(id).is_none(), "{id}");
+            }
+        }
+        let rows = r.rows();
+        assert_eq!(rows["run_shell_command"], (3, 1, 1));
+        assert_eq!(rows["read_file"], (1, 0, 0));
+        r.doctor_says("gemini-cli", None);
+    }
+
     // Qwen Code: logs and traces (a log record, a span and its child per call), its truncation
     // notice (no call id), and its own HTTP hook; then over gRPC without the hook.
     for variant in ["all-signals-hook", "grpc"] {

@@ -105,6 +105,8 @@ VARIANTS = {
         # (What `toolsize connect gemini-cli` writes into ~/.gemini/settings.json.)
         "all-signals": {"telemetry": {"logPrompts": True, "otlpProtocol": "http"}, "connect": True},
         "grpc": {"telemetry": {"logPrompts": True, "otlpProtocol": "grpc"}},
+        # Its AfterTool command hook beside its telemetry (what the payload shares with it).
+        "all-signals-hook": {"telemetry": {"logPrompts": True, "otlpProtocol": "http"}, "hook": "command"},
     },
 }
 
@@ -227,6 +229,11 @@ def setup_gemini(v, ctx):
     if v.get("connect"):
         del settings["telemetry"]
         ctx["connect"].append(["gemini-cli"])
+    if v.get("hook") == "command":
+        settings["hooks"] = {"AfterTool": [{"matcher": "*", "hooks": [{
+            "type": "command", "name": "toolsize",
+            "command": "tee -a %s | %s hook gemini-cli --endpoint %s" % (
+                os.path.join(ctx["out"], "hook_payloads.jsonl"), ctx["toolsize"], ctx["otlp_http"])}]}]}
     env = {
         "GEMINI_API_KEY": "fake-gemini-key",
         "GOOGLE_GEMINI_BASE_URL": ctx["model"],
