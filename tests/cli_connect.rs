@@ -303,3 +303,38 @@ async fn doctor_says_what_each_agent_sent_and_the_missing_switch() {
     );
     assert_eq!(e["code"], "DOCTOR_DAEMON");
 }
+
+#[test]
+fn a_token_goes_where_the_agent_reads_headers_and_new_files_are_private() {
+    let home = scratch("connect-token");
+    let home: &Path = &home;
+    let token = home.join("token");
+    std::fs::write(&token, "s3cret-token\n").unwrap();
+    let t = token.to_str().unwrap();
+    for agent in ["claude-code", "codex"] {
+        let out = toolsize(home, &["connect", agent, "--token-file", t]);
+        assert_eq!(code(&out), 0, "{agent}: {out:?}");
+        assert!(!text(&out).contains("s3cret"), "the token is never printed");
+    }
+    let claude = home.join(".claude/settings.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&claude).unwrap()).unwrap();
+    assert_eq!(
+        v["env"]["OTEL_EXPORTER_OTLP_HEADERS"],
+        "Authorization=Bearer s3cret-token"
+    );
+    assert_eq!(
+        v["hooks"]["PostToolUse"][0]["hooks"][0]["headers"]["Authorization"],
+        "Bearer s3cret-token"
+    );
+    let codex = std::fs::read_to_string(home.join(".codex/config.toml")).unwrap();
+    assert!(
+        codex.contains("headers = { Authorization = \"Bearer s3cret-token\" }"),
+        "{codex}"
+    );
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&claude), 0o600, "a new file holding the token");
+    assert_eq!(
+        mode(&home.join(".claude/settings.json.toolsize-connect.json")),
+        0o600
+    );
+}

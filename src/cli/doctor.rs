@@ -10,6 +10,9 @@
 //! - Qwen Code: logs and its `PostToolUse` hook (the cuts of tools other than its shell);
 //! - Copilot CLI and opencode: traces that carry sizes (their content switch).
 //!
+//! A hook is counted when its payload reaches `POST /v1/hooks/{agent}`; `toolsize hook` sending
+//! to a `grpc://` endpoint arrives as a log record and is counted with the logs.
+//!
 //! Exit 0 when every agent heard from has what it needs, 1 when one lacks something or no agent
 //! was heard from, 2 on a usage error or when the daemon cannot be asked (structured error on
 //! standard error). One request with the 2 s timeout of `toolsize top`'s client; the token from

@@ -36,7 +36,7 @@ use self::doc::{Doc, J};
 use super::CliError;
 
 /// The endpoint when none is given: the daemon's default OTLP/HTTP listener.
-pub const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:4318";
+pub const DEFAULT_ENDPOINT: &str = super::hook::DEFAULT_ENDPOINT;
 
 /// What is appended to a file's name for the record of what `connect` changed in it.
 pub const RECORD_SUFFIX: &str = ".toolsize-connect.json";
@@ -399,9 +399,17 @@ fn run_inner(args: &ConnectArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let write_error = |e: String| CliError::new("CONNECT_WRITE", e);
+    let mut notes = outcome.notes.clone();
     if outcome.changed {
         let default = if token.is_some() { 0o600 } else { 0o644 };
-        write_atomic(&path, &new_text, mode_of(&path, default)).map_err(write_error)?;
+        let mode = mode_of(&path, default);
+        write_atomic(&path, &new_text, mode).map_err(write_error)?;
+        if token.is_some() && !args.undo && mode & 0o077 != 0 {
+            notes.push(format!(
+                "{} holds the daemon's token now and others may read it (mode {mode:o}):                  chmod 600 it if they should not",
+                path.display()
+            ));
+        }
     }
     match &outcome.record {
         Some(r) if outcome.changed => {
@@ -424,7 +432,7 @@ fn run_inner(args: &ConnectArgs) -> Result<(), CliError> {
         (true, true) => "disconnected",
     };
     let _ = writeln!(out, "{name}: {what}: {}", path.display());
-    for n in &outcome.notes {
+    for n in &notes {
         let _ = writeln!(out, "note: {n}");
     }
     Ok(())
