@@ -159,7 +159,7 @@ fn bad_input_exits_2_and_leaves_the_file_untouched() {
     let e = structured_error(&toolsize(home, &["connect", "claude-cod"]));
     assert_eq!(e["code"], "USAGE");
     let m = e["message"].as_str().unwrap();
-    assert!(m.contains("claude-code"), "{m}");
+    assert!(m.contains("a similar value exists: 'claude-code'"), "{m}");
     // A file that does not parse.
     let file = home.join(".gemini/settings.json");
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
