@@ -93,6 +93,51 @@ fn http_hook(endpoint: &str, agent: &str, token: Option<&str>) -> J {
     ])
 }
 
+/// Claude Code: its telemetry variables in the settings' `env`, and its `PostToolUse` HTTP
+/// hook.
+fn claude_code(endpoint: &str, token: Option<&str>) -> (Vec<Set>, Vec<Set>) {
+    let mut sets = vec![
+        set(&["env", "CLAUDE_CODE_ENABLE_TELEMETRY"], s("1")),
+        set(&["env", "OTEL_LOGS_EXPORTER"], s("otlp")),
+        set(&["env", "OTEL_METRICS_EXPORTER"], s("otlp")),
+        set(&["env", "OTEL_EXPORTER_OTLP_PROTOCOL"], s("http/protobuf")),
+        set(&["env", "OTEL_EXPORTER_OTLP_ENDPOINT"], s(endpoint)),
+    ];
+    if let Some(t) = token {
+        sets.push(set(
+            &["env", "OTEL_EXPORTER_OTLP_HEADERS"],
+            s(&format!("Authorization=Bearer {t}")),
+        ));
+    }
+    let hook = set(
+        &["hooks", "PostToolUse"],
+        http_hook(endpoint, "claude-code", token),
+    );
+    (sets, vec![hook])
+}
+
+/// Codex: its three `[otel]` exporters, OTLP/HTTP protobuf.
+fn codex(endpoint: &str, token: Option<&str>) -> Vec<Set> {
+    let exporter = |signal: &str| {
+        let mut http = vec![
+            ("endpoint", s(&format!("{endpoint}/v1/{signal}"))),
+            ("protocol", s("binary")),
+        ];
+        if let Some(t) = token {
+            http.push((
+                "headers",
+                obj(vec![("Authorization", s(&format!("Bearer {t}")))]),
+            ));
+        }
+        obj(vec![("otlp-http", obj(http))])
+    };
+    vec![
+        set(&["otel", "exporter"], exporter("logs")),
+        set(&["otel", "trace_exporter"], exporter("traces")),
+        set(&["otel", "metrics_exporter"], exporter("metrics")),
+    ]
+}
+
 impl ConnectAgent {
     /// The name the daemon knows the agent by.
     pub(crate) fn name(self) -> &'static str {
@@ -153,47 +198,8 @@ impl ConnectAgent {
             }
         };
         let (sets, appends) = match self {
-            ConnectAgent::ClaudeCode => {
-                let mut sets = vec![
-                    set(&["env", "CLAUDE_CODE_ENABLE_TELEMETRY"], s("1")),
-                    set(&["env", "OTEL_LOGS_EXPORTER"], s("otlp")),
-                    set(&["env", "OTEL_METRICS_EXPORTER"], s("otlp")),
-                    set(&["env", "OTEL_EXPORTER_OTLP_PROTOCOL"], s("http/protobuf")),
-                    set(&["env", "OTEL_EXPORTER_OTLP_ENDPOINT"], s(endpoint)),
-                ];
-                if let Some(t) = token {
-                    sets.push(set(
-                        &["env", "OTEL_EXPORTER_OTLP_HEADERS"],
-                        s(&format!("Authorization=Bearer {t}")),
-                    ));
-                }
-                let hook = set(
-                    &["hooks", "PostToolUse"],
-                    http_hook(endpoint, "claude-code", token),
-                );
-                (sets, vec![hook])
-            }
-            ConnectAgent::Codex => {
-                let exporter = |signal: &str| {
-                    let mut http = vec![
-                        ("endpoint", s(&format!("{endpoint}/v1/{signal}"))),
-                        ("protocol", s("binary")),
-                    ];
-                    if let Some(t) = token {
-                        http.push((
-                            "headers",
-                            obj(vec![("Authorization", s(&format!("Bearer {t}")))]),
-                        ));
-                    }
-                    obj(vec![("otlp-http", obj(http))])
-                };
-                let sets = vec![
-                    set(&["otel", "exporter"], exporter("logs")),
-                    set(&["otel", "trace_exporter"], exporter("traces")),
-                    set(&["otel", "metrics_exporter"], exporter("metrics")),
-                ];
-                (sets, vec![])
-            }
+            ConnectAgent::ClaudeCode => claude_code(endpoint, token),
+            ConnectAgent::Codex => (codex(endpoint, token), vec![]),
             ConnectAgent::GeminiCli | ConnectAgent::QwenCode => {
                 no_token(
                     "set OTEL_EXPORTER_OTLP_HEADERS=\"Authorization=Bearer <token>\" in its \
