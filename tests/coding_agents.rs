@@ -65,6 +65,17 @@ struct Run {
     metrics: String,
 }
 
+/// A passing run's directory is removed (an agent's home holds a few hundred
+/// MB of its own files); a failing one is kept for reading, and its path is in
+/// the failure message.
+impl Drop for Run {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
 impl Run {
     fn tool(&self, name: &str) -> Value {
         let p = self.dir.join(format!("tool-{name}.json"));
@@ -196,7 +207,8 @@ fn run(agent: &str, variant: &str) -> Run {
         .unwrap();
     assert!(
         out.status.success(),
-        "{agent}/{variant}: {}\n{}\nagent stderr: {}",
+        "{agent}/{variant} (kept in {}): {}\n{}\nagent stderr: {}",
+        dir.display(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
         std::fs::read_to_string(dir.join("agent_stderr.txt")).unwrap_or_default()
