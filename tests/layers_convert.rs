@@ -24,8 +24,13 @@ fn custom(name: &str, limit: u64, unit: Unit, scope: Scope) -> CustomLayer {
     }
 }
 
+/// The stack of `ids` then the `custom` layers (named after the ids: a custom layer is in a
+/// named stack where the list names it).
 fn stack(ids: &str, custom: Vec<CustomLayer>) -> Stack {
     let mut config = StackConfig::parse_list(ids).unwrap();
+    if !config.ids.is_empty() {
+        config.ids.extend(custom.iter().map(|c| c.name.clone()));
+    }
     config.custom = custom;
     Stack::resolve(None, None, Some(&config)).unwrap()
 }

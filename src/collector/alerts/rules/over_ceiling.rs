@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::{labels, Decision, Firing, Hit, Over, RecordRule, RuleKind};
+use super::{labels, Decision, Firing, Hit, Over, RecordRule, Remap, RuleKind};
 use crate::collector::alerts::{Matched, OVER_CEILING};
 use crate::collector::config::OverCeilingConfig;
 use crate::hex::encode as hex;
@@ -108,6 +108,13 @@ impl RecordRule for Rule {
 
     fn sweep(&mut self, now_ms: u64) {
         self.firing.sweep(now_ms);
+    }
+
+    fn restack(&mut self, remap: &Remap) {
+        self.firing.rekey(|(series, layer)| {
+            let to = remap.get(layer as usize).copied().flatten()?;
+            Some((series, u32::try_from(to).ok()?))
+        });
     }
 }
 
