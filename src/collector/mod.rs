@@ -55,9 +55,10 @@
 //! any listener binds, so an unwritable one stops the start; a listener that cannot bind names
 //! the flag, variable and key of its address.
 //!
-//! Reload ([`Daemon::reload`], on SIGHUP in `toolsize serve`): the alert sinks and the rules'
-//! settings are replaced in place; the state, the firing alerts and the listeners are kept;
-//! other changed keys wait for a restart.
+//! Reload ([`Daemon::reload`], on SIGHUP in `toolsize serve`): the alert sinks, the rules'
+//! settings and the layer stacks are replaced in place (each series held to its new stack, its
+//! counts kept by layer id); the state, the firing alerts and the listeners are kept; other
+//! changed keys wait for a restart.
 //!
 //! Shutdown ([`Daemon::shutdown`], on SIGTERM/SIGINT in `toolsize serve`): listeners stop
 //! accepting, in-flight requests finish, the aggregator drains its queue and writes a final
