@@ -51,8 +51,17 @@ pub struct DemoArgs {
 /// defaults (5m, 1h) would take over an hour.
 pub const DEMO_WINDOWS: [&str; 2] = ["10s", "2m"];
 
-/// The key the demo's windows replace when unset.
-const WINDOWS_KEY: &str = "aggregation.windows";
+/// The key the demo's windows replace when unset (also the id of its flag, `--window`).
+pub(crate) const WINDOWS_KEY: &str = "aggregation.windows";
+
+/// The help of the demo's `--window`: the demo's own default, not the daemon's.
+pub(crate) fn demo_window_help() -> String {
+    format!(
+        "Sliding windows for quantiles and counts (units: s, m, h, d), the flag repeatable. \
+         [default: {}]",
+        DEMO_WINDOWS.join(", ")
+    )
+}
 
 /// Prints the complete commented configuration file.
 pub fn gen_config() -> ExitCode {
