@@ -48,6 +48,24 @@ async fn demo_fills_the_api_within_seconds() {
     // Failed calls are counted, not sized.
     let row = tools_row(demo.admin, "read_file").await;
     assert!(row["count"].as_u64().unwrap() > row["sized"].as_u64().unwrap());
+    // The windows its help names are those it runs with; the daemon's default is not one.
+    let help = std::process::Command::new(env!("CARGO_BIN_EXE_toolsize"))
+        .args(["demo", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let line = help.lines().find(|l| l.contains("--window")).unwrap();
+    let named = line
+        .split("[default: ")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(']');
+    for w in named.split(", ") {
+        let v = support::collector::tools(demo.admin, &format!("?window={w}")).await;
+        assert_eq!(v["window"], w, "{line}: {v}");
+    }
+    let v = support::collector::tools(demo.admin, "?window=1h").await;
+    assert!(v.get("error").is_some(), "1h is no window of the demo: {v}");
     demo.stop();
 }
 

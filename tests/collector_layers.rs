@@ -210,7 +210,7 @@ fn stack_precedence_is_flag_env_file() {
     let file = dir.join("c.toml");
     std::fs::write(
         &file,
-        "[layers]\nstack = [\"codex.tool-output.tokens\", \"cline.message-builder\"]\n\
+        "[layers]\nstack = [\"codex.tool-output.tokens\", \"cline.message-builder\", \"my-proxy\"]\n\
          ceiling_bytes = 4096\n[layers.overrides]\n\"cline.message-builder\" = 7000\n\
          [[layers.custom]]\nname = \"my-proxy\"\nlimit = 3000\nunit = \"chars\"\n",
     )
@@ -243,11 +243,12 @@ fn stack_precedence_is_flag_env_file() {
             ("default", 4096, Origin::File),
         ])
     );
-    // Env beats file: its list replaces the file's, its limits win.
+    // Env beats file: its list replaces the file's, its limits win; the file's custom layer is
+    // in the stack where the list names it.
     let c = Config::load(
         Some(&file),
         env(&[
-            ("TOOLSIZE_STACK", "cline.message-builder=5000"),
+            ("TOOLSIZE_STACK", "cline.message-builder=5000,my-proxy"),
             ("TOOLSIZE_CEILING_BYTES", "8192"),
         ]),
         &Flags::default(),
@@ -261,7 +262,7 @@ fn stack_precedence_is_flag_env_file() {
             ("default", 8192, Origin::Env),
         ])
     );
-    // Flag beats env.
+    // Flag beats env; a custom layer its list leaves out is not in the stack.
     let flags = Flags::parse_from([
         "--stack",
         "cline.message-builder=4000",
@@ -272,7 +273,7 @@ fn stack_precedence_is_flag_env_file() {
     let c = Config::load(
         Some(&file),
         env(&[
-            ("TOOLSIZE_STACK", "cline.message-builder=5000"),
+            ("TOOLSIZE_STACK", "cline.message-builder=5000,my-proxy"),
             ("TOOLSIZE_CEILING_BYTES", "8192"),
         ]),
         &flags,
@@ -282,7 +283,6 @@ fn stack_precedence_is_flag_env_file() {
         got(&c),
         own(&[
             ("cline.message-builder", 4000, Origin::Flag),
-            ("my-proxy", 3000, Origin::File),
             ("default", 2048, Origin::Flag),
         ])
     );

@@ -715,6 +715,74 @@ fn the_readme_lists_every_command() {
     );
 }
 
+/// The subcommands `src/cli/mod.rs` builds only with the `collector` feature (a variant of
+/// `Command` under `#[cfg(feature = "collector")]`), in their command-line spelling.
+fn collector_only_commands() -> BTreeSet<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = std::fs::read_to_string(root.join("src/cli/mod.rs")).unwrap();
+    let body = src
+        .split("pub enum Command {")
+        .nth(1)
+        .and_then(|t| t.split("\n}").next())
+        .expect("the Command enum");
+    let mut out = BTreeSet::new();
+    let mut gated = false;
+    for l in body.lines().map(str::trim) {
+        if l == "#[cfg(feature = \"collector\")]" {
+            gated = true;
+        } else if let Some(name) = l.split(['(', ',']).next().filter(|n| {
+            n.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                && n.chars().all(|c| c.is_ascii_alphanumeric())
+        }) {
+            if gated {
+                let mut kebab = String::new();
+                for (i, c) in name.chars().enumerate() {
+                    if c.is_ascii_uppercase() && i > 0 {
+                        kebab.push('-');
+                    }
+                    kebab.push(c.to_ascii_lowercase());
+                }
+                out.insert(kebab);
+            }
+            gated = false;
+        }
+    }
+    out
+}
+
+/// The README's feature table names each command under the feature that builds it: those of
+/// `cli` in its row, the ones only `collector` builds in that row.
+#[test]
+fn the_feature_table_names_each_command_under_its_feature() {
+    let readme = &documents()[0].1;
+    let row = |feature: &str| -> String {
+        let head = format!("| `{feature}` |");
+        readme
+            .lines()
+            .find(|l| l.starts_with(&head))
+            .unwrap_or_else(|| panic!("no {head} row"))
+            .to_string()
+    };
+    let (cli, collector) = (row("cli"), row("collector"));
+    let gated = collector_only_commands();
+    assert!(
+        gated.contains("serve") && gated.contains("top"),
+        "{gated:?}"
+    );
+    for c in subcommands() {
+        let (want, other) = if gated.contains(&c) {
+            (&collector, &cli)
+        } else {
+            (&cli, &collector)
+        };
+        let named = |r: &str| r.contains(&format!("`{c}`"));
+        assert!(
+            named(want) && !named(other),
+            "`{c}` belongs in the row {want:?}, not {other:?}"
+        );
+    }
+}
+
 /// Every flag the binary's help lists, over its subcommands.
 fn toolsize_flags() -> BTreeSet<String> {
     let mut flags = flag_tokens(&help(&["--help"]));

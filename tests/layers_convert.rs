@@ -24,8 +24,13 @@ fn custom(name: &str, limit: u64, unit: Unit, scope: Scope) -> CustomLayer {
     }
 }
 
+/// The stack of `ids` then the `custom` layers (named after the ids: a custom layer is in a
+/// named stack where the list names it).
 fn stack(ids: &str, custom: Vec<CustomLayer>) -> Stack {
     let mut config = StackConfig::parse_list(ids).unwrap();
+    if !config.ids.is_empty() {
+        config.ids.extend(custom.iter().map(|c| c.name.clone()));
+    }
     config.custom = custom;
     Stack::resolve(None, None, Some(&config)).unwrap()
 }
@@ -312,4 +317,38 @@ fn from_layers_keeps_byte_limits_consistent() {
     l.limit = 50;
     let s = Stack::from_layers(vec![l]);
     assert_eq!(s.ceiling_bytes().unwrap().bytes, 200);
+}
+
+/// The stack `docs/layers.md` shows as a file resolves as it says: its custom layer is in the
+/// stack because the list names it, after the catalog ids, and `ceiling_bytes` keeps `default`.
+#[cfg(feature = "collector")]
+#[test]
+fn the_documented_stack_file_resolves_as_described() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/layers.md")).unwrap();
+    let block = doc
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a toml block");
+    let config: StackConfig = toml::from_str(block).unwrap();
+    let s = Stack::resolve(None, None, Some(&config)).unwrap();
+    let ids: Vec<&str> = s.layers().iter().map(|l| l.id()).collect();
+    assert_eq!(
+        ids,
+        [
+            "codex.tool-output.tokens",
+            "cline.message-builder",
+            "tempo.attr-bytes",
+            "my-proxy",
+            "default"
+        ]
+    );
+    let codex = &s.layers()[0];
+    assert_eq!((codex.limit, codex.source), (8000, Origin::File));
+    // Left out of the list, the same custom layer is not in the stack.
+    let mut unnamed = config.clone();
+    unnamed.ids.retain(|id| id != "my-proxy");
+    let s = Stack::resolve(None, None, Some(&unnamed)).unwrap();
+    assert!(s.layers().iter().all(|l| l.id() != "my-proxy"));
 }

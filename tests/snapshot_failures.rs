@@ -248,49 +248,62 @@ async fn a_tiny_tmpfs_fills_up_and_the_partial_file_is_removed() {
     Command::new("umount").arg(&dir).status().unwrap();
 }
 
+/// The deadlines follow what this machine takes now: the time from the start to the first
+/// snapshot on disk (a start, a capture, a write and an fsync) sets the slack every wait gets.
+/// The bound checked is the daemon's own (2 intervals + 5 s from the capture on disk), read
+/// against the test's clock from the snapshot age the daemon reports as the stall begins, not
+/// from when the test happened to place the FIFO.
 #[tokio::test]
 async fn a_stalled_write_makes_the_daemon_not_ready_until_it_ends() {
+    const BOUND: Duration = Duration::from_millis(2 * 100 + 5_000);
+    // Wall clock (the daemon's ages) against the test's monotonic clock.
+    const CLOCKS: f64 = 0.05;
     let dir = temp_dir("snap-stall");
+    let started = std::time::Instant::now();
     let b = Binary::start_with_env(
         &["--snapshot-interval", "100ms"],
         Some(&dir),
         &[("RUST_LOG", "off")],
     );
-    wait_for("a snapshot", Duration::from_secs(10), || async {
+    wait_for("a snapshot", Duration::from_secs(60), || async {
         dir.join(SNAPSHOT).exists().then_some(())
     })
     .await;
+    let slack = (started.elapsed() * 10).max(Duration::from_secs(5));
+    eprintln!(
+        "first snapshot after {:?}: slack {slack:?}",
+        started.elapsed()
+    );
     // The next write opens a FIFO with no reader: it hangs, as on a stalled disk. (Made between
     // two writes: while one runs, its temporary file is there.)
-    wait_for(
-        "a FIFO in place of the temporary file",
-        Duration::from_secs(5),
-        || async {
-            let st = Command::new("mkfifo").arg(dir.join(TMP)).status().unwrap();
-            st.success().then_some(())
-        },
-    )
+    wait_for("a FIFO in place of the temporary file", slack, || async {
+        let st = Command::new("mkfifo").arg(dir.join(TMP)).status().unwrap();
+        st.success().then_some(())
+    })
     .await;
-    let stalled = std::time::Instant::now();
-    let body = wait_for("/readyz 503", Duration::from_secs(15), || async {
+    // No write succeeds from here on: the capture on disk is `age` old at `asked` or later.
+    let asked = std::time::Instant::now();
+    let age = sample(&metrics(b.admin).await, "toolsize_snapshot_age_seconds").unwrap();
+    let body = wait_for("/readyz 503", BOUND + slack, || async {
         let (status, body) = readyz(b.admin).await;
         (status == 503).then_some(body)
     })
     .await;
-    // Two intervals + 5 s.
+    // Not before the bound: the 503 came at least BOUND after the capture on disk.
+    let waited = asked.elapsed().as_secs_f64();
     assert!(
-        stalled.elapsed() >= Duration::from_millis(5_200),
-        "{:?}",
-        stalled.elapsed()
+        waited + age + CLOCKS >= BOUND.as_secs_f64(),
+        "503 after {waited:.3} s, the capture then {age:.3} s old"
     );
     assert!(body.contains("a write is stalled"), "{body}");
     let age = sample(&metrics(b.admin).await, "toolsize_snapshot_age_seconds").unwrap();
-    assert!(age > 5.2, "{age}");
+    assert!(age > BOUND.as_secs_f64(), "{age}");
     // The disk answers again: the write ends (a FIFO cannot be fsynced: that write fails and
     // its temporary file goes), the next one succeeds, and the daemon is ready.
     let fifo = dir.join(TMP);
+    let freed = std::time::Instant::now();
     let reader = std::thread::spawn(move || std::fs::read(fifo).map(|b| b.len()));
-    wait_for("/readyz 200", Duration::from_secs(10), || async {
+    wait_for("/readyz 200", slack, || async {
         (readyz(b.admin).await.0 == 200).then_some(())
     })
     .await;
@@ -298,7 +311,13 @@ async fn a_stalled_write_makes_the_daemon_not_ready_until_it_ends() {
         reader.join().unwrap().unwrap() > 0,
         "the stalled write wrote"
     );
+    // The capture on disk now was taken after the stall ended (the next capture waits for the
+    // write in flight).
     let age = sample(&metrics(b.admin).await, "toolsize_snapshot_age_seconds").unwrap();
-    assert!(age < 2.0, "{age}");
+    let since = freed.elapsed().as_secs_f64();
+    assert!(
+        age <= since + CLOCKS,
+        "{age} s old, the stall ended {since} s ago"
+    );
     b.stop();
 }

@@ -969,8 +969,10 @@ async fn a_token_typed_into_the_sign_in_box_opens_the_page() {
     assert!(r.status().is_success());
     let profile = temp_dir("type-token");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pages/type_token.mjs");
+    // The script's deadlines follow what it measures (its first render); this one only stops a
+    // hung script: past its start bound and ten times that for the rest.
     let out = tokio::time::timeout(
-        Duration::from_secs(90),
+        Duration::from_secs(240 * 11 + 60),
         tokio::process::Command::new("node")
             .arg("--experimental-websocket")
             .arg(&script)
@@ -982,7 +984,7 @@ async fn a_token_typed_into_the_sign_in_box_opens_the_page() {
             .output(),
     )
     .await
-    .expect("the typing script did not finish in 90 s")
+    .expect("the typing script hung past its own deadlines")
     .unwrap();
     assert!(
         out.status.success(),
@@ -990,6 +992,10 @@ async fn a_token_typed_into_the_sign_in_box_opens_the_page() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!(
+        "first render {} ms, after the token {} ms",
+        v["first_ms"], v["after_ms"]
+    );
     assert_eq!(v["box"], true, "{v}");
     assert_eq!(v["state"], "ok", "{v}");
     assert_eq!(v["rows"], 1, "{v}");
@@ -1056,9 +1062,7 @@ async fn status_page_shows_spans_that_are_no_tool_call() {
     assert!(!is_hidden(start_tag(&fresh, "empty-point")), "{fresh}");
     assert!(is_hidden(start_tag(&fresh, "unrecognised")), "{fresh}");
 
-    let spans = (0..2)
-        .map(|n| span(n, "chat", vec![s("gen_ai.operation.name", "chat")]))
-        .collect();
+    let spans = vec![span(0, "chat", vec![s("gen_ai.operation.name", "chat")])];
     let r = post_proto(daemon.http, &request("chatty-agent", spans)).await;
     assert!(r.status().is_success());
     let dom = chromium_dom(&format!("http://{}/", daemon.admin), "status-unrec", None).await;
@@ -1074,7 +1078,7 @@ async fn status_page_shows_spans_that_are_no_tool_call() {
     let list = text(inner(&dom, "unrecognised-list", "ul"));
     assert!(
         list.starts_with(
-            "chatty-agent: 2 spans, 0 log records; keys gen_ai.operation.name. GenAI spans arrive"
+            "chatty-agent: 1 span, 0 log records; keys gen_ai.operation.name. GenAI spans arrive"
         ),
         "{list}"
     );

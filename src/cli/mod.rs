@@ -143,6 +143,7 @@ pub enum Command {
     /// The collector daemon plus a built-in synthetic agent feeding it, to see the status page,
     /// history and alerts within seconds (the flags of `serve`, plus `--deploy-after`).
     #[cfg(feature = "collector")]
+    #[command(mut_arg(serve::WINDOWS_KEY, |a| a.help(serve::demo_window_help())))]
     Demo(Box<serve::DemoArgs>),
     /// A terminal UI on a running daemon: tools by p95, over-ceiling count or call rate, p95
     /// sparklines, firing alerts.

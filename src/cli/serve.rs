@@ -5,8 +5,8 @@
 //! (`{"event":"listening","otlp_grpc":..,"otlp_http":..,"admin":..}`, useful with port 0), and
 //! stops gracefully on SIGINT or SIGTERM: in-flight requests finish, the queue drains and a final
 //! snapshot is written. SIGHUP reads the configuration again and takes what can change without
-//! a restart (the alert sinks and the rules' settings, [`Daemon::reload`]); a file that does not
-//! load is logged and the running configuration kept. Logs go to standard error (`RUST_LOG` overrides the `info` level), as
+//! a restart (the alert sinks, the rules' settings and the layer stacks, [`Daemon::reload`]); a
+//! file that does not load is logged and the running configuration kept. Logs go to standard error (`RUST_LOG` overrides the `info` level), as
 //! text or, with `--log-format json`, one JSON object per line ([`super::log`]).
 
 use std::path::PathBuf;
@@ -51,8 +51,17 @@ pub struct DemoArgs {
 /// defaults (5m, 1h) would take over an hour.
 pub const DEMO_WINDOWS: [&str; 2] = ["10s", "2m"];
 
-/// The key the demo's windows replace when unset.
-const WINDOWS_KEY: &str = "aggregation.windows";
+/// The key the demo's windows replace when unset (also the id of its flag, `--window`).
+pub(crate) const WINDOWS_KEY: &str = "aggregation.windows";
+
+/// The help of the demo's `--window`: the demo's own default, not the daemon's.
+pub(crate) fn demo_window_help() -> String {
+    format!(
+        "Sliding windows for quantiles and counts (units: s, m, h, d), the flag repeatable. \
+         [default: {}]",
+        DEMO_WINDOWS.join(", ")
+    )
+}
 
 /// Prints the complete commented configuration file.
 pub fn gen_config() -> ExitCode {
@@ -213,6 +222,20 @@ async fn reload(daemon: &Daemon, args: &ServeArgs, running: &mut Config) {
         restart_needed = ?done.restart,
         "Configuration reloaded (SIGHUP)."
     );
+    if let Some(r) = &done.restacked {
+        log_stack(&running.stack);
+        let dropped: Vec<String> = r
+            .dropped
+            .iter()
+            .map(|(layer, milli)| format!("{layer}={}", milli.div_ceil(1000)))
+            .collect();
+        tracing::info!(
+            series_moved = r.series_moved,
+            dropped = ?dropped,
+            "Layer stack reloaded: each series is held to its new stack; the over-ceiling counts \
+             of layers a series is no longer held to are dropped (layer=results)."
+        );
+    }
     if !done.restart.is_empty() {
         tracing::warn!(
             keys = ?done.restart,

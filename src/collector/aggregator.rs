@@ -192,6 +192,13 @@ pub(crate) async fn run(
                 Some(Command::Retune { old, new, reply }) => {
                     let _ = reply.send(state.retune_observers(&old, &new));
                 }
+                Some(Command::Restack {
+                    stacks,
+                    size_bounds,
+                    reply,
+                }) => {
+                    let _ = reply.send(state.restack(stacks, size_bounds));
+                }
                 Some(cmd) => {
                     // Read-your-writes: everything acknowledged before the question is counted
                     // in the answer: the batches queued when it came (at most the queue's
@@ -253,7 +260,10 @@ fn answer(state: &State, cmd: Command) {
         Command::Ping { reply } => {
             let _ = reply.send(());
         }
-        Command::Shutdown { .. } | Command::Fail { .. } | Command::Retune { .. } => {}
+        Command::Shutdown { .. }
+        | Command::Fail { .. }
+        | Command::Retune { .. }
+        | Command::Restack { .. } => {}
     }
 }
 

@@ -56,9 +56,10 @@
 //! any listener binds, so an unwritable one stops the start; a listener that cannot bind names
 //! the flag, variable and key of its address.
 //!
-//! Reload ([`Daemon::reload`], on SIGHUP in `toolsize serve`): the alert sinks and the rules'
-//! settings are replaced in place; the state, the firing alerts and the listeners are kept;
-//! other changed keys wait for a restart.
+//! Reload ([`Daemon::reload`], on SIGHUP in `toolsize serve`): the alert sinks, the rules'
+//! settings and the layer stacks are replaced in place (each series held to its new stack, its
+//! counts kept by layer id); the state, the firing alerts and the listeners are kept; other
+//! changed keys wait for a restart.
 //!
 //! Shutdown ([`Daemon::shutdown`], on SIGTERM/SIGINT in `toolsize serve`): listeners stop
 //! accepting, in-flight requests finish, the aggregator drains its queue and writes a final
@@ -435,6 +436,8 @@ pub struct Reloaded {
     pub applied: Vec<String>,
     /// Of those, the keys that wait for a restart.
     pub restart: Vec<String>,
+    /// What holding the series to a new layer stack did, when the stack changed.
+    pub restacked: Option<state::Restacked>,
 }
 
 /// The keys of the alert sinks, replaced together on a reload.
@@ -697,12 +700,13 @@ impl Daemon {
 
     /// Takes what can change without a restart from `new`, a configuration read again (on
     /// SIGHUP): the alert sinks (`alerts.alertmanager_urls`, `alerts.webhook_*`,
-    /// `alerts.resend_interval`; the new sinks are sent the firing alerts at once) and each alert
-    /// rule's settings (thresholds, severities, quiet periods). The aggregated state, the
-    /// firing alerts and the snapshots are untouched. Every other changed key (listeners, the
-    /// layer stack, windows, enabling or disabling a rule) waits for a restart and is listed
-    /// as such. Returns the configuration now in effect (`running` with what was taken) and
-    /// what was done.
+    /// `alerts.resend_interval`; the new sinks are sent the firing alerts at once), each alert
+    /// rule's settings (thresholds, severities, quiet periods) and the layer stacks (`[layers]`:
+    /// every series is held to its new stack at once, its counts kept by layer id, see
+    /// [`state::restack`]). The aggregated state, the firing alerts and the snapshots are
+    /// otherwise untouched. Every other changed key (listeners, windows, enabling or disabling a
+    /// rule) waits for a restart and is listed as such. Returns the configuration now in effect
+    /// (`running` with what was taken) and what was done.
     pub async fn reload(&self, running: &Config, new: &Config) -> (Config, Reloaded) {
         let changed = changed_keys(running, new);
         let mut effective = running.clone();
@@ -744,6 +748,19 @@ impl Daemon {
                 }
             }
         }
+        let layer_keys: Vec<&String> = changed
+            .iter()
+            .filter(|k| k.starts_with("layers."))
+            .collect();
+        let mut restacked = None;
+        if !layer_keys.is_empty() {
+            restacked = self.restack(new).await;
+            if restacked.is_some() {
+                effective.stack = new.stack.clone();
+                effective.layers = new.layers.clone();
+                applied.extend(layer_keys.into_iter().cloned());
+            }
+        }
         let restart = changed
             .iter()
             .filter(|k| !applied.contains(k))
@@ -756,8 +773,27 @@ impl Daemon {
                 changed,
                 applied,
                 restart,
+                restacked,
             },
         )
+    }
+
+    /// Holds every series to the stacks of `new` (the aggregator renumbers what it keeps by
+    /// layer id), then serves them on `/api/v1/layers`. `None` when the aggregator has stopped.
+    async fn restack(&self, new: &Config) -> Option<state::Restacked> {
+        let stacks = Arc::new(state::stacks::Stacks::new(&new.stack, &new.layers));
+        let (tx, rx) = oneshot::channel();
+        let command = Command::Restack {
+            stacks: stacks.clone(),
+            size_bounds: state::layer_bounds(&new.stack, &new.layers),
+            reply: tx,
+        };
+        self.pipeline.control.send(command).await.ok()?;
+        let done = rx.await.ok()?;
+        self.pipeline
+            .api
+            .set_stack(Arc::new(new.stack.clone()), stacks.others());
+        Some(done)
     }
 
     /// Injects `fault` (see [`Pipeline::inject`]).

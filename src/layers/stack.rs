@@ -314,7 +314,9 @@ impl Stack {
     /// precedence flag > env > file > default:
     ///
     /// * the layer list comes from the highest-precedence source naming ids; with none, the
-    ///   stack is the custom layers, or, with none either, the `default` layer;
+    ///   stack is the custom layers, or, with none either, the `default` layer (a custom layer
+    ///   is in the stack when no source names ids or when the list names it; one the list
+    ///   leaves out can still be named by `[layers.services]`);
     /// * overrides, `ceiling_bytes` and custom layers merge key by key, the higher source winning;
     /// * setting `ceiling_bytes` anywhere keeps the `default` layer in the stack (appended last).
     ///
@@ -405,14 +407,12 @@ impl Stack {
             }
         }
 
-        let mut ids: Vec<&str> = sources
-            .iter()
-            .find(|(_, c)| !c.ids.is_empty())
-            .map(|(_, c)| c.ids.iter().map(String::as_str).collect())
-            .unwrap_or_default();
-        for (c, _) in &custom {
-            ids.push(&c.name);
-        }
+        // A custom layer is in the stack when no source names the layers, or when the list
+        // names it: otherwise it is declared for `[layers.services]` and the overrides.
+        let mut ids: Vec<&str> = match sources.iter().find(|(_, c)| !c.ids.is_empty()) {
+            Some((_, c)) => c.ids.iter().map(String::as_str).collect(),
+            None => custom.iter().map(|(c, _)| c.name.as_str()).collect(),
+        };
         if ids.is_empty() || ceiling.is_some() {
             ids.push(DEFAULT_LAYER_ID);
         }
@@ -859,6 +859,18 @@ mod tests {
                 ("default", 16384, Origin::Default)
             ]
         );
+        // Declared but left out of a list that names layers: not in the stack (it is there for
+        // a service's own stack); with no list, the custom layers are the stack.
+        let flag = StackConfig::parse_list("default").unwrap();
+        let s = Stack::resolve(Some(&flag), None, Some(&file)).unwrap();
+        assert_eq!(rows(&s), [("default", 16384, Origin::Default)]);
+        let named = StackConfig {
+            ids: vec!["cline.message-builder".into()],
+            ..file.clone()
+        };
+        let s = Stack::resolve(None, None, Some(&named)).unwrap();
+        assert_eq!(rows(&s).len(), 1);
+        assert_eq!(rows(&s)[0].0, "cline.message-builder");
         // A custom name becomes a label: bounded, no hidden characters.
         for bad in ["", "a\u{202E}b", "tab\there", &"x".repeat(129)] {
             let mut c = file.clone();

@@ -53,9 +53,10 @@ one `default` layer of 16384 bytes. Precedence: flag > environment > this file >
         out.push(
             Key::table(
                 join(path, "custom"),
-                "Your own layers (always part of the stack); unit: bytes, chars, utf16_units, tokens,\n\
-                 lines, depth or items; scope: per_result (default), per_string, per_attribute or\n\
-                 per_line.",
+                "Your own layers: the stack when `stack` is unset, else in it when `stack` names them\n\
+                 (and in a service's stack when [layers.services] names them); unit: bytes, chars,\n\
+                 utf16_units, tokens, lines, depth or items; scope: per_result (default),\n\
+                 per_string, per_attribute or per_line.",
             )
             .free()
             .example(

@@ -132,9 +132,9 @@ pub(crate) fn status_page(otlp_grpc: SocketAddr, otlp_http: SocketAddr) -> Strin
 pub struct ApiState {
     control: mpsc::Sender<Command>,
     stats: Arc<SelfStats>,
-    stack: Arc<Stack>,
-    /// The other stacks series are held to (configured services', coding agents').
-    others: Arc<[OtherStack]>,
+    /// The daemon's stack and the other stacks series are held to (configured services',
+    /// coding agents'): replaced whole by a reload.
+    stacks: Arc<std::sync::RwLock<ServedStacks>>,
     alerts: AlertsHandle,
     /// OTLP/gRPC and OTLP/HTTP addresses, named by the status page.
     otlp: [SocketAddr; 2],
@@ -156,8 +156,7 @@ impl ApiState {
         Self {
             control,
             stats,
-            stack: Arc::new(Stack::default()),
-            others: Arc::new([]),
+            stacks: Arc::default(),
             alerts: AlertsHandle::default(),
             otlp: [
                 crate::collector::config::DEFAULT_OTLP_GRPC_ADDR,
@@ -222,10 +221,19 @@ impl ApiState {
 
     /// The effective layer stack served on `/api/v1/layers` (default: the default stack).
     #[must_use]
-    pub(crate) fn with_stack(mut self, stack: Arc<Stack>, others: Vec<OtherStack>) -> Self {
-        self.stack = stack;
-        self.others = others.into();
+    pub(crate) fn with_stack(self, stack: Arc<Stack>, others: Vec<OtherStack>) -> Self {
+        self.set_stack(stack, others);
         self
+    }
+
+    /// Serves `stack` and `others` on `/api/v1/layers` from now on (a reload).
+    pub(crate) fn set_stack(&self, stack: Arc<Stack>, others: Vec<OtherStack>) {
+        let served = ServedStacks {
+            stack,
+            others: others.into(),
+        };
+        // A poisoned lock held a complete value: take it over.
+        *self.stacks.write().unwrap_or_else(|e| e.into_inner()) = served;
     }
 
     async fn ask<T>(
@@ -560,7 +568,15 @@ async fn alerts(State(s): State<ApiState>) -> Response {
 
 /// `/api/v1/layers`: answered from the resolved stack, without asking the aggregator.
 async fn layers(State(s): State<ApiState>) -> Response {
-    Json(layers_json(&s.stack, &s.others)).into_response()
+    let served = s.stacks.read().unwrap_or_else(|e| e.into_inner()).clone();
+    Json(layers_json(&served.stack, &served.others)).into_response()
+}
+
+/// The stacks `/api/v1/layers` serves.
+#[derive(Debug, Clone, Default)]
+struct ServedStacks {
+    stack: Arc<Stack>,
+    others: Arc<[OtherStack]>,
 }
 
 /// The JSON of `/api/v1/layers`.

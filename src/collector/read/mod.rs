@@ -76,6 +76,16 @@ pub(crate) enum Command {
         /// Answer.
         reply: oneshot::Sender<crate::collector::state::Retune>,
     },
+    /// A reload: every series is held to these stacks from now on
+    /// ([`crate::collector::state::State::restack`]).
+    Restack {
+        /// The stacks of the reloaded configuration.
+        stacks: std::sync::Arc<crate::collector::state::stacks::Stacks>,
+        /// The classic size histogram's bounds for them.
+        size_bounds: std::sync::Arc<[u64]>,
+        /// Answer.
+        reply: oneshot::Sender<crate::collector::state::Restacked>,
+    },
     /// Drain the queue, write a final snapshot, stop.
     Shutdown {
         /// Answered once stopped.

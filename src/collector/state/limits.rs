@@ -71,6 +71,11 @@ fn configured(stack: &Stack, file: &StackConfig) -> Stack {
     stack.extended(ids, file).unwrap_or_else(|_| stack.clone())
 }
 
+/// The classic size histogram's bounds for the daemon's `stack` and the services of `file`.
+pub(crate) fn layer_bounds(stack: &Stack, file: &StackConfig) -> Arc<[u64]> {
+    size_bounds(&configured(stack, file)).into()
+}
+
 /// Upper bounds of the classic `toolsize_tool_call_duration_seconds` buckets, in microseconds.
 pub(crate) const LATENCY_BUCKETS_US: &[u64] = &[
     1_000, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000,
@@ -137,7 +142,7 @@ impl Limits {
             max_series: c.aggregation.max_series,
             largest_results: c.aggregation.largest_results,
             top_args_hashes: c.aggregation.top_args_hashes,
-            size_bounds: size_bounds(&configured(&c.stack, &c.layers)).into(),
+            size_bounds: layer_bounds(&c.stack, &c.layers),
             stacks: Arc::new(Stacks::new(&c.stack, &c.layers)),
             join_window_ms: c.recognition.join_window.0.as_millis() as u64,
         }

@@ -21,6 +21,7 @@ pub mod histogram;
 pub(crate) mod join;
 pub(crate) mod key;
 pub(crate) mod limits;
+pub(crate) mod restack;
 pub(crate) mod series;
 pub(crate) mod stacks;
 
@@ -28,6 +29,7 @@ pub(crate) use crate::collector::hash::FxBuild;
 pub(crate) use key::{KeyLike, SeriesKey, SeriesKeyRef};
 pub(crate) use limits::*;
 pub use limits::{size_bounds, Limits};
+pub use restack::Restacked;
 pub(crate) use series::*;
 
 use crate::collector::ingest::learn::Learner;
@@ -77,6 +79,10 @@ pub(crate) trait ResultObserver: Send + 'static {
         _out: &mut Retune,
     ) {
     }
+
+    /// A reload renumbered the layers: `remap` gives each old index its new one (`None`: the
+    /// layer was removed). Whatever the observer keeps by layer index follows it.
+    fn restack(&mut self, _remap: &restack::Remap) {}
 }
 
 /// What a reload changed in the observers: the config sections taken, and those that wait for

@@ -42,6 +42,7 @@ use tokio::sync::mpsc;
 
 use super::{AlertStats, Event, Matched};
 use crate::collector::config::{AlertsConfig, Config};
+pub(crate) use crate::collector::state::restack::Remap;
 use crate::collector::state::{
     FxBuild, Limits, Observed, ResultObserver, Retune, Series, SeriesKey, SeriesMap, State, Stats,
 };
@@ -160,6 +161,8 @@ pub(crate) trait RecordRule: Send + std::fmt::Debug {
     fn over(&mut self, over: &Over<'_>) -> Decision;
     /// Forgets alerts quiet for their quiet period at `now_ms` (called every evaluation).
     fn sweep(&mut self, now_ms: u64);
+    /// The layers were renumbered (a reload; see [`ResultObserver::restack`]).
+    fn restack(&mut self, _remap: &Remap) {}
 }
 
 /// What a window rule sees of one series at an evaluation.
@@ -297,6 +300,15 @@ impl<K: std::hash::Hash + Eq + Copy> Firing<K> {
                 Hit::New
             }
         }
+    }
+
+    /// Gives every held alert the key `f` maps its key to; one mapped to `None` is forgotten.
+    pub(crate) fn rekey(&mut self, f: impl Fn(K) -> Option<K>) {
+        self.hot = self
+            .hot
+            .drain()
+            .filter_map(|(k, h)| Some((f(k)?, h)))
+            .collect();
     }
 
     /// Forgets alerts quiet for the quiet period.
@@ -620,6 +632,12 @@ impl Rules {
 impl ResultObserver for Rules {
     fn retune(&mut self, old: &AlertsConfig, new: &AlertsConfig, out: &mut Retune) {
         self.retune_rules(old, new, out);
+    }
+
+    fn restack(&mut self, remap: &Remap) {
+        for (_, r) in &mut self.records {
+            r.restack(remap);
+        }
     }
 
     fn observe(&mut self, seen: &Observed<'_>) {

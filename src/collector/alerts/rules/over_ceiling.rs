@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::{labels, Decision, Firing, Hit, Over, RecordRule, RuleKind};
+use super::{labels, Decision, Firing, Hit, Over, RecordRule, Remap, RuleKind};
 use crate::collector::alerts::{Matched, OVER_CEILING};
 use crate::collector::config::OverCeilingConfig;
 use crate::hex::encode as hex;
@@ -109,6 +109,13 @@ impl RecordRule for Rule {
     fn sweep(&mut self, now_ms: u64) {
         self.firing.sweep(now_ms);
     }
+
+    fn restack(&mut self, remap: &Remap) {
+        self.firing.rekey(|(series, layer)| {
+            let to = remap.get(layer as usize).copied().flatten()?;
+            Some((series, u32::try_from(to).ok()?))
+        });
+    }
 }
 
 #[cfg(test)]
@@ -184,6 +191,30 @@ mod tests {
         };
         assert!(!m.new);
         assert_eq!(m.annotations["bytes"], "30000");
+    }
+
+    #[test]
+    fn a_reload_moves_a_firing_alert_with_its_layer() {
+        let before = Config::from_toml("[layers]\nstack = [\"default\"]\n").unwrap();
+        let mut rule = Rule::from_config(&before.alerts.over_ceiling).unwrap();
+        let old = Limits::from_config(&before).stacks.all.clone();
+        assert!(matches!(over(&mut rule, &old, 20_000, 0), Decision::Due(_)));
+        // `default` moves from index 0 to 1: the alert firing for it stays one alert.
+        let after = Config::from_toml(
+            "[layers]\nstack = [\"mine\", \"default\"]\n\
+             [[layers.custom]]\nname = \"mine\"\nlimit = 90000\nunit = \"bytes\"\n",
+        )
+        .unwrap();
+        let new = Limits::from_config(&after).stacks.all.clone();
+        assert_eq!(new.layers()[1].id(), "default");
+        rule.restack(&[Some(1)]);
+        assert!(matches!(
+            over(&mut rule, &new, 20_000, 1_000),
+            Decision::Merged
+        ));
+        // A layer removed: its alert is forgotten, the next match is a new one.
+        rule.restack(&[None, None]);
+        assert!(matches!(over(&mut rule, &new, 20_000, 2_000), Decision::Due(m) if m.new));
     }
 
     #[test]
