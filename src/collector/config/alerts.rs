@@ -1,9 +1,14 @@
 //! The `[alerts]` section: where alerts go and one sub-table per rule. Each key is its field
 //! ([`super::declare`]).
 
-use super::declare::{above, section};
+use super::declare::section;
 use super::values::Interval;
+use crate::collector::alerts::rules::for_each_rule;
 
+/// Declares `[alerts]` with one sub-table per rule of [`for_each_rule`], `[alerts.<module>]`
+/// holding the rule's `Config`.
+macro_rules! alerts_section {
+    ($($(#[doc = $doc:literal])+ $kind:ident => $m:ident ($constant:ident): $trait:ident;)+) => {
 section! {
     /// Alert rules and where alerts go.
     pub struct AlertsConfig {
@@ -45,103 +50,17 @@ section! {
         /// aggregation.windows, 5m by default) and resolve within 3 x this once their condition
         /// no longer holds.
         pub(crate) evaluation_interval: Interval = Interval::secs(10),
-        /// `ToolResultOverCeiling`.
-        #[section]
-        pub over_ceiling: OverCeilingConfig,
-        /// `ToolArgsRepeatedlyOversize`.
-        #[section]
-        pub repeated_oversize: RepeatedOversizeConfig,
-        /// `ToolResultSizeP95Jump`.
-        #[section]
-        pub(crate) p95_jump: P95JumpConfig,
-        /// `ToolResultSizeNearCeiling`.
-        #[section]
-        pub(crate) near_ceiling: NearCeilingConfig,
-        /// `ToolResultTruncationRate`.
-        #[section]
-        pub(crate) truncation_rate: TruncationRateConfig,
+        $(
+            $(#[doc = $doc])+
+            #[section]
+            pub $m: crate::collector::alerts::rules::$m::Config,
+        )+
     }
+}
+    };
 }
 
-section! {
-    /// ToolResultOverCeiling: a result over the ceiling of a layer, per (service, tool, layer).
-    pub struct OverCeilingConfig {
-        /// Whether the rule runs.
-        pub(crate) enabled: bool = true,
-        /// The alert's severity label.
-        pub severity: String = "page".to_string(),
-        /// Resolves after this long without an over-ceiling result.
-        pub(crate) quiet_period: Interval = Interval::secs(300),
-    }
-}
-
-section! {
-    /// ToolArgsRepeatedlyOversize: `count` over-ceiling results with the same arguments hash
-    /// within `window` (an agent retrying the same huge call); resolves after a window without
-    /// any.
-    pub struct RepeatedOversizeConfig {
-        /// Whether the rule runs.
-        pub enabled: bool = true,
-        /// The alert's severity label.
-        pub(crate) severity: String = "warning".to_string(),
-        /// Over-ceiling results with one arguments hash that fire it.
-        #[key(check = above(0))]
-        pub(crate) count: u32 = 3,
-        /// Window in which they are counted.
-        pub(crate) window: Interval = Interval::secs(600),
-    }
-}
-
-section! {
-    /// ToolResultSizeP95Jump: per (service, tool), the p95 of result bytes in the recent window
-    /// is at least `factor` x the p95 of the baseline: the slots of the longest window (1h) that
-    /// ended before the recent window began (a deploy or a changed query made results larger).
-    pub(crate) struct P95JumpConfig {
-        /// Whether the rule runs.
-        pub(crate) enabled: bool = true,
-        /// The alert's severity label.
-        pub(crate) severity: String = "warning".to_string(),
-        /// Fires when the recent p95 is at least this many times the baseline p95.
-        #[key(check = factor)]
-        pub(crate) factor: f64 = 3.0,
-        /// Minimum sized results in the recent window.
-        pub(crate) min_recent: u64 = 20,
-        /// Minimum sized results in the baseline.
-        pub(crate) min_baseline: u64 = 50,
-    }
-}
-
-section! {
-    /// ToolResultSizeNearCeiling: the p95 of result bytes in the recent window is at least
-    /// `ratio` of the stack's ceiling in bytes (results about to be cut).
-    pub(crate) struct NearCeilingConfig {
-        /// Whether the rule runs.
-        pub(crate) enabled: bool = true,
-        /// The alert's severity label.
-        pub(crate) severity: String = "warning".to_string(),
-        /// Fires when the recent p95 is at least this share of the ceiling in bytes.
-        #[key(check = ratio)]
-        pub(crate) ratio: f64 = 0.8,
-        /// Minimum sized results in the recent window.
-        pub(crate) min_count: u64 = 20,
-    }
-}
-
-section! {
-    /// ToolResultTruncationRate: (truncated + truncated upstream) / calls in the recent window is
-    /// above `threshold`.
-    pub(crate) struct TruncationRateConfig {
-        /// Whether the rule runs.
-        pub(crate) enabled: bool = true,
-        /// The alert's severity label.
-        pub(crate) severity: String = "warning".to_string(),
-        /// Fires when the truncated share of calls in the recent window is above this.
-        #[key(check = share)]
-        pub(crate) threshold: f64 = 0.05,
-        /// Minimum calls in the recent window.
-        pub(crate) min_count: u64 = 20,
-    }
-}
+for_each_rule!(alerts_section);
 
 /// The body a webhook receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -167,30 +86,6 @@ impl std::str::FromStr for WebhookFormat {
                 "{s:?}: expected \"alertmanager\", \"slack\" or \"pagerduty\""
             )),
         }
-    }
-}
-
-/// Check of `p95_jump.factor`: a number above 1.
-fn factor(f: &f64) -> Result<(), String> {
-    match f.is_finite() && *f > 1.0 {
-        true => Ok(()),
-        false => Err("must be a number above 1".into()),
-    }
-}
-
-/// Check of `near_ceiling.ratio`: in (0, 1].
-fn ratio(r: &f64) -> Result<(), String> {
-    match r.is_finite() && *r > 0.0 && *r <= 1.0 {
-        true => Ok(()),
-        false => Err("must be above 0 and at most 1".into()),
-    }
-}
-
-/// Check of `truncation_rate.threshold`: in [0, 1).
-fn share(t: &f64) -> Result<(), String> {
-    match t.is_finite() && (0.0..1.0).contains(t) {
-        true => Ok(()),
-        false => Err("must be at least 0 and below 1".into()),
     }
 }
 

@@ -36,9 +36,8 @@ mod merge;
 mod sections;
 mod values;
 
+pub use alerts::AlertsConfig;
 pub(crate) use alerts::WebhookFormat;
-pub use alerts::{AlertsConfig, OverCeilingConfig, RepeatedOversizeConfig};
-pub(crate) use alerts::{NearCeilingConfig, P95JumpConfig, TruncationRateConfig};
 use declare::{section, Section};
 pub use flags::Flags;
 pub(crate) use keys::generated_config;

@@ -5,9 +5,39 @@
 //! window (1h) that ended before the recent window began (see
 //! [`Series::window_stats_ending_by`](crate::collector::state::Series::window_stats_ending_by)).
 
-use super::{labels, ratio, series_labels, RuleKind, WindowInput, WindowRule};
-use crate::collector::alerts::{Matched, P95_JUMP};
-use crate::collector::config::P95JumpConfig;
+use super::{labels, Severity, ratio, series_labels, WindowInput, WindowRule};
+use crate::collector::alerts::Matched;
+use crate::collector::config::declare::section;
+
+/// The alert name.
+pub const NAME: &str = "ToolResultSizeP95Jump";
+
+section! {
+    /// ToolResultSizeP95Jump: per (service, tool), the p95 of result bytes in the recent window
+    /// is at least `factor` x the p95 of the baseline: the slots of the longest window (1h) that
+    /// ended before the recent window began (a deploy or a changed query made results larger).
+    pub struct Config {
+        /// Whether the rule runs.
+        pub enabled: bool = true,
+        /// The alert's severity label.
+        pub severity: Severity = Severity::from("warning"),
+        /// Fires when the recent p95 is at least this many times the baseline p95.
+        #[key(check = factor)]
+        pub factor: f64 = 3.0,
+        /// Minimum sized results in the recent window.
+        pub min_recent: u64 = 20,
+        /// Minimum sized results in the baseline.
+        pub min_baseline: u64 = 50,
+    }
+}
+
+/// Check of `p95_jump.factor`: a number above 1.
+fn factor(f: &f64) -> Result<(), String> {
+    match f.is_finite() && *f > 1.0 {
+        true => Ok(()),
+        false => Err("must be a number above 1".into()),
+    }
+}
 
 /// The hint of `ToolResultSizeP95Jump`.
 pub(crate) const P95_JUMP_HINT: &str =
@@ -17,7 +47,7 @@ pub(crate) const P95_JUMP_HINT: &str =
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: String,
+    severity: Severity,
     factor: f64,
     min_recent: u64,
     min_baseline: u64,
@@ -25,7 +55,7 @@ pub(crate) struct Rule {
 
 impl Rule {
     /// The rule of `[alerts.p95_jump]`, when enabled.
-    pub(crate) fn from_config(c: &P95JumpConfig) -> Option<Self> {
+    pub(crate) fn from_config(c: &Config) -> Option<Self> {
         c.enabled.then(|| Self {
             severity: c.severity.clone(),
             factor: c.factor,
@@ -36,12 +66,9 @@ impl Rule {
 }
 
 impl WindowRule for Rule {
-    fn kind(&self) -> RuleKind {
-        RuleKind::P95Jump
-    }
 
     fn severity(&self) -> &str {
-        &self.severity
+        self.severity.as_str()
     }
 
     fn evaluate(&self, w: &WindowInput<'_>) -> Option<Matched> {
@@ -60,7 +87,7 @@ impl WindowRule for Rule {
         }
         let factor = p95 as f64 / before as f64;
         Some(Matched {
-            labels: series_labels(P95_JUMP, key, &self.severity),
+            labels: series_labels(NAME, key, self.severity.as_str()),
             annotations: labels(&[
                 ("p95_bytes", &p95.to_string()),
                 ("p95_before_bytes", &before.to_string()),
@@ -125,7 +152,7 @@ mod tests {
 
     #[test]
     fn fires_after_a_deploy_and_not_without_one() {
-        let mut config = only_window(P95_JUMP);
+        let mut config = only_window(NAME);
         let rules = Rules::from_config(&config).unwrap();
         let (st, now) = deploy_scenario(&config, 41_000.0);
         let m = rules
@@ -135,7 +162,7 @@ mod tests {
             .collect::<Vec<_>>();
         assert_eq!(m.len(), 1, "{m:?}");
         let m = &m[0];
-        assert_eq!(m.labels["alertname"], P95_JUMP);
+        assert_eq!(m.labels["alertname"], NAME);
         assert_eq!(m.labels["tool"], "fetch");
         assert_eq!(m.labels["severity"], "warning");
         let now_p95: u64 = m.annotations["p95_bytes"].parse().unwrap();
@@ -183,7 +210,7 @@ mod tests {
                 .unwrap()
                 .alerts
                 .p95_jump
-                == P95JumpConfig {
+                == super::Config {
                     enabled: false,
                     ..Default::default()
                 }
@@ -192,7 +219,7 @@ mod tests {
 
     #[test]
     fn resolves_once_the_jump_left_the_recent_window() {
-        let config = only_window(P95_JUMP);
+        let config = only_window(NAME);
         let rules = Rules::from_config(&config).unwrap();
         let (mut st, mut now) = deploy_scenario(&config, 41_000.0);
         let mut engine = crate::collector::alerts::Engine::default();
@@ -222,6 +249,6 @@ mod tests {
             resolved.extend(engine.tick(at(now)));
         }
         assert_eq!(resolved.len(), 1);
-        assert_eq!(resolved[0].name, P95_JUMP);
+        assert_eq!(resolved[0].name, NAME);
     }
 }

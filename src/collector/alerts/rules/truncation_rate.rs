@@ -1,10 +1,37 @@
 //! `ToolResultTruncationRate`: more than `threshold` of the recent results were truncated, by
 //! the tool or upstream.
 
-use super::{labels, ratio, series_labels, RuleKind, WindowInput, WindowRule};
-use crate::collector::alerts::{Matched, TRUNCATION_RATE};
-use crate::collector::config::TruncationRateConfig;
+use super::{labels, Severity, ratio, series_labels, WindowInput, WindowRule};
+use crate::collector::alerts::Matched;
+use crate::collector::config::declare::section;
 use crate::collector::state::whole_calls;
+
+/// The alert name.
+pub const NAME: &str = "ToolResultTruncationRate";
+
+section! {
+    /// ToolResultTruncationRate: (truncated + truncated upstream) / calls in the recent window is
+    /// above `threshold`.
+    pub struct Config {
+        /// Whether the rule runs.
+        pub enabled: bool = true,
+        /// The alert's severity label.
+        pub severity: Severity = Severity::from("warning"),
+        /// Fires when the truncated share of calls in the recent window is above this.
+        #[key(check = share)]
+        pub threshold: f64 = 0.05,
+        /// Minimum calls in the recent window.
+        pub min_count: u64 = 20,
+    }
+}
+
+/// Check of `truncation_rate.threshold`: in [0, 1).
+fn share(t: &f64) -> Result<(), String> {
+    match t.is_finite() && (0.0..1.0).contains(t) {
+        true => Ok(()),
+        false => Err("must be at least 0 and below 1".into()),
+    }
+}
 
 /// The hint of `ToolResultTruncationRate`.
 pub(crate) const TRUNCATION_RATE_HINT: &str =
@@ -13,14 +40,14 @@ pub(crate) const TRUNCATION_RATE_HINT: &str =
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: String,
+    severity: Severity,
     threshold: f64,
     min_count: u64,
 }
 
 impl Rule {
     /// The rule of `[alerts.truncation_rate]`, when enabled.
-    pub(crate) fn from_config(c: &TruncationRateConfig) -> Option<Self> {
+    pub(crate) fn from_config(c: &Config) -> Option<Self> {
         c.enabled.then(|| Self {
             severity: c.severity.clone(),
             threshold: c.threshold,
@@ -30,12 +57,9 @@ impl Rule {
 }
 
 impl WindowRule for Rule {
-    fn kind(&self) -> RuleKind {
-        RuleKind::TruncationRate
-    }
 
     fn severity(&self) -> &str {
-        &self.severity
+        self.severity.as_str()
     }
 
     fn evaluate(&self, w: &WindowInput<'_>) -> Option<Matched> {
@@ -59,7 +83,7 @@ impl WindowRule for Rule {
             ""
         };
         Some(Matched {
-            labels: series_labels(TRUNCATION_RATE, key, &self.severity),
+            labels: series_labels(NAME, key, self.severity.as_str()),
             annotations: labels(&[
                 ("rate", &ratio(rate)),
                 ("threshold", &ratio(self.threshold)),
@@ -100,7 +124,7 @@ mod tests {
 
     #[test]
     fn fires_above_the_threshold() {
-        let config = only_window(TRUNCATION_RATE);
+        let config = only_window(NAME);
         let rules = Rules::from_config(&config).unwrap();
         let run = |calls: u64, truncated: u64, upstream: u64| {
             let mut st = State::new(Limits::from_config(&config));
@@ -118,7 +142,7 @@ mod tests {
         };
         let m = run(100, 4, 3);
         assert_eq!(m.len(), 1, "7 % > 5 %");
-        assert_eq!(m[0].labels["alertname"], TRUNCATION_RATE);
+        assert_eq!(m[0].labels["alertname"], NAME);
         assert_eq!(m[0].annotations["rate"], "0.07");
         assert_eq!(m[0].annotations["truncated"], "4");
         assert_eq!(m[0].annotations["truncated_upstream"], "3");
