@@ -92,6 +92,22 @@ macro_rules! declare_rules {
                 }
             }
 
+            /// Whether it runs on the windows (else on every record over a ceiling).
+            #[cfg(test)]
+            pub(crate) fn is_window(self) -> bool {
+                match self {
+                    $(RuleKind::$kind => stringify!($trait) == "Window",)+
+                }
+            }
+
+            /// Switches it on or off in `config`.
+            #[cfg(test)]
+            pub(crate) fn set_enabled(self, config: &mut AlertsConfig, on: bool) {
+                match self {
+                    $(RuleKind::$kind => config.$m.enabled = on,)+
+                }
+            }
+
             /// (whether its section differs between `old` and `new`, whether `old` enabled it).
             fn changed(self, old: &AlertsConfig, new: &AlertsConfig) -> (bool, bool) {
                 match self {
@@ -778,17 +794,18 @@ pub(crate) mod testing {
     /// Only the window rule `name` on (the record rules off).
     pub(crate) fn only_window(name: &str) -> Config {
         let mut c = Config::default();
-        c.alerts.over_ceiling.enabled = false;
-        c.alerts.repeated_oversize.enabled = false;
+        for kind in RuleKind::ALL.into_iter().filter(|k| !k.is_window()) {
+            kind.set_enabled(&mut c.alerts, false);
+        }
         only(&mut c, name);
         c
     }
 
     /// Only the window rule `name` on among the window rules.
     pub(crate) fn only(c: &mut Config, name: &str) {
-        c.alerts.p95_jump.enabled = name == p95_jump::NAME;
-        c.alerts.near_ceiling.enabled = name == near_ceiling::NAME;
-        c.alerts.truncation_rate.enabled = name == truncation_rate::NAME;
+        for kind in RuleKind::ALL.into_iter().filter(|k| k.is_window()) {
+            kind.set_enabled(&mut c.alerts, kind.name() == name);
+        }
     }
 
     /// A whole hour (1_800_000_000 is one).

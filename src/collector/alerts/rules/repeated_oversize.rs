@@ -426,16 +426,15 @@ mod tests {
         assert!(!m.labels.contains_key("args_hash"), "one alert per tool");
         assert_eq!(m.annotations["count"], "3");
         assert_eq!(m.annotations["args_hashes"], "0123456789ab ×3");
-        let mut c = Config::default();
-        c.alerts.over_ceiling.enabled = false;
-        c.alerts.repeated_oversize.enabled = false;
+        let c = only_window(super::super::p95_jump::NAME);
         assert!(
             super::super::Rules::from_config(&c).is_some(),
             "window rules still on"
         );
-        c.alerts.p95_jump.enabled = false;
-        c.alerts.near_ceiling.enabled = false;
-        c.alerts.truncation_rate.enabled = false;
+        let mut c = Config::default();
+        for kind in super::super::RuleKind::ALL {
+            kind.set_enabled(&mut c.alerts, false);
+        }
         assert!(
             super::super::Rules::from_config(&c).is_none(),
             "every rule off"
