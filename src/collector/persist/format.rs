@@ -108,39 +108,9 @@ pub(crate) struct Stats {
     pub(crate) latency: Hist,
 }
 
-/// The counters of one period.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Counts {
-    /// Tool calls (spans seen).
-    pub(crate) calls: u64,
-    /// Failed calls.
-    pub(crate) errors: u64,
-    /// Results the tool reported truncated.
-    pub(crate) truncated: u64,
-    /// Results that showed an upstream cut.
-    pub(crate) truncated_upstream: u64,
-    /// Successful calls of unknown size.
-    pub(crate) unknown_size: u64,
-    /// Sizes measured by the tool.
-    pub(crate) measured: u64,
-    /// Sizes derived from content as recorded.
-    pub(crate) derived: u64,
-    /// Sizes derived with the tracer's wrapping removed.
-    pub(crate) unwrapped: u64,
-    /// Of those, JSON re-serialised (approximate).
-    pub(crate) unwrapped_approximate: u64,
-    /// Sizes that are lower bounds.
-    pub(crate) lower_bound: u64,
-    /// Sizes a coding agent reported.
-    pub(crate) reported: u64,
-    /// Results over the ceiling of a layer.
-    pub(crate) over_ceiling: u64,
-    /// The largest attribute length limit results were seen cut at.
-    pub(crate) upstream_limit: Option<u64>,
-    /// Calls weighted by each span's adjusted count (1 / sampling probability), thousandths
-    /// of a call.
-    pub(crate) calls_milli: u64,
-}
+/// The counters of one period: the live struct, declared once in
+/// [`crate::collector::state::counts`], every field required.
+pub(crate) use crate::collector::state::Counts;
 
 /// An HDR histogram: its non-empty buckets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

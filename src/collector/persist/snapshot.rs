@@ -18,8 +18,8 @@ use crate::collector::state::histogram::{
     Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG,
 };
 use crate::collector::state::{
-    ArgsStat, Counts, Largest, OverRecent, Point, ResultId, ResultRef, SeriesKey, SeriesMap, State,
-    Stats, LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
+    ArgsStat, Largest, OverRecent, Point, ResultId, ResultRef, SeriesKey, SeriesMap, State, Stats,
+    LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
 };
 use crate::layers::Stack;
 
@@ -43,47 +43,9 @@ fn hist_in(h: format::Hist, ceiling: u64, sigfig: u8) -> Hist {
     Hist::from_snapshot(&s, ceiling, sigfig)
 }
 
-fn counts_out(c: &Counts) -> format::Counts {
-    format::Counts {
-        calls: c.calls,
-        errors: c.errors,
-        truncated: c.truncated,
-        truncated_upstream: c.truncated_upstream,
-        unknown_size: c.unknown_size,
-        measured: c.measured,
-        derived: c.derived,
-        unwrapped: c.unwrapped,
-        unwrapped_approximate: c.unwrapped_approximate,
-        lower_bound: c.lower_bound,
-        reported: c.reported,
-        over_ceiling: c.over_ceiling,
-        upstream_limit: c.upstream_limit,
-        calls_milli: c.calls_milli,
-    }
-}
-
-fn counts_in(c: format::Counts) -> Counts {
-    Counts {
-        calls: c.calls,
-        errors: c.errors,
-        truncated: c.truncated,
-        truncated_upstream: c.truncated_upstream,
-        unknown_size: c.unknown_size,
-        measured: c.measured,
-        derived: c.derived,
-        unwrapped: c.unwrapped,
-        unwrapped_approximate: c.unwrapped_approximate,
-        lower_bound: c.lower_bound,
-        reported: c.reported,
-        over_ceiling: c.over_ceiling,
-        upstream_limit: c.upstream_limit,
-        calls_milli: c.calls_milli,
-    }
-}
-
 fn stats_out(s: &Stats) -> format::Stats {
     format::Stats {
-        counts: counts_out(&s.counts),
+        counts: s.counts,
         size: hist_out(&s.size),
         latency: hist_out(&s.latency),
     }
@@ -91,7 +53,7 @@ fn stats_out(s: &Stats) -> format::Stats {
 
 fn stats_in(s: format::Stats) -> Stats {
     Stats {
-        counts: counts_in(s.counts),
+        counts: s.counts,
         size: hist_in(s.size, MAX_BYTES, SIGFIG),
         latency: hist_in(s.latency, MAX_LATENCY_US, LATENCY_SIGFIG),
     }
