@@ -36,8 +36,8 @@ mod merge;
 mod sections;
 mod values;
 
-pub use alerts::AlertsConfig;
-pub(crate) use alerts::WebhookFormat;
+/// `[alerts]`, its rules' sections (one each, from the list of rules) and their values.
+pub use alerts::*;
 use declare::{section, Section};
 pub use flags::Flags;
 pub(crate) use keys::generated_config;

@@ -8,9 +8,10 @@
 //!   [`p95_jump`] (`ToolResultSizeP95Jump`), [`near_ceiling`] (`ToolResultSizeNearCeiling`) and
 //!   [`truncation_rate`] (`ToolResultTruncationRate`).
 //!
-//! Adding a rule is its file (`NAME`, `Config`, `Rule`, hint, payload, tests), its runbook
-//! section, its rows in `docs/collector.md` and one line in [`for_each_rule`]; the tests here
-//! fail when any of these is missing.
+//! Adding a rule is its file here (`NAME`, `Rule`, hint, payload, tests), its entry in the one
+//! list of rules ([`for_each_rule`], in `config/alerts.rs`: its section's keys and one line),
+//! its runbook section and its rows in `docs/collector.md`; the tests here fail when any of
+//! these is missing.
 //!
 //! **Deduplicate first.** A record over the ceiling for an alert already firing costs a probe
 //! of a [`Firing`] map keyed by integers (series id, layer index) and nothing else: no string,
@@ -29,34 +30,13 @@
 //! is counted by rule and outcome (`toolsize_alert_matches_total`): `sent`, `merged` into an
 //! alert already firing, `deferred` while the channel was full, `dropped` past the queue.
 
-/// The built-in rules, the one list of them: each line is a rule's doc, its [`RuleKind`]
-/// variant, its module (a file of this directory, whose name is its config section
-/// `[alerts.<module>]`), the public constant of its alert name, and the trait it implements.
-/// Their order is that of `toolsize_alert_matches_total`. Everything else about a rule is
-/// generated from this list or lives in its file (`NAME`, `Config`, `Rule`), and the tests below
-/// walk the list: a rule without its runbook section or its docs rows fails them.
-macro_rules! for_each_rule {
-    ($then:ident) => {
-        $then! {
-            /// `ToolResultOverCeiling`: a result over the ceiling of a layer.
-            OverCeiling => over_ceiling (OVER_CEILING): Record;
-            /// `ToolArgsRepeatedlyOversize`: one arguments hash over the ceiling again and again.
-            RepeatedOversize => repeated_oversize (REPEATED_OVERSIZE): Record;
-            /// `ToolResultSizeP95Jump`: a jump of the recent p95 of result bytes.
-            P95Jump => p95_jump (P95_JUMP): Window;
-            /// `ToolResultSizeNearCeiling`: a recent p95 of result bytes close to the ceiling.
-            NearCeiling => near_ceiling (NEAR_CEILING): Window;
-            /// `ToolResultTruncationRate`: a high share of truncated results.
-            TruncationRate => truncation_rate (TRUNCATION_RATE): Window;
-        }
-    };
-}
-pub(crate) use for_each_rule;
-
-/// What [`for_each_rule`] generates here: the modules, [`RuleKind`], the name constants and the
-/// wiring from `[alerts]` to the rules.
+/// What the one list of rules ([`for_each_rule`]) generates here: the modules, [`RuleKind`], the
+/// name constants and the wiring from `[alerts]` to the rules.
 macro_rules! declare_rules {
-    ($($(#[doc = $doc:literal])+ $kind:ident => $m:ident ($constant:ident): $trait:ident;)+) => {
+    ($(
+        $(#[doc = $doc:literal])+
+        $m:ident: $cfg:ident => $kind:ident ($constant:ident), $trait:ident { $($body:tt)* }
+    )+) => {
         $(pub mod $m;)+
 
         /// The built-in rules, by type; their order is that of `toolsize_alert_matches_total`.
@@ -134,7 +114,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{AlertStats, Event, Matched};
-use crate::collector::config::{AlertsConfig, Config};
+use crate::collector::config::{for_each_rule, AlertsConfig, Config};
 use crate::collector::state::{
     FxBuild, Limits, Observed, ResultObserver, Retune, Series, SeriesKey, SeriesMap, State, Stats,
 };
@@ -148,56 +128,7 @@ enum Built {
     Window(Box<dyn WindowRule>),
 }
 
-/// An alert's `severity` label: 1 to 64 ASCII letters, digits, `_` or `-` (Alertmanager routes
-/// on it; free text would make a label no route matches).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Severity(String);
-
-impl Severity {
-    /// Longest severity, in bytes.
-    pub const MAX_LEN: usize = 64;
-
-    /// The label's value.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TryFrom<String> for Severity {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        let ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
-        match !s.is_empty() && s.len() <= Self::MAX_LEN && s.chars().all(ok) {
-            true => Ok(Self(s)),
-            false => Err(format!(
-                "{:?}: a severity is 1 to {} ASCII letters, digits, `_` or `-`",
-                s.chars().take(Self::MAX_LEN).collect::<String>(),
-                Self::MAX_LEN
-            )),
-        }
-    }
-}
-
-impl From<Severity> for String {
-    fn from(s: Severity) -> String {
-        s.0
-    }
-}
-
-impl From<&str> for Severity {
-    /// A severity from a literal; panics on an invalid one (for defaults and tests; text from
-    /// outside goes through [`TryFrom<String>`]).
-    fn from(s: &str) -> Self {
-        Self::try_from(s.to_string()).expect("a valid severity literal")
-    }
-}
-
-impl crate::collector::config::declare::Scalar for Severity {
-    fn parse_item(item: &str) -> Result<Self, String> {
-        Self::try_from(item.to_string())
-    }
-}
+pub use crate::collector::config::Severity;
 
 /// What became of one match, the `outcome` label of `toolsize_alert_matches_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

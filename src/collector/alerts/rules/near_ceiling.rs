@@ -1,36 +1,12 @@
 //! `ToolResultSizeNearCeiling`: the recent p95 of result bytes is within `ratio` of the ceiling
 //! (the weakest layer's limit in bytes): results are about to be cut.
 
-use super::{labels, Severity, ratio, series_labels, WindowInput, WindowRule};
+use super::{labels, ratio, series_labels, WindowInput, WindowRule};
 use crate::collector::alerts::Matched;
-use crate::collector::config::declare::section;
+use crate::collector::config::NearCeilingConfig;
 
 /// The alert name.
 pub const NAME: &str = "ToolResultSizeNearCeiling";
-
-section! {
-    /// ToolResultSizeNearCeiling: the p95 of result bytes in the recent window is at least
-    /// `ratio` of the stack's ceiling in bytes (results about to be cut).
-    pub struct Config {
-        /// Whether the rule runs.
-        pub enabled: bool = true,
-        /// The alert's severity label.
-        pub severity: Severity = Severity::from("warning"),
-        /// Fires when the recent p95 is at least this share of the ceiling in bytes.
-        #[key(check = share_of_ceiling)]
-        pub ratio: f64 = 0.8,
-        /// Minimum sized results in the recent window.
-        pub min_count: u64 = 20,
-    }
-}
-
-/// Check of `near_ceiling.ratio`: in (0, 1].
-fn share_of_ceiling(r: &f64) -> Result<(), String> {
-    match r.is_finite() && *r > 0.0 && *r <= 1.0 {
-        true => Ok(()),
-        false => Err("must be above 0 and at most 1".into()),
-    }
-}
 
 /// The hint of `ToolResultSizeNearCeiling`.
 pub(crate) const NEAR_CEILING_HINT: &str =
@@ -39,14 +15,14 @@ pub(crate) const NEAR_CEILING_HINT: &str =
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: Severity,
+    severity: crate::collector::config::Severity,
     ratio: f64,
     min_count: u64,
 }
 
 impl Rule {
     /// The rule of `[alerts.near_ceiling]`, when enabled.
-    pub(crate) fn from_config(c: &Config) -> Option<Self> {
+    pub(crate) fn from_config(c: &NearCeilingConfig) -> Option<Self> {
         c.enabled.then(|| Self {
             severity: c.severity.clone(),
             ratio: c.ratio,

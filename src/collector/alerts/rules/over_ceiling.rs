@@ -8,26 +8,13 @@
 
 use std::time::Duration;
 
-use super::{labels, Severity, Decision, Firing, Hit, Over, RecordRule};
+use super::{labels, Decision, Firing, Hit, Over, RecordRule};
 use crate::collector::alerts::Matched;
-use crate::collector::config::declare::section;
-use crate::collector::config::Interval;
+use crate::collector::config::OverCeilingConfig;
 use crate::hex::encode as hex;
 
 /// The alert name.
 pub const NAME: &str = "ToolResultOverCeiling";
-
-section! {
-    /// ToolResultOverCeiling: a result over the ceiling of a layer, per (service, tool, layer).
-    pub struct Config {
-        /// Whether the rule runs.
-        pub enabled: bool = true,
-        /// The alert's severity label.
-        pub severity: Severity = Severity::from("page"),
-        /// Resolves after this long without an over-ceiling result.
-        pub quiet_period: Interval = Interval::secs(300),
-    }
-}
 
 /// The hint every over-ceiling alert carries.
 pub(crate) const HINT: &str =
@@ -36,14 +23,14 @@ pub(crate) const HINT: &str =
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: Severity,
+    severity: crate::collector::config::Severity,
     quiet_period: Duration,
     firing: Firing<(u32, u32)>,
 }
 
 impl Rule {
     /// The rule of `[alerts.over_ceiling]`, when enabled.
-    pub(crate) fn from_config(c: &Config) -> Option<Self> {
+    pub(crate) fn from_config(c: &OverCeilingConfig) -> Option<Self> {
         let quiet_period = c.quiet_period.0;
         c.enabled.then(|| Self {
             severity: c.severity.clone(),

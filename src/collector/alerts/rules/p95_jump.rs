@@ -5,39 +5,12 @@
 //! window (1h) that ended before the recent window began (see
 //! [`Series::window_stats_ending_by`](crate::collector::state::Series::window_stats_ending_by)).
 
-use super::{labels, Severity, ratio, series_labels, WindowInput, WindowRule};
+use super::{labels, ratio, series_labels, WindowInput, WindowRule};
 use crate::collector::alerts::Matched;
-use crate::collector::config::declare::section;
+use crate::collector::config::P95JumpConfig;
 
 /// The alert name.
 pub const NAME: &str = "ToolResultSizeP95Jump";
-
-section! {
-    /// ToolResultSizeP95Jump: per (service, tool), the p95 of result bytes in the recent window
-    /// is at least `factor` x the p95 of the baseline: the slots of the longest window (1h) that
-    /// ended before the recent window began (a deploy or a changed query made results larger).
-    pub struct Config {
-        /// Whether the rule runs.
-        pub enabled: bool = true,
-        /// The alert's severity label.
-        pub severity: Severity = Severity::from("warning"),
-        /// Fires when the recent p95 is at least this many times the baseline p95.
-        #[key(check = factor)]
-        pub factor: f64 = 3.0,
-        /// Minimum sized results in the recent window.
-        pub min_recent: u64 = 20,
-        /// Minimum sized results in the baseline.
-        pub min_baseline: u64 = 50,
-    }
-}
-
-/// Check of `p95_jump.factor`: a number above 1.
-fn factor(f: &f64) -> Result<(), String> {
-    match f.is_finite() && *f > 1.0 {
-        true => Ok(()),
-        false => Err("must be a number above 1".into()),
-    }
-}
 
 /// The hint of `ToolResultSizeP95Jump`.
 pub(crate) const P95_JUMP_HINT: &str =
@@ -47,7 +20,7 @@ pub(crate) const P95_JUMP_HINT: &str =
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: Severity,
+    severity: crate::collector::config::Severity,
     factor: f64,
     min_recent: u64,
     min_baseline: u64,
@@ -55,7 +28,7 @@ pub(crate) struct Rule {
 
 impl Rule {
     /// The rule of `[alerts.p95_jump]`, when enabled.
-    pub(crate) fn from_config(c: &Config) -> Option<Self> {
+    pub(crate) fn from_config(c: &P95JumpConfig) -> Option<Self> {
         c.enabled.then(|| Self {
             severity: c.severity.clone(),
             factor: c.factor,
@@ -210,7 +183,7 @@ mod tests {
                 .unwrap()
                 .alerts
                 .p95_jump
-                == super::Config {
+                == P95JumpConfig {
                     enabled: false,
                     ..Default::default()
                 }

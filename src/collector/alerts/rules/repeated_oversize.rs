@@ -18,10 +18,9 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-use super::{labels, Severity, series_labels, Decision, Firing, Hit, Over, RecordRule};
+use super::{labels, series_labels, Decision, Firing, Hit, Over, RecordRule};
 use crate::collector::alerts::Matched;
-use crate::collector::config::declare::{above, section};
-use crate::collector::config::Interval;
+use crate::collector::config::RepeatedOversizeConfig;
 use crate::collector::ingest::recognize::ArgsHash;
 use crate::collector::state::{whole_calls, FxBuild};
 
@@ -29,23 +28,6 @@ use super::over_ceiling::HINT;
 
 /// The alert name.
 pub const NAME: &str = "ToolArgsRepeatedlyOversize";
-
-section! {
-    /// ToolArgsRepeatedlyOversize: `count` over-ceiling results with the same arguments hash
-    /// within `window` (an agent retrying the same huge call); resolves after a window without
-    /// any.
-    pub struct Config {
-        /// Whether the rule runs.
-        pub enabled: bool = true,
-        /// The alert's severity label.
-        pub severity: Severity = Severity::from("warning"),
-        /// Over-ceiling results with one arguments hash that fire it.
-        #[key(check = above(0))]
-        pub count: u32 = 3,
-        /// Window in which they are counted.
-        pub window: Interval = Interval::secs(600),
-    }
-}
 
 /// Distinct arguments hashes tracked per series (a table of 256 trackers of 40 bytes, 10 KiB,
 /// per series that has any).
@@ -85,7 +67,7 @@ const _: () = assert!(PLACES.is_power_of_two() && PLACES <= 256 && TRACKED_PER_S
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: Severity,
+    severity: crate::collector::config::Severity,
     count: u32,
     window: Duration,
     window_ms: u64,
@@ -162,7 +144,7 @@ impl Hashes {
 
 impl Rule {
     /// The rule of `[alerts.repeated_oversize]`, when enabled.
-    pub(crate) fn from_config(c: &Config) -> Option<Self> {
+    pub(crate) fn from_config(c: &RepeatedOversizeConfig) -> Option<Self> {
         let window = c.window.0;
         c.enabled.then(|| Self {
             severity: c.severity.clone(),
@@ -345,9 +327,9 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        let c = super::Config {
+        let c = super::RepeatedOversizeConfig {
             window: crate::collector::config::Interval::secs(50),
-            ..super::Config::default()
+            ..super::RepeatedOversizeConfig::default()
         };
         let places = crate::collector::state::FxBuild::seeded(0x5eed);
         let home = |h: &ArgsHash| places.hash_one(h) as usize & super::MASK;

@@ -1,37 +1,13 @@
 //! `ToolResultTruncationRate`: more than `threshold` of the recent results were truncated, by
 //! the tool or upstream.
 
-use super::{labels, Severity, ratio, series_labels, WindowInput, WindowRule};
+use super::{labels, ratio, series_labels, WindowInput, WindowRule};
 use crate::collector::alerts::Matched;
-use crate::collector::config::declare::section;
+use crate::collector::config::TruncationRateConfig;
 use crate::collector::state::whole_calls;
 
 /// The alert name.
 pub const NAME: &str = "ToolResultTruncationRate";
-
-section! {
-    /// ToolResultTruncationRate: (truncated + truncated upstream) / calls in the recent window is
-    /// above `threshold`.
-    pub struct Config {
-        /// Whether the rule runs.
-        pub enabled: bool = true,
-        /// The alert's severity label.
-        pub severity: Severity = Severity::from("warning"),
-        /// Fires when the truncated share of calls in the recent window is above this.
-        #[key(check = share)]
-        pub threshold: f64 = 0.05,
-        /// Minimum calls in the recent window.
-        pub min_count: u64 = 20,
-    }
-}
-
-/// Check of `truncation_rate.threshold`: in [0, 1).
-fn share(t: &f64) -> Result<(), String> {
-    match t.is_finite() && (0.0..1.0).contains(t) {
-        true => Ok(()),
-        false => Err("must be at least 0 and below 1".into()),
-    }
-}
 
 /// The hint of `ToolResultTruncationRate`.
 pub(crate) const TRUNCATION_RATE_HINT: &str =
@@ -40,14 +16,14 @@ pub(crate) const TRUNCATION_RATE_HINT: &str =
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: Severity,
+    severity: crate::collector::config::Severity,
     threshold: f64,
     min_count: u64,
 }
 
 impl Rule {
     /// The rule of `[alerts.truncation_rate]`, when enabled.
-    pub(crate) fn from_config(c: &Config) -> Option<Self> {
+    pub(crate) fn from_config(c: &TruncationRateConfig) -> Option<Self> {
         c.enabled.then(|| Self {
             severity: c.severity.clone(),
             threshold: c.threshold,
