@@ -201,32 +201,9 @@ pub(crate) struct Over {
     pub(crate) result: ResultRef,
 }
 
-/// One closed slot of the shortest window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Point {
-    /// Slot start, Unix seconds.
-    pub(crate) at_unix: u64,
-    /// Calls.
-    pub(crate) count: u32,
-    /// Results of known size.
-    pub(crate) sized: u32,
-    /// Median bytes.
-    pub(crate) p50: u32,
-    /// 95th percentile bytes.
-    pub(crate) p95: u32,
-    /// 99th percentile bytes.
-    pub(crate) p99: u32,
-    /// Largest bytes.
-    pub(crate) max: u32,
-    /// Failed calls.
-    pub(crate) errors: u32,
-    /// Truncated by the tool.
-    pub(crate) truncated: u32,
-    /// Cut upstream.
-    pub(crate) truncated_upstream: u32,
-    /// Over the ceiling.
-    pub(crate) over_ceiling: u32,
-}
+/// One closed slot of the shortest window: the live point (`state::series::Point`), every field
+/// required.
+pub(crate) use crate::collector::state::Point;
 
 /// A firing alert.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

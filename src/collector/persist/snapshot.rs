@@ -18,7 +18,7 @@ use crate::collector::state::histogram::{
     Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG,
 };
 use crate::collector::state::{
-    ArgsStat, Largest, OverRecent, Point, ResultId, ResultRef, SeriesKey, SeriesMap, State, Stats,
+    ArgsStat, Largest, OverRecent, ResultId, ResultRef, SeriesKey, SeriesMap, State, Stats,
     LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
 };
 use crate::layers::Stack;
@@ -122,38 +122,6 @@ fn result_in(r: format::ResultRef) -> ResultRef {
     }
 }
 
-fn point_out(p: &Point) -> format::Point {
-    format::Point {
-        at_unix: p.at_unix,
-        count: p.count,
-        sized: p.sized,
-        p50: p.p50,
-        p95: p.p95,
-        p99: p.p99,
-        max: p.max,
-        errors: p.errors,
-        truncated: p.truncated,
-        truncated_upstream: p.truncated_upstream,
-        over_ceiling: p.over_ceiling,
-    }
-}
-
-fn point_in(p: &format::Point) -> Point {
-    Point {
-        at_unix: p.at_unix,
-        count: p.count,
-        sized: p.sized,
-        p50: p.p50,
-        p95: p.p95,
-        p99: p.p99,
-        max: p.max,
-        errors: p.errors,
-        truncated: p.truncated,
-        truncated_upstream: p.truncated_upstream,
-        over_ceiling: p.over_ceiling,
-    }
-}
-
 fn alert_out(a: SavedAlert) -> format::Alert {
     format::Alert {
         labels: a.labels,
@@ -253,7 +221,7 @@ fn snapshot_of(p: Parts<'_>, now: u64, alerts: Vec<SavedAlert>) -> format::Snaps
                     .iter()
                     .filter_map(|o| over_out(o, p.stack))
                     .collect(),
-                history: s.history.iter().map(point_out).collect(),
+                history: s.history.iter().copied().collect(),
             })
             .collect(),
         alerts: alerts.into_iter().map(alert_out).collect(),
@@ -435,7 +403,7 @@ impl State {
                 .filter_map(|o| over_in(o, &self.limits.stacks.all))
                 .collect();
             let points = self.limits.history_points();
-            s.history = ss.history.iter().map(point_in).collect();
+            s.history = ss.history.iter().copied().collect();
             while s.history.len() > points {
                 s.history.pop_front();
             }
