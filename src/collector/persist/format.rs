@@ -134,18 +134,9 @@ pub(crate) struct Ring {
     pub(crate) slots: Vec<(u64, Stats)>,
 }
 
-/// Which result a listed one is, its fields flattened into its holder's object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ResultRef {
-    /// Trace id, hex.
-    pub(crate) trace_id: String,
-    /// Span id, hex.
-    pub(crate) span_id: String,
-    /// Arguments hash.
-    pub(crate) args_hash: Option<String>,
-    /// When received, Unix seconds.
-    pub(crate) at_unix: u64,
-}
+/// Which result a listed one is, its fields flattened into its holder's object: the live
+/// reference (`state::series::ResultRef`), every field required but the arguments hash.
+pub(crate) use crate::collector::state::ResultRef;
 
 /// One of the largest recent results.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

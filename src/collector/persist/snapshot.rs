@@ -18,7 +18,7 @@ use crate::collector::state::histogram::{
     Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG,
 };
 use crate::collector::state::{
-    ArgsStat, Largest, OverRecent, ResultId, ResultRef, SeriesKey, SeriesMap, State, Stats,
+    ArgsStat, Largest, OverRecent, ResultId, SeriesKey, SeriesMap, State, Stats,
     LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
 };
 use crate::layers::Stack;
@@ -62,7 +62,7 @@ fn stats_in(s: format::Stats) -> Stats {
 fn largest_out(l: &Largest) -> format::Largest {
     format::Largest {
         bytes: l.bytes,
-        result: result_out(l.result.clone()),
+        result: l.result.clone(),
         truncated_upstream: l.truncated_upstream,
         cut_by: l.cut_by.clone(),
         original: l.original,
@@ -72,7 +72,7 @@ fn largest_out(l: &Largest) -> format::Largest {
 fn largest_in(l: format::Largest) -> Largest {
     Largest {
         bytes: l.bytes,
-        result: result_in(l.result),
+        result: l.result,
         truncated_upstream: l.truncated_upstream,
         cut_by: l.cut_by,
         original: l.original,
@@ -86,7 +86,7 @@ fn over_out(o: &OverRecent, stack: &Stack) -> Option<format::Over> {
         limit: o.limit,
         value: o.value,
         estimated: o.estimated,
-        result: result_out(o.result.hex()),
+        result: o.result.hex(),
     })
 }
 
@@ -100,26 +100,8 @@ fn over_in(o: &format::Over, stack: &Stack) -> Option<OverRecent> {
         limit: o.limit,
         value: o.value,
         estimated: o.estimated,
-        result: ResultId::from_hex(&result_in(o.result.clone()))?,
+        result: ResultId::from_hex(&o.result)?,
     })
-}
-
-fn result_out(r: ResultRef) -> format::ResultRef {
-    format::ResultRef {
-        trace_id: r.trace_id,
-        span_id: r.span_id,
-        args_hash: r.args_hash,
-        at_unix: r.at_unix,
-    }
-}
-
-fn result_in(r: format::ResultRef) -> ResultRef {
-    ResultRef {
-        trace_id: r.trace_id,
-        span_id: r.span_id,
-        args_hash: r.args_hash,
-        at_unix: r.at_unix,
-    }
 }
 
 fn alert_out(a: SavedAlert) -> format::Alert {
