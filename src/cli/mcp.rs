@@ -3,7 +3,7 @@
 //! HTTP): a proxy that measures, guards and traces every `tools/call` ([`crate::mcp`]).
 //!
 //! The output limit resolves `--max-output`, then the `--host` preset (a tool's declared
-//! allowance first), then `$TOOLSIZE_MAX_TOOL_OUTPUT`, then 16 KiB, and must be at least [`MIN_MAX_OUTPUT`](super::MIN_MAX_OUTPUT); it applies to
+//! allowance first), then `$TOOLSIZE_CEILING_BYTES` (or the deprecated `$TOOLSIZE_MAX_TOOL_OUTPUT`), then 16 KiB, and must be at least [`MIN_MAX_OUTPUT`](super::MIN_MAX_OUTPUT); it applies to
 //! each result's `result` object. Bad arguments, an unknown host (with a "did you mean"), an
 //! upstream URL the proxy cannot use, an address it cannot listen on or a server that cannot be
 //! started are structured errors on standard error, exit 2, before anything is relayed. The
@@ -32,7 +32,7 @@ pub struct McpArgs {
     #[arg(long, value_name = "POLICY", default_value = "truncate", value_parser = ["reject", "truncate", "spill"])]
     pub policy: String,
     /// Limit of each tool result in bytes, at least 1024 (default: the --host preset, else
-    /// $TOOLSIZE_MAX_TOOL_OUTPUT, else 16384).
+    /// $TOOLSIZE_CEILING_BYTES, else 16384).
     #[arg(long, value_name = "BYTES")]
     pub max_output: Option<u64>,
     /// Preset the limit from the layer catalog for the MCP client in front: claude-code, codex,

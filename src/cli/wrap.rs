@@ -52,7 +52,7 @@ pub struct WrapArgs {
     #[arg(long, value_name = "NAME")]
     pub tool: Option<String>,
     /// Limit of the whole printed envelope in bytes, at least 1024 (default:
-    /// $TOOLSIZE_MAX_TOOL_OUTPUT, else 16384).
+    /// $TOOLSIZE_CEILING_BYTES, else 16384).
     #[arg(long, value_name = "BYTES")]
     pub max_output: Option<u64>,
     /// What to do with output over the limit.

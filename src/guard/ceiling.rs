@@ -28,9 +28,13 @@ use crate::guard::json_truncate::JsonTruncator;
 use crate::guard::truncate::{floor_char_boundary, TextTruncator, DEFAULT_HEAD_RATIO};
 use crate::origin::Origin;
 
-/// Output limit used when nothing else sets one: 16 KiB.
-pub const DEFAULT_MAX_TOOL_OUTPUT: u64 = 16 * 1024;
-/// Environment variable holding the output limit in bytes.
+/// Output limit used when nothing else sets one: the default layer's ceiling,
+/// [`DEFAULT_CEILING_BYTES`](crate::layers::DEFAULT_CEILING_BYTES) (16 KiB), so that the guard
+/// cuts where the collector counts a result over the ceiling.
+pub const DEFAULT_MAX_TOOL_OUTPUT: u64 = crate::layers::DEFAULT_CEILING_BYTES;
+/// Deprecated environment variable holding the output limit in bytes: still read when
+/// [`ENV_CEILING_BYTES`](crate::layers::ENV_CEILING_BYTES), the variable the collector reads
+/// too, is not set, with a warning.
 pub const ENV_MAX_TOOL_OUTPUT: &str = "TOOLSIZE_MAX_TOOL_OUTPUT";
 /// Environment variable naming the directory of the filesystem spill store.
 pub const ENV_SPILL_DIR: &str = "TOOLSIZE_SPILL_DIR";
@@ -111,7 +115,10 @@ pub struct LimitError {
 impl fmt::Display for LimitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let from = match self.source {
-            Origin::Env => format!("{ENV_MAX_TOOL_OUTPUT} (environment)"),
+            Origin::Env => format!(
+                "{} (or the deprecated {ENV_MAX_TOOL_OUTPUT}, environment)",
+                crate::layers::ENV_CEILING_BYTES
+            ),
             other => format!("the {other} limit"),
         };
         write!(
@@ -577,11 +584,17 @@ impl CeilingGuardBuilder {
 
     /// Resolves the limit, logs it (once) with its source, and builds the guard.
     pub fn build(self) -> Result<CeilingGuard, LimitError> {
-        let env = match self.env {
-            Some(v) => v,
-            None => std::env::var(ENV_MAX_TOOL_OUTPUT).ok(),
+        let (env, deprecated) = match self.env {
+            Some(v) => (v, false),
+            None => env_limit(|name| std::env::var(name).ok()),
         };
         let limit = resolve_limit(self.explicit, self.config, env.as_deref())?;
+        if deprecated && limit.source == Origin::Env {
+            tracing::warn!(
+                "{ENV_MAX_TOOL_OUTPUT} is deprecated: set {} instead (the collector reads it too).",
+                crate::layers::ENV_CEILING_BYTES
+            );
+        }
         log_limit_once(limit, self.policy);
         Ok(CeilingGuard {
             limit,
@@ -592,6 +605,21 @@ impl CeilingGuardBuilder {
                 .store
                 .unwrap_or_else(|| Arc::new(FsSpillStore::from_env())),
         })
+    }
+}
+
+/// The limit the environment gives, read by `var`: [`ENV_CEILING_BYTES`] when set (not blank),
+/// else the deprecated [`ENV_MAX_TOOL_OUTPUT`] (then `true`).
+///
+/// [`ENV_CEILING_BYTES`]: crate::layers::ENV_CEILING_BYTES
+fn env_limit(var: impl Fn(&str) -> Option<String>) -> (Option<String>, bool) {
+    match var(crate::layers::ENV_CEILING_BYTES).filter(|v| !v.trim().is_empty()) {
+        Some(v) => (Some(v), false),
+        None => {
+            let old = var(ENV_MAX_TOOL_OUTPUT);
+            let deprecated = old.is_some();
+            (old, deprecated)
+        }
     }
 }
 
@@ -967,6 +995,42 @@ pub(crate) fn cut_to_json_string(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ceiling_variable_wins_over_the_deprecated_one() {
+        let env = |pairs: &[(&'static str, &'static str)]| {
+            let pairs = pairs.to_vec();
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let both: [(&'static str, &'static str); 2] = [
+            (crate::layers::ENV_CEILING_BYTES, "3000"),
+            (ENV_MAX_TOOL_OUTPUT, "2000"),
+        ];
+        assert_eq!(env_limit(env(&[])), (None, false));
+        assert_eq!(env_limit(env(&both)), (Some("3000".into()), false));
+        assert_eq!(
+            env_limit(env(&both[1..])),
+            (Some("2000".into()), true),
+            "the deprecated variable alone still sets the limit"
+        );
+        assert_eq!(
+            env_limit(env(&[(crate::layers::ENV_CEILING_BYTES, " "), both[1]])),
+            (Some("2000".into()), true),
+            "a blank variable is unset"
+        );
+        let e = resolve_limit(None, None, Some("16k"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("TOOLSIZE_CEILING_BYTES (or the deprecated TOOLSIZE_MAX_TOOL_OUTPUT"),
+            "{e}"
+        );
+    }
 
     fn guard(policy: Policy, limit: u64) -> CeilingGuard {
         CeilingGuard::builder()

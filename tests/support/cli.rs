@@ -35,6 +35,7 @@ pub fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut cmd = toolsize();
     cmd.args(args)
         .env_remove("TOOLSIZE_MAX_TOOL_OUTPUT")
+        .env_remove("TOOLSIZE_CEILING_BYTES")
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {

@@ -104,6 +104,7 @@ pub fn python_client_at(
     cmd.arg("--")
         .args(command)
         .env_remove("TOOLSIZE_MAX_TOOL_OUTPUT")
+        .env_remove("TOOLSIZE_CEILING_BYTES")
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
     for (k, v) in env {
@@ -149,7 +150,8 @@ impl RawPeer {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .env_remove("TOOLSIZE_MAX_TOOL_OUTPUT");
+            .env_remove("TOOLSIZE_MAX_TOOL_OUTPUT")
+            .env_remove("TOOLSIZE_CEILING_BYTES");
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -349,6 +351,7 @@ impl HttpProxy {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .env_remove("TOOLSIZE_MAX_TOOL_OUTPUT")
+            .env_remove("TOOLSIZE_CEILING_BYTES")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
         for (k, v) in env {

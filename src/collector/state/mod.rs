@@ -17,6 +17,7 @@
 //! by `max_series` × (histograms of one series): at most 11 size + latency pairs with the default
 //! two windows, ≈ 281 KiB (see [`crate::collector::state::histogram`] for the computation).
 
+pub(crate) mod counts;
 pub mod histogram;
 pub(crate) mod join;
 pub(crate) mod key;
