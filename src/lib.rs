@@ -25,6 +25,13 @@ pub mod cli;
 pub mod collector;
 #[cfg(feature = "cli")]
 pub mod mcp;
+/// `tools/call` results shaped to a limit: shared by `toolsize mcp` and [`rmcp`]'s guard.
+#[cfg(any(feature = "cli", feature = "rmcp"))]
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
+#[path = "mcp/result.rs"]
+pub(crate) mod mcp_result;
+#[cfg(feature = "rmcp")]
+pub mod rmcp;
 
 pub use args_hash::{args_hash, canonical_json, ArgsHashError, ArgsHashKey};
 pub use guard::{CeilingGuard, Envelope, Warning};
