@@ -247,3 +247,138 @@ fn bounded(message: &str) -> String {
     }
     format!("{}…", &message[..end])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+    use rig_core::tool::PortableTool;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    struct Echo;
+    impl PortableTool for Echo {
+        const NAME: &'static str = "echo";
+        type Args = serde_json::Value;
+        type Output = String;
+        type Error = std::io::Error;
+        fn description(&self) -> String {
+            "Echoes.".into()
+        }
+        fn parameters(&self) -> serde_json::Value {
+            serde_json::json!({"type": "object"})
+        }
+        async fn call(&self, args: serde_json::Value) -> Result<String, std::io::Error> {
+            match args["fail"].as_bool() {
+                Some(true) => Err(std::io::Error::other("no")),
+                _ => Ok("x".repeat(1000)),
+            }
+        }
+    }
+
+    fn rig_span() -> tracing::Span {
+        tracing::info_span!(
+            "execute_tool",
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = "echo",
+            gen_ai.tool.call.outcome = tracing::field::Empty
+        )
+    }
+
+    /// Runs `f` with spans going to memory; returns the finished spans.
+    fn captured(f: impl FnOnce()) -> Vec<SpanData> {
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("t")));
+        tracing::subscriber::with_default(subscriber, f);
+        provider.force_flush().unwrap();
+        exporter.get_finished_spans().unwrap()
+    }
+
+    fn attr(span: &SpanData, key: &str) -> Option<opentelemetry::Value> {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.clone())
+    }
+
+    fn call(args: serde_json::Value) -> Result<ToolOutput, ToolExecutionError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(sized(Echo).call(&mut ToolContext::default(), args))
+    }
+
+    #[test]
+    fn rig_spans_are_told_from_toolsize_spans() {
+        let _ = captured(|| {
+            assert!(rig_span().metadata().is_some_and(is_rig_tool_span));
+            let own = crate::tool_call("echo").start();
+            assert!(!own.span().metadata().is_some_and(is_rig_tool_span));
+            own.finish("", false);
+        });
+    }
+
+    /// Inside rig's span the wrapper writes to it (one span per call), with the tool's own
+    /// latency: rig's span also holds the wait before the tool ran.
+    #[test]
+    fn inside_rig_span_one_span_carries_the_size_and_the_tool_latency() {
+        let spans = captured(|| {
+            let span = rig_span();
+            let _in = span.enter();
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            call(serde_json::json!({"q": 1})).unwrap();
+        });
+        assert_eq!(spans.len(), 1, "one span per call");
+        let s = &spans[0];
+        assert_eq!(attr(s, TOOL_RESULT_BYTES), Some(1000i64.into()));
+        assert_eq!(attr(s, TOOL_RESULT_TRUNCATED), Some(false.into()));
+        assert_eq!(attr(s, TOOL_NAME), Some("echo".into()));
+        let hash = attr(s, TOOL_ARGS_HASH).unwrap().to_string();
+        assert_eq!(
+            hash,
+            crate::args_hash(&serde_json::json!({"q": 1})).unwrap()
+        );
+        let Some(opentelemetry::Value::F64(latency)) = attr(s, TOOL_LATENCY_MS) else {
+            panic!("no latency")
+        };
+        let span_ms = s
+            .end_time
+            .duration_since(s.start_time)
+            .unwrap()
+            .as_secs_f64()
+            * 1000.0;
+        assert!(
+            span_ms >= 30.0 && latency < 30.0,
+            "{latency} ms of {span_ms} ms"
+        );
+    }
+
+    #[test]
+    fn a_failure_is_unsized_and_typed() {
+        let spans = captured(|| {
+            let span = rig_span();
+            let _in = span.enter();
+            call(serde_json::json!({"fail": true})).unwrap_err();
+        });
+        let s = &spans[0];
+        assert_eq!(attr(s, TOOL_RESULT_BYTES), None);
+        assert_eq!(attr(s, ERROR_TYPE), Some("other".into()));
+        assert!(attr(s, TOOL_ERROR).is_some());
+    }
+
+    /// Outside rig's span the call gets toolsize's own span.
+    #[test]
+    fn outside_rig_span_toolsize_opens_its_own() {
+        let spans = captured(|| {
+            call(serde_json::json!({})).unwrap();
+        });
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0].name, "execute_tool echo");
+        assert_eq!(attr(&spans[0], TOOL_RESULT_BYTES), Some(1000i64.into()));
+    }
+}
