@@ -3,7 +3,8 @@
 //! daemon hears no call; with toolsize's one line on the server, or on the client, it counts
 //! every call once, sizes each exactly (the bytes of the `result` the client received), and
 //! counts the tool error and the JSON-RPC error as errors; with a guard, the 40,000-byte result
-//! reaches the client cut (or refused) within the limit, and the daemon sees it truncated.
+//! reaches the client cut, refused or spilled (the whole text in the store) within the limit,
+//! and the daemon sees it truncated.
 #![cfg(all(feature = "rmcp", feature = "collector"))]
 
 mod support;
