@@ -29,9 +29,10 @@
 //! The gRPC exporter runs on a small runtime owned by the guard, so it works from synchronous
 //! programs and from any async runtime, and shutdown cannot deadlock on the caller's runtime.
 //!
-//! Only toolsize's tool-call spans and their events go to OpenTelemetry by default: the
-//! application's own spans (whose fields may hold arguments) and log lines stay in the process
-//! unless [`ExportBuilder::all_spans`] asks for the spans too.
+//! Only toolsize's tool-call spans and their events go to OpenTelemetry by default (and, with the
+//! `rig` feature, rig's own tool spans, which `toolsize::rig` measures): the application's own
+//! spans (whose fields may hold arguments) and log lines stay in the process unless
+//! [`ExportBuilder::all_spans`] asks for the spans too.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -48,6 +49,20 @@ use opentelemetry_sdk::trace::{
 use opentelemetry_sdk::Resource;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
+
+/// rig's own tool span (with the `rig` feature), which `toolsize::rig`'s wrapper writes toolsize's
+/// attributes to: exported like toolsize's own, since it stands for one tool call.
+fn rig_tool_span(meta: &tracing::Metadata<'_>) -> bool {
+    #[cfg(feature = "rig")]
+    {
+        crate::rig::is_rig_tool_span(meta)
+    }
+    #[cfg(not(feature = "rig"))]
+    {
+        let _ = meta;
+        false
+    }
+}
 
 /// The OTLP transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -319,7 +334,9 @@ impl ExportBuilder {
         let otel = tracing_opentelemetry::layer()
             .with_tracer(tracer)
             .with_filter(tracing_subscriber::filter::filter_fn(move |meta| {
-                meta.target().starts_with("toolsize") || (all_spans && meta.is_span())
+                meta.target().starts_with("toolsize")
+                    || (all_spans && meta.is_span())
+                    || rig_tool_span(meta)
             }))
             .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
         let logs = if guard.settings.logs.unwrap_or(true) {

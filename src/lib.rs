@@ -25,6 +25,21 @@ pub mod cli;
 pub mod collector;
 #[cfg(feature = "cli")]
 pub mod mcp;
+/// `tools/call` results shaped to a limit: shared by `toolsize mcp` and [`rmcp`]'s guard.
+#[cfg(any(feature = "cli", feature = "rmcp"))]
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
+#[path = "mcp/result.rs"]
+pub(crate) mod mcp_result;
+#[cfg(feature = "rig")]
+pub mod rig;
+#[cfg(feature = "rmcp")]
+pub mod rmcp;
+
+/// The examples of `docs/rust-agents.md`, compiled and run as doc tests so the guide cannot
+/// drift.
+#[cfg(all(doctest, feature = "rig", feature = "rmcp"))]
+#[doc = include_str!("../docs/rust-agents.md")]
+struct RustAgentsGuide;
 
 pub use args_hash::{args_hash, canonical_json, ArgsHashError, ArgsHashKey};
 pub use guard::{CeilingGuard, Envelope, Warning};

@@ -75,7 +75,13 @@ fn walk(sent: &Value, returned: &Value, path: &str, warnings: &mut Vec<Warning>)
             }
         }
         (Value::Object(s), Value::Object(r)) => {
-            for (key, sv) in s {
+            // Keys in sorted order, so the warnings come in one order whether serde_json's map
+            // keeps keys sorted or as written (its `preserve_order` feature, which a dependency
+            // may turn on).
+            let mut keys: Vec<&String> = s.keys().collect();
+            keys.sort_unstable();
+            for key in keys {
+                let sv = &s[key.as_str()];
                 let child = key_path(path, key);
                 match r.get(key) {
                     Some(rv) => walk(sv, rv, &child, warnings),

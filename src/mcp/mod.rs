@@ -63,7 +63,7 @@ mod frame;
 pub mod host;
 pub mod http;
 pub(crate) mod proxy;
-pub(crate) mod result;
+pub(crate) use crate::mcp_result as result;
 pub mod spill;
 mod sse;
 pub mod stdio;

@@ -567,7 +567,7 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
             &mut out.records,
         ) {
             Outcome::Tool(()) => out.label_cuts.service += cut,
-            Outcome::Summary => out.not_tool += 1,
+            Outcome::Summary | Outcome::NotRun => out.not_tool += 1,
             Outcome::NotTool => {
                 out.not_tool += 1;
                 out.unrecognised

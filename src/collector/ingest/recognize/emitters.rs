@@ -359,9 +359,11 @@ pub(crate) struct Common {
     /// The call's latency in milliseconds, instead of the span's duration.
     pub(crate) latency_ms: &'static str,
     /// Attributes whose truthy value marks the call failed.
-    pub(crate) errors: [&'static str; 3],
+    pub(crate) errors: [&'static str; 4],
     /// `error` here marks the call failed (Strands and the latest GenAI conventions).
     pub(crate) tool_status: &'static str,
+    /// The call's outcome (rig): `error` marks it failed; [`NOT_RUN`] outcomes are no result.
+    pub(crate) outcome: &'static str,
     /// Logfire's ingest cut the span's largest values.
     pub(crate) logfire_truncated: &'static str,
     /// The result's MIME type (OpenInference): JSON is checked as JSON.
@@ -373,8 +375,15 @@ pub(crate) const COMMON: Common = Common {
     args_hash: semconv::TOOL_ARGS_HASH,
     truncated: semconv::TOOL_RESULT_TRUNCATED,
     latency_ms: semconv::TOOL_LATENCY_MS,
-    errors: [semconv::TOOL_ERROR, semconv::ERROR_TYPE, "error"],
+    // rig writes its error kind to `gen_ai.tool.error.type`, with span status UNSET.
+    errors: [
+        semconv::TOOL_ERROR,
+        semconv::ERROR_TYPE,
+        "error",
+        "gen_ai.tool.error.type",
+    ],
     tool_status: "gen_ai.tool.status",
+    outcome: "gen_ai.tool.call.outcome",
     logfire_truncated: "logfire.truncated",
     mime: "output.mime_type",
 };
@@ -387,6 +396,7 @@ impl Common {
             self.truncated,
             self.latency_ms,
             self.tool_status,
+            self.outcome,
             self.logfire_truncated,
             self.mime,
         ]
@@ -394,6 +404,10 @@ impl Common {
         .chain(self.errors)
     }
 }
+
+/// Outcomes (`gen_ai.tool.call.outcome`, rig) of a call that did not run: the tool was refused
+/// by a hook or policy, or skipped. Neither a result nor a failure of the tool.
+pub(crate) const NOT_RUN: [&str; 2] = ["denied", "skipped"];
 
 /// The entries in reading order.
 pub(crate) fn reading_order() -> Vec<&'static Entry> {

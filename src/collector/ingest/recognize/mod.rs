@@ -17,9 +17,10 @@
 //! limit or to one learned from the data ([`crate::collector::ingest::learn`]), JSON that no longer parses,
 //! `logfire.truncated`) flags the record truncated upstream: its size is a lower bound, counted
 //! as recorded. Placeholders and missing content make the size unknown — never 0. A failed call
-//! (status ERROR, an error attribute, `gen_ai.tool.status=error`) is never sized, whatever its
-//! recorded output; spans summarising several calls ([`emitters::Entry::summaries`]) are not
-//! tools. Alongside a measured size, the other measures the span carries as ints
+//! (status ERROR, an error attribute, `gen_ai.tool.status=error`, rig's
+//! `gen_ai.tool.call.outcome=error`) is never sized, whatever its recorded output; a call that
+//! did not run (rig's `denied` and `skipped` outcomes) is not a tool result; spans summarising
+//! several calls ([`emitters::Entry::summaries`]) are not tools. Alongside a measured size, the other measures the span carries as ints
 //! ([`MEASURE_KEYS`]: chars, UTF-16 units, lines, …) are kept exactly; the layer
 //! verdict estimates the missing ones from bytes.
 //!
@@ -47,7 +48,7 @@ use crate::collector::ingest::wire::{AttrValue, SpanView};
 use crate::collector::ingest::{learn, text};
 
 pub(crate) use content::*;
-use emitters::{cond_keys, read_list, COMMON, EMITTERS, MEASURE_KEYS};
+use emitters::{cond_keys, read_list, COMMON, EMITTERS, MEASURE_KEYS, NOT_RUN};
 pub(crate) use emitters::{Cond, Encoding, Envelope};
 
 /// What recognition made of a span: `Tool(())` from [`Recognizer::recognize_counting`], which
@@ -63,6 +64,10 @@ pub(crate) enum Outcome<T = ToolRecord> {
     /// A span that summarises several tool calls ([`emitters::Entry::summaries`]): not a tool,
     /// ignored and counted as not a tool.
     Summary,
+    /// A tool call that did not run (rig's `denied` and `skipped` outcomes,
+    /// [`emitters::NOT_RUN`]): no result, no failure of the tool; ignored and counted as not a
+    /// tool.
+    NotRun,
     /// A tool span that cannot be used (bad trace or span id): rejected and counted.
     Invalid(&'static str),
 }
@@ -183,8 +188,9 @@ pub struct Recognizer {
     args_hash: usize,
     truncated: usize,
     latency_ms: usize,
-    errors: [usize; 3],
+    errors: [usize; 4],
     tool_status: usize,
+    outcome: usize,
     logfire_truncated: usize,
     mime: usize,
     limits: Vec<u64>,
@@ -270,6 +276,7 @@ impl Recognizer {
             latency_ms: keys.idx(COMMON.latency_ms),
             errors: COMMON.errors.map(|k| keys.idx(k)),
             tool_status: keys.idx(COMMON.tool_status),
+            outcome: keys.idx(COMMON.outcome),
             logfire_truncated: keys.idx(COMMON.logfire_truncated),
             mime: keys.idx(COMMON.mime),
             limits: config.attribute_value_length_limits.clone(),
@@ -314,6 +321,7 @@ impl Recognizer {
             Outcome::Tool(()) => Outcome::Tool(records.pop().expect("pushed")),
             Outcome::NotTool => Outcome::NotTool,
             Outcome::Summary => Outcome::Summary,
+            Outcome::NotRun => Outcome::NotRun,
             Outcome::Invalid(why) => Outcome::Invalid(why),
         }
     }
@@ -393,6 +401,10 @@ impl Recognizer {
         {
             return Outcome::Summary;
         }
+        let outcome = str_of(get(self.outcome));
+        if outcome.is_some_and(|o| NOT_RUN.iter().any(|n| o.eq_ignore_ascii_case(n))) {
+            return Outcome::NotRun;
+        }
         let (Ok(trace_id), Ok(span_id)) = (
             <[u8; 16]>::try_from(span.trace_id),
             <[u8; 8]>::try_from(span.span_id),
@@ -409,7 +421,8 @@ impl Recognizer {
 
         let error = span.status_code == StatusCode::Error as i32
             || self.errors.iter().any(|&i| truthy(get(i)))
-            || str_of(get(self.tool_status)).is_some_and(|s| s.eq_ignore_ascii_case("error"));
+            || str_of(get(self.tool_status)).is_some_and(|s| s.eq_ignore_ascii_case("error"))
+            || outcome.is_some_and(|o| o.eq_ignore_ascii_case("error"));
 
         let truncated = matches!(get(self.truncated), Some(AttrValue::Bool(true)));
         let mut truncated_upstream = get(self.logfire_truncated).is_some();
@@ -891,6 +904,47 @@ mod tests {
             assert_eq!(&*t.tool, tname, "{name}");
         }
         assert!(matches!(outcome(&r, "x", &span("chat gpt-4", vec![s(OP, "chat")])), Outcome::NotTool));
+    }
+
+    /// rig (rig-agent 0.44) marks a failure only with its outcome and error kind, span status
+    /// UNSET, and records its placeholder text as the result: an error, unsized. A call a hook
+    /// denied or skipped did not run: no record.
+    #[test]
+    fn rig_outcomes_are_read() {
+        let r = rec();
+        let rig = |said: &str, extra: Vec<KeyValue>| {
+            let mut attrs = vec![
+                s(OP, EXEC),
+                s("gen_ai.tool.type", "function"),
+                s("gen_ai.tool.name", "lookup"),
+                s("gen_ai.tool.call.result", "Tool execution failed: boom"),
+                s("gen_ai.tool.call.outcome", said),
+            ];
+            attrs.extend(extra);
+            outcome(&r, "rig_agent", &span("execute_tool", attrs))
+        };
+        let Outcome::Tool(ok) = rig("success", vec![]) else {
+            panic!("a successful call is a tool record")
+        };
+        assert!(!ok.error);
+        assert_eq!(&*ok.tool, "lookup");
+        assert!(
+            matches!(ok.size, Size::Known { bytes: 27, .. }),
+            "{:?}",
+            ok.size
+        );
+        let Outcome::Tool(failed) = rig("error", vec![]) else {
+            panic!("a failed call is a tool record")
+        };
+        assert!(failed.error);
+        assert_eq!(failed.size, Size::Failed);
+        let Outcome::Tool(kind) = rig("success", vec![s("gen_ai.tool.error.type", "timeout")])
+        else {
+            panic!("a failed call is a tool record")
+        };
+        assert!(kind.error);
+        assert!(matches!(rig("denied", vec![]), Outcome::NotRun));
+        assert!(matches!(rig("SKIPPED", vec![]), Outcome::NotRun));
     }
 
     #[test]

@@ -1,0 +1,352 @@
+//! One line instruments an [rmcp](https://docs.rs/rmcp) server or client (the official Rust MCP
+//! SDK, which emits no span per tool call of its own): every `tools/call` becomes toolsize's
+//! tool-call span ([`crate::instrument`]), sized in process, optionally held to a ceiling guard.
+//!
+//! - **Server**: [`instrument`]`(handler)` wraps any rmcp server service (a `ServerHandler`,
+//!   `#[tool_handler]` routers included) and is served in its place:
+//!   `toolsize::rmcp::instrument(handler).serve(transport)`. Every other request passes to the
+//!   handler untouched.
+//! - **Client**: [`CallToolExt::call_tool_sized`] in place of rmcp's `call_tool` on a client's
+//!   peer (or its running service).
+//!
+//! Each call's span carries the tool's name (cut to [`MAX_TOOL_NAME_CHARS`], marked), the
+//! arguments' hash (`{}` when the call has none, as `toolsize mcp` hashes it), `mcp.method.name`
+//! and `jsonrpc.request.id` (server side), the latency, and the size of the `result` object as it
+//! goes over the wire (the bytes of its JSON: `content` and `structuredContent` both count), as
+//! `toolsize mcp` measures it. A result with `isError` ends the span failed (`error.type` =
+//! `tool_error`, unsized); a JSON-RPC error ends it failed with the code as `error.type`; a call
+//! dropped before it ends (the client cancelled it, the connection went away) ends cancelled. An
+//! interim answer (`input_required`, a task handle) is not a result: its span ends cancelled and
+//! the retry is a call of its own.
+//!
+//! With a guard ([`Instrumented::guard`], [`CallToolExt::call_tool_guarded`]), a result over the
+//! guard's limit is shaped before it leaves (the server) or before the model is handed it (the
+//! client), exactly as `toolsize mcp` shapes it: refused (`RESULT_TOO_LARGE` tool error), cut in
+//! place with a `RESULT_TRUNCATED` notice, or spilled whole to the guard's store with a
+//! `RESULT_SPILLED` notice naming its id (the application reads it back from the store; no tool
+//! is added to the server's list). The shaped result is at most the limit; the span records the
+//! bytes handed over, `tool.result.truncated` and the original size. A spill that fails refuses
+//! the result, loudly (logged), never hands it over whole.
+//!
+//! Under load the cost per call is one serialization of the result into a counting writer plus
+//! one arguments hash (see `benches/instrument.rs`); a result that fits is never copied.
+//! Arguments and result content are never recorded or logged: sizes and the hash only. Nothing
+//! here panics on any input.
+
+use std::future::Future;
+
+use ::rmcp::model::{CallToolRequestParams, CallToolResult, ClientRequest, ServerResult};
+use ::rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
+use ::rmcp::service::{ServiceError, ServiceRole};
+use ::rmcp::{ErrorData, Service};
+use serde_json::Value;
+use tracing::Instrument as _;
+
+use crate::guard::ceiling::CeilingGuard;
+use crate::guard::Policy;
+use crate::instrument::{McpAttributes, ToolCall};
+use crate::mcp_result::{self as result, Notice};
+use crate::semconv::{ERROR_TYPE_TOOL_ERROR, MCP_METHOD_TOOLS_CALL};
+
+/// Longest tool name recorded on a span; longer names are cut, marked with `…`.
+pub const MAX_TOOL_NAME_CHARS: usize = 128;
+/// Longest JSON-RPC request id recorded on a span.
+pub const MAX_REQUEST_ID_CHARS: usize = 256;
+
+/// Wraps an rmcp server service so that every `tools/call` it answers is measured; serve the
+/// result in place of `service`.
+pub fn instrument<S>(service: S) -> Instrumented<S> {
+    Instrumented {
+        inner: service,
+        guard: None,
+    }
+}
+
+/// An rmcp server service whose tool calls are measured (and guarded, with
+/// [`guard`](Self::guard)). Built by [`instrument`].
+#[derive(Debug, Clone)]
+pub struct Instrumented<S> {
+    inner: S,
+    guard: Option<CeilingGuard>,
+}
+
+impl<S> Instrumented<S> {
+    /// Holds every result to `guard`'s limit and policy before it leaves the server.
+    pub fn guard(mut self, guard: CeilingGuard) -> Self {
+        self.guard = Some(guard);
+        self
+    }
+
+    /// The wrapped service.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
+    async fn handle_request(
+        &self,
+        request: <RoleServer as ServiceRole>::PeerReq,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        let ClientRequest::CallToolRequest(call) = &request else {
+            return self.inner.handle_request(request, context).await;
+        };
+        let tool = bounded_name(&call.params.name);
+        let request_id: String = context
+            .id
+            .to_string()
+            .chars()
+            .take(MAX_REQUEST_ID_CHARS)
+            .collect();
+        let call = start(&tool, &call.params);
+        call.record_mcp(&McpAttributes {
+            method: MCP_METHOD_TOOLS_CALL,
+            request_id: &request_id,
+            session_id: None,
+            protocol_version: None,
+            transport: None,
+        });
+        let span = call.span().clone();
+        let answer = self
+            .inner
+            .handle_request(request, context)
+            .instrument(span)
+            .await;
+        match answer {
+            Ok(ServerResult::CallToolResult(r)) => Ok(ServerResult::CallToolResult(settle(
+                call,
+                &tool,
+                r,
+                self.guard.as_ref(),
+            ))),
+            Ok(interim) => {
+                drop(call);
+                Ok(interim)
+            }
+            Err(error) => {
+                fail_rpc(call, &error);
+                Err(error)
+            }
+        }
+    }
+
+    fn handle_notification(
+        &self,
+        notification: <RoleServer as ServiceRole>::PeerNot,
+        context: NotificationContext<RoleServer>,
+    ) -> impl Future<Output = Result<(), ErrorData>> + Send + '_ {
+        self.inner.handle_notification(notification, context)
+    }
+
+    fn get_info(&self) -> <RoleServer as ServiceRole>::Info {
+        self.inner.get_info()
+    }
+
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [::rmcp::model::ProtocolVersion]> {
+        self.inner.supported_protocol_versions()
+    }
+}
+
+/// `call_tool` measured on the client side: on a client's [`Peer`] (and so on its running
+/// service, which dereferences to it).
+pub trait CallToolExt {
+    /// rmcp's `call_tool`, with the call measured as toolsize's span.
+    fn call_tool_sized(
+        &self,
+        params: CallToolRequestParams,
+    ) -> impl Future<Output = Result<CallToolResult, ServiceError>> + Send;
+
+    /// [`call_tool_sized`](Self::call_tool_sized), with the result held to `guard` before it is
+    /// returned (to be handed to the model).
+    fn call_tool_guarded(
+        &self,
+        params: CallToolRequestParams,
+        guard: &CeilingGuard,
+    ) -> impl Future<Output = Result<CallToolResult, ServiceError>> + Send;
+}
+
+impl CallToolExt for Peer<RoleClient> {
+    fn call_tool_sized(
+        &self,
+        params: CallToolRequestParams,
+    ) -> impl Future<Output = Result<CallToolResult, ServiceError>> + Send {
+        client_call(self, params, None)
+    }
+
+    fn call_tool_guarded(
+        &self,
+        params: CallToolRequestParams,
+        guard: &CeilingGuard,
+    ) -> impl Future<Output = Result<CallToolResult, ServiceError>> + Send {
+        client_call(self, params, Some(guard))
+    }
+}
+
+async fn client_call(
+    peer: &Peer<RoleClient>,
+    params: CallToolRequestParams,
+    guard: Option<&CeilingGuard>,
+) -> Result<CallToolResult, ServiceError> {
+    let tool = bounded_name(&params.name);
+    let call = start(&tool, &params);
+    let span = call.span().clone();
+    match peer.call_tool(params).instrument(span).await {
+        Ok(r) => Ok(settle(call, &tool, r, guard)),
+        Err(ServiceError::McpError(error)) => {
+            fail_rpc(call, &error);
+            Err(ServiceError::McpError(error))
+        }
+        Err(error) => {
+            call.fail(&error, service_error_type(&error));
+            Err(error)
+        }
+    }
+}
+
+/// `error.type` of a client call that got no JSON-RPC answer.
+fn service_error_type(error: &ServiceError) -> &'static str {
+    match error {
+        ServiceError::TransportClosed => "server_gone",
+        ServiceError::Timeout { .. } => "timeout",
+        ServiceError::Cancelled { .. } => "cancelled",
+        ServiceError::UnexpectedResponse => "unexpected_response",
+        _ => "transport",
+    }
+}
+
+/// Opens the call's span: name and arguments' hash.
+fn start(tool: &str, params: &CallToolRequestParams) -> ToolCall {
+    let empty = serde_json::Map::new();
+    let args = params.arguments.as_ref().unwrap_or(&empty);
+    crate::tool_call(tool).args(args).start()
+}
+
+/// Ends a call answered with a JSON-RPC error: the code, not the message (it may quote the
+/// arguments).
+fn fail_rpc(call: ToolCall, error: &ErrorData) {
+    let code = i64::from(error.code.0);
+    call.fail_rpc(&format!("JSON-RPC error {code}"), code);
+}
+
+/// Measures a result, shapes it to the guard when it is over the limit, ends the span.
+fn settle(
+    call: ToolCall,
+    tool: &str,
+    r: CallToolResult,
+    guard: Option<&CeilingGuard>,
+) -> CallToolResult {
+    if r.is_error == Some(true) {
+        call.fail(&"the tool returned an error result", ERROR_TYPE_TOOL_ERROR);
+        return r;
+    }
+    // What goes over the wire: the size is the bytes of this JSON.
+    let Some(guard) = guard else {
+        let _ = call.finish_value(&r);
+        return r;
+    };
+    let size = json_bytes(&r);
+    if size <= guard.limit().bytes {
+        let _ = call.finish_value(&r);
+        return r;
+    }
+    let mut value = match serde_json::to_value(&r) {
+        Ok(value) => value,
+        Err(_) => {
+            let _ = call.finish_value(&r);
+            return r;
+        }
+    };
+    // `resultType` is put back after the shaping, in room kept for it.
+    if let Some(members) = value.as_object_mut() {
+        members.remove("resultType");
+    }
+    let room = if r.result_type.is_some() {
+        RESULT_TYPE_ROOM
+    } else {
+        0
+    };
+    let limit = guard.limit().bytes.saturating_sub(room);
+    let mut shaped: CallToolResult =
+        serde_json::from_value(shape(guard, tool, &value, size, limit))
+            .unwrap_or_else(|_| refused(tool, size, limit));
+    shaped.result_type = r.result_type;
+    let out = serde_json::to_vec(&shaped).unwrap_or_default();
+    call.finish_truncated(&out, size);
+    shaped
+}
+
+/// A refusal as a typed result (the fallback when a shaped value does not read back).
+fn refused(tool: &str, size: u64, limit: u64) -> CallToolResult {
+    let text = result::refuse(tool, size, limit);
+    serde_json::from_value(text).unwrap_or_else(|_| CallToolResult::error(Vec::new()))
+}
+
+/// A result of `size` bytes, over `limit`, shaped by the guard's policy (as `toolsize mcp`
+/// shapes it).
+fn shape(guard: &CeilingGuard, tool: &str, result: &Value, size: u64, limit: u64) -> Value {
+    let refuse = || result::refuse(tool, size, limit);
+    match guard.policy() {
+        Policy::Reject => refuse(),
+        Policy::Truncate => {
+            result::cut(result, size, limit, &Notice::Truncated).map_or_else(refuse, |(v, _)| v)
+        }
+        Policy::Spill => {
+            let text = result::text_view(result);
+            match guard.store().put(tool, text.as_bytes()) {
+                Ok(id) => {
+                    let notice = Notice::Spilled {
+                        read_with: "the application keeps the whole result under this id."
+                            .to_owned(),
+                        id,
+                    };
+                    result::cut(result, size, limit, &notice).map_or_else(refuse, |(v, _)| v)
+                }
+                Err(error) => {
+                    tracing::error!(
+                        target: "toolsize",
+                        tool,
+                        result_bytes = size,
+                        error = %error,
+                        "Spilling a tool result failed; it is refused instead."
+                    );
+                    refuse()
+                }
+            }
+        }
+    }
+}
+
+/// Bytes of `,"resultType":"complete"`, kept free under the limit.
+const RESULT_TYPE_ROOM: u64 = 24;
+
+/// Bytes of `value` as compact JSON, counted without writing them anywhere.
+fn json_bytes<T: serde::Serialize>(value: &T) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len() as u64;
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => 0,
+    }
+}
+
+/// `name`, cut to [`MAX_TOOL_NAME_CHARS`] characters and marked with `…` when it was longer.
+fn bounded_name(name: &str) -> String {
+    if name.chars().count() <= MAX_TOOL_NAME_CHARS {
+        return name.to_owned();
+    }
+    let mut s: String = name.chars().take(MAX_TOOL_NAME_CHARS - 1).collect();
+    s.push('…');
+    s
+}

@@ -1,0 +1,348 @@
+//! A real rig agent (rig-agent 0.44, its OpenAI provider on the Chat Completions route) against a
+//! fake OpenAI-compatible endpoint of the test's own on loopback, which scripts one turn of five
+//! tool calls (a 40,000-byte result, a small one twice, a structured one, one that fails) and
+//! records what the model was handed; spans go through tracing-opentelemetry and
+//! opentelemetry-otlp to a `toolsize serve` on loopback.
+//!
+//! - rig's own telemetry alone, with `.record_content_telemetry(true)`: every call counted once,
+//!   each size exactly what the model was handed, the failure an error (rig marks it only with
+//!   `gen_ai.tool.call.outcome = error`), `chat` spans not counted.
+//! - toolsize's line (`toolsize::rig::sized`), content recording off: the same counts and
+//!   sizes, measured in process, latency from the tool's own work; with a guard, the model is
+//!   handed the large result cut within the limit, and the daemon sees it truncated.
+#![cfg(all(feature = "rig", feature = "collector"))]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use rig_agent::AgentBuilder;
+use rig_core::providers::openai::{OpenAIConfig, Route};
+use rig_core::tool::PortableTool;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use support::collector::*;
+use toolsize::collector::Daemon;
+use toolsize::export::{self, Protocol};
+use toolsize::guard::{CeilingGuard, Policy};
+
+/// The large result, in bytes.
+const BIG: usize = 40_000;
+/// The guard's limit.
+const LIMIT: u64 = 16_384;
+
+#[derive(Debug)]
+struct Failure(&'static str);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+#[derive(Deserialize)]
+struct Url {
+    #[allow(dead_code)]
+    url: String,
+}
+
+#[derive(Deserialize)]
+struct Query {
+    q: String,
+}
+
+#[derive(Deserialize)]
+struct NoArgs {}
+
+fn schema(props: Value) -> Value {
+    json!({"type": "object", "properties": props})
+}
+
+struct FetchPage;
+impl PortableTool for FetchPage {
+    const NAME: &'static str = "fetch_page";
+    type Args = Url;
+    type Output = String;
+    type Error = Failure;
+    fn description(&self) -> String {
+        "Fetches a page.".into()
+    }
+    fn parameters(&self) -> Value {
+        schema(json!({"url": {"type": "string"}}))
+    }
+    async fn call(&self, _: Url) -> Result<String, Failure> {
+        Ok("x".repeat(BIG))
+    }
+}
+
+struct Lookup;
+impl PortableTool for Lookup {
+    const NAME: &'static str = "lookup";
+    type Args = Query;
+    type Output = String;
+    type Error = Failure;
+    fn description(&self) -> String {
+        "Looks a word up.".into()
+    }
+    fn parameters(&self) -> Value {
+        schema(json!({"q": {"type": "string"}}))
+    }
+    async fn call(&self, args: Query) -> Result<String, Failure> {
+        Ok(format!("found {}", args.q))
+    }
+}
+
+struct Stats;
+impl PortableTool for Stats {
+    const NAME: &'static str = "stats";
+    type Args = NoArgs;
+    type Output = Value;
+    type Error = Failure;
+    fn description(&self) -> String {
+        "Counts rows.".into()
+    }
+    fn parameters(&self) -> Value {
+        schema(json!({}))
+    }
+    async fn call(&self, _: NoArgs) -> Result<Value, Failure> {
+        Ok(json!({"rows": 3, "mean": 1.5, "tags": ["a", "b"]}))
+    }
+}
+
+struct Flaky;
+impl PortableTool for Flaky {
+    const NAME: &'static str = "flaky";
+    type Args = NoArgs;
+    type Output = String;
+    type Error = Failure;
+    fn description(&self) -> String {
+        "Fails.".into()
+    }
+    fn parameters(&self) -> Value {
+        schema(json!({}))
+    }
+    async fn call(&self, _: NoArgs) -> Result<String, Failure> {
+        Err(Failure("upstream said no"))
+    }
+}
+
+/// The five calls of the scripted turn: (call id, tool, arguments).
+const CALLS: [(&str, &str, &str); 5] = [
+    (
+        "call_1",
+        "fetch_page",
+        r#"{"url":"https://example.com/big"}"#,
+    ),
+    ("call_2", "lookup", r#"{"q":"a"}"#),
+    ("call_3", "lookup", r#"{"q":"bb"}"#),
+    ("call_4", "stats", "{}"),
+    ("call_5", "flaky", "{}"),
+];
+
+/// What the fake endpoint was handed: each tool message's content, by call id.
+type Handed = Arc<Mutex<BTreeMap<String, String>>>;
+
+/// The fake Chat Completions endpoint: a turn of five tool calls, then, once tool results
+/// come back, a final answer.
+async fn chat(State(handed): State<Handed>, Json(body): Json<Value>) -> Json<Value> {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let tools: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").collect();
+    let message = if tools.is_empty() {
+        let calls: Vec<Value> = CALLS
+            .iter()
+            .map(|(id, name, args)| {
+                json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
+            })
+            .collect();
+        json!({"role": "assistant", "content": null, "tool_calls": calls})
+    } else {
+        let mut h = handed.lock().unwrap();
+        for m in tools {
+            let content = match &m["content"] {
+                Value::String(s) => s.clone(),
+                // Content parts: the texts, as the model reads them.
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<String>(),
+                other => other.to_string(),
+            };
+            h.insert(m["tool_call_id"].as_str().unwrap().to_owned(), content);
+        }
+        json!({"role": "assistant", "content": "done"})
+    };
+    let finish = if message["tool_calls"].is_null() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    Json(json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    }))
+}
+
+async fn fake_openai() -> (SocketAddr, Handed) {
+    let handed = Handed::default();
+    let app = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .with_state(handed.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, handed)
+}
+
+/// How the agent is instrumented.
+#[derive(Clone, Copy, PartialEq)]
+enum Line {
+    /// rig's own telemetry, content recorded.
+    RigOwn,
+    /// toolsize's line, content not recorded.
+    Toolsize,
+    /// toolsize's line with a guard on the large result.
+    Guarded,
+}
+
+/// Runs the agent once, exporting as `service`; returns what the model was handed.
+fn run(grpc: SocketAddr, service: &str, line: Line) -> BTreeMap<String, String> {
+    let guard = export::builder()
+        .protocol(Protocol::Grpc)
+        .endpoint(format!("http://{grpc}"))
+        .service_name(service)
+        .build()
+        .unwrap();
+    let dispatch = support::dispatch_to(guard.provider());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let handed = tracing::dispatcher::with_default(&dispatch, || {
+        rt.block_on(async {
+            let (addr, handed) = fake_openai().await;
+            let model = OpenAIConfig::new("test-key")
+                .with_base_url(format!("http://{addr}/v1"))
+                .with_route(Route::Chat)
+                .client()
+                .completion("fake");
+            let builder = AgentBuilder::new(model).default_max_turns(4);
+            let agent = match line {
+                Line::RigOwn => builder
+                    .record_content_telemetry(true)
+                    .tool(FetchPage)
+                    .tool(Lookup)
+                    .tool(Stats)
+                    .tool(Flaky)
+                    .build(),
+                Line::Toolsize | Line::Guarded => {
+                    let mut fetch = toolsize::rig::sized(FetchPage);
+                    if line == Line::Guarded {
+                        let cut = CeilingGuard::builder()
+                            .max_output(LIMIT)
+                            .policy(Policy::Truncate)
+                            .build()
+                            .unwrap();
+                        fetch = fetch.guard(cut);
+                    }
+                    builder
+                        .tool(fetch)
+                        .tool(toolsize::rig::sized(Lookup))
+                        .tool(toolsize::rig::sized(Stats))
+                        .tool(toolsize::rig::sized(Flaky))
+                        .build()
+                }
+            };
+            let answer = agent.prompt("Go.").await.unwrap();
+            assert_eq!(answer.output(), "done");
+            let h = handed.lock().unwrap().clone();
+            h
+        })
+    });
+    drop(rt);
+    let stats = guard.flush().unwrap();
+    assert_eq!(stats.spans_lost(), 0, "{service}: spans lost");
+    assert_eq!(handed.len(), CALLS.len(), "{handed:?}");
+    handed
+}
+
+/// The daemon's rows of `service`, by tool, once all four tools are there.
+async fn rows(admin: SocketAddr, service: &str) -> BTreeMap<String, Value> {
+    wait_for("the daemon's rows", Duration::from_secs(20), || async {
+        let table = tools(admin, "?window=5m").await;
+        let rows: BTreeMap<String, Value> = table["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["service"] == service)
+            .map(|r| (r["tool"].as_str().unwrap().to_owned(), r.clone()))
+            .collect();
+        (rows.len() >= 4).then_some(rows)
+    })
+    .await
+}
+
+/// Every call counted once, each size what the model was handed, the failure an error.
+fn check(rows: &BTreeMap<String, Value>, handed: &BTreeMap<String, String>, measured: bool) {
+    let len = |id: &str| handed[id].len() as u64;
+    assert_eq!(
+        rows.keys().collect::<Vec<_>>(),
+        ["fetch_page", "flaky", "lookup", "stats"],
+        "only tools are counted, never chat spans: {rows:?}"
+    );
+    for (tool, count, max) in [
+        ("fetch_page", 1, len("call_1")),
+        ("lookup", 2, len("call_2").max(len("call_3"))),
+        ("stats", 1, len("call_4")),
+    ] {
+        let row = &rows[tool];
+        assert_eq!(row["count"], count, "{tool}: {row}");
+        assert_eq!(row["errors"], 0, "{tool}: {row}");
+        assert_eq!(row["sized"], count, "{tool}: {row}");
+        assert_eq!(row["max"], max, "{tool}: {row}");
+        let how = if measured { "measured" } else { "derived" };
+        assert_eq!(row[how], count, "{tool}: sizes {how}: {row}");
+    }
+    let flaky = &rows["flaky"];
+    assert_eq!(flaky["count"], 1, "{flaky}");
+    assert_eq!(flaky["errors"], 1, "{flaky}");
+    assert_eq!(flaky["sized"], 0, "a failure is never sized: {flaky}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rig_agent_heard_alone_and_with_one_line() {
+    let d = Daemon::start(&loopback_config()).await.unwrap();
+    let grpc = d.otlp_grpc_addr;
+
+    let own = tokio::task::spawn_blocking(move || run(grpc, "rig-own", Line::RigOwn))
+        .await
+        .unwrap();
+    assert_eq!(own["call_1"].len(), BIG);
+    check(&rows(d.admin_addr, "rig-own").await, &own, false);
+
+    let line = tokio::task::spawn_blocking(move || run(grpc, "rig-toolsize", Line::Toolsize))
+        .await
+        .unwrap();
+    assert_eq!(line, own, "the line changes nothing the model is handed");
+    check(&rows(d.admin_addr, "rig-toolsize").await, &line, true);
+
+    let guarded = tokio::task::spawn_blocking(move || run(grpc, "rig-guarded", Line::Guarded))
+        .await
+        .unwrap();
+    let page = &guarded["call_1"];
+    assert!(page.len() as u64 <= LIMIT, "{} > {LIMIT}", page.len());
+    assert!(page.contains("toolsize: omitted"), "the cut is marked");
+    let rows = rows(d.admin_addr, "rig-guarded").await;
+    let row = &rows["fetch_page"];
+    assert_eq!(row["max"], page.len() as u64, "{row}");
+    assert_eq!(row["truncated"], 1, "{row}");
+    assert_eq!(rows["lookup"]["max"], guarded["call_3"].len() as u64);
+}
