@@ -669,7 +669,8 @@ impl Active {
             at += part.len();
         }
         buf[end..whole].fill(0);
-        self.file.write_all_at(&buf[..whole], self.len - tail as u64)
+        self.file
+            .write_all_at(&buf[..whole], self.len - tail as u64)
     }
 }
 
@@ -1029,7 +1030,9 @@ mod tests {
             }
             drop(wal);
             let logged: usize = sizes.iter().map(|n| n + HEADER_BYTES + 1).sum();
-            let on_disk = fs::metadata(segment_path(&d.join(WAL_DIR), 1)).unwrap().len();
+            let on_disk = fs::metadata(segment_path(&d.join(WAL_DIR), 1))
+                .unwrap()
+                .len();
             match direct {
                 true => assert_eq!(on_disk, logged.div_ceil(BLOCK) as u64 * BLOCK as u64),
                 false => assert_eq!(on_disk, logged as u64),
@@ -1078,7 +1081,11 @@ mod tests {
             assert!(e.contains("injected fdatasync failure"), "{e}");
         }
         SYNC_FAILS.store(false, std::sync::atomic::Ordering::SeqCst);
-        assert_eq!(tx.capacity(), 7, "the refused requests' places were given back");
+        assert_eq!(
+            tx.capacity(),
+            7,
+            "the refused requests' places were given back"
+        );
         for p in append_all(&wal, &tx, &stats, &["after"]) {
             p.durable().await.unwrap();
         }
