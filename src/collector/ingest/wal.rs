@@ -860,6 +860,28 @@ mod tests {
         fs::remove_dir_all(&d).ok();
     }
 
+    /// Starts the writer on `active` from sequence 1, its closed segments in `dir`.
+    fn spawn_on(active: Active, dir: PathBuf, delay: Duration, stats: &Arc<SelfStats>) -> Wal {
+        let segments = Arc::new(Segments {
+            dir,
+            closed: Mutex::new(Vec::new()),
+        });
+        Wal::spawn(active, 1, delay, segments, stats.clone()).unwrap()
+    }
+
+    /// A log whose segment is `/dev/full`, where every write fails as on a full disk.
+    pub(super) fn full_disk_wal(dir: PathBuf, stats: &Arc<SelfStats>) -> Wal {
+        let path = PathBuf::from("/dev/full");
+        let active = Active {
+            file: OpenOptions::new().append(true).open(&path).unwrap(),
+            path,
+            len: 0,
+            sync: File::sync_data,
+            direct: None,
+        };
+        spawn_on(active, dir, Duration::ZERO, stats)
+    }
+
     fn batch(stats: &Arc<SelfStats>) -> Batch {
         use crate::collector::state::tests::{known, rec};
         Batch::new(
@@ -905,19 +927,7 @@ mod tests {
     async fn a_failed_write_refuses_its_requests_and_queues_nothing() {
         let d = dir("full");
         let stats = Arc::new(SelfStats::default());
-        let path = PathBuf::from("/dev/full");
-        let active = Active {
-            file: OpenOptions::new().append(true).open(&path).unwrap(),
-            path,
-            len: 0,
-            sync: File::sync_data,
-            direct: None,
-        };
-        let segments = Arc::new(Segments {
-            dir: d.join(WAL_DIR),
-            closed: Mutex::new(Vec::new()),
-        });
-        let wal = Wal::spawn(active, 1, Duration::ZERO, segments, stats.clone()).unwrap();
+        let wal = full_disk_wal(d.join(WAL_DIR), &stats);
         let (tx, mut rx) = mpsc::channel(8);
         let place = tx.clone().try_reserve_owned().unwrap();
         let e = wal
@@ -1007,11 +1017,7 @@ mod tests {
             let stats = Arc::new(SelfStats::default());
             let active = Active::open(&d.join(WAL_DIR), 1, direct).unwrap();
             assert_eq!(active.direct.is_some(), direct, "O_DIRECT refused here");
-            let segments = Arc::new(Segments {
-                dir: d.join(WAL_DIR),
-                closed: Mutex::new(Vec::new()),
-            });
-            let wal = Wal::spawn(active, 1, Duration::ZERO, segments, stats.clone()).unwrap();
+            let wal = spawn_on(active, d.join(WAL_DIR), Duration::ZERO, &stats);
             let (tx, _rx) = mpsc::channel(64);
             let sizes = [1, 4079, 4080, 5000, 3 << 20, 7, 12_345];
             let bodies: Vec<String> = sizes
@@ -1065,12 +1071,7 @@ mod tests {
         let stats = Arc::new(SelfStats::default());
         let mut active = Active::create(&d.join(WAL_DIR), 1).unwrap();
         active.sync = failing_sync;
-        let segments = Arc::new(Segments {
-            dir: d.join(WAL_DIR),
-            closed: Mutex::new(Vec::new()),
-        });
-        let delay = Duration::from_millis(300);
-        let wal = Wal::spawn(active, 1, delay, segments, stats.clone()).unwrap();
+        let wal = spawn_on(active, d.join(WAL_DIR), Duration::from_millis(300), &stats);
         let (tx, mut rx) = mpsc::channel(8);
         for p in append_all(&wal, &tx, &stats, &["before"]) {
             p.durable().await.unwrap();
@@ -1182,19 +1183,7 @@ mod receiver_tests {
     #[tokio::test]
     async fn a_failed_log_write_is_answered_503_and_counted() {
         let stats = Arc::new(SelfStats::default());
-        let path = PathBuf::from("/dev/full");
-        let active = Active {
-            file: OpenOptions::new().append(true).open(&path).unwrap(),
-            path,
-            len: 0,
-            sync: File::sync_data,
-            direct: None,
-        };
-        let segments = Arc::new(Segments {
-            dir: std::env::temp_dir(),
-            closed: Mutex::new(Vec::new()),
-        });
-        let wal = Wal::spawn(active, 1, Duration::ZERO, segments, stats.clone()).unwrap();
+        let wal = super::tests::full_disk_wal(std::env::temp_dir(), &stats);
         let (tx, mut rx) = mpsc::channel(8);
         let ingest = Arc::new(
             Ingest::new(
