@@ -6,13 +6,18 @@
 //! then hands the request's protobuf bytes, its batch and the reserved place to the writer
 //! ([`Wal::append`]) and waits. The writer, one thread, wakes at a request, sleeps the commit
 //! delay (`store.wal_commit_delay`) so that the requests arriving meanwhile join it, takes every
-//! request waiting (up to [`MAX_GROUP`]), gives each the next sequence number, appends their
-//! frames to the active segment in one `writev` (the frames' heads and the requests' own
-//! buffers, not copied) and calls `fdatasync` once for the group (group commit: one fsync covers
-//! every request of the delay, counted in `toolsize_wal_syncs_total`). The delay is added to
-//! each logged request's answer; what it saves is the fsync's fixed cost (task switches, the
-//! journal, the disk's notification), paid per group instead of per request. Only then does it
-//! queue each batch to the aggregator, in
+//! request waiting (up to [`MAX_GROUP`] of them or [`MAX_GROUP_BYTES`]), gives each the next
+//! sequence number, appends their frames to the active segment in one write and calls
+//! `fdatasync` once for the group (group commit, counted in `toolsize_wal_syncs_total`). The
+//! delay is added to each logged request's answer; what it saves is the fsync's fixed cost
+//! (task switches, the journal, the disk's notification), paid per group instead of per request.
+//! The write goes past the page cache (`O_DIRECT`): the frames are copied into one block-aligned
+//! buffer after the segment's partial last block, which is rewritten with the same bytes, and
+//! the blocks written whole (zeros after the last frame end the log at replay); the kernel then
+//! allocates no page-cache pages for bytes read again only at a restart, which under memory
+//! pressure cost it page compaction per write. Where the file system refuses `O_DIRECT`
+//! (tmpfs), the group is one buffered `writev` of the frames' heads and the requests' own
+//! buffers. Only then does it queue each batch to the aggregator, in
 //! sequence order, and release its receiver, which answers 200. Queueing on the writer rather
 //! than in the receiver keeps the aggregator's queue in sequence order, so "the highest sequence
 //! ingested" is a watermark below which everything is in the state, and a client that hangs up
@@ -67,6 +72,9 @@ pub(crate) const SEGMENT_BYTES: u64 = 64 << 20;
 pub(crate) const MAX_SEGMENTS: usize = 16;
 /// Requests written and fsynced together at most.
 pub(crate) const MAX_GROUP: usize = 1024;
+/// A group takes no more requests once it holds this many bytes: the aligned buffer of
+/// `O_DIRECT` writes, a copy of one group, grows to the largest (one request can be larger).
+pub(crate) const MAX_GROUP_BYTES: usize = 32 << 20;
 /// Requests waiting for the writer at most; past them a request is refused as overloaded.
 pub(crate) const QUEUE: usize = 4096;
 /// Length, CRC-32 and sequence before each payload.
@@ -695,9 +703,13 @@ impl Writer {
                 // Requests arriving meanwhile wait in the channel: none wakes the writer.
                 std::thread::sleep(self.commit_delay);
             }
-            while group.len() < MAX_GROUP {
+            let mut bytes = group[0].body.len();
+            while group.len() < MAX_GROUP && bytes < MAX_GROUP_BYTES {
                 match self.rx.try_recv() {
-                    Ok(a) => group.push(a),
+                    Ok(a) => {
+                        bytes += a.body.len();
+                        group.push(a);
+                    }
                     Err(_) => break,
                 }
             }
