@@ -15,8 +15,8 @@
 //! buffer after the segment's partial last block, which is rewritten with the same bytes, and
 //! the blocks written whole (zeros after the last frame end the log at replay); the kernel then
 //! allocates no page-cache pages for bytes read again only at a restart, which under memory
-//! pressure cost it page compaction per write. Where the file system refuses `O_DIRECT`
-//! (tmpfs), the group is one buffered `writev` of the frames' heads and the requests' own
+//! pressure cost it page compaction per write. Where the file system refuses `O_DIRECT`,
+//! the group is one buffered `writev` of the frames' heads and the requests' own
 //! buffers. Only then does it queue each batch to the aggregator, in
 //! sequence order, and release its receiver, which answers 200. Queueing on the writer rather
 //! than in the receiver keeps the aggregator's queue in sequence order, so "the highest sequence
@@ -570,7 +570,7 @@ struct Active {
     sync: SyncData,
     /// Writes go past the page cache (`O_DIRECT`) from this buffer: whole blocks, the last one
     /// rewritten with what it held. `None`: buffered writes (the file system refused
-    /// `O_DIRECT`, as tmpfs does).
+    /// `O_DIRECT`).
     direct: Option<Staging>,
 }
 
