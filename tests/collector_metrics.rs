@@ -56,7 +56,8 @@ async fn metrics_pass_promtool_and_account_for_every_span() {
             "toolsize_snapshot_interval_seconds",
             "toolsize_snapshot_write_seconds",
             "toolsize_wal_replay_seconds",
-            "toolsize_wal_segments"
+            "toolsize_wal_segments",
+            "toolsize_wal_syncs_total"
         ]
     );
     assert!(text.contains("# TYPE toolsize_tool_result_size_bytes histogram"));

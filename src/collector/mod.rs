@@ -215,6 +215,7 @@ fn compact_at_start(
 /// took.
 fn replay_wal(
     dir: &std::path::Path,
+    commit_delay: std::time::Duration,
     state: &mut State,
     recognizer: &Recognizer,
     stats: &Arc<SelfStats>,
@@ -250,7 +251,7 @@ fn replay_wal(
         took_ms = recovered.took.as_secs_f64() * 1e3,
         "Replayed the write-ahead log."
     );
-    ingest::wal::Wal::start(recovered, stats.clone())
+    ingest::wal::Wal::start(recovered, commit_delay, stats.clone())
         .map_err(|e| CollectorError::Wal(e.to_string()))
 }
 
@@ -296,7 +297,13 @@ impl Pipeline {
                     Found::Nothing => {}
                 }
                 if config.store.durability == config::Durability::Wal {
-                    let w = replay_wal(dir, &mut state, &recognizer, &stats)?;
+                    let w = replay_wal(
+                        dir,
+                        config.store.wal_commit_delay.0,
+                        &mut state,
+                        &recognizer,
+                        &stats,
+                    )?;
                     store = store.with_wal(w.segments());
                     compact_at_start(&store, &state, &restored, &stats);
                     wal = Some(w);

@@ -247,6 +247,7 @@ pub struct SelfStats {
     log_records_wal: AtomicU64,
     log_records_dropped: AtomicU64,
     wal_segments: AtomicU64,
+    wal_syncs: AtomicU64,
     wal_replay_us: AtomicU64,
     wal_enabled: AtomicBool,
     /// Connection counters of the listeners.
@@ -315,6 +316,8 @@ pub struct SelfStatsView {
     pub(crate) wal_enabled: bool,
     /// Closed write-ahead log segments kept (awaiting a snapshot that covers them).
     pub(crate) wal_segments: u64,
+    /// Groups of requests written to the write-ahead log, each with one fsync.
+    pub(crate) wal_syncs: u64,
     /// How long the replay of the write-ahead log took at start, microseconds.
     pub(crate) wal_replay_us: u64,
 }
@@ -429,6 +432,10 @@ impl SelfStats {
     pub(crate) fn wal_segments(&self, n: u64) {
         self.wal_segments.store(n, Relaxed);
     }
+    /// The write-ahead log wrote and fsynced a group of requests.
+    pub(crate) fn wal_synced(&self) {
+        self.wal_syncs.fetch_add(1, Relaxed);
+    }
     pub(crate) fn snapshot_failed(&self) {
         self.snapshot_failures.fetch_add(1, Relaxed);
         self.snapshot_failing.fetch_add(1, Relaxed);
@@ -476,6 +483,7 @@ impl SelfStats {
             },
             wal_enabled: self.wal_enabled.load(Relaxed),
             wal_segments: self.wal_segments.load(Relaxed),
+            wal_syncs: self.wal_syncs.load(Relaxed),
             wal_replay_us: self.wal_replay_us.load(Relaxed),
         }
     }

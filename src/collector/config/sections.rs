@@ -164,6 +164,11 @@ section! {
             value_name = "snapshot|wal",
         )]
         pub(crate) durability: Durability = Durability::Snapshot,
+        /// With "wal": how long the log's writer waits, once a request has come, for others
+        /// to share its write and fsync (group commit). Each logged request is answered up to
+        /// this much later; at most 100ms.
+        #[key(check = commit_delay)]
+        pub(crate) wal_commit_delay: Interval = Interval::ms(5),
     }
 }
 
@@ -377,6 +382,14 @@ fn windows(windows: &[Window]) -> Result<(), String> {
     match windows.iter().find(|w| w.duration.as_secs() < 5) {
         Some(w) => Err(format!("window {:?} is shorter than 5s", w.label)),
         None => Ok(()),
+    }
+}
+
+/// Check of `store.wal_commit_delay`: at most 100 ms, a bound on the latency it adds.
+fn commit_delay(d: &Interval) -> Result<(), String> {
+    match d.0 <= std::time::Duration::from_millis(100) {
+        true => Ok(()),
+        false => Err(format!("{d} is above 100ms")),
     }
 }
 

@@ -44,6 +44,11 @@ impl Interval {
     pub(crate) const fn secs(n: u64) -> Self {
         Interval(Duration::from_secs(n))
     }
+
+    /// `n` milliseconds, for a default.
+    pub(crate) const fn ms(n: u64) -> Self {
+        Interval(Duration::from_millis(n))
+    }
 }
 
 /// Written back in the file's grammar, with the largest unit that divides it.

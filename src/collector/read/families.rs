@@ -528,6 +528,13 @@ fn snapshots(v: &SelfStatsView, sink: &mut impl Sink) {
             sink.family(name, Kind::Gauge, help);
             sink.sample(None, &[], value);
         }
+        single(
+            sink,
+            WAL_SYNCS,
+            Kind::Counter,
+            "Groups of requests written to the write-ahead log, each in one write with one fsync.",
+            v.wal_syncs,
+        );
     }
     single(
         sink,

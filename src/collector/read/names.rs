@@ -98,6 +98,8 @@ pub(crate) const SNAPSHOT_WRITE: &str = "toolsize_snapshot_write_seconds";
 pub(crate) const WAL_REPLAY: &str = "toolsize_wal_replay_seconds";
 /// Closed write-ahead log segments kept until a snapshot covers them.
 pub(crate) const WAL_SEGMENTS: &str = "toolsize_wal_segments";
+/// Groups of requests written to the write-ahead log, each with one fsync.
+pub(crate) const WAL_SYNCS: &str = "toolsize_wal_syncs_total";
 /// Snapshots found at start and not restored.
 pub(crate) const SNAPSHOTS_REFUSED: &str = "toolsize_snapshots_refused_total";
 /// Snapshots written.
@@ -166,6 +168,7 @@ pub const FAMILIES: &[&str] = &[
     SNAPSHOTS_REFUSED,
     WAL_REPLAY,
     WAL_SEGMENTS,
+    WAL_SYNCS,
     ALERT_NOTIFICATIONS,
     ALERTS_FIRING,
     ALERT_EVENTS_DROPPED,
