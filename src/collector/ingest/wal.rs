@@ -1028,7 +1028,13 @@ mod tests {
             let d = dir(&format!("modes-{direct}"));
             let stats = Arc::new(SelfStats::default());
             let active = Active::open(&d.join(WAL_DIR), 1, direct).unwrap();
-            assert_eq!(active.direct.is_some(), direct, "O_DIRECT refused here");
+            if direct && active.direct.is_none() {
+                // A file system may refuse O_DIRECT; the daemon then writes buffered, the mode
+                // tested next.
+                eprintln!("O_DIRECT refused in {}: buffered mode only", d.display());
+                continue;
+            }
+            assert_eq!(active.direct.is_some(), direct);
             let wal = spawn_on(active, d.join(WAL_DIR), Duration::ZERO, &stats);
             let (tx, _rx) = mpsc::channel(64);
             let sizes = [1, 4079, 4080, 5000, 3 << 20, 7, 12_345];
