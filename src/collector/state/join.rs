@@ -195,7 +195,7 @@ impl Calls {
 
     /// Opens a call with `r`, the first of its role no earlier call takes. The first call of
     /// a key gets room for itself alone: most keys only ever hold one (a call id is unique), and
-    /// a vector's first push makes room for four calls of about 830 bytes each.
+    /// a vector's first push makes room for four calls, each with room for two records.
     fn open(&mut self, p: Pending, role: Role) {
         if let Some(k) = Self::slot(role) {
             self.filled[k] += 1;
