@@ -15,6 +15,9 @@
 //! same sizes, read + recognised, then recorded (the log records through the join of agents'
 //! signals, released as the aggregator does); per record, with the ratio printed.
 //!
+//! And the join at capacity (`join_at_capacity`): 65,536 calls waiting, each record looked up
+//! among them, on the aggregator's path against the lent path, per record, with the ratio.
+//!
 //! And one coding agent's hook payload accepted, sized and joined with the agent's log record of
 //! the same call, then counted (`hooks`): Claude Code's `PostToolUse` for `seq 1 20000` (its
 //! `stdout` cut at 30,000 characters, `persistedOutputSize` 108,894) and Qwen Code's (the whole
@@ -276,7 +279,7 @@ fn agents(c: &mut Criterion) {
             i += 1;
             let r = recognize_logs_protobuf(&recognizer, &logs[i % logs.len()]).unwrap();
             let now = now_unix_ms();
-            state.record_batch_ms(&r.records, now);
+            state.record_owned_batch_ms(r.records, now);
             state.release_joined(u64::MAX);
         })
     });
@@ -303,7 +306,7 @@ fn agents(c: &mut Criterion) {
     for round in 0..5 {
         l.push(per(&mut || {
             let r = recognize_logs_protobuf(&recognizer, &logs[round % 16]).unwrap();
-            ls.record_batch_ms(&r.records, now_unix_ms());
+            ls.record_owned_batch_ms(r.records, now_unix_ms());
             ls.release_joined(u64::MAX);
         }));
         s.push(per(&mut || {
@@ -318,6 +321,83 @@ fn agents(c: &mut Criterion) {
         l[2],
         s[2],
         l[2] / s[2]
+    );
+}
+
+/// The join of a coding agent's signals with the most calls waiting (65,536: 128 requests of
+/// 512 Claude Code `tool_result` records, none released), then 16 requests of those calls again
+/// for ever, as the load generator sends them: each record is looked up among the waiting
+/// calls, found, and counted unjoined. The aggregator's path (`record_owned_batch_ms`: the
+/// records moved, the joiner's entries read for the whole batch first) against the lent path
+/// (`record_batch_ms`: each signal cloned into the joiner, its entries read when it is added),
+/// per record, on the same state, rounds interleaved; the ratio is printed.
+fn join_at_capacity(c: &mut Criterion) {
+    let config = Config::default();
+    let recognizer = Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes);
+    let records = |seed| {
+        recognize_logs_protobuf(
+            &recognizer,
+            &workload::logs_request("claude-code", seed, 512, Mix::Storm),
+        )
+        .unwrap()
+        .records
+    };
+    let mut state = state_with_rules(&config);
+    for seed in 0..128 {
+        state.record_owned_batch_ms(records(seed), now_unix_ms());
+    }
+    let again: Vec<_> = (0..16).map(records).collect();
+    let mut g = c.benchmark_group("join_at_capacity");
+    g.throughput(Throughput::Elements(512));
+    let mut i = 0;
+    g.bench_function("owned_warmed", |b| {
+        b.iter_batched(
+            || {
+                i += 1;
+                again[i % again.len()].clone()
+            },
+            |recs| state.record_owned_batch_ms(recs, now_unix_ms()),
+            BatchSize::LargeInput,
+        )
+    });
+    g.bench_function("lent_cloned", |b| {
+        b.iter_batched(
+            || {
+                i += 1;
+                again[i % again.len()].clone()
+            },
+            |recs| {
+                state.record_batch_ms(&recs, now_unix_ms());
+                drop(recs);
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+    let (mut owned, mut lent) = (Vec::new(), Vec::new());
+    for _round in 0..9 {
+        for (path, out) in [(true, &mut owned), (false, &mut lent)] {
+            let batches: Vec<_> = (0..200).map(|k| again[k % again.len()].clone()).collect();
+            let t = Instant::now();
+            for recs in batches {
+                if path {
+                    state.record_owned_batch_ms(recs, now_unix_ms());
+                } else {
+                    state.record_batch_ms(&recs, now_unix_ms());
+                    drop(recs);
+                }
+            }
+            out.push(t.elapsed().as_secs_f64() / (200.0 * 512.0) * 1e6);
+        }
+    }
+    owned.sort_by(f64::total_cmp);
+    lent.sort_by(f64::total_cmp);
+    println!(
+        "join at capacity: owned and warmed {:.3} µs/record, lent and cloned {:.3} µs/record \
+         (medians of 9 interleaved rounds): ×{:.2}",
+        owned[4],
+        lent[4],
+        owned[4] / lent[4]
     );
 }
 
@@ -491,5 +571,13 @@ fn exemplars(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, bench, exposition, exemplars, agents, hooks);
+criterion_group!(
+    benches,
+    bench,
+    exposition,
+    exemplars,
+    agents,
+    join_at_capacity,
+    hooks
+);
 criterion_main!(benches);

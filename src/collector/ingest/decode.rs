@@ -423,6 +423,11 @@ pub struct Recognized {
     pub(crate) unrecognised: super::unrecognised::Seen,
 }
 
+/// Request bytes per log record the records of a logs request are reserved for
+/// ([`Recognized::for_items`]): a `tool_result` record with the attributes the agents send is
+/// larger, so a request of them never outgrows its room.
+const LOG_RECORD_BYTES: usize = 256;
+
 /// Attributes of one span that recognition looks at; later ones are ignored and counted.
 pub(crate) const MAX_ATTRIBUTES_READ: usize =
     crate::collector::ingest::recognize::MAX_ATTRIBUTES_READ;
@@ -434,8 +439,17 @@ impl Recognized {
     /// requests whose items average that size or more (tool spans with their attributes do);
     /// smaller ones grow from there.
     fn for_body(body_len: usize) -> Self {
+        Self::for_items(body_len, 512)
+    }
+
+    /// Room for one record per `item_bytes` of a request of `body_len` bytes. A coding agent's
+    /// `tool_result` log record is smaller than a tool span (Claude Code's, 12 attributes: about
+    /// 460 bytes), so a logs request reserves one per [`LOG_RECORD_BYTES`]: at one per 512, the
+    /// records of a 512-record request outgrew their room, were copied once (about 180 KB) into
+    /// fresh memory, and that copy and its page faults were 9 % of the daemon's time unpaced.
+    fn for_items(body_len: usize, item_bytes: usize) -> Self {
         Self {
-            records: Vec::with_capacity((body_len / 512).clamp(16, 4096)),
+            records: Vec::with_capacity((body_len / item_bytes).clamp(16, 4096)),
             ..Self::default()
         }
     }
@@ -591,7 +605,7 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
 /// calls of the coding agents ([`agents`]) and `tool_result` events of other emitters become
 /// records; every other record is counted as not a tool call.
 pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, DecodeError> {
-    let mut out = Recognized::for_body(body.len());
+    let mut out = Recognized::for_items(body.len(), LOG_RECORD_BYTES);
     let mut services = Services::default();
     let mut owners = Owners::default();
     let mut signals = Vec::new();

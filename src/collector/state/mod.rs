@@ -205,7 +205,8 @@ impl State {
     }
 
     /// Records a batch received at `now_ms` (Unix milliseconds), then lets the observers send
-    /// what they queued.
+    /// what they queued. The records are lent: each signal of a coding agent's call is cloned
+    /// into the joiner (the aggregator's own path is [`State::record_owned_batch_ms`]).
     pub fn record_batch_ms(&mut self, records: &[ToolRecord], now_ms: u64) {
         for r in records {
             match r.join {
@@ -217,13 +218,23 @@ impl State {
     }
 
     /// [`State::record_batch_ms`] of a batch the aggregator owns: each record is read where it
-    /// lies; one a coding agent's call waits with is cloned into the joiner.
-    pub(crate) fn record_owned_batch_ms(&mut self, records: Vec<ToolRecord>, now_ms: u64) {
-        // Moving each record (~400 bytes) out of the batch was 2 % of the daemon's time.
-        for r in &records {
-            match r.join {
-                None => self.record_ms(r, now_ms),
-                Some(_) => self.join(r.clone(), now_ms),
+    /// lies, unless the batch carries a coding agent's signals: then its records are moved out,
+    /// those signals into the joiner (cloned, they and their drops were 5 % of the daemon's
+    /// time on Claude Code's log records), after the joiner's tables were read for the whole
+    /// batch ([`join::Joiner::warm`]).
+    pub fn record_owned_batch_ms(&mut self, records: Vec<ToolRecord>, now_ms: u64) {
+        if records.iter().any(|r| r.join.is_some()) {
+            self.joiner.warm(records.iter().filter_map(|r| r.join));
+            for r in records {
+                match r.join {
+                    None => self.record_ms(&r, now_ms),
+                    Some(_) => self.join(r, now_ms),
+                }
+            }
+        } else {
+            // Moving each record (~400 bytes) out of the batch was 2 % of the daemon's time.
+            for r in &records {
+                self.record_ms(r, now_ms);
             }
         }
         self.tick_observers();

@@ -22,9 +22,10 @@
 //!
 //! All are joined on `tool_use_id` (= `gen_ai.tool.call.id`).
 
-use super::{Agent, AgentStack, Attrs, CallId, Signal, SpanVerdict, Tools};
+use super::{bool_value, size_value, Agent, AgentStack, Attrs, CallId, Signal, SpanVerdict, Tools};
+use crate::collector::ingest::recognize::{int_of, str_of};
 use crate::collector::ingest::record::{Emitter, Role};
-use crate::collector::ingest::wire::{LogView, SpanView};
+use crate::collector::ingest::wire::{AttrValue, LogView, SpanView};
 
 /// The entry.
 pub(crate) const AGENT: Agent = Agent {
@@ -81,23 +82,67 @@ fn span<'a>(s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
 }
 
 fn log<'a>(l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
-    if super::event_name(l) == HOOK_EVENT {
-        crate::collector::ingest::hooks::log_signal(l, out);
-        return;
+    match super::event_name(l) {
+        HOOK_EVENT => crate::collector::ingest::hooks::log_signal(l, out),
+        "tool_result" => tool_result(l, out),
+        _ => {}
     }
-    if super::event_name(l) != "tool_result" {
-        return;
+}
+
+/// The attributes of a `tool_result` record that are read, each the first of its key (as
+/// [`Attrs::get`] finds it).
+#[derive(Default)]
+struct ToolResult<'a> {
+    tool_use_id: Option<AttrValue<'a>>,
+    call_id: Option<AttrValue<'a>>,
+    tool_name: Option<AttrValue<'a>>,
+    success: Option<AttrValue<'a>>,
+    size: Option<AttrValue<'a>>,
+    duration_ms: Option<AttrValue<'a>>,
+    tool_input: Option<AttrValue<'a>>,
+    tool_parameters: Option<AttrValue<'a>>,
+}
+
+impl<'a> ToolResult<'a> {
+    /// Reads the attributes once, each compared with the keys of its length: Claude Code sends
+    /// a dozen per record, and looked up one key at a time they were read eight times over.
+    fn read(a: Attrs<'_, 'a>) -> Self {
+        let mut t = Self::default();
+        for (k, v) in a.0 {
+            let slot = match *k {
+                b"tool_use_id" => &mut t.tool_use_id,
+                b"gen_ai.tool.call.id" => &mut t.call_id,
+                b"tool_name" => &mut t.tool_name,
+                b"success" => &mut t.success,
+                b"tool_result_size_bytes" => &mut t.size,
+                b"duration_ms" => &mut t.duration_ms,
+                b"tool_input" => &mut t.tool_input,
+                b"tool_parameters" => &mut t.tool_parameters,
+                _ => continue,
+            };
+            slot.get_or_insert(*v);
+        }
+        t
     }
-    let a = Attrs(&l.attrs);
-    let Some(id) = call_id(a) else { return };
+}
+
+/// The primary signal of a `tool_result` record.
+fn tool_result<'a>(l: &LogView<'a>, out: &mut Vec<Signal<'a>>) {
+    let t = ToolResult::read(Attrs(&l.attrs));
+    let Some(id) = str_of(t.tool_use_id)
+        .or_else(|| str_of(t.call_id))
+        .filter(|s| !s.is_empty())
+    else {
+        return;
+    };
     let mut sig = Signal::new(Emitter::ClaudeCode, Role::Primary, CallId::Id(id));
-    sig.tool = a.str("tool_name");
-    sig.failed = a.bool("success") == Some(false);
-    (sig.size, sig.absurd_size) = a.size("tool_result_size_bytes");
+    sig.tool = str_of(t.tool_name);
+    sig.failed = bool_value(t.success) == Some(false);
+    (sig.size, sig.absurd_size) = size_value(t.size);
     sig.utf16 = true;
-    sig.latency_ms = a.int("duration_ms");
-    sig.args = a.get("tool_input");
-    sig.mcp_details = a.str("tool_parameters");
+    sig.latency_ms = int_of(t.duration_ms);
+    sig.args = t.tool_input;
+    sig.mcp_details = str_of(t.tool_parameters);
     out.push(sig);
 }
 

@@ -31,9 +31,7 @@ pub(crate) mod tool_result_log;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use crate::collector::ingest::recognize::{
-    hash_value, int_of, sanitize_tool_name_counted, str_of, LabelCuts,
-};
+use crate::collector::ingest::recognize::{hash_value, int_of, str_of, LabelCuts, ToolNames};
 use crate::collector::ingest::record::{
     ArgsHash, Emitter, Join, Measurement, Role, Size, SizeSource, ToolRecord, Unknown, Upstream,
 };
@@ -65,22 +63,32 @@ impl<'v, 'a> Attrs<'v, 'a> {
     /// The value of `key` as a size: `(None, true)` when it is a number no result can have
     /// ([`size_of`](crate::collector::ingest::recognize::size_of)).
     pub(crate) fn size(&self, key: &str) -> (Option<u64>, bool) {
-        match crate::collector::ingest::recognize::size_of(self.get(key)) {
-            Ok(n) => (n, false),
-            Err(_) => (None, true),
-        }
+        size_value(self.get(key))
     }
 
     /// The value of `key` as a boolean, also when sent as the string `"true"` / `"false"`.
     pub(crate) fn bool(&self, key: &str) -> Option<bool> {
-        match self.get(key)? {
-            AttrValue::Bool(b) => Some(b),
-            v => match v.as_str()?.trim() {
-                s if s.eq_ignore_ascii_case("true") => Some(true),
-                s if s.eq_ignore_ascii_case("false") => Some(false),
-                _ => None,
-            },
-        }
+        bool_value(self.get(key))
+    }
+}
+
+/// A value as a size, as [`Attrs::size`] reads it.
+pub(crate) fn size_value(v: Option<AttrValue<'_>>) -> (Option<u64>, bool) {
+    match crate::collector::ingest::recognize::size_of(v) {
+        Ok(n) => (n, false),
+        Err(_) => (None, true),
+    }
+}
+
+/// A value as a boolean, as [`Attrs::bool`] reads it.
+pub(crate) fn bool_value(v: Option<AttrValue<'_>>) -> Option<bool> {
+    match v? {
+        AttrValue::Bool(b) => Some(b),
+        v => match v.as_str()?.trim() {
+            s if s.eq_ignore_ascii_case("true") => Some(true),
+            s if s.eq_ignore_ascii_case("false") => Some(false),
+            _ => None,
+        },
     }
 }
 
@@ -287,9 +295,10 @@ pub(crate) fn record(
         .filter(|t| *t == claude_code::MCP_TOOL)
         .and(s.mcp_details)
         .and_then(claude_code::mcp_name);
-    let tool = match mcp.as_deref().or(s.tool).filter(|t| !t.is_empty()) {
-        Some(t) => sanitize_tool_name_counted(t, max_name, &mut cuts.tool),
-        None => String::new(),
+    // The receiving thread's sanitised names: no allocation per record once a name was seen.
+    let tool: Arc<str> = match mcp.as_deref().or(s.tool).filter(|t| !t.is_empty()) {
+        Some(t) => ToolNames::default().of(t, max_name, &mut cuts.tool),
+        None => Arc::from(""),
     };
     let size = match (s.failed, s.size) {
         (true, _) => Size::Failed,
@@ -322,7 +331,7 @@ pub(crate) fn record(
     });
     ToolRecord {
         service: service.clone(),
-        tool: tool.into(),
+        tool,
         emitter: s.emitter,
         size,
         truncated: false,
