@@ -37,6 +37,11 @@
 //!   recipe to fix it ([`crate::collector::ingest::unrecognised`]); answered from the receivers'
 //!   shared counts, without asking the aggregator. The status page shows it while no tool call
 //!   has arrived.
+//! - `GET /api/v1/sessions?limit=N&service=S`: the context ledger's heaviest sessions (at most
+//!   200, 20 by default), by context tokens: per session its service, id (the emitter's session
+//!   id, else the trace id) and sizes and counts only (requests, results, result tokens, results
+//!   held, context tokens, input, cache-read and cache-creation tokens, compactions, idle
+//!   seconds), with the ledger's cap and what overflowed it ([`crate::collector::state::context`]).
 //! - `GET /api/v1/alerts`: `{"firing": [...], "resolved": [...]}`, each alert with its name,
 //!   state, fingerprint, labels, annotations, `startsAt` and `endsAt`; answered from the alert
 //!   task's last published set, without asking the aggregator.
@@ -265,6 +270,8 @@ pub const ALERTS_PATH: &str = "/api/v1/alerts";
 pub const FORWARD_PATH: &str = "/api/v1/forward";
 /// Per service, the spans and log records that were no tool call.
 pub const UNRECOGNISED_PATH: &str = "/api/v1/unrecognised";
+/// The context ledger's heaviest sessions.
+pub const SESSIONS_PATH: &str = "/api/v1/sessions";
 /// The alert runbook.
 pub const RUNBOOK_PATH: &str = "/runbook";
 /// Liveness.
@@ -274,7 +281,7 @@ pub const READYZ_PATH: &str = "/readyz";
 
 /// Every path the admin router serves, in the order `admin.addr`'s documentation lists them
 /// (a test holds that documentation to this list).
-pub const ROUTES: [&str; 13] = [
+pub const ROUTES: [&str; 14] = [
     STATUS_PATH,
     TOOL_PAGE_PATH,
     METRICS_PATH,
@@ -285,6 +292,7 @@ pub const ROUTES: [&str; 13] = [
     ALERTS_PATH,
     FORWARD_PATH,
     UNRECOGNISED_PATH,
+    SESSIONS_PATH,
     RUNBOOK_PATH,
     HEALTHZ_PATH,
     READYZ_PATH,
@@ -303,6 +311,7 @@ pub fn router(state: ApiState) -> Router {
         .route(ALERTS_PATH, get(alerts))
         .route(FORWARD_PATH, get(forward))
         .route(UNRECOGNISED_PATH, get(unrecognised))
+        .route(SESSIONS_PATH, get(sessions))
         .route(RUNBOOK_PATH, get(runbook))
         .route(HEALTHZ_PATH, get(|| async { "ok\n" }))
         .route(READYZ_PATH, get(readyz))
@@ -433,6 +442,39 @@ async fn tools(State(s): State<ApiState>, Query(q): Query<ToolsQuery>) -> Respon
     match r {
         Ok(Ok(view)) => Json(view).into_response(),
         Ok(Err(e)) => bad_request(e),
+        Err(r) => r,
+    }
+}
+
+/// Query parameters of `/api/v1/sessions`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct SessionsQuery {
+    /// Sessions shown at most (20 by default, at most 200).
+    pub(crate) limit: Option<usize>,
+    /// Only this service.
+    pub(crate) service: Option<String>,
+}
+
+async fn sessions(State(s): State<ApiState>, Query(q): Query<SessionsQuery>) -> Response {
+    use crate::collector::state::context::{DEFAULT_SESSIONS_SHOWN, MAX_SESSIONS_SHOWN};
+    let limit = q.limit.unwrap_or(DEFAULT_SESSIONS_SHOWN);
+    if limit == 0 || limit > MAX_SESSIONS_SHOWN {
+        return bad_request(format!(
+            "limit must be between 1 and {MAX_SESSIONS_SHOWN}, got {limit}"
+        ));
+    }
+    let r = s
+        .ask(
+            |reply| Command::Sessions {
+                limit,
+                service: q.service,
+                reply,
+            },
+            WAIT,
+        )
+        .await;
+    match r {
+        Ok(view) => Json(view).into_response(),
         Err(r) => r,
     }
 }

@@ -97,6 +97,8 @@ pub struct Limits {
     pub size_bounds: Arc<[u64]>,
     /// How long the signals of a coding agent's call are waited for, milliseconds.
     pub(crate) join_window_ms: u64,
+    /// What bounds the context ledger.
+    pub(crate) context: super::context::LedgerLimits,
 }
 
 impl Limits {
@@ -140,6 +142,12 @@ impl Limits {
             size_bounds: size_bounds(&configured(&c.stack, &c.layers)).into(),
             stacks: Arc::new(Stacks::new(&c.stack, &c.layers)),
             join_window_ms: c.recognition.join_window.0.as_millis() as u64,
+            context: super::context::LedgerLimits {
+                max_sessions: c.context.max_sessions,
+                max_results: c.context.max_results_per_session,
+                idle_ms: c.context.session_idle.0.as_millis() as u64,
+                max_tools: c.aggregation.max_series,
+            },
         }
     }
 }
