@@ -34,6 +34,13 @@ in --records:
    "wire_json_utf8_bytes" (json.dumps(raw, ensure_ascii=False) size), "request_seq", "ts"}
 Every HTTP request is also logged (with its full JSON body) to --request-log if given.
 
+Token usage: each Anthropic Messages answer reports `input_tokens` = request bytes / 4 and the
+cache counts the run asks for (`--cache-read N`: N tokens read from the cache on every main
+request after the first; `--cache-creation N`: N written on every main request). With
+--usage-log, one JSON line per Messages request says what was reported:
+  {"request_seq", "side", "input_tokens", "cache_read_input_tokens",
+   "cache_creation_input_tokens"}
+
 Usage:
   python3 fake_model.py --port 0 --port-file P --records rec.jsonl --read-file /abs/file \
       [--request-log req.jsonl] [--gemini-call-ids]
@@ -79,6 +86,21 @@ class State:
         self.issued = {}               # tool_call_id -> step index
         self.rec_f = open(a.records, "a", encoding="utf-8")
         self.log_f = open(a.request_log, "a", encoding="utf-8") if a.request_log else None
+        self.usage_f = open(a.usage_log, "a", encoding="utf-8") if a.usage_log else None
+        self.main_requests = 0
+
+    def usage(self, req_seq, side, body_len):
+        """The usage reported for one Messages request, logged with --usage-log."""
+        with self.lock:
+            first = not side and self.main_requests == 0
+            self.main_requests += 0 if side else 1
+            u = {"input_tokens": usage_guess(body_len),
+                 "cache_read_input_tokens": 0 if side or first else self.a.cache_read,
+                 "cache_creation_input_tokens": 0 if side else self.a.cache_creation}
+            if self.usage_f:
+                self.usage_f.write(json.dumps(dict(u, request_seq=req_seq, side=side)) + "\n")
+                self.usage_f.flush()
+            return u
 
     def next_seq(self):
         with self.lock:
@@ -207,18 +229,16 @@ def anthropic_handle(st, req_seq, body):
             "input": {"command": s["command"], "description": "scripted step " + s["label"]}, "step": step_count}
 
 
-def anthropic_response(body, plan, body_len):
+def anthropic_response(body, plan, usage):
     model = body.get("model") or "claude-sonnet-4-5"
     mid = "msg_" + uuid.uuid4().hex[:24]
-    in_tok = usage_guess(body_len)
     if plan["kind"] == "tool":
         block = {"type": "tool_use", "id": plan["id"], "name": plan["name"], "input": plan["input"]}
         stop = "tool_use"
     else:
         block = {"type": "text", "text": plan["text"]}
         stop = "end_turn"
-    usage = {"input_tokens": in_tok, "output_tokens": 20, "cache_creation_input_tokens": 0,
-             "cache_read_input_tokens": 0}
+    usage = dict(usage, output_tokens=20)
     if not body.get("stream"):
         return "application/json", json.dumps({
             "id": mid, "type": "message", "role": "assistant", "model": model, "content": [block],
@@ -588,7 +608,8 @@ class Handler(BaseHTTPRequestHandler):
                 plan = anthropic_handle(st, seq, body)
                 entry["plan"] = plan
                 st.log(entry)
-                ctype, data = anthropic_response(body, plan, len(raw))
+                usage = st.usage(seq, bool(plan.get("side")), len(raw))
+                ctype, data = anthropic_response(body, plan, usage)
                 return self._send(200, ctype, data)
             if path.endswith("/chat/completions"):
                 plan = chat_handle(st, seq, body)
@@ -640,6 +661,11 @@ def main(argv=None):
                     help="put an id on Gemini functionCall parts (the real API usually does not)")
     ap.add_argument("--final-delay", type=float, default=0.0,
                     help="seconds to wait before the final answer (OpenAI Chat Completions)")
+    ap.add_argument("--usage-log", help="JSON lines: the token usage reported per Messages request")
+    ap.add_argument("--cache-read", type=int, default=0,
+                    help="cache-read tokens reported on every main Messages request after the first")
+    ap.add_argument("--cache-creation", type=int, default=0,
+                    help="cache-creation tokens reported on every main Messages request")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     if a.host not in ("127.0.0.1", "localhost", "::1"):

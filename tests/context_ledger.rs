@@ -1,0 +1,202 @@
+//! The context ledger, proven on a real emitter: Claude Code at the release pinned in
+//! `tests/agents/npm`, driven through the scripted session of `tests/agents/fake_model.py`
+//! (`tests/agents/run_agent.py`, loopback only), the fake model reporting the token usage the
+//! test asks for (input tokens, cache reads, cache writes) as the Messages API does.
+//!
+//! The test computes its own ledger from what the fake model sent and received: each tool
+//! result the model got (first seen in request *k*, its tokens `ceil(UTF-16 units / 4)`, the
+//! failed call unsized) rides in every main request from *k* on, and each of those requests'
+//! input tokens are what the fake reported. The daemon's cumulative context cost per tool
+//! must equal it exactly, its result tokens too, each session's input and cache counts too,
+//! and its share p50 / p95 per tool must be within 1 % of the test's. In CI a missing agent
+//! fails the test.
+#![cfg(feature = "collector")]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use support::collector::{missing_peers_allowed, require};
+
+/// Cache tokens the fake model reports: read on every main request after the first, written on
+/// every main request.
+const CACHE_READ: u64 = 5000;
+const CACHE_CREATION: u64 = 300;
+
+fn agents_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents")
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Nearest-rank quantile, as the daemon takes it.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+/// What the test expects per tool: result tokens, cumulative cost, requests that carried it,
+/// the shares of those requests.
+#[derive(Debug, Default, PartialEq)]
+struct Expected {
+    result_tokens: u64,
+    cost: u64,
+    requests: u64,
+    shares: Vec<f64>,
+}
+
+/// The test's own ledger of one run: from the results the model got and the usage it reported.
+fn ledger(dir: &Path) -> (BTreeMap<String, Expected>, u64, u64, u64) {
+    let usage: Vec<Value> = lines(&dir.join("model_usage.jsonl"))
+        .into_iter()
+        .filter(|u| !u["side"].as_bool().unwrap())
+        .collect();
+    let results: Vec<(String, u64, u64)> = lines(&dir.join("model_records.jsonl"))
+        .into_iter()
+        .filter(|r| !r["is_error"].as_bool().unwrap_or(false))
+        .map(|r| {
+            (
+                r["tool_name"].as_str().unwrap().to_string(),
+                r["utf16_units"].as_u64().unwrap().div_ceil(4),
+                r["request_seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut want: BTreeMap<String, Expected> = BTreeMap::new();
+    for (tool, tokens, _) in &results {
+        want.entry(tool.clone()).or_default().result_tokens += tokens;
+    }
+    let (mut input_all, mut read_all, mut creation_all) = (0, 0, 0);
+    for u in &usage {
+        let seq = u["request_seq"].as_u64().unwrap();
+        let read = u["cache_read_input_tokens"].as_u64().unwrap();
+        let creation = u["cache_creation_input_tokens"].as_u64().unwrap();
+        let input = u["input_tokens"].as_u64().unwrap() + read + creation;
+        (input_all, read_all, creation_all) =
+            (input_all + input, read_all + read, creation_all + creation);
+        let mut carried: BTreeMap<&str, u64> = BTreeMap::new();
+        for (tool, tokens, first) in &results {
+            if *first <= seq {
+                *carried.entry(tool).or_default() += tokens;
+            }
+        }
+        for (tool, tokens) in carried {
+            let w = want.get_mut(tool).unwrap();
+            w.cost += tokens;
+            w.requests += 1;
+            w.shares.push(tokens as f64 / input as f64);
+        }
+    }
+    (want, input_all, read_all, creation_all)
+}
+
+#[test]
+fn claude_codes_context_ledger_matches_what_the_model_sent_and_got() {
+    if !require(&support::cli::python3(), &["--version"]) || !require("unshare", &["--version"]) {
+        return;
+    }
+    if !agents_dir().join("npm/node_modules/.bin/claude").exists() {
+        assert!(
+            missing_peers_allowed(),
+            "Claude Code is not installed in tests/agents/npm (scripts/test.sh runs npm ci there); \
+             set TOOLSIZE_ALLOW_MISSING_PEERS=1 to skip"
+        );
+        eprintln!("\n*** SKIPPED: Claude Code not installed: this test checked NOTHING ***\n");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("toolsize-ledger-{}", std::process::id()));
+    let out = Command::new(support::cli::python3())
+        .arg(agents_dir().join("run_agent.py"))
+        .args([
+            "--agent",
+            "claude",
+            "--variant",
+            "all-signals",
+            "--toolsize",
+        ])
+        .arg(env!("CARGO_BIN_EXE_toolsize"))
+        .args(["--cache-read", &CACHE_READ.to_string()])
+        .args(["--cache-creation", &CACHE_CREATION.to_string()])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (want, input, read, creation) = ledger(&dir);
+    assert_eq!(
+        want.keys().collect::<Vec<_>>(),
+        ["Bash", "Read"],
+        "the scripted session's sized results"
+    );
+    // Bash's first result rides in the four requests after it; Read's in the final one.
+    assert!(want["Bash"].cost > want["Bash"].result_tokens, "{want:?}");
+    assert_eq!(want["Read"].requests, 1, "{want:?}");
+
+    let tools: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("tools.json")).unwrap()).unwrap();
+    for row in tools["tools"].as_array().unwrap() {
+        let tool = row["tool"].as_str().unwrap();
+        let w = &want[tool];
+        let c = &row["context"];
+        assert_eq!(c["context_tokens"], w.cost, "{tool}: cumulative cost {c}");
+        assert_eq!(c["result_tokens"], w.result_tokens, "{tool}: {c}");
+        assert_eq!(c["requests"], w.requests, "{tool}: {c}");
+        assert_eq!(
+            c["estimated"], c["results"],
+            "{tool}: every size estimated {c}"
+        );
+        for (field, q) in [("share_p50", 0.5), ("share_p95", 0.95)] {
+            let (got, exp) = (c[field].as_f64().unwrap(), quantile(&w.shares, q));
+            assert!(
+                (got - exp).abs() <= 0.01 * exp,
+                "{tool}: {field} {got} against {exp}"
+            );
+        }
+    }
+
+    let sessions: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sessions.json")).unwrap()).unwrap();
+    let s = &sessions["sessions"][0];
+    assert_eq!(sessions["followed"], 1, "{sessions}");
+    assert_eq!(s["by"], "session");
+    assert_eq!(s["input_tokens"], input, "{s}");
+    assert_eq!(s["cache_read_tokens"], read, "{s}");
+    assert_eq!(s["cache_creation_tokens"], creation, "{s}");
+    assert_eq!(
+        s["context_tokens"],
+        want.values().map(|w| w.cost).sum::<u64>(),
+        "{s}"
+    );
+    assert_eq!(s["compactions"], 0);
+
+    let metrics = std::fs::read_to_string(dir.join("metrics.txt")).unwrap();
+    for (tool, w) in &want {
+        let line = format!(
+            "toolsize_tool_context_tokens_total{{service=\"claude-code\",tool=\"{tool}\"}} {}",
+            w.cost
+        );
+        assert!(metrics.lines().any(|l| l == line), "{line} in /metrics");
+        let count = format!(
+            "toolsize_tool_context_share_count{{service=\"claude-code\",tool=\"{tool}\"}} {}",
+            w.shares.len()
+        );
+        assert!(metrics.lines().any(|l| l == count), "{count} in /metrics");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
