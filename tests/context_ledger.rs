@@ -200,3 +200,142 @@ fn claude_codes_context_ledger_matches_what_the_model_sent_and_got() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Framework calls per run: every 4th fails (`tests/frameworks/run_agent.py`).
+const CALLS: u64 = 12;
+
+/// The input tokens the frameworks' fake models report for request `k` (as
+/// `tests/frameworks/run_agent.py`'s `input_tokens(k)`).
+fn input_tokens(k: u64) -> u64 {
+    2000 + 3000 * k
+}
+
+/// Runs `framework`'s agent against the daemon at `endpoint` as `service`.
+fn run_framework(framework: &str, endpoint: &str, service: &str) -> Value {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/frameworks");
+    let (mut cmd, script) = if framework == "vercel_ai" {
+        (Command::new("node"), format!("{dir}/run_agent.mjs"))
+    } else {
+        let python =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/frameworks-venv/bin/python");
+        (Command::new(python), format!("{dir}/run_agent.py"))
+    };
+    let out = cmd
+        .current_dir(dir)
+        .args([&script, "--framework", framework, "--endpoint", endpoint])
+        .args(["--service", service, "--calls", &CALLS.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{framework}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The test's own ledger of one framework run: call `i` (one per model request, request 0
+/// first) is handed to the model in request `i + 1` and rides in every request after it, up to
+/// the final answer (request `CALLS`); a failed call is not sized.
+fn framework_ledger(run: &Value) -> BTreeMap<String, Expected> {
+    // The runners list their calls in the order their spans ended: the order they ran.
+    let calls: Vec<&Value> = run["calls"].as_array().unwrap().iter().collect();
+    assert_eq!(calls.len() as u64, CALLS, "{run}");
+    let mut want: BTreeMap<String, Expected> = BTreeMap::new();
+    for c in &calls {
+        want.entry(c["tool"].as_str().unwrap().to_string())
+            .or_default();
+    }
+    let sized: Vec<(usize, &str, u64)> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c["failed"] == false)
+        .map(|(i, c)| {
+            (
+                i,
+                c["tool"].as_str().unwrap(),
+                c["bytes"].as_u64().unwrap().div_ceil(4),
+            )
+        })
+        .collect();
+    for (_, tool, tokens) in &sized {
+        want.get_mut(*tool).unwrap().result_tokens += tokens;
+    }
+    for k in 0..=CALLS {
+        let mut carried: BTreeMap<&str, u64> = BTreeMap::new();
+        for (i, tool, tokens) in &sized {
+            if (*i as u64) < k {
+                *carried.entry(tool).or_default() += tokens;
+            }
+        }
+        for (tool, tokens) in carried {
+            let w = want.get_mut(tool).unwrap();
+            w.cost += tokens;
+            w.requests += 1;
+            w.shares.push(tokens as f64 / input_tokens(k) as f64);
+        }
+    }
+    want
+}
+
+/// Two frameworks' GenAI spans (pydantic-ai's `chat` spans, the Vercel AI SDK's `doGenerate`
+/// spans, each with `gen_ai.usage.input_tokens`) in the trace of their tool spans: the
+/// daemon's ledger equals the test's, cost exactly, share within 1 %.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_frameworks_context_ledgers_match_what_their_fake_models_reported() {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/frameworks-venv/bin/python");
+    if !require(python.to_str().unwrap(), &["-c", "import pydantic_ai"]) {
+        return;
+    }
+    let ai = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/frameworks/node_modules/ai/package.json"
+    );
+    if !require("node", &["-e", &format!("require({ai:?})")]) {
+        return;
+    }
+    let d = toolsize::collector::Daemon::start(&support::collector::loopback_config())
+        .await
+        .unwrap();
+    let endpoint = format!("http://{}", d.otlp_http_addr);
+    for fw in ["pydantic_ai", "vercel_ai"] {
+        let service = format!("ledger-{fw}");
+        let run = run_framework(fw, &endpoint, &service);
+        let want = framework_ledger(&run);
+        let tools = support::collector::tools(d.admin_addr, &format!("?service={service}")).await;
+        let rows = tools["tools"].as_array().unwrap();
+        assert_eq!(rows.len(), want.len(), "{fw}: {tools}");
+        for row in rows {
+            let tool = row["tool"].as_str().unwrap();
+            let (w, c) = (&want[tool], &row["context"]);
+            assert_eq!(
+                c["context_tokens"], w.cost,
+                "{fw} {tool}: {c} against {w:?}"
+            );
+            assert_eq!(c["result_tokens"], w.result_tokens, "{fw} {tool}: {c}");
+            assert_eq!(c["requests"], w.requests, "{fw} {tool}: {c}");
+            for (field, q) in [("share_p50", 0.5), ("share_p95", 0.95)] {
+                let (got, exp) = (c[field].as_f64().unwrap(), quantile(&w.shares, q));
+                assert!(
+                    (got - exp).abs() <= 0.01 * exp,
+                    "{fw} {tool}: {field} {got} against {exp}"
+                );
+            }
+        }
+        let s = support::collector::get_json(
+            d.admin_addr,
+            &format!("/api/v1/sessions?service={service}"),
+        )
+        .await;
+        assert_eq!(
+            s["sessions"].as_array().unwrap().len(),
+            1,
+            "{fw}: one trace {s}"
+        );
+        assert_eq!(s["sessions"][0]["by"], "trace", "{fw}: {s}");
+        let inputs: u64 = (0..=CALLS).map(input_tokens).sum();
+        assert_eq!(s["sessions"][0]["requests"], CALLS + 1, "{fw}: {s}");
+        assert_eq!(s["sessions"][0]["input_tokens"], inputs, "{fw}: {s}");
+    }
+    d.shutdown().await;
+}

@@ -575,7 +575,14 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
                     context::from_span(arc, span, out.records.last(), &mut out.context);
                 }
             }
-            Outcome::Summary => out.not_tool += 1,
+            Outcome::Summary => {
+                // A model span listing the tool calls it asked for (the Vercel AI SDK's
+                // `doGenerate`) is a summary of them, and a model request.
+                out.not_tool += 1;
+                if ledger {
+                    context::from_span(arc, span, None, &mut out.context);
+                }
+            }
             Outcome::NotTool => {
                 out.not_tool += 1;
                 if ledger {
