@@ -1,12 +1,13 @@
-//! The context ledger, proven on a real emitter: Claude Code at the release pinned in
-//! `tests/agents/npm`, driven through the scripted session of `tests/agents/fake_model.py`
-//! (`tests/agents/run_agent.py`, loopback only), the fake model reporting the token usage the
-//! test asks for (input tokens, cache reads, cache writes) as the Messages API does.
+//! The context ledger, proven on real emitters: Claude Code and Gemini CLI at the releases
+//! pinned in `tests/agents/npm`, driven through the scripted session of
+//! `tests/agents/fake_model.py` (`tests/agents/run_agent.py`, loopback only), the fake model
+//! reporting the token usage the test asks for (input tokens, cache reads, and for Claude Code
+//! cache writes) as the Messages and Gemini APIs do; then two frameworks' GenAI spans.
 //!
 //! The test computes its own ledger from what the fake model sent and received: each tool
 //! result the model got (first seen in request *k*, its tokens `ceil(UTF-16 units / 4)`, the
-//! failed call unsized) rides in every main request from *k* on, and each of those requests'
-//! input tokens are what the fake reported. The daemon's cumulative context cost per tool
+//! scripted failing call unsized) rides in every main request from *k* on, and each of those
+//! requests' input tokens are what the fake reported. The daemon's cumulative context cost per tool
 //! must equal it exactly, its result tokens too, each session's input and cache counts too,
 //! and its share p50 / p95 per tool must be within 1 % of the test's. In CI a missing agent
 //! fails the test.
@@ -64,7 +65,8 @@ fn ledger(dir: &Path) -> (BTreeMap<String, Expected>, u64, u64, u64) {
         .collect();
     let results: Vec<(String, u64, u64)> = lines(&dir.join("model_records.jsonl"))
         .into_iter()
-        .filter(|r| !r["is_error"].as_bool().unwrap_or(false))
+        // The scripted `cat /nonexistent` fails: both agents say so, and a failed call is unsized.
+        .filter(|r| r["label"] != "cat_fail")
         .map(|r| {
             (
                 r["tool_name"].as_str().unwrap().to_string(),
@@ -101,71 +103,63 @@ fn ledger(dir: &Path) -> (BTreeMap<String, Expected>, u64, u64, u64) {
     (want, input_all, read_all, creation_all)
 }
 
-#[test]
-fn claude_codes_context_ledger_matches_what_the_model_sent_and_got() {
-    if !require(&support::cli::python3(), &["--version"]) || !require("unshare", &["--version"]) {
-        return;
-    }
-    if !agents_dir().join("npm/node_modules/.bin/claude").exists() {
-        assert!(
-            missing_peers_allowed(),
-            "Claude Code is not installed in tests/agents/npm (scripts/test.sh runs npm ci there); \
-             set TOOLSIZE_ALLOW_MISSING_PEERS=1 to skip"
-        );
-        eprintln!("\n*** SKIPPED: Claude Code not installed: this test checked NOTHING ***\n");
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("toolsize-ledger-{}", std::process::id()));
+/// Runs `agent` through the scripted session with the cache counts given, and checks the
+/// daemon's ledger of its one session against the test's: `tools`, the sized tools (its shell,
+/// then its file reader), and `service`, the agent's.
+fn check_agent(agent: &str, service: &str, tools: &[&str], cache: (u64, u64)) {
+    let dir = std::env::temp_dir().join(format!("toolsize-ledger-{agent}-{}", std::process::id()));
     let out = Command::new(support::cli::python3())
         .arg(agents_dir().join("run_agent.py"))
-        .args([
-            "--agent",
-            "claude",
-            "--variant",
-            "all-signals",
-            "--toolsize",
-        ])
+        .args(["--agent", agent, "--variant", "all-signals", "--toolsize"])
         .arg(env!("CARGO_BIN_EXE_toolsize"))
-        .args(["--cache-read", &CACHE_READ.to_string()])
-        .args(["--cache-creation", &CACHE_CREATION.to_string()])
+        .args(["--cache-read", &cache.0.to_string()])
+        .args(["--cache-creation", &cache.1.to_string()])
         .arg("--out")
         .arg(&dir)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "{}\n{}",
+        "{agent}: {}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     let (want, input, read, creation) = ledger(&dir);
+    let mut sorted = tools.to_vec();
+    sorted.sort_unstable();
     assert_eq!(
         want.keys().collect::<Vec<_>>(),
-        ["Bash", "Read"],
-        "the scripted session's sized results"
+        sorted,
+        "{agent}: sized results"
     );
-    // Bash's first result rides in the four requests after it; Read's in the final one.
-    assert!(want["Bash"].cost > want["Bash"].result_tokens, "{want:?}");
-    assert_eq!(want["Read"].requests, 1, "{want:?}");
+    // The shell's first result rides in every later request; the read only in the last.
+    assert!(
+        want[tools[0]].cost > want[tools[0]].result_tokens,
+        "{want:?}"
+    );
+    assert_eq!(want[tools[1]].requests, 1, "{want:?}");
+    assert!(read > 0, "{agent}: the fake reported cache reads");
 
-    let tools: Value =
+    let rows: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("tools.json")).unwrap()).unwrap();
-    for row in tools["tools"].as_array().unwrap() {
+    for row in rows["tools"].as_array().unwrap() {
         let tool = row["tool"].as_str().unwrap();
-        let w = &want[tool];
-        let c = &row["context"];
-        assert_eq!(c["context_tokens"], w.cost, "{tool}: cumulative cost {c}");
-        assert_eq!(c["result_tokens"], w.result_tokens, "{tool}: {c}");
-        assert_eq!(c["requests"], w.requests, "{tool}: {c}");
+        let (w, c) = (&want[tool], &row["context"]);
+        assert_eq!(
+            c["context_tokens"], w.cost,
+            "{agent} {tool}: cumulative cost {c}"
+        );
+        assert_eq!(c["result_tokens"], w.result_tokens, "{agent} {tool}: {c}");
+        assert_eq!(c["requests"], w.requests, "{agent} {tool}: {c}");
         assert_eq!(
             c["estimated"], c["results"],
-            "{tool}: every size estimated {c}"
+            "{agent} {tool}: every size estimated {c}"
         );
         for (field, q) in [("share_p50", 0.5), ("share_p95", 0.95)] {
             let (got, exp) = (c[field].as_f64().unwrap(), quantile(&w.shares, q));
             assert!(
                 (got - exp).abs() <= 0.01 * exp,
-                "{tool}: {field} {got} against {exp}"
+                "{agent} {tool}: {field} {got} against {exp}"
             );
         }
     }
@@ -173,32 +167,65 @@ fn claude_codes_context_ledger_matches_what_the_model_sent_and_got() {
     let sessions: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("sessions.json")).unwrap()).unwrap();
     let s = &sessions["sessions"][0];
-    assert_eq!(sessions["followed"], 1, "{sessions}");
-    assert_eq!(s["by"], "session");
-    assert_eq!(s["input_tokens"], input, "{s}");
-    assert_eq!(s["cache_read_tokens"], read, "{s}");
-    assert_eq!(s["cache_creation_tokens"], creation, "{s}");
+    assert_eq!(sessions["followed"], 1, "{agent}: {sessions}");
+    assert_eq!(
+        (&s["service"], &s["by"]),
+        (&service.into(), &"session".into())
+    );
+    assert_eq!(s["input_tokens"], input, "{agent}: {s}");
+    assert_eq!(s["cache_read_tokens"], read, "{agent}: {s}");
+    assert_eq!(s["cache_creation_tokens"], creation, "{agent}: {s}");
     assert_eq!(
         s["context_tokens"],
         want.values().map(|w| w.cost).sum::<u64>(),
-        "{s}"
+        "{agent}: {s}"
     );
     assert_eq!(s["compactions"], 0);
 
     let metrics = std::fs::read_to_string(dir.join("metrics.txt")).unwrap();
     for (tool, w) in &want {
         let line = format!(
-            "toolsize_tool_context_tokens_total{{service=\"claude-code\",tool=\"{tool}\"}} {}",
+            "toolsize_tool_context_tokens_total{{service=\"{service}\",tool=\"{tool}\"}} {}",
             w.cost
         );
         assert!(metrics.lines().any(|l| l == line), "{line} in /metrics");
         let count = format!(
-            "toolsize_tool_context_share_count{{service=\"claude-code\",tool=\"{tool}\"}} {}",
+            "toolsize_tool_context_share_count{{service=\"{service}\",tool=\"{tool}\"}} {}",
             w.shares.len()
         );
         assert!(metrics.lines().any(|l| l == count), "{count} in /metrics");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_coding_agents_context_ledgers_match_what_the_model_sent_and_got() {
+    if !require(&support::cli::python3(), &["--version"]) || !require("unshare", &["--version"]) {
+        return;
+    }
+    let bin = agents_dir().join("npm/node_modules/.bin");
+    if !(bin.join("claude").exists() && bin.join("gemini").exists()) {
+        assert!(
+            missing_peers_allowed(),
+            "Claude Code or Gemini CLI is not installed in tests/agents/npm (scripts/test.sh runs \
+             npm ci there); set TOOLSIZE_ALLOW_MISSING_PEERS=1 to skip"
+        );
+        eprintln!("\n*** SKIPPED: coding agents not installed: this test checked NOTHING ***\n");
+        return;
+    }
+    check_agent(
+        "claude",
+        "claude-code",
+        &["Bash", "Read"],
+        (CACHE_READ, CACHE_CREATION),
+    );
+    // The Gemini API reports cache reads only.
+    check_agent(
+        "gemini",
+        "gemini-cli",
+        &["run_shell_command", "read_file"],
+        (CACHE_READ, 0),
+    );
 }
 
 /// Framework calls per run: every 4th fails (`tests/frameworks/run_agent.py`).

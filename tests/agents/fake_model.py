@@ -34,10 +34,11 @@ in --records:
    "wire_json_utf8_bytes" (json.dumps(raw, ensure_ascii=False) size), "request_seq", "ts"}
 Every HTTP request is also logged (with its full JSON body) to --request-log if given.
 
-Token usage: each Anthropic Messages answer reports `input_tokens` = request bytes / 4 and the
-cache counts the run asks for (`--cache-read N`: N tokens read from the cache on every main
-request after the first; `--cache-creation N`: N written on every main request). With
---usage-log, one JSON line per Messages request says what was reported:
+Token usage: each Anthropic Messages and Gemini answer reports `input_tokens` = request bytes / 4
+(uncached) and the cache counts the run asks for (`--cache-read N`: N tokens read from the cache
+on every main request after the first; `--cache-creation N`: N written on every main request,
+Anthropic only: the Gemini API reports no cache writes). With --usage-log, one JSON line per
+request of those APIs says what was reported:
   {"request_seq", "side", "input_tokens", "cache_read_input_tokens",
    "cache_creation_input_tokens"}
 
@@ -90,7 +91,7 @@ class State:
         self.main_requests = 0
 
     def usage(self, req_seq, side, body_len):
-        """The usage reported for one Messages request, logged with --usage-log."""
+        """The usage reported for one Messages or Gemini request, logged with --usage-log."""
         with self.lock:
             first = not side and self.main_requests == 0
             self.main_requests += 0 if side else 1
@@ -504,7 +505,7 @@ def gemini_handle(st, req_seq, body):
     return {"kind": "tool", "fc": fc, "step": step_count}
 
 
-def gemini_response(body, plan, body_len, model, stream):
+def gemini_response(body, plan, usage, model, stream):
     gc = body.get("generationConfig") or {}
     schema = gc.get("responseJsonSchema") or gc.get("responseSchema")
     if plan["kind"] == "tool":
@@ -516,10 +517,14 @@ def gemini_response(body, plan, body_len, model, stream):
         parts = [{"text": json.dumps(ex)}]
     else:
         parts = [{"text": plan["text"]}]
-    in_tok = usage_guess(body_len)
+    # The Gemini API's promptTokenCount holds the cached tokens.
+    cached = usage["cache_read_input_tokens"]
+    in_tok = usage["input_tokens"] + cached
+    meta = {"promptTokenCount": in_tok, "candidatesTokenCount": 20, "totalTokenCount": in_tok + 20}
+    if cached:
+        meta["cachedContentTokenCount"] = cached
     resp = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": {"promptTokenCount": in_tok, "candidatesTokenCount": 20,
-                              "totalTokenCount": in_tok + 20},
+            "usageMetadata": meta,
             "modelVersion": model, "responseId": uuid.uuid4().hex[:22]}
     if stream:
         return "text/event-stream", ("data: %s\r\n\r\n" % json.dumps(resp)).encode()
@@ -633,7 +638,8 @@ class Handler(BaseHTTPRequestHandler):
                 plan = gemini_handle(st, seq, body)
                 entry["plan"] = plan
                 st.log(entry)
-                ctype, data = gemini_response(body, plan, len(raw), model, op == "streamGenerateContent")
+                usage = st.usage(seq, bool(plan.get("side")), len(raw))
+                ctype, data = gemini_response(body, plan, usage, model, op == "streamGenerateContent")
                 return self._send(200, ctype, data)
             if "/analytics/" in path:  # Codex posts turn-cost analytics to the provider base_url
                 entry["kind"] = "analytics"

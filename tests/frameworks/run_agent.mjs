@@ -7,7 +7,7 @@
 import { generateText, tool, stepCountIs } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import { z } from "zod";
-import { BasicTracerProvider, SimpleSpanProcessor, InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
+import { BasicTracerProvider, BatchSpanProcessor, SimpleSpanProcessor, InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { context } from "@opentelemetry/api";
@@ -42,7 +42,10 @@ const memory = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({
   resource: resourceFromAttributes({ "service.name": args.service }),
   spanProcessors: [
-    new SimpleSpanProcessor(new OTLPTraceExporter({ url: `${args.endpoint}/v1/traces` })),
+    // Batched, as in production: one export at a time, so the daemon gets the spans in the
+    // order they ended (the simple processor sends each span in a request of its own, and
+    // concurrent requests can arrive out of order).
+    new BatchSpanProcessor(new OTLPTraceExporter({ url: `${args.endpoint}/v1/traces` })),
     new SimpleSpanProcessor(memory),
   ],
 });

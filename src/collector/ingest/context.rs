@@ -15,7 +15,8 @@
 //!   cache writes apart where the emitter reports them. Claude Code's `api_request` record
 //!   (`input_tokens` uncached, `cache_read_tokens`, `cache_creation_tokens`; 2.1.332; only the
 //!   main conversation's, see [`MAIN_QUERY_SOURCES`]); Gemini CLI's `gemini_cli.api_response`
-//!   (`input_token_count`, which includes `cached_content_token_count`; 0.61.0); a GenAI model
+//!   (`input_token_count`, which includes `cached_content_token_count`; `role` `main` only,
+//!   0.61.0); a GenAI model
 //!   span's `gen_ai.usage.input_tokens` (which includes `gen_ai.usage.cache_read.input_tokens`
 //!   and `gen_ai.usage.cache_creation.input_tokens`, pydantic-ai 2.68 and the Vercel AI SDK 6).
 //!   A request starts at the span's start, or at the record's time less its `duration_ms`.
@@ -42,6 +43,11 @@ pub(crate) const MAX_SESSION_ID_BYTES: usize = 128;
 /// tool result of the conversation and are not requests of its ledger; a record without
 /// `query_source` is taken as the main conversation's.
 pub(crate) const MAIN_QUERY_SOURCES: &[&str] = &["repl_main_thread*", "sdk"];
+
+/// The `role` of Gemini CLI's `gemini_cli.api_response` records of the main conversation
+/// (0.61.0: `main`; the router, the next-speaker check, the compressor and the other
+/// `utility_*` roles carry no tool result of it). A record without `role` is taken as main.
+pub(crate) const GEMINI_MAIN_ROLE: &str = "main";
 
 /// `gen_ai.operation.name` values of a model request span.
 const MODEL_OPERATIONS: &[&str] = &["chat", "text_completion", "generate_content"];
@@ -173,14 +179,18 @@ pub(crate) fn from_log(
             })
             .flatten()
         }
-        ("gemini-cli", "gemini_cli.api_response") => {
-            a.int("input_token_count")
-                .map(|input| ContextKind::Request {
-                    input,
-                    cache_read: a.int("cached_content_token_count").unwrap_or(0).min(input),
-                    cache_creation: 0,
-                })
-        }
+        ("gemini-cli", "gemini_cli.api_response") => a
+            .str("role")
+            .is_none_or(|r| r == GEMINI_MAIN_ROLE)
+            .then(|| {
+                a.int("input_token_count")
+                    .map(|input| ContextKind::Request {
+                        input,
+                        cache_read: a.int("cached_content_token_count").unwrap_or(0).min(input),
+                        cache_creation: 0,
+                    })
+            })
+            .flatten(),
         ("claude-code", "compaction") => {
             (a.bool("success") == Some(true)).then_some(ContextKind::Clear)
         }
@@ -333,14 +343,16 @@ mod tests {
         );
     }
 
-    /// Gemini CLI's `input_token_count` already holds the cached tokens.
+    /// Gemini CLI's `input_token_count` already holds the cached tokens; its utility requests
+    /// (router, next speaker, ...) are not the conversation's.
     #[test]
-    fn gemini_input_includes_its_cached_tokens() {
-        let attrs = [
+    fn gemini_input_includes_its_cached_tokens_and_utility_requests_are_skipped() {
+        let mut attrs = [
             ("event.name", AttrValue::Str(b"gemini_cli.api_response")),
             ("session.id", AttrValue::Str(b"g")),
             ("input_token_count", AttrValue::Int(900)),
             ("cached_content_token_count", AttrValue::Int(600)),
+            ("role", AttrValue::Str(b"main")),
         ];
         assert_eq!(
             read("gemini-cli", &log(&attrs))[0].kind,
@@ -350,6 +362,8 @@ mod tests {
                 cache_creation: 0
             }
         );
+        attrs[4].1 = AttrValue::Str(b"utility_router");
+        assert!(read("gemini-cli", &log(&attrs)).is_empty());
     }
 
     /// A record without a session id or trace, or of an emitter that is no coding agent, has
