@@ -101,7 +101,14 @@ struct Held {
 /// One followed session.
 #[derive(Debug, Default)]
 struct Session {
+    /// The results held, by `at_ns` (they arrive in that order; a late one is inserted).
     held: Vec<Held>,
+    /// How many of `held` (a prefix) ended by `last_start`: carried by every later request.
+    carried_len: usize,
+    /// Their tokens per tool: what a request carries, without walking `held`.
+    by_tool: Vec<(u32, u64)>,
+    /// The latest start of a request.
+    last_start: u64,
     last_ms: u64,
     requests: u64,
     results: u64,
@@ -111,6 +118,59 @@ struct Session {
     cache_read: u64,
     cache_creation: u64,
     compactions: u64,
+}
+
+impl Session {
+    /// Adds a result in `at_ns` order; one that ended before the latest request started is
+    /// carried from the next request on.
+    fn hold(&mut self, h: Held) {
+        let at = self.held.partition_point(|x| x.at_ns <= h.at_ns);
+        self.held.insert(at, h);
+        if at < self.carried_len || (self.requests > 0 && h.at_ns <= self.last_start) {
+            self.carried_len += 1;
+            add(&mut self.by_tool, h.tool, u64::from(h.tokens));
+        }
+    }
+
+    /// The tokens per tool a request starting at `start` carries, into `out`: the results
+    /// ended by then. Requests come in start order: the carried prefix only grows, each result
+    /// is added once. A request that started before an earlier one walks the results instead.
+    fn carry(&mut self, start: u64, out: &mut Vec<(u32, u64)>) {
+        out.clear();
+        if self.requests > 1 && start < self.last_start {
+            for h in self.held.iter().filter(|h| h.at_ns <= start) {
+                add(out, h.tool, u64::from(h.tokens));
+            }
+            return;
+        }
+        self.last_start = start;
+        while let Some(h) = self.held.get(self.carried_len).filter(|h| h.at_ns <= start) {
+            add(&mut self.by_tool, h.tool, u64::from(h.tokens));
+            self.carried_len += 1;
+        }
+        out.extend(self.by_tool.iter().filter(|(_, n)| *n > 0));
+    }
+
+    /// Recounts the carried prefix after a compaction removed results.
+    fn recount(&mut self) {
+        self.carried_len = if self.requests > 0 {
+            self.held.partition_point(|h| h.at_ns <= self.last_start)
+        } else {
+            0
+        };
+        self.by_tool.clear();
+        for h in &self.held[..self.carried_len] {
+            add(&mut self.by_tool, h.tool, u64::from(h.tokens));
+        }
+    }
+}
+
+/// Adds `tokens` to `tool`'s entry of `sums`.
+fn add(sums: &mut Vec<(u32, u64)>, tool: u32, tokens: u64) {
+    match sums.iter_mut().find(|(t, _)| *t == tool) {
+        Some((_, n)) => *n += tokens,
+        None => sums.push((tool, tokens)),
+    }
 }
 
 /// What one (service, tool)'s results cost the context.
@@ -340,7 +400,7 @@ impl Ledger {
                 s.results += 1;
                 s.result_tokens += tokens;
                 if s.held.len() < self.limits.max_results {
-                    s.held.push(Held {
+                    s.hold(Held {
                         at_ns: e.at_ns,
                         tool: i,
                         tokens: tokens.min(u64::from(u32::MAX)) as u32,
@@ -358,13 +418,7 @@ impl Ledger {
                 s.input += input;
                 s.cache_read += cache_read;
                 s.cache_creation += cache_creation;
-                self.scratch.clear();
-                for h in s.held.iter().filter(|h| h.at_ns <= e.at_ns) {
-                    match self.scratch.iter_mut().find(|(t, _)| *t == h.tool) {
-                        Some((_, n)) => *n += u64::from(h.tokens),
-                        None => self.scratch.push((h.tool, u64::from(h.tokens))),
-                    }
-                }
+                s.carry(e.at_ns, &mut self.scratch);
                 for &(i, tokens) in &self.scratch {
                     s.carried += tokens;
                     let t = &mut self.tools[i as usize];
@@ -378,13 +432,14 @@ impl Ledger {
             ContextKind::Clear => {
                 s.compactions += 1;
                 s.held.retain(|h| h.at_ns > e.at_ns);
+                s.recount();
             }
         }
     }
 
     /// The index of (service, tool), added while there is room.
     fn tool_index(&mut self, service: &Arc<str>, tool: &Arc<str>) -> Option<u32> {
-        if let Some(&i) = self.index.get(&(service.clone(), tool.clone())) {
+        if let Some(&i) = self.index.get(&ToolRef(service, tool)) {
             return Some(i);
         }
         if self.tools.len() >= self.limits.max_tools {
@@ -637,6 +692,31 @@ mod tests {
         l.record(vec![result("c", 1, "t1", 10)], 62_000);
         assert_eq!(l.stats.sessions_expired, 1, "a was idle for a minute");
         assert_eq!(l.sessions(), 2, "c took a's place");
+    }
+
+    /// A result that arrives after a request it preceded is carried from the next request on;
+    /// a request that started before an earlier one carries what had ended by its start.
+    #[test]
+    fn late_results_and_requests_out_of_order_carry_what_had_ended() {
+        let mut l = Ledger::new(LedgerLimits::default());
+        l.record(
+            vec![
+                result("s", 10, "a", 100),
+                request("s", 20, 1000),
+                // Ended at 5, before the request at 20 that did not carry it.
+                result("s", 5, "b", 10),
+                request("s", 30, 1000),
+                // Started at 15, before the one at 30: both had ended and arrived.
+                request("s", 15, 1000),
+                ev("s", 12, ContextKind::Clear),
+                request("s", 40, 1000),
+            ],
+            0,
+        );
+        // a: 100 × (20, 30, 15) = 300, b: 10 × (30, 15) = 20; then both cleared.
+        assert_eq!(l.tool("agent", "a").unwrap().cost, 300);
+        assert_eq!(l.tool("agent", "b").unwrap().cost, 20);
+        assert_eq!(l.sessions_view(1, None, 0).sessions[0].held, 0);
     }
 
     /// Trace sessions are shown by their trace id in hex.
