@@ -57,8 +57,9 @@ use crate::origin::Origin;
 use crate::semconv::*;
 
 /// Results above this many bytes get a `tool.large_result` span event, unless configured
-/// otherwise.
-pub const DEFAULT_LARGE_RESULT_BYTES: u64 = 16 * 1024;
+/// otherwise: the default layer's ceiling,
+/// [`DEFAULT_CEILING_BYTES`](crate::layers::DEFAULT_CEILING_BYTES) (16 KiB).
+pub const DEFAULT_LARGE_RESULT_BYTES: u64 = crate::layers::DEFAULT_CEILING_BYTES;
 
 /// Environment variable overriding [`DEFAULT_LARGE_RESULT_BYTES`].
 pub const ENV_LARGE_RESULT_BYTES: &str = "TOOLSIZE_LARGE_RESULT_BYTES";

@@ -453,13 +453,7 @@ fn every_runbook_url_has_a_section_and_every_section_an_alert() {
             r.name
         );
     }
-    let builtin = [
-        daemon::OVER_CEILING,
-        daemon::REPEATED_OVERSIZE,
-        daemon::P95_JUMP,
-        daemon::NEAR_CEILING,
-        daemon::TRUNCATION_RATE,
-    ];
+    let builtin = daemon::BUILT_IN;
     for name in builtin {
         assert!(
             sections.iter().any(|s| s == name),

@@ -1,5 +1,5 @@
-//! Docs that are executed: what README.md and docs/*.md tell a reader to type is run here, and
-//! what they name exists.
+//! Docs that are executed: what README.md, CONTRIBUTING.md and docs/*.md tell a reader to type is
+//! run here, and what they name exists.
 //!
 //! - **Command blocks.** Every fenced block tagged `sh`, `bash`, `shell` or `console` (and any
 //!   untagged or `text` block that starts like a command, which must be tagged) carries a marker
@@ -64,7 +64,7 @@ const RUN: &str = "<!-- run";
 /// The documents checked.
 fn documents() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut paths = vec![root.join("README.md")];
+    let mut paths = vec![root.join("README.md"), root.join("CONTRIBUTING.md")];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -28,8 +28,10 @@ use crate::guard::json_truncate::JsonTruncator;
 use crate::guard::truncate::{floor_char_boundary, TextTruncator, DEFAULT_HEAD_RATIO};
 use crate::origin::Origin;
 
-/// Output limit used when nothing else sets one: 16 KiB.
-pub const DEFAULT_MAX_TOOL_OUTPUT: u64 = 16 * 1024;
+/// Output limit used when nothing else sets one: the default layer's ceiling,
+/// [`DEFAULT_CEILING_BYTES`](crate::layers::DEFAULT_CEILING_BYTES) (16 KiB), so that the guard
+/// cuts where the collector counts a result over the ceiling.
+pub const DEFAULT_MAX_TOOL_OUTPUT: u64 = crate::layers::DEFAULT_CEILING_BYTES;
 /// Environment variable holding the output limit in bytes.
 pub const ENV_MAX_TOOL_OUTPUT: &str = "TOOLSIZE_MAX_TOOL_OUTPUT";
 /// Environment variable naming the directory of the filesystem spill store.

@@ -47,16 +47,9 @@ use tokio::sync::{mpsc, watch};
 
 use crate::collector::config::Config;
 
-/// Alert name of a result over the ceiling of a layer.
-pub const OVER_CEILING: &str = "ToolResultOverCeiling";
-/// Alert name of one arguments hash over the ceiling again and again.
-pub const REPEATED_OVERSIZE: &str = "ToolArgsRepeatedlyOversize";
-/// Alert name of a jump of the recent p95 of result bytes.
-pub const P95_JUMP: &str = "ToolResultSizeP95Jump";
-/// Alert name of a recent p95 of result bytes close to the ceiling.
-pub const NEAR_CEILING: &str = "ToolResultSizeNearCeiling";
-/// Alert name of a high share of truncated results.
-pub const TRUNCATION_RATE: &str = "ToolResultTruncationRate";
+pub use rules::names::*;
+pub use rules::Severity;
+
 /// Capacity of the channel from the aggregator to the alert task, in events.
 pub const EVENT_QUEUE_CAPACITY: usize = 1024;
 /// Fewest alerts held at once (firing plus recently resolved); the daemon holds [`capacity`].

@@ -117,13 +117,7 @@ mod tests {
     #[test]
     fn the_runbook_has_a_section_per_built_in_alert() {
         let anchors = anchors();
-        for name in [
-            crate::collector::alerts::OVER_CEILING,
-            crate::collector::alerts::REPEATED_OVERSIZE,
-            crate::collector::alerts::P95_JUMP,
-            crate::collector::alerts::NEAR_CEILING,
-            crate::collector::alerts::TRUNCATION_RATE,
-        ] {
+        for name in crate::collector::alerts::BUILT_IN {
             assert!(
                 anchors.contains(&anchor(name)),
                 "no runbook section for {name}"

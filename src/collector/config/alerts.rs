@@ -1,8 +1,104 @@
 //! The `[alerts]` section: where alerts go and one sub-table per rule. Each key is its field
 //! ([`super::declare`]).
+//!
+//! The built-in rules are one list, [`for_each_rule`]: each entry is a rule's section (its doc
+//! and keys), its module in `alerts/rules/`, the type of its section, its
+//! [`RuleKind`](crate::collector::alerts::rules::RuleKind) variant, the public constant of its
+//! alert name and the trait it implements. The list generates the `[alerts.<module>]`
+//! sections here, and on the alert stage the kind, `ALL`, the names and the wiring from these
+//! sections to the rules (`alerts/rules/mod.rs`). It lives here because the configuration is
+//! read before any later stage exists.
 
 use super::declare::{above, section};
 use super::values::Interval;
+
+/// The built-in alert rules, in the order of `toolsize_alert_matches_total`; see the
+/// [module docs](self). Calls `$then!` with the whole list.
+macro_rules! for_each_rule {
+    ($then:ident) => {
+        $then! {
+            /// ToolResultOverCeiling: a result over the ceiling of a layer, per (service, tool, layer).
+            over_ceiling: OverCeilingConfig => OverCeiling (OVER_CEILING), Record {
+                /// Whether the rule runs.
+                pub enabled: bool = true,
+                /// The alert's severity label.
+                pub severity: Severity = Severity::from("page"),
+                /// Resolves after this long without an over-ceiling result.
+                pub quiet_period: Interval = Interval::secs(300),
+            }
+            /// ToolArgsRepeatedlyOversize: `count` over-ceiling results with the same arguments hash
+            /// within `window` (an agent retrying the same huge call); resolves after a window without
+            /// any.
+            repeated_oversize: RepeatedOversizeConfig => RepeatedOversize (REPEATED_OVERSIZE), Record {
+                /// Whether the rule runs.
+                pub enabled: bool = true,
+                /// The alert's severity label.
+                pub severity: Severity = Severity::from("warning"),
+                /// Over-ceiling results with one arguments hash that fire it.
+                #[key(check = above(0))]
+                pub count: u32 = 3,
+                /// Window in which they are counted.
+                pub window: Interval = Interval::secs(600),
+            }
+            /// ToolResultSizeP95Jump: per (service, tool), the p95 of result bytes in the recent window
+            /// is at least `factor` x the p95 of the baseline: the slots of the longest window (1h) that
+            /// ended before the recent window began (a deploy or a changed query made results larger).
+            p95_jump: P95JumpConfig => P95Jump (P95_JUMP), Window {
+                /// Whether the rule runs.
+                pub enabled: bool = true,
+                /// The alert's severity label.
+                pub severity: Severity = Severity::from("warning"),
+                /// Fires when the recent p95 is at least this many times the baseline p95.
+                #[key(check = factor)]
+                pub factor: f64 = 3.0,
+                /// Minimum sized results in the recent window.
+                pub min_recent: u64 = 20,
+                /// Minimum sized results in the baseline.
+                pub min_baseline: u64 = 50,
+            }
+            /// ToolResultSizeNearCeiling: the p95 of result bytes in the recent window is at least
+            /// `ratio` of the stack's ceiling in bytes (results about to be cut).
+            near_ceiling: NearCeilingConfig => NearCeiling (NEAR_CEILING), Window {
+                /// Whether the rule runs.
+                pub enabled: bool = true,
+                /// The alert's severity label.
+                pub severity: Severity = Severity::from("warning"),
+                /// Fires when the recent p95 is at least this share of the ceiling in bytes.
+                #[key(check = share_of_ceiling)]
+                pub ratio: f64 = 0.8,
+                /// Minimum sized results in the recent window.
+                pub min_count: u64 = 20,
+            }
+            /// ToolResultTruncationRate: (truncated + truncated upstream) / calls in the recent window is
+            /// above `threshold`.
+            truncation_rate: TruncationRateConfig => TruncationRate (TRUNCATION_RATE), Window {
+                /// Whether the rule runs.
+                pub enabled: bool = true,
+                /// The alert's severity label.
+                pub severity: Severity = Severity::from("warning"),
+                /// Fires when the truncated share of calls in the recent window is above this.
+                #[key(check = share)]
+                pub threshold: f64 = 0.05,
+                /// Minimum calls in the recent window.
+                pub min_count: u64 = 20,
+            }
+        }
+    };
+}
+pub(crate) use for_each_rule;
+
+/// Declares each rule's section and `[alerts]` with one sub-table per rule of [`for_each_rule`].
+macro_rules! alerts_section {
+    ($(
+        $(#[doc = $doc:literal])+
+        $m:ident: $cfg:ident => $kind:ident ($constant:ident), $trait:ident { $($body:tt)* }
+    )+) => {
+$(
+section! {
+    $(#[doc = $doc])+
+    pub struct $cfg { $($body)* }
+}
+)+
 
 section! {
     /// Alert rules and where alerts go.
@@ -45,101 +141,66 @@ section! {
         /// aggregation.windows, 5m by default) and resolve within 3 x this once their condition
         /// no longer holds.
         pub(crate) evaluation_interval: Interval = Interval::secs(10),
-        /// `ToolResultOverCeiling`.
-        #[section]
-        pub over_ceiling: OverCeilingConfig,
-        /// `ToolArgsRepeatedlyOversize`.
-        #[section]
-        pub repeated_oversize: RepeatedOversizeConfig,
-        /// `ToolResultSizeP95Jump`.
-        #[section]
-        pub(crate) p95_jump: P95JumpConfig,
-        /// `ToolResultSizeNearCeiling`.
-        #[section]
-        pub(crate) near_ceiling: NearCeilingConfig,
-        /// `ToolResultTruncationRate`.
-        #[section]
-        pub(crate) truncation_rate: TruncationRateConfig,
+        $(
+            $(#[doc = $doc])+
+            #[section]
+            pub $m: $cfg,
+        )+
+    }
+}
+    };
+}
+
+for_each_rule!(alerts_section);
+
+/// An alert's `severity` label: 1 to 64 ASCII letters, digits, `_` or `-` (Alertmanager routes
+/// on it; free text would make a label no route matches).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Severity(String);
+
+impl Severity {
+    /// Longest severity, in bytes.
+    pub const MAX_LEN: usize = 64;
+
+    /// The label's value.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
-section! {
-    /// ToolResultOverCeiling: a result over the ceiling of a layer, per (service, tool, layer).
-    pub struct OverCeilingConfig {
-        /// Whether the rule runs.
-        pub(crate) enabled: bool = true,
-        /// The alert's severity label.
-        pub severity: String = "page".to_string(),
-        /// Resolves after this long without an over-ceiling result.
-        pub(crate) quiet_period: Interval = Interval::secs(300),
+impl TryFrom<String> for Severity {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let ok = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        match !s.is_empty() && s.len() <= Self::MAX_LEN && s.chars().all(ok) {
+            true => Ok(Self(s)),
+            false => Err(format!(
+                "{:?}: a severity is 1 to {} ASCII letters, digits, `_` or `-`",
+                s.chars().take(Self::MAX_LEN).collect::<String>(),
+                Self::MAX_LEN
+            )),
+        }
     }
 }
 
-section! {
-    /// ToolArgsRepeatedlyOversize: `count` over-ceiling results with the same arguments hash
-    /// within `window` (an agent retrying the same huge call); resolves after a window without
-    /// any.
-    pub struct RepeatedOversizeConfig {
-        /// Whether the rule runs.
-        pub enabled: bool = true,
-        /// The alert's severity label.
-        pub(crate) severity: String = "warning".to_string(),
-        /// Over-ceiling results with one arguments hash that fire it.
-        #[key(check = above(0))]
-        pub(crate) count: u32 = 3,
-        /// Window in which they are counted.
-        pub(crate) window: Interval = Interval::secs(600),
+impl From<Severity> for String {
+    fn from(s: Severity) -> String {
+        s.0
     }
 }
 
-section! {
-    /// ToolResultSizeP95Jump: per (service, tool), the p95 of result bytes in the recent window
-    /// is at least `factor` x the p95 of the baseline: the slots of the longest window (1h) that
-    /// ended before the recent window began (a deploy or a changed query made results larger).
-    pub(crate) struct P95JumpConfig {
-        /// Whether the rule runs.
-        pub(crate) enabled: bool = true,
-        /// The alert's severity label.
-        pub(crate) severity: String = "warning".to_string(),
-        /// Fires when the recent p95 is at least this many times the baseline p95.
-        #[key(check = factor)]
-        pub(crate) factor: f64 = 3.0,
-        /// Minimum sized results in the recent window.
-        pub(crate) min_recent: u64 = 20,
-        /// Minimum sized results in the baseline.
-        pub(crate) min_baseline: u64 = 50,
+impl From<&str> for Severity {
+    /// A severity from a literal; panics on an invalid one (for defaults and tests; text from
+    /// outside goes through [`TryFrom<String>`]).
+    fn from(s: &str) -> Self {
+        Self::try_from(s.to_string()).expect("a valid severity literal")
     }
 }
 
-section! {
-    /// ToolResultSizeNearCeiling: the p95 of result bytes in the recent window is at least
-    /// `ratio` of the stack's ceiling in bytes (results about to be cut).
-    pub(crate) struct NearCeilingConfig {
-        /// Whether the rule runs.
-        pub(crate) enabled: bool = true,
-        /// The alert's severity label.
-        pub(crate) severity: String = "warning".to_string(),
-        /// Fires when the recent p95 is at least this share of the ceiling in bytes.
-        #[key(check = ratio)]
-        pub(crate) ratio: f64 = 0.8,
-        /// Minimum sized results in the recent window.
-        pub(crate) min_count: u64 = 20,
-    }
-}
-
-section! {
-    /// ToolResultTruncationRate: (truncated + truncated upstream) / calls in the recent window is
-    /// above `threshold`.
-    pub(crate) struct TruncationRateConfig {
-        /// Whether the rule runs.
-        pub(crate) enabled: bool = true,
-        /// The alert's severity label.
-        pub(crate) severity: String = "warning".to_string(),
-        /// Fires when the truncated share of calls in the recent window is above this.
-        #[key(check = share)]
-        pub(crate) threshold: f64 = 0.05,
-        /// Minimum calls in the recent window.
-        pub(crate) min_count: u64 = 20,
+impl super::declare::Scalar for Severity {
+    fn parse_item(item: &str) -> Result<Self, String> {
+        Self::try_from(item.to_string())
     }
 }
 
@@ -170,6 +231,18 @@ impl std::str::FromStr for WebhookFormat {
     }
 }
 
+/// Check of `alertmanager_urls`: each an `http://` or `https://` URL the client can post to.
+fn sink_urls(urls: &[String]) -> Result<(), String> {
+    urls.iter()
+        .try_for_each(|u| crate::collector::net::client::Target::parse(u).map(drop))
+}
+
+/// Check of `webhook_url`.
+fn sink_url(url: &Option<String>) -> Result<(), String> {
+    url.iter()
+        .try_for_each(|u| crate::collector::net::client::Target::parse(u).map(drop))
+}
+
 /// Check of `p95_jump.factor`: a number above 1.
 fn factor(f: &f64) -> Result<(), String> {
     match f.is_finite() && *f > 1.0 {
@@ -179,7 +252,7 @@ fn factor(f: &f64) -> Result<(), String> {
 }
 
 /// Check of `near_ceiling.ratio`: in (0, 1].
-fn ratio(r: &f64) -> Result<(), String> {
+fn share_of_ceiling(r: &f64) -> Result<(), String> {
     match r.is_finite() && *r > 0.0 && *r <= 1.0 {
         true => Ok(()),
         false => Err("must be above 0 and at most 1".into()),
@@ -192,16 +265,4 @@ fn share(t: &f64) -> Result<(), String> {
         true => Ok(()),
         false => Err("must be at least 0 and below 1".into()),
     }
-}
-
-/// Check of `alertmanager_urls`: each an `http://` or `https://` URL the client can post to.
-fn sink_urls(urls: &[String]) -> Result<(), String> {
-    urls.iter()
-        .try_for_each(|u| crate::collector::net::client::Target::parse(u).map(drop))
-}
-
-/// Check of `webhook_url`.
-fn sink_url(url: &Option<String>) -> Result<(), String> {
-    url.iter()
-        .try_for_each(|u| crate::collector::net::client::Target::parse(u).map(drop))
 }

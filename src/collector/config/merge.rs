@@ -37,6 +37,11 @@ impl Provenance {
         }
     }
 
+    /// Set by the environment variable `name`.
+    pub(crate) fn env(name: &str) -> Self {
+        Self::named(Origin::Env, name)
+    }
+
     fn named(origin: Origin, name: &str) -> Self {
         Provenance {
             origin,

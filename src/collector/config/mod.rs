@@ -36,9 +36,8 @@ mod merge;
 mod sections;
 mod values;
 
-pub(crate) use alerts::WebhookFormat;
-pub use alerts::{AlertsConfig, OverCeilingConfig, RepeatedOversizeConfig};
-pub(crate) use alerts::{NearCeilingConfig, P95JumpConfig, TruncationRateConfig};
+/// `[alerts]`, its rules' sections (one each, from the list of rules) and their values.
+pub use alerts::*;
 use declare::{section, Section};
 pub use flags::Flags;
 pub(crate) use keys::generated_config;
@@ -201,6 +200,57 @@ pub(crate) fn unknown_env_warnings<'a>(names: impl IntoIterator<Item = &'a str>)
         .collect()
 }
 
+/// The OpenTelemetry SDKs' attribute value length limit variables, the span-specific one first.
+/// In the daemon's own environment (agents started beside it often share it) they give
+/// `recognition.attribute_value_length_limits` when no file, `TOOLSIZE_*` variable or flag
+/// does: the SDKs' setting ranks below toolsize's own.
+pub(crate) const OTEL_ATTRIBUTE_LIMIT_VARS: [&str; 2] = [
+    "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
+];
+
+/// Sets the attribute value length limit from the first of [`OTEL_ATTRIBUTE_LIMIT_VARS`] set
+/// (not blank) in `env`, when no source set it; a value that is not a whole number above 0 is
+/// an error naming the variable.
+fn otel_attribute_limit(
+    config: &mut Config,
+    origins: &mut Origins,
+    env: &[(String, String)],
+) -> Result<(), ConfigError> {
+    const KEY: &str = "recognition.attribute_value_length_limits";
+    if origins.of(KEY).origin != Origin::Default {
+        return Ok(());
+    }
+    let set = |name: &str| {
+        env.iter()
+            .find(|(k, v)| k == name && !v.trim().is_empty())
+            .map(|(_, v)| v.trim())
+    };
+    let Some((name, text)) = OTEL_ATTRIBUTE_LIMIT_VARS
+        .iter()
+        .find_map(|n| Some((*n, set(n)?)))
+    else {
+        return Ok(());
+    };
+    let from = Provenance::env(name);
+    let limit = text.parse::<u64>().ok().filter(|&l| l > 0).ok_or_else(|| {
+        let shown: String = text.chars().take(64).collect();
+        ConfigError::invalid(
+            KEY,
+            &from,
+            format!("{shown:?}: expected a whole number above 0"),
+        )
+    })?;
+    tracing::info!(
+        limit,
+        source = name,
+        "Attribute value length limit from the environment."
+    );
+    config.recognition.attribute_value_length_limits = vec![limit];
+    origins.record(KEY, &from);
+    Ok(())
+}
+
 impl Config {
     /// Reads the configuration: defaults, then `file`, then `env` (`TOOLSIZE_*` pairs), then
     /// `flags`; checks the result and resolves the layer stack.
@@ -232,8 +282,12 @@ impl Config {
             None => (Self::default(), Origins::default()),
         };
         let mut stacks = StackSources::default();
-        let settings = merge::env_settings(env).into_iter().chain(flags.settings());
+        let env: Vec<(String, String)> = env.into_iter().collect();
+        let settings = merge::env_settings(env.iter().cloned())
+            .into_iter()
+            .chain(flags.settings());
         merge::apply(&mut config, &mut origins, &mut stacks, settings)?;
+        otel_attribute_limit(&mut config, &mut origins, &env)?;
         unset(&mut config, &|path| {
             origins.of(path).origin == Origin::Default
         });
@@ -622,6 +676,63 @@ mod tests {
         assert!(
             e.starts_with("invalid value for layers.ceiling_bytes (environment variable TOOLSIZE_CEILING_BYTES)"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn the_sdks_attribute_limit_ranks_below_every_toolsize_source_and_a_bad_one_is_refused() {
+        let limits = |file: Option<&str>, pairs: &[(&str, &str)]| {
+            let config = match file {
+                Some(text) => {
+                    let dir = std::env::temp_dir().join(format!(
+                        "toolsize-otel-limit-{}-{}",
+                        std::process::id(),
+                        text.len()
+                    ));
+                    std::fs::create_dir_all(&dir).unwrap();
+                    let path = dir.join("toolsize.toml");
+                    std::fs::write(&path, text).unwrap();
+                    Config::load(Some(&path), env(pairs), &Flags::default())
+                }
+                None => Config::load(None, env(pairs), &Flags::default()),
+            };
+            config.map(|c| c.recognition.attribute_value_length_limits)
+        };
+        const BOTH: &[(&str, &str)] = &[
+            ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "1000"),
+            ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", " 500 "),
+        ];
+        assert_eq!(limits(None, &[]).unwrap(), Vec::<u64>::new());
+        assert_eq!(
+            limits(None, BOTH).unwrap(),
+            [500],
+            "the span-specific one first"
+        );
+        assert_eq!(
+            limits(None, &[("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "1000")]).unwrap(),
+            [1000]
+        );
+        let file = "[recognition]\nattribute_value_length_limits = [64]\n";
+        assert_eq!(limits(Some(file), BOTH).unwrap(), [64], "the file wins");
+        let ours = [("TOOLSIZE_ATTRIBUTE_VALUE_LENGTH_LIMITS", "70")];
+        assert_eq!(limits(None, &[ours[0], BOTH[0]]).unwrap(), [70]);
+        for bad in ["lots", "0", "-5"] {
+            let e = limits(None, &[("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(
+                    "invalid value for recognition.attribute_value_length_limits \
+                     (environment variable OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT)"
+                ),
+                "{e}"
+            );
+            assert!(e.contains("expected a whole number above 0"), "{e}");
+        }
+        assert_eq!(
+            limits(Some(file), &[("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "lots")]).unwrap(),
+            [64],
+            "an SDK variable no one reads is no error"
         );
     }
 

@@ -103,8 +103,8 @@ section! {
         /// Attribute value length limits, in characters, of the tracing SDKs in front of the
         /// daemon (e.g. OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT). Result content of exactly that
         /// length is flagged "truncated upstream". Empty: the daemon's own
-        /// OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT / OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT if set;
-        /// limits are also learned from the data.
+        /// OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT / OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT if set
+        /// (a bad value is an error); limits are also learned from the data.
         #[key(env = "TOOLSIZE_ATTRIBUTE_VALUE_LENGTH_LIMITS")]
         pub(crate) attribute_value_length_limits: Vec<u64> = Vec::new(),
         /// Content values that mean "hidden": the result's size is unknown, never the

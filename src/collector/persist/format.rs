@@ -108,39 +108,9 @@ pub(crate) struct Stats {
     pub(crate) latency: Hist,
 }
 
-/// The counters of one period.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Counts {
-    /// Tool calls (spans seen).
-    pub(crate) calls: u64,
-    /// Failed calls.
-    pub(crate) errors: u64,
-    /// Results the tool reported truncated.
-    pub(crate) truncated: u64,
-    /// Results that showed an upstream cut.
-    pub(crate) truncated_upstream: u64,
-    /// Successful calls of unknown size.
-    pub(crate) unknown_size: u64,
-    /// Sizes measured by the tool.
-    pub(crate) measured: u64,
-    /// Sizes derived from content as recorded.
-    pub(crate) derived: u64,
-    /// Sizes derived with the tracer's wrapping removed.
-    pub(crate) unwrapped: u64,
-    /// Of those, JSON re-serialised (approximate).
-    pub(crate) unwrapped_approximate: u64,
-    /// Sizes that are lower bounds.
-    pub(crate) lower_bound: u64,
-    /// Sizes a coding agent reported.
-    pub(crate) reported: u64,
-    /// Results over the ceiling of a layer.
-    pub(crate) over_ceiling: u64,
-    /// The largest attribute length limit results were seen cut at.
-    pub(crate) upstream_limit: Option<u64>,
-    /// Calls weighted by each span's adjusted count (1 / sampling probability), thousandths
-    /// of a call.
-    pub(crate) calls_milli: u64,
-}
+/// The counters of one period: the live struct, declared once in
+/// [`crate::collector::state::counts`], every field required.
+pub(crate) use crate::collector::state::Counts;
 
 /// An HDR histogram: its non-empty buckets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,18 +134,9 @@ pub(crate) struct Ring {
     pub(crate) slots: Vec<(u64, Stats)>,
 }
 
-/// Which result a listed one is, its fields flattened into its holder's object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ResultRef {
-    /// Trace id, hex.
-    pub(crate) trace_id: String,
-    /// Span id, hex.
-    pub(crate) span_id: String,
-    /// Arguments hash.
-    pub(crate) args_hash: Option<String>,
-    /// When received, Unix seconds.
-    pub(crate) at_unix: u64,
-}
+/// Which result a listed one is, its fields flattened into its holder's object: the live
+/// reference (`state::series::ResultRef`), every field required but the arguments hash.
+pub(crate) use crate::collector::state::ResultRef;
 
 /// One of the largest recent results.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,32 +192,9 @@ pub(crate) struct Over {
     pub(crate) result: ResultRef,
 }
 
-/// One closed slot of the shortest window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Point {
-    /// Slot start, Unix seconds.
-    pub(crate) at_unix: u64,
-    /// Calls.
-    pub(crate) count: u32,
-    /// Results of known size.
-    pub(crate) sized: u32,
-    /// Median bytes.
-    pub(crate) p50: u32,
-    /// 95th percentile bytes.
-    pub(crate) p95: u32,
-    /// 99th percentile bytes.
-    pub(crate) p99: u32,
-    /// Largest bytes.
-    pub(crate) max: u32,
-    /// Failed calls.
-    pub(crate) errors: u32,
-    /// Truncated by the tool.
-    pub(crate) truncated: u32,
-    /// Cut upstream.
-    pub(crate) truncated_upstream: u32,
-    /// Over the ceiling.
-    pub(crate) over_ceiling: u32,
-}
+/// One closed slot of the shortest window: the live point (`state::series::Point`), every field
+/// required.
+pub(crate) use crate::collector::state::Point;
 
 /// A firing alert.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -428,6 +428,8 @@ mod tests {
 
     const V1: &str = include_str!("../../../tests/data/snapshots/v1.json");
     const V2: &str = include_str!("../../../tests/data/snapshots/v2.json");
+    /// A version 3 file written by `toolsize demo` (0.2.0) on SIGTERM.
+    const V3: &str = include_str!("../../../tests/data/snapshots/v3.json");
 
     /// `bytes` with the first digit of the first count of the first size bucket of the first
     /// series' `total` changed, and where.
@@ -450,6 +452,24 @@ mod tests {
         as_read["version"] = 2.into();
         let file: serde_json::Value = serde_json::from_str(V2).unwrap();
         assert_eq!(as_read, file);
+    }
+
+    #[test]
+    fn a_version_3_file_is_read_with_every_number_and_written_back_the_same() {
+        let s = read(V3.as_bytes()).unwrap();
+        assert_eq!(s.series.len(), 4);
+        let fetch = &s.series[0];
+        assert_eq!(fetch.total.counts.calls, 96);
+        assert_eq!(fetch.total.counts.over_ceiling, 28);
+        assert_eq!(fetch.total.counts.calls_milli, 96_000);
+        let file: serde_json::Value = serde_json::from_str(V3).unwrap();
+        let again: serde_json::Value =
+            serde_json::from_slice(&format::encode(&s).unwrap()).unwrap();
+        // The checksum is over the text, whose counters are in the order of this version.
+        assert!(
+            again["snapshot"] == file["snapshot"],
+            "every field of the file, read and written back"
+        );
     }
 
     #[test]

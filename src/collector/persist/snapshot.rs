@@ -18,8 +18,8 @@ use crate::collector::state::histogram::{
     Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG,
 };
 use crate::collector::state::{
-    ArgsStat, Counts, Largest, OverRecent, Point, ResultId, ResultRef, SeriesKey, SeriesMap, State,
-    Stats, LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
+    ArgsStat, Largest, OverRecent, ResultId, SeriesKey, SeriesMap, State, Stats,
+    LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
 };
 use crate::layers::Stack;
 
@@ -43,47 +43,9 @@ fn hist_in(h: format::Hist, ceiling: u64, sigfig: u8) -> Hist {
     Hist::from_snapshot(&s, ceiling, sigfig)
 }
 
-fn counts_out(c: &Counts) -> format::Counts {
-    format::Counts {
-        calls: c.calls,
-        errors: c.errors,
-        truncated: c.truncated,
-        truncated_upstream: c.truncated_upstream,
-        unknown_size: c.unknown_size,
-        measured: c.measured,
-        derived: c.derived,
-        unwrapped: c.unwrapped,
-        unwrapped_approximate: c.unwrapped_approximate,
-        lower_bound: c.lower_bound,
-        reported: c.reported,
-        over_ceiling: c.over_ceiling,
-        upstream_limit: c.upstream_limit,
-        calls_milli: c.calls_milli,
-    }
-}
-
-fn counts_in(c: format::Counts) -> Counts {
-    Counts {
-        calls: c.calls,
-        errors: c.errors,
-        truncated: c.truncated,
-        truncated_upstream: c.truncated_upstream,
-        unknown_size: c.unknown_size,
-        measured: c.measured,
-        derived: c.derived,
-        unwrapped: c.unwrapped,
-        unwrapped_approximate: c.unwrapped_approximate,
-        lower_bound: c.lower_bound,
-        reported: c.reported,
-        over_ceiling: c.over_ceiling,
-        upstream_limit: c.upstream_limit,
-        calls_milli: c.calls_milli,
-    }
-}
-
 fn stats_out(s: &Stats) -> format::Stats {
     format::Stats {
-        counts: counts_out(&s.counts),
+        counts: s.counts,
         size: hist_out(&s.size),
         latency: hist_out(&s.latency),
     }
@@ -91,7 +53,7 @@ fn stats_out(s: &Stats) -> format::Stats {
 
 fn stats_in(s: format::Stats) -> Stats {
     Stats {
-        counts: counts_in(s.counts),
+        counts: s.counts,
         size: hist_in(s.size, MAX_BYTES, SIGFIG),
         latency: hist_in(s.latency, MAX_LATENCY_US, LATENCY_SIGFIG),
     }
@@ -100,7 +62,7 @@ fn stats_in(s: format::Stats) -> Stats {
 fn largest_out(l: &Largest) -> format::Largest {
     format::Largest {
         bytes: l.bytes,
-        result: result_out(l.result.clone()),
+        result: l.result.clone(),
         truncated_upstream: l.truncated_upstream,
         cut_by: l.cut_by.clone(),
         original: l.original,
@@ -110,7 +72,7 @@ fn largest_out(l: &Largest) -> format::Largest {
 fn largest_in(l: format::Largest) -> Largest {
     Largest {
         bytes: l.bytes,
-        result: result_in(l.result),
+        result: l.result,
         truncated_upstream: l.truncated_upstream,
         cut_by: l.cut_by,
         original: l.original,
@@ -124,7 +86,7 @@ fn over_out(o: &OverRecent, stack: &Stack) -> Option<format::Over> {
         limit: o.limit,
         value: o.value,
         estimated: o.estimated,
-        result: result_out(o.result.hex()),
+        result: o.result.hex(),
     })
 }
 
@@ -138,58 +100,8 @@ fn over_in(o: &format::Over, stack: &Stack) -> Option<OverRecent> {
         limit: o.limit,
         value: o.value,
         estimated: o.estimated,
-        result: ResultId::from_hex(&result_in(o.result.clone()))?,
+        result: ResultId::from_hex(&o.result)?,
     })
-}
-
-fn result_out(r: ResultRef) -> format::ResultRef {
-    format::ResultRef {
-        trace_id: r.trace_id,
-        span_id: r.span_id,
-        args_hash: r.args_hash,
-        at_unix: r.at_unix,
-    }
-}
-
-fn result_in(r: format::ResultRef) -> ResultRef {
-    ResultRef {
-        trace_id: r.trace_id,
-        span_id: r.span_id,
-        args_hash: r.args_hash,
-        at_unix: r.at_unix,
-    }
-}
-
-fn point_out(p: &Point) -> format::Point {
-    format::Point {
-        at_unix: p.at_unix,
-        count: p.count,
-        sized: p.sized,
-        p50: p.p50,
-        p95: p.p95,
-        p99: p.p99,
-        max: p.max,
-        errors: p.errors,
-        truncated: p.truncated,
-        truncated_upstream: p.truncated_upstream,
-        over_ceiling: p.over_ceiling,
-    }
-}
-
-fn point_in(p: &format::Point) -> Point {
-    Point {
-        at_unix: p.at_unix,
-        count: p.count,
-        sized: p.sized,
-        p50: p.p50,
-        p95: p.p95,
-        p99: p.p99,
-        max: p.max,
-        errors: p.errors,
-        truncated: p.truncated,
-        truncated_upstream: p.truncated_upstream,
-        over_ceiling: p.over_ceiling,
-    }
 }
 
 fn alert_out(a: SavedAlert) -> format::Alert {
@@ -291,7 +203,7 @@ fn snapshot_of(p: Parts<'_>, now: u64, alerts: Vec<SavedAlert>) -> format::Snaps
                     .iter()
                     .filter_map(|o| over_out(o, p.stack))
                     .collect(),
-                history: s.history.iter().map(point_out).collect(),
+                history: s.history.iter().copied().collect(),
             })
             .collect(),
         alerts: alerts.into_iter().map(alert_out).collect(),
@@ -473,7 +385,7 @@ impl State {
                 .filter_map(|o| over_in(o, &self.limits.stacks.all))
                 .collect();
             let points = self.limits.history_points();
-            s.history = ss.history.iter().map(point_in).collect();
+            s.history = ss.history.iter().copied().collect();
             while s.history.len() > points {
                 s.history.pop_front();
             }

@@ -18,6 +18,7 @@
 //! two windows, ≈ 281 KiB (see [`crate::collector::state::histogram`] for the computation).
 
 pub(crate) mod context;
+pub(crate) mod counts;
 pub mod histogram;
 pub(crate) mod join;
 pub(crate) mod key;

@@ -1,4 +1,4 @@
-//! One series' state: counters ([`Counts`]), histograms over a period ([`Stats`]), the time
+//! One series' state: counters ([`Counts`], declared in [`super::counts`]), histograms over a period ([`Stats`]), the time
 //! slots of the sliding windows ([`Ring`]), history points, the largest and the recent
 //! over-ceiling results, the top argument hashes, and how a record updates them
 //! ([`Series`]).
@@ -8,144 +8,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use super::counts::{calls_of, whole_calls, Counts};
 use super::histogram::{Hist, MAX_BYTES, MAX_LATENCY_US};
 use super::limits::{Limits, LATENCY_BUCKETS_US, OVER_CEILING_RECENT, SLOTS_PER_WINDOW};
 use super::stacks::Profile;
-use crate::collector::ingest::recognize::{ArgsHash, Size, SizeSource, ToolRecord};
+use crate::collector::ingest::recognize::{ArgsHash, Size, ToolRecord};
 use crate::layers::Stack;
-
-/// The counters of one series over one period.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Counts {
-    /// Tool calls.
-    pub(crate) calls: u64,
-    /// Failed calls.
-    pub(crate) errors: u64,
-    /// Results the tool reported truncated.
-    pub(crate) truncated: u64,
-    /// Results that show an upstream cut.
-    pub(crate) truncated_upstream: u64,
-    /// Successful calls whose size is unknown.
-    pub(crate) unknown_size: u64,
-    /// Sizes measured by the tool.
-    pub(crate) measured: u64,
-    /// Sizes derived from content, counted as recorded.
-    pub(crate) derived: u64,
-    /// Sizes derived from content with the tracer's envelope removed.
-    #[serde(default)]
-    pub(crate) unwrapped: u64,
-    /// Sizes that are lower bounds (the content showed an upstream cut).
-    #[serde(default)]
-    pub(crate) lower_bound: u64,
-    /// Of the unwrapped sizes, those of a JSON result re-serialised (approximate).
-    #[serde(default)]
-    pub(crate) unwrapped_approximate: u64,
-    /// Sizes a coding agent reported in its own attribute (cut by the agent or not, when it
-    /// said how large the result was before its cut).
-    #[serde(default)]
-    pub(crate) reported: u64,
-    /// Results over the ceiling of a layer.
-    #[serde(default)]
-    pub(crate) over_ceiling: u64,
-    /// The largest attribute value length limit results were seen cut at (configured or
-    /// learned), characters or UTF-16 units.
-    #[serde(default)]
-    pub(crate) upstream_limit: Option<u64>,
-    /// Calls weighted by each record's adjusted count (1 / its tracer's sampling probability,
-    /// [`crate::collector::ingest::sampling`]), in thousandths of a call: 1000 × `calls` when
-    /// nothing was sampled. The other counters are weighted by the period's mean weight
-    /// ([`Counts::weighted`]), exact when its records share one sampling rate, as a series'
-    /// records do (one service, one sampler); kept as one field so that a series' slots stay
-    /// within their memory budget.
-    #[serde(default)]
-    pub(crate) calls_milli: u64,
-}
-
-/// Thousandths of a call as calls.
-pub(crate) fn calls_of(milli: u64) -> f64 {
-    milli as f64 / 1000.0
-}
-
-/// Thousandths of a call as whole calls, rounded.
-pub(crate) fn whole_calls(milli: u64) -> u64 {
-    milli.saturating_add(500) / 1000
-}
-
-impl Counts {
-    /// Whether some of the calls were counted from sampled spans (their counts extrapolated).
-    pub(crate) fn extrapolated(&self) -> bool {
-        self.calls_milli > self.calls.saturating_mul(1000)
-    }
-
-    /// `n` of this period's records (errors, cuts, results over the ceiling), weighted by the
-    /// period's mean adjusted count: thousandths of a call.
-    pub(crate) fn weighted(&self, n: u64) -> u64 {
-        match self.calls {
-            0 => n.saturating_mul(1000),
-            calls => (u128::from(n) * u128::from(self.calls_milli) / u128::from(calls)) as u64,
-        }
-    }
-
-    pub(crate) fn record(&mut self, r: &ToolRecord, over: bool) {
-        self.calls_milli += r.weight.milli();
-        self.over_ceiling += u64::from(over);
-        self.calls += 1;
-        self.errors += u64::from(r.error);
-        self.truncated += u64::from(r.truncated);
-        self.truncated_upstream += u64::from(r.truncated_upstream);
-        match r.size {
-            // A cut whose original size the emitter revealed is not a lower bound.
-            Size::Known { source, .. } => match (
-                source,
-                r.truncated_upstream && r.upstream.original.is_none(),
-            ) {
-                (_, true) => self.lower_bound += 1,
-                (SizeSource::Reported, false) => self.reported += 1,
-                (SizeSource::Measured, false) => self.measured += 1,
-                (SizeSource::Derived, false) => self.derived += 1,
-                (SizeSource::Unwrapped, false) => self.unwrapped += 1,
-                (SizeSource::UnwrappedApproximate, false) => {
-                    self.unwrapped += 1;
-                    self.unwrapped_approximate += 1;
-                }
-            },
-            Size::Unknown(_) => self.unknown_size += 1,
-            Size::Failed => {}
-        }
-        self.upstream_limit = self.upstream_limit.max(r.upstream_limit);
-    }
-
-    /// Counts one result, sized from `source` as whole when it arrived, as cut upstream at
-    /// `limit`. Only `truncated_upstream` moves, so every exported counter stays monotonic: the
-    /// `source` counters keep how each result was sized when it arrived. False (nothing changed)
-    /// when every content-sized result counted here is already counted cut.
-    pub(crate) fn flag_cut(&mut self, source: SizeSource, limit: u64) -> bool {
-        let from_content = self.derived + self.unwrapped + self.lower_bound;
-        if source == SizeSource::Measured || self.truncated_upstream >= from_content {
-            return false;
-        }
-        self.truncated_upstream += 1;
-        self.upstream_limit = self.upstream_limit.max(Some(limit));
-        true
-    }
-
-    fn add(&mut self, o: &Counts) {
-        self.calls += o.calls;
-        self.errors += o.errors;
-        self.truncated += o.truncated;
-        self.truncated_upstream += o.truncated_upstream;
-        self.unknown_size += o.unknown_size;
-        self.measured += o.measured;
-        self.derived += o.derived;
-        self.unwrapped += o.unwrapped;
-        self.lower_bound += o.lower_bound;
-        self.unwrapped_approximate += o.unwrapped_approximate;
-        self.reported += o.reported;
-        self.over_ceiling += o.over_ceiling;
-        self.upstream_limit = self.upstream_limit.max(o.upstream_limit);
-        self.calls_milli += o.calls_milli;
-    }
-}
 
 /// Counters and histograms of one series over one period. The counters read as fields
 /// (`stats.calls`) through [`Counts`].

@@ -8,8 +8,10 @@
 //!   [`p95_jump`] (`ToolResultSizeP95Jump`), [`near_ceiling`] (`ToolResultSizeNearCeiling`) and
 //!   [`truncation_rate`] (`ToolResultTruncationRate`).
 //!
-//! Adding a rule is its file (config, hint, payload, tests), its runbook section and one line
-//! in [`RuleKind`] and [`Rules::from_config`].
+//! Adding a rule is its file here (`NAME`, `Rule`, hint, payload, tests), its entry in the one
+//! list of rules ([`for_each_rule`], in `config/alerts.rs`: its section's keys and one line),
+//! its runbook section and its rows in `docs/collector.md`; the tests here fail when any of
+//! these is missing.
 //!
 //! **Deduplicate first.** A record over the ceiling for an alert already firing costs a probe
 //! of a [`Firing`] map keyed by integers (series id, layer index) and nothing else: no string,
@@ -28,11 +30,82 @@
 //! is counted by rule and outcome (`toolsize_alert_matches_total`): `sent`, `merged` into an
 //! alert already firing, `deferred` while the channel was full, `dropped` past the queue.
 
-pub(crate) mod near_ceiling;
-pub(crate) mod over_ceiling;
-pub(crate) mod p95_jump;
-pub(crate) mod repeated_oversize;
-pub(crate) mod truncation_rate;
+/// What the one list of rules ([`for_each_rule`]) generates here: the modules, [`RuleKind`], the
+/// name constants and the wiring from `[alerts]` to the rules.
+macro_rules! declare_rules {
+    ($(
+        $(#[doc = $doc:literal])+
+        $m:ident: $cfg:ident => $kind:ident ($constant:ident), $trait:ident { $($body:tt)* }
+    )+) => {
+        $(pub mod $m;)+
+
+        /// The built-in rules, by type; their order is that of `toolsize_alert_matches_total`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub(crate) enum RuleKind {
+            $($(#[doc = $doc])+ $kind,)+
+        }
+
+        impl RuleKind {
+            /// Every rule, in exposition order.
+            pub(crate) const ALL: [RuleKind; [$(stringify!($kind)),+].len()] =
+                [$(RuleKind::$kind),+];
+
+            /// The alert name.
+            pub(crate) fn name(self) -> &'static str {
+                match self {
+                    $(RuleKind::$kind => $m::NAME,)+
+                }
+            }
+
+            /// The config section, `alerts.<module>`.
+            pub(crate) fn section(self) -> &'static str {
+                match self {
+                    $(RuleKind::$kind => concat!("alerts.", stringify!($m)),)+
+                }
+            }
+
+            /// The rule as `config` sets it, `None` when disabled.
+            fn build(self, config: &AlertsConfig) -> Option<Built> {
+                match self {
+                    $(RuleKind::$kind => $m::Rule::from_config(&config.$m)
+                        .map(|r| Built::$trait(Box::new(r))),)+
+                }
+            }
+
+            /// Whether it runs on the windows (else on every record over a ceiling).
+            #[cfg(test)]
+            pub(crate) fn is_window(self) -> bool {
+                match self {
+                    $(RuleKind::$kind => stringify!($trait) == "Window",)+
+                }
+            }
+
+            /// Switches it on or off in `config`.
+            #[cfg(test)]
+            pub(crate) fn set_enabled(self, config: &mut AlertsConfig, on: bool) {
+                match self {
+                    $(RuleKind::$kind => config.$m.enabled = on,)+
+                }
+            }
+
+            /// (whether its section differs between `old` and `new`, whether `old` enabled it).
+            fn changed(self, old: &AlertsConfig, new: &AlertsConfig) -> (bool, bool) {
+                match self {
+                    $(RuleKind::$kind => (old.$m != new.$m, old.$m.enabled),)+
+                }
+            }
+        }
+
+        /// The alert names of the built-in rules.
+        pub mod names {
+            $($(#[doc = $doc])+ pub const $constant: &str = super::$m::NAME;)+
+            /// Every built-in alert name, in exposition order.
+            pub const BUILT_IN: &[&str] = &[$($constant),+];
+        }
+    };
+}
+
+for_each_rule!(declare_rules);
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -41,48 +114,21 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::{AlertStats, Event, Matched};
-use crate::collector::config::{AlertsConfig, Config};
+use crate::collector::config::{for_each_rule, AlertsConfig, Config};
 use crate::collector::state::{
     FxBuild, Limits, Observed, ResultObserver, Retune, Series, SeriesKey, SeriesMap, State, Stats,
 };
 use crate::layers::Ceiling;
 
-/// The built-in rules, by type; their order is that of `toolsize_alert_matches_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum RuleKind {
-    /// [`over_ceiling`].
-    OverCeiling,
-    /// [`repeated_oversize`].
-    RepeatedOversize,
-    /// [`p95_jump`].
-    P95Jump,
-    /// [`near_ceiling`].
-    NearCeiling,
-    /// [`truncation_rate`].
-    TruncationRate,
+/// A rule built from its section, by the trait it implements.
+enum Built {
+    /// Run on every record over a ceiling.
+    Record(Box<dyn RecordRule>),
+    /// Run every evaluation on the windows.
+    Window(Box<dyn WindowRule>),
 }
 
-impl RuleKind {
-    /// Every rule, in exposition order.
-    pub(crate) const ALL: [RuleKind; 5] = [
-        RuleKind::OverCeiling,
-        RuleKind::RepeatedOversize,
-        RuleKind::P95Jump,
-        RuleKind::NearCeiling,
-        RuleKind::TruncationRate,
-    ];
-
-    /// The alert name.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            RuleKind::OverCeiling => super::OVER_CEILING,
-            RuleKind::RepeatedOversize => super::REPEATED_OVERSIZE,
-            RuleKind::P95Jump => super::P95_JUMP,
-            RuleKind::NearCeiling => super::NEAR_CEILING,
-            RuleKind::TruncationRate => super::TRUNCATION_RATE,
-        }
-    }
-}
+pub use crate::collector::config::Severity;
 
 /// What became of one match, the `outcome` label of `toolsize_alert_matches_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,13 +193,6 @@ pub(crate) enum Decision {
 
 /// A rule run on every record over a ceiling.
 pub(crate) trait RecordRule: Send + std::fmt::Debug {
-    /// Which rule this is.
-    fn kind(&self) -> RuleKind;
-
-    /// The alert name.
-    fn name(&self) -> &'static str {
-        self.kind().name()
-    }
     /// The `severity` label.
     fn severity(&self) -> &str;
     /// One record over the ceiling.
@@ -189,13 +228,6 @@ pub(crate) struct WindowInput<'a> {
 
 /// A rule run every evaluation on each series' windows.
 pub(crate) trait WindowRule: Send + std::fmt::Debug {
-    /// Which rule this is.
-    fn kind(&self) -> RuleKind;
-
-    /// The alert name.
-    fn name(&self) -> &'static str {
-        self.kind().name()
-    }
     /// The `severity` label.
     fn severity(&self) -> &str;
     /// The match of one series, if any.
@@ -344,11 +376,11 @@ impl Rules {
         let mut out: Vec<(RuleKind, &'static str, String)> = self
             .records
             .iter()
-            .map(|(i, r)| (*i, r.name(), r.severity().to_string()))
+            .map(|(i, r)| (*i, i.name(), r.severity().to_string()))
             .chain(
                 self.windows
                     .iter()
-                    .map(|(i, r)| (*i, r.name(), r.severity().to_string())),
+                    .map(|(i, r)| (*i, i.name(), r.severity().to_string())),
             )
             .collect();
         out.sort_by_key(|(i, ..)| *i);
@@ -357,25 +389,21 @@ impl Rules {
 
     /// The enabled rules of `config` (`None` when all are off).
     pub fn from_config(config: &Config) -> Option<Self> {
-        let a = &config.alerts;
         let window_quiet_period = config.alerts.evaluation_interval.0 * 3;
-        let mut records: Vec<Box<dyn RecordRule>> = Vec::new();
-        records.extend(over_ceiling::Rule::from_config(&a.over_ceiling).map(|r| Box::new(r) as _));
-        records.extend(
-            repeated_oversize::Rule::from_config(&a.repeated_oversize).map(|r| Box::new(r) as _),
-        );
-        let mut windows: Vec<Box<dyn WindowRule>> = Vec::new();
-        windows.extend(p95_jump::Rule::from_config(&a.p95_jump).map(|r| Box::new(r) as _));
-        windows.extend(near_ceiling::Rule::from_config(&a.near_ceiling).map(|r| Box::new(r) as _));
-        windows.extend(
-            truncation_rate::Rule::from_config(&a.truncation_rate).map(|r| Box::new(r) as _),
-        );
+        let (mut records, mut windows) = (Vec::new(), Vec::new());
+        for kind in RuleKind::ALL {
+            match kind.build(&config.alerts) {
+                Some(Built::Record(r)) => records.push((kind, r)),
+                Some(Built::Window(r)) => windows.push((kind, r)),
+                None => {}
+            }
+        }
         if records.is_empty() && windows.is_empty() {
             return None;
         }
         Some(Self {
-            records: records.into_iter().map(|r| (r.kind(), r)).collect(),
-            windows: windows.into_iter().map(|r| (r.kind(), r)).collect(),
+            records,
+            windows,
             window_quiet_period,
             tx: None,
             stats: Arc::default(),
@@ -538,11 +566,12 @@ impl Rules {
 /// `Err(())` when the rule was enabled or disabled by the reload (that waits for a restart).
 fn replace_rule<R: ?Sized>(
     list: &mut [(RuleKind, Box<R>)],
+    kind: RuleKind,
     was_enabled: bool,
-    rule: Option<(RuleKind, Box<R>)>,
+    rule: Option<Box<R>>,
 ) -> Result<bool, ()> {
     match rule {
-        Some((kind, r)) => match list.iter_mut().find(|(k, _)| *k == kind) {
+        Some(r) => match list.iter_mut().find(|(k, _)| *k == kind) {
             Some(slot) => {
                 slot.1 = r;
                 Ok(true)
@@ -560,60 +589,23 @@ impl Rules {
     /// a rebuilt rule starts its own counts over (the repeated argument hashes, the last
     /// resend). A rule enabled or disabled by the reload waits for a restart.
     fn retune_rules(&mut self, old: &AlertsConfig, new: &AlertsConfig, out: &mut Retune) {
-        let mut record =
-            |section: &'static str, changed: bool, was: bool, rule: Option<Box<dyn RecordRule>>| {
-                if !changed {
-                    return;
-                }
-                let rule = rule.map(|r| (r.kind(), r));
-                match replace_rule(&mut self.records, was, rule) {
-                    Ok(true) => out.applied.push(section),
-                    Ok(false) => {}
-                    Err(()) => out.restart.push(section),
-                }
+        for kind in RuleKind::ALL {
+            let (changed, was) = kind.changed(old, new);
+            if !changed {
+                continue;
+            }
+            let replaced = match kind.build(new) {
+                Some(Built::Record(r)) => replace_rule(&mut self.records, kind, was, Some(r)),
+                Some(Built::Window(r)) => replace_rule(&mut self.windows, kind, was, Some(r)),
+                None if was => Err(()),
+                None => Ok(false),
             };
-        record(
-            "alerts.over_ceiling",
-            old.over_ceiling != new.over_ceiling,
-            old.over_ceiling.enabled,
-            over_ceiling::Rule::from_config(&new.over_ceiling).map(|r| Box::new(r) as _),
-        );
-        record(
-            "alerts.repeated_oversize",
-            old.repeated_oversize != new.repeated_oversize,
-            old.repeated_oversize.enabled,
-            repeated_oversize::Rule::from_config(&new.repeated_oversize).map(|r| Box::new(r) as _),
-        );
-        let mut window =
-            |section: &'static str, changed: bool, was: bool, rule: Option<Box<dyn WindowRule>>| {
-                if !changed {
-                    return;
-                }
-                let rule = rule.map(|r| (r.kind(), r));
-                match replace_rule(&mut self.windows, was, rule) {
-                    Ok(true) => out.applied.push(section),
-                    Ok(false) => {}
-                    Err(()) => out.restart.push(section),
-                }
-            };
-        window(
-            "alerts.p95_jump",
-            old.p95_jump != new.p95_jump,
-            old.p95_jump.enabled,
-            p95_jump::Rule::from_config(&new.p95_jump).map(|r| Box::new(r) as _),
-        );
-        window(
-            "alerts.near_ceiling",
-            old.near_ceiling != new.near_ceiling,
-            old.near_ceiling.enabled,
-            near_ceiling::Rule::from_config(&new.near_ceiling).map(|r| Box::new(r) as _),
-        );
-        window(
-            "alerts.truncation_rate",
-            old.truncation_rate != new.truncation_rate,
-            old.truncation_rate.enabled,
-            truncation_rate::Rule::from_config(&new.truncation_rate).map(|r| Box::new(r) as _),
-        );
+            match replaced {
+                Ok(true) => out.applied.push(kind.section()),
+                Ok(false) => {}
+                Err(()) => out.restart.push(kind.section()),
+            }
+        }
     }
 }
 
@@ -733,17 +725,18 @@ pub(crate) mod testing {
     /// Only the window rule `name` on (the record rules off).
     pub(crate) fn only_window(name: &str) -> Config {
         let mut c = Config::default();
-        c.alerts.over_ceiling.enabled = false;
-        c.alerts.repeated_oversize.enabled = false;
+        for kind in RuleKind::ALL.into_iter().filter(|k| !k.is_window()) {
+            kind.set_enabled(&mut c.alerts, false);
+        }
         only(&mut c, name);
         c
     }
 
     /// Only the window rule `name` on among the window rules.
     pub(crate) fn only(c: &mut Config, name: &str) {
-        c.alerts.p95_jump.enabled = name == super::super::P95_JUMP;
-        c.alerts.near_ceiling.enabled = name == super::super::NEAR_CEILING;
-        c.alerts.truncation_rate.enabled = name == super::super::TRUNCATION_RATE;
+        for kind in RuleKind::ALL.into_iter().filter(|k| k.is_window()) {
+            kind.set_enabled(&mut c.alerts, kind.name() == name);
+        }
     }
 
     /// A whole hour (1_800_000_000 is one).
@@ -775,6 +768,76 @@ mod tests {
     use super::*;
     use crate::collector::alerts::{OVER_CEILING, TRUNCATION_RATE};
     use crate::collector::state::State;
+
+    /// The reference of the collector, where each rule has its rows.
+    const DOCS: &str = include_str!("../../../../docs/collector.md");
+
+    #[test]
+    fn every_rule_has_its_name_runbook_section_docs_rows_and_config() {
+        let anchors = crate::collector::alerts::runbook::anchors();
+        let mut seen = std::collections::HashSet::new();
+        for kind in RuleKind::ALL {
+            let (name, section) = (kind.name(), kind.section());
+            assert!(seen.insert(name), "{name}: two rules share the alert name");
+            assert!(
+                name.chars().all(|c| c.is_ascii_alphanumeric()),
+                "{name}: an alert name is letters and digits (its runbook anchor)"
+            );
+            assert!(
+                anchors.contains(&crate::collector::alerts::runbook::anchor(name)),
+                "{name}: docs/runbook.md has no `## {name}` section"
+            );
+            let row = format!("| `{name}` (`[{section}]`) |");
+            assert!(
+                DOCS.lines().any(|l| l.starts_with(&row)),
+                "{name}: docs/collector.md's table of rules has no row `{row} …`"
+            );
+            let keys = format!("`{section}.enabled`, `.severity`");
+            assert!(
+                DOCS.lines()
+                    .any(|l| l.starts_with("| | |") && l.contains(&keys)),
+                "{name}: docs/collector.md's table of keys has no row `| | | {keys}, …`"
+            );
+            for leaf in ["enabled", "severity"] {
+                let key = format!("{section}.{leaf}");
+                assert!(
+                    crate::collector::config::keys::find(&key).is_some(),
+                    "{name}: no config key `{key}`"
+                );
+            }
+        }
+        let held = format!("times {} rules", RuleKind::ALL.len());
+        assert!(
+            DOCS.replace('\n', " ").contains(&held),
+            "docs/collector.md does not say the alert table holds `{held}`"
+        );
+        assert_eq!(
+            crate::collector::alerts::BUILT_IN.to_vec(),
+            RuleKind::ALL.map(RuleKind::name).to_vec(),
+            "the public names follow the list"
+        );
+    }
+
+    #[test]
+    fn a_severity_is_a_short_label_value() {
+        for ok in ["page", "warning", "sev-1", "P_2"] {
+            assert_eq!(Severity::try_from(ok.to_string()).unwrap().as_str(), ok);
+        }
+        for bad in [
+            "",
+            "two words",
+            "pa\nge",
+            &"x".repeat(Severity::MAX_LEN + 1),
+        ] {
+            let err = Severity::try_from(bad.to_string()).unwrap_err();
+            assert!(err.contains("a severity is 1 to 64"), "{err}");
+        }
+        let err = Config::from_toml("[alerts.over_ceiling]\nseverity = \"a b\"\n").unwrap_err();
+        assert!(
+            err.to_string().contains("a severity is"),
+            "a bad severity in the file is refused: {err}"
+        );
+    }
 
     #[test]
     fn firing_deduplicates_and_resends_every_third_of_the_quiet_period() {

@@ -1,9 +1,12 @@
 //! `ToolResultSizeNearCeiling`: the recent p95 of result bytes is within `ratio` of the ceiling
 //! (the weakest layer's limit in bytes): results are about to be cut.
 
-use super::{labels, ratio, series_labels, RuleKind, WindowInput, WindowRule};
-use crate::collector::alerts::{Matched, NEAR_CEILING};
+use super::{labels, ratio, series_labels, WindowInput, WindowRule};
+use crate::collector::alerts::Matched;
 use crate::collector::config::NearCeilingConfig;
+
+/// The alert name.
+pub const NAME: &str = "ToolResultSizeNearCeiling";
 
 /// The hint of `ToolResultSizeNearCeiling`.
 pub(crate) const NEAR_CEILING_HINT: &str =
@@ -12,7 +15,7 @@ pub(crate) const NEAR_CEILING_HINT: &str =
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: String,
+    severity: crate::collector::config::Severity,
     ratio: f64,
     min_count: u64,
 }
@@ -29,12 +32,9 @@ impl Rule {
 }
 
 impl WindowRule for Rule {
-    fn kind(&self) -> RuleKind {
-        RuleKind::NearCeiling
-    }
 
     fn severity(&self) -> &str {
-        &self.severity
+        self.severity.as_str()
     }
 
     fn evaluate(&self, w: &WindowInput<'_>) -> Option<Matched> {
@@ -45,7 +45,7 @@ impl WindowRule for Rule {
         }
         let share = p95 as f64 / c.bytes as f64;
         let recent_label = w.recent_window.1;
-        let mut l = series_labels(NEAR_CEILING, key, &self.severity);
+        let mut l = series_labels(NAME, key, self.severity.as_str());
         l.insert("layer".into(), c.layer_id.to_string());
         Some(Matched {
             labels: l,
@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn fires_on_a_p95_close_to_the_ceiling() {
-        let config = only_window(NEAR_CEILING);
+        let config = only_window(NAME);
         let rules = Rules::from_config(&config).unwrap();
         let run = |median: f64, n: u64| {
             let mut st = State::new(Limits::from_config(&config));
@@ -106,7 +106,7 @@ mod tests {
         // Default stack: one 16384-byte layer; 80 % is 13107 bytes.
         let m = run(13_500.0, 30);
         assert_eq!(m.len(), 1, "{m:?}");
-        assert_eq!(m[0].labels["alertname"], NEAR_CEILING);
+        assert_eq!(m[0].labels["alertname"], NAME);
         assert_eq!(m[0].labels["layer"], "default");
         assert_eq!(m[0].annotations["ceiling_bytes"], "16384");
         assert_eq!(m[0].annotations["hint"], NEAR_CEILING_HINT);

@@ -8,10 +8,13 @@
 
 use std::time::Duration;
 
-use super::{labels, Decision, Firing, Hit, Over, RecordRule, RuleKind};
-use crate::collector::alerts::{Matched, OVER_CEILING};
+use super::{labels, Decision, Firing, Hit, Over, RecordRule};
+use crate::collector::alerts::Matched;
 use crate::collector::config::OverCeilingConfig;
 use crate::hex::encode as hex;
+
+/// The alert name.
+pub const NAME: &str = "ToolResultOverCeiling";
 
 /// The hint every over-ceiling alert carries.
 pub(crate) const HINT: &str =
@@ -20,7 +23,7 @@ pub(crate) const HINT: &str =
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: String,
+    severity: crate::collector::config::Severity,
     quiet_period: Duration,
     firing: Firing<(u32, u32)>,
 }
@@ -74,11 +77,11 @@ impl Rule {
         }
         Matched {
             labels: labels(&[
-                ("alertname", OVER_CEILING),
+                ("alertname", NAME),
                 ("service", &key.service),
                 ("tool", &key.tool),
                 ("layer", cut.layer_id),
-                ("severity", &self.severity),
+                ("severity", self.severity.as_str()),
             ]),
             annotations,
             quiet_period: self.quiet_period,
@@ -88,12 +91,9 @@ impl Rule {
 }
 
 impl RecordRule for Rule {
-    fn kind(&self) -> RuleKind {
-        RuleKind::OverCeiling
-    }
 
     fn severity(&self) -> &str {
-        &self.severity
+        self.severity.as_str()
     }
 
     fn over(&mut self, o: &Over<'_>) -> Decision {
@@ -157,7 +157,7 @@ mod tests {
             panic!("fires")
         };
         assert!(m.new);
-        assert_eq!(m.labels["alertname"], OVER_CEILING);
+        assert_eq!(m.labels["alertname"], NAME);
         assert_eq!(m.labels["layer"], "default");
         assert_eq!(m.labels["severity"], "page");
         assert_eq!(m.annotations["bytes"], "20000");
@@ -220,7 +220,7 @@ mod tests {
             st.record(&rec(20_000), T0 + 200 * i + 1);
         }
         // Fired at 1 s, resent at 201 s and 401 s (every 100 s while matching).
-        assert_eq!(names(&mut rx), vec![OVER_CEILING; 3]);
+        assert_eq!(names(&mut rx), vec![NAME; 3]);
         for i in 0..1000 {
             st.record(&rec(20_000), T0 + 402 + i / 100);
         }

@@ -5,9 +5,12 @@
 //! window (1h) that ended before the recent window began (see
 //! [`Series::window_stats_ending_by`](crate::collector::state::Series::window_stats_ending_by)).
 
-use super::{labels, ratio, series_labels, RuleKind, WindowInput, WindowRule};
-use crate::collector::alerts::{Matched, P95_JUMP};
+use super::{labels, ratio, series_labels, WindowInput, WindowRule};
+use crate::collector::alerts::Matched;
 use crate::collector::config::P95JumpConfig;
+
+/// The alert name.
+pub const NAME: &str = "ToolResultSizeP95Jump";
 
 /// The hint of `ToolResultSizeP95Jump`.
 pub(crate) const P95_JUMP_HINT: &str =
@@ -17,7 +20,7 @@ pub(crate) const P95_JUMP_HINT: &str =
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: String,
+    severity: crate::collector::config::Severity,
     factor: f64,
     min_recent: u64,
     min_baseline: u64,
@@ -36,12 +39,9 @@ impl Rule {
 }
 
 impl WindowRule for Rule {
-    fn kind(&self) -> RuleKind {
-        RuleKind::P95Jump
-    }
 
     fn severity(&self) -> &str {
-        &self.severity
+        self.severity.as_str()
     }
 
     fn evaluate(&self, w: &WindowInput<'_>) -> Option<Matched> {
@@ -60,7 +60,7 @@ impl WindowRule for Rule {
         }
         let factor = p95 as f64 / before as f64;
         Some(Matched {
-            labels: series_labels(P95_JUMP, key, &self.severity),
+            labels: series_labels(NAME, key, self.severity.as_str()),
             annotations: labels(&[
                 ("p95_bytes", &p95.to_string()),
                 ("p95_before_bytes", &before.to_string()),
@@ -125,7 +125,7 @@ mod tests {
 
     #[test]
     fn fires_after_a_deploy_and_not_without_one() {
-        let mut config = only_window(P95_JUMP);
+        let mut config = only_window(NAME);
         let rules = Rules::from_config(&config).unwrap();
         let (st, now) = deploy_scenario(&config, 41_000.0);
         let m = rules
@@ -135,7 +135,7 @@ mod tests {
             .collect::<Vec<_>>();
         assert_eq!(m.len(), 1, "{m:?}");
         let m = &m[0];
-        assert_eq!(m.labels["alertname"], P95_JUMP);
+        assert_eq!(m.labels["alertname"], NAME);
         assert_eq!(m.labels["tool"], "fetch");
         assert_eq!(m.labels["severity"], "warning");
         let now_p95: u64 = m.annotations["p95_bytes"].parse().unwrap();
@@ -192,7 +192,7 @@ mod tests {
 
     #[test]
     fn resolves_once_the_jump_left_the_recent_window() {
-        let config = only_window(P95_JUMP);
+        let config = only_window(NAME);
         let rules = Rules::from_config(&config).unwrap();
         let (mut st, mut now) = deploy_scenario(&config, 41_000.0);
         let mut engine = crate::collector::alerts::Engine::default();
@@ -222,6 +222,6 @@ mod tests {
             resolved.extend(engine.tick(at(now)));
         }
         assert_eq!(resolved.len(), 1);
-        assert_eq!(resolved[0].name, P95_JUMP);
+        assert_eq!(resolved[0].name, NAME);
     }
 }

@@ -18,13 +18,16 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::time::Duration;
 
-use super::{labels, series_labels, Decision, Firing, Hit, Over, RecordRule, RuleKind};
-use crate::collector::alerts::{Matched, REPEATED_OVERSIZE};
+use super::{labels, series_labels, Decision, Firing, Hit, Over, RecordRule};
+use crate::collector::alerts::Matched;
 use crate::collector::config::RepeatedOversizeConfig;
 use crate::collector::ingest::recognize::ArgsHash;
 use crate::collector::state::{whole_calls, FxBuild};
 
 use super::over_ceiling::HINT;
+
+/// The alert name.
+pub const NAME: &str = "ToolArgsRepeatedlyOversize";
 
 /// Distinct arguments hashes tracked per series (a table of 256 trackers of 40 bytes, 10 KiB,
 /// per series that has any).
@@ -64,7 +67,7 @@ const _: () = assert!(PLACES.is_power_of_two() && PLACES <= 256 && TRACKED_PER_S
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: String,
+    severity: crate::collector::config::Severity,
     count: u32,
     window: Duration,
     window_ms: u64,
@@ -214,7 +217,7 @@ impl Rule {
             .collect();
         let cut = o.cut;
         Matched {
-            labels: series_labels(REPEATED_OVERSIZE, key, &self.severity),
+            labels: series_labels(NAME, key, self.severity.as_str()),
             annotations: labels(&[
                 ("bytes", &o.bytes.to_string()),
                 ("ceiling", &cut.limit.to_string()),
@@ -255,12 +258,9 @@ impl Rule {
 }
 
 impl RecordRule for Rule {
-    fn kind(&self) -> RuleKind {
-        RuleKind::RepeatedOversize
-    }
 
     fn severity(&self) -> &str {
-        &self.severity
+        self.severity.as_str()
     }
 
     fn over(&mut self, o: &Over<'_>) -> Decision {
@@ -289,7 +289,6 @@ impl RecordRule for Rule {
 mod tests {
     use super::super::testing::*;
     use super::{Rule, TRACKED_PER_SERIES};
-    use crate::collector::config::RepeatedOversizeConfig;
     use std::hash::BuildHasher;
 
     /// The rule's counting, as the simplest code that could do it: the last
@@ -328,9 +327,9 @@ mod tests {
             seed ^= seed << 17;
             seed
         };
-        let c = RepeatedOversizeConfig {
+        let c = super::RepeatedOversizeConfig {
             window: crate::collector::config::Interval::secs(50),
-            ..RepeatedOversizeConfig::default()
+            ..super::RepeatedOversizeConfig::default()
         };
         let places = crate::collector::state::FxBuild::seeded(0x5eed);
         let home = |h: &ArgsHash| places.hash_one(h) as usize & super::MASK;
@@ -379,7 +378,8 @@ mod tests {
         }
     }
 
-    use crate::collector::alerts::{OVER_CEILING, REPEATED_OVERSIZE};
+    use super::NAME;
+    use crate::collector::alerts::OVER_CEILING;
     use crate::collector::config::Config;
     use crate::collector::ingest::recognize::ArgsHash;
 
@@ -404,20 +404,19 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
         assert_eq!(got.len(), 1);
         let m = &got[0];
-        assert_eq!(m.labels["alertname"], REPEATED_OVERSIZE);
+        assert_eq!(m.labels["alertname"], NAME);
         assert!(!m.labels.contains_key("args_hash"), "one alert per tool");
         assert_eq!(m.annotations["count"], "3");
         assert_eq!(m.annotations["args_hashes"], "0123456789ab ×3");
-        let mut c = Config::default();
-        c.alerts.over_ceiling.enabled = false;
-        c.alerts.repeated_oversize.enabled = false;
+        let c = only_window(super::super::p95_jump::NAME);
         assert!(
             super::super::Rules::from_config(&c).is_some(),
             "window rules still on"
         );
-        c.alerts.p95_jump.enabled = false;
-        c.alerts.near_ceiling.enabled = false;
-        c.alerts.truncation_rate.enabled = false;
+        let mut c = Config::default();
+        for kind in super::super::RuleKind::ALL {
+            kind.set_enabled(&mut c.alerts, false);
+        }
         assert!(
             super::super::Rules::from_config(&c).is_none(),
             "every rule off"
@@ -460,7 +459,7 @@ mod tests {
             r.args_hash = Some(ArgsHash::new(h));
             st.record(&r, T0 + i as u64);
         }
-        assert!(!names(&mut rx).iter().any(|n| n == REPEATED_OVERSIZE));
+        assert!(!names(&mut rx).iter().any(|n| n == NAME));
     }
 
     #[test]

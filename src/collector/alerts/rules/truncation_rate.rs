@@ -1,10 +1,13 @@
 //! `ToolResultTruncationRate`: more than `threshold` of the recent results were truncated, by
 //! the tool or upstream.
 
-use super::{labels, ratio, series_labels, RuleKind, WindowInput, WindowRule};
-use crate::collector::alerts::{Matched, TRUNCATION_RATE};
+use super::{labels, ratio, series_labels, WindowInput, WindowRule};
+use crate::collector::alerts::Matched;
 use crate::collector::config::TruncationRateConfig;
 use crate::collector::state::whole_calls;
+
+/// The alert name.
+pub const NAME: &str = "ToolResultTruncationRate";
 
 /// The hint of `ToolResultTruncationRate`.
 pub(crate) const TRUNCATION_RATE_HINT: &str =
@@ -13,7 +16,7 @@ pub(crate) const TRUNCATION_RATE_HINT: &str =
 /// The rule.
 #[derive(Debug)]
 pub(crate) struct Rule {
-    severity: String,
+    severity: crate::collector::config::Severity,
     threshold: f64,
     min_count: u64,
 }
@@ -30,12 +33,9 @@ impl Rule {
 }
 
 impl WindowRule for Rule {
-    fn kind(&self) -> RuleKind {
-        RuleKind::TruncationRate
-    }
 
     fn severity(&self) -> &str {
-        &self.severity
+        self.severity.as_str()
     }
 
     fn evaluate(&self, w: &WindowInput<'_>) -> Option<Matched> {
@@ -59,7 +59,7 @@ impl WindowRule for Rule {
             ""
         };
         Some(Matched {
-            labels: series_labels(TRUNCATION_RATE, key, &self.severity),
+            labels: series_labels(NAME, key, self.severity.as_str()),
             annotations: labels(&[
                 ("rate", &ratio(rate)),
                 ("threshold", &ratio(self.threshold)),
@@ -100,7 +100,7 @@ mod tests {
 
     #[test]
     fn fires_above_the_threshold() {
-        let config = only_window(TRUNCATION_RATE);
+        let config = only_window(NAME);
         let rules = Rules::from_config(&config).unwrap();
         let run = |calls: u64, truncated: u64, upstream: u64| {
             let mut st = State::new(Limits::from_config(&config));
@@ -118,7 +118,7 @@ mod tests {
         };
         let m = run(100, 4, 3);
         assert_eq!(m.len(), 1, "7 % > 5 %");
-        assert_eq!(m[0].labels["alertname"], TRUNCATION_RATE);
+        assert_eq!(m[0].labels["alertname"], NAME);
         assert_eq!(m[0].annotations["rate"], "0.07");
         assert_eq!(m[0].annotations["truncated"], "4");
         assert_eq!(m[0].annotations["truncated_upstream"], "3");

@@ -274,9 +274,7 @@ impl Recognizer {
             tool_status: keys.idx(COMMON.tool_status),
             logfire_truncated: keys.idx(COMMON.logfire_truncated),
             mime: keys.idx(COMMON.mime),
-            limits: effective_limits(&config.attribute_value_length_limits, |k| {
-                std::env::var(k).ok()
-            }),
+            limits: config.attribute_value_length_limits.clone(),
             placeholders: config.placeholders.clone(),
             keep_args_hashes: config.keep_args_hashes,
             context_ledger: true,
@@ -673,35 +671,6 @@ impl Content {
         }
     }
 }
-
-/// The attribute value length limits checked: the configured ones, or else the standard
-/// `OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT` / `OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT` of the daemon's
-/// own environment (agents started beside it often share it). Unparsable values are ignored.
-fn effective_limits(configured: &[u64], env: impl Fn(&str) -> Option<String>) -> Vec<u64> {
-    if !configured.is_empty() {
-        return configured.to_vec();
-    }
-    ENV_LIMITS
-        .iter()
-        .filter_map(|k| {
-            let l = env(k)?.trim().parse::<u64>().ok().filter(|&l| l > 0)?;
-            tracing::info!(
-                limit = l,
-                source = *k,
-                "Attribute value length limit from the environment."
-            );
-            Some(l)
-        })
-        .take(1)
-        .collect()
-}
-
-/// The standard OpenTelemetry SDK variables of the attribute value length limit, the
-/// span-specific one first.
-const ENV_LIMITS: [&str; 2] = [
-    "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT",
-    "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT",
-];
 
 #[cfg(test)]
 mod tests {
@@ -1381,30 +1350,5 @@ mod tests {
                 (5, Some(1000))
             ]
         );
-    }
-
-    #[test]
-    fn attribute_limits_config_then_environment() {
-        fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-            move |k| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
-        }
-        const BOTH: &[(&str, &str)] = &[
-            ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "1000"),
-            ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "500"),
-        ];
-        assert_eq!(effective_limits(&[64], env(BOTH)), [64]);
-        assert_eq!(effective_limits(&[], env(BOTH)), [500]);
-        const GENERAL: &[(&str, &str)] = &[("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", " 1000 ")];
-        assert_eq!(effective_limits(&[], env(GENERAL)), [1000]);
-        const BAD: &[(&str, &str)] = &[
-            ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "lots"),
-            ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "0"),
-        ];
-        assert!(effective_limits(&[], env(BAD)).is_empty());
     }
 }
