@@ -381,12 +381,15 @@ impl Ledger {
             },
             _ => None,
         };
-        let key = (e.service, e.session);
-        if !self.sessions.contains_key(&key) && self.sessions.len() >= self.limits.max_sessions {
-            self.stats.sessions_overflow += 1;
-            return;
-        }
-        let s = self.sessions.entry(key).or_default();
+        let full = self.sessions.len() >= self.limits.max_sessions;
+        let s = match self.sessions.entry((e.service, e.session)) {
+            hashbrown::hash_map::Entry::Occupied(o) => o.into_mut(),
+            hashbrown::hash_map::Entry::Vacant(_) if full => {
+                self.stats.sessions_overflow += 1;
+                return;
+            }
+            hashbrown::hash_map::Entry::Vacant(v) => v.insert(Session::default()),
+        };
         s.last_ms = now_ms;
         match e.kind {
             ContextKind::Result {
