@@ -138,7 +138,7 @@ fn lengths() -> Vec<Length> {
         v.visit_file(&ast);
         all.extend(v.out);
     }
-    all.sort_by(|a, b| b.2.cmp(&a.2));
+    all.sort_by_key(|a| std::cmp::Reverse(a.2));
     all
 }
 
