@@ -42,10 +42,13 @@ const memory = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({
   resource: resourceFromAttributes({ "service.name": args.service }),
   spanProcessors: [
-    // Batched, as in production: one export at a time, so the daemon gets the spans in the
-    // order they ended (the simple processor sends each span in a request of its own, and
-    // concurrent requests can arrive out of order).
-    new BatchSpanProcessor(new OTLPTraceExporter({ url: `${args.endpoint}/v1/traces` })),
+    // Batched, and exported once at the end (forceFlush): the daemon gets the spans in the order
+    // they ended. The simple processor sends each span in a request of its own, and a timed
+    // batch can be in flight when the final flush sends the rest: concurrent requests can
+    // arrive out of order.
+    new BatchSpanProcessor(new OTLPTraceExporter({ url: `${args.endpoint}/v1/traces` }), {
+      scheduledDelayMillis: 600000, maxExportBatchSize: 4096, maxQueueSize: 4096,
+    }),
     new SimpleSpanProcessor(memory),
   ],
 });

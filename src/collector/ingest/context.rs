@@ -19,7 +19,8 @@
 //!   0.61.0); a GenAI model
 //!   span's `gen_ai.usage.input_tokens` (which includes `gen_ai.usage.cache_read.input_tokens`
 //!   and `gen_ai.usage.cache_creation.input_tokens`, pydantic-ai 2.68 and the Vercel AI SDK 6).
-//!   A request starts at the span's start, or at the record's time less its `duration_ms`.
+//!   A request starts at the span's start, or at the record's time less its `duration_ms`; a
+//!   result enters at its record's time, or at its tool span's start.
 //! - **A compaction** ([`ContextKind::Clear`]): Claude Code's `compaction` record with
 //!   `success` = `"true"`, Gemini CLI's `gemini_cli.chat_compression`: the results carried so far
 //!   leave the context.
@@ -102,7 +103,8 @@ pub(crate) struct ContextEvent {
     pub(crate) service: Arc<str>,
     /// The session.
     pub(crate) session: SessionId,
-    /// When: a result's end, a request's start, a compaction's record; Unix nanoseconds.
+    /// When: a result's record (a tool span's start), a request's start, a compaction's record;
+    /// Unix nanoseconds.
     pub(crate) at_ns: u64,
     /// What.
     pub(crate) kind: ContextKind,
@@ -232,10 +234,11 @@ pub(crate) fn from_span(
     let Ok(trace) = <[u8; 16]>::try_from(span.trace_id) else {
         return;
     };
-    let at_ns = match kind {
-        ContextKind::Request { .. } => span.start,
-        _ => span.end,
-    };
+    // A tool span's start, not its end: a framework may end the span after it handed the
+    // result on and the next model request started (the Vercel AI SDK does, by a few
+    // milliseconds under load); an agent waits for a result before its next request, so a
+    // request that started after a tool did carries its result.
+    let at_ns = span.start;
     out.push(ContextEvent {
         service: service.clone(),
         session: SessionId::Trace(trace),
