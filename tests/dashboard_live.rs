@@ -69,6 +69,22 @@ async fn round(http: SocketAddr, n: &mut u64) {
             *n += 1;
             spans.push(failed_span(*n, tool));
         }
+        // A model request in the trace of the round's first tool result, after it: the context
+        // ledger's panels have a share and a cost to show.
+        let first = spans[0].clone();
+        *n += 1;
+        let mut chat = span(
+            *n,
+            "chat model",
+            vec![
+                s("gen_ai.operation.name", "chat"),
+                i("gen_ai.usage.input_tokens", 40_000),
+            ],
+        );
+        chat.trace_id = first.trace_id;
+        chat.start_time_unix_nano = first.end_time_unix_nano + 1_000_000;
+        chat.end_time_unix_nano = chat.start_time_unix_nano + 2_000_000;
+        spans.push(chat);
         *n += 1;
         let mut bad = own_span(*n, "search", 10);
         bad.span_id = vec![1, 2, 3];

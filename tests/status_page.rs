@@ -184,6 +184,21 @@ async fn status_page_in_chromium_shows_tools_ceiling_and_alerts() {
     }
     let daemon = Binary::start_quiet("codex.tool-output.bytes-fallback", &[], None);
     post_tools(&daemon).await;
+    // A model request of 40,000 input tokens in the trace of web_fetch's first result (30,000
+    // bytes: 7,500 tokens), after it: the context column shows 7.5k tokens, 19 % of the input.
+    let first = own_span(0, "web_fetch", 30_000);
+    let mut chat = span(
+        1_000,
+        "chat model",
+        vec![
+            s("gen_ai.operation.name", "chat"),
+            i("gen_ai.usage.input_tokens", 40_000),
+        ],
+    );
+    chat.trace_id = first.trace_id;
+    chat.start_time_unix_nano = first.end_time_unix_nano + 1_000_000;
+    let r = post_proto(daemon.http, &request("agent", vec![chat])).await;
+    assert!(r.status().is_success(), "OTLP export: {}", r.status());
     let admin = daemon.admin;
     let api = wait_for("the five tools", Duration::from_secs(10), || async move {
         let v = tools(admin, "?window=5m").await;
@@ -268,6 +283,15 @@ async fn status_page_in_chromium_shows_tools_ceiling_and_alerts() {
             text(cell(row, "c-calls").1),
             want["count"].as_u64().unwrap().to_string()
         );
+        // What its results cost the context, as the API says.
+        assert_eq!(
+            attr(cell(row, "c-context").0, "data-context-tokens"),
+            Some(want["context"]["context_tokens"].to_string().as_str()),
+            "context of {tool:?}: {row}"
+        );
+        if tool == "web_fetch" {
+            assert_eq!(text(cell(row, "c-context").1), "7.5k tok · 19 %");
+        }
         let over = want_p95 > ceiling || want["max"].as_u64().unwrap() > ceiling;
         assert_eq!(
             row.starts_with(" class=\"over\""),

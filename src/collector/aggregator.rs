@@ -157,6 +157,7 @@ pub(crate) async fn run(
             _ = evaluate.tick() => state.evaluate_observers_ms(now_unix_ms()),
             _ = flush.tick() => {
                 state.release_joined(now_unix_ms());
+                state.context.expire(now_unix_ms());
                 state.tick_observers();
             }
             () = write_ended(snapshots.as_mut().and_then(|s| s.writing.as_mut())) => {
@@ -221,11 +222,16 @@ pub(crate) async fn run(
     }
 }
 
-fn ingest(state: &mut State, stats: &SelfStats, b: Batch) {
+fn ingest(state: &mut State, stats: &SelfStats, mut b: Batch) {
     if let Some(seq) = b.seq() {
         state.wal_seq = Some(state.wal_seq.map_or(seq, |s| s.max(seq)));
     }
-    state.record_owned_batch_ms(b.take(), now_unix_ms());
+    let now_ms = now_unix_ms();
+    let context = b.take_context();
+    if !context.is_empty() {
+        state.context.record(context, now_ms);
+    }
+    state.record_owned_batch_ms(b.take(), now_ms);
     stats.set_series(state.series_count() as u64, state.overflow_records);
 }
 
@@ -253,6 +259,16 @@ fn answer(state: &State, cmd: Command) {
             reply,
         } => {
             let _ = reply.send(state.history_view(&tool, service.as_deref(), now));
+        }
+        Command::Sessions {
+            limit,
+            service,
+            reply,
+        } => {
+            let view = state
+                .context
+                .sessions_view(limit, service.as_deref(), now_unix_ms());
+            let _ = reply.send(view);
         }
         Command::Metrics { native, reply } => {
             let _ = reply.send(Frame::capture_with(state, now, native));

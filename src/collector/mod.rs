@@ -279,7 +279,8 @@ impl Pipeline {
         let mut restored = Vec::new();
         let recognizer =
             Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
-                .with_max_service_name_bytes(config.aggregation.max_service_name_bytes);
+                .with_max_service_name_bytes(config.aggregation.max_service_name_bytes)
+                .with_context_ledger(config.context.enabled);
         let mut wal = None;
         let store = match &config.store.data_dir {
             Some(dir) => {

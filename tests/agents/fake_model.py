@@ -37,6 +37,14 @@ in --records:
    "wire_json_utf8_bytes" (json.dumps(raw, ensure_ascii=False) size), "request_seq", "ts"}
 Every HTTP request is also logged (with its full JSON body) to --request-log if given.
 
+Token usage: each Anthropic Messages and Gemini answer reports `input_tokens` = request bytes / 4
+(uncached) and the cache counts the run asks for (`--cache-read N`: N tokens read from the cache
+on every main request after the first; `--cache-creation N`: N written on every main request,
+Anthropic only: the Gemini API reports no cache writes). With --usage-log, one JSON line per
+request of those APIs says what was reported:
+  {"request_seq", "side", "input_tokens", "cache_read_input_tokens",
+   "cache_creation_input_tokens"}
+
 Usage:
   python3 fake_model.py --port 0 --port-file P --records rec.jsonl --read-file /abs/file \
       [--request-log req.jsonl] [--gemini-call-ids]
@@ -85,6 +93,21 @@ class State:
         self.issued = {}               # tool_call_id -> step index
         self.rec_f = open(a.records, "a", encoding="utf-8")
         self.log_f = open(a.request_log, "a", encoding="utf-8") if a.request_log else None
+        self.usage_f = open(a.usage_log, "a", encoding="utf-8") if a.usage_log else None
+        self.main_requests = 0
+
+    def usage(self, req_seq, side, body_len):
+        """The usage reported for one Messages or Gemini request, logged with --usage-log."""
+        with self.lock:
+            first = not side and self.main_requests == 0
+            self.main_requests += 0 if side else 1
+            u = {"input_tokens": usage_guess(body_len),
+                 "cache_read_input_tokens": 0 if side or first else self.a.cache_read,
+                 "cache_creation_input_tokens": 0 if side else self.a.cache_creation}
+            if self.usage_f:
+                self.usage_f.write(json.dumps(dict(u, request_seq=req_seq, side=side)) + "\n")
+                self.usage_f.flush()
+            return u
 
     def next_seq(self):
         with self.lock:
@@ -221,10 +244,9 @@ def anthropic_handle(st, req_seq, body):
             "input": {"command": s["command"], "description": "scripted step " + s["label"]}, "step": step_count}
 
 
-def anthropic_response(body, plan, body_len):
+def anthropic_response(body, plan, usage):
     model = body.get("model") or "claude-sonnet-4-5"
     mid = "msg_" + uuid.uuid4().hex[:24]
-    in_tok = usage_guess(body_len)
     if plan["kind"] == "tools":
         blocks = plan["blocks"]
         stop = "tool_use"
@@ -234,8 +256,7 @@ def anthropic_response(body, plan, body_len):
     else:
         blocks = [{"type": "text", "text": plan["text"]}]
         stop = "end_turn"
-    usage = {"input_tokens": in_tok, "output_tokens": 20, "cache_creation_input_tokens": 0,
-             "cache_read_input_tokens": 0}
+    usage = dict(usage, output_tokens=20)
     if not body.get("stream"):
         return "application/json", json.dumps({
             "id": mid, "type": "message", "role": "assistant", "model": model, "content": blocks,
@@ -502,7 +523,7 @@ def gemini_handle(st, req_seq, body):
     return {"kind": "tool", "fc": fc, "step": step_count}
 
 
-def gemini_response(body, plan, body_len, model, stream):
+def gemini_response(body, plan, usage, model, stream):
     gc = body.get("generationConfig") or {}
     schema = gc.get("responseJsonSchema") or gc.get("responseSchema")
     if plan["kind"] == "tool":
@@ -514,10 +535,14 @@ def gemini_response(body, plan, body_len, model, stream):
         parts = [{"text": json.dumps(ex)}]
     else:
         parts = [{"text": plan["text"]}]
-    in_tok = usage_guess(body_len)
+    # The Gemini API's promptTokenCount holds the cached tokens.
+    cached = usage["cache_read_input_tokens"]
+    in_tok = usage["input_tokens"] + cached
+    meta = {"promptTokenCount": in_tok, "candidatesTokenCount": 20, "totalTokenCount": in_tok + 20}
+    if cached:
+        meta["cachedContentTokenCount"] = cached
     resp = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
-            "usageMetadata": {"promptTokenCount": in_tok, "candidatesTokenCount": 20,
-                              "totalTokenCount": in_tok + 20},
+            "usageMetadata": meta,
             "modelVersion": model, "responseId": uuid.uuid4().hex[:22]}
     if stream:
         return "text/event-stream", ("data: %s\r\n\r\n" % json.dumps(resp)).encode()
@@ -606,7 +631,8 @@ class Handler(BaseHTTPRequestHandler):
                 plan = anthropic_handle(st, seq, body)
                 entry["plan"] = plan
                 st.log(entry)
-                ctype, data = anthropic_response(body, plan, len(raw))
+                usage = st.usage(seq, bool(plan.get("side")), len(raw))
+                ctype, data = anthropic_response(body, plan, usage)
                 return self._send(200, ctype, data)
             if path.endswith("/chat/completions"):
                 plan = chat_handle(st, seq, body)
@@ -630,7 +656,8 @@ class Handler(BaseHTTPRequestHandler):
                 plan = gemini_handle(st, seq, body)
                 entry["plan"] = plan
                 st.log(entry)
-                ctype, data = gemini_response(body, plan, len(raw), model, op == "streamGenerateContent")
+                usage = st.usage(seq, bool(plan.get("side")), len(raw))
+                ctype, data = gemini_response(body, plan, usage, model, op == "streamGenerateContent")
                 return self._send(200, ctype, data)
             if "/analytics/" in path:  # Codex posts turn-cost analytics to the provider base_url
                 entry["kind"] = "analytics"
@@ -660,6 +687,11 @@ def main(argv=None):
                     help="seconds to wait before the final answer (OpenAI Chat Completions)")
     ap.add_argument("--batch", type=int, default=0,
                     help="Anthropic: N calls of `seq 1 5000` in one message instead of the script")
+    ap.add_argument("--usage-log", help="JSON lines: the token usage reported per Messages request")
+    ap.add_argument("--cache-read", type=int, default=0,
+                    help="cache-read tokens reported on every main Messages request after the first")
+    ap.add_argument("--cache-creation", type=int, default=0,
+                    help="cache-creation tokens reported on every main Messages request")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     if a.host not in ("127.0.0.1", "localhost", "::1"):

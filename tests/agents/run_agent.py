@@ -20,6 +20,9 @@ until the daemon has heard everything and the join window has passed, and writes
   tools.json            GET /api/v1/tools of the daemon
   tool-<name>.json      GET /api/v1/tools/<name>, for every series
   metrics.txt           GET /metrics
+  sessions.json         GET /api/v1/sessions (the context ledger)
+  model_usage.jsonl     the token usage the fake model reported per request (Anthropic API;
+                        --cache-read / --cache-creation set its cache counts)
   hook_payloads.jsonl   what Claude Code's PostToolUse hook saw (variants with `hook`)
   connect.txt           what `toolsize connect` printed (variants set up by it)
   doctor.json           `toolsize doctor --json` after the run, with its exit code
@@ -399,6 +402,10 @@ def main():
     ap.add_argument("--npm-bin", default=os.path.join(HERE, "npm", "node_modules", ".bin"))
     ap.add_argument("--timeout", type=float, default=180.0)
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--cache-read", type=int, default=0,
+                    help="cache-read tokens the fake model reports per main request after the first")
+    ap.add_argument("--cache-creation", type=int, default=0,
+                    help="cache-creation tokens the fake model reports per main request")
     ap.add_argument("--screenshot", metavar="PNG",
                     help="also render the daemon's status page to PNG with headless Chromium "
                          "(docs/img/ holds the ones docs/agents.md shows)")
@@ -434,7 +441,9 @@ def main():
             [sys.executable, os.path.join(HERE, "fake_model.py"), "--port", "0", "--port-file", port_file,
              "--records", os.path.join(out, "model_records.jsonl"), "--read-file", read_file,
              "--final-delay", str(VARIANTS[a.agent][a.variant].get("final_delay", 0)),
-             "--batch", str(VARIANTS[a.agent][a.variant].get("batch", 0))],
+             "--batch", str(VARIANTS[a.agent][a.variant].get("batch", 0)),
+             "--usage-log", os.path.join(out, "model_usage.jsonl"),
+             "--cache-read", str(a.cache_read), "--cache-creation", str(a.cache_creation)],
             stdout=open(os.path.join(out, "fake_model.log"), "w"), stderr=subprocess.STDOUT)
         procs.append(model)
         ctx = {
@@ -480,6 +489,8 @@ def main():
         with open(os.path.join(out, "doctor.json"), "w") as f:
             json.dump({"exit_code": doctor.returncode, "stdout": doctor.stdout,
                        "stderr": doctor.stderr}, f, indent=2)
+        with open(os.path.join(out, "sessions.json"), "w") as f:
+            f.write(get(admin + "/api/v1/sessions"))
         if a.screenshot:
             screenshot(admin + "/", os.path.abspath(a.screenshot), tmp)
     finally:

@@ -7,9 +7,15 @@
 import { generateText, tool, stepCountIs } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import { z } from "zod";
-import { BasicTracerProvider, SimpleSpanProcessor, InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
+import { BasicTracerProvider, BatchSpanProcessor, SimpleSpanProcessor, InMemorySpanExporter } from "@opentelemetry/sdk-trace-base";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
+import { context } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+
+// The context manager a Node app gets from the OpenTelemetry Node SDK: the SDK's spans of one
+// generateText call share its trace (the context ledger follows a trace as a session).
+context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
 
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((acc, v, i, a) => (i % 2 === 0 ? [...acc, [v.replace(/^--/, ""), a[i + 1]]] : acc), []),
@@ -36,7 +42,13 @@ const memory = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({
   resource: resourceFromAttributes({ "service.name": args.service }),
   spanProcessors: [
-    new SimpleSpanProcessor(new OTLPTraceExporter({ url: `${args.endpoint}/v1/traces` })),
+    // Batched, and exported once at the end (forceFlush): the daemon gets the spans in the order
+    // they ended. The simple processor sends each span in a request of its own, and a timed
+    // batch can be in flight when the final flush sends the rest: concurrent requests can
+    // arrive out of order.
+    new BatchSpanProcessor(new OTLPTraceExporter({ url: `${args.endpoint}/v1/traces` }), {
+      scheduledDelayMillis: 600000, maxExportBatchSize: 4096, maxQueueSize: 4096,
+    }),
     new SimpleSpanProcessor(memory),
   ],
 });
@@ -55,8 +67,11 @@ const model = new MockLanguageModelV3({
           o.type === "text" || o.type === "error-text" ? utf8(o.value) : utf8(JSON.stringify(o.value));
       }
     }
+    // As run_agent.py's input_tokens(k) and cache_read_tokens(k), k the request's step.
+    const input = 2000 + 3000 * step;
+    const cacheRead = 1000 * step;
     const usage = {
-      inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
+      inputTokens: { total: input, noCache: input - cacheRead, cacheRead, cacheWrite: 0 },
       outputTokens: { total: 1, text: 1, reasoning: 0 },
     };
     if (step < calls) {

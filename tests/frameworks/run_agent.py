@@ -17,6 +17,17 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+# The input tokens the fake models report for model request k (0-based), and of them the
+# cache reads, where the framework's fake model can report usage (pydantic-ai; the Vercel AI SDK
+# in run_agent.mjs): the context ledger's test computes shares from them.
+def input_tokens(k):
+    return 2000 + 3000 * k
+
+
+def cache_read_tokens(k):
+    return 1000 * k
+
+
 # Results from 300 B to 40 KB, non-ASCII text included; the size of call i.
 SIZES = [300, 1200, 5000, 9000, 16000, 40000]
 FAIL_EVERY = 4  # every 4th call fails
@@ -67,6 +78,7 @@ def run_pydantic_ai(tp, keep, calls):
     from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.capabilities.instrumentation import Instrumentation
     from pydantic_ai.models.instrumented import InstrumentationSettings
+    from pydantic_ai.usage import RequestUsage
 
     handed = {}
     plan = []
@@ -81,10 +93,11 @@ def run_pydantic_ai(tp, keep, calls):
                 if isinstance(p, ToolReturnPart):
                     handed[p.tool_call_id] = len(p.model_response_str().encode())
         step = sum(1 for m in messages if isinstance(m, ModelResponse))
+        usage = RequestUsage(input_tokens=input_tokens(step), cache_read_tokens=cache_read_tokens(step))
         if step < len(plan):
             cid, tool, i = plan[step]
-            return ModelResponse(parts=[ToolCallPart(tool, {"i": i}, tool_call_id=cid)])
-        return ModelResponse(parts=[TextPart("done")])
+            return ModelResponse(parts=[ToolCallPart(tool, {"i": i}, tool_call_id=cid)], usage=usage)
+        return ModelResponse(parts=[TextPart("done")], usage=usage)
 
     agent = Agent(FunctionModel(model), capabilities=[Instrumentation(settings=InstrumentationSettings(tracer_provider=tp))],
                   retries=calls)

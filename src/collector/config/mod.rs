@@ -43,8 +43,8 @@ pub use flags::Flags;
 pub(crate) use keys::generated_config;
 use merge::{Origins, Provenance, StackSources};
 pub use sections::{
-    AdminConfig, AggregationConfig, AuthConfig, ListenersConfig, LogConfig, LogFormat, OtlpConfig,
-    RecognitionConfig, TlsConfig,
+    AdminConfig, AggregationConfig, AuthConfig, ContextConfig, ListenersConfig, LogConfig,
+    LogFormat, OtlpConfig, RecognitionConfig, TlsConfig,
 };
 pub(crate) use sections::{
     Durability, ForwardConfig, StoreConfig, DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS,
@@ -68,6 +68,9 @@ section! {
         /// Recognition of tool spans.
         #[section]
         pub recognition: RecognitionConfig,
+        /// The context ledger.
+        #[section]
+        pub context: ContextConfig,
         /// Snapshots on disk.
         #[section]
         pub(crate) store: StoreConfig,

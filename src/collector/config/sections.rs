@@ -52,8 +52,8 @@ section! {
     pub struct AdminConfig {
         /// Admin HTTP listen address. It serves the status page /, /tools/{tool}, /metrics,
         /// /api/v1/tools, /api/v1/tools/{tool}, /api/v1/tools/{tool}/history, /api/v1/layers,
-        /// /api/v1/alerts, /api/v1/forward, /api/v1/unrecognised, /api/v1/agents, /runbook,
-        /// /healthz and /readyz.
+        /// /api/v1/alerts, /api/v1/forward, /api/v1/unrecognised, /api/v1/agents, /api/v1/sessions,
+        /// /runbook, /healthz and /readyz.
         #[key(env = "TOOLSIZE_ADMIN_ADDR", flag = "--admin-addr", value_name = "ADDR")]
         pub addr: ListenAddr = ListenAddr(SocketAddr::from(([127, 0, 0, 1], 9464))),
         /// The URL under which others reach the admin HTTP, for the links alerts carry
@@ -132,6 +132,28 @@ section! {
         /// docs/collector.md, "The arguments' hash").
         #[key(env = "TOOLSIZE_KEEP_ARGS_HASHES")]
         pub keep_args_hashes: bool = true,
+    }
+}
+
+section! {
+    /// The context ledger: per session (session id, else trace id), the tool results carried
+    /// by each later model request until a compaction or the session's end (see
+    /// docs/collector.md, "What tool results cost the context").
+    pub struct ContextConfig {
+        /// Whether the ledger runs: model requests, compactions and tool results are read for
+        /// it and per tool context cost and share are shown.
+        #[key(env = "TOOLSIZE_CONTEXT_LEDGER")]
+        pub enabled: bool = true,
+        /// Sessions followed at once; events of further sessions are counted in
+        /// toolsize_context_sessions_overflow_total and not followed.
+        #[key(env = "TOOLSIZE_CONTEXT_MAX_SESSIONS", check = above(0))]
+        pub max_sessions: usize = 10_000,
+        /// Tool results held per session; a session's further results are counted and not
+        /// carried.
+        #[key(check = above(0))]
+        pub max_results_per_session: usize = 512,
+        /// A session without events for this long has ended: its results are dropped.
+        pub(crate) session_idle: Interval = Interval::secs(1800),
     }
 }
 

@@ -14,7 +14,7 @@ use prost::Message;
 use std::sync::Arc;
 
 use super::unrecognised::Item;
-use super::{agents, wire};
+use super::{agents, context, wire};
 use crate::collector::ingest::recognize::{
     Cuts, LabelCuts, Outcome, Recognizer, ToolNames, ToolRecord,
 };
@@ -421,6 +421,8 @@ pub struct Recognized {
     /// Spans and log records that are no tool call, per service, outside the coding agents'
     /// scopes ([`super::unrecognised`]).
     pub(crate) unrecognised: super::unrecognised::Seen,
+    /// What the request tells of its sessions' context ([`super::context`]).
+    pub(crate) context: Vec<super::context::ContextEvent>,
 }
 
 /// Request bytes per log record the records of a logs request are reserved for
@@ -555,6 +557,7 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
     let mut owners = Owners::default();
     let mut signals = Vec::new();
     let mut names = ToolNames::default();
+    let ledger = r.context_ledger();
     wire::for_each_span(body, |svc, scope, span| {
         let (arc, cut) = services.of(r, svc);
         out.attributes_ignored += span.attrs.len().saturating_sub(MAX_ATTRIBUTES_READ) as u64;
@@ -580,10 +583,26 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
             &mut names,
             &mut out.records,
         ) {
-            Outcome::Tool(()) => out.label_cuts.service += cut,
-            Outcome::Summary | Outcome::NotRun => out.not_tool += 1,
+            Outcome::Tool(()) => {
+                out.label_cuts.service += cut;
+                if ledger {
+                    context::from_span(arc, span, out.records.last(), &mut out.context);
+                }
+            }
+            Outcome::Summary => {
+                // A model span listing the tool calls it asked for (the Vercel AI SDK's
+                // `doGenerate`) is a summary of them, and a model request.
+                out.not_tool += 1;
+                if ledger {
+                    context::from_span(arc, span, None, &mut out.context);
+                }
+            }
+            Outcome::NotRun => out.not_tool += 1,
             Outcome::NotTool => {
                 out.not_tool += 1;
+                if ledger {
+                    context::from_span(arc, span, None, &mut out.context);
+                }
                 out.unrecognised
                     .add(r.unrecognised(), arc, scope, Item::Span, || {
                         span.attrs.iter().map(|(k, _)| *k).collect()
@@ -609,6 +628,7 @@ pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized
     let mut services = Services::default();
     let mut owners = Owners::default();
     let mut signals = Vec::new();
+    let ledger = r.context_ledger();
     wire::for_each_log(body, |svc, scope, log| {
         let (arc, cut) = services.of(r, svc);
         signals.clear();
@@ -616,6 +636,20 @@ pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized
         match owner {
             Some(agent) => (agent.log)(log, &mut signals),
             None => agents::tool_result_log::log(log, &mut signals),
+        }
+        let before = out.records.len();
+        if !signals.is_empty() {
+            let at = agents::Origin {
+                trace_id: log.trace_id,
+                span_id: log.span_id,
+                span_us: None,
+            };
+            out.push_signals(r, arc, cut, &signals, at, "");
+        }
+        if ledger {
+            let agent = owner.map(|a| a.stack.name);
+            let pushed = &out.records[before..];
+            context::from_log(agent, arc, log, pushed, &mut out.context);
         }
         if signals.is_empty() {
             out.not_tool += 1;
@@ -625,14 +659,7 @@ pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized
                         log.attrs.iter().map(|(k, _)| *k).collect()
                     });
             }
-            return;
         }
-        let at = agents::Origin {
-            trace_id: log.trace_id,
-            span_id: log.span_id,
-            span_us: None,
-        };
-        out.push_signals(r, arc, cut, &signals, at, "");
     })?;
     Ok(out)
 }

@@ -26,6 +26,7 @@
 //! therefore holds a few bytes of budget until its deadline, never a slot.
 
 pub(crate) mod agents;
+pub(crate) mod context;
 pub mod decode;
 pub(crate) mod grpc;
 pub mod heard;
@@ -550,7 +551,7 @@ impl Ingest {
         self.stats.attributes_ignored(rec.attributes_ignored);
         self.stats.label_cuts(&rec.label_cuts);
         let tally = heard::Tally::of(&rec.records);
-        self.queue(OtlpSignal::Traces, rec.records, relay, body)
+        self.queue(OtlpSignal::Traces, (rec.records, rec.context), relay, body)
             .await
             .inspect_err(|r| self.stats.refused_spans(r.reason, tools + other + invalid))?;
         self.heard(heard::Kind::Traces, tally);
@@ -581,7 +582,7 @@ impl Ingest {
         self.stats.label_cuts(&rec.label_cuts);
         self.stats.log_records_invalid_size(rec.invalid_size);
         let tally = heard::Tally::of(&rec.records);
-        self.queue(OtlpSignal::Logs, rec.records, relay, body)
+        self.queue(OtlpSignal::Logs, (rec.records, rec.context), relay, body)
             .await
             .inspect_err(|r| self.stats.refused_logs(r.reason, tools + other))?;
         self.heard(heard::Kind::Logs, tally);
@@ -641,18 +642,20 @@ impl Ingest {
     /// aggregator is gone (nothing of it is kept or forwarded). With the write-ahead log on, the
     /// request (`body`) is made durable first and the batch queued by the log's writer
     /// ([`Ingest::log_then_queue`]). A batch lost in the queue afterwards counts itself as
-    /// dropped. A request without records keeps its `relay`.
+    /// dropped. A request without records or context events keeps its `relay`.
     async fn queue(
         &self,
         signal: OtlpSignal,
-        records: Vec<ToolRecord>,
+        (records, context): (Vec<ToolRecord>, Vec<context::ContextEvent>),
         relay: &mut Option<Relay>,
         body: &Bytes,
     ) -> Result<(), Refusal> {
-        if records.is_empty() {
+        if records.is_empty() && context.is_empty() {
             return Ok(());
         }
-        let batch = self.batch(records, signal, relay.take());
+        let batch = self
+            .batch(records, signal, relay.take())
+            .with_context(context);
         match &self.wal {
             Some(wal) => self.log_then_queue(wal, signal, body, batch).await,
             None => self.queue_now(batch),

@@ -339,6 +339,8 @@ pub struct Batch {
     relay: Option<Relay>,
     /// Its sequence in the write-ahead log, when it went through one.
     seq: Option<u64>,
+    /// What the request tells of its sessions' context (the ledger's).
+    context: Vec<crate::collector::ingest::context::ContextEvent>,
 }
 
 impl Batch {
@@ -356,7 +358,23 @@ impl Batch {
             stats,
             relay,
             seq: None,
+            context: Vec::new(),
         }
+    }
+
+    /// The batch with the request's context events.
+    #[must_use]
+    pub(crate) fn with_context(
+        mut self,
+        context: Vec<crate::collector::ingest::context::ContextEvent>,
+    ) -> Self {
+        self.context = context;
+        self
+    }
+
+    /// The context events, taken by the aggregator before the records.
+    pub(crate) fn take_context(&mut self) -> Vec<crate::collector::ingest::context::ContextEvent> {
+        std::mem::take(&mut self.context)
     }
 
     /// The batch, as entry `seq` of the write-ahead log.

@@ -42,6 +42,11 @@
 //!   `count` of tool-call records (metrics: requests; hooks: payloads), how many were `sized`,
 //!   and `last_seen_ms` ([`crate::collector::ingest::heard`]); counts only, answered from the
 //!   receivers' shared counts. `toolsize doctor` reads it.
+//! - `GET /api/v1/sessions?limit=N&service=S`: the context ledger's heaviest sessions (at most
+//!   200, 20 by default), by context tokens: per session its service, id (the emitter's session
+//!   id, else the trace id) and sizes and counts only (requests, results, result tokens, results
+//!   held, context tokens, input, cache-read and cache-creation tokens, compactions, idle
+//!   seconds), with the ledger's cap and what overflowed it ([`crate::collector::state::context`]).
 //! - `GET /api/v1/alerts`: `{"firing": [...], "resolved": [...]}`, each alert with its name,
 //!   state, fingerprint, labels, annotations, `startsAt` and `endsAt`; answered from the alert
 //!   task's last published set, without asking the aggregator.
@@ -291,6 +296,8 @@ pub const FORWARD_PATH: &str = "/api/v1/forward";
 pub const UNRECOGNISED_PATH: &str = "/api/v1/unrecognised";
 /// Per coding agent, which signals arrived and when last.
 pub const AGENTS_PATH: &str = "/api/v1/agents";
+/// The context ledger's heaviest sessions.
+pub const SESSIONS_PATH: &str = "/api/v1/sessions";
 /// The alert runbook.
 pub const RUNBOOK_PATH: &str = "/runbook";
 /// Liveness.
@@ -312,6 +319,7 @@ pub const ROUTES: [&str; 14] = [
     FORWARD_PATH,
     UNRECOGNISED_PATH,
     AGENTS_PATH,
+    SESSIONS_PATH,
     RUNBOOK_PATH,
     HEALTHZ_PATH,
     READYZ_PATH,
@@ -331,6 +339,7 @@ pub fn router(state: ApiState) -> Router {
         .route(FORWARD_PATH, get(forward))
         .route(UNRECOGNISED_PATH, get(unrecognised))
         .route(AGENTS_PATH, get(agents))
+        .route(SESSIONS_PATH, get(sessions))
         .route(RUNBOOK_PATH, get(runbook))
         .route(HEALTHZ_PATH, get(|| async { "ok\n" }))
         .route(READYZ_PATH, get(readyz))
@@ -466,6 +475,39 @@ async fn tools(State(s): State<ApiState>, Query(q): Query<ToolsQuery>) -> Respon
     match r {
         Ok(Ok(view)) => Json(view).into_response(),
         Ok(Err(e)) => bad_request(e),
+        Err(r) => r,
+    }
+}
+
+/// Query parameters of `/api/v1/sessions`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct SessionsQuery {
+    /// Sessions shown at most (20 by default, at most 200).
+    pub(crate) limit: Option<usize>,
+    /// Only this service.
+    pub(crate) service: Option<String>,
+}
+
+async fn sessions(State(s): State<ApiState>, Query(q): Query<SessionsQuery>) -> Response {
+    use crate::collector::state::context::{DEFAULT_SESSIONS_SHOWN, MAX_SESSIONS_SHOWN};
+    let limit = q.limit.unwrap_or(DEFAULT_SESSIONS_SHOWN);
+    if limit == 0 || limit > MAX_SESSIONS_SHOWN {
+        return bad_request(format!(
+            "limit must be between 1 and {MAX_SESSIONS_SHOWN}, got {limit}"
+        ));
+    }
+    let r = s
+        .ask(
+            |reply| Command::Sessions {
+                limit,
+                service: q.service,
+                reply,
+            },
+            WAIT,
+        )
+        .await;
+    match r {
+        Ok(view) => Json(view).into_response(),
         Err(r) => r,
     }
 }

@@ -375,6 +375,8 @@ pub(crate) struct FrameSeries {
     pub(crate) native: Option<Box<[NativeBuckets; 2]>>,
     /// Exemplars of the size buckets (see the [module docs](self)).
     pub(crate) size_exemplars: Vec<Exemplar>,
+    /// What its results cost the context, when they entered one.
+    pub(crate) context: Option<crate::collector::state::context::ToolContext>,
 }
 
 /// The stack one series is held to, as `/metrics` shows it.
@@ -408,6 +410,8 @@ pub struct Frame {
     pub(crate) clamped: Clamped,
     /// The joiner of coding agents' signals: counters, and calls waiting.
     pub(crate) joins: (JoinStats, usize),
+    /// The context ledger: what it dropped and ended, the sessions it follows and its cap.
+    pub(crate) context: (crate::collector::state::context::LedgerStats, usize, usize),
     /// The upstreams requests are forwarded to (filled in by the reader, not the aggregator).
     pub(crate) forward: Vec<UpstreamView>,
     /// When it was captured, Unix seconds.
@@ -427,6 +431,7 @@ impl Frame {
             overflow_records: self.overflow_records,
             clamped: self.clamped,
             joins: self.joins,
+            context: self.context,
             forward: Vec::new(),
             now,
         }
@@ -501,6 +506,7 @@ impl Frame {
                     ])
                 }),
                 size_exemplars: exemplars(&s.largest, &state.limits.size_bounds),
+                context: state.context.tool(&k.service, &k.tool).cloned(),
             })
             .collect();
         series.sort_by(|a, b| a.key.cmp(&b.key));
@@ -519,6 +525,11 @@ impl Frame {
             overflow_records: state.overflow_records,
             clamped: state.clamped,
             joins: (state.joiner.stats, state.joiner.waiting()),
+            context: (
+                state.context.stats,
+                state.context.sessions(),
+                state.limits.context.max_sessions,
+            ),
             forward: Vec::new(),
             now,
         }

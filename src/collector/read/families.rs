@@ -40,6 +40,7 @@ pub(crate) fn write_families(
     ceilings(frame, sink);
     histograms(frame, sink);
     window_quantiles(frame, sink);
+    context(frame, sink);
     let v = stats.view();
     requests(&v, sink);
     series_cap(frame, sink);
@@ -609,6 +610,77 @@ fn alert_stats(alerts: &AlertStats, sink: &mut impl Sink) {
             int(n),
         );
     }
+}
+
+/// The context ledger ([`crate::collector::state::context`]): per series its result tokens,
+/// cumulative context cost and share histogram, then the ledger's own bounds.
+fn context(frame: &Frame, sink: &mut impl Sink) {
+    use crate::collector::state::context::SHARE_BOUNDS;
+    let with = || {
+        frame
+            .series
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.context.as_ref().map(|c| (i, c)))
+    };
+    sink.family(
+        TOOL_RESULT_TOKENS,
+        Kind::Counter,
+        "Tokens of the tool's results that entered a session's context (estimated as ceil(size / 4) where the emitter does not report them).",
+    );
+    for (i, c) in with() {
+        sink.sample(Some(i), &[], Value::Int(c.result_tokens));
+    }
+    sink.family(
+        TOOL_CONTEXT_TOKENS,
+        Kind::Counter,
+        "Cumulative context cost: the sum over model requests of the tool's result tokens each request carried, until a compaction or the session's end.",
+    );
+    for (i, c) in with() {
+        sink.sample(Some(i), &[], Value::Int(c.cost));
+    }
+    let bounds = Bounds::new(SHARE_BOUNDS.to_vec(), |b| b.to_string());
+    sink.family(
+        TOOL_CONTEXT_SHARE,
+        Kind::Histogram,
+        "Share of a model request's input tokens taken by the tool's carried results, one observation per request that carried any.",
+    );
+    for (i, c) in with() {
+        sink.histogram(
+            i,
+            HistogramSample {
+                bounds: &bounds,
+                counts: &c.share_buckets,
+                sum: Value::Float(c.share_sum),
+                native: None,
+                exemplars: &[],
+            },
+        );
+    }
+    let (stats, followed, cap) = frame.context;
+    #[rustfmt::skip]
+    let singles = [
+        (CONTEXT_SESSIONS, Kind::Gauge, "Sessions the context ledger follows (sessions are never labels; see /api/v1/sessions).", followed as u64),
+        (CONTEXT_SESSIONS_LIMIT, Kind::Gauge, "The most sessions the context ledger follows (context.max_sessions).", cap as u64),
+        (CONTEXT_SESSIONS_OVERFLOW, Kind::Counter, "Context events of sessions past context.max_sessions, not followed.", stats.sessions_overflow),
+        (CONTEXT_SESSIONS_EXPIRED, Kind::Counter, "Sessions ended after context.session_idle without events.", stats.sessions_expired),
+    ];
+    for (name, kind, help, n) in singles {
+        single(sink, name, kind, help, n);
+    }
+    by(
+        sink,
+        (
+            CONTEXT_RESULTS_DROPPED,
+            Kind::Counter,
+            "Tool results the context ledger did not carry: past a session's context.max_results_per_session (session_full) or of tools past aggregation.max_series (tools_full).",
+        ),
+        "reason",
+        [
+            ("session_full", stats.results_dropped),
+            ("tools_full", stats.tools_overflow),
+        ],
+    );
 }
 
 /// The per-series histograms of result sizes and call durations, since start.

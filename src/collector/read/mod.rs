@@ -48,6 +48,15 @@ pub(crate) enum Command {
         /// Answer.
         reply: oneshot::Sender<Option<HistoryView>>,
     },
+    /// `/api/v1/sessions`.
+    Sessions {
+        /// Sessions shown at most.
+        limit: usize,
+        /// Service filter.
+        service: Option<String>,
+        /// Answer.
+        reply: oneshot::Sender<crate::collector::state::context::SessionsView>,
+    },
     /// `/metrics`: the numbers, to render elsewhere.
     Metrics {
         /// With each series' native histogram buckets (for the protobuf exposition).

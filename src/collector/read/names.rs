@@ -116,6 +116,23 @@ pub(crate) const ALERT_EVENTS_DROPPED: &str = "toolsize_alert_events_dropped_tot
 /// Alert rule matches, by rule (`alertname`) and `outcome` (sent, merged, deferred, dropped).
 pub(crate) const ALERT_MATCHES: &str = "toolsize_alert_matches_total";
 
+/// Cumulative context cost per tool: Σ over model requests of its result tokens each carried.
+pub(crate) const TOOL_CONTEXT_TOKENS: &str = "toolsize_tool_context_tokens_total";
+/// Tokens of a tool's results that entered a session's context.
+pub(crate) const TOOL_RESULT_TOKENS: &str = "toolsize_tool_result_tokens_total";
+/// Share of a model request's input tokens taken by one tool's carried results (histogram).
+pub(crate) const TOOL_CONTEXT_SHARE: &str = "toolsize_tool_context_share";
+/// Sessions the context ledger follows.
+pub(crate) const CONTEXT_SESSIONS: &str = "toolsize_context_sessions";
+/// `context.max_sessions`.
+pub(crate) const CONTEXT_SESSIONS_LIMIT: &str = "toolsize_context_sessions_limit";
+/// Context events of sessions past the cap, not followed.
+pub(crate) const CONTEXT_SESSIONS_OVERFLOW: &str = "toolsize_context_sessions_overflow_total";
+/// Results the ledger did not carry (`reason`: session_full, tools_full).
+pub(crate) const CONTEXT_RESULTS_DROPPED: &str = "toolsize_context_results_dropped_total";
+/// Sessions ended by `context.session_idle`.
+pub(crate) const CONTEXT_SESSIONS_EXPIRED: &str = "toolsize_context_sessions_expired_total";
+
 /// Every family `/metrics` can show, in no particular order.
 pub const FAMILIES: &[&str] = &[
     TOOL_CALLS,
@@ -173,8 +190,16 @@ pub const FAMILIES: &[&str] = &[
     ALERTS_FIRING,
     ALERT_EVENTS_DROPPED,
     ALERT_MATCHES,
+    TOOL_CONTEXT_TOKENS,
+    TOOL_RESULT_TOKENS,
+    TOOL_CONTEXT_SHARE,
+    CONTEXT_SESSIONS,
+    CONTEXT_SESSIONS_LIMIT,
+    CONTEXT_SESSIONS_OVERFLOW,
+    CONTEXT_RESULTS_DROPPED,
+    CONTEXT_SESSIONS_EXPIRED,
 ];
 
 /// The families that are histograms (their series add `_bucket`, `_count` and `_sum`, or are
 /// native histograms).
-pub const HISTOGRAMS: &[&str] = &[TOOL_RESULT_SIZE, TOOL_CALL_DURATION];
+pub const HISTOGRAMS: &[&str] = &[TOOL_RESULT_SIZE, TOOL_CALL_DURATION, TOOL_CONTEXT_SHARE];

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::collector::state::{
-    whole_calls, Largest, Limits, OverCeiling, Point, Series, SeriesKey, State, Stats,
+    whole_calls, Largest, OverCeiling, Point, Series, SeriesKey, State, Stats,
 };
 
 /// One row of `/api/v1/tools`.
@@ -72,6 +72,10 @@ pub(crate) struct ToolRow {
     /// Its ceiling: the weakest layer of that stack.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ceiling: Option<RowCeiling>,
+    /// What its results cost the context since start (the context ledger); absent until one
+    /// of its results entered a session's context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) context: Option<crate::collector::state::context::ToolContextRow>,
 }
 
 /// The ceiling a series is held to.
@@ -161,7 +165,8 @@ pub(crate) struct ToolView {
     pub(crate) series: Vec<ToolDetail>,
 }
 
-fn row(key: &SeriesKey, st: &Stats, series: &Series, limits: &Limits) -> ToolRow {
+fn row(key: &SeriesKey, st: &Stats, series: &Series, state: &State) -> ToolRow {
+    let limits = &state.limits;
     let ceiling = limits.stacks.ceiling(&series.profile).map(|c| RowCeiling {
         layer: c.layer_id.to_string(),
         bytes: c.bytes,
@@ -192,6 +197,7 @@ fn row(key: &SeriesKey, st: &Stats, series: &Series, limits: &Limits) -> ToolRow
         latency_p95_ms: st.latency.quantile(0.95) as f64 / 1000.0,
         spans: st.counts.calls,
         extrapolated: st.counts.extrapolated(),
+        context: state.context.tool(&key.service, &key.tool).map(|c| c.row()),
     }
 }
 
@@ -214,7 +220,7 @@ impl State {
             .into_iter()
             .map(|k| {
                 let s = &self.series[k];
-                row(k, &self.stats(s, w, now), s, &self.limits)
+                row(k, &self.stats(s, w, now), s, self)
             })
             .collect();
         let mut windows = self.limits.windows.clone();
@@ -275,7 +281,7 @@ impl State {
                     })
                     .collect();
                 ToolDetail {
-                    row: row(k, &stats, s, &self.limits),
+                    row: row(k, &stats, s, self),
                     size_distribution,
                     largest: s
                         .largest

@@ -184,8 +184,12 @@ mod tests {
         let fields = disk.as_object().unwrap();
         let mut names = Counts::NAMES.to_vec();
         names.sort_unstable();
+        // Sorted: serde_json keeps insertion order when another crate turns on its
+        // `preserve_order` feature.
+        let mut keys: Vec<&str> = fields.keys().map(String::as_str).collect();
+        keys.sort_unstable();
         assert_eq!(
-            fields.keys().map(String::as_str).collect::<Vec<_>>(),
+            keys,
             names,
             "the disk format writes every counter of the list"
         );

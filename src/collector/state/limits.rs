@@ -102,6 +102,8 @@ pub struct Limits {
     pub size_bounds: Arc<[u64]>,
     /// How long the signals of a coding agent's call are waited for, milliseconds.
     pub(crate) join_window_ms: u64,
+    /// What bounds the context ledger.
+    pub(crate) context: super::context::LedgerLimits,
 }
 
 impl Limits {
@@ -145,6 +147,12 @@ impl Limits {
             size_bounds: layer_bounds(&c.stack, &c.layers),
             stacks: Arc::new(Stacks::new(&c.stack, &c.layers)),
             join_window_ms: c.recognition.join_window.0.as_millis() as u64,
+            context: super::context::LedgerLimits {
+                max_sessions: c.context.max_sessions,
+                max_results: c.context.max_results_per_session,
+                idle_ms: c.context.session_idle.0.as_millis() as u64,
+                max_tools: c.aggregation.max_series,
+            },
         }
     }
 }

@@ -17,6 +17,7 @@
 //! by `max_series` × (histograms of one series): at most 11 size + latency pairs with the default
 //! two windows, ≈ 281 KiB (see [`crate::collector::state::histogram`] for the computation).
 
+pub(crate) mod context;
 pub(crate) mod counts;
 pub mod histogram;
 pub(crate) mod join;
@@ -117,6 +118,8 @@ pub struct State {
     /// With the write-ahead log on: the highest sequence ingested (batches come in sequence
     /// order, so every entry at or below it is in the state).
     pub(crate) wal_seq: Option<u64>,
+    /// The context ledger (`[context]`).
+    pub(crate) context: context::Ledger,
 }
 
 impl std::fmt::Debug for State {
@@ -133,6 +136,7 @@ impl State {
     /// An empty state.
     pub fn new(limits: Limits) -> Self {
         let joiner = join::Joiner::new(limits.join_window_ms);
+        let context = context::Ledger::new(limits.context);
         Self {
             limits,
             series: SeriesMap::default(),
@@ -144,6 +148,7 @@ impl State {
             joiner,
             learner: Learner::new(),
             wal_seq: None,
+            context,
         }
     }
 
@@ -587,6 +592,7 @@ pub(crate) mod tests {
             stacks: Arc::new(stacks::Stacks::daemon_only(Stack::default())),
             size_bounds: SIZE_BUCKETS.into(),
             join_window_ms: join::DEFAULT_JOIN_WINDOW_MS,
+            context: context::LedgerLimits::default(),
         }
     }
 

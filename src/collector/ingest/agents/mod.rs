@@ -170,7 +170,7 @@ pub(crate) enum SpanVerdict {
 }
 
 /// Names matched exactly, or by prefix when a name ends in `*` (`mcp__*`).
-fn matches(patterns: &[&str], name: &str) -> bool {
+pub(crate) fn matches(patterns: &[&str], name: &str) -> bool {
     patterns.iter().any(|p| match p.strip_suffix('*') {
         Some(prefix) => name.starts_with(prefix),
         None => *p == name,

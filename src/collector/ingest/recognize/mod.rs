@@ -199,6 +199,8 @@ pub struct Recognizer {
     max_service: usize,
     sampling: Sampling,
     keep_args_hashes: bool,
+    /// Whether context events are read for the ledger (`context.enabled`).
+    context_ledger: bool,
     /// Spans and log records that were no tool call, per service.
     unrecognised: Arc<crate::collector::ingest::unrecognised::Unrecognised>,
 }
@@ -282,6 +284,7 @@ impl Recognizer {
             limits: config.attribute_value_length_limits.clone(),
             placeholders: config.placeholders.clone(),
             keep_args_hashes: config.keep_args_hashes,
+            context_ledger: true,
             max_name: max_tool_name_bytes,
             max_service: crate::collector::config::DEFAULT_MAX_SERVICE_NAME_BYTES,
             sampling: Sampling::new(&config.sampling_rates),
@@ -324,6 +327,18 @@ impl Recognizer {
             Outcome::NotRun => Outcome::NotRun,
             Outcome::Invalid(why) => Outcome::Invalid(why),
         }
+    }
+
+    /// Whether context events are read for the context ledger (`context.enabled`).
+    pub(crate) fn context_ledger(&self) -> bool {
+        self.context_ledger
+    }
+
+    /// Reads context events for the ledger, or not (`context.enabled`; on by default).
+    #[must_use]
+    pub(crate) fn with_context_ledger(mut self, on: bool) -> Self {
+        self.context_ledger = on;
+        self
     }
 
     /// Whether records keep their arguments' hash (`recognition.keep_args_hashes`).
