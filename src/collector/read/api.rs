@@ -307,7 +307,7 @@ pub const READYZ_PATH: &str = "/readyz";
 
 /// Every path the admin router serves, in the order `admin.addr`'s documentation lists them
 /// (a test holds that documentation to this list).
-pub const ROUTES: [&str; 14] = [
+pub const ROUTES: [&str; 15] = [
     STATUS_PATH,
     TOOL_PAGE_PATH,
     METRICS_PATH,

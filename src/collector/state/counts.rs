@@ -189,8 +189,7 @@ mod tests {
         let mut keys: Vec<&str> = fields.keys().map(String::as_str).collect();
         keys.sort_unstable();
         assert_eq!(
-            keys,
-            names,
+            keys, names,
             "the disk format writes every counter of the list"
         );
         for (i, name) in Counts::NAMES.iter().enumerate() {
