@@ -23,6 +23,25 @@ async fn send(b: &Binary, from: u64, n: u64, tool: &str) {
         .is_success());
 }
 
+/// `v` without any `context` member, at any depth.
+fn without_context(mut v: serde_json::Value) -> serde_json::Value {
+    match &mut v {
+        serde_json::Value::Object(m) => {
+            m.remove("context");
+            for x in m.values_mut() {
+                *x = without_context(x.take());
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for x in a.iter_mut() {
+                *x = without_context(x.take());
+            }
+        }
+        _ => {}
+    }
+    v
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_restart_keeps_the_table() {
     let dir = data_dir("sigterm");
@@ -40,15 +59,22 @@ async fn sigterm_restart_keeps_the_table() {
     b.stop();
 
     let b = Binary::start(&["--snapshot-interval", "1h"], Some(&dir));
-    assert_eq!(tools(b.admin, "").await, before_all);
-    assert_eq!(tools(b.admin, "?window=5m").await, before_5m);
+    // The context ledger is kept in memory only (docs/collector.md): a restart starts it empty,
+    // so its `context` fields are left out of what must survive.
+    let before_all = without_context(before_all);
+    assert_eq!(without_context(tools(b.admin, "").await), before_all);
+    assert_eq!(
+        without_context(tools(b.admin, "?window=5m").await),
+        without_context(before_5m)
+    );
     let after_detail = reqwest::get(format!("http://{}/api/v1/tools/grep", b.admin))
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
-    assert_eq!(after_detail, before_detail);
+    let json = |t: &str| without_context(serde_json::from_str(t).unwrap());
+    assert_eq!(json(&after_detail), json(&before_detail));
     assert_eq!(before_all["tools"][0]["count"], 300);
     b.stop();
 }

@@ -271,57 +271,76 @@ pub struct Pipeline {
     persistent: bool,
 }
 
+/// What [`open_store`] gives: the store, the alerts restored with the snapshot, and the log.
+type Opened = (
+    Option<Arc<Store>>,
+    Vec<alerts::SavedAlert>,
+    Option<ingest::wal::Wal>,
+);
+
+/// Opens the data directory of `config`, if any: restores its snapshot into `state` and replays
+/// the write-ahead log above it when the log is on.
+fn open_store(
+    config: &Config,
+    state: &mut State,
+    recognizer: &Recognizer,
+    stats: &Arc<SelfStats>,
+) -> Result<Opened, CollectorError> {
+    let mut restored = Vec::new();
+    let mut wal = None;
+    let store = match &config.store.data_dir {
+        Some(dir) => {
+            let mut store = Store::open(dir)?;
+            match store.load()? {
+                Found::Snapshot(snap) => {
+                    restored = state.restore(snap);
+                    tracing::info!(
+                        series = state.series_count(),
+                        path = %store.path().display(),
+                        "Restored snapshot."
+                    );
+                }
+                Found::Refused { moved } => stats.snapshot_refused(moved),
+                Found::Nothing => {}
+            }
+            if config.store.durability == config::Durability::Wal {
+                let w = replay_wal(
+                    dir,
+                    config.store.wal_commit_delay.0,
+                    state,
+                    recognizer,
+                    stats,
+                )?;
+                store = store.with_wal(w.segments());
+                compact_at_start(&store, state, &restored, stats);
+                wal = Some(w);
+            } else if ingest::wal::has_segments(dir) {
+                tracing::warn!(
+                    path = %dir.join(ingest::wal::WAL_DIR).display(),
+                    "A write-ahead log is in the data directory but store.durability is \
+                     \"snapshot\": it is not replayed (what it holds above the snapshot is \
+                     not restored); start with --durability wal to replay it."
+                );
+            }
+            // Everything the state holds now is on disk (restored, or nothing).
+            stats.snapshots_every(config.store.snapshot_interval.0, state::now_unix_ms());
+            Some(Arc::new(store))
+        }
+        None => None,
+    };
+    Ok((store, restored, wal))
+}
+
 impl Pipeline {
     /// Spawns the aggregator (restoring the snapshot of `config.store.data_dir` if any).
     pub fn spawn(config: &Config) -> Result<Self, CollectorError> {
         let stats = Arc::new(SelfStats::default());
         let mut state = State::new(Limits::from_config(config));
-        let mut restored = Vec::new();
         let recognizer =
             Recognizer::new(&config.recognition, config.aggregation.max_tool_name_bytes)
                 .with_max_service_name_bytes(config.aggregation.max_service_name_bytes)
                 .with_context_ledger(config.context.enabled);
-        let mut wal = None;
-        let store = match &config.store.data_dir {
-            Some(dir) => {
-                let mut store = Store::open(dir)?;
-                match store.load()? {
-                    Found::Snapshot(snap) => {
-                        restored = state.restore(snap);
-                        tracing::info!(
-                            series = state.series_count(),
-                            path = %store.path().display(),
-                            "Restored snapshot."
-                        );
-                    }
-                    Found::Refused { moved } => stats.snapshot_refused(moved),
-                    Found::Nothing => {}
-                }
-                if config.store.durability == config::Durability::Wal {
-                    let w = replay_wal(
-                        dir,
-                        config.store.wal_commit_delay.0,
-                        &mut state,
-                        &recognizer,
-                        &stats,
-                    )?;
-                    store = store.with_wal(w.segments());
-                    compact_at_start(&store, &state, &restored, &stats);
-                    wal = Some(w);
-                } else if ingest::wal::has_segments(dir) {
-                    tracing::warn!(
-                        path = %dir.join(ingest::wal::WAL_DIR).display(),
-                        "A write-ahead log is in the data directory but store.durability is \
-                         \"snapshot\": it is not replayed (what it holds above the snapshot is \
-                         not restored); start with --durability wal to replay it."
-                    );
-                }
-                // Everything the state holds now is on disk (restored, or nothing).
-                stats.snapshots_every(config.store.snapshot_interval.0, state::now_unix_ms());
-                Some(Arc::new(store))
-            }
-            None => None,
-        };
+        let (store, restored, wal) = open_store(config, &mut state, &recognizer, &stats)?;
         stats.set_series(state.series_count() as u64, state.overflow_records);
         // Limits the results were seen cut at, restored: learned again at once.
         state.seed_learned_limits();
