@@ -29,7 +29,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use support::collector::*;
 use toolsize::collector::Daemon;
-use toolsize::export::{self, Protocol};
 use toolsize::guard::{CeilingGuard, Policy};
 
 /// The large result, in bytes.
@@ -215,17 +214,7 @@ enum Line {
 
 /// Runs the agent once, exporting as `service`; returns what the model was handed.
 fn run(grpc: SocketAddr, service: &str, line: Line) -> BTreeMap<String, String> {
-    let guard = export::builder()
-        .protocol(Protocol::Grpc)
-        .endpoint(format!("http://{grpc}"))
-        .service_name(service)
-        .build()
-        .unwrap();
-    let dispatch = support::dispatch_to(guard.provider());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (guard, dispatch, rt) = support::exporting_to(grpc, service);
     let handed = tracing::dispatcher::with_default(&dispatch, || {
         rt.block_on(async {
             let (addr, handed) = fake_openai().await;

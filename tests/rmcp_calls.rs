@@ -21,7 +21,6 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 use support::collector::*;
 use toolsize::collector::Daemon;
-use toolsize::export::{self, Protocol};
 use toolsize::guard::{CeilingGuard, Policy};
 use toolsize::rmcp::CallToolExt;
 
@@ -83,17 +82,7 @@ type Answer = Result<CallToolResult, ServiceError>;
 
 /// Serves `Tools` and runs the script from a client, exporting as `service` to the daemon.
 fn run(grpc: std::net::SocketAddr, service: &str, line: Line) -> Vec<Answer> {
-    let guard = export::builder()
-        .protocol(Protocol::Grpc)
-        .endpoint(format!("http://{grpc}"))
-        .service_name(service)
-        .build()
-        .unwrap();
-    let dispatch = support::dispatch_to(guard.provider());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (guard, dispatch, rt) = support::exporting_to(grpc, service);
     let answers = tracing::dispatcher::with_default(&dispatch, || rt.block_on(session(line)));
     drop(rt);
     let stats = guard.flush().unwrap();

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use super::top::{token, Daemon};
+use super::top::Daemon;
 use super::CliError;
 
 /// Flags of `toolsize doctor`.
@@ -214,13 +214,9 @@ fn render(findings: &[Finding]) -> String {
 
 /// Runs `toolsize doctor`.
 pub fn run(args: &DoctorArgs) -> ExitCode {
-    let mut daemon = match Daemon::parse(&args.url) {
+    let daemon = match Daemon::from_flags(&args.url, args.token_file.as_deref()) {
         Ok(d) => d,
-        Err(e) => return CliError::new("USAGE", e).report(),
-    };
-    daemon.token = match token(args.token_file.as_deref(), |v| std::env::var(v).ok()) {
-        Ok(t) => t,
-        Err(e) => return CliError::new("USAGE", e).report(),
+        Err(e) => return e.report(),
     };
     let view = match daemon.get(crate::collector::read::api::AGENTS_PATH) {
         Ok(v) => v,

@@ -123,6 +123,18 @@ pub(crate) struct Daemon {
 }
 
 impl Daemon {
+    /// The daemon `--url` names, with the token `--token-file` or the environment gives
+    /// ([`token`]); either's error as a usage error.
+    pub(crate) fn from_flags(
+        url: &str,
+        token_file: Option<&std::path::Path>,
+    ) -> Result<Self, CliError> {
+        let mut daemon = Self::parse(url).map_err(|e| CliError::new("USAGE", e))?;
+        daemon.token =
+            token(token_file, |v| std::env::var(v).ok()).map_err(|e| CliError::new("USAGE", e))?;
+        Ok(daemon)
+    }
+
     pub(crate) fn parse(url: &str) -> Result<Self, String> {
         let rest = url.strip_prefix("http://").ok_or_else(|| {
             format!("--url {url:?}: only http:// is supported (e.g. http://127.0.0.1:9464)")
@@ -519,13 +531,9 @@ impl App {
 
 /// Runs `toolsize top` until `q`.
 pub fn run(args: TopArgs) -> ExitCode {
-    let mut daemon = match Daemon::parse(&args.url) {
+    let daemon = match Daemon::from_flags(&args.url, args.token_file.as_deref()) {
         Ok(d) => d,
-        Err(e) => return CliError::new("USAGE", e).report(),
-    };
-    daemon.token = match token(args.token_file.as_deref(), |v| std::env::var(v).ok()) {
-        Ok(t) => t,
-        Err(e) => return CliError::new("USAGE", e).report(),
+        Err(e) => return e.report(),
     };
     let mut app = App {
         daemon,

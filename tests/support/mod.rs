@@ -47,6 +47,31 @@ pub fn dispatch_to(provider: &SdkTracerProvider) -> Dispatch {
     )
 }
 
+/// Exporting over gRPC to the daemon at `grpc` as `service`: the export guard (it flushes when
+/// dropped), a dispatcher sending spans to it, and a current-thread runtime to run code under it.
+#[cfg(feature = "export")]
+pub fn exporting_to(
+    grpc: std::net::SocketAddr,
+    service: &str,
+) -> (
+    toolsize::export::ExportGuard,
+    Dispatch,
+    tokio::runtime::Runtime,
+) {
+    let guard = toolsize::export::builder()
+        .protocol(toolsize::export::Protocol::Grpc)
+        .endpoint(format!("http://{grpc}"))
+        .service_name(service)
+        .build()
+        .unwrap();
+    let dispatch = dispatch_to(guard.provider());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    (guard, dispatch, rt)
+}
+
 impl Capture {
     pub fn new() -> Self {
         let exporter = InMemorySpanExporter::default();
