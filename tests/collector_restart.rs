@@ -23,11 +23,13 @@ async fn send(b: &Binary, from: u64, n: u64, tool: &str) {
         .is_success());
 }
 
-/// `v` without any `context` member, at any depth.
+/// `v` without what a restart resets by design, at any depth: the in-memory context ledger's
+/// `context` and the process's `uptime_secs`.
 fn without_context(mut v: serde_json::Value) -> serde_json::Value {
     match &mut v {
         serde_json::Value::Object(m) => {
             m.remove("context");
+            m.remove("uptime_secs");
             for x in m.values_mut() {
                 *x = without_context(x.take());
             }
@@ -60,7 +62,7 @@ async fn sigterm_restart_keeps_the_table() {
 
     let b = Binary::start(&["--snapshot-interval", "1h"], Some(&dir));
     // The context ledger is kept in memory only (docs/collector.md): a restart starts it empty,
-    // so its `context` fields are left out of what must survive.
+    // so its `context` fields are left out of what must survive, as is the process's uptime.
     let before_all = without_context(before_all);
     assert_eq!(without_context(tools(b.admin, "").await), before_all);
     assert_eq!(

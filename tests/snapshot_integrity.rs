@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -73,12 +72,7 @@ where
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut ready = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut ready)
-        .unwrap();
-    let v: serde_json::Value =
-        serde_json::from_str(&ready).unwrap_or_else(|e| panic!("not started: {ready:?}: {e}"));
+    let v = ready_line(&mut child);
     check(v["admin"].as_str().unwrap().parse().unwrap()).await;
     let st = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

@@ -104,6 +104,16 @@ where
     }
 }
 
+/// The ready line `toolsize serve` prints on standard output once it listens (its addresses),
+/// read from `child`'s piped stdout.
+pub fn ready_line(child: &mut Child) -> serde_json::Value {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad ready line {line:?}: {e}"))
+}
+
 /// True when `TOOLSIZE_ALLOW_MISSING_PEERS=1` outside CI: a missing peer then skips its test
 /// loudly instead of failing it. With `CI=true` a missing peer always fails.
 pub fn missing_peers_allowed() -> bool {
@@ -216,12 +226,7 @@ impl Binary {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn toolsize");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let v: serde_json::Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad ready line {line:?}: {e}"));
+        let v = ready_line(&mut child);
         let addr = |k: &str| v[k].as_str().unwrap().parse().unwrap();
         Self {
             grpc: addr("otlp_grpc"),
@@ -357,12 +362,7 @@ impl Logged {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn toolsize");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let ready: serde_json::Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad ready line {line:?}: {e}"));
+        let ready = ready_line(&mut child);
         let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let mut stderr = child.stderr.take().unwrap();
         let sink = log.clone();
