@@ -30,6 +30,10 @@
 //!   README's command list has every subcommand of `toolsize --help`; each license of
 //!   Cargo.toml's `license` has its file; `scripts/screenshots.sh` shoots pages the daemon serves
 //!   and gives the demo flags it has.
+//! - **Numbers.** The defaults and bounds the docs state (the MCP proxy's options and host
+//!   presets, the guard's and the layers' constants), the benches CONTRIBUTING.md lists and the
+//!   modules README.md's Layout names are compared with the crate's constants and files
+//!   ([`docs_claims`]).
 //! - **Figures.** In the performance sections, every table with figures names the command that
 //!   measured them: in the paragraph that leads into it, or in each row (a code span, or a
 //!   program of the command block right before the table).
@@ -38,6 +42,7 @@
 //! fail fails.
 #![cfg(feature = "collector")]
 
+mod docs_claims;
 mod support;
 
 use std::collections::BTreeSet;

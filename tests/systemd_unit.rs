@@ -244,11 +244,22 @@ fn generated(key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in gen-config"))
 }
 
+/// What one held result of the context ledger takes, and one entry of a session's per-tool
+/// sums, of which there are at most as many as held results (`src/collector/state/context.rs`).
+const LEDGER_RESULT_BYTES: u64 = 2 * 16;
+
+/// The most a session of the context ledger holds beside its results: its key (an id of at
+/// most 128 bytes, its service) and its own numbers (`src/collector/state/context.rs`).
+const LEDGER_SESSION_BYTES: u64 = 512;
+
 /// The daemon's bound at the default configuration: request buffers (the shared body budget
-/// plus every decoding slot's inflated request) and the series' worst-case histograms.
+/// plus every decoding slot's inflated request), the series' worst-case histograms, and the
+/// context ledger (on by default) full.
 fn memory_bound() -> u64 {
     let requests = 2 * generated("max_concurrent_requests") * generated("max_request_bytes");
-    requests + generated("max_series") * SERIES_WORST_BYTES
+    let ledger = generated("max_sessions")
+        * (generated("max_results_per_session") * LEDGER_RESULT_BYTES + LEDGER_SESSION_BYTES);
+    requests + generated("max_series") * SERIES_WORST_BYTES + ledger
 }
 
 #[test]

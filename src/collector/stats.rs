@@ -549,6 +549,29 @@ impl Cuts<AtomicU64> {
 mod tests {
     use super::*;
 
+    /// The runbook's `ToolsizeSpansRefused` table has a row for every reason a whole request
+    /// is refused, so an operator paged with a `reason` finds its cause.
+    #[test]
+    fn the_runbook_explains_every_reason_a_request_is_refused() {
+        let runbook = include_str!("../../docs/runbook.md");
+        let section = runbook
+            .split("## ToolsizeSpansRefused")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("a ToolsizeSpansRefused section");
+        for reason in RefusedRequest::ALL {
+            let row = section.lines().any(|l| {
+                l.starts_with("| `requests refused`")
+                    && l.contains(&format!("`{}`", reason.as_str()))
+            });
+            assert!(
+                row,
+                "docs/runbook.md: no `requests refused` row for reason `{}`",
+                reason.as_str()
+            );
+        }
+    }
+
     #[test]
     fn a_label_value_counts_what_was_done_to_it() {
         let cut = crate::label::sanitize("abcdef", 3);

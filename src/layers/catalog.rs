@@ -362,6 +362,14 @@ mod tests {
         }
     }
 
+    /// docs/layers.md gives the size of the catalog ("holds N layers"): it is this one's.
+    #[test]
+    fn the_documented_layer_count_is_the_catalogs() {
+        let docs = include_str!("../../docs/layers.md");
+        let stated = format!("holds {} layers", catalog().len());
+        assert!(docs.contains(&stated), "docs/layers.md must say {stated:?}");
+    }
+
     #[test]
     fn unknown_units_scopes_and_duplicates_are_errors() {
         let entry = |id: &str, unit: &str, scope: &str, limit: u64| {

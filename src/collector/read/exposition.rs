@@ -696,9 +696,12 @@ mod tests {
     }
 
     /// The per-series bound docs/collector.md states ("Limits"), with the defaults: every
-    /// sample line of a series whose results were seen cut upstream (the most it can have).
+    /// sample line of a series whose results were seen cut upstream and entered a session's
+    /// context (the most it can have).
     #[test]
     fn a_series_renders_at_most_the_documented_lines() {
+        use crate::collector::ingest::context::{ContextEvent, ContextKind, SessionId};
+        use crate::collector::state::context::SHARE_BOUNDS;
         use crate::collector::state::tests::{known, rec};
         use crate::collector::state::Limits;
         let limits = Limits::from_config(&crate::collector::Config::default());
@@ -721,11 +724,45 @@ mod tests {
         let lines = text.lines().filter(|l| l.contains("tool=\"t\"")).count();
         let bound = 13 + l + (s + 3) + (LATENCY_BUCKETS_US.len() + 3) + 5 * (w + 1);
         assert_eq!(lines, bound, "{text}");
+        // Its results entered a session's context: two counters and the share histogram.
+        let event = |at_ns, kind| ContextEvent {
+            service: "svc".into(),
+            session: SessionId::Named("s".into()),
+            at_ns,
+            kind,
+        };
+        let result = ContextKind::Result {
+            tool: "t".into(),
+            tokens: 1_250,
+            estimated: true,
+        };
+        let request = ContextKind::Request {
+            input: 5_000,
+            cache_read: 0,
+            cache_creation: 0,
+        };
+        state
+            .context
+            .record(vec![event(1, result), event(2, request)], 1_700_000_000_000);
+        let text = render(
+            &state,
+            &SelfStats::default(),
+            &AlertStats::default(),
+            1_700_000_001,
+        );
+        let with_context = text.lines().filter(|l| l.contains("tool=\"t\"")).count();
+        let context_lines = 2 + SHARE_BOUNDS.len() + 3;
+        assert_eq!(with_context, bound + context_lines, "{text}");
         let docs = include_str!("../../../docs/collector.md");
         let stated = format!(
             "13 + L + (S + 3) + {} + 5 × (W + 1) sample lines",
             LATENCY_BUCKETS_US.len() + 3
         );
+        assert!(
+            docs.contains(&stated),
+            "docs/collector.md must state {stated:?}"
+        );
+        let stated = format!("plus {context_lines} once its results entered a session's context");
         assert!(
             docs.contains(&stated),
             "docs/collector.md must state {stated:?}"

@@ -1,0 +1,210 @@
+//! Numbers and lists the docs state, compared with the constants and files they describe: a
+//! default, a bound or a list changed in the code fails here until the docs say the same.
+//!
+//! Each check reads the documents and the crate's public constants only; none starts a
+//! process. The claims held elsewhere stay there (the per-series `/metrics` bound in
+//! `src/collector/read/exposition.rs`, the catalog's size in `src/layers/catalog.rs`, the
+//! refusal reasons in `src/collector/stats.rs`).
+
+use std::path::Path;
+
+use toolsize::guard::ceiling::MIN_PROXY_LIMIT;
+use toolsize::guard::json_truncate::DEFAULT_MIN_STRING_CHARS;
+use toolsize::layers::convert::{BYTES_PER_LINE, BYTES_PER_TOKEN};
+use toolsize::layers::DEFAULT_CEILING_BYTES;
+use toolsize::mcp::host::HOSTS;
+use toolsize::mcp::{
+    DEFAULT_CALL_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, MAX_ID_BYTES, MAX_IN_FLIGHT,
+    MIN_MAX_MESSAGE_BYTES,
+};
+
+fn read(path: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// `n` as the docs write numbers: `16,384`.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The texts of `claims` that `doc` does not contain, as problems.
+fn missing(doc: &str, text: &str, claims: &[String]) -> Vec<String> {
+    claims
+        .iter()
+        .filter(|c| !text.contains(c.as_str()))
+        .map(|c| format!("{doc} must say {c:?}"))
+        .collect()
+}
+
+#[test]
+fn the_numbers_the_docs_give_are_the_constants() {
+    let mut problems = Vec::new();
+    let mcp = read("docs/mcp.md");
+    let timeout = DEFAULT_CALL_TIMEOUT.as_secs();
+    problems.extend(missing(
+        "docs/mcp.md",
+        &mcp,
+        &[
+            format!(
+                "| `--max-message-bytes BYTES` | {DEFAULT_MAX_MESSAGE_BYTES} ({} MiB) | largest message read whole, either way, at least {MIN_MAX_MESSAGE_BYTES} ",
+                DEFAULT_MAX_MESSAGE_BYTES >> 20
+            ),
+            format!("| `--call-timeout SECONDS` | {timeout} |"),
+            format!("| `--max-output BYTES` | see below | limit of each result's `result` object, at least {MIN_PROXY_LIMIT} |"),
+            format!("a limit below {MIN_PROXY_LIMIT}"),
+            format!("({} in flight, ids up to {MAX_ID_BYTES} bytes)", grouped(MAX_IN_FLIGHT as u64)),
+            format!("serves at most {} connections at once", grouped(toolsize::mcp::http::MAX_CONNECTIONS as u64)),
+            format!("--max-message-bytes` ({} MiB)", DEFAULT_MAX_MESSAGE_BYTES >> 20),
+        ],
+    ));
+    let readme = read("README.md");
+    problems.extend(missing(
+        "README.md",
+        &readme,
+        &[
+            format!(
+                "`--max-message-bytes` ({} MiB",
+                DEFAULT_MAX_MESSAGE_BYTES >> 20
+            ),
+            format!("`--call-timeout` ({timeout} s)"),
+            format!(
+                "returning pages over the {} KiB ceiling",
+                DEFAULT_CEILING_BYTES >> 10
+            ),
+        ],
+    ));
+    let guard = read("docs/guard.md");
+    problems.extend(missing(
+        "docs/guard.md",
+        &guard,
+        &[
+            format!("> {} KiB; logged once", DEFAULT_CEILING_BYTES >> 10),
+            format!("at least {DEFAULT_MIN_STRING_CHARS} chars"),
+            format!("must be at least {MIN_PROXY_LIMIT}"),
+        ],
+    ));
+    let layers = read("docs/layers.md");
+    problems.extend(missing(
+        "docs/layers.md",
+        &layers,
+        &[
+            format!(
+                "one `default` layer: {} KiB (`DEFAULT_CEILING_BYTES`)",
+                DEFAULT_CEILING_BYTES >> 10
+            ),
+            format!("| `tokens` | `{BYTES_PER_TOKEN} L`"),
+            format!("| `lines` | `{BYTES_PER_LINE} L`"),
+            format!("`ceil(bytes / {BYTES_PER_TOKEN})`"),
+            format!("`ceil(bytes / {BYTES_PER_LINE})`"),
+        ],
+    ));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The host presets table of docs/mcp.md: one row per preset, with the limit, the layer that
+/// sets it and the warning threshold that `HostPreset::limits` resolves from the catalog.
+#[test]
+fn the_host_presets_table_is_what_the_presets_resolve_to() {
+    let mcp = read("docs/mcp.md");
+    let mut problems = Vec::new();
+    for preset in HOSTS {
+        let l = preset.limits(&|_| None);
+        let start = format!("| `{}` | {} B", preset.name, grouped(l.limit_bytes));
+        let Some(row) = mcp.lines().find(|r| r.starts_with(&start)) else {
+            problems.push(format!("docs/mcp.md: no host row starting {start:?}"));
+            continue;
+        };
+        if !row.contains(&format!("`{}`", l.limit_layer)) {
+            problems.push(format!(
+                "docs/mcp.md: the {} row must name {}",
+                preset.name, l.limit_layer
+            ));
+        }
+        if l.estimated != row.contains("(estimated)") {
+            problems.push(format!(
+                "docs/mcp.md: the {} row must say whether it is estimated ({})",
+                preset.name, l.estimated
+            ));
+        }
+        if let Some(w) = l.warn_bytes {
+            if !row.contains(&format!("{} B", grouped(w))) {
+                problems.push(format!(
+                    "docs/mcp.md: the {} row must give its warning, {w} B",
+                    preset.name
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// CONTRIBUTING.md names every bench of Cargo.toml.
+#[test]
+fn contributing_names_every_bench() {
+    let manifest = read("Cargo.toml");
+    let contributing = read("CONTRIBUTING.md");
+    let sentence = contributing
+        .split("The benches are criterion benches in `benches/`")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .expect("CONTRIBUTING.md: the benches sentence");
+    let benches: Vec<&str> = manifest
+        .split("[[bench]]")
+        .skip(1)
+        .filter_map(|b| b.lines().find_map(|l| l.strip_prefix("name = ")))
+        .map(|n| n.trim_matches('"'))
+        .collect();
+    assert!(!benches.is_empty());
+    for b in benches {
+        assert!(
+            sentence.contains(&format!("`{b}`")),
+            "CONTRIBUTING.md does not name the bench `{b}`"
+        );
+    }
+}
+
+/// README.md's Layout names every public module of the crate.
+#[test]
+fn the_readme_layout_names_every_public_module() {
+    let lib = read("src/lib.rs");
+    let readme = read("README.md");
+    let layout = readme
+        .split("## Layout")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README.md: a Layout section");
+    let modules: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+        .collect();
+    assert!(modules.len() > 5, "{modules:?}");
+    for m in modules {
+        let named =
+            layout.contains(&format!("src/{m}.rs")) || layout.contains(&format!("src/{m}/"));
+        assert!(named, "README.md's Layout does not name src/{m}");
+    }
+}
+
+/// The helpers find a number that changed: a check that cannot fail fails here.
+#[test]
+fn the_checks_catch_a_changed_number() {
+    assert_eq!(grouped(16_384), "16,384");
+    assert_eq!(grouped(999), "999");
+    assert_eq!(grouped(1_000_000), "1,000,000");
+    let doc = "| `--call-timeout SECONDS` | 300 |";
+    assert!(missing("d", doc, &["| `--call-timeout SECONDS` | 300 |".into()]).is_empty());
+    assert_eq!(
+        missing("d", doc, &["| `--call-timeout SECONDS` | 600 |".into()]).len(),
+        1
+    );
+}
