@@ -208,3 +208,78 @@ fn the_checks_catch_a_changed_number() {
         1
     );
 }
+
+/// The top-level directories whose paths the docs name.
+const PATH_ROOTS: &[&str] = &[
+    "tests/",
+    "scripts/",
+    "src/",
+    "examples/",
+    "dist/",
+    "benches/",
+    "alerts/",
+    "dashboards/",
+    "fuzz/",
+    "docs/",
+    ".ci/",
+];
+
+/// The repository paths `text` names: words starting with one of [`PATH_ROOTS`], up to the
+/// first character no path here has, trailing punctuation dropped; patterns (`*`, `{}`, `<>`)
+/// left out.
+fn named_paths(text: &str) -> Vec<String> {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_./-*{}<>".contains(c);
+    let mut out = Vec::new();
+    for (i, _) in text.char_indices() {
+        let before = text[..i].chars().next_back();
+        if before.is_some_and(|c| is_path_char(c) || c == '/') {
+            continue;
+        }
+        let rest = &text[i..];
+        if !PATH_ROOTS.iter().any(|r| rest.starts_with(r)) {
+            continue;
+        }
+        let end = rest.find(|c: char| !is_path_char(c)).unwrap_or(rest.len());
+        let path = rest[..end].trim_end_matches(['.', ',', ':', ';']);
+        if !path.contains(['*', '{', '}', '<', '>']) {
+            out.push(path.to_string());
+        }
+    }
+    out
+}
+
+/// Every file or directory of the repository a document names exists.
+#[test]
+fn every_path_the_docs_name_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = vec!["README.md".to_string(), "CONTRIBUTING.md".to_string()];
+    for e in std::fs::read_dir(root.join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            docs.push(p.strip_prefix(root).unwrap().display().to_string());
+        }
+    }
+    let mut problems = Vec::new();
+    for doc in &docs {
+        for path in named_paths(&read(doc)) {
+            if !root.join(&path).exists() {
+                problems.push(format!("{doc} names {path}, which does not exist"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_path_check_finds_a_path_that_moved() {
+    let text = "see `tests/docs_executed.rs`, then tests/no_such_test.rs. A pattern: tests/*.rs; \
+                a URL: https://example.com/tests/x.rs; src/cli/ too";
+    assert_eq!(
+        named_paths(text),
+        [
+            "tests/docs_executed.rs",
+            "tests/no_such_test.rs",
+            "src/cli/"
+        ]
+    );
+}

@@ -48,8 +48,8 @@
 //!   held, context tokens, input, cache-read and cache-creation tokens, compactions, idle
 //!   seconds), with the ledger's cap and what overflowed it ([`crate::collector::state::context`]).
 //! - `GET /api/v1/alerts`: `{"firing": [...], "resolved": [...]}`, each alert with its name,
-//!   state, fingerprint, labels, annotations, `startsAt` and `endsAt`; answered from the alert
-//!   task's last published set, without asking the aggregator.
+//!   state, fingerprint, labels, annotations, `runbook_url`, `startsAt` and `endsAt`; answered
+//!   from the alert task's last published set, without asking the aggregator.
 //! - `GET /runbook`: the alert runbook as HTML, one section per alert (`#<alertname lowercased>`).
 //! - `GET /healthz`: 200 while the process serves.
 //! - With a token configured ([`crate::collector::net::auth`]), every path but `/healthz`,

@@ -202,6 +202,37 @@ mod tests {
             .collect()
     }
 
+    /// The docs name every agent's stack where they list the stacks (the API's `stack` field,
+    /// the per-agent table) and every `service.name` that selects it.
+    #[test]
+    fn the_docs_name_every_agent_stack_and_its_services() {
+        let collector = include_str!("../../../docs/collector.md");
+        let agents = include_str!("../../../docs/agents.md");
+        let field = collector
+            .split("- `stack` is the stack the series is held to")
+            .nth(1)
+            .and_then(|s| s.split("`ceiling` is").next())
+            .expect("docs/collector.md: the `stack` field");
+        for a in AGENTS {
+            let name = a.stack.name;
+            assert!(
+                field.contains(&format!("`{name}`")),
+                "docs/collector.md: `stack` field lacks {name}"
+            );
+            let row = format!("   | `{name}` | ");
+            assert!(
+                collector.contains(&row),
+                "docs/collector.md: no stack table row for {name}"
+            );
+            for service in a.stack.services {
+                assert!(
+                    agents.contains(&format!("`{service}`")),
+                    "docs/agents.md does not name the service {service} of {name}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn every_agent_layer_is_in_the_catalog() {
         for a in AGENTS {
