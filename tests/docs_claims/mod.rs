@@ -36,8 +36,10 @@ fn grouped(n: u64) -> String {
     out
 }
 
-/// The texts of `claims` that `doc` does not contain, as problems.
+/// The texts of `claims` that `doc` does not contain (line breaks read as spaces), as
+/// problems.
 fn missing(doc: &str, text: &str, claims: &[String]) -> Vec<String> {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     claims
         .iter()
         .filter(|c| !text.contains(c.as_str()))
@@ -282,4 +284,94 @@ fn the_path_check_finds_a_path_that_moved() {
             "src/cli/"
         ]
     );
+}
+
+/// The version a `package.json` or `package-lock.json` pins for `package`.
+fn npm_version(file: &str, package: &str) -> String {
+    let json: serde_json::Value = serde_json::from_str(&read(file)).unwrap();
+    let v = match json.get("packages") {
+        Some(p) => &p[format!("node_modules/{package}")]["version"],
+        None => &json["dependencies"][package],
+    };
+    v.as_str()
+        .unwrap_or_else(|| panic!("{file}: no {package}"))
+        .to_string()
+}
+
+/// The releases the docs say were tested are the ones the test command pins.
+#[test]
+fn the_tested_releases_the_docs_name_are_the_pinned_ones() {
+    let python_mcp = read("tests/requirements.txt")
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp==").map(str::to_string))
+        .expect("tests/requirements.txt pins mcp");
+    let lock = "tests/npm/package-lock.json";
+    let agents = "tests/agents/npm/package.json";
+    let mut problems = missing(
+        "docs/mcp.md",
+        &read("docs/mcp.md"),
+        &[
+            format!("the official Python SDK {python_mcp}"),
+            format!(
+                "`@modelcontextprotocol/server-everything` {} (TypeScript SDK {})",
+                npm_version(lock, "@modelcontextprotocol/server-everything"),
+                npm_version(lock, "@modelcontextprotocol/sdk")
+            ),
+            format!(
+                "the MCP Inspector {}",
+                npm_version(lock, "@modelcontextprotocol/inspector")
+            ),
+        ],
+    );
+    problems.extend(missing(
+        "docs/agents.md",
+        &read("docs/agents.md"),
+        &[
+            format!(
+                "`@anthropic-ai/claude-code` {}",
+                npm_version(agents, "@anthropic-ai/claude-code")
+            ),
+            format!("`@openai/codex` {}", npm_version(agents, "@openai/codex")),
+            format!(
+                "The payload of {} shares",
+                npm_version(agents, "@google/gemini-cli")
+            ),
+        ],
+    ));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Each fleet rule's hold (`for:` in `alerts/toolsize.rules.yml`) is the one its runbook
+/// section gives, in minutes.
+#[test]
+fn each_fleet_rule_holds_as_long_as_its_runbook_says() {
+    let rules = read("alerts/toolsize.rules.yml");
+    let runbook = read("docs/runbook.md");
+    let mut problems = Vec::new();
+    let mut alert = None;
+    let mut checked = 0;
+    for line in rules.lines().map(str::trim) {
+        if let Some(name) = line.strip_prefix("- alert: ") {
+            alert = Some(name.to_string());
+        } else if let (Some(hold), Some(name)) = (line.strip_prefix("for: "), alert.as_deref()) {
+            let minutes: u64 = hold
+                .strip_suffix('m')
+                .and_then(|m| m.parse().ok())
+                .unwrap_or_else(|| panic!("{name}: `for: {hold}` is not in minutes"));
+            let section = runbook
+                .split(&format!("## {name}\n"))
+                .nth(1)
+                .and_then(|s| s.split("\n## ").next())
+                .unwrap_or_else(|| panic!("docs/runbook.md: no section {name}"));
+            let meaning = section.split("**Check.**").next().unwrap_or(section);
+            problems.extend(missing(
+                &format!("docs/runbook.md ({name})"),
+                meaning,
+                &[format!("{minutes} minutes")],
+            ));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 5, "{checked} rules with a hold");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
