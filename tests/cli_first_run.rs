@@ -146,6 +146,8 @@ fn version_names_the_commit_and_the_features() {
         assert!(text.contains(feature), "{feature} missing: {text}");
     }
     assert_eq!(text.contains("tls"), cfg!(feature = "tls"), "{text}");
+    assert_eq!(text.contains("rmcp"), cfg!(feature = "rmcp"), "{text}");
+    assert_eq!(text.contains("rig"), cfg!(feature = "rig"), "{text}");
 }
 
 /// Starts `toolsize serve args…` and reads its ready line (`null` if it exited first).

@@ -56,6 +56,8 @@ pub const FEATURES: &[(&str, bool)] = &[
     ("cli", cfg!(feature = "cli")),
     ("collector", cfg!(feature = "collector")),
     ("tls", cfg!(feature = "tls")),
+    ("rmcp", cfg!(feature = "rmcp")),
+    ("rig", cfg!(feature = "rig")),
 ];
 
 /// What `--version` prints after the name: `0.2.0 (commit 1a2b3c4; features: cli, export)`.
@@ -338,5 +340,25 @@ mod tests {
         assert!(v.starts_with(env!("CARGO_PKG_VERSION")), "{v}");
         assert!(v.contains(&format!("commit {COMMIT}")), "{v}");
         assert!(v.contains("cli"), "{v}");
+    }
+
+    #[test]
+    fn version_knows_every_feature_of_the_manifest() {
+        let manifest = include_str!("../../Cargo.toml");
+        let section = manifest
+            .split("\n[features]\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n[").next())
+            .expect("a [features] section");
+        let declared: Vec<&str> = section
+            .lines()
+            .filter_map(|line| line.split_once(" = ").map(|(name, _)| name.trim()))
+            .filter(|name| !name.starts_with('#') && !name.is_empty() && *name != "default")
+            .collect();
+        let named: Vec<&str> = FEATURES.iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            named, declared,
+            "FEATURES lists the manifest's features in order"
+        );
     }
 }
