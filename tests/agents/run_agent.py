@@ -87,6 +87,9 @@ VARIANTS = {
         # What `toolsize connect codex` writes into config.toml: every exporter, protobuf.
         "all-signals": {"protocol": "binary", "connect": True},
         "all-signals-json": {"protocol": "json"},
+        # Every exporter, the first command's output under Codex's cut (`seq 1 2000`: 8,893
+        # bytes): what the model got is then what Codex reports (the context ledger's test).
+        "ledger": {"protocol": "binary", "connect": True, "seq_count": 2000},
     },
     "qwen": {
         # Logs and traces over OTLP/HTTP, and Qwen Code's own HTTP hook posting to the daemon.
@@ -442,6 +445,7 @@ def main():
              "--records", os.path.join(out, "model_records.jsonl"), "--read-file", read_file,
              "--final-delay", str(VARIANTS[a.agent][a.variant].get("final_delay", 0)),
              "--batch", str(VARIANTS[a.agent][a.variant].get("batch", 0)),
+             "--seq-count", str(VARIANTS[a.agent][a.variant].get("seq_count", 20000)),
              "--usage-log", os.path.join(out, "model_usage.jsonl"),
              "--cache-read", str(a.cache_read), "--cache-creation", str(a.cache_creation)],
             stdout=open(os.path.join(out, "fake_model.log"), "w"), stderr=subprocess.STDOUT)

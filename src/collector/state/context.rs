@@ -88,6 +88,10 @@ pub(crate) struct LedgerStats {
     pub(crate) tools_overflow: u64,
     /// Sessions ended by `context.session_idle`.
     pub(crate) sessions_expired: u64,
+    /// Results that arrived after a request they preceded had been applied: not carried by
+    /// it (an emitter that sends its results and its requests on separate signals, as Codex,
+    /// can deliver them out of order).
+    pub(crate) results_late: u64,
 }
 
 /// A result a session's context holds.
@@ -123,13 +127,16 @@ struct Session {
 impl Session {
     /// Adds a result in `at_ns` order; one that ended before the latest request started is
     /// carried from the next request on.
-    fn hold(&mut self, h: Held) {
+    /// Returns whether it is late: a request it preceded was applied without it.
+    fn hold(&mut self, h: Held) -> bool {
         let at = self.held.partition_point(|x| x.at_ns <= h.at_ns);
         self.held.insert(at, h);
-        if at < self.carried_len || (self.requests > 0 && h.at_ns <= self.last_start) {
+        let late = at < self.carried_len || (self.requests > 0 && h.at_ns <= self.last_start);
+        if late {
             self.carried_len += 1;
             add(&mut self.by_tool, h.tool, u64::from(h.tokens));
         }
+        late
     }
 
     /// The tokens per tool a request starting at `start` carries, into `out`: the results
@@ -311,6 +318,8 @@ pub(crate) struct SessionsView {
     pub(crate) overflow: u64,
     /// Sessions ended by `context.session_idle` since start.
     pub(crate) expired: u64,
+    /// Results that arrived after a request they preceded, since start: not carried by it.
+    pub(crate) late: u64,
     /// The heaviest first.
     pub(crate) sessions: Vec<SessionRow>,
 }
@@ -406,11 +415,12 @@ impl Ledger {
                 s.results += 1;
                 s.result_tokens += tokens;
                 if s.held.len() < self.limits.max_results {
-                    s.hold(Held {
+                    let late = s.hold(Held {
                         at_ns: e.at_ns,
                         tool: i,
                         tokens: tokens.min(u64::from(u32::MAX)) as u32,
                     });
+                    self.stats.results_late += u64::from(late);
                 } else {
                     self.stats.results_dropped += 1;
                 }
@@ -491,6 +501,7 @@ impl Ledger {
             max_sessions: self.limits.max_sessions as u64,
             overflow: self.stats.sessions_overflow,
             expired: self.stats.sessions_expired,
+            late: self.stats.results_late,
             sessions: all
                 .into_iter()
                 .map(|((service, id), s)| SessionRow {
@@ -691,6 +702,7 @@ mod tests {
                 results_dropped: 1,
                 tools_overflow: 1,
                 sessions_expired: 0,
+                results_late: 0,
             }
         );
         assert_eq!(l.tool("agent", "t1").unwrap().cost, 10);
@@ -719,6 +731,7 @@ mod tests {
             ],
             0,
         );
+        assert_eq!(l.stats.results_late, 1, "b arrived after the request at 20");
         // a: 100 × (20, 30, 15) = 300, b: 10 × (30, 15) = 20; then both cleared.
         assert_eq!(l.tool("agent", "a").unwrap().cost, 300);
         assert_eq!(l.tool("agent", "b").unwrap().cost, 20);
