@@ -28,14 +28,19 @@
 //! (`max_results_per_session` × 16 bytes + the session's id) plus `max_series` × the
 //! [`ToolContext`] of a tool (about 1.2 KiB).
 //!
-//! The ledger is held in memory only: a restart starts it empty (the per-tool counters of
-//! `/metrics` are counters, and Prometheus treats the restart as a reset).
+//! **Restarts.** A snapshot keeps the per-tool totals and the counts of what the ledger
+//! dropped ([`Ledger::to_disk`], [`Ledger::restore`]); its open sessions are not kept (at the
+//! cap, five million held results): after a restart a session carries only the results it gets
+//! from then on. With the write-ahead log on, replay feeds the context events of every logged
+//! request above the snapshot into the ledger as they first arrived, sessions included, so a
+//! `kill -9` loses nothing of what the log holds.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::collector::ingest::context::{ContextEvent, ContextKind, SessionId};
+use crate::collector::persist::format;
 use crate::collector::state::FxBuild;
 
 /// Requests whose share is kept per tool for its p50 and p95.
@@ -453,6 +458,77 @@ impl Ledger {
         }
     }
 
+    /// Its totals as the snapshot keeps them: per tool, its recent shares oldest first.
+    pub(crate) fn to_disk(&self) -> format::Context {
+        let mut tools: Vec<format::ToolContext> = self
+            .index
+            .iter()
+            .map(|((service, tool), &i)| {
+                let t = &self.tools[i as usize];
+                let (newer, older) = t.recent.split_at(t.next.min(t.recent.len()));
+                let recent = if t.recent.len() < SHARE_RECENT {
+                    t.recent.clone()
+                } else {
+                    older.iter().chain(newer).copied().collect()
+                };
+                format::ToolContext {
+                    service: service.to_string(),
+                    tool: tool.to_string(),
+                    results: t.results,
+                    result_tokens: t.result_tokens,
+                    estimated: t.estimated,
+                    cost: t.cost,
+                    requests: t.requests,
+                    share_buckets: t.share_buckets.to_vec(),
+                    share_sum: t.share_sum,
+                    recent,
+                }
+            })
+            .collect();
+        tools.sort_by(|a, b| (&a.service, &a.tool).cmp(&(&b.service, &b.tool)));
+        let st = self.stats;
+        format::Context {
+            tools,
+            sessions_overflow: st.sessions_overflow,
+            results_dropped: st.results_dropped,
+            tools_overflow: st.tools_overflow,
+            sessions_expired: st.sessions_expired,
+            results_late: st.results_late,
+        }
+    }
+
+    /// Restores the totals of a snapshot into this (empty) ledger; tools past its
+    /// `max_tools` (lowered since) are left out and their number returned. A share layout of
+    /// another length (a file checked by `persist::verify` has the current one) starts empty.
+    pub(crate) fn restore(&mut self, c: format::Context) -> usize {
+        self.stats = LedgerStats {
+            sessions_overflow: c.sessions_overflow,
+            results_dropped: c.results_dropped,
+            tools_overflow: c.tools_overflow,
+            sessions_expired: c.sessions_expired,
+            results_late: c.results_late,
+        };
+        let mut left_out = 0;
+        for t in c.tools {
+            let (service, tool): (Arc<str>, Arc<str>) = (t.service.into(), t.tool.into());
+            let Some(i) = self.tool_index(&service, &tool) else {
+                left_out += 1;
+                continue;
+            };
+            let ctx = &mut self.tools[i as usize];
+            (ctx.results, ctx.result_tokens, ctx.estimated) =
+                (t.results, t.result_tokens, t.estimated);
+            (ctx.cost, ctx.requests, ctx.share_sum) = (t.cost, t.requests, t.share_sum);
+            if let Ok(b) = <[u64; SHARE_BOUNDS.len() + 1]>::try_from(t.share_buckets.as_slice()) {
+                ctx.share_buckets = b;
+            }
+            let keep = t.recent.len().saturating_sub(SHARE_RECENT);
+            ctx.recent = t.recent[keep..].to_vec();
+            ctx.next = ctx.recent.len() % SHARE_RECENT;
+        }
+        left_out
+    }
+
     /// The index of (service, tool), added while there is room.
     fn tool_index(&mut self, service: &Arc<str>, tool: &Arc<str>) -> Option<u32> {
         if let Some(&i) = self.index.get(&ToolRef(service, tool)) {
@@ -761,6 +837,54 @@ mod tests {
             "{:?}",
             t0.elapsed()
         );
+    }
+
+    /// The totals written to a snapshot and restored give the same rows, the recent shares in
+    /// their order (the oldest is the next replaced); sessions are not kept.
+    #[test]
+    fn totals_survive_a_snapshot_and_the_share_ring_keeps_its_order() {
+        let mut l = Ledger::new(LedgerLimits::default());
+        let mut events = vec![result("s", 0, "Read", 100)];
+        // More requests than the ring holds, each input a little larger: shares fall.
+        for k in 1..=(SHARE_RECENT as u64 + 40) {
+            events.push(request("s", k, 1000 + k));
+        }
+        events.push(result("s", 0, "late", 5));
+        l.record(events, 0);
+        let disk = l.to_disk();
+        let json = serde_json::to_string(&disk).unwrap();
+        let back: format::Context = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            back, disk,
+            "every number, f32 and f64 included, read back as written"
+        );
+        let mut r = Ledger::new(LedgerLimits::default());
+        assert_eq!(r.restore(back), 0);
+        assert_eq!(r.stats, l.stats);
+        assert_eq!(r.stats.results_late, 1);
+        for tool in ["Read", "late"] {
+            let (a, b) = (
+                l.tool("agent", tool).unwrap(),
+                r.tool("agent", tool).unwrap(),
+            );
+            assert_eq!(a.row(), b.row(), "{tool}");
+            assert_eq!(
+                (a.share_buckets, a.share_sum),
+                (b.share_buckets, b.share_sum)
+            );
+        }
+        assert_eq!(r.sessions(), 0);
+        // The same next request on both: the same share replaces the same oldest one.
+        for x in [&mut l, &mut r] {
+            x.record(vec![result("t", 0, "Read", 900), request("t", 1, 1000)], 0);
+        }
+        assert_eq!(l.to_disk(), r.to_disk());
+        // Past a lowered tool cap, tools are left out and counted.
+        let mut small = Ledger::new(LedgerLimits {
+            max_tools: 1,
+            ..LedgerLimits::default()
+        });
+        assert_eq!(small.restore(l.to_disk()), 1);
     }
 
     /// Trace sessions are shown by their trace id in hex.
