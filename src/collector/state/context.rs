@@ -26,7 +26,9 @@
 //! most once a second. Tools are bounded by `aggregation.max_series` (their results counted in
 //! [`LedgerStats::tools_overflow`] beyond). Memory is therefore at most `max_sessions` ×
 //! (`max_results_per_session` × 16 bytes + the session's id) plus `max_series` × the
-//! [`ToolContext`] of a tool (about 1.2 KiB).
+//! [`ToolContext`] of a tool (about 1.2 KiB): filled to the default cap (5,000 sessions of 512
+//! results) 47,976 kB resident, 89,496 kB at 10,000 (`memory_at_the_default_cap`,
+//! `memory_at_the_earlier_cap`, ignored tests run one per process).
 //!
 //! **Restarts.** A snapshot keeps the per-tool totals and the counts of what the ledger
 //! dropped ([`Ledger::to_disk`], [`Ledger::restore`]); its open sessions are not kept (at the
@@ -74,7 +76,7 @@ pub(crate) struct LedgerLimits {
 impl Default for LedgerLimits {
     fn default() -> Self {
         Self {
-            max_sessions: 10_000,
+            max_sessions: 5_000,
             max_results: 512,
             idle_ms: 1_800_000,
             max_tools: 2000,
@@ -885,6 +887,60 @@ mod tests {
             ..LedgerLimits::default()
         });
         assert_eq!(small.restore(l.to_disk()), 1);
+    }
+
+    /// Resident memory of this process, kB (`/proc/self/status` `VmRSS`).
+    fn rss_kb() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// Fills a ledger of `limits` as its worst case: every session followed (distinct trace
+    /// ids, as a client sends them), each holding its most results; prints the resident memory
+    /// it added.
+    fn fill_and_measure(limits: LedgerLimits) {
+        let before = rss_kb();
+        let mut l = Ledger::new(limits);
+        for n in 0..limits.max_sessions as u32 {
+            let mut id = [0x5A; 16];
+            id[12..].copy_from_slice(&n.to_be_bytes());
+            let events = (0..limits.max_results as u64)
+                .map(|k| {
+                    let mut e = result("x", k, ["Read", "Bash", "Grep"][k as usize % 3], 500);
+                    e.session = SessionId::Trace(id);
+                    e
+                })
+                .collect();
+            l.record(events, 0);
+        }
+        assert_eq!(l.sessions(), limits.max_sessions);
+        assert_eq!(l.stats.sessions_overflow, 0);
+        let added = rss_kb() - before;
+        println!(
+            "ledger at its cap ({} sessions x {} results): {added} kB resident",
+            limits.max_sessions, limits.max_results
+        );
+        std::hint::black_box(&l);
+    }
+
+    /// The memory at the default cap. A measurement, run alone (one process per figure):
+    /// `cargo test --all-features --lib memory_at_the_default_cap -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement: prints the resident memory the ledger takes at its default cap"]
+    fn memory_at_the_default_cap() {
+        fill_and_measure(LedgerLimits::default());
+    }
+
+    /// The same at 0.2.0's default cap (10,000 sessions), for comparison:
+    /// `cargo test --all-features --lib memory_at_the_earlier_cap -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement: prints the resident memory the ledger took at 0.2.0's cap"]
+    fn memory_at_the_earlier_cap() {
+        fill_and_measure(LedgerLimits {
+            max_sessions: 10_000,
+            ..LedgerLimits::default()
+        });
     }
 
     /// Trace sessions are shown by their trace id in hex.
