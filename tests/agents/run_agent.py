@@ -21,8 +21,9 @@ until the daemon has heard everything and the join window has passed, and writes
   tool-<name>.json      GET /api/v1/tools/<name>, for every series
   metrics.txt           GET /metrics
   sessions.json         GET /api/v1/sessions (the context ledger)
-  model_usage.jsonl     the token usage the fake model reported per request (Anthropic API;
-                        --cache-read / --cache-creation set its cache counts)
+  model_usage.jsonl     the token usage the fake model reported per request (Messages,
+                        Responses and Gemini APIs; --cache-read / --cache-creation set its
+                        cache counts)
   hook_payloads.jsonl   what Claude Code's PostToolUse hook saw (variants with `hook`)
   connect.txt           what `toolsize connect` printed (variants set up by it)
   doctor.json           `toolsize doctor --json` after the run, with its exit code
