@@ -23,25 +23,79 @@ async fn send(b: &Binary, from: u64, n: u64, tool: &str) {
         .is_success());
 }
 
-/// `v` without what a restart resets by design, at any depth: the in-memory context ledger's
-/// `context` and the process's `uptime_secs`.
-fn without_context(mut v: serde_json::Value) -> serde_json::Value {
+/// `v` without what a restart resets by design, at any depth: the process's `uptime_secs`
+/// (and a session's `idle_secs`, counted from the daemon's own clock).
+fn without_uptime(mut v: serde_json::Value) -> serde_json::Value {
     match &mut v {
         serde_json::Value::Object(m) => {
-            m.remove("context");
             m.remove("uptime_secs");
+            m.remove("idle_secs");
             for x in m.values_mut() {
-                *x = without_context(x.take());
+                *x = without_uptime(x.take());
             }
         }
         serde_json::Value::Array(a) => {
             for x in a.iter_mut() {
-                *x = without_context(x.take());
+                *x = without_uptime(x.take());
             }
         }
         _ => {}
     }
     v
+}
+
+/// A conversation in trace `t`: `turns` results of `tool` (result *k*: 400 + 40 *k* bytes,
+/// 100 + 10 *k* tokens estimated), each followed by a model request (2,000 + 100 *k* input
+/// tokens), one second apart: what the context ledger reads from GenAI spans.
+fn conversation(
+    t: u64,
+    tool: &str,
+    turns: u64,
+) -> Vec<opentelemetry_proto::tonic::trace::v1::Span> {
+    let base = 1_700_000_000_000_000_000u64;
+    let mut trace_id = vec![0xC0; 16];
+    trace_id[8..].copy_from_slice(&t.to_be_bytes());
+    let mut out = Vec::new();
+    for k in 0..turns {
+        let n = 1_000_000 * t + 2 * k;
+        let result = own_span(n, tool, 400 + 40 * k as i64);
+        let model = span(
+            n + 1,
+            "chat model",
+            vec![
+                s("gen_ai.operation.name", "chat"),
+                i("gen_ai.usage.input_tokens", 2000 + 100 * k as i64),
+            ],
+        );
+        for (mut x, at) in [(result, 2 * k), (model, 2 * k + 1)] {
+            x.trace_id = trace_id.clone();
+            x.start_time_unix_nano = base + at * 1_000_000_000;
+            x.end_time_unix_nano = x.start_time_unix_nano + 1_000_000;
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// The cumulative context cost of [`conversation`]: request *k* carries results 0 to *k*.
+fn conversation_cost(turns: u64) -> u64 {
+    (0..turns)
+        .map(|k| (0..=k).map(|j| 100 + 10 * j).sum::<u64>())
+        .sum()
+}
+
+async fn post_spans(b: &Binary, spans: Vec<opentelemetry_proto::tonic::trace::v1::Span>) {
+    assert!(post_proto(b.http, &request("agent", spans))
+        .await
+        .status()
+        .is_success());
+}
+
+/// The `context` of `tool`'s row of `/api/v1/tools`.
+fn context_of<'a>(v: &'a serde_json::Value, tool: &str) -> &'a serde_json::Value {
+    let rows = v["tools"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["tool"] == tool);
+    &row.unwrap_or_else(|| panic!("{tool} in {v}"))["context"]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,7 +104,12 @@ async fn sigterm_restart_keeps_the_table() {
     let b = Binary::start(&["--snapshot-interval", "1h"], Some(&dir));
     send(&b, 0, 300, "grep").await;
     send(&b, 300, 40, "read").await;
+    post_spans(&b, conversation(1, "search", 6)).await;
     let before_all = tools(b.admin, "").await;
+    assert_eq!(
+        context_of(&before_all, "search")["context_tokens"],
+        conversation_cost(6)
+    );
     let before_5m = tools(b.admin, "?window=5m").await;
     let before_detail = reqwest::get(format!("http://{}/api/v1/tools/grep", b.admin))
         .await
@@ -61,13 +120,12 @@ async fn sigterm_restart_keeps_the_table() {
     b.stop();
 
     let b = Binary::start(&["--snapshot-interval", "1h"], Some(&dir));
-    // The context ledger is kept in memory only (docs/collector.md): a restart starts it empty,
-    // so its `context` fields are left out of what must survive, as is the process's uptime.
-    let before_all = without_context(before_all);
-    assert_eq!(without_context(tools(b.admin, "").await), before_all);
+    // Everything survives, the context ledger's totals too; the process's uptime restarts.
+    let before_all = without_uptime(before_all);
+    assert_eq!(without_uptime(tools(b.admin, "").await), before_all);
     assert_eq!(
-        without_context(tools(b.admin, "?window=5m").await),
-        without_context(before_5m)
+        without_uptime(tools(b.admin, "?window=5m").await),
+        without_uptime(before_5m)
     );
     let after_detail = reqwest::get(format!("http://{}/api/v1/tools/grep", b.admin))
         .await
@@ -75,7 +133,7 @@ async fn sigterm_restart_keeps_the_table() {
         .text()
         .await
         .unwrap();
-    let json = |t: &str| without_context(serde_json::from_str(t).unwrap());
+    let json = |t: &str| without_uptime(serde_json::from_str(t).unwrap());
     assert_eq!(json(&after_detail), json(&before_detail));
     assert_eq!(before_all["tools"][0]["count"], 300);
     b.stop();
@@ -110,6 +168,49 @@ async fn kill_9_loses_at_most_one_interval() {
     let b = Binary::start(&["--snapshot-interval", "1s"], Some(&dir));
     let v = tools(b.admin, "").await;
     assert_eq!(v["tools"][0]["count"], 100);
+    b.stop();
+}
+
+/// With the write-ahead log on, `kill -9` loses nothing of the context ledger: the snapshot
+/// written at a SIGTERM holds the totals of a first conversation, the log what came after it
+/// (two more conversations), and replay rebuilds their sessions as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_with_the_log_on_keeps_the_context_ledger() {
+    let dir = data_dir("kill9-ledger");
+    let args = ["--durability", "wal", "--snapshot-interval", "1h"];
+    let b = Binary::start(&args, Some(&dir));
+    post_spans(&b, conversation(1, "search", 6)).await;
+    b.stop();
+
+    let mut b = Binary::start(&args, Some(&dir));
+    post_spans(&b, conversation(2, "search", 4)).await;
+    post_spans(&b, conversation(3, "fetch", 3)).await;
+    let before = without_uptime(tools(b.admin, "").await);
+    let sessions = without_uptime(get_json(b.admin, "/api/v1/sessions").await);
+    assert_eq!(
+        context_of(&before, "search")["context_tokens"],
+        conversation_cost(6) + conversation_cost(4),
+        "the first conversation's totals restored, the second's added: {before}"
+    );
+    assert_eq!(
+        context_of(&before, "fetch")["context_tokens"],
+        conversation_cost(3)
+    );
+    assert_eq!(
+        sessions["followed"], 2,
+        "sessions are not in the snapshot: {sessions}"
+    );
+    b.signal("-KILL");
+    let _ = b.child.wait();
+    drop(b);
+
+    let b = Binary::start(&args, Some(&dir));
+    assert_eq!(without_uptime(tools(b.admin, "").await), before);
+    assert_eq!(
+        without_uptime(get_json(b.admin, "/api/v1/sessions").await),
+        sessions,
+        "replay rebuilt the sessions the log holds"
+    );
     b.stop();
 }
 
@@ -214,7 +315,7 @@ fn holds(got: &serde_json::Value, want: &serde_json::Value, at: &str) {
 /// `tests/data/snapshots/v1.json` was written by the last build of format 1 (`toolsize serve
 /// --ceiling-bytes 30000`, 12 spans of three tools, one over-ceiling alert firing), and
 /// `v1-tools.json` / `v1-tool_search.json` are what that build served from it. This build
-/// restores it with every number, serves the same views, keeps the alert, and writes format 3.
+/// restores it with every number, serves the same views, keeps the alert, and writes format 4.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_of_the_previous_format_is_restored_whole() {
     let dir = data_dir("format-v1");
@@ -251,7 +352,7 @@ async fn a_snapshot_of_the_previous_format_is_restored_whole() {
     assert_eq!(names, ["toolsize-state.json"], "nothing moved aside");
     let written: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("toolsize-state.json")).unwrap()).unwrap();
-    assert_eq!(written["version"], 3);
+    assert_eq!(written["version"], 4);
     let written = &written["snapshot"];
     // Every largest result of every series, as the fixture had them.
     let largest = |v: &serde_json::Value, series: &serde_json::Value| -> Vec<(u64, String)> {
@@ -325,7 +426,7 @@ fn a_snapshot_of_a_newer_format_is_moved_aside_saying_why() {
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(
         log.contains("Snapshot cannot be read; moved aside")
-            && log.contains("snapshot format version 9 is newer than this build reads (1 to 3)"),
+            && log.contains("snapshot format version 9 is newer than this build reads (1 to 4)"),
         "{log}"
     );
     let names: Vec<String> = std::fs::read_dir(&dir)

@@ -109,7 +109,7 @@ async fn empty_and_refused(admin: std::net::SocketAddr) {
 async fn a_flipped_digit_in_a_bucket_count_is_refused_with_the_reason() {
     let dir = support::Scratch::new("integrity-flip");
     let good = written_snapshot(&dir).await;
-    assert!(good.starts_with(b"{\"version\":3,\"crc32\":\""));
+    assert!(good.starts_with(b"{\"version\":4,\"crc32\":\""));
 
     // The checksum no longer matches.
     std::fs::write(dir.join(SNAPSHOT), flip_a_bucket_count(&good)).unwrap();
@@ -139,13 +139,13 @@ async fn a_flipped_digit_in_a_bucket_count_is_refused_with_the_reason() {
     let crc = crc32fast::hash(body.as_bytes());
     std::fs::write(
         dir.join(SNAPSHOT),
-        format!("{{\"version\":3,\"crc32\":\"{crc:08x}\",\"snapshot\":{body}}}"),
+        format!("{{\"version\":4,\"crc32\":\"{crc:08x}\",\"snapshot\":{body}}}"),
     )
     .unwrap();
     let (log, code) = run_logged(&dir, empty_and_refused).await;
     assert_eq!(code, Some(0), "{log}");
     assert!(
-        log.contains("snapshot of format version 3 is damaged: series (service \"agent\""),
+        log.contains("snapshot of format version 4 is damaged: series (service \"agent\""),
         "{log}"
     );
     assert!(

@@ -232,6 +232,10 @@ fn replay_wal(
         match found {
             Ok(r) => {
                 records += r.records.len() as u64;
+                // The context ledger's events, as the aggregator takes them: sessions too.
+                if !r.context.is_empty() {
+                    state.context.record(r.context, now_ms);
+                }
                 state.record_owned_batch_ms(r.records, now_ms);
             }
             // Decoded once before it was logged: only a change of recognition could do this.

@@ -12,7 +12,8 @@ session.
 Any path prefix before /v1/... or /v1beta/... is accepted.
 
 The script (one tool call per model turn, in this order):
-  step 0  label "seq"      shell  `seq 1 20000`            (108,894 bytes of stdout)
+  step 0  label "seq"      shell  `seq 1 20000`            (108,894 bytes of stdout;
+                                                            --seq-count N: `seq 1 N`)
   step 1  label "echo"     shell  `echo small`
   step 2  label "cat_fail" shell  `cat /nonexistent`       (fails)
   step 3  label "read"     read   --read-file PATH          (read tool if the agent has one,
@@ -37,11 +38,13 @@ in --records:
    "wire_json_utf8_bytes" (json.dumps(raw, ensure_ascii=False) size), "request_seq", "ts"}
 Every HTTP request is also logged (with its full JSON body) to --request-log if given.
 
-Token usage: each Anthropic Messages and Gemini answer reports `input_tokens` = request bytes / 4
-(uncached) and the cache counts the run asks for (`--cache-read N`: N tokens read from the cache
-on every main request after the first; `--cache-creation N`: N written on every main request,
-Anthropic only: the Gemini API reports no cache writes). With --usage-log, one JSON line per
-request of those APIs says what was reported:
+Token usage: each Anthropic Messages, OpenAI Responses and Gemini answer reports request bytes / 4
+uncached input tokens and the cache counts the run asks for (`--cache-read N`: N tokens read from
+the cache on every main request after the first; `--cache-creation N`: N written on every main
+request, Anthropic only: the Responses and Gemini APIs report no cache writes). As each API does,
+the Responses API's `input_tokens` and Gemini's `promptTokenCount` include the cached tokens
+(`input_tokens_details.cached_tokens`, `cachedContentTokenCount`). With --usage-log, one JSON line
+per request of those APIs says what was reported (`input_tokens` uncached):
   {"request_seq", "side", "input_tokens", "cache_read_input_tokens",
    "cache_creation_input_tokens"}
 
@@ -70,9 +73,9 @@ def utf16_len(s):
     return len(s.encode("utf-16-le")) // 2
 
 
-def script_steps(read_file):
+def script_steps(read_file, seq_count=20000):
     return [
-        {"label": "seq", "kind": "shell", "command": "seq 1 20000"},
+        {"label": "seq", "kind": "shell", "command": "seq 1 %d" % seq_count},
         {"label": "echo", "kind": "shell", "command": "echo small"},
         {"label": "cat_fail", "kind": "shell", "command": "cat /nonexistent"},
         {"label": "read", "kind": "read", "path": read_file, "command": "cat " + read_file},
@@ -83,7 +86,7 @@ def script_steps(read_file):
 class State:
     def __init__(self, a):
         self.a = a
-        self.steps = script_steps(a.read_file)
+        self.steps = script_steps(a.read_file, a.seq_count)
         if a.batch:
             self.steps = [{"label": "batch%d" % i, "kind": "shell", "command": "seq 1 5000"}
                           for i in range(a.batch)]
@@ -96,14 +99,15 @@ class State:
         self.usage_f = open(a.usage_log, "a", encoding="utf-8") if a.usage_log else None
         self.main_requests = 0
 
-    def usage(self, req_seq, side, body_len):
-        """The usage reported for one Messages or Gemini request, logged with --usage-log."""
+    def usage(self, req_seq, side, body_len, cache_writes=True):
+        """The usage reported for one Messages, Responses or Gemini request, logged with
+        --usage-log (`cache_writes`: the API reports them)."""
         with self.lock:
             first = not side and self.main_requests == 0
             self.main_requests += 0 if side else 1
             u = {"input_tokens": usage_guess(body_len),
                  "cache_read_input_tokens": 0 if side or first else self.a.cache_read,
-                 "cache_creation_input_tokens": 0 if side else self.a.cache_creation}
+                 "cache_creation_input_tokens": 0 if side or not cache_writes else self.a.cache_creation}
             if self.usage_f:
                 self.usage_f.write(json.dumps(dict(u, request_seq=req_seq, side=side)) + "\n")
                 self.usage_f.flush()
@@ -339,7 +343,7 @@ def openai_handle(st, req_seq, body):
     return {"kind": "tool", "id": cid, "name": shell, "arguments": json.dumps(args), "step": step_count}
 
 
-def openai_response(body, plan, body_len):
+def openai_response(body, plan, usage):
     rid = "resp_" + uuid.uuid4().hex[:24]
     model = body.get("model") or "gpt-5"
     now = int(time.time())
@@ -350,8 +354,10 @@ def openai_response(body, plan, body_len):
         item = {"type": "message", "id": "msg_" + uuid.uuid4().hex[:24], "role": "assistant",
                 "status": "completed",
                 "content": [{"type": "output_text", "text": plan["text"], "annotations": []}]}
-    in_tok = usage_guess(body_len)
-    usage = {"input_tokens": in_tok, "input_tokens_details": {"cached_tokens": 0},
+    # The Responses API's `input_tokens` holds the cached ones, given apart in its details.
+    cached = usage["cache_read_input_tokens"]
+    in_tok = usage["input_tokens"] + cached
+    usage = {"input_tokens": in_tok, "input_tokens_details": {"cached_tokens": cached},
              "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 0},
              "total_tokens": in_tok + 20}
     base = {"id": rid, "object": "response", "created_at": now, "model": model, "output": []}
@@ -644,7 +650,8 @@ class Handler(BaseHTTPRequestHandler):
                 plan = openai_handle(st, seq, body)
                 entry["plan"] = plan
                 st.log(entry)
-                ctype, data = openai_response(body, plan, len(raw))
+                usage = st.usage(seq, bool(plan.get("side")), len(raw), cache_writes=False)
+                ctype, data = openai_response(body, plan, usage)
                 return self._send(200, ctype, data)
             m = re.search(r"/models/([^/:]+):(streamGenerateContent|generateContent|countTokens)$", path)
             if m:
@@ -685,6 +692,8 @@ def main(argv=None):
                     help="put an id on Gemini functionCall parts (the real API usually does not)")
     ap.add_argument("--final-delay", type=float, default=0.0,
                     help="seconds to wait before the final answer (OpenAI Chat Completions)")
+    ap.add_argument("--seq-count", type=int, default=20000,
+                    help="the first scripted command is `seq 1 N`")
     ap.add_argument("--batch", type=int, default=0,
                     help="Anthropic: N calls of `seq 1 5000` in one message instead of the script")
     ap.add_argument("--usage-log", help="JSON lines: the token usage reported per Messages request")

@@ -21,8 +21,9 @@ until the daemon has heard everything and the join window has passed, and writes
   tool-<name>.json      GET /api/v1/tools/<name>, for every series
   metrics.txt           GET /metrics
   sessions.json         GET /api/v1/sessions (the context ledger)
-  model_usage.jsonl     the token usage the fake model reported per request (Anthropic API;
-                        --cache-read / --cache-creation set its cache counts)
+  model_usage.jsonl     the token usage the fake model reported per request (Messages,
+                        Responses and Gemini APIs; --cache-read / --cache-creation set its
+                        cache counts)
   hook_payloads.jsonl   what Claude Code's PostToolUse hook saw (variants with `hook`)
   connect.txt           what `toolsize connect` printed (variants set up by it)
   doctor.json           `toolsize doctor --json` after the run, with its exit code
@@ -87,6 +88,9 @@ VARIANTS = {
         # What `toolsize connect codex` writes into config.toml: every exporter, protobuf.
         "all-signals": {"protocol": "binary", "connect": True},
         "all-signals-json": {"protocol": "json"},
+        # Every exporter, the first command's output under Codex's cut (`seq 1 2000`: 8,893
+        # bytes): what the model got is then what Codex reports (the context ledger's test).
+        "ledger": {"protocol": "binary", "connect": True, "seq_count": 2000},
     },
     "qwen": {
         # Logs and traces over OTLP/HTTP, and Qwen Code's own HTTP hook posting to the daemon.
@@ -442,6 +446,7 @@ def main():
              "--records", os.path.join(out, "model_records.jsonl"), "--read-file", read_file,
              "--final-delay", str(VARIANTS[a.agent][a.variant].get("final_delay", 0)),
              "--batch", str(VARIANTS[a.agent][a.variant].get("batch", 0)),
+             "--seq-count", str(VARIANTS[a.agent][a.variant].get("seq_count", 20000)),
              "--usage-log", os.path.join(out, "model_usage.jsonl"),
              "--cache-read", str(a.cache_read), "--cache-creation", str(a.cache_creation)],
             stdout=open(os.path.join(out, "fake_model.log"), "w"), stderr=subprocess.STDOUT)

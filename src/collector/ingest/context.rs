@@ -10,13 +10,19 @@
 //!   the library's `tool.result.tokens_estimate` is (`ceil(size / 4)`, the size in UTF-16 units
 //!   for Claude Code and Gemini CLI, UTF-8 bytes for spans) and marked estimated. Sources: Claude
 //!   Code's `tool_result` log record and Gemini CLI's `gemini_cli.tool_call` (their primary
-//!   signal, with `session.id`), and every tool span the generic rules recognise (by trace).
+//!   signal, with `session.id`), Codex's `codex.tool_result` span events (with
+//!   `conversation.id`; its output up to Codex's cut, four bytes a token as Codex counts), and
+//!   every tool span the generic rules recognise (by trace).
 //! - **A model request** ([`ContextKind::Request`]): its input tokens, with the cache reads and
 //!   cache writes apart where the emitter reports them. Claude Code's `api_request` record
 //!   (`input_tokens` uncached, `cache_read_tokens`, `cache_creation_tokens`; 2.1.332; only the
 //!   main conversation's, see [`MAIN_QUERY_SOURCES`]); Gemini CLI's `gemini_cli.api_response`
 //!   (`input_token_count`, which includes `cached_content_token_count`; `role` `main` only,
-//!   0.61.0); a GenAI model
+//!   0.61.0); Codex's `codex.sse_event` of `event.kind` `response.completed` with
+//!   `input_token_count` (which includes `cached_token_count` and `cache_write_token_count`,
+//!   as the Responses API's `input_tokens` does; 0.171.0), at the record's time, the
+//!   response's end: Codex runs a tool while the response streams, so a tool that ends before
+//!   the response that asked for it does is counted in that request too; a GenAI model
 //!   span's `gen_ai.usage.input_tokens` (which includes `gen_ai.usage.cache_read.input_tokens`
 //!   and `gen_ai.usage.cache_creation.input_tokens`, pydantic-ai 2.68 and the Vercel AI SDK 6).
 //!   A request starts at the span's start, or at the record's time less its `duration_ms`; a
@@ -49,6 +55,13 @@ pub(crate) const MAIN_QUERY_SOURCES: &[&str] = &["repl_main_thread*", "sdk"];
 /// (0.61.0: `main`; the router, the next-speaker check, the compressor and the other
 /// `utility_*` roles carry no tool result of it). A record without `role` is taken as main.
 pub(crate) const GEMINI_MAIN_ROLE: &str = "main";
+
+/// Codex's session id, on its log records and its `codex.tool_result` span events (0.171.0).
+pub(crate) const CODEX_SESSION_KEY: &str = "conversation.id";
+
+/// The `event.kind` of the `codex.sse_event` record that carries a model request's token counts
+/// (0.171.0: one per response, beside a first `response.completed` record without them).
+pub(crate) const CODEX_USAGE_KIND: &str = "response.completed";
 
 /// `gen_ai.operation.name` values of a model request span.
 const MODEL_OPERATIONS: &[&str] = &["chat", "text_completion", "generate_content"];
@@ -116,7 +129,11 @@ pub(crate) fn tokens_of(size: u64) -> u64 {
 }
 
 fn session_of(a: Attrs<'_, '_>, trace_id: &[u8]) -> Option<SessionId> {
-    if let Some(id) = a.str("session.id").filter(|s| !s.is_empty()) {
+    let named = a
+        .str("session.id")
+        .or_else(|| a.str(CODEX_SESSION_KEY))
+        .filter(|s| !s.is_empty());
+    if let Some(id) = named {
         let mut end = id.len().min(MAX_SESSION_ID_BYTES);
         while !id.is_char_boundary(end) {
             end -= 1;
@@ -193,6 +210,19 @@ pub(crate) fn from_log(
                     })
             })
             .flatten(),
+        ("codex", "codex.sse_event") if a.str("event.kind") == Some(CODEX_USAGE_KIND) => {
+            a.int("input_token_count").map(|input| {
+                let read = a.int("cached_token_count").unwrap_or(0).min(input);
+                ContextKind::Request {
+                    input,
+                    cache_read: read,
+                    cache_creation: a
+                        .int("cache_write_token_count")
+                        .unwrap_or(0)
+                        .min(input - read),
+                }
+            })
+        }
         ("claude-code", "compaction") => {
             (a.bool("success") == Some(true)).then_some(ContextKind::Clear)
         }
@@ -216,6 +246,47 @@ pub(crate) fn from_log(
         at_ns,
         kind,
     });
+}
+
+/// Reads the results of a Codex tool span (`pushed`: the records read from its
+/// `codex.tool_result` events): each enters the session its event names (`conversation.id`)
+/// at the event's time (the tool's end, before its result goes back; the span itself may end
+/// after the next request), else the span's end, with the tokens of what the model got: the output up to Codex's cut
+/// ([`agents::codex::CUT_BYTES`]), estimated at four bytes a token as Codex counts them.
+pub(crate) fn from_codex_span(
+    service: &Arc<str>,
+    span: &SpanView<'_>,
+    pushed: &[ToolRecord],
+    out: &mut Vec<ContextEvent>,
+) {
+    let mut ev = super::wire::EventView::default();
+    let found = span.events.iter().find_map(|raw| {
+        ev.read(raw).ok()?;
+        let at = if ev.time != 0 { ev.time } else { span.end };
+        Some((session_of(Attrs(&ev.attrs), span.trace_id)?, at))
+    });
+    let Some((session, at_ns)) = found else {
+        return;
+    };
+    for rec in pushed {
+        let Some(ContextKind::Result {
+            tool, estimated, ..
+        }) = result_of(rec)
+        else {
+            continue;
+        };
+        let bytes = rec.size.bytes().unwrap_or(0);
+        out.push(ContextEvent {
+            service: service.clone(),
+            session: session.clone(),
+            at_ns,
+            kind: ContextKind::Result {
+                tool,
+                tokens: tokens_of(bytes.min(agents::codex::CUT_BYTES)),
+                estimated,
+            },
+        });
+    }
 }
 
 /// Reads the context event of a span the generic rules read: `tool`, the record they made of
@@ -391,6 +462,42 @@ mod tests {
             panic!("named");
         };
         assert_eq!(id.len(), 128);
+    }
+
+    /// Codex 0.171.0's usage record: the `response.completed` record with the counts (its
+    /// twin without them and the other SSE events give nothing); the session is the
+    /// conversation.
+    #[test]
+    fn codex_usage_records_are_requests_of_their_conversation() {
+        let mut attrs = [
+            ("event.name", AttrValue::Str(b"codex.sse_event")),
+            ("event.kind", AttrValue::Str(b"response.completed")),
+            ("input_token_count", AttrValue::Str(b"26527")),
+            ("cached_token_count", AttrValue::Str(b"5000")),
+            ("cache_write_token_count", AttrValue::Str(b"0")),
+            ("conversation.id", AttrValue::Str(b"01a2-c")),
+        ];
+        let got = read("codex", &log(&attrs));
+        assert_eq!(
+            got,
+            [ContextEvent {
+                service: "svc".into(),
+                session: SessionId::Named("01a2-c".into()),
+                at_ns: 10_000_000_000,
+                kind: ContextKind::Request {
+                    input: 26527,
+                    cache_read: 5000,
+                    cache_creation: 0
+                },
+            }]
+        );
+        attrs[2].0 = "output_token_count";
+        assert!(read("codex", &log(&attrs)).is_empty(), "no input count");
+        attrs[2].0 = "input_token_count";
+        attrs[1].1 = AttrValue::Str(b"response.created");
+        assert!(read("codex", &log(&attrs)).is_empty());
+        attrs[1].1 = AttrValue::Str(b"response.completed");
+        assert!(read("claude-code", &log(&attrs)).is_empty(), "Codex's only");
     }
 
     #[test]

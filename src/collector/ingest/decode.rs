@@ -572,7 +572,12 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
                 span_id: span.span_id,
                 span_us: Some(span.end.saturating_sub(span.start) / 1000),
             };
+            let before = out.records.len();
             out.push_signals(r, arc, cut, &signals, at, span.trace_state);
+            if ledger && agent.stack.name == agents::codex::AGENT.stack.name {
+                let pushed = &out.records[before..];
+                context::from_codex_span(arc, span, pushed, &mut out.context);
+            }
             return;
         }
         match r.recognize_counting(

@@ -27,8 +27,9 @@
 //!
 //! What is logged is the request as decoded: protobuf, decompressed, OTLP/JSON already converted.
 //! Replay then takes the one protobuf decode path and needs neither gzip nor JSON; the cost is
-//! disk bytes (a gzipped request is logged inflated). Metrics requests and requests without tool
-//! records change no state and are not logged.
+//! disk bytes (a gzipped request is logged inflated). Metrics requests and requests with neither
+//! tool records nor context events (`ingest::context`) change no state and are not logged;
+//! replay feeds both into the state, the context ledger's sessions included.
 //!
 //! **On disk.** Segments `<data_dir>/wal/<first sequence, 20 digits>.wal`, each a run of frames:
 //! payload length (u32 LE), CRC-32 of sequence and payload (u32 LE), sequence (u64 LE), payload

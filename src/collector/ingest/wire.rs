@@ -341,6 +341,8 @@ impl<'a> SpanView<'a> {
 pub(crate) struct EventView<'a> {
     /// Event name.
     pub(crate) name: &'a str,
+    /// Time, Unix nanoseconds (0 when unset).
+    pub(crate) time: u64,
     /// Attributes with a value; keys as raw bytes.
     pub(crate) attrs: Vec<(&'a [u8], AttrValue<'a>)>,
 }
@@ -349,10 +351,16 @@ impl<'a> EventView<'a> {
     /// Reads an encoded `Span.Event` into this view (its buffers reused).
     pub(crate) fn read(&mut self, b: &'a [u8]) -> R<()> {
         self.name = "";
+        self.time = 0;
         self.attrs.clear();
         let mut r = Reader::new(b);
         while let Some((n, f)) = r.next()? {
             match n {
+                1 => {
+                    if let Field::Fixed64(v) = f {
+                        self.time = v;
+                    }
+                }
                 2 => self.name = utf8(len(f)?)?,
                 3 => {
                     if let (k, Some(v)) = key_value(len(f)?)? {

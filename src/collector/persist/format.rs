@@ -18,6 +18,8 @@
 //!   ([`encode`]): `{"version":3,"crc32":"<8 hex>","snapshot":{…}}`, still one JSON document.
 //!   A file whose body does not match its checksum is refused at restore
 //!   ([`super::migrate::read`]).
+//! - 4: version 3 with the context ledger's per-tool totals and counts ([`Context`]), written
+//!   when it holds any; a version 3 body is a version 4 body without them.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -25,7 +27,7 @@ use std::io::Write;
 use serde::{Deserialize, Serialize};
 
 /// The format version this build writes; it reads this one and every earlier one.
-pub(crate) const VERSION: u32 = 3;
+pub(crate) const VERSION: u32 = 4;
 
 /// The file's bytes: `snapshot` serialised, inside the envelope that carries its CRC-32.
 pub(crate) fn encode(snapshot: &Snapshot) -> Result<Vec<u8>, serde_json::Error> {
@@ -64,6 +66,63 @@ pub(crate) struct Snapshot {
     /// before the log existed (read as absent: the log is replayed whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) wal_seq: Option<u64>,
+    /// The context ledger's totals (version 4; absent when it holds nothing, and in earlier
+    /// versions: read as empty).
+    #[serde(default, skip_serializing_if = "Context::is_empty")]
+    pub(crate) context: Context,
+}
+
+/// The context ledger's totals: what each (service, tool)'s results cost the context and what
+/// the ledger dropped, since the state started. Its open sessions are not kept (up to
+/// `context.max_sessions` × `context.max_results_per_session` results): after a restart a
+/// session carries the results it gets from then on; with the write-ahead log, replay rebuilds
+/// the sessions of what it replays.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Context {
+    /// Per (service, tool).
+    pub(crate) tools: Vec<ToolContext>,
+    /// Events of sessions past `context.max_sessions`.
+    pub(crate) sessions_overflow: u64,
+    /// Results past a session's `context.max_results_per_session`.
+    pub(crate) results_dropped: u64,
+    /// Results of tools past `aggregation.max_series`.
+    pub(crate) tools_overflow: u64,
+    /// Sessions ended by `context.session_idle`.
+    pub(crate) sessions_expired: u64,
+    /// Results that arrived after a request they preceded.
+    pub(crate) results_late: u64,
+}
+
+impl Context {
+    /// Nothing followed, nothing dropped.
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What one (service, tool)'s results cost the context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ToolContext {
+    /// `service.name`.
+    pub(crate) service: String,
+    /// Tool name.
+    pub(crate) tool: String,
+    /// Results that entered a context.
+    pub(crate) results: u64,
+    /// Their tokens.
+    pub(crate) result_tokens: u64,
+    /// Of `results`, those whose tokens were estimated.
+    pub(crate) estimated: u64,
+    /// Cumulative context cost.
+    pub(crate) cost: u64,
+    /// Requests that carried at least one of its results.
+    pub(crate) requests: u64,
+    /// Non-cumulative counts of the share per `state::context::SHARE_BOUNDS`, +Inf last.
+    pub(crate) share_buckets: Vec<u64>,
+    /// Sum of the shares.
+    pub(crate) share_sum: f64,
+    /// The shares of the last requests that carried it (at most `SHARE_RECENT`), oldest first.
+    pub(crate) recent: Vec<f32>,
 }
 
 /// One (service, tool) series.

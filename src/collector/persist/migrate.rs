@@ -78,7 +78,7 @@ struct Version {
     version: u32,
 }
 
-/// Version 3's envelope: the body's CRC-32 and the body, as written.
+/// The envelope of versions 3 and 4: the body's CRC-32 and the body, as written.
 #[derive(Deserialize)]
 struct Envelope<'a> {
     crc32: String,
@@ -101,7 +101,8 @@ pub(crate) fn read(bytes: &[u8]) -> Result<format::Snapshot, ReadError> {
             version: format::VERSION,
             ..serde_json::from_slice(bytes).map_err(damaged)?
         },
-        format::VERSION => {
+        // Version 3 is version 4 without the context ledger's totals (read as empty).
+        3 | format::VERSION => {
             let e: Envelope<'_> = serde_json::from_slice(bytes).map_err(damaged)?;
             let written = u32::from_str_radix(&e.crc32, 16).map_err(|_| {
                 damaged(serde::de::Error::custom(format_args!(
@@ -113,7 +114,10 @@ pub(crate) fn read(bytes: &[u8]) -> Result<format::Snapshot, ReadError> {
             if found != written {
                 return Err(ReadError::Checksum { written, found });
             }
-            serde_json::from_str(e.snapshot.get()).map_err(damaged)?
+            format::Snapshot {
+                version: format::VERSION,
+                ..serde_json::from_str(e.snapshot.get()).map_err(damaged)?
+            }
         }
         found => return Err(ReadError::Newer { found }),
     };
@@ -282,6 +286,7 @@ mod v1 {
     pub(super) fn migrate(s: Snapshot) -> format::Snapshot {
         format::Snapshot {
             wal_seq: None,
+            context: format::Context::default(),
             version: format::VERSION,
             written_unix: s.written_unix,
             started_unix: s.started_unix,
@@ -463,8 +468,11 @@ mod tests {
         assert_eq!(fetch.total.counts.over_ceiling, 28);
         assert_eq!(fetch.total.counts.calls_milli, 96_000);
         let file: serde_json::Value = serde_json::from_str(V3).unwrap();
-        let again: serde_json::Value =
+        let mut again: serde_json::Value =
             serde_json::from_slice(&format::encode(&s).unwrap()).unwrap();
+        // Written back as the current version, every other field as it was.
+        assert_eq!(again["snapshot"]["version"], format::VERSION);
+        again["snapshot"]["version"] = 3.into();
         // The checksum is over the text, whose counters are in the order of this version.
         assert!(
             again["snapshot"] == file["snapshot"],
@@ -472,11 +480,24 @@ mod tests {
         );
     }
 
+    /// Version 3 (0.2.0) had no context ledger totals: read as empty, and written back as
+    /// version 4 without them.
     #[test]
-    fn version_3_is_checked_against_its_checksum() {
+    fn a_version_3_file_has_an_empty_ledger() {
+        let s = read(V3.as_bytes()).unwrap();
+        assert_eq!(s.version, format::VERSION);
+        assert!(s.context.is_empty());
+        let again: serde_json::Value =
+            serde_json::from_slice(&format::encode(&s).unwrap()).unwrap();
+        assert_eq!(again["version"], 4);
+        assert!(again["snapshot"].get("context").is_none());
+    }
+
+    #[test]
+    fn the_current_version_is_checked_against_its_checksum() {
         let s = read(V2.as_bytes()).unwrap();
         let bytes = format::encode(&s).unwrap();
-        assert!(bytes.starts_with(b"{\"version\":3,\"crc32\":\""));
+        assert!(bytes.starts_with(b"{\"version\":4,\"crc32\":\""));
         // Still one JSON document.
         let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(v["snapshot"]["series"].as_array().unwrap().len(), 3);

@@ -144,6 +144,7 @@ struct Parts<'a> {
     stack: &'a Stack,
     series: &'a SeriesMap,
     wal_seq: Option<u64>,
+    context: format::Context,
 }
 
 /// The file's types of `p` at `now`, with `alerts`.
@@ -151,6 +152,7 @@ fn snapshot_of(p: Parts<'_>, now: u64, alerts: Vec<SavedAlert>) -> format::Snaps
     format::Snapshot {
         version: format::VERSION,
         wal_seq: p.wal_seq,
+        context: p.context,
         written_unix: now,
         started_unix: p.started_unix,
         overflow_records: p.overflow_records,
@@ -222,6 +224,8 @@ pub(crate) struct Capture {
     stack: Arc<Stack>,
     series: SeriesMap,
     wal_seq: Option<u64>,
+    /// The context ledger's totals (at most `aggregation.max_series` tools of about 1.2 KiB).
+    context: format::Context,
 }
 
 impl Capture {
@@ -240,6 +244,7 @@ impl Capture {
                 stack: &self.stack,
                 series: &self.series,
                 wal_seq: self.wal_seq,
+                context: self.context.clone(),
             },
             now,
             alerts,
@@ -256,6 +261,7 @@ impl State {
             stack: &self.limits.stacks.all,
             series: &self.series,
             wal_seq: self.wal_seq,
+            context: self.context.to_disk(),
         }
     }
 
@@ -298,6 +304,7 @@ impl State {
             stack: self.limits.stacks.all.clone(),
             series: self.series.clone(),
             wal_seq: self.wal_seq,
+            context: self.context.to_disk(),
         }
     }
 
@@ -310,6 +317,14 @@ impl State {
         self.started_unix = snap.started_unix;
         self.overflow_records = snap.overflow_records;
         self.wal_seq = snap.wal_seq;
+        let left_out = self.context.restore(snap.context);
+        if left_out > 0 {
+            tracing::warn!(
+                tools = left_out,
+                "The snapshot's context ledger has more tools than aggregation.max_series \
+                 allows now; their totals were not restored."
+            );
+        }
 
         // `max_series` may have been lowered since the snapshot was written: the busiest series
         // are restored as they were, the rest merged into the overflow series (and logged).

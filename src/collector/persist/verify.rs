@@ -5,11 +5,13 @@
 //! checksum. Every series keeps, for its total and for each window slot: results of known size
 //! and latencies recorded at most the calls (spans) counted, errors, truncations and unknown
 //! sizes at most the calls; its classic bucket counts sum to the calls its histograms hold; a
-//! slot holds at most the calls since start. A snapshot that breaks one is refused whole, with
+//! slot holds at most the calls since start; each tool's context ledger totals keep theirs
+//! ([`context`]). A snapshot that breaks one is refused whole, with
 //! the series and the numbers in the reason: restoring part of a damaged file would serve
 //! quantiles nobody can trust. The check is linear in the file's buckets and allocates nothing.
 
-use super::format::{Hist, Snapshot, Stats};
+use super::format::{Hist, Snapshot, Stats, ToolContext};
+use crate::collector::state::context::{SHARE_BOUNDS, SHARE_RECENT};
 
 /// An invariant a snapshot breaks, and where.
 #[derive(Debug, thiserror::Error)]
@@ -51,8 +53,51 @@ fn stats(st: &Stats) -> Result<(), String> {
     Ok(())
 }
 
+/// The invariants of one tool's context totals (version 4), as "what" of a [`Violation`]:
+/// estimated results at most the results, the share layout of this build, shares observed at
+/// most the requests that carried the tool, recent shares at most those observed and the
+/// ring's length, every share finite and not negative.
+fn context(t: &ToolContext) -> Result<(), String> {
+    let observed = t
+        .share_buckets
+        .iter()
+        .fold(0u64, |n, &c| n.saturating_add(c));
+    if t.estimated > t.results {
+        return Err(format!(
+            "{} estimated of {} results",
+            t.estimated, t.results
+        ));
+    }
+    if t.share_buckets.len() != SHARE_BOUNDS.len() + 1 {
+        return Err(format!(
+            "{} share buckets, not {}",
+            t.share_buckets.len(),
+            SHARE_BOUNDS.len() + 1
+        ));
+    }
+    if observed > t.requests {
+        return Err(format!("{observed} shares of {} requests", t.requests));
+    }
+    if t.recent.len() as u64 > observed || t.recent.len() > SHARE_RECENT {
+        return Err(format!("{} recent shares of {observed}", t.recent.len()));
+    }
+    let bad = |x: f64| !x.is_finite() || x < 0.0;
+    if bad(t.share_sum) || t.recent.iter().any(|&x| bad(f64::from(x))) {
+        return Err("a share that is not a finite non-negative number".into());
+    }
+    Ok(())
+}
+
 /// Checks every invariant of `s`.
 pub(crate) fn check(s: &Snapshot) -> Result<(), Violation> {
+    for t in &s.context.tools {
+        context(t).map_err(|what| Violation {
+            service: t.service.clone(),
+            tool: t.tool.clone(),
+            period: "context ledger".into(),
+            what,
+        })?;
+    }
     for series in &s.series {
         let at = |period: String, what: String| Violation {
             service: series.service.clone(),
@@ -112,6 +157,66 @@ mod tests {
     #[test]
     fn a_consistent_snapshot_passes() {
         check(&v1()).unwrap();
+    }
+
+    #[test]
+    fn context_totals_that_contradict_themselves_are_refused() {
+        let tool = ToolContext {
+            service: "agent".into(),
+            tool: "Read".into(),
+            results: 2,
+            result_tokens: 10,
+            estimated: 2,
+            cost: 30,
+            requests: 3,
+            share_buckets: vec![0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 0, 0],
+            share_sum: 1.5,
+            recent: vec![0.4, 0.5, 0.6],
+        };
+        let mut s = v1();
+        s.context.tools.push(tool.clone());
+        check(&s).unwrap();
+        for (broken, says) in [
+            (
+                ToolContext {
+                    estimated: 3,
+                    ..tool.clone()
+                },
+                "3 estimated of 2 results",
+            ),
+            (
+                ToolContext {
+                    requests: 2,
+                    ..tool.clone()
+                },
+                "3 shares of 2 requests",
+            ),
+            (
+                ToolContext {
+                    share_buckets: vec![3],
+                    ..tool.clone()
+                },
+                "1 share buckets",
+            ),
+            (
+                ToolContext {
+                    recent: vec![0.1; 4],
+                    ..tool.clone()
+                },
+                "4 recent shares of 3",
+            ),
+            (
+                ToolContext {
+                    share_sum: f64::NAN,
+                    ..tool.clone()
+                },
+                "not a finite",
+            ),
+        ] {
+            s.context.tools[0] = broken;
+            let e = check(&s).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("context ledger"), "{e}");
+        }
     }
 
     #[test]

@@ -664,6 +664,7 @@ fn context(frame: &Frame, sink: &mut impl Sink) {
         (CONTEXT_SESSIONS_LIMIT, Kind::Gauge, "The most sessions the context ledger follows (context.max_sessions).", cap as u64),
         (CONTEXT_SESSIONS_OVERFLOW, Kind::Counter, "Context events of sessions past context.max_sessions, not followed.", stats.sessions_overflow),
         (CONTEXT_SESSIONS_EXPIRED, Kind::Counter, "Sessions ended after context.session_idle without events.", stats.sessions_expired),
+        (CONTEXT_RESULTS_LATE, Kind::Counter, "Tool results that arrived after a model request they preceded, not carried by it.", stats.results_late),
     ];
     for (name, kind, help, n) in singles {
         single(sink, name, kind, help, n);

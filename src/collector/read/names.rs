@@ -132,6 +132,8 @@ pub(crate) const CONTEXT_SESSIONS_OVERFLOW: &str = "toolsize_context_sessions_ov
 pub(crate) const CONTEXT_RESULTS_DROPPED: &str = "toolsize_context_results_dropped_total";
 /// Sessions ended by `context.session_idle`.
 pub(crate) const CONTEXT_SESSIONS_EXPIRED: &str = "toolsize_context_sessions_expired_total";
+/// Results that arrived after a model request they preceded (not carried by it).
+pub(crate) const CONTEXT_RESULTS_LATE: &str = "toolsize_context_results_late_total";
 
 /// Every family `/metrics` can show, in no particular order.
 pub const FAMILIES: &[&str] = &[
@@ -198,6 +200,7 @@ pub const FAMILIES: &[&str] = &[
     CONTEXT_SESSIONS_OVERFLOW,
     CONTEXT_RESULTS_DROPPED,
     CONTEXT_SESSIONS_EXPIRED,
+    CONTEXT_RESULTS_LATE,
 ];
 
 /// The families that are histograms (their series add `_bucket`, `_count` and `_sum`, or are
