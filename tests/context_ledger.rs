@@ -164,32 +164,16 @@ fn check_agent(
     let sessions: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("sessions.json")).unwrap()).unwrap();
     // Claude Code and Gemini CLI send results and requests on one signal, in order. Codex sends
-    // its results on its traces and its requests on its logs: a result whose trace batch
-    // arrived after the log batch of a request it preceded is not carried by that request,
-    // and counted late. The cost is then exact less what was late, and is checked so.
+    // its results on its traces and its requests on its logs, each on its own timer: its
+    // requests wait the join window in the daemon, so none of its results is late either.
     let late = sessions["late"].as_u64().unwrap();
-    if counting == Counting::Utf16FailedUnsized {
-        assert_eq!(late, 0, "{agent}: one signal, in order: {sessions}");
-    }
+    assert_eq!(late, 0, "{agent}: no result late: {sessions}");
     let rows: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("tools.json")).unwrap()).unwrap();
     for row in rows["tools"].as_array().unwrap() {
         let tool = row["tool"].as_str().unwrap();
         let (w, c) = (&want[tool], &row["context"]);
         assert_eq!(c["result_tokens"], w.result_tokens, "{agent} {tool}: {c}");
-        if late > 0 {
-            let got = c["context_tokens"].as_u64().unwrap();
-            assert!(
-                got < w.cost,
-                "{agent} {tool}: {late} late, cost {got} of {}",
-                w.cost
-            );
-            eprintln!(
-                "{agent} {tool}: {late} result(s) late, cost {got} of {}",
-                w.cost
-            );
-            continue;
-        }
         assert_eq!(
             c["context_tokens"], w.cost,
             "{agent} {tool}: cumulative cost {c}"
@@ -224,10 +208,6 @@ fn check_agent(
         metrics.lines().any(|l| l == late_line),
         "{late_line} in /metrics"
     );
-    if late > 0 {
-        let _ = std::fs::remove_dir_all(&dir);
-        return;
-    }
     assert_eq!(
         s["context_tokens"],
         want.values().map(|w| w.cost).sum::<u64>(),

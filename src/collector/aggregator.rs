@@ -157,6 +157,7 @@ pub(crate) async fn run(
             _ = evaluate.tick() => state.evaluate_observers_ms(now_unix_ms()),
             _ = flush.tick() => {
                 state.release_joined(now_unix_ms());
+                state.context.settle(now_unix_ms());
                 state.context.expire(now_unix_ms());
                 state.tick_observers();
             }
@@ -172,6 +173,7 @@ pub(crate) async fn run(
                     }
                     // Every call of a coding agent still waiting for its other signals.
                     state.release_joined(u64::MAX);
+                    state.context.settle(u64::MAX);
                     if let Some(s) = &mut snapshots {
                         s.settle().await;
                         let (at, captured_ms) = (Instant::now(), now_unix_ms());

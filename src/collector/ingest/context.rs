@@ -121,6 +121,10 @@ pub(crate) struct ContextEvent {
     pub(crate) at_ns: u64,
     /// What.
     pub(crate) kind: ContextKind,
+    /// The session's results travel on another signal than this event (Codex: results on its
+    /// traces, requests on its logs, each on its own export timer): the ledger applies it once
+    /// the join window has passed since it arrived, by when the results it carried are in.
+    pub(crate) settles: bool,
 }
 
 /// `ceil(size / 4)`: the tokens estimated from a size, as `tool.result.tokens_estimate`.
@@ -245,6 +249,7 @@ pub(crate) fn from_log(
         session,
         at_ns,
         kind,
+        settles: agent == "codex",
     });
 }
 
@@ -285,6 +290,7 @@ pub(crate) fn from_codex_span(
                 tokens: tokens_of(bytes.min(agents::codex::CUT_BYTES)),
                 estimated,
             },
+            settles: false,
         });
     }
 }
@@ -315,6 +321,7 @@ pub(crate) fn from_span(
         session: SessionId::Trace(trace),
         at_ns,
         kind,
+        settles: false,
     });
 }
 
@@ -387,6 +394,7 @@ mod tests {
                     cache_read: 3000,
                     cache_creation: 500
                 },
+                settles: false,
             }]
         );
         let mut side = attrs;
@@ -489,6 +497,7 @@ mod tests {
                     cache_read: 5000,
                     cache_creation: 0
                 },
+                settles: true,
             }]
         );
         attrs[2].0 = "output_token_count";

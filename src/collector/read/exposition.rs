@@ -730,6 +730,7 @@ mod tests {
             session: SessionId::Named("s".into()),
             at_ns,
             kind,
+            settles: false,
         };
         let result = ContextKind::Result {
             tool: "t".into(),

@@ -15,7 +15,10 @@
 //! Events are applied in the order they arrive, each against what the session holds then: a
 //! request carries the results that ended at or before its start; a result that arrives after a
 //! request it preceded is carried from the next request on (the agents and SDKs export in the
-//! order things end, so this only happens across a lost or late batch).
+//! order things end, so this only happens across a lost or late batch). An event that
+//! [settles](ContextEvent::settles) (Codex's requests: its results come on another signal, on
+//! another timer) waits the join window first, in arrival order, at most [`MAX_SETTLING`] of
+//! them (past it the oldest is applied early); a shutdown applies every waiting one.
 //!
 //! **Bounded.** Sessions are never labels: they are shown by `/api/v1/sessions` only. At most
 //! `context.max_sessions` sessions are followed; an event of a further session is counted in
@@ -60,6 +63,9 @@ pub(crate) const MAX_SESSIONS_SHOWN: usize = 200;
 /// How often idle sessions are looked for, milliseconds.
 const EXPIRY_EVERY_MS: u64 = 1000;
 
+/// Events waiting to settle at most; past it the oldest is applied early (nothing is dropped).
+const MAX_SETTLING: usize = 65_536;
+
 /// What bounds the ledger (`[context]`, and `aggregation.max_series` for its tools).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LedgerLimits {
@@ -71,6 +77,9 @@ pub(crate) struct LedgerLimits {
     pub(crate) idle_ms: u64,
     /// Tools followed.
     pub(crate) max_tools: usize,
+    /// How long an event whose session's results travel on another signal waits before it
+    /// is applied ([`ContextEvent::settles`]), milliseconds: the join window.
+    pub(crate) settle_ms: u64,
 }
 
 impl Default for LedgerLimits {
@@ -80,6 +89,7 @@ impl Default for LedgerLimits {
             max_results: 512,
             idle_ms: 1_800_000,
             max_tools: 2000,
+            settle_ms: super::join::DEFAULT_JOIN_WINDOW_MS,
         }
     }
 }
@@ -358,6 +368,8 @@ pub(crate) struct Ledger {
     pub(crate) stats: LedgerStats,
     expired_at_ms: u64,
     scratch: Vec<(u32, u64)>,
+    /// Events waiting for results on another signal, with when they are due, in arrival order.
+    settling: std::collections::VecDeque<(u64, ContextEvent)>,
 }
 
 impl Ledger {
@@ -381,11 +393,34 @@ impl Ledger {
             .map(|&i| &self.tools[i as usize])
     }
 
-    /// Applies the events of one request, in order, at `now_ms`.
+    /// Applies the events of one request, in order, at `now_ms`; an event that settles waits
+    /// [`LedgerLimits::settle_ms`] first.
     pub(crate) fn record(&mut self, events: Vec<ContextEvent>, now_ms: u64) {
         self.expire(now_ms);
         for e in events {
-            self.apply(e, now_ms);
+            if !e.settles {
+                self.apply(e, now_ms);
+                continue;
+            }
+            if self.settling.len() >= MAX_SETTLING {
+                if let Some((due, early)) = self.settling.pop_front() {
+                    self.apply(early, due.min(now_ms));
+                }
+            }
+            let due = now_ms.saturating_add(self.limits.settle_ms);
+            self.settling.push_back((due, e));
+        }
+        self.settle(now_ms);
+    }
+
+    /// Applies the waiting events due by `now_ms` (all of them with `u64::MAX`, at shutdown).
+    pub(crate) fn settle(&mut self, now_ms: u64) {
+        while let Some(&(due, _)) = self.settling.front() {
+            if due > now_ms {
+                break;
+            }
+            let (_, e) = self.settling.pop_front().expect("a front");
+            self.apply(e, due);
         }
     }
 
@@ -633,6 +668,7 @@ mod tests {
             session: SessionId::Named(session.into()),
             at_ns,
             kind,
+            settles: false,
         }
     }
 
@@ -760,6 +796,7 @@ mod tests {
             max_results: 1,
             idle_ms: 60_000,
             max_tools: 2,
+            settle_ms: 0,
         });
         l.record(
             vec![
@@ -932,15 +969,53 @@ mod tests {
         fill_and_measure(LedgerLimits::default());
     }
 
-    /// The same at 0.2.0's default cap (10,000 sessions), for comparison:
+    /// The same at a cap of 10,000 sessions, for comparison:
     /// `cargo test --all-features --lib memory_at_the_earlier_cap -- --ignored --nocapture`.
     #[test]
-    #[ignore = "a measurement: prints the resident memory the ledger took at 0.2.0's cap"]
+    #[ignore = "a measurement: prints the resident memory the ledger takes at 10,000 sessions"]
     fn memory_at_the_earlier_cap() {
         fill_and_measure(LedgerLimits {
             max_sessions: 10_000,
             ..LedgerLimits::default()
         });
+    }
+
+    /// Codex sends its requests on its logs and its results on its traces, each on its own
+    /// timer: a request waits the join window, so a result exported later but ended before it
+    /// is carried, not late; a shutdown applies what still waits.
+    #[test]
+    fn requests_that_settle_wait_for_results_on_the_slower_signal() {
+        let settling = |mut e: ContextEvent| {
+            e.settles = true;
+            e
+        };
+        let mut l = Ledger::new(LedgerLimits {
+            settle_ms: 3_000,
+            ..LedgerLimits::default()
+        });
+        l.record(vec![result("c", 10, "shell", 100)], 1_000);
+        l.record(vec![settling(request("c", 20, 1_000))], 1_100);
+        assert_eq!(l.tool("agent", "shell").unwrap().cost, 0, "not yet applied");
+        // The trace with the second result arrives two seconds after the request's record.
+        l.record(vec![result("c", 15, "read", 40)], 3_100);
+        l.settle(4_099);
+        assert_eq!(l.tool("agent", "shell").unwrap().cost, 0, "due at 4,100");
+        l.settle(4_100);
+        assert_eq!(l.tool("agent", "shell").unwrap().cost, 100);
+        assert_eq!(
+            l.tool("agent", "read").unwrap().cost,
+            40,
+            "carried, not late"
+        );
+        assert_eq!(l.stats.results_late, 0);
+        l.record(vec![settling(request("c", 30, 1_000))], 5_000);
+        l.settle(u64::MAX);
+        assert_eq!(
+            l.tool("agent", "shell").unwrap().cost,
+            200,
+            "applied at shutdown"
+        );
+        assert!(l.settling.is_empty());
     }
 
     /// Trace sessions are shown by their trace id in hex.

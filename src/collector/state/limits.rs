@@ -152,6 +152,7 @@ impl Limits {
                 max_results: c.context.max_results_per_session,
                 idle_ms: c.context.session_idle.0.as_millis() as u64,
                 max_tools: c.aggregation.max_series,
+                settle_ms: c.recognition.join_window.0.as_millis() as u64,
             },
         }
     }
