@@ -1166,8 +1166,9 @@ mod tests {
             eprintln!("O_DIRECT refused in {}: no segment reused", w.display());
             return;
         }
-        // The first frame ends exactly on a block boundary.
-        let bodies = ["n".repeat(BLOCK - HEADER_BYTES - 1), "next".to_string()];
+        // The last frame ends exactly on a block boundary, old bytes after it.
+        let frame = HEADER_BYTES + 1;
+        let bodies = ["first".to_string(), "n".repeat(2 * BLOCK - 2 * frame - 5)];
         for (seq, body) in (81..).zip(&bodies) {
             let head = frame_head(seq, OtlpSignal::Traces, body.as_bytes());
             let bytes = (head.len() + body.len()) as u64;
