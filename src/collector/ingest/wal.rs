@@ -40,6 +40,11 @@
 //! **Compaction.** Each batch carries its sequence; a snapshot records the highest sequence the
 //! state had ingested when captured (inside its checksummed body). Once that snapshot is on disk,
 //! closed segments whose entries are all at or below it are deleted ([`Segments::compact`]).
+//! When writes go past the page cache, one of them is kept instead as [`SPARE`] and becomes
+//! the next segment, written over in place: no block is allocated and the file's size does not
+//! change, so `fdatasync` writes no metadata. Each write ends with at least a header of zeros
+//! (a zero length ends the log) and replay stops at a sequence below the segment's first, so
+//! the spare's old frames are never read again; a spare left at start is deleted.
 //!
 //! **Replay.** At start, after the snapshot is restored, every entry above its sequence is fed
 //! through the receivers' decode path into the state ([`replay`]), in order, before the
