@@ -40,7 +40,7 @@
 //! **Compaction.** Each batch carries its sequence; a snapshot records the highest sequence the
 //! state had ingested when captured (inside its checksummed body). Once that snapshot is on disk,
 //! closed segments whose entries are all at or below it are deleted ([`Segments::compact`]).
-//! When writes go past the page cache, one of them is kept instead as [`SPARE`] and becomes
+//! When writes go past the page cache, one of them is kept instead as `wal/spare` and becomes
 //! the next segment, written over in place: no block is allocated and the file's size does not
 //! change, so `fdatasync` writes no metadata. Each write ends with at least a header of zeros
 //! (a zero length ends the log) and replay stops at a sequence below the segment's first, so
