@@ -41,6 +41,11 @@
 //! **Compaction.** Each batch carries its sequence; a snapshot records the highest sequence the
 //! state had ingested when captured (inside its checksummed body). Once that snapshot is on disk,
 //! closed segments whose entries are all at or below it are deleted ([`Segments::compact`]).
+//! When writes go past the page cache, one of them is kept instead as `wal/spare` and becomes
+//! the next segment, written over in place: no block is allocated and the file's size does not
+//! change, so `fdatasync` writes no metadata. Each write ends with at least a header of zeros
+//! (a zero length ends the log) and replay stops at a sequence below the segment's first, so
+//! the spare's old frames are never read again; a spare left at start is deleted.
 //!
 //! **Replay.** At start, after the snapshot is restored, every entry above its sequence is fed
 //! through the receivers' decode path into the state ([`replay`]), in order, before the
@@ -67,6 +72,8 @@ use crate::collector::SelfStats;
 pub(crate) const WAL_DIR: &str = "wal";
 /// A segment's file name ends so.
 const SEGMENT_SUFFIX: &str = ".wal";
+/// A compacted segment kept for reuse, in the log's directory (not read at replay).
+const SPARE: &str = "spare";
 /// The active segment is rotated once it holds this many bytes.
 pub(crate) const SEGMENT_BYTES: u64 = 64 << 20;
 /// Closed segments kept at most (with [`SEGMENT_BYTES`], 1 GiB): past them requests are refused.
@@ -188,9 +195,11 @@ pub(crate) fn read_frames(bytes: &[u8]) -> (Vec<Entry<'_>>, Option<(usize, Torn)
     let mut at = 0;
     while at < bytes.len() {
         let rest = &bytes[at..];
-        if rest.iter().take(4).all(|b| *b == 0) && rest.iter().all(|b| *b == 0) {
-            // Zeros after the last frame: the rest of a block written past the page cache, or
-            // a write that never reached the disk. The log ends here.
+        if rest.iter().take(4).all(|b| *b == 0) {
+            // A length of zero is never written: zeros after the last frame (the rest of a
+            // block written past the page cache, at least a header of them, then a reused
+            // segment's old bytes), or a write that never reached the disk, so was never
+            // acknowledged, nor was anything after it. The log ends here.
             return (out, None);
         }
         if rest.len() < HEADER_BYTES {
@@ -240,6 +249,11 @@ struct Closed {
 pub(crate) struct Segments {
     dir: PathBuf,
     closed: Mutex<Vec<Closed>>,
+    /// Whether one compacted segment is kept as [`SPARE`] for the writer to reuse (it writes
+    /// past the page cache).
+    recycle: bool,
+    /// The compacted segment kept, if any.
+    spare: Mutex<Option<PathBuf>>,
 }
 
 impl Segments {
@@ -255,6 +269,9 @@ impl Segments {
             Err(_) => return 0,
         };
         for s in &gone {
+            if self.keep_spare(&s.path) {
+                continue;
+            }
             if let Err(e) = fs::remove_file(&s.path) {
                 tracing::warn!(error = %e, path = %s.path.display(), "Cannot delete a compacted write-ahead log segment.");
             }
@@ -263,6 +280,33 @@ impl Segments {
             sync_dir(&self.dir);
         }
         gone.len()
+    }
+
+    /// Keeps the compacted segment `path` as the spare when recycling and none is kept;
+    /// `false` when it is to be deleted.
+    fn keep_spare(&self, path: &Path) -> bool {
+        if !self.recycle {
+            return false;
+        }
+        let Ok(mut spare) = self.spare.lock() else {
+            return false;
+        };
+        if spare.is_some() {
+            return false;
+        }
+        let to = self.dir.join(SPARE);
+        match fs::rename(path, &to) {
+            Ok(()) => {
+                *spare = Some(to);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The spare segment, taken.
+    fn take_spare(&self) -> Option<PathBuf> {
+        self.spare.lock().ok().and_then(|mut s| s.take())
     }
 
     /// Closed segments kept.
@@ -337,13 +381,22 @@ pub(crate) fn replay(
     let began = Instant::now();
     let dir = data_dir.join(WAL_DIR);
     fs::create_dir_all(&dir).map_err(io("create directory", &dir))?;
+    // A spare left by the last run is not needed: segments are new at each start.
+    match fs::remove_file(dir.join(SPARE)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io("delete", &dir.join(SPARE))(e));
+        }
+        _ => {}
+    }
     let segments = list(&dir)?;
     let (mut last_seq, mut replayed, mut closed) = (after, 0, Vec::new());
-    for (_, path) in &segments {
+    for (first, path) in &segments {
         let bytes = fs::read(path).map_err(io("read", path))?;
         let (entries, torn) = read_frames(&bytes);
         let mut last_here = None;
-        for e in entries {
+        // A reused segment's old frames (below its first sequence, where no new write reached)
+        // end it.
+        for e in entries.into_iter().take_while(|e| e.seq >= *first) {
             // Sequences only grow across segments; one at or below what came before is stale.
             if e.seq > last_seq {
                 apply(e.signal, e.body);
@@ -431,12 +484,14 @@ impl Wal {
         commit_delay: Duration,
         stats: Arc<SelfStats>,
     ) -> Result<Self, WalError> {
+        let next = recovered.last_seq + 1;
+        let active = Active::create(&recovered.dir, next)?;
         let segments = Arc::new(Segments {
             dir: recovered.dir.clone(),
             closed: Mutex::new(recovered.closed),
+            recycle: active.direct.is_some(),
+            spare: Mutex::new(None),
         });
-        let next = recovered.last_seq + 1;
-        let active = Active::create(&recovered.dir, next)?;
         Self::spawn(active, next, commit_delay, segments, stats)
     }
 
@@ -601,8 +656,10 @@ impl Active {
     /// the file system allows it.
     fn open(dir: &Path, first: u64, direct: bool) -> Result<Self, WalError> {
         let path = segment_path(dir, first);
-        let (file, direct) = match direct.then(|| open_direct(&path)).flatten() {
-            Some(f) => (f, Staging::new(1 << 20)),
+        let staging = direct.then(|| Staging::new(0)).flatten();
+        let direct_file = staging.is_some().then(|| open_direct(&path)).flatten();
+        let (file, direct) = match direct_file {
+            Some(f) => (f, staging),
             None => (
                 OpenOptions::new()
                     .create(true)
@@ -625,6 +682,31 @@ impl Active {
             // A segment found with bytes in it (never, segments are new at each start) is
             // appended to with buffered writes: its partial last block is not in the buffer.
             direct: direct.filter(|_| len == 0),
+        })
+    }
+
+    /// The segment of `first` made of the compacted segment `spare` (renamed), written past
+    /// the page cache over its old blocks: a write then allocates no block and
+    /// changes no file size, so `fdatasync` has no metadata to write. Its old frames are never
+    /// read: each write ends with at least a header of zeros, and replay stops at a sequence
+    /// below the segment's first. Where `O_DIRECT` is refused, the file is deleted and a new
+    /// one made.
+    fn reuse(dir: &Path, first: u64, spare: &Path) -> Result<Self, WalError> {
+        let path = segment_path(dir, first);
+        fs::rename(spare, &path).map_err(io("rename", spare))?;
+        let (Some(file), Some(staging)) = (open_direct(&path), Staging::new(0)) else {
+            fs::remove_file(&path).map_err(io("delete", &path))?;
+            return Self::open(dir, first, true);
+        };
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("fsync", dir))?;
+        Ok(Self {
+            file,
+            path,
+            len: 0,
+            sync: File::sync_data,
+            direct: Some(staging),
         })
     }
 
@@ -666,7 +748,9 @@ impl Active {
         use std::os::unix::fs::FileExt;
         let tail = (self.len % BLOCK as u64) as usize;
         let end = tail + usize::try_from(bytes).map_err(std::io::Error::other)?;
-        let whole = end.div_ceil(BLOCK) * BLOCK;
+        // At least a header of zeros after the last frame: in a reused segment, old bytes
+        // follow the blocks written, and a zero length is what ends the log at replay.
+        let whole = (end + HEADER_BYTES).div_ceil(BLOCK) * BLOCK;
         let buf = self
             .direct
             .as_mut()
@@ -756,6 +840,26 @@ impl Writer {
         }
     }
 
+    /// The segment to rotate to: the spare reused when there is one and writes go past the
+    /// page cache, else a new file.
+    fn next_segment(&self) -> Result<Active, WalError> {
+        let dir = &self.segments.dir;
+        match self.segments.take_spare() {
+            Some(spare) if self.active.direct.is_some() => {
+                Active::reuse(dir, self.next, &spare).or_else(|e| {
+                    tracing::warn!(error = %e, "Cannot reuse a write-ahead log segment; creating one.");
+                    Active::create(dir, self.next)
+                })
+            }
+            spare => {
+                if let Some(spare) = spare {
+                    let _ = fs::remove_file(spare);
+                }
+                Active::create(dir, self.next)
+            }
+        }
+    }
+
     /// Rotates a full active segment; `Err` when it cannot be (then nothing is written).
     fn room(&mut self) -> Result<(), WalError> {
         if self.active.len < SEGMENT_BYTES {
@@ -764,8 +868,12 @@ impl Writer {
         if self.segments.count() >= MAX_SEGMENTS {
             return Err(WalError::Full);
         }
-        let next = Active::create(&self.segments.dir, self.next)?;
-        let old = std::mem::replace(&mut self.active, next);
+        let next = self.next_segment()?;
+        let mut old = std::mem::replace(&mut self.active, next);
+        if let (Some(new), Some(kept)) = (&mut self.active.direct, old.direct.take()) {
+            // The aligned buffer has grown to the largest group: its memory is kept.
+            *new = kept;
+        }
         self.segments.close(old.path, self.next - 1);
         self.stats.wal_segments(self.segments.count() as u64);
         Ok(())
@@ -878,6 +986,8 @@ mod tests {
         let segments = Arc::new(Segments {
             dir,
             closed: Mutex::new(Vec::new()),
+            recycle: false,
+            spare: Mutex::new(None),
         });
         Wal::spawn(active, 1, delay, segments, stats.clone()).unwrap()
     }
@@ -1007,17 +1117,88 @@ mod tests {
     }
 
     /// Zeros after the last frame (the rest of a block written past the page cache) end the
-    /// log cleanly; a frame after zeros is no longer read as zeros.
+    /// log cleanly, and so they do with bytes after them (a reused segment's old frames, or a
+    /// write that never completed, so never acknowledged); a header cut short is still torn.
     #[test]
     fn zeros_after_the_last_frame_end_the_log() {
         let mut bytes = frames(1..=2);
         bytes.resize(BLOCK, 0);
         let (e, torn) = read_frames(&bytes);
         assert_eq!((e.len(), torn), (2, None));
-        let end = frames(1..=2).len();
         bytes.extend(frames(3..=3));
         let (e, torn) = read_frames(&bytes);
-        assert_eq!((e.len(), torn), (2, Some((end, Torn::Short))));
+        assert_eq!((e.len(), torn), (2, None));
+        let mut short = frames(1..=2);
+        let end = short.len();
+        short.extend([7, 0, 0]);
+        assert_eq!(
+            read_frames(&short),
+            (read_frames(&short).0, Some((end, Torn::Short)))
+        );
+    }
+
+    /// A compacted segment is kept as the spare (one; others are deleted) and reused by
+    /// writes past the page cache over its old blocks: the file neither grows nor is cut, a
+    /// write ending on a block boundary is followed by zeros, and neither its old frames nor
+    /// its old bytes are replayed, even when nothing new reached it.
+    #[test]
+    fn a_reused_segment_is_overwritten_in_place_and_its_old_frames_never_replayed() {
+        let d = dir("reuse");
+        let w = d.join(WAL_DIR);
+        let old = |first: u64| {
+            let mut b = Vec::new();
+            for s in first..first + 40 {
+                encode_frame(&mut b, s, OtlpSignal::Traces, &[b'o'; 1000]);
+            }
+            b.resize(64 << 10, 0xff);
+            b
+        };
+        let segs = Segments {
+            dir: w.clone(),
+            closed: Mutex::new(Vec::new()),
+            recycle: true,
+            spare: Mutex::new(None),
+        };
+        for first in [1, 41] {
+            fs::write(segment_path(&w, first), old(first)).unwrap();
+            segs.close(segment_path(&w, first), first + 39);
+        }
+        assert_eq!(segs.compact(80), 2);
+        assert_eq!(list(&w).unwrap().len(), 0);
+        let spare = segs.take_spare().expect("one kept as the spare");
+        assert_eq!(fs::read_dir(&w).unwrap().count(), 1, "the other deleted");
+        let mut a = Active::reuse(&w, 81, &spare).unwrap();
+        if a.direct.is_none() {
+            eprintln!("O_DIRECT refused in {}: no segment reused", w.display());
+            return;
+        }
+        // The last frame ends exactly on a block boundary, old bytes after it.
+        let frame = HEADER_BYTES + 1;
+        let bodies = ["first".to_string(), "n".repeat(2 * BLOCK - 2 * frame - 5)];
+        for (seq, body) in (81..).zip(&bodies) {
+            let head = frame_head(seq, OtlpSignal::Traces, body.as_bytes());
+            let bytes = (head.len() + body.len()) as u64;
+            a.write(&[(&head[..], body.as_bytes())], bytes).unwrap();
+        }
+        drop(a);
+        let seg = segment_path(&w, 81);
+        assert_eq!(
+            fs::metadata(&seg).unwrap().len(),
+            64 << 10,
+            "written in place"
+        );
+        fs::write(w.join(SPARE), b"left by a crash").unwrap();
+        let (seen, r) = replayed(&d, 0);
+        assert_eq!(seen, bodies);
+        assert_eq!((r.last_seq, r.replayed), (82, 2));
+        assert_eq!(fs::metadata(&seg).unwrap().len(), 64 << 10, "nothing cut");
+        assert!(!w.join(SPARE).exists(), "a spare left is deleted at start");
+        // A crash after the rename, before any write reached the reused file.
+        fs::write(segment_path(&w, 83), old(1)).unwrap();
+        let (seen, r) = replayed(&d, 0);
+        assert_eq!(seen, bodies);
+        assert_eq!(r.last_seq, 82);
+        fs::remove_dir_all(&d).ok();
     }
 
     /// Groups of every size, written past the page cache from block-aligned memory (each
@@ -1059,7 +1240,10 @@ mod tests {
                 .unwrap()
                 .len();
             match direct {
-                true => assert_eq!(on_disk, logged.div_ceil(BLOCK) as u64 * BLOCK as u64),
+                true => assert_eq!(
+                    on_disk,
+                    (logged + HEADER_BYTES).div_ceil(BLOCK) as u64 * BLOCK as u64
+                ),
                 false => assert_eq!(on_disk, logged as u64),
             }
             let (seen, r) = replayed(&d, 0);
@@ -1128,6 +1312,8 @@ mod tests {
         let segs = Segments {
             dir: w.clone(),
             closed: Mutex::new(Vec::new()),
+            recycle: false,
+            spare: Mutex::new(None),
         };
         for (first, last) in [(1, 10), (11, 20), (21, 30)] {
             fs::write(segment_path(&w, first), frames(first..=last)).unwrap();
