@@ -40,8 +40,8 @@ use rig_agent::tool::{RegisteredTool, ToolSet};
 use rig_core::effect::{EffectId, EffectKind, Outcome};
 use rig_core::error::ErrorReport;
 use rig_core::serve::{Decision, Intercept, Verdict};
-use rig_core::tool::{ToolOutput, ToolResult};
 use rig_core::tool::{IntoToolOutput, Tool, ToolContext, ToolErrorKind, ToolExecutionError};
+use rig_core::tool::{ToolOutput, ToolResult};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::guard::ceiling::{CeilingGuard, GuardError, Guarded};
