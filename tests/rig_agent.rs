@@ -341,7 +341,10 @@ async fn rig_agent_heard_alone_and_with_one_line() {
     let set = tokio::task::spawn_blocking(move || run(grpc, "rig-set", Line::Set))
         .await
         .unwrap();
-    assert_eq!(set, own, "the set's line changes nothing the model is handed");
+    assert_eq!(
+        set, own,
+        "the set's line changes nothing the model is handed"
+    );
     check(&rows(d.admin_addr, "rig-set").await, &set, true);
 
     let guarded = tokio::task::spawn_blocking(move || run(grpc, "rig-guarded", Line::Guarded))
