@@ -12,7 +12,10 @@
 //!   `rig_span_alone` case (the same span, the tool called unwrapped) is subtracted.
 //! - `rmcp_plain` / `rmcp_wrapped`: one `tools/call` from an rmcp client to an rmcp server in
 //!   process (over a byte pipe), without and with `toolsize::rmcp::instrument` on the server:
-//!   their difference is the wrapper's added cost.
+//!   their difference is the wrapper's added cost, within the noise of that round trip.
+//! - `rmcp_handler_plain` / `rmcp_handler_wrapped`: the same `tools/call` handed straight to the
+//!   server service (`Service::handle_request`, no transport), bare and wrapped: the wrapper's
+//!   cost without the round trip's noise.
 //!
 //! `cargo bench --features rig,rmcp --bench frameworks` prints criterion's figures, then one
 //! line per wrapper with its added cost per call and its ratio to `run_text`, read back from
@@ -29,11 +32,11 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, Span, SpanData, SpanProcessor};
 use rig_core::tool::{PortableTool, Tool, ToolContext};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ServerCapabilities,
-    ServerConfig,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
+    ContentBlock, NumberOrString, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::{RequestContext, RoleServer};
-use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, Service, ServiceExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tracing_subscriber::layer::SubscriberExt;
@@ -153,6 +156,31 @@ fn bench(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
         });
         rt.block_on(client.cancel()).unwrap();
     }
+    let (peer, client) = rt.block_on(server_peer());
+    let Value::Object(a) = args.clone() else {
+        unreachable!()
+    };
+    let plain = Server(text.clone());
+    let wrapped = toolsize::rmcp::instrument(Server(text.clone()));
+    for (name, wrap) in [
+        ("rmcp_handler_plain", false),
+        ("rmcp_handler_wrapped", true),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let p = CallToolRequestParams::new("search").with_arguments(a.clone());
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(p));
+                let context = RequestContext::new(NumberOrString::Number(1), peer.clone());
+                let answer = if wrap {
+                    rt.block_on(wrapped.handle_request(request, context))
+                } else {
+                    rt.block_on(plain.handle_request(request, context))
+                };
+                black_box(answer.unwrap());
+            })
+        });
+    }
+    rt.block_on(client.cancel()).unwrap();
     group.finish();
 }
 
@@ -180,6 +208,22 @@ async fn rmcp_pair(
         }
     });
     ().serve(client_io).await.unwrap()
+}
+
+/// A server's peer (the handle a request context carries), from a served pair kept running.
+async fn server_peer() -> (
+    Peer<RoleServer>,
+    rmcp::service::RunningService<rmcp::service::RoleClient, ()>,
+) {
+    let (client_io, server_io) = tokio::io::duplex(1 << 16);
+    let (peer_tx, peer_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let running = Server(String::new()).serve(server_io).await.unwrap();
+        let _ = peer_tx.send(running.peer().clone());
+        let _ = running.waiting().await;
+    });
+    let client = ().serve(client_io).await.unwrap();
+    (peer_rx.await.unwrap(), client)
 }
 
 /// Criterion's mean estimate of `frameworks/{case}` in this run, in nanoseconds.
@@ -221,6 +265,11 @@ fn main() {
             "rmcp (server)",
             mean_ns("rmcp_wrapped"),
             mean_ns("rmcp_plain"),
+        ),
+        (
+            "rmcp (server, no transport)",
+            mean_ns("rmcp_handler_wrapped"),
+            mean_ns("rmcp_handler_plain"),
         ),
     ];
     for (name, with, without) in added {

@@ -443,17 +443,15 @@ impl ToolCall {
     /// conventions): `mcp.method.name`, `jsonrpc.request.id`, and those of `mcp` that are known.
     pub fn record_mcp(&self, mcp: &McpAttributes<'_>) {
         let span = &self.span;
-        span.record(MCP_METHOD_NAME, mcp.method);
-        span.record(JSONRPC_REQUEST_ID, mcp.request_id);
-        if let Some(v) = mcp.session_id {
-            span.record(MCP_SESSION_ID, v);
-        }
-        if let Some(v) = mcp.protocol_version {
-            span.record(MCP_PROTOCOL_VERSION, v);
-        }
-        if let Some(v) = mcp.transport {
-            span.record(NETWORK_TRANSPORT, v);
-        }
+        // One trip through the subscriber for all of them; `None` fields are left off.
+        tracing::record_all!(
+            span,
+            { MCP_METHOD_NAME } = mcp.method,
+            { MCP_SESSION_ID } = mcp.session_id,
+            { MCP_PROTOCOL_VERSION } = mcp.protocol_version,
+            { JSONRPC_REQUEST_ID } = mcp.request_id,
+            { NETWORK_TRANSPORT } = mcp.transport,
+        );
     }
 
     /// Records the output limit a proxy holds this call's result to, and where it came from
@@ -507,6 +505,12 @@ impl ToolCall {
         }
         self.done = true;
         m
+    }
+
+    /// Ends the call with a measurement made by the caller (for example
+    /// [`Measurement::of_byte_count`] of a size counted without serializing).
+    pub fn finish_measured(mut self, m: Measurement) {
+        self.record_success(m, false, None);
     }
 
     /// Ends the call as failed: `tool.error` = the error's message, `error.type` = `error_type`,

@@ -49,6 +49,33 @@ pub fn json_len(v: &serde_json::Value) -> u64 {
     serde_json::to_writer(&mut c, v).map_or(u64::MAX, |()| c.0)
 }
 
+/// Bytes of `s` between the quotes of its JSON string, escaped as `serde_json` escapes it (`"`,
+/// `\\` and the C0 controls; all else as it is), counted without writing them. Text that needs
+/// no escape (most text) costs one vectorized pass.
+pub fn json_str_len(s: &str) -> u64 {
+    let b = s.as_bytes();
+    if !b.chunks(64).any(has_escape) {
+        return b.len() as u64;
+    }
+    b.iter()
+        .map(|&c| match c {
+            b'"' | b'\\' | 0x08 | b'\t' | b'\n' | 0x0c | b'\r' => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
+}
+
+/// Whether `chunk` (at most 64 bytes) holds a byte JSON escapes. The count in a byte, without
+/// branches, is what the compiler turns into wide vector compares.
+fn has_escape(chunk: &[u8]) -> bool {
+    let mut n = 0u8;
+    for &c in chunk {
+        n += u8::from((c < 0x20) | (c == b'"') | (c == b'\\'));
+    }
+    n != 0
+}
+
 /// Which measures a [`Measurer`] takes. Bytes are always measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Measures {
@@ -133,6 +160,12 @@ impl Measures {
     fn needs_scan(self) -> bool {
         self.json_depth || self.max_string_chars
     }
+
+    /// Whether the byte count alone gives every enabled measure (none needs a pass over the
+    /// result).
+    pub const fn from_bytes_alone(self) -> bool {
+        !(self.chars || self.utf16_units || self.lines || self.json_depth || self.max_string_chars)
+    }
 }
 
 impl Default for Measures {
@@ -184,6 +217,16 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// The measurement of a result of `bytes` bytes, when `measures` need nothing else
+    /// ([`Measures::from_bytes_alone`]); `None` otherwise.
+    pub fn of_byte_count(bytes: u64, measures: Measures) -> Option<Measurement> {
+        measures.from_bytes_alone().then(|| Measurement {
+            bytes,
+            tokens_estimate: measures.tokens_estimate.then(|| bytes.div_ceil(4)),
+            ..Measurement::default()
+        })
+    }
+
     /// Measures of a result whose size in bytes is all that is known.
     pub fn from_bytes(bytes: u64) -> Measurement {
         Measurement {
@@ -579,6 +622,23 @@ fn code_points(s: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    /// The escaped length is serde_json's, byte for byte, for every ASCII character (each
+    /// control escaped its way), multi-byte text and text without escapes.
+    #[test]
+    fn json_str_len_is_serde_jsons() {
+        let all_ascii: String = (0u8..0x80).map(char::from).collect();
+        for s in [
+            all_ascii.as_str(),
+            "plain text, nothing to escape",
+            "é, 漢字, 🦀 and \u{7f}",
+            "\"quoted\"\n\ttab\\slash\u{1}",
+            "",
+        ] {
+            let serde = serde_json::to_vec(s).unwrap().len() as u64 - 2;
+            assert_eq!(super::json_str_len(s), serde, "{s:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -17,7 +17,12 @@
 //! directly, or rig's span not exported through that layer), the call gets toolsize's own span
 //! ([`crate::tool_call`]) instead.
 //!
-//! With a guard ([`Sized::guard`]), a result over the guard's limit is cut, spilled or refused
+//! Every tool of a rig `ToolSet` at once: [`sized_set`]`(set)` puts a rig layer (`Intercept`,
+//! named [`LAYER_NAME`]) around each registration, with the same attributes on the same span as
+//! [`sized`]; the arguments are hashed from the JSON rig hands the tool. A call whose dispatch is
+//! dropped before its answer is held until [`MAX_OPEN_CALLS`] newer ones are open, then ended.
+//!
+//! With a guard ([`Sized::guard`], [`sized_set_guarded`]), a result over the guard's limit is cut, spilled or refused
 //! before rig hands it to the model: cut and spilled results become text (the guard's marked
 //! text; structured output is cut as its rendered JSON), a refusal becomes a `RESULT_TOO_LARGE`
 //! envelope handed to the model as the result, so the model learns why. A spill that fails is
@@ -27,10 +32,16 @@
 //! the render rig makes anyway, one pass to measure it, and one arguments hash; nothing here
 //! blocks or panics.
 
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use rig_core::tool::ToolOutput;
+use rig_agent::tool::{RegisteredTool, ToolSet};
+use rig_core::effect::{EffectId, EffectKind, Outcome};
+use rig_core::error::ErrorReport;
+use rig_core::serve::{Decision, Intercept, Verdict};
 use rig_core::tool::{IntoToolOutput, Tool, ToolContext, ToolErrorKind, ToolExecutionError};
+use rig_core::tool::{ToolOutput, ToolResult};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::guard::ceiling::{CeilingGuard, GuardError, Guarded};
@@ -102,7 +113,7 @@ impl<T: Tool> Tool for Sized<T> {
         context: &mut ToolContext,
         args: serde_json::Value,
     ) -> Result<ToolOutput, ToolExecutionError> {
-        let call = Call::start(T::NAME, &args);
+        let call = Call::start(T::NAME, Some(&args));
         let started = Instant::now();
         let typed: T::Args = match serde_json::from_value(args) {
             Ok(typed) => typed,
@@ -124,11 +135,128 @@ impl<T: Tool> Tool for Sized<T> {
             .map_err(|e| self.inner.map_error(e))
             .and_then(IntoToolOutput::into_tool_output);
         match output {
-            Ok(output) => Ok(call.finish(output, self.guard.as_ref(), started)),
+            Ok(output) => Ok(call
+                .finish(T::NAME, &output, self.guard.as_ref(), started)
+                .unwrap_or(output)),
             Err(error) => {
                 call.fail(&error, started);
                 Err(error)
             }
+        }
+    }
+}
+
+/// Every tool of `set` measured, as [`sized`] measures one: the set to register in place of
+/// `set` (`handle.add_tools(toolsize::rig::sized_set(tools))` on the agent's
+/// `ToolServerHandle`). Each registration keeps its name, description, parameters, key and
+/// exposure (always exposed, or retrieval-only); a liveness probe (rig's MCP-managed tools) is
+/// not carried over.
+pub fn sized_set(set: ToolSet) -> ToolSet {
+    wrap_set(&set, None)
+}
+
+/// [`sized_set`], with every result held to `guard`'s limit and policy before the model is
+/// handed it.
+pub fn sized_set_guarded(set: ToolSet, guard: CeilingGuard) -> ToolSet {
+    wrap_set(&set, Some(guard))
+}
+
+/// The name of toolsize's layer in rig's handler descriptors (and so in rig's recordings).
+pub const LAYER_NAME: &str = "toolsize";
+
+/// Calls one tool of a [`sized_set`] holds open at once: a call whose answer never comes (its
+/// dispatch dropped) stays open until this many newer ones are, then ends cancelled.
+pub const MAX_OPEN_CALLS: usize = 1024;
+
+fn wrap_set(set: &ToolSet, guard: Option<CeilingGuard>) -> ToolSet {
+    let exposed: HashSet<&str> = set.always_exposed_names().collect();
+    let mut always = ToolSet::default();
+    let mut retrieved = ToolSet::default();
+    for (name, tool) in set.iter() {
+        let layer = Sizing {
+            tool: name.to_owned(),
+            guard: guard.clone(),
+            open: Mutex::default(),
+        };
+        // A registration's handler always serves the tool family: the fallback keeps the tool
+        // as it was rather than lose it.
+        let sized = RegisteredTool::from_handler(tool.handler().clone().layered(layer))
+            .map_or_else(|_| tool.clone(), |r| r.with_key(tool.key().clone()));
+        if exposed.contains(name) {
+            always.add_registered_tool(sized);
+        } else {
+            retrieved.add_registered_tool(sized);
+        }
+    }
+    always.add_retrievable_tools(retrieved);
+    always
+}
+
+/// rig's layer around one tool of a [`sized_set`]: the call starts before the handler and is
+/// measured (and guarded) on its answer.
+struct Sizing {
+    tool: String,
+    guard: Option<CeilingGuard>,
+    /// Calls started and not yet answered, by rig's effect id (ids only grow: the first is the
+    /// oldest).
+    open: Mutex<BTreeMap<EffectId, (Call, Instant)>>,
+}
+
+impl Sizing {
+    fn open(&self) -> std::sync::MutexGuard<'_, BTreeMap<EffectId, (Call, Instant)>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Intercept for Sizing {
+    fn name(&self) -> String {
+        LAYER_NAME.to_owned()
+    }
+
+    async fn before(&self, id: EffectId, kind: &EffectKind) -> Decision {
+        if let EffectKind::ToolCall { args, .. } = kind {
+            let args = serde_json::from_str::<serde_json::Value>(args).ok();
+            let call = Call::start(&self.tool, args.as_ref());
+            let mut open = self.open();
+            if open.len() >= MAX_OPEN_CALLS {
+                open.pop_first();
+            }
+            open.insert(id, (call, Instant::now()));
+        }
+        Decision::Proceed
+    }
+
+    async fn after(
+        &self,
+        id: EffectId,
+        _: &EffectKind,
+        outcome: &Result<Outcome, ErrorReport>,
+    ) -> Verdict {
+        let Some((call, started)) = self.open().remove(&id) else {
+            return Verdict::Keep;
+        };
+        let result = match outcome {
+            Ok(Outcome::ToolResult { result }) => result,
+            Ok(_) => return Verdict::Keep,
+            Err(report) => {
+                call.fail(&ToolExecutionError::from(report.clone()), started);
+                return Verdict::Keep;
+            }
+        };
+        if let Some(error) = result.error() {
+            call.fail(error, started);
+            return Verdict::Keep;
+        }
+        // Denied and skipped calls are neither sized nor successes: rig's span carries its
+        // outcome; toolsize's own span ends cancelled as the call is dropped.
+        if !result.is_success() {
+            return Verdict::Keep;
+        }
+        match call.finish(&self.tool, result.output(), self.guard.as_ref(), started) {
+            Some(handed) => Verdict::Replace(Ok(Outcome::ToolResult {
+                result: ToolResult::success(handed),
+            })),
+            None => Verdict::Keep,
         }
     }
 }
@@ -139,49 +267,53 @@ struct Call {
     rig: Option<tracing::Span>,
     /// toolsize's span, otherwise.
     own: Option<crate::ToolCall>,
-    tool: &'static str,
 }
 
 impl Call {
-    fn start(tool: &'static str, args: &serde_json::Value) -> Self {
+    /// `args`: the call's arguments as JSON (`None`: they were not JSON, the hash is left out).
+    fn start(tool: &str, args: Option<&serde_json::Value>) -> Self {
         let current = tracing::Span::current();
         if !current.metadata().is_some_and(is_rig_tool_span) {
+            let builder = crate::tool_call(tool);
+            let builder = match args {
+                Some(args) => builder.args(args),
+                None => builder,
+            };
             return Call {
                 rig: None,
-                own: Some(crate::tool_call(tool).args(args).start()),
-                tool,
+                own: Some(builder.start()),
             };
         }
-        current.set_attribute(TOOL_NAME, tool);
-        if let Ok(hash) = crate::args_hash::span_args_hash(args) {
+        current.set_attribute(TOOL_NAME, tool.to_owned());
+        if let Some(Ok(hash)) = args.map(crate::args_hash::span_args_hash) {
             current.set_attribute(TOOL_ARGS_HASH, hash);
         }
         Call {
             rig: Some(current),
             own: None,
-            tool,
         }
     }
 
     /// Measures the output, guards it, records the size and latency; returns what the model is
-    /// handed.
+    /// handed in its place when the guard changed it.
     fn finish(
         mut self,
-        output: ToolOutput,
+        tool: &str,
+        output: &ToolOutput,
         guard: Option<&CeilingGuard>,
         started: Instant,
-    ) -> ToolOutput {
+    ) -> Option<ToolOutput> {
         let text = output.render();
         let original = text.len() as u64;
         let guarded = guard
             .filter(|g| original > g.limit().bytes)
-            .map(|g| g.text(self.tool, "result", &text));
-        let (output, handed) = match guarded {
-            None => (output, text),
-            Some(Ok(Guarded { output: cut, .. })) => (ToolOutput::text(cut.clone()), cut),
+            .map(|g| g.text(tool, "result", &text));
+        let (replaced, handed) = match guarded {
+            None => (None, text),
+            Some(Ok(Guarded { output: cut, .. })) => (Some(ToolOutput::text(cut.clone())), cut),
             Some(Err(error)) => {
                 let refusal = refusal(&error);
-                (ToolOutput::text(refusal.clone()), refusal)
+                (Some(ToolOutput::text(refusal.clone())), refusal)
             }
         };
         let truncated = guarded_cut(original, handed.len() as u64, guard);
@@ -191,7 +323,7 @@ impl Call {
             } else {
                 own.finish(&handed, false);
             }
-            return output;
+            return replaced;
         }
         if let Some(span) = &self.rig {
             span.set_attribute(TOOL_LATENCY_MS, latency_ms(started));
@@ -201,7 +333,7 @@ impl Call {
                 span.set_attribute(TOOL_RESULT_ORIGINAL_BYTES, int(original));
             }
         }
-        output
+        replaced
     }
 
     fn fail(mut self, error: &ToolExecutionError, started: Instant) {
@@ -380,5 +512,90 @@ mod tests {
         assert_eq!(spans.len(), 1);
         assert_eq!(spans[0].name, "execute_tool echo");
         assert_eq!(attr(&spans[0], TOOL_RESULT_BYTES), Some(1000i64.into()));
+    }
+
+    /// A set sized in one line: every tool of it writes to rig's span, failures typed, the
+    /// exposure of each registration kept.
+    #[test]
+    fn a_sized_set_sizes_every_tool_inside_rig_span() {
+        let mut set = ToolSet::default();
+        set.add_tool(Echo);
+        let mut retrievable = ToolSet::default();
+        retrievable.add_tool(Other);
+        set.add_retrievable_tools(retrievable);
+        let set = sized_set(set);
+        assert_eq!(set.always_exposed_names().collect::<Vec<_>>(), ["echo"]);
+        assert_eq!(set.names().collect::<Vec<_>>(), ["echo", "other"]);
+        let run = |args: &str| {
+            let tool = set.get("echo").unwrap().clone();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            let args = args.to_owned();
+            captured(|| {
+                let span = rig_span();
+                let _in = span.enter();
+                let result = rt.block_on(tool.execute(args, &mut ToolContext::default()));
+                assert_eq!(result.is_success(), !result.is_error());
+            })
+        };
+        let ok = run(r#"{"q":2}"#);
+        assert_eq!(ok.len(), 1, "one span per call");
+        assert_eq!(attr(&ok[0], TOOL_RESULT_BYTES), Some(1000i64.into()));
+        assert_eq!(
+            attr(&ok[0], TOOL_ARGS_HASH).unwrap().to_string(),
+            crate::args_hash(&serde_json::json!({"q": 2})).unwrap()
+        );
+        let failed = run(r#"{"fail":true}"#);
+        assert_eq!(attr(&failed[0], TOOL_RESULT_BYTES), None);
+        assert_eq!(attr(&failed[0], ERROR_TYPE), Some("other".into()));
+    }
+
+    /// A guarded set cuts what the model is handed, and says so on the span.
+    #[test]
+    fn a_guarded_set_hands_over_the_cut_result() {
+        let mut set = ToolSet::default();
+        set.add_tool(Echo);
+        let guard = CeilingGuard::builder()
+            .max_output(500)
+            .policy(crate::guard::Policy::Truncate)
+            .build()
+            .unwrap();
+        let tool = sized_set_guarded(set, guard).get("echo").unwrap().clone();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut handed = String::new();
+        let spans = captured(|| {
+            let result = rt.block_on(tool.execute("{}".into(), &mut ToolContext::default()));
+            handed = result.output().render();
+        });
+        assert!(handed.len() <= 500, "{} bytes handed", handed.len());
+        assert_eq!(
+            attr(&spans[0], TOOL_RESULT_BYTES),
+            Some((handed.len() as i64).into())
+        );
+        assert_eq!(attr(&spans[0], TOOL_RESULT_TRUNCATED), Some(true.into()));
+        assert_eq!(
+            attr(&spans[0], TOOL_RESULT_ORIGINAL_BYTES),
+            Some(1000i64.into())
+        );
+    }
+
+    struct Other;
+    impl PortableTool for Other {
+        const NAME: &'static str = "other";
+        type Args = serde_json::Value;
+        type Output = String;
+        type Error = std::io::Error;
+        fn description(&self) -> String {
+            "Other.".into()
+        }
+        fn parameters(&self) -> serde_json::Value {
+            serde_json::json!({"type": "object"})
+        }
+        async fn call(&self, _: serde_json::Value) -> Result<String, std::io::Error> {
+            Ok(String::new())
+        }
     }
 }

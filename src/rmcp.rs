@@ -28,14 +28,17 @@
 //! bytes handed over, `tool.result.truncated` and the original size. A spill that fails refuses
 //! the result, loudly (logged), never hands it over whole.
 //!
-//! Under load the cost per call is one serialization of the result into a counting writer plus
-//! one arguments hash (see `benches/instrument.rs`); a result that fits is never copied.
+//! Under load the cost per call is one vectorized pass over the result's texts, one serialization
+//! of the rest into a counting writer, and one arguments hash (`benches/frameworks.rs`); a
+//! result that fits is never copied.
 //! Arguments and result content are never recorded or logged: sizes and the hash only. Nothing
 //! here panics on any input.
 
 use std::future::Future;
 
-use ::rmcp::model::{CallToolRequestParams, CallToolResult, ClientRequest, ServerResult};
+use ::rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, ServerResult,
+};
 use ::rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
 use ::rmcp::service::{ServiceError, ServiceRole};
 use ::rmcp::{ErrorData, Service};
@@ -46,6 +49,7 @@ use crate::guard::ceiling::CeilingGuard;
 use crate::guard::Policy;
 use crate::instrument::{McpAttributes, ToolCall};
 use crate::mcp_result::{self as result, Notice};
+use crate::measure::{json_str_len, Measurement};
 use crate::semconv::{ERROR_TYPE_TOOL_ERROR, MCP_METHOD_TOOLS_CALL};
 
 /// Longest tool name recorded on a span; longer names are cut, marked with `…`.
@@ -93,12 +97,11 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
             return self.inner.handle_request(request, context).await;
         };
         let tool = bounded_name(&call.params.name);
-        let request_id: String = context
-            .id
-            .to_string()
-            .chars()
-            .take(MAX_REQUEST_ID_CHARS)
-            .collect();
+        let mut request_id = context.id.to_string();
+        // No more bytes than the limit: no more characters either.
+        if request_id.len() > MAX_REQUEST_ID_CHARS {
+            request_id = request_id.chars().take(MAX_REQUEST_ID_CHARS).collect();
+        }
         let call = start(&tool, &call.params);
         call.record_mcp(&McpAttributes {
             method: MCP_METHOD_TOOLS_CALL,
@@ -235,19 +238,24 @@ fn fail_rpc(call: ToolCall, error: &ErrorData) {
 fn settle(
     call: ToolCall,
     tool: &str,
-    r: CallToolResult,
+    mut r: CallToolResult,
     guard: Option<&CeilingGuard>,
 ) -> CallToolResult {
     if r.is_error == Some(true) {
         call.fail(&"the tool returned an error result", ERROR_TYPE_TOOL_ERROR);
         return r;
     }
-    // What goes over the wire: the size is the bytes of this JSON.
+    // What goes over the wire: the size is the bytes of this JSON, counted without building it.
+    let size = wire_bytes(&mut r);
     let Some(guard) = guard else {
-        let _ = call.finish_value(&r);
+        match Measurement::of_byte_count(size, call.settings().measures) {
+            Some(m) => call.finish_measured(m),
+            None => {
+                let _ = call.finish_value(&r);
+            }
+        }
         return r;
     };
-    let size = json_bytes(&r);
     if size <= guard.limit().bytes {
         let _ = call.finish_value(&r);
         return r;
@@ -322,6 +330,29 @@ fn shape(guard: &CeilingGuard, tool: &str, result: &Value, size: u64, limit: u64
 /// Bytes of `,"resultType":"complete"`, kept free under the limit.
 const RESULT_TYPE_ROOM: u64 = 24;
 
+/// Bytes of `r` as compact JSON, as it goes over the wire. The texts of its text blocks (most of
+/// a result's bytes) are counted by one fast scan ([`json_str_len`]) and taken out of the
+/// serialization, which counts the rest; they are put back untouched, nothing is copied.
+fn wire_bytes(r: &mut CallToolResult) -> u64 {
+    let mut texts = Vec::new();
+    let mut text_bytes = 0;
+    for block in &mut r.content {
+        if let ContentBlock::Text(t) = block {
+            text_bytes += json_str_len(&t.text);
+            texts.push(std::mem::take(&mut t.text));
+        }
+    }
+    let rest = json_bytes(r);
+    let mut texts = texts.into_iter();
+    for block in &mut r.content {
+        if let ContentBlock::Text(t) = block {
+            // As many texts as were taken, in the same order.
+            t.text = texts.next().unwrap_or_default();
+        }
+    }
+    rest + text_bytes
+}
+
 /// Bytes of `value` as compact JSON, counted without writing them anywhere.
 fn json_bytes<T: serde::Serialize>(value: &T) -> u64 {
     struct Count(u64);
@@ -343,10 +374,37 @@ fn json_bytes<T: serde::Serialize>(value: &T) -> u64 {
 
 /// `name`, cut to [`MAX_TOOL_NAME_CHARS`] characters and marked with `…` when it was longer.
 fn bounded_name(name: &str) -> String {
-    if name.chars().count() <= MAX_TOOL_NAME_CHARS {
+    if name.len() <= MAX_TOOL_NAME_CHARS || name.chars().count() <= MAX_TOOL_NAME_CHARS {
         return name.to_owned();
     }
     let mut s: String = name.chars().take(MAX_TOOL_NAME_CHARS - 1).collect();
     s.push('…');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ::rmcp::model::ContentBlock;
+
+    /// The bytes counted are the bytes serde_json writes, and the result is left as it was.
+    #[test]
+    fn wire_bytes_are_the_serialized_bytes() {
+        let mut r = CallToolResult::success(vec![
+            ContentBlock::text("plain"),
+            ContentBlock::image("aGVsbG8=", "image/png"),
+            ContentBlock::text("\"quoted\"\n\u{1}é🦀"),
+            ContentBlock::text(""),
+        ]);
+        r.structured_content = Some(serde_json::json!({"rows": [1, 2], "s": "a\tb"}));
+        let before = r.clone();
+        let expected = serde_json::to_vec(&r).unwrap().len() as u64;
+        assert_eq!(wire_bytes(&mut r), expected);
+        assert_eq!(r, before, "the texts are put back");
+        let mut empty = CallToolResult::success(Vec::new());
+        assert_eq!(
+            wire_bytes(&mut empty),
+            serde_json::to_vec(&empty).unwrap().len() as u64
+        );
+    }
 }

@@ -8,7 +8,8 @@
 //!   each size exactly what the model was handed, the failure an error (rig marks it only with
 //!   `gen_ai.tool.call.outcome = error`), `chat` spans not counted.
 //! - toolsize's line (`toolsize::rig::sized`), content recording off: the same counts and
-//!   sizes, measured in process, latency from the tool's own work; with a guard, the model is
+//!   sizes, measured in process, latency from the tool's own work; the same with the whole tool
+//!   set wrapped in one line (`toolsize::rig::sized_set`); with a guard, the model is
 //!   handed the large result cut within the limit, and the daemon sees it truncated.
 #![cfg(all(feature = "rig", feature = "collector"))]
 
@@ -22,6 +23,8 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::routing::post;
 use axum::{Json, Router};
+use rig_agent::tool::server::ToolServer;
+use rig_agent::tool::ToolSet;
 use rig_agent::AgentBuilder;
 use rig_core::providers::openai::{OpenAIConfig, Route};
 use rig_core::tool::PortableTool;
@@ -210,6 +213,8 @@ enum Line {
     Toolsize,
     /// toolsize's line with a guard on the large result.
     Guarded,
+    /// toolsize's line around the whole tool set, content not recorded.
+    Set,
 }
 
 /// Runs the agent once, exporting as `service`; returns what the model was handed.
@@ -248,6 +253,16 @@ fn run(grpc: SocketAddr, service: &str, line: Line) -> BTreeMap<String, String> 
                         .tool(toolsize::rig::sized(Stats))
                         .tool(toolsize::rig::sized(Flaky))
                         .build()
+                }
+                Line::Set => {
+                    let mut tools = ToolSet::default();
+                    tools.add_tool(FetchPage);
+                    tools.add_tool(Lookup);
+                    tools.add_tool(Stats);
+                    tools.add_tool(Flaky);
+                    let handle = ToolServer::new().run();
+                    handle.add_tools(toolsize::rig::sized_set(tools));
+                    builder.tool_server_handle(handle).build()
                 }
             };
             let answer = agent.prompt("Go.").await.unwrap();
@@ -322,6 +337,15 @@ async fn rig_agent_heard_alone_and_with_one_line() {
         .unwrap();
     assert_eq!(line, own, "the line changes nothing the model is handed");
     check(&rows(d.admin_addr, "rig-toolsize").await, &line, true);
+
+    let set = tokio::task::spawn_blocking(move || run(grpc, "rig-set", Line::Set))
+        .await
+        .unwrap();
+    assert_eq!(
+        set, own,
+        "the set's line changes nothing the model is handed"
+    );
+    check(&rows(d.admin_addr, "rig-set").await, &set, true);
 
     let guarded = tokio::task::spawn_blocking(move || run(grpc, "rig-guarded", Line::Guarded))
         .await
