@@ -191,7 +191,7 @@ pub(crate) fn tls_connector(h2: bool) -> Result<tokio_rustls::TlsConnector, Stri
 
 /// The roots `https` targets are checked against, read once.
 #[cfg(feature = "tls")]
-mod roots {
+pub(crate) mod roots {
     use std::sync::{Arc, OnceLock};
 
     use tokio_rustls::rustls;
@@ -211,8 +211,7 @@ mod roots {
     }
 
     fn build(alpn: &[u8]) -> Result<TlsConnector, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let mut roots = mozilla();
         let from_env: Vec<String> = ["SSL_CERT_FILE", "SSL_CERT_DIR"]
             .into_iter()
             .filter_map(|v| std::env::var_os(v).map(|p| format!("{v}={}", p.to_string_lossy())))
@@ -229,6 +228,23 @@ mod roots {
         }
         // The system store's unreadable entries are skipped: Mozilla's roots remain.
         roots.add_parsable_certificates(native.certs);
+        connector_with(roots, alpn)
+    }
+
+    /// Mozilla's roots, to which a caller adds its own.
+    pub(crate) fn mozilla() -> rustls::RootCertStore {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        roots
+    }
+
+    /// The one client set-up of every outbound TLS connection (the daemon's and `toolsize
+    /// mcp`'s): ring, the safe protocol versions, `roots`, no client certificate, one ALPN
+    /// protocol.
+    pub(crate) fn connector_with(
+        roots: rustls::RootCertStore,
+        alpn: &[u8],
+    ) -> Result<TlsConnector, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
