@@ -27,7 +27,7 @@ pub(crate) mod restack;
 pub(crate) mod series;
 pub(crate) mod stacks;
 
-pub(crate) use crate::collector::hash::FxBuild;
+pub(crate) use crate::collector::hash::MapHasher;
 pub(crate) use key::{KeyLike, SeriesKey, SeriesKeyRef};
 pub(crate) use limits::*;
 pub use limits::{size_bounds, Limits};
@@ -43,7 +43,7 @@ use stacks::Profile;
 pub(crate) use crate::collector::ingest::recognize::OVERFLOW;
 
 /// The series by key (hashbrown's map, for one lookup that gives a series and its key).
-pub(crate) type SeriesMap = hashbrown::HashMap<SeriesKey, Series, FxBuild>;
+pub(crate) type SeriesMap = hashbrown::HashMap<SeriesKey, Series, MapHasher>;
 
 /// One recorded result as an observer sees it: its series and the verdict the aggregator
 /// computed once for it.

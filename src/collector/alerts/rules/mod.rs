@@ -117,7 +117,7 @@ use super::{AlertStats, Event, Matched};
 use crate::collector::config::{for_each_rule, AlertsConfig, Config};
 pub(crate) use crate::collector::state::restack::Remap;
 use crate::collector::state::{
-    FxBuild, Limits, Observed, ResultObserver, Retune, Series, SeriesKey, SeriesMap, State, Stats,
+    Limits, MapHasher, Observed, ResultObserver, Retune, Series, SeriesKey, SeriesMap, State, Stats,
 };
 use crate::layers::Ceiling;
 
@@ -286,7 +286,7 @@ struct Hot {
 /// the alert task, which resolves it after the quiet period without an event, keeps it firing.
 #[derive(Debug)]
 pub(crate) struct Firing<K> {
-    hot: HashMap<K, Hot, FxBuild>,
+    hot: HashMap<K, Hot, MapHasher>,
     quiet_ms: u64,
     resend_ms: u64,
 }
