@@ -24,8 +24,10 @@ pub(crate) mod join;
 pub(crate) mod key;
 pub(crate) mod limits;
 pub(crate) mod restack;
+pub(crate) mod results;
 pub(crate) mod series;
 pub(crate) mod stacks;
+pub(crate) mod top_args;
 
 pub(crate) use crate::collector::hash::MapHasher;
 pub(crate) use key::{KeyLike, SeriesKey, SeriesKeyRef};
