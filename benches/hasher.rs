@@ -9,8 +9,9 @@
 //! Each lookup hashes the key and compares it once: what a recorded span costs the aggregator's
 //! maps. Sizes of service and tool names follow the agents' (`svc-7`, `mcp__github__…`).
 //!
-//! Measured on this machine (2 cores, shared): a series-key lookup 28.4 ns with foldhash vs 37.0
-//! ns with FxHash, a span-id lookup 5.9 vs 6.5 ns, hashing a series key 15.1 vs 16.6 ns.
+//! Measured on this machine (2 cores, shared), two runs: a series-key lookup 28.4 / 16.2 ns with
+//! foldhash vs 37.0 / 33.6 ns with FxHash, a span-id lookup 5.9 / 3.8 vs 6.5 / 5.4 ns; hashing a
+//! series key alone 15.1 / 13.5 vs 16.6 / 8.6 ns (a draw; the lookups are what the daemon does).
 //!
 //! `cargo bench --features collector --bench hasher`
 
