@@ -1110,49 +1110,28 @@ impl SeqWriter<'_> {
     }
 }
 
-impl ser::SerializeSeq for SeqWriter<'_> {
-    type Ok = ();
-    type Error = ArgsHashError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-    fn end(self) -> Result<()> {
-        self.finish()
-    }
+/// The four sequence-like serializer traits, each an element then `end`, all on [`SeqWriter`].
+macro_rules! seq_writer {
+    ($($trait:ident :: $method:ident),+ $(,)?) => {$(
+        impl ser::$trait for SeqWriter<'_> {
+            type Ok = ();
+            type Error = ArgsHashError;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+                self.element(value)
+            }
+            fn end(self) -> Result<()> {
+                self.finish()
+            }
+        }
+    )+};
 }
 
-impl ser::SerializeTuple for SeqWriter<'_> {
-    type Ok = ();
-    type Error = ArgsHashError;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-    fn end(self) -> Result<()> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleStruct for SeqWriter<'_> {
-    type Ok = ();
-    type Error = ArgsHashError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-    fn end(self) -> Result<()> {
-        self.finish()
-    }
-}
-
-impl ser::SerializeTupleVariant for SeqWriter<'_> {
-    type Ok = ();
-    type Error = ArgsHashError;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-    fn end(self) -> Result<()> {
-        self.finish()
-    }
-}
+seq_writer!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field,
+);
 
 /// Writes the entries of a map, struct or struct variant, sorting them on `end`.
 struct MapWriter<'a> {
@@ -1200,35 +1179,27 @@ impl ser::SerializeMap for MapWriter<'_> {
     }
 }
 
-impl ser::SerializeStruct for MapWriter<'_> {
-    type Ok = ();
-    type Error = ArgsHashError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<()> {
-        self.finish()
-    }
+/// A struct and a struct variant: named fields, each an entry of [`MapWriter`].
+macro_rules! struct_writer {
+    ($($trait:ident),+) => {$(
+        impl ser::$trait for MapWriter<'_> {
+            type Ok = ();
+            type Error = ArgsHashError;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<()> {
+                self.field(key, value)
+            }
+            fn end(self) -> Result<()> {
+                self.finish()
+            }
+        }
+    )+};
 }
 
-impl ser::SerializeStructVariant for MapWriter<'_> {
-    type Ok = ();
-    type Error = ArgsHashError;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<()> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<()> {
-        self.finish()
-    }
-}
+struct_writer!(SerializeStruct, SerializeStructVariant);
 
 /// Serializes a map key into a [`SortKey`], copying string keys into the arena.
 struct KeySerializer<'a> {

@@ -248,3 +248,51 @@ async fn top_sends_the_token_from_a_file_or_the_variable() {
     tmux(&["kill-session", "-t", &wrong]);
     daemon.stop();
 }
+
+/// Over TLS: top reads a daemon whose listeners speak TLS (`tls.cert_file`), checking it
+/// against the CA `SSL_CERT_FILE` names; without that CA the handshake fails and the status
+/// line says so.
+#[cfg(feature = "tls")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_reads_a_tls_daemon_it_trusts() {
+    if !require("tmux", &["-V"]) || !require("openssl", &["version"]) {
+        return;
+    }
+    let dir = temp_dir("top-tls");
+    support::tls::make_certs(&dir);
+    let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
+    let daemon = Binary::start(
+        &[
+            "--tls-cert-file",
+            cert.to_str().unwrap(),
+            "--tls-key-file",
+            key.to_str().unwrap(),
+        ],
+        None,
+    );
+    let bin = env!("CARGO_BIN_EXE_toolsize");
+    let url = format!("https://127.0.0.1:{}", daemon.admin.port());
+
+    let trusted = tmux_session(
+        "top-tls",
+        &format!(
+            "env -u SSL_CERT_DIR SSL_CERT_FILE={} {bin} top --url {url}",
+            dir.join("ca.pem").display()
+        ),
+    );
+    let refreshed = format!("{url} · 0 tools · refreshed");
+    screen_when(&trusted, "a refresh over TLS", |s| s.contains(&refreshed)).await;
+    tmux(&["kill-session", "-t", &trusted]);
+
+    let untrusted = tmux_session(
+        "top-tls-untrusted",
+        &format!("env -u SSL_CERT_FILE -u SSL_CERT_DIR {bin} top --url {url}"),
+    );
+    let s = screen_when(&untrusted, "the refused certificate", |s| {
+        s.contains("TLS handshake")
+    })
+    .await;
+    assert!(!s.contains(&refreshed), "{s}");
+    tmux(&["kill-session", "-t", &untrusted]);
+    daemon.stop();
+}

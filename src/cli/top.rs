@@ -3,8 +3,9 @@
 //! Every 2 s it reads `GET /api/v1/tools?window=W` (`W` the daemon's shortest window, 5m by
 //! default, learned from its first answer), `GET /api/v1/alerts` and the history of
 //! the tools on screen (`GET /api/v1/tools/{tool}/history?service=S`) with a small blocking
-//! HTTP/1.1 client (plain text, one connection per request, a 2 s timeout and a 16 MiB cap per
-//! answer), and draws the tools table (p95, over-ceiling count, call rate, a p95 sparkline), the
+//! HTTP/1.1 client (hyper's, the one the daemon posts alerts with: `http://`, or `https://` checked
+//! against Mozilla's roots and the system's or `SSL_CERT_FILE`; one connection per request, a
+//! 2 s timeout and a 16 MiB cap per answer), and draws the tools table (p95, over-ceiling count, call rate, a p95 sparkline), the
 //! firing alerts and a status line. Keys: `p`, `o`, `r` sort by p95, over-ceiling count or call
 //! rate; arrows move; `/` filters tools by name (Enter keeps the filter, Esc clears it); `q` or
 //! Ctrl-C quits. With the daemon's token (`--token-file`, or the daemon's own
@@ -12,8 +13,6 @@
 //! Bearer`; a 401 says which of them to set. A daemon that stops answering leaves the last data on screen with the error in
 //! the status line; the next refresh tries again.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -25,6 +24,7 @@ use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
 use serde_json::Value;
 
 use super::CliError;
+use crate::collector::net::client::Target;
 
 /// Arguments of `toolsize top`.
 #[derive(Debug, clap::Args)]
@@ -75,7 +75,9 @@ pub(crate) fn token(
 
 const REFRESH: Duration = Duration::from_secs(2);
 const TIMEOUT: Duration = Duration::from_secs(2);
-const MAX_BODY: u64 = 16 << 20;
+const MAX_BODY: usize = 16 << 20;
+/// The longest `--url` taken.
+const MAX_URL_BYTES: usize = 2048;
 /// History is fetched for at most this many rows per refresh.
 const SPARK_ROWS: usize = 60;
 /// The longest filter accepted.
@@ -113,11 +115,11 @@ fn calls_per_minute(count: u64, window_secs: u64, uptime_secs: Option<u64>) -> f
     count as f64 * 60.0 / covered as f64
 }
 
-/// A host:port and a path prefix parsed from `--url`.
+/// The daemon `--url` names (`http://` or, built with `tls`, `https://`, with an optional path
+/// prefix), read with the crate's HTTP client ([`Target`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Daemon {
-    host: String,
-    prefix: String,
+    target: Target,
     /// Sent as `Authorization: Bearer`.
     pub(crate) token: Option<String>,
 }
@@ -136,79 +138,57 @@ impl Daemon {
     }
 
     pub(crate) fn parse(url: &str) -> Result<Self, String> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            format!("--url {url:?}: only http:// is supported (e.g. http://127.0.0.1:9464)")
-        })?;
-        let (host, prefix) = match rest.find('/') {
-            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
-            None => (rest, ""),
-        };
-        if host.is_empty() || host.len() > 255 {
-            return Err(format!("--url {url:?}: no host"));
+        if url.len() > MAX_URL_BYTES {
+            return Err(format!("--url: longer than {MAX_URL_BYTES} bytes"));
         }
-        let host = if host.contains(':') && !host.ends_with(']') {
-            host.to_owned()
-        } else {
-            format!("{host}:80")
-        };
+        let target = Target::parse(url).map_err(|e| format!("--url {e}"))?;
         Ok(Self {
-            host,
-            prefix: prefix.to_owned(),
+            target,
             token: None,
         })
     }
 
-    /// `GET path` as JSON.
+    /// `scheme://host:port`, for the status line.
+    fn origin(&self) -> String {
+        self.target.origin()
+    }
+
+    /// `GET path` as JSON, within [`TIMEOUT`] (connection and TLS handshake included).
     pub(crate) fn get(&self, path: &str) -> Result<Value, String> {
-        let addr = self
-            .host
-            .to_socket_addrs()
-            .map_err(|e| format!("{}: {e}", self.host))?
-            .next()
-            .ok_or_else(|| format!("{}: no address", self.host))?;
-        let mut s = TcpStream::connect_timeout(&addr, TIMEOUT)
-            .map_err(|e| format!("{}: {e} (is toolsize serve running?)", self.host))?;
-        s.set_read_timeout(Some(TIMEOUT)).ok();
-        s.set_write_timeout(Some(TIMEOUT)).ok();
-        let auth = match &self.token {
-            Some(t) => format!("Authorization: Bearer {t}\r\n"),
-            None => String::new(),
+        let target = self.target.clone().with_path(path);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        let answer = runtime.block_on(async {
+            tokio::time::timeout(
+                TIMEOUT,
+                target.get("application/json", self.token.as_deref(), MAX_BODY),
+            )
+            .await
+        });
+        let (status, body) = match answer {
+            Ok(Ok(a)) => a,
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "{}: {e} (is toolsize serve running?)",
+                    self.origin()
+                ))
+            }
+            Err(_) => return Err(format!("{}: no answer within {TIMEOUT:?}", self.origin())),
         };
-        write!(
-            s,
-            "GET {}{path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\n{auth}Connection: close\r\n\r\n",
-            self.prefix, self.host
-        )
-        .map_err(|e| e.to_string())?;
-        let mut buf = Vec::new();
-        s.take(MAX_BODY)
-            .read_to_end(&mut buf)
-            .map_err(|e| format!("{path}: {e}"))?;
-        let split = buf
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .ok_or_else(|| format!("{path}: no HTTP answer"))?;
-        let head = String::from_utf8_lossy(&buf[..split]);
-        let status = head.split(' ').nth(1).unwrap_or("");
-        match (status, &self.token) {
-            ("200", _) => {}
-            ("401", None) => {
+        match (status.as_u16(), &self.token) {
+            (200, _) => {}
+            (401, None) => {
                 return Err(format!(
                     "{path}: HTTP 401: the daemon wants its token (--token-file, \
                      TOOLSIZE_AUTH_TOKEN_FILE or TOOLSIZE_AUTH_TOKEN)"
                 ))
             }
-            ("401", Some(_)) => return Err(format!("{path}: HTTP 401: the token was refused")),
-            _ => return Err(format!("{path}: HTTP {status}")),
+            (401, Some(_)) => return Err(format!("{path}: HTTP 401: the token was refused")),
+            (n, _) => return Err(format!("{path}: HTTP {n}")),
         }
-        let body = &buf[split + 4..];
-        if head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked")
-        {
-            return Err(format!("{path}: chunked answer not supported"));
-        }
-        serde_json::from_slice(body).map_err(|e| format!("{path}: {e}"))
+        serde_json::from_slice(&body).map_err(|e| format!("{path}: {e}"))
     }
 }
 
@@ -270,7 +250,7 @@ impl App {
             Ok(()) => {
                 self.status = format!(
                     "{} · {} tools · refreshed every 2 s",
-                    self.daemon.host,
+                    self.daemon.origin(),
                     self.lines.len()
                 )
             }
@@ -626,9 +606,12 @@ mod tests {
     #[test]
     fn urls_and_sparklines() {
         let d = Daemon::parse("http://127.0.0.1:9464/").unwrap();
-        assert_eq!((d.host.as_str(), d.prefix.as_str()), ("127.0.0.1:9464", ""));
-        assert_eq!(Daemon::parse("http://h/x").unwrap().host, "h:80");
-        assert!(Daemon::parse("https://h").is_err());
+        assert_eq!(d.origin(), "http://127.0.0.1:9464");
+        let d = Daemon::parse("http://h/x").unwrap();
+        assert_eq!(d.origin(), "http://h:80");
+        assert_eq!(d.target.with_path("/api/v1/tools").path, "/x/api/v1/tools");
+        assert!(Daemon::parse("ftp://h").is_err());
+        assert!(Daemon::parse(&format!("http://h/{}", "x".repeat(MAX_URL_BYTES))).is_err());
         assert_eq!(sparkline(&[0, 50, 100]), "▁▅█");
         assert_eq!(encode("a b/<"), "a%20b%2F%3C");
     }

@@ -89,6 +89,8 @@ use tokio::task::JoinHandle;
 
 pub use config::Config;
 #[doc(hidden)]
+pub use hash::MapHasher;
+#[doc(hidden)]
 pub use persist::snapshot::SnapshotCosts;
 pub use stats::{RefusedRequest, RefusedRequests, SelfStats};
 

@@ -23,6 +23,8 @@ mod stack;
 
 pub use catalog::{catalog, find, Action, Layer, LayerKind, Scope, Unit};
 pub use convert::{ByteLimit, ResultMeasures, Value};
+#[cfg_attr(not(feature = "collector"), allow(unused_imports))]
+pub(crate) use stack::{parse_limit, KEY_CEILING_BYTES};
 pub use stack::{
     suggest, Ceiling, CustomLayer, Cut, Stack, StackConfig, StackError, StackLayer, Verdict,
     DEFAULT_CEILING_BYTES, DEFAULT_LAYER_ID, ENV_CEILING_BYTES, ENV_STACK, MAX_LAYER_NAME_BYTES,

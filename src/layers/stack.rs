@@ -28,6 +28,10 @@ pub const ENV_STACK: &str = "TOOLSIZE_STACK";
 /// Environment variable setting the default layer's byte ceiling.
 pub const ENV_CEILING_BYTES: &str = "TOOLSIZE_CEILING_BYTES";
 
+/// The `[layers]` key of the default layer's byte ceiling ([`StackConfig::ceiling_bytes`]), as
+/// an error names it.
+pub(crate) const KEY_CEILING_BYTES: &str = "ceiling_bytes";
+
 /// A layer declared by the user.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -100,7 +104,7 @@ impl StackConfig {
                 None => (item, None),
             };
             if let Some(limit) = limit {
-                let n = parse_limit(limit).ok_or_else(|| StackError::InvalidLimit {
+                let n = parse_limit(limit).map_err(|_| StackError::InvalidLimit {
                     what: id.to_owned(),
                     value: limit.to_owned(),
                 })?;
@@ -119,7 +123,7 @@ impl StackConfig {
             None => StackConfig::default(),
         };
         if let Some(value) = env.get(ENV_CEILING_BYTES).filter(|v| !v.trim().is_empty()) {
-            let n = parse_limit(value.trim()).ok_or_else(|| StackError::InvalidLimit {
+            let n = parse_limit(value).map_err(|_| StackError::InvalidLimit {
                 what: ENV_CEILING_BYTES.to_owned(),
                 value: value.clone(),
             })?;
@@ -129,8 +133,14 @@ impl StackConfig {
     }
 }
 
-fn parse_limit(text: &str) -> Option<u64> {
-    text.parse::<u64>().ok().filter(|&n| n > 0)
+/// The one parser of a layer's limit given as text (an `id=limit` of a stack list, the default
+/// layer's ceiling from [`ENV_CEILING_BYTES`], or the collector's variable and flag): a whole
+/// number above 0.
+pub(crate) fn parse_limit(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{text:?}: expected a whole number above 0")),
+    }
 }
 
 /// Why a stack could not be resolved.
@@ -398,7 +408,7 @@ impl Stack {
             if let Some(limit) = config.ceiling_bytes {
                 if limit == 0 {
                     return Err(StackError::InvalidLimit {
-                        what: "ceiling_bytes".to_owned(),
+                        what: KEY_CEILING_BYTES.to_owned(),
                         value: "0".to_owned(),
                     });
                 }

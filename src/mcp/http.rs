@@ -233,9 +233,7 @@ fn redact(url: &str) -> String {
 fn tls_connector(ca: Option<&Path>) -> Result<tokio_rustls::TlsConnector, String> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::CertificateDer;
-    use tokio_rustls::rustls;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let mut roots = crate::collector::net::client::roots::mozilla();
     if let Some(path) = ca {
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
             .map_err(|e| format!("--upstream-ca {}: {e}", path.display()))?
@@ -253,14 +251,7 @@ fn tls_connector(ca: Option<&Path>) -> Result<tokio_rustls::TlsConnector, String
                 .map_err(|e| format!("--upstream-ca {}: {e}", path.display()))?;
         }
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+    crate::collector::net::client::roots::connector_with(roots, b"http/1.1")
 }
 
 /// An upstream connection: plain TCP or TLS.

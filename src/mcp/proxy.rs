@@ -597,13 +597,6 @@ impl Proxy {
                     parent_on(&call, m);
                 }
                 let request_id = id_text(id);
-                let version = meta_head
-                    .version()
-                    .or_else(|| {
-                        cx.protocol_version
-                            .map(|v| v.chars().take(MAX_LABEL_CHARS).collect())
-                    })
-                    .or_else(|| cx.session.protocol_version());
                 call.record_mcp(&McpAttributes {
                     method: MCP_METHOD_TOOLS_CALL,
                     request_id: &request_id,

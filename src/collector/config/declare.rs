@@ -76,35 +76,19 @@ macro_rules! section {
         );
     };
 
-    // A value key with key attributes.
+    // A value key, with or without key attributes.
     (@field $head:tt [$($f:tt)*] [$($d:tt)*] [$($k:tt)*] [$($s:tt)*] [$($c:tt)*]
         $(#[doc = $fdoc:literal])+
-        #[key($($attr:tt)*)]
+        $(#[key($($attr:tt)*)])?
         $fvis:vis $fname:ident : $fty:ty = $default:expr
         $(, $($rest:tt)*)?
     ) => {
         $crate::collector::config::declare::section!(@field $head
             [$($f)* $(#[doc = $fdoc])+ $fvis $fname: $fty,]
             [$($d)* $fname: $default,]
-            [$($k)* ($fname, concat!($($fdoc, "\n"),+), $fty, [$($attr)*])]
+            [$($k)* ($fname, concat!($($fdoc, "\n"),+), $fty, [$($($attr)*)?])]
             [$($s)*]
-            [$($c)* ($fname, [$($attr)*])]
-            $($($rest)*)?
-        );
-    };
-
-    // A value key without.
-    (@field $head:tt [$($f:tt)*] [$($d:tt)*] [$($k:tt)*] [$($s:tt)*] [$($c:tt)*]
-        $(#[doc = $fdoc:literal])+
-        $fvis:vis $fname:ident : $fty:ty = $default:expr
-        $(, $($rest:tt)*)?
-    ) => {
-        $crate::collector::config::declare::section!(@field $head
-            [$($f)* $(#[doc = $fdoc])+ $fvis $fname: $fty,]
-            [$($d)* $fname: $default,]
-            [$($k)* ($fname, concat!($($fdoc, "\n"),+), $fty, [])]
-            [$($s)*]
-            [$($c)*]
+            [$($c)* ($fname, [$($($attr)*)?])]
             $($($rest)*)?
         );
     };

@@ -3,45 +3,52 @@
 //! [`Stack::resolve`] gives every limit its [`Origin`](crate::Origin) and an error names the
 //! source that holds the bad value.
 
-use crate::layers::{Stack, StackConfig, StackError, ENV_CEILING_BYTES, ENV_STACK};
+use crate::layers::{
+    parse_limit, Stack, StackConfig, StackError, ENV_CEILING_BYTES, ENV_STACK, KEY_CEILING_BYTES,
+};
 
-use super::declare::{join, Section, Text};
+use super::declare::{join, section, Scalar, Section, Text};
 use super::keys::Key;
 use super::merge::Provenance;
 use super::ConfigError;
 
+section! {
+    /// The truncation layers between your tools and the model (`toolsize layers` lists the
+    /// catalog). Each result is compared with every layer, in its unit; the weakest layer that
+    /// cuts it is counted in toolsize_tool_results_over_ceiling_total{layer}. With no layer
+    /// named, the stack is one `default` layer of 16384 bytes. Precedence: flag > environment >
+    /// this file > default.
+    pub(crate) struct LayersKeys {
+        /// The layers in front of the model, by id, e.g. ["claude-code.mcp.max", "default"];
+        /// in the environment and the flag "id[=limit],...", a limit in the layer's unit.
+        #[key(env = ENV_STACK, flag = "--stack", value_name = "ID[=LIMIT],...")]
+        pub(crate) stack: Vec<String> = Vec::new(),
+        /// The `default` layer's byte ceiling (16384 unless set); setting it keeps `default` in
+        /// the stack.
+        #[key(env = ENV_CEILING_BYTES, flag = "--ceiling-bytes", value_name = "N", example = "16384")]
+        pub(crate) ceiling_bytes: Option<Limit> = None,
+    }
+}
+
+/// A layer's limit as a variable, a flag or the file gives it: parsed by the library's one
+/// parser of limits ([`crate::layers::parse_limit`]), a whole number above 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Limit(pub(crate) u64);
+
+impl Scalar for Limit {
+    fn parse_item(item: &str) -> Result<Self, String> {
+        parse_limit(item).map(Limit)
+    }
+}
+
+/// `[layers]`: the library's [`StackConfig`], whose value keys are declared once in
+/// [`LayersKeys`] (a test holds the two to the same fields); its free tables follow.
 impl Section for StackConfig {
-    const DOC: &'static str = "\
-The truncation layers between your tools and the model (`toolsize layers` lists the catalog).
-Each result is compared with every layer, in its unit; the weakest layer that cuts it is
-counted in toolsize_tool_results_over_ceiling_total{layer}. With no layer named, the stack is
-one `default` layer of 16384 bytes. Precedence: flag > environment > this file > default.";
+    const DOC: &'static str = <LayersKeys as Section>::DOC;
 
     fn keys(path: &str, out: &mut Vec<Key>) {
-        out.push(Key::table(path.to_string(), Self::DOC));
-        out.push(
-            Key::value::<Vec<String>>(
-                path,
-                "stack",
-                "The layers in front of the model, by id, e.g. [\"claude-code.mcp.max\", \"default\"];\n\
-                 in the environment and the flag \"id[=limit],...\", a limit in the layer's unit.",
-            )
-            .env(ENV_STACK)
-            .flag("--stack")
-            .value_name("ID[=LIMIT],..."),
-        );
-        out.push(
-            Key::value::<Option<u64>>(
-                path,
-                "ceiling_bytes",
-                "The `default` layer's byte ceiling (16384 unless set); setting it keeps `default` in\n\
-                 the stack.",
-            )
-            .env(ENV_CEILING_BYTES)
-            .flag("--ceiling-bytes")
-            .value_name("N")
-            .example("16384"),
-        );
+        LayersKeys::keys(path, out);
         out.push(
             Key::table(
                 join(path, "overrides"),
@@ -115,9 +122,10 @@ impl StackSource {
                 self.config.overrides = list.overrides;
                 self.list = Some(from.clone());
             }
-            "ceiling_bytes" => {
-                self.config.ceiling_bytes = Option::<u64>::from_texts(texts)
-                    .map_err(|message| ConfigError::invalid(&key.path, from, message))?;
+            KEY_CEILING_BYTES => {
+                self.config.ceiling_bytes = Option::<Limit>::from_texts(texts)
+                    .map_err(|message| ConfigError::invalid(&key.path, from, message))?
+                    .map(|l| l.0);
                 self.ceiling = Some(from.clone());
             }
             other => unreachable!("[layers] has no key {other} a variable or flag sets"),
@@ -151,7 +159,7 @@ fn culprit(c: &StackConfig, error: &StackError) -> Option<Part> {
         StackError::UnknownId { id, .. } => {
             (c.ids.contains(id) || c.overrides.contains_key(id)).then_some(Part::List)
         }
-        StackError::InvalidLimit { what, .. } if what == "ceiling_bytes" => {
+        StackError::InvalidLimit { what, .. } if what == KEY_CEILING_BYTES => {
             (c.ceiling_bytes == Some(0)).then_some(Part::Ceiling)
         }
         StackError::InvalidLimit { what, .. } => {
@@ -202,3 +210,44 @@ pub(super) fn resolve(
 
 /// The key of the services' own stacks.
 const SERVICES: &str = "layers.services";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value keys declared in [`LayersKeys`] are the library's fields, and a variable or
+    /// flag sets each of them through [`StackSource::add`], its one parser refusing a bad
+    /// ceiling with the key's name.
+    #[test]
+    fn the_declared_keys_are_the_stack_config_fields() {
+        let keys = LayersKeys {
+            stack: vec!["default".into()],
+            ceiling_bytes: Some(Limit(5)),
+        };
+        let c: StackConfig = serde_json::from_value(serde_json::to_value(&keys).unwrap()).unwrap();
+        assert_eq!(
+            (c.ids, c.ceiling_bytes),
+            (vec!["default".to_owned()], Some(5))
+        );
+
+        let mut all = Vec::new();
+        StackConfig::keys("layers", &mut all);
+        let values: Vec<&Key> = all.iter().filter(|k| k.parse.is_some()).collect();
+        let leaves: Vec<&str> = values.iter().map(|k| k.leaf()).collect();
+        assert_eq!(leaves, ["stack", KEY_CEILING_BYTES]);
+        let from = Provenance::DEFAULT;
+        let mut source = StackSource::default();
+        for key in &values {
+            source.add(key, &["5".to_owned()], &from).unwrap();
+        }
+        assert_eq!(source.config.ceiling_bytes, Some(5));
+        for bad in ["0", "-1", "12k"] {
+            let e = source
+                .add(values[1], &[bad.to_owned()], &from)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("layers.ceiling_bytes"), "{e}");
+            assert!(e.contains("expected a whole number above 0"), "{e}");
+        }
+    }
+}

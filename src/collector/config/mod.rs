@@ -650,13 +650,13 @@ mod tests {
             )),
             "flag --stack"
         );
-        assert_eq!(
-            from(Config::load(
-                None,
-                vec![],
-                &flags(&["--ceiling-bytes", "0"])
-            )),
-            "flag --ceiling-bytes"
+        // A limit of 0 is refused by the limits' one parser, naming the flag.
+        let e = Config::load(None, vec![], &flags(&["--ceiling-bytes", "0"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid value for layers.ceiling_bytes (flag --ceiling-bytes)"),
+            "{e}"
         );
         assert_eq!(
             from(Config::load(

@@ -9,11 +9,14 @@
 //! configuration error. A handshake that fails (unknown issuer, wrong name, expired) is a failed
 //! post, named in the error; callers bound the time a post may take, handshake included.
 //!
+//! `toolsize top` and `toolsize doctor` read a daemon's API through [`Target::get`], over the same
+//! connections (TLS included).
+//!
 //! Error messages name a URL by its scheme and authority only: a webhook's path often holds its
 //! key (Slack, relays), and a message must not leak it.
 
-use axum::body::Body;
-use axum::http::{header, Request, Uri};
+use axum::body::{Body, Bytes};
+use axum::http::{header, Method, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -109,6 +112,59 @@ impl Target {
         token: Option<&str>,
         body: Vec<u8>,
     ) -> Result<(), String> {
+        let req = self
+            .request(Method::POST, token)
+            .header(header::CONTENT_TYPE, content_type)
+            .body(Body::from(body))
+            .map_err(|e| e.to_string())?;
+        let (status, _) = self.send(req, None).await?;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("HTTP {status}"))
+        }
+    }
+
+    /// GETs the target on a new HTTP/1.1 connection with an optional bearer token: the
+    /// answer's status and body, a body over `max_body` bytes an error. Callers bound the time
+    /// it may take.
+    pub(crate) async fn get(
+        &self,
+        accept: &str,
+        token: Option<&str>,
+        max_body: usize,
+    ) -> Result<(StatusCode, Bytes), String> {
+        let req = self
+            .request(Method::GET, token)
+            .header(header::ACCEPT, accept)
+            .body(Body::empty())
+            .map_err(|e| e.to_string())?;
+        self.send(req, Some(max_body)).await
+    }
+
+    /// A request to the target's path with its `Host`, the user agent and the token.
+    fn request(&self, method: Method, token: Option<&str>) -> axum::http::request::Builder {
+        let req = Request::builder()
+            .method(method)
+            .uri(self.path.as_str())
+            .header(header::HOST, self.authority.as_str())
+            .header(
+                header::USER_AGENT,
+                concat!("toolsize/", env!("CARGO_PKG_VERSION")),
+            );
+        match token {
+            Some(t) => req.header(header::AUTHORIZATION, format!("Bearer {t}")),
+            None => req,
+        }
+    }
+
+    /// Sends `req` on a new connection (TLS for `https`); reads the answer's body when
+    /// `max_body` is given.
+    async fn send(
+        &self,
+        req: Request<Body>,
+        max_body: Option<usize>,
+    ) -> Result<(StatusCode, Bytes), String> {
         let stream = TcpStream::connect(self.authority.as_str())
             .await
             .map_err(|e| e.to_string())?;
@@ -123,45 +179,10 @@ impl Target {
                     .connect(name, stream)
                     .await
                     .map_err(|e| format!("TLS handshake: {e}"))?;
-                return self.send(tls, content_type, token, body).await;
+                return exchange(tls, req, max_body).await;
             }
         }
-        self.send(stream, content_type, token, body).await
-    }
-
-    async fn send<S>(
-        &self,
-        stream: S,
-        content_type: &str,
-        token: Option<&str>,
-        body: Vec<u8>,
-    ) -> Result<(), String>
-    where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let mut req = Request::post(self.path.as_str())
-            .header(header::HOST, self.authority.as_str())
-            .header(header::CONTENT_TYPE, content_type)
-            .header(
-                header::USER_AGENT,
-                concat!("toolsize/", env!("CARGO_PKG_VERSION")),
-            );
-        if let Some(t) = token {
-            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
-        }
-        let req = req.body(Body::from(body)).map_err(|e| e.to_string())?;
-        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
-        if resp.status().is_success() {
-            Ok(())
-        } else {
-            Err(format!("HTTP {}", resp.status()))
-        }
+        exchange(stream, req, max_body).await
     }
 
     /// The same host with `suffix` appended to its path (a base URL's API endpoint).
@@ -178,6 +199,33 @@ impl Target {
     }
 }
 
+/// One request and its answer on `stream`, an HTTP/1.1 connection of hyper's client.
+async fn exchange<S>(
+    stream: S,
+    req: Request<Body>,
+    max_body: Option<usize>,
+) -> Result<(StatusCode, Bytes), String>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+    let status = resp.status();
+    let Some(max) = max_body else {
+        return Ok((status, Bytes::new()));
+    };
+    let body = http_body_util::Limited::new(resp.into_body(), max);
+    match http_body_util::BodyExt::collect(body).await {
+        Ok(b) => Ok((status, b.to_bytes())),
+        Err(e) => Err(format!("the answer: {e}")),
+    }
+}
+
 /// The TLS connector of `https://` (HTTP/1.1) or, with `h2`, `grpcs://` (HTTP/2) peers: the
 /// roots every outbound connection is checked against, read once (see the module docs).
 #[cfg(feature = "tls")]
@@ -191,7 +239,7 @@ pub(crate) fn tls_connector(h2: bool) -> Result<tokio_rustls::TlsConnector, Stri
 
 /// The roots `https` targets are checked against, read once.
 #[cfg(feature = "tls")]
-mod roots {
+pub(crate) mod roots {
     use std::sync::{Arc, OnceLock};
 
     use tokio_rustls::rustls;
@@ -211,8 +259,7 @@ mod roots {
     }
 
     fn build(alpn: &[u8]) -> Result<TlsConnector, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let mut roots = mozilla();
         let from_env: Vec<String> = ["SSL_CERT_FILE", "SSL_CERT_DIR"]
             .into_iter()
             .filter_map(|v| std::env::var_os(v).map(|p| format!("{v}={}", p.to_string_lossy())))
@@ -229,6 +276,23 @@ mod roots {
         }
         // The system store's unreadable entries are skipped: Mozilla's roots remain.
         roots.add_parsable_certificates(native.certs);
+        connector_with(roots, alpn)
+    }
+
+    /// Mozilla's roots, to which a caller adds its own.
+    pub(crate) fn mozilla() -> rustls::RootCertStore {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        roots
+    }
+
+    /// The one client set-up of every outbound TLS connection (the daemon's and `toolsize
+    /// mcp`'s): ring, the safe protocol versions, `roots`, no client certificate, one ALPN
+    /// protocol.
+    pub(crate) fn connector_with(
+        roots: rustls::RootCertStore,
+        alpn: &[u8],
+    ) -> Result<TlsConnector, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

@@ -11,8 +11,9 @@ use crate::collector::alerts::sink::SinkKind;
 use crate::collector::alerts::AlertStats;
 use crate::collector::forward::UpstreamView;
 use crate::collector::net::listener::{Closed, Listener, ListenerStats};
+use crate::collector::state::counts::for_each_counter;
 use crate::collector::state::join::JoinStats;
-use crate::collector::state::{calls_of, Counts, LATENCY_BUCKETS_US};
+use crate::collector::state::{calls_of, LATENCY_BUCKETS_US};
 use crate::collector::stats::{LabelCuts, OtlpSignal, RefusedRequest, SelfStats, SelfStatsView};
 
 use super::exposition::{
@@ -59,54 +60,52 @@ fn all(frame: &Frame) -> impl Iterator<Item = (usize, &FrameSeries)> {
     frame.series.iter().enumerate()
 }
 
-/// The per-series counters ([`Counts`]): calls, errors, cuts, spans, sized results, the
-/// upstream limit.
-fn tool_counters(frame: &Frame, sink: &mut impl Sink) {
-    let all = || all(frame);
-    type Get = fn(&Counts) -> Value;
-    #[rustfmt::skip]
-    let counters: [(&str, &str, Get); 6] = [
-        (TOOL_CALLS, "Tool calls seen, each span weighted by its adjusted count when its tracer sampled it (see toolsize_tool_spans_total).", |s| calls(s.calls_milli)),
-        (TOOL_CALL_ERRORS, "Tool calls that failed (weighted as the calls).", |s| calls(s.weighted(s.errors))),
-        (TOOL_RESULTS_TRUNCATED, "Results the tool reported truncated before the model saw them (weighted as the calls).", |s| calls(s.weighted(s.truncated))),
-        (TOOL_RESULTS_TRUNCATED_UPSTREAM, "Results whose content shows a cut made before the daemon saw them; their size is a lower bound (weighted as the calls).", |s| calls(s.weighted(s.truncated_upstream))),
-        (TOOL_RESULTS_SIZE_UNKNOWN, "Successful results whose size is unknown (content not captured or a placeholder).", |s| Value::Int(s.unknown_size)),
-        (TOOL_SPANS, "Tool spans received. Below toolsize_tool_calls_total when the tracer sampled (the probability from the span's tracestate or recognition.sampling_rates): the call, error, truncation and over-ceiling counters are then extrapolated, each span weighted by its adjusted count; the size histograms hold each span once.", |s| Value::Int(s.calls)),
-    ];
-    for (name, help, get) in counters {
-        sink.family(name, Kind::Counter, help);
-        for (i, s) in all() {
-            sink.sample(Some(i), &[], get(&s.total));
+/// The per-series counters ([`Counts`](crate::collector::state::Counts)), from the one list of counters
+/// ([`for_each_counter`]): each `family` in list order (calls, errors, cuts, spans), then the
+/// `sized` ones as the sources of one family, then each `gauge` (the upstream limit).
+macro_rules! tool_counter_families {
+    ($($(#[doc = $doc:literal])+ #[shown($value:ident, $api:ident, $($metric:tt)*)] $name:ident: $ty:ty,)+) => {
+        fn tool_counters(frame: &Frame, sink: &mut impl Sink) {
+            $(tool_counter_families!(@family frame, sink, $value, $name, $($metric)*);)+
+            sink.family(
+                TOOL_RESULTS_SIZED,
+                Kind::Counter,
+                "Results of known size, by source: measured by the tool, derived from content as recorded, unwrapped from the tracer's envelope, reported by a coding agent, or a lower bound (cut upstream).",
+            );
+            for (i, s) in all(frame) {
+                let t = &s.total;
+                $(tool_counter_families!(@sized sink, i, t, $name, $($metric)*);)+
+            }
+            $(tool_counter_families!(@gauge frame, sink, $name, $($metric)*);)+
         }
-    }
-    sink.family(
-        TOOL_RESULTS_SIZED,
-        Kind::Counter,
-        "Results of known size, by source: measured by the tool, derived from content as recorded, unwrapped from the tracer's envelope, reported by a coding agent, or a lower bound (cut upstream).",
-    );
-    for (i, s) in all() {
-        let t = &s.total;
-        for (source, n) in [
-            ("measured", t.measured),
-            ("derived", t.derived),
-            ("unwrapped", t.unwrapped),
-            ("reported", t.reported),
-            ("lower_bound", t.lower_bound),
-        ] {
-            sink.sample(Some(i), &[("source", source)], Value::Int(n));
+    };
+    (@family $frame:ident, $sink:ident, $value:ident, $name:ident, family($family:ident, $help:literal)) => {
+        $sink.family($family, Kind::Counter, $help);
+        for (i, s) in all($frame) {
+            let c = &s.total;
+            $sink.sample(Some(i), &[], tool_counter_families!(@value $value, c, $name));
         }
-    }
-    sink.family(
-        TOOL_RESULT_UPSTREAM_LIMIT,
-        Kind::Gauge,
-        "Attribute value length limit (characters or UTF-16 units) the tool's results were seen cut at upstream, configured or learned from the data.",
-    );
-    for (i, s) in all() {
-        if let Some(n) = s.total.upstream_limit {
-            sink.sample(Some(i), &[], Value::Int(n));
+    };
+    (@family $($other:tt)*) => {};
+    (@sized $sink:ident, $i:ident, $t:ident, $name:ident, sized) => {
+        $sink.sample(Some($i), &[("source", stringify!($name))], Value::Int($t.$name));
+    };
+    (@sized $($other:tt)*) => {};
+    (@gauge $frame:ident, $sink:ident, $name:ident, gauge($family:ident, $help:literal)) => {
+        $sink.family($family, Kind::Gauge, $help);
+        for (i, s) in all($frame) {
+            if let Some(n) = s.total.$name {
+                $sink.sample(Some(i), &[], Value::Int(n));
+            }
         }
-    }
+    };
+    (@gauge $($other:tt)*) => {};
+    (@value milli, $c:ident, $name:ident) => { calls($c.$name) };
+    (@value weighted, $c:ident, $name:ident) => { calls($c.weighted($c.$name)) };
+    (@value raw, $c:ident, $name:ident) => { Value::Int($c.$name) };
 }
+
+for_each_counter!(tool_counter_families);
 
 /// The ceilings: results over one per series, the ceiling each series is held to, each layer's
 /// limit.
@@ -733,6 +732,75 @@ mod tests {
     use crate::collector::state::tests::{known, limits, rec};
     use crate::collector::state::State;
     use crate::collector::stats::Cuts;
+
+    /// The list of counters as the test reads it: (name, in the API row, where `/metrics`
+    /// writes it: a family's name, `sized`, or none).
+    macro_rules! shown {
+        ($($(#[doc = $doc:literal])+ #[shown($value:ident, $api:ident, $($metric:tt)*)] $name:ident: $ty:ty,)+) => {
+            &[$((stringify!($name), shown!(@api $api), shown!(@metric $($metric)*))),+]
+        };
+        (@api api) => { true };
+        (@api hidden) => { false };
+        (@metric family($family:ident, $help:literal)) => { Some($family) };
+        (@metric gauge($family:ident, $help:literal)) => { Some($family) };
+        (@metric sized) => { Some("sized") };
+        (@metric none) => { None };
+    }
+
+    /// Every counter of the list is in the API row (under its name, or `calls` as `spans` and
+    /// `calls_milli` as `count`) and in `/metrics` (its family, or a source of the sized
+    /// results), but the two the list keeps out: the approximate unwrapped count (API only)
+    /// and the over-ceiling count (per layer, in its own family and the history points).
+    #[test]
+    fn every_counter_is_in_the_api_row_and_in_metrics() {
+        const LIST: &[(&str, bool, Option<&str>)] = for_each_counter!(shown);
+        let mut state = State::new(limits(10));
+        state.record_batch(&[rec("t", known(100))], 1_700_000_000);
+        // Each counter its own value; as many thousandths as calls, so nothing is weighted up.
+        let mut v = serde_json::to_value(crate::collector::state::Counts::default()).unwrap();
+        let value = |i: usize| 7 + i as u64;
+        for (i, (name, _, _)) in LIST.iter().enumerate() {
+            v[*name] = value(i).into();
+        }
+        let calls = LIST.iter().position(|(n, _, _)| *n == "calls").unwrap();
+        v["calls_milli"] = (1000 * value(calls)).into();
+        let counts = serde_json::from_value(v).unwrap();
+        state.series.values_mut().next().unwrap().total.counts = counts;
+        let now = 1_700_000_001;
+        let view = state.tools_view(None, None, now).unwrap();
+        let row = serde_json::to_value(&view.tools[0]).unwrap();
+        let text = render(&state, &SelfStats::default(), &AlertStats::default(), now);
+        let sample = |family: &str, label: &str, n: u64| {
+            text.lines().any(|l| {
+                l.starts_with(&format!("{family}{{"))
+                    && l.contains("tool=\"t\"")
+                    && l.contains(label)
+                    && l.ends_with(&format!(" {n}"))
+            })
+        };
+        for (i, (name, api, metric)) in LIST.iter().enumerate() {
+            let n = value(i);
+            match (*name, api) {
+                (_, true) => assert_eq!(row[*name], n, "{name} in the API row"),
+                ("calls", false) => assert_eq!(row["spans"], n, "calls as spans"),
+                ("calls_milli", false) => assert_eq!(row["count"], value(calls), "as count"),
+                ("over_ceiling", false) => {}
+                _ => panic!("{name} is in neither the API row nor a place of its own"),
+            }
+            match (*name, metric) {
+                (_, Some("sized")) => assert!(
+                    sample(TOOL_RESULTS_SIZED, &format!("source=\"{name}\""), n),
+                    "{name} as a source of {TOOL_RESULTS_SIZED}\n{text}"
+                ),
+                ("calls_milli", Some(family)) => {
+                    assert!(sample(family, "", value(calls)), "{family}\n{text}")
+                }
+                (_, Some(family)) => assert!(sample(family, "", n), "{name}: {family}\n{text}"),
+                ("unwrapped_approximate" | "over_ceiling", None) => {}
+                (_, None) => panic!("{name} is not in /metrics"),
+            }
+        }
+    }
 
     /// Counters kept by name are written under their own label values: distinct counts, so
     /// that a swap shows.

@@ -4,12 +4,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::collector::state::counts::for_each_counter;
 use crate::collector::state::{
-    whole_calls, Largest, OverCeiling, Point, Series, SeriesKey, State, Stats,
+    whole_calls, Counts, Largest, OverCeiling, Point, Series, SeriesKey, State, Stats,
 };
 
 /// One row of `/api/v1/tools`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ToolRow {
     /// Service.
     pub(crate) service: String,
@@ -27,33 +28,11 @@ pub(crate) struct ToolRow {
     pub(crate) p99: u64,
     /// Largest result bytes.
     pub(crate) max: u64,
-    /// Failed calls.
-    pub(crate) errors: u64,
-    /// Results the tool reported truncated.
-    pub(crate) truncated: u64,
-    /// Results cut upstream (size is a lower bound).
-    pub(crate) truncated_upstream: u64,
-    /// Successful calls of unknown size.
-    pub(crate) unknown_size: u64,
-    /// Sizes measured by the tool.
-    pub(crate) measured: u64,
-    /// Sizes derived from content, counted as recorded.
-    pub(crate) derived: u64,
-    /// Sizes derived from content with the tracer's envelope removed.
-    pub(crate) unwrapped: u64,
-    /// Of `unwrapped`, those of a JSON result inside the envelope, measured re-serialised
-    /// compactly: approximate (the framework's own serialisation may differ in spacing).
-    #[serde(default)]
-    pub(crate) unwrapped_approximate: u64,
-    /// Sizes a coding agent reported in its own attribute.
-    #[serde(default)]
-    pub(crate) reported: u64,
-    /// Sizes that are lower bounds (the content showed an upstream cut).
-    pub(crate) lower_bound: u64,
-    /// The attribute value length limit results were seen cut at, configured or learned from
-    /// the data (characters or UTF-16 units); absent when none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) upstream_limit: Option<u64>,
+    /// The counters shown in the row, each under its own name ([`ApiCounters`]): `errors`,
+    /// `truncated`, `truncated_upstream` (weighted as the calls), `unknown_size`, the sources
+    /// of sizes, `upstream_limit` (absent when none).
+    #[serde(flatten)]
+    pub(crate) counters: ApiCounters,
     /// Latency, 95th percentile, milliseconds.
     pub(crate) latency_p95_ms: f64,
     /// Tool spans received: `count` and the other call counters are these spans weighted by
@@ -78,6 +57,54 @@ pub(crate) struct ToolRow {
     pub(crate) context: Option<crate::collector::state::context::ToolContextRow>,
 }
 
+/// The counters of a series as the API row shows them: those of the list
+/// ([`for_each_counter`]) marked `api`, each under its name, a `weighted` one weighted as the
+/// calls, a `largest` one absent when never seen.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ApiCounters(pub(crate) Counts);
+
+/// Writes [`ApiCounters`] from the list of counters: a getter per column, and the row's JSON.
+macro_rules! api_counters {
+    ($($(#[doc = $doc:literal])+ #[shown($value:ident, $api:ident, $($metric:tt)*)] $name:ident: $ty:ty,)+) => {
+        impl ApiCounters {
+            $(api_counters!(@get $api $value, $name: $ty);)+
+        }
+
+        impl Serialize for ApiCounters {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(None)?;
+                $(api_counters!(@column $api $value, m, self, $name);)+
+                m.end()
+            }
+        }
+    };
+    (@get hidden $value:ident, $name:ident: $ty:ty) => {};
+    (@get api weighted, $name:ident: $ty:ty) => {
+        /// The column, weighted as the calls.
+        pub(crate) fn $name(&self) -> $ty {
+            whole_calls(self.0.weighted(self.0.$name))
+        }
+    };
+    (@get api $value:ident, $name:ident: $ty:ty) => {
+        /// The column, as counted.
+        pub(crate) fn $name(&self) -> $ty {
+            self.0.$name
+        }
+    };
+    (@column hidden $value:ident, $m:ident, $c:ident, $name:ident) => {};
+    (@column api largest, $m:ident, $c:ident, $name:ident) => {
+        if let Some(v) = $c.$name() {
+            $m.serialize_entry(stringify!($name), &v)?;
+        }
+    };
+    (@column api $value:ident, $m:ident, $c:ident, $name:ident) => {
+        $m.serialize_entry(stringify!($name), &$c.$name())?
+    };
+}
+
+for_each_counter!(api_counters);
+
 /// The ceiling a series is held to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct RowCeiling {
@@ -90,7 +117,7 @@ pub(crate) struct RowCeiling {
 }
 
 /// `/api/v1/tools`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ToolsView {
     /// The window: a configured label or `all`.
     pub(crate) window: String,
@@ -106,7 +133,7 @@ pub(crate) struct ToolsView {
 }
 
 /// One series of `/api/v1/tools/{tool}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ToolDetail {
     /// The summary row.
     #[serde(flatten)]
@@ -155,7 +182,7 @@ pub(crate) struct TopArgs {
 }
 
 /// `/api/v1/tools/{tool}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct ToolView {
     /// The window.
     pub(crate) window: String,
@@ -183,17 +210,7 @@ fn row(key: &SeriesKey, st: &Stats, series: &Series, state: &State) -> ToolRow {
         p95: st.size.quantile(0.95),
         p99: st.size.quantile(0.99),
         max: st.size.max(),
-        errors: whole_calls(st.counts.weighted(st.counts.errors)),
-        truncated: whole_calls(st.counts.weighted(st.counts.truncated)),
-        truncated_upstream: whole_calls(st.counts.weighted(st.counts.truncated_upstream)),
-        unknown_size: st.counts.unknown_size,
-        measured: st.counts.measured,
-        derived: st.counts.derived,
-        unwrapped: st.counts.unwrapped,
-        unwrapped_approximate: st.counts.unwrapped_approximate,
-        reported: st.counts.reported,
-        lower_bound: st.counts.lower_bound,
-        upstream_limit: st.counts.upstream_limit,
+        counters: ApiCounters(st.counts),
         latency_p95_ms: st.latency.quantile(0.95) as f64 / 1000.0,
         spans: st.counts.calls,
         extrapolated: st.counts.extrapolated(),

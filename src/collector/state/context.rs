@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::collector::ingest::context::{ContextEvent, ContextKind, SessionId};
 use crate::collector::persist::format;
-use crate::collector::state::FxBuild;
+use crate::collector::state::MapHasher;
 
 /// Requests whose share is kept per tool for its p50 and p95.
 pub(crate) const SHARE_RECENT: usize = 256;
@@ -362,7 +362,7 @@ pub(crate) struct Ledger {
     /// ids are chosen by clients, and ids that differ only in their last bytes (as trace ids
     /// may) all land in one bucket under Fx, turning every lookup into a walk of the map.
     sessions: hashbrown::HashMap<SessionKey, Session, std::collections::hash_map::RandomState>,
-    index: hashbrown::HashMap<(Arc<str>, Arc<str>), u32, FxBuild>,
+    index: hashbrown::HashMap<(Arc<str>, Arc<str>), u32, MapHasher>,
     tools: Vec<ToolContext>,
     /// What it dropped and ended.
     pub(crate) stats: LedgerStats,

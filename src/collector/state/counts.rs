@@ -2,8 +2,9 @@
 //! live state, the sums of periods and the snapshot's disk format
 //! ([`crate::collector::persist::format`]) are the one struct this list generates.
 //!
-//! Adding a counter is one line in the list, its update in [`Counts::record`], and its place
-//! in the API row and `/metrics` if it is exported. The disk format needs nothing: it writes
+//! Adding a counter is one entry in the list ([`for_each_counter`]: its doc, how it is shown in
+//! the API row and `/metrics`, its name and type) and its update in [`Counts::record`]. The API
+//! row and the `/metrics` families are generated from the list too. The disk format writes
 //! and reads every field of the list, and a snapshot that lacks one is refused as damaged
 //! rather than restored as 0 (the test below walks the list). A counter is a `u64` summed
 //! across periods, or an `Option<u64>` kept as the largest seen; updates saturate, so a
@@ -31,9 +32,81 @@ impl Counter for Option<u64> {
     }
 }
 
+/// The one list of counters, handed to `$then!`: [`Counts`] here, the API row's columns
+/// ([`crate::collector::read::views`]) and the per-series families of `/metrics`
+/// ([`crate::collector::read::families`]). Each entry is its doc, then `#[shown(value, api,
+/// metric)]`, then `name: type`:
+/// - `value`: how it reads outside the state: `weighted` (a count of records weighted by the
+///   period's mean adjusted count, [`Counts::weighted`]), `raw` (as counted), `milli`
+///   (thousandths of a call) or `largest` (an `Option<u64>`, absent when never seen);
+/// - `api`: a column of the `/api/v1/tools` row under its own name, or `hidden` (shown in a form
+///   of its own: `count`, `spans`, the per-layer over-ceiling counts);
+/// - `metric`: `family(NAME, "help")` (a counter family of its own, in list order), `sized` (a
+///   `source` of `toolsize_tool_results_sized_total`), `gauge(NAME, "help")`, or `none` (not
+///   exported, or written by its own family).
+///
+/// The metric names are the constants of [`crate::collector::read::names`], resolved where the
+/// list is expanded.
+macro_rules! for_each_counter {
+    ($then:ident) => {
+        $then! {
+            /// Calls weighted by each record's adjusted count (1 / its tracer's sampling
+            /// probability, [`crate::collector::ingest::sampling`]), in thousandths of a call:
+            /// 1000 × `calls` when nothing was sampled. The other counters are weighted by the
+            /// period's mean weight ([`Counts::weighted`]), exact when its records share one
+            /// sampling rate, as a series' records do (one service, one sampler); kept as one
+            /// field so that a series' slots stay within their memory budget.
+            #[shown(milli, hidden, family(TOOL_CALLS, "Tool calls seen, each span weighted by its adjusted count when its tracer sampled it (see toolsize_tool_spans_total)."))]
+            calls_milli: u64,
+            /// Failed calls.
+            #[shown(weighted, api, family(TOOL_CALL_ERRORS, "Tool calls that failed (weighted as the calls)."))]
+            errors: u64,
+            /// Results the tool reported truncated.
+            #[shown(weighted, api, family(TOOL_RESULTS_TRUNCATED, "Results the tool reported truncated before the model saw them (weighted as the calls)."))]
+            truncated: u64,
+            /// Results that show an upstream cut.
+            #[shown(weighted, api, family(TOOL_RESULTS_TRUNCATED_UPSTREAM, "Results whose content shows a cut made before the daemon saw them; their size is a lower bound (weighted as the calls)."))]
+            truncated_upstream: u64,
+            /// Successful calls whose size is unknown.
+            #[shown(raw, api, family(TOOL_RESULTS_SIZE_UNKNOWN, "Successful results whose size is unknown (content not captured or a placeholder)."))]
+            unknown_size: u64,
+            /// Tool calls (spans seen).
+            #[shown(raw, hidden, family(TOOL_SPANS, "Tool spans received. Below toolsize_tool_calls_total when the tracer sampled (the probability from the span's tracestate or recognition.sampling_rates): the call, error, truncation and over-ceiling counters are then extrapolated, each span weighted by its adjusted count; the size histograms hold each span once."))]
+            calls: u64,
+            /// Sizes measured by the tool.
+            #[shown(raw, api, sized)]
+            measured: u64,
+            /// Sizes derived from content, counted as recorded.
+            #[shown(raw, api, sized)]
+            derived: u64,
+            /// Sizes derived from content with the tracer's envelope removed.
+            #[shown(raw, api, sized)]
+            unwrapped: u64,
+            /// Sizes a coding agent reported in its own attribute (cut by the agent or not,
+            /// when it said how large the result was before its cut).
+            #[shown(raw, api, sized)]
+            reported: u64,
+            /// Sizes that are lower bounds (the content showed an upstream cut).
+            #[shown(raw, api, sized)]
+            lower_bound: u64,
+            /// Of the unwrapped sizes, those of a JSON result re-serialised (approximate).
+            #[shown(raw, api, none)]
+            unwrapped_approximate: u64,
+            /// Results over the ceiling of a layer.
+            #[shown(weighted, hidden, none)]
+            over_ceiling: u64,
+            /// The largest attribute value length limit results were seen cut at (configured or
+            /// learned), characters or UTF-16 units.
+            #[shown(largest, api, gauge(TOOL_RESULT_UPSTREAM_LIMIT, "Attribute value length limit (characters or UTF-16 units) the tool's results were seen cut at upstream, configured or learned from the data."))]
+            upstream_limit: Option<u64>,
+        }
+    };
+}
+pub(crate) use for_each_counter;
+
 /// Declares [`Counts`] from the one list of counters.
 macro_rules! counters {
-    ($($(#[doc = $doc:literal])+ $name:ident: $ty:ty,)+) => {
+    ($($(#[doc = $doc:literal])+ #[shown($($shown:tt)*)] $name:ident: $ty:ty,)+) => {
         /// The counters of one series over one period; also their disk format (every field is
         /// required there).
         #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,43 +127,7 @@ macro_rules! counters {
     };
 }
 
-counters! {
-    /// Tool calls (spans seen).
-    calls: u64,
-    /// Failed calls.
-    errors: u64,
-    /// Results the tool reported truncated.
-    truncated: u64,
-    /// Results that show an upstream cut.
-    truncated_upstream: u64,
-    /// Successful calls whose size is unknown.
-    unknown_size: u64,
-    /// Sizes measured by the tool.
-    measured: u64,
-    /// Sizes derived from content, counted as recorded.
-    derived: u64,
-    /// Sizes derived from content with the tracer's envelope removed.
-    unwrapped: u64,
-    /// Sizes that are lower bounds (the content showed an upstream cut).
-    lower_bound: u64,
-    /// Of the unwrapped sizes, those of a JSON result re-serialised (approximate).
-    unwrapped_approximate: u64,
-    /// Sizes a coding agent reported in its own attribute (cut by the agent or not, when it
-    /// said how large the result was before its cut).
-    reported: u64,
-    /// Results over the ceiling of a layer.
-    over_ceiling: u64,
-    /// The largest attribute value length limit results were seen cut at (configured or
-    /// learned), characters or UTF-16 units.
-    upstream_limit: Option<u64>,
-    /// Calls weighted by each record's adjusted count (1 / its tracer's sampling probability,
-    /// [`crate::collector::ingest::sampling`]), in thousandths of a call: 1000 × `calls` when
-    /// nothing was sampled. The other counters are weighted by the period's mean weight
-    /// ([`Counts::weighted`]), exact when its records share one sampling rate, as a series'
-    /// records do (one service, one sampler); kept as one field so that a series' slots stay
-    /// within their memory budget.
-    calls_milli: u64,
-}
+for_each_counter!(counters);
 
 /// Thousandths of a call as calls.
 pub(crate) fn calls_of(milli: u64) -> f64 {

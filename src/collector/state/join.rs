@@ -18,7 +18,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::collector::ingest::record::{Join, Role, Size, ToolRecord, Upstream};
-use crate::collector::state::FxBuild;
+use crate::collector::state::MapHasher;
 
 /// How long the signals of one call are waited for, from the first, in milliseconds.
 pub(crate) const DEFAULT_JOIN_WINDOW_MS: u64 = 10_000;
@@ -219,15 +219,15 @@ impl Calls {
 #[derive(Debug)]
 pub(crate) struct Joiner {
     window_ms: u64,
-    pending: HashMap<u64, Calls, FxBuild>,
+    pending: HashMap<u64, Calls, MapHasher>,
     /// (release time, key), in arrival order: release times only grow.
     due: VecDeque<(u64, u64)>,
-    released: HashMap<u64, u64, FxBuild>,
+    released: HashMap<u64, u64, MapHasher>,
     /// (forget time, key).
     forget: VecDeque<(u64, u64)>,
     waiting: usize,
     /// The key of the pending call each second key ([`Join::alt`]) belongs to.
-    alts: HashMap<u64, u64, FxBuild>,
+    alts: HashMap<u64, u64, MapHasher>,
     pub(crate) stats: JoinStats,
 }
 

@@ -24,10 +24,12 @@ pub(crate) mod join;
 pub(crate) mod key;
 pub(crate) mod limits;
 pub(crate) mod restack;
+pub(crate) mod results;
 pub(crate) mod series;
 pub(crate) mod stacks;
+pub(crate) mod top_args;
 
-pub(crate) use crate::collector::hash::FxBuild;
+pub(crate) use crate::collector::hash::MapHasher;
 pub(crate) use key::{KeyLike, SeriesKey, SeriesKeyRef};
 pub(crate) use limits::*;
 pub use limits::{size_bounds, Limits};
@@ -43,7 +45,7 @@ use stacks::Profile;
 pub(crate) use crate::collector::ingest::recognize::OVERFLOW;
 
 /// The series by key (hashbrown's map, for one lookup that gives a series and its key).
-pub(crate) type SeriesMap = hashbrown::HashMap<SeriesKey, Series, FxBuild>;
+pub(crate) type SeriesMap = hashbrown::HashMap<SeriesKey, Series, MapHasher>;
 
 /// One recorded result as an observer sees it: its series and the verdict the aggregator
 /// computed once for it.
@@ -663,11 +665,16 @@ pub(crate) mod tests {
             let v = st.tools_view(w, None, t0 + 110).unwrap();
             let r = &v.tools[0];
             assert_eq!(
-                (r.count, r.truncated_upstream, r.lower_bound, r.derived),
+                (
+                    r.count,
+                    r.counters.truncated_upstream(),
+                    r.counters.lower_bound(),
+                    r.counters.derived()
+                ),
                 (4, 3, 1, 3),
                 "{w:?}"
             );
-            assert_eq!(r.upstream_limit, Some(1000));
+            assert_eq!(r.counters.upstream_limit(), Some(1000));
         }
         let s = st.series.values().next().unwrap();
         let flagged: Vec<_> = s
@@ -703,7 +710,12 @@ pub(crate) mod tests {
         let v = st.tools_view(Some("5m"), None, 1000).unwrap();
         let r = &v.tools[0];
         assert_eq!(
-            (r.count, r.sized, r.unknown_size, r.errors),
+            (
+                r.count,
+                r.sized,
+                r.counters.unknown_size(),
+                r.counters.errors()
+            ),
             (102, 100, 1, 1)
         );
         assert!((r.p95 as f64 - 9500.0).abs() / 9500.0 <= 0.01, "{}", r.p95);
@@ -772,7 +784,7 @@ pub(crate) mod tests {
         assert_eq!((row.count, row.spans, row.sized), (41, 5, 5));
         assert!(row.extrapolated);
         // The period's mean weight (41 calls for 5 records) applied to its one truncated record.
-        assert_eq!(row.truncated, 8);
+        assert_eq!(row.counters.truncated(), 8);
         let key = SeriesKey {
             service: "svc".into(),
             tool: "a".into(),

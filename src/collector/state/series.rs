@@ -1,7 +1,7 @@
 //! One series' state: counters ([`Counts`], declared in [`super::counts`]), histograms over a period ([`Stats`]), the time
 //! slots of the sliding windows ([`Ring`]), history points, the largest and the recent
-//! over-ceiling results, the top argument hashes, and how a record updates them
-//! ([`Series`]).
+//! over-ceiling results ([`super::results`]), the top argument hashes ([`super::top_args`]),
+//! and how a record updates them ([`Series`]).
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -11,9 +11,10 @@ use serde::{Deserialize, Serialize};
 pub(crate) use super::counts::{calls_of, whole_calls, Counts};
 use super::histogram::{Hist, MAX_BYTES, MAX_LATENCY_US};
 use super::limits::{Limits, LATENCY_BUCKETS_US, OVER_CEILING_RECENT, SLOTS_PER_WINDOW};
+pub(crate) use super::results::{Largest, OverCeiling, OverRecent, ResultId, ResultRef};
 use super::stacks::Profile;
-use crate::collector::ingest::recognize::{ArgsHash, Size, ToolRecord};
-use crate::layers::Stack;
+pub(crate) use super::top_args::{ArgsStat, TopArgs};
+use crate::collector::ingest::recognize::{Size, ToolRecord};
 
 /// Counters and histograms of one series over one period. The counters read as fields
 /// (`stats.calls`) through [`Counts`].
@@ -186,148 +187,6 @@ impl Ring {
         }
         out
     }
-}
-
-/// Which result a listed one is: its trace and span, its arguments' hash, when the daemon
-/// received it; as the API shows it (hex), flattened into its holder's JSON object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct ResultRef {
-    /// Trace id, hex.
-    pub(crate) trace_id: String,
-    /// Span id, hex.
-    pub(crate) span_id: String,
-    /// Arguments hash, when known.
-    pub(crate) args_hash: Option<String>,
-    /// When the daemon received it, Unix seconds.
-    pub(crate) at_unix: u64,
-}
-
-/// [`ResultRef`] as a series keeps it: plain numbers and ids, nothing allocated per record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ResultId {
-    /// Trace id.
-    pub(crate) trace_id: [u8; 16],
-    /// Span id.
-    pub(crate) span_id: [u8; 8],
-    /// Arguments hash, when known.
-    pub(crate) args_hash: Option<ArgsHash>,
-    /// When the daemon received it, Unix seconds.
-    pub(crate) at_unix: u64,
-}
-
-impl ResultId {
-    /// Record `r`, received at `now` (Unix seconds).
-    pub(crate) fn of(r: &ToolRecord, now: u64) -> Self {
-        Self {
-            trace_id: r.trace_id,
-            span_id: r.span_id,
-            args_hash: r.args_hash,
-            at_unix: now,
-        }
-    }
-
-    /// In hex, as the API shows it.
-    pub(crate) fn hex(&self) -> ResultRef {
-        ResultRef {
-            trace_id: crate::hex::encode(&self.trace_id),
-            span_id: crate::hex::encode(&self.span_id),
-            args_hash: self.args_hash.map(|h| h.to_string()),
-            at_unix: self.at_unix,
-        }
-    }
-
-    /// Back from hex: `None` when the ids are not hex of the right length.
-    pub(crate) fn from_hex(r: &ResultRef) -> Option<Self> {
-        Some(Self {
-            trace_id: crate::hex::decode_array(&r.trace_id)?,
-            span_id: crate::hex::decode_array(&r.span_id)?,
-            args_hash: r.args_hash.as_deref().map(ArgsHash::new),
-            at_unix: r.at_unix,
-        })
-    }
-}
-
-/// One result among the largest recent ones.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Largest {
-    /// Bytes.
-    pub(crate) bytes: u64,
-    /// Which result.
-    #[serde(flatten)]
-    pub(crate) result: ResultRef,
-    /// The content showed an upstream cut: `bytes` is a lower bound, unless the emitter told
-    /// the size before its cut (`original`).
-    pub(crate) truncated_upstream: bool,
-    /// The layer that cut it, when the emitter said (a coding agent's own limit).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) cut_by: Option<String>,
-    /// The size before that cut, when the emitter said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) original: Option<u64>,
-}
-
-/// One recent result over the ceiling of its weakest cutting layer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct OverCeiling {
-    /// Result bytes.
-    pub(crate) bytes: u64,
-    /// The weakest layer that cuts it.
-    pub(crate) layer: String,
-    /// That layer's effective limit, in `unit`.
-    pub(crate) limit: u64,
-    /// The layer's unit.
-    pub(crate) unit: String,
-    /// The result's size in `unit`.
-    pub(crate) value: u64,
-    /// Whether `value` was estimated from bytes.
-    pub(crate) estimated: bool,
-    /// Which result.
-    #[serde(flatten)]
-    pub(crate) result: ResultRef,
-}
-
-/// One recent result over the ceiling of its weakest cutting layer, as kept per series: plain
-/// numbers and ids, nothing allocated per record. [`OverRecent::view`] gives the API's form.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct OverRecent {
-    /// Result bytes.
-    pub(crate) bytes: u64,
-    /// Index of the weakest cutting layer in the stack's layers.
-    pub(crate) layer: u16,
-    /// That layer's effective limit, in its unit.
-    pub(crate) limit: u64,
-    /// The result's size in that unit.
-    pub(crate) value: u64,
-    /// Whether `value` was estimated from bytes.
-    pub(crate) estimated: bool,
-    /// Which result.
-    pub(crate) result: ResultId,
-}
-
-impl OverRecent {
-    /// The API's form, with the layer's id and unit from `stack` (`None` if the stack has no
-    /// such layer).
-    pub(crate) fn view(&self, stack: &Stack) -> Option<OverCeiling> {
-        let l = stack.layers().get(usize::from(self.layer))?;
-        Some(OverCeiling {
-            bytes: self.bytes,
-            layer: l.id().to_string(),
-            limit: self.limit,
-            unit: l.layer.unit.as_str().to_string(),
-            value: self.value,
-            estimated: self.estimated,
-            result: self.result.hex(),
-        })
-    }
-}
-
-/// How often one arguments hash was seen (space-saving estimate: an upper bound).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ArgsStat {
-    /// Calls with this hash.
-    pub(crate) count: u64,
-    /// Largest result with this hash.
-    pub(crate) max_bytes: u64,
 }
 
 /// Everything kept for one series.
@@ -633,114 +492,5 @@ pub(crate) fn add_over(counts: &mut Vec<(String, u64)>, id: &str, n: u64) {
     match counts.iter_mut().find(|(l, _)| l == id) {
         Some((_, c)) => *c += n,
         None => counts.push((id.to_string(), n)),
-    }
-}
-
-/// The most called arguments hashes of a series: a space-saving top-k (counts are upper
-/// bounds), at most `aggregation.top_args_hashes` of them, held as two flat arrays, the hashes
-/// apart from their counts, so a record reads one small contiguous block: the matching hash, or
-/// on a miss the smallest count, replaced. (A hash map here walked all its buckets for the
-/// minimum on every miss, then removed and inserted: about a quarter of the aggregator's time
-/// per record on the storm mix, where most hashes are new.)
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct TopArgs {
-    hashes: Vec<ArgsHash>,
-    stats: Vec<ArgsStat>,
-}
-
-impl TopArgs {
-    /// Counts one call of `h` whose result was `bytes`, keeping at most `cap` hashes.
-    pub(crate) fn observe(&mut self, h: ArgsHash, bytes: u64, cap: usize) {
-        if let Some(i) = self.hashes.iter().position(|k| *k == h) {
-            let e = &mut self.stats[i];
-            e.count += 1;
-            e.max_bytes = e.max_bytes.max(bytes);
-            return;
-        }
-        if self.hashes.len() < cap {
-            self.hashes.push(h);
-            self.stats.push(ArgsStat {
-                count: 1,
-                max_bytes: bytes,
-            });
-            return;
-        }
-        // Full (or `cap` 0): the hash with the fewest calls gives its place to `h`, which
-        // inherits that count plus one.
-        let Some((i, min)) = self
-            .stats
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, e)| e.count)
-            .map(|(i, e)| (i, e.count))
-        else {
-            return;
-        };
-        self.hashes[i] = h;
-        self.stats[i] = ArgsStat {
-            count: min + 1,
-            max_bytes: bytes,
-        };
-    }
-
-    /// Adds the counts of `o`, keeping the `cap` most called.
-    pub(crate) fn merge(&mut self, o: TopArgs, cap: usize) {
-        for (h, a) in o.hashes.into_iter().zip(o.stats) {
-            match self.hashes.iter().position(|k| *k == h) {
-                Some(i) => {
-                    self.stats[i].count += a.count;
-                    self.stats[i].max_bytes = self.stats[i].max_bytes.max(a.max_bytes);
-                }
-                None => {
-                    self.hashes.push(h);
-                    self.stats.push(a);
-                }
-            }
-        }
-        if self.hashes.len() > cap {
-            let mut v: Vec<_> = std::mem::take(self).into_iter().collect();
-            v.sort_by_key(|e| std::cmp::Reverse(e.1.count));
-            v.truncate(cap);
-            *self = v.into_iter().collect();
-        }
-    }
-
-    /// The hashes and their counts, in no particular order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&ArgsHash, &ArgsStat)> {
-        self.hashes.iter().zip(&self.stats)
-    }
-
-    /// How many hashes are kept.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.hashes.len()
-    }
-
-    /// The count of `h`, if it is kept.
-    #[cfg(test)]
-    pub(crate) fn get(&self, h: &ArgsHash) -> Option<&ArgsStat> {
-        self.iter().find(|(k, _)| *k == h).map(|(_, a)| a)
-    }
-
-    /// Bytes held on the heap.
-    #[cfg(test)]
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.hashes.capacity() * size_of::<ArgsHash>()
-            + self.stats.capacity() * size_of::<ArgsStat>()
-    }
-}
-
-impl FromIterator<(ArgsHash, ArgsStat)> for TopArgs {
-    fn from_iter<I: IntoIterator<Item = (ArgsHash, ArgsStat)>>(it: I) -> Self {
-        let (hashes, stats) = it.into_iter().unzip();
-        Self { hashes, stats }
-    }
-}
-
-impl IntoIterator for TopArgs {
-    type Item = (ArgsHash, ArgsStat);
-    type IntoIter = std::iter::Zip<std::vec::IntoIter<ArgsHash>, std::vec::IntoIter<ArgsStat>>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.hashes.into_iter().zip(self.stats)
     }
 }

@@ -117,7 +117,7 @@ use super::{AlertStats, Event, Matched};
 use crate::collector::config::{for_each_rule, AlertsConfig, Config};
 pub(crate) use crate::collector::state::restack::Remap;
 use crate::collector::state::{
-    FxBuild, Limits, Observed, ResultObserver, Retune, Series, SeriesKey, SeriesMap, State, Stats,
+    Limits, MapHasher, Observed, ResultObserver, Retune, Series, SeriesKey, SeriesMap, State, Stats,
 };
 use crate::layers::Ceiling;
 
@@ -286,7 +286,7 @@ struct Hot {
 /// the alert task, which resolves it after the quiet period without an event, keeps it firing.
 #[derive(Debug)]
 pub(crate) struct Firing<K> {
-    hot: HashMap<K, Hot, FxBuild>,
+    hot: HashMap<K, Hot, MapHasher>,
     quiet_ms: u64,
     resend_ms: u64,
 }
@@ -690,36 +690,21 @@ pub(crate) mod testing {
     //! Records, keys and workloads shared by the rules' tests.
 
     use super::*;
-    use crate::collector::ingest::recognize::{
-        ArgsHash, Emitter, Measurement, Size, SizeSource, ToolRecord,
-    };
+    use crate::collector::ingest::recognize::{ArgsHash, Size, SizeSource, ToolRecord};
     use crate::collector::state::State;
 
     /// A measured record of `bytes` for `svc`/`fetch`.
     pub(crate) fn rec(bytes: u64) -> ToolRecord {
-        ToolRecord {
-            service: "svc".into(),
-            tool: "fetch".into(),
-            emitter: Emitter::Toolsize,
-            size: Size::Known {
+        let mut r = crate::collector::state::tests::rec(
+            "fetch",
+            Size::Known {
                 bytes,
                 source: SizeSource::Measured,
             },
-            truncated: false,
-            truncated_upstream: false,
-            error: false,
-            latency_us: 1500,
-            trace_id: [0xab; 16],
-            span_id: [2; 8],
-            args_hash: Some(ArgsHash::new("0123456789ab")),
-            measures: Measurement::default(),
-            upstream_limit: None,
-            earlier_cuts: Vec::new(),
-            sample: None,
-            upstream: Default::default(),
-            join: None,
-            weight: crate::collector::ingest::sampling::Weight::ONE,
-        }
+        );
+        r.trace_id = [0xab; 16];
+        r.args_hash = Some(ArgsHash::new("0123456789ab"));
+        r
     }
 
     /// A deterministic log-normal-ish size: exp(N(ln median, sigma)) with the normal from the

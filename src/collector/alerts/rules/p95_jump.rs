@@ -123,16 +123,21 @@ mod tests {
         (st, t)
     }
 
+    /// What the rules match on `st` at `now`.
+    fn matches(rules: &Rules, st: &State, now: u64) -> Vec<Matched> {
+        rules
+            .evaluate_windows(&st.series, &st.limits, now)
+            .into_iter()
+            .map(|(_, m)| m)
+            .collect()
+    }
+
     #[test]
     fn fires_after_a_deploy_and_not_without_one() {
         let mut config = only_window(NAME);
         let rules = Rules::from_config(&config).unwrap();
         let (st, now) = deploy_scenario(&config, 41_000.0);
-        let m = rules
-            .evaluate_windows(&st.series, &st.limits, now)
-            .into_iter()
-            .map(|(_, m)| m)
-            .collect::<Vec<_>>();
+        let m = matches(&rules, &st, now);
         assert_eq!(m.len(), 1, "{m:?}");
         let m = &m[0];
         assert_eq!(m.labels["alertname"], NAME);
@@ -150,31 +155,19 @@ mod tests {
 
         // The same distribution throughout: no jump.
         let (st, now) = deploy_scenario(&config, 3000.0);
-        assert!(rules
-            .evaluate_windows(&st.series, &st.limits, now)
-            .into_iter()
-            .map(|(_, m)| m)
-            .collect::<Vec<_>>()
+        assert!(matches(&rules, &st, now)
             .is_empty());
 
         // A higher factor, or too few results before, and it stays quiet.
         config.alerts.p95_jump.factor = 50.0;
         let rules = Rules::from_config(&config).unwrap();
         let (st, now) = deploy_scenario(&config, 41_000.0);
-        assert!(rules
-            .evaluate_windows(&st.series, &st.limits, now)
-            .into_iter()
-            .map(|(_, m)| m)
-            .collect::<Vec<_>>()
+        assert!(matches(&rules, &st, now)
             .is_empty());
         config.alerts.p95_jump.factor = 3.0;
         config.alerts.p95_jump.min_baseline = 10_000;
         let rules = Rules::from_config(&config).unwrap();
-        assert!(rules
-            .evaluate_windows(&st.series, &st.limits, now)
-            .into_iter()
-            .map(|(_, m)| m)
-            .collect::<Vec<_>>()
+        assert!(matches(&rules, &st, now)
             .is_empty());
         config.alerts.p95_jump.enabled = false;
         assert!(Rules::from_config(&config).is_none(), "switched off");
@@ -197,11 +190,7 @@ mod tests {
         let (mut st, mut now) = deploy_scenario(&config, 41_000.0);
         let mut engine = crate::collector::alerts::Engine::default();
         let at = |t: u64| std::time::UNIX_EPOCH + Duration::from_secs(t);
-        for m in rules
-            .evaluate_windows(&st.series, &st.limits, now)
-            .into_iter()
-            .map(|(_, m)| m)
-            .collect::<Vec<_>>()
+        for m in matches(&rules, &st, now)
         {
             assert!(engine.on_match(m, at(now)).is_some(), "fires");
         }
@@ -211,11 +200,7 @@ mod tests {
         for _ in 0..60 {
             st.record(&rec(sizes.next(3000.0, 0.5)), now);
             now += 10;
-            for m in rules
-                .evaluate_windows(&st.series, &st.limits, now)
-                .into_iter()
-                .map(|(_, m)| m)
-                .collect::<Vec<_>>()
+            for m in matches(&rules, &st, now)
             {
                 engine.on_match(m, at(now));
             }

@@ -22,7 +22,7 @@ use super::{labels, series_labels, Decision, Firing, Hit, Over, RecordRule};
 use crate::collector::alerts::Matched;
 use crate::collector::config::RepeatedOversizeConfig;
 use crate::collector::ingest::recognize::ArgsHash;
-use crate::collector::state::{whole_calls, FxBuild};
+use crate::collector::state::{whole_calls, MapHasher};
 
 use super::over_ceiling::HINT;
 
@@ -71,9 +71,9 @@ pub(crate) struct Rule {
     count: u32,
     window: Duration,
     window_ms: u64,
-    trackers: HashMap<u32, Hashes, FxBuild>,
+    trackers: HashMap<u32, Hashes, MapHasher>,
     /// Where a hash leads in a table (seeded per process).
-    places: FxBuild,
+    places: MapHasher,
     firing: Firing<u32>,
 }
 
@@ -152,7 +152,7 @@ impl Rule {
             window,
             window_ms: window.as_millis() as u64,
             trackers: HashMap::default(),
-            places: FxBuild::default(),
+            places: MapHasher::default(),
             firing: Firing::new(window),
         })
     }
@@ -331,7 +331,7 @@ mod tests {
             window: crate::collector::config::Interval::secs(50),
             ..super::RepeatedOversizeConfig::default()
         };
-        let places = crate::collector::state::FxBuild::seeded(0x5eed);
+        let places = crate::collector::state::MapHasher::seeded(0x5eed);
         let home = |h: &ArgsHash| places.hash_one(h) as usize & super::MASK;
         let hash = |i: u64| ArgsHash::new(&format!("{i:012x}"));
         // Besides pools of any hashes, one of hashes that all lead to the few places around

@@ -356,7 +356,7 @@ pub(crate) struct ToolNames<'a>(std::marker::PhantomData<&'a str>);
 #[derive(Default)]
 struct Known {
     max: usize,
-    names: std::collections::HashMap<Box<str>, (Arc<str>, Cuts), crate::collector::hash::FxBuild>,
+    names: std::collections::HashMap<Box<str>, (Arc<str>, Cuts), crate::collector::hash::MapHasher>,
 }
 
 thread_local! {

@@ -7,12 +7,13 @@
 //! Two orders matter. Matching tries the entries in [`EMITTERS`] order, most specific first, the
 //! generic OTel GenAI conventions after them and the bare `gen_ai.tool.*` fallback last; the
 //! first entry with a matching alternative names the emitter. Reading takes the first attribute
-//! present in **reading order**: the entries sorted by [`Entry::reads`], each entry's keys in
-//! their order (the OTel GenAI attribute first, then each instrumentation's own), whatever the
-//! emitter that matched — a span may carry a generic attribute and its tracer's own.
+//! present in **reading order**: the entries in [`READING`] order, each entry's keys in their
+//! order (the OTel GenAI attribute first, then each instrumentation's own), whatever the
+//! emitter that matched — a span may carry a generic attribute and its tracer's own. Each order
+//! is declared once, by position; a test fails when an entry is missing from either.
 //!
-//! Adding an emitter is adding one entry here and its line in [`EMITTERS`] (and its label in
-//! [`Emitter`]); the coding agents, which describe a call in logs and span events too, are
+//! Adding an emitter is adding one entry here, its place in [`EMITTERS`] and, when it reads
+//! keys of its own, in [`READING`] (and its label in [`Emitter`]); the coding agents, which describe a call in logs and span events too, are
 //! entries of [`crate::collector::ingest::agents`] instead.
 
 use crate::collector::ingest::record::Emitter;
@@ -96,8 +97,6 @@ pub(crate) struct Entry {
     /// What makes a span its tool span: alternatives, each a set of conditions that must all
     /// hold.
     pub(crate) when: &'static [&'static [Cond]],
-    /// Where its keys sit in the reading order (lower first; ties in [`EMITTERS`] order).
-    pub(crate) reads: u8,
     /// Attributes naming the tool.
     pub(crate) name: &'static [&'static str],
     /// Attributes carrying a size the tool measured itself, in bytes.
@@ -118,7 +117,6 @@ pub(crate) struct Entry {
 const NOTHING: Entry = Entry {
     emitter: Emitter::GenAiFallback,
     when: &[],
-    reads: u8::MAX,
     name: &[],
     size: &[],
     result: &[],
@@ -140,7 +138,6 @@ const TOOLSIZE: Entry = Entry {
         &[Cond::Present(semconv::TOOL_ARGS_HASH), Cond::Eq(OP, EXEC)],
         &[Cond::Present(semconv::TOOL_RESULT_BYTES)],
     ],
-    reads: 1,
     name: &[semconv::TOOL_NAME],
     size: &[semconv::TOOL_RESULT_BYTES],
     ..NOTHING
@@ -162,7 +159,6 @@ pub(crate) const MEASURE_KEYS: [&str; 6] = [
 const LANGFUSE: Entry = Entry {
     emitter: Emitter::Langfuse,
     when: &[&[Cond::Eq("langfuse.observation.type", "tool")]],
-    reads: 7,
     result: &[content(
         "langfuse.observation.output",
         Encoding::Auto,
@@ -177,7 +173,6 @@ const LANGFUSE: Entry = Entry {
 const OPENINFERENCE: Entry = Entry {
     emitter: Emitter::OpenInference,
     when: &[&[Cond::EqIgnoreCase("openinference.span.kind", "tool")]],
-    reads: 2,
     result: &[content(
         "output.value",
         Encoding::Auto,
@@ -191,7 +186,6 @@ const OPENINFERENCE: Entry = Entry {
 const OPENLLMETRY: Entry = Entry {
     emitter: Emitter::OpenLlmetry,
     when: &[&[Cond::Eq("traceloop.span.kind", "tool")]],
-    reads: 3,
     name: &["traceloop.entity.name"],
     result: &[content(
         "traceloop.entity.output",
@@ -221,7 +215,6 @@ const PYDANTIC_AI: Entry = Entry {
 const GOOGLE_ADK: Entry = Entry {
     emitter: Emitter::GoogleAdk,
     when: &[&[Cond::Eq(OP, EXEC), Cond::Scope("gcp.vertex.agent")]],
-    reads: 6,
     result: &[content(
         "gcp.vertex.agent.tool_response",
         Encoding::JsonEmptyIsHidden,
@@ -246,7 +239,6 @@ const STRANDS: Entry = Entry {
 const OTEL_GENAI: Entry = Entry {
     emitter: Emitter::OtelGenAi,
     when: &[&[Cond::Eq(OP, EXEC)], &[Cond::NamePrefix("execute_tool ")]],
-    reads: 0,
     name: &[semconv::GEN_AI_TOOL_NAME],
     size: &[semconv::GEN_AI_TOOL_CALL_RESULT_SIZE],
     result: &[content(GEN_AI_RESULT, Encoding::Auto, Envelope::None)],
@@ -269,7 +261,6 @@ const VERCEL_AI: Entry = Entry {
         &[Cond::NameEq("ai.toolCall")],
         &[Cond::Prefix("ai.operationId", "ai.toolCall")],
     ],
-    reads: 5,
     name: &["ai.toolCall.name"],
     result: &[content(
         "ai.toolCall.result",
@@ -284,7 +275,6 @@ const VERCEL_AI: Entry = Entry {
 const PYDANTIC_AI_V1: Entry = Entry {
     emitter: Emitter::PydanticAiV1,
     when: &[&[Cond::NameEq("running tool")]],
-    reads: 4,
     result: &[content("tool_response", Encoding::Auto, Envelope::None)],
     args: &["tool_arguments"],
     ..NOTHING
@@ -297,7 +287,6 @@ const MLFLOW: Entry = Entry {
         &[Cond::Eq("mlflow.spanType", "\"TOOL\"")],
         &[Cond::Eq("mlflow.spanType", "TOOL")],
     ],
-    reads: 8,
     result: &[content(
         "mlflow.spanOutputs",
         Encoding::Json,
@@ -311,7 +300,6 @@ const MLFLOW: Entry = Entry {
 const LOGFIRE_AGENTS: Entry = Entry {
     emitter: Emitter::LogfireAgents,
     when: &[&[Cond::NamePrefix("Function: ")]],
-    reads: 9,
     name: &["name"],
     result: &[content("output", Encoding::Auto, Envelope::None)],
     args: &["input"],
@@ -326,7 +314,6 @@ const GENAI_FALLBACK: Entry = Entry {
         &[Cond::Present(semconv::GEN_AI_TOOL_NAME)],
         &[Cond::Present(semconv::GEN_AI_TOOL_CALL_ID)],
     ],
-    reads: 10,
     args: &["tool.parameters"],
     ..NOTHING
 };
@@ -348,6 +335,24 @@ pub(crate) const EMITTERS: &[Entry] = &[
     MLFLOW,
     LOGFIRE_AGENTS,
     GENAI_FALLBACK,
+];
+
+/// The reading order: the entries whose keys are read, the first present attribute winning
+/// (the OTel GenAI conventions first, then each instrumentation's own). An entry's place here
+/// is its rank, declared once; an entry that declares keys and is missing here fails
+/// `every_entry_has_one_place_in_each_order`.
+pub(crate) const READING: &[&Entry] = &[
+    &OTEL_GENAI,
+    &TOOLSIZE,
+    &OPENINFERENCE,
+    &OPENLLMETRY,
+    &PYDANTIC_AI_V1,
+    &VERCEL_AI,
+    &GOOGLE_ADK,
+    &LANGFUSE,
+    &MLFLOW,
+    &LOGFIRE_AGENTS,
+    &GENAI_FALLBACK,
 ];
 
 /// Attributes read on every tool span whatever its emitter.
@@ -409,12 +414,12 @@ impl Common {
 /// by a hook or policy, or skipped. Neither a result nor a failure of the tool.
 pub(crate) const NOT_RUN: [&str; 2] = ["denied", "skipped"];
 
-/// The entries in reading order.
+/// The entries in reading order: [`READING`], then the entries that read no key of their own,
+/// in matching order.
 pub(crate) fn reading_order() -> Vec<&'static Entry> {
-    let mut entries: Vec<&Entry> = EMITTERS.iter().collect();
-    // Stable: ties keep matching order.
-    entries.sort_by_key(|e| e.reads);
-    entries
+    let listed = |e: &Entry| READING.iter().any(|r| r.emitter == e.emitter);
+    let rest = EMITTERS.iter().filter(|e| !listed(e));
+    READING.iter().copied().chain(rest).collect()
 }
 
 /// One list of every entry's `field`, in reading order, each key once.
@@ -449,6 +454,30 @@ pub(crate) fn cond_keys() -> impl Iterator<Item = &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each entry is in the matching order once, and in the reading order once when it declares
+    /// keys of its own (an entry that reads none has no rank to give).
+    #[test]
+    fn every_entry_has_one_place_in_each_order() {
+        let count = |list: &mut dyn Iterator<Item = &Entry>, e: &Entry| {
+            list.filter(|x| x.emitter == e.emitter).count()
+        };
+        for e in EMITTERS {
+            let label = format!("{:?}", e.emitter);
+            assert_eq!(count(&mut EMITTERS.iter(), e), 1, "{label} in EMITTERS");
+            let reads_keys = !(e.name.is_empty()
+                && e.size.is_empty()
+                && e.result.is_empty()
+                && e.events.is_empty()
+                && e.args.is_empty());
+            let places = count(&mut READING.iter().copied(), e);
+            assert_eq!(places, usize::from(reads_keys), "{label} in READING");
+        }
+        for r in READING {
+            assert_eq!(count(&mut EMITTERS.iter(), r), 1, "{:?} matches", r.emitter);
+        }
+        assert_eq!(reading_order().len(), EMITTERS.len());
+    }
 
     /// Each key is declared in one entry only (or in [`COMMON`]).
     #[test]

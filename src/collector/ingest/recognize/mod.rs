@@ -1391,7 +1391,10 @@ mod tests {
             assert!(!t.truncated_upstream && t.sample.is_some());
             st.record(&t, 1_000_000);
             let v = st.tools_view(None, None, 1_000_000).unwrap();
-            seen.push((v.tools[0].truncated_upstream, v.tools[0].upstream_limit));
+            seen.push((
+                v.tools[0].counters.truncated_upstream(),
+                v.tools[0].counters.upstream_limit(),
+            ));
         }
         // The third result teaches the limit: it and the two before it are counted cut.
         assert_eq!(
