@@ -72,58 +72,9 @@ pub(crate) struct Snapshot {
     pub(crate) context: Context,
 }
 
-/// The context ledger's totals: what each (service, tool)'s results cost the context and what
-/// the ledger dropped, since the state started. Its open sessions are not kept (up to
-/// `context.max_sessions` × `context.max_results_per_session` results): after a restart a
-/// session carries the results it gets from then on; with the write-ahead log, replay rebuilds
-/// the sessions of what it replays.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Context {
-    /// Per (service, tool).
-    pub(crate) tools: Vec<ToolContext>,
-    /// Events of sessions past `context.max_sessions`.
-    pub(crate) sessions_overflow: u64,
-    /// Results past a session's `context.max_results_per_session`.
-    pub(crate) results_dropped: u64,
-    /// Results of tools past `aggregation.max_series`.
-    pub(crate) tools_overflow: u64,
-    /// Sessions ended by `context.session_idle`.
-    pub(crate) sessions_expired: u64,
-    /// Results that arrived after a request they preceded.
-    pub(crate) results_late: u64,
-}
-
-impl Context {
-    /// Nothing followed, nothing dropped.
-    pub(crate) fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
-}
-
-/// What one (service, tool)'s results cost the context.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ToolContext {
-    /// `service.name`.
-    pub(crate) service: String,
-    /// Tool name.
-    pub(crate) tool: String,
-    /// Results that entered a context.
-    pub(crate) results: u64,
-    /// Their tokens.
-    pub(crate) result_tokens: u64,
-    /// Of `results`, those whose tokens were estimated.
-    pub(crate) estimated: u64,
-    /// Cumulative context cost.
-    pub(crate) cost: u64,
-    /// Requests that carried at least one of its results.
-    pub(crate) requests: u64,
-    /// Non-cumulative counts of the share per `state::context::SHARE_BOUNDS`, +Inf last.
-    pub(crate) share_buckets: Vec<u64>,
-    /// Sum of the shares.
-    pub(crate) share_sum: f64,
-    /// The shares of the last requests that carried it (at most `SHARE_RECENT`), oldest first.
-    pub(crate) recent: Vec<f32>,
-}
+/// The context ledger's totals, as the snapshot keeps them: the ledger's own disk form
+/// ([`crate::collector::state::context::LedgerDisk`]), so a total added there is kept.
+pub(crate) use crate::collector::state::context::{LedgerDisk as Context, ToolDisk as ToolContext};
 
 /// One (service, tool) series.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,7 +18,7 @@ use crate::collector::state::histogram::{
     Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG,
 };
 use crate::collector::state::{
-    ArgsStat, Largest, OverRecent, ResultId, SeriesKey, SeriesMap, State, Stats,
+    ArgsStat, Largest, OverRecent, ResultId, Series, SeriesKey, SeriesMap, State, Stats,
     LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
 };
 use crate::layers::Stack;
@@ -308,6 +308,70 @@ impl State {
         }
     }
 
+    /// One series of a snapshot as the live state holds it (its key taken out): histograms and
+    /// rings as they were, the bucket counts rebuilt when their layout changed since.
+    fn series_in(&mut self, ss: format::Series, same_bounds: bool) -> Series {
+        let mut s = self.new_series();
+        s.total = stats_in(ss.total);
+        for (ring, rs) in s.windows.iter_mut().zip(ss.windows) {
+            if ring.slot_secs == rs.slot_secs {
+                ring.slots = rs
+                    .slots
+                    .into_iter()
+                    .map(|(i, st)| (i, stats_in(st)))
+                    .collect();
+            }
+        }
+        if same_bounds && ss.size_buckets.len() == s.size_buckets.len() {
+            s.size_buckets = ss.size_buckets;
+        } else {
+            // The layout changed (another stack, or an older version): rebuild the counts
+            // from the since-start HDR histogram rather than start them at zero.
+            s.size_buckets = s.total.size.bucket_counts(&self.limits.size_bounds);
+        }
+        if ss.latency_buckets.len() == s.latency_buckets.len() {
+            s.latency_buckets = ss.latency_buckets;
+        } else {
+            // As for sizes: counts that agree with the histogram (the protobuf exposition
+            // sends both, and Prometheus refuses a native histogram holding more than its count).
+            s.latency_buckets = s.total.latency.bucket_counts(LATENCY_BUCKETS_US);
+        }
+        s.size_sum = ss.size_sum;
+        s.latency_sum_us = ss.latency_sum_us;
+        s.largest = ss.largest.into_iter().map(largest_in).collect();
+        s.largest_pruned_at = 0;
+        s.args = ss
+            .args
+            .into_iter()
+            .map(|a| {
+                let stat = ArgsStat {
+                    count: a.count,
+                    max_bytes: a.max_bytes,
+                };
+                (ArgsHash::new(&a.hash), stat)
+            })
+            .collect();
+        s.over_ceiling = ss
+            .over_ceiling
+            .into_iter()
+            .map(|c| (c.layer, c.count_milli))
+            .collect();
+        s.over_recent = ss
+            .over_recent
+            .iter()
+            .filter_map(|o| over_in(o, &self.limits.stacks.all))
+            .collect();
+        let points = self.limits.history_points();
+        s.history = ss.history.iter().copied().collect();
+        while s.history.len() > points {
+            s.history.pop_front();
+        }
+        while s.over_recent.len() > OVER_CEILING_RECENT {
+            s.over_recent.pop_front();
+        }
+        s
+    }
+
     /// Restores a snapshot (of the current format: [`super::migrate::read`] brings older ones
     /// to it) into an empty state and returns the alerts that were firing. Windows whose length
     /// changed since the snapshot start empty; bucket layouts that changed are rebuilt from the
@@ -348,70 +412,13 @@ impl State {
         let same_bounds = snap.size_bounds[..] == self.limits.size_bounds[..];
         let mut merged = 0usize;
         let mut merged_calls = 0u64;
-        for (n, ss) in series.into_iter().enumerate() {
-            let mut s = self.new_series();
-            s.total = stats_in(ss.total);
-            for (ring, rs) in s.windows.iter_mut().zip(ss.windows) {
-                if ring.slot_secs == rs.slot_secs {
-                    ring.slots = rs
-                        .slots
-                        .into_iter()
-                        .map(|(i, st)| (i, stats_in(st)))
-                        .collect();
-                }
-            }
-            if same_bounds && ss.size_buckets.len() == s.size_buckets.len() {
-                s.size_buckets = ss.size_buckets;
-            } else {
-                // The layout changed (another stack, or an older version): rebuild the counts
-                // from the since-start HDR histogram rather than start them at zero.
-                s.size_buckets = s.total.size.bucket_counts(&self.limits.size_bounds);
-            }
-            if ss.latency_buckets.len() == s.latency_buckets.len() {
-                s.latency_buckets = ss.latency_buckets;
-            } else {
-                // As for sizes: counts that agree with the histogram (the protobuf exposition
-                // sends both, and Prometheus refuses a native histogram holding more than its count).
-                s.latency_buckets = s.total.latency.bucket_counts(LATENCY_BUCKETS_US);
-            }
-            s.size_sum = ss.size_sum;
-            s.latency_sum_us = ss.latency_sum_us;
-            s.largest = ss.largest.into_iter().map(largest_in).collect();
-            s.largest_pruned_at = 0;
-            s.args = ss
-                .args
-                .into_iter()
-                .map(|a| {
-                    let stat = ArgsStat {
-                        count: a.count,
-                        max_bytes: a.max_bytes,
-                    };
-                    (ArgsHash::new(&a.hash), stat)
-                })
-                .collect();
-            s.over_ceiling = ss
-                .over_ceiling
-                .into_iter()
-                .map(|c| (c.layer, c.count_milli))
-                .collect();
-            s.over_recent = ss
-                .over_recent
-                .iter()
-                .filter_map(|o| over_in(o, &self.limits.stacks.all))
-                .collect();
-            let points = self.limits.history_points();
-            s.history = ss.history.iter().copied().collect();
-            while s.history.len() > points {
-                s.history.pop_front();
-            }
-            while s.over_recent.len() > OVER_CEILING_RECENT {
-                s.over_recent.pop_front();
-            }
+        for (n, mut ss) in series.into_iter().enumerate() {
+            let key = SeriesKey {
+                service: std::mem::take(&mut ss.service),
+                tool: std::mem::take(&mut ss.tool),
+            };
+            let mut s = self.series_in(ss, same_bounds);
             if n < keep {
-                let key = SeriesKey {
-                    service: ss.service,
-                    tool: ss.tool,
-                };
                 s.profile = self.limits.stacks.profile(&key.service, &key.tool);
                 self.series.insert(key, s);
                 continue;

@@ -45,7 +45,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::collector::ingest::context::{ContextEvent, ContextKind, SessionId};
-use crate::collector::persist::format;
 use crate::collector::state::MapHasher;
 
 /// Requests whose share is kept per tool for its p50 and p95.
@@ -496,8 +495,8 @@ impl Ledger {
     }
 
     /// Its totals as the snapshot keeps them: per tool, its recent shares oldest first.
-    pub(crate) fn to_disk(&self) -> format::Context {
-        let mut tools: Vec<format::ToolContext> = self
+    pub(crate) fn to_disk(&self) -> LedgerDisk {
+        let mut tools: Vec<ToolDisk> = self
             .index
             .iter()
             .map(|((service, tool), &i)| {
@@ -508,7 +507,7 @@ impl Ledger {
                 } else {
                     older.iter().chain(newer).copied().collect()
                 };
-                format::ToolContext {
+                ToolDisk {
                     service: service.to_string(),
                     tool: tool.to_string(),
                     results: t.results,
@@ -524,7 +523,7 @@ impl Ledger {
             .collect();
         tools.sort_by(|a, b| (&a.service, &a.tool).cmp(&(&b.service, &b.tool)));
         let st = self.stats;
-        format::Context {
+        LedgerDisk {
             tools,
             sessions_overflow: st.sessions_overflow,
             results_dropped: st.results_dropped,
@@ -537,7 +536,7 @@ impl Ledger {
     /// Restores the totals of a snapshot into this (empty) ledger; tools past its
     /// `max_tools` (lowered since) are left out and their number returned. A share layout of
     /// another length (a file checked by `persist::verify` has the current one) starts empty.
-    pub(crate) fn restore(&mut self, c: format::Context) -> usize {
+    pub(crate) fn restore(&mut self, c: LedgerDisk) -> usize {
         self.stats = LedgerStats {
             sessions_overflow: c.sessions_overflow,
             results_dropped: c.results_dropped,
@@ -656,6 +655,59 @@ impl Ord for SessionId {
             (SessionId::Named(_), SessionId::Trace(_)) => std::cmp::Ordering::Greater,
         }
     }
+}
+
+/// The context ledger's totals: what each (service, tool)'s results cost the context and what
+/// the ledger dropped, since the state started. Its open sessions are not kept (up to
+/// `context.max_sessions` × `context.max_results_per_session` results): after a restart a
+/// session carries the results it gets from then on; with the write-ahead log, replay rebuilds
+/// the sessions of what it replays.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct LedgerDisk {
+    /// Per (service, tool).
+    pub(crate) tools: Vec<ToolDisk>,
+    /// Events of sessions past `context.max_sessions`.
+    pub(crate) sessions_overflow: u64,
+    /// Results past a session's `context.max_results_per_session`.
+    pub(crate) results_dropped: u64,
+    /// Results of tools past `aggregation.max_series`.
+    pub(crate) tools_overflow: u64,
+    /// Sessions ended by `context.session_idle`.
+    pub(crate) sessions_expired: u64,
+    /// Results that arrived after a request they preceded.
+    pub(crate) results_late: u64,
+}
+
+impl LedgerDisk {
+    /// Nothing followed, nothing dropped.
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What one (service, tool)'s results cost the context.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct ToolDisk {
+    /// `service.name`.
+    pub(crate) service: String,
+    /// Tool name.
+    pub(crate) tool: String,
+    /// Results that entered a context.
+    pub(crate) results: u64,
+    /// Their tokens.
+    pub(crate) result_tokens: u64,
+    /// Of `results`, those whose tokens were estimated.
+    pub(crate) estimated: u64,
+    /// Cumulative context cost.
+    pub(crate) cost: u64,
+    /// Requests that carried at least one of its results.
+    pub(crate) requests: u64,
+    /// Non-cumulative counts of the share per [`SHARE_BOUNDS`], +Inf last.
+    pub(crate) share_buckets: Vec<u64>,
+    /// Sum of the shares.
+    pub(crate) share_sum: f64,
+    /// The shares of the last requests that carried it (at most [`SHARE_RECENT`]), oldest first.
+    pub(crate) recent: Vec<f32>,
 }
 
 #[cfg(test)]
@@ -892,7 +944,7 @@ mod tests {
         l.record(events, 0);
         let disk = l.to_disk();
         let json = serde_json::to_string(&disk).unwrap();
-        let back: format::Context = serde_json::from_str(&json).unwrap();
+        let back: LedgerDisk = serde_json::from_str(&json).unwrap();
         assert_eq!(
             back, disk,
             "every number, f32 and f64 included, read back as written"
