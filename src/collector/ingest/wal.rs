@@ -327,6 +327,13 @@ fn sync_dir(dir: &Path) {
     }
 }
 
+/// Makes a segment's new name in `dir` durable: before anything in it is acknowledged.
+fn sync_new_name(dir: &Path) -> Result<(), WalError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("fsync", dir))
+}
+
 fn segment_path(dir: &Path, first: u64) -> PathBuf {
     dir.join(format!("{first:020}{SEGMENT_SUFFIX}"))
 }
@@ -670,10 +677,7 @@ impl Active {
             ),
         };
         let len = file.metadata().map_err(io("stat", &path))?.len();
-        // The new file's name must be durable before anything in it is acknowledged.
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io("fsync", dir))?;
+        sync_new_name(dir)?;
         Ok(Self {
             file,
             path,
@@ -698,9 +702,7 @@ impl Active {
             fs::remove_file(&path).map_err(io("delete", &path))?;
             return Self::open(dir, first, true);
         };
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io("fsync", dir))?;
+        sync_new_name(dir)?;
         Ok(Self {
             file,
             path,
