@@ -191,7 +191,7 @@ section! {
         /// to share its write and fsync (group commit). Each logged request is answered up to
         /// this much later; at most 100ms.
         #[key(check = commit_delay)]
-        pub(crate) wal_commit_delay: Interval = Interval::ms(5),
+        pub(crate) wal_commit_delay: Interval = Interval::ms(10),
     }
 }
 
