@@ -18,7 +18,6 @@ mod support;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::routing::post;
@@ -278,22 +277,6 @@ fn run(grpc: SocketAddr, service: &str, line: Line) -> BTreeMap<String, String> 
     handed
 }
 
-/// The daemon's rows of `service`, by tool, once all four tools are there.
-async fn rows(admin: SocketAddr, service: &str) -> BTreeMap<String, Value> {
-    wait_for("the daemon's rows", Duration::from_secs(20), || async {
-        let table = tools(admin, "?window=5m").await;
-        let rows: BTreeMap<String, Value> = table["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["service"] == service)
-            .map(|r| (r["tool"].as_str().unwrap().to_owned(), r.clone()))
-            .collect();
-        (rows.len() >= 4).then_some(rows)
-    })
-    .await
-}
-
 /// Every call counted once, each size what the model was handed, the failure an error.
 fn check(rows: &BTreeMap<String, Value>, handed: &BTreeMap<String, String>, measured: bool) {
     let len = |id: &str| handed[id].len() as u64;
@@ -330,13 +313,17 @@ async fn rig_agent_heard_alone_and_with_one_line() {
         .await
         .unwrap();
     assert_eq!(own["call_1"].len(), BIG);
-    check(&rows(d.admin_addr, "rig-own").await, &own, false);
+    check(&rows_by_tool(d.admin_addr, "rig-own", 4).await, &own, false);
 
     let line = tokio::task::spawn_blocking(move || run(grpc, "rig-toolsize", Line::Toolsize))
         .await
         .unwrap();
     assert_eq!(line, own, "the line changes nothing the model is handed");
-    check(&rows(d.admin_addr, "rig-toolsize").await, &line, true);
+    check(
+        &rows_by_tool(d.admin_addr, "rig-toolsize", 4).await,
+        &line,
+        true,
+    );
 
     let set = tokio::task::spawn_blocking(move || run(grpc, "rig-set", Line::Set))
         .await
@@ -345,7 +332,7 @@ async fn rig_agent_heard_alone_and_with_one_line() {
         set, own,
         "the set's line changes nothing the model is handed"
     );
-    check(&rows(d.admin_addr, "rig-set").await, &set, true);
+    check(&rows_by_tool(d.admin_addr, "rig-set", 4).await, &set, true);
 
     let guarded = tokio::task::spawn_blocking(move || run(grpc, "rig-guarded", Line::Guarded))
         .await
@@ -353,7 +340,7 @@ async fn rig_agent_heard_alone_and_with_one_line() {
     let page = &guarded["call_1"];
     assert!(page.len() as u64 <= LIMIT, "{} > {LIMIT}", page.len());
     assert!(page.contains("toolsize: omitted"), "the cut is marked");
-    let rows = rows(d.admin_addr, "rig-guarded").await;
+    let rows = rows_by_tool(d.admin_addr, "rig-guarded", 4).await;
     let row = &rows["fetch_page"];
     assert_eq!(row["max"], page.len() as u64, "{row}");
     assert_eq!(row["truncated"], 1, "{row}");

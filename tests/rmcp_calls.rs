@@ -136,26 +136,6 @@ fn bytes(r: &CallToolResult) -> u64 {
     serde_json::to_vec(r).unwrap().len() as u64
 }
 
-/// The daemon's rows of `service`, by tool.
-async fn rows(
-    admin: std::net::SocketAddr,
-    service: &str,
-    expect: usize,
-) -> BTreeMap<String, Value> {
-    wait_for("the daemon's rows", Duration::from_secs(20), || async {
-        let table = tools(admin, "?window=5m").await;
-        let rows: BTreeMap<String, Value> = table["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["service"] == service)
-            .map(|r| (r["tool"].as_str().unwrap().to_owned(), r.clone()))
-            .collect();
-        (rows.len() >= expect).then_some(rows)
-    })
-    .await
-}
-
 /// Checks the daemon heard every call once, each sized as the client received it.
 fn check_unguarded(rows: &BTreeMap<String, Value>, answers: &[Answer]) {
     let ok = |i: usize| answers[i].as_ref().unwrap();
@@ -203,8 +183,8 @@ async fn rmcp_calls_heard_with_one_line() {
     let client = tokio::task::spawn_blocking(move || run(grpc, "rmcp-client", Line::Client(None)))
         .await
         .unwrap();
-    check_unguarded(&rows(d.admin_addr, "rmcp-server", 5).await, &server);
-    check_unguarded(&rows(d.admin_addr, "rmcp-client", 5).await, &client);
+    check_unguarded(&rows_by_tool(d.admin_addr, "rmcp-server", 5).await, &server);
+    check_unguarded(&rows_by_tool(d.admin_addr, "rmcp-client", 5).await, &client);
     let table = tools(d.admin_addr, "?window=5m").await;
     let plain_rows = table["tools"]
         .as_array()
@@ -259,7 +239,7 @@ async fn rmcp_guard_shapes_the_result_before_it_leaves() {
         ("rmcp-server-guard", &server),
         ("rmcp-client-guard", &client),
     ] {
-        let rows = rows(d.admin_addr, service, 5).await;
+        let rows = rows_by_tool(d.admin_addr, service, 5).await;
         let page = &rows["fetch_page"];
         assert_eq!(page["count"], 1, "{page}");
         assert_eq!(page["truncated"], 1, "{page}");

@@ -284,6 +284,31 @@ pub async fn tools(admin: SocketAddr, query: &str) -> serde_json::Value {
         .unwrap()
 }
 
+/// The rows of `service` in `/api/v1/tools?window=5m`, by tool, once at least `expect` tools
+/// are there (fails after 20 s).
+pub async fn rows_by_tool(
+    admin: SocketAddr,
+    service: &str,
+    expect: usize,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    wait_for(
+        "the daemon's rows",
+        std::time::Duration::from_secs(20),
+        || async {
+            let table = tools(admin, "?window=5m").await;
+            let rows: std::collections::BTreeMap<String, serde_json::Value> = table["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|r| r["service"] == service)
+                .map(|r| (r["tool"].as_str().unwrap().to_owned(), r.clone()))
+                .collect();
+            (rows.len() >= expect).then_some(rows)
+        },
+    )
+    .await
+}
+
 /// GETs an admin path as JSON, e.g. `/api/v1/layers`.
 pub async fn get_json(admin: SocketAddr, path: &str) -> serde_json::Value {
     let r = reqwest::get(format!("http://{admin}{path}")).await.unwrap();
