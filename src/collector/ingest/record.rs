@@ -11,59 +11,42 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::collector::forward::Relay;
+use crate::collector::ingest::recognize::emitters::for_each_span_emitter;
 use crate::collector::ingest::sampling::Weight;
 use crate::collector::stats::{OtlpSignal, SelfStats};
 
-/// Who emitted a tool span, as decided by the first matching rule of
-/// [`EMITTERS`](crate::collector::ingest::recognize::emitters::EMITTERS).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Emitter {
-    /// toolsize's own span contract.
-    Toolsize,
-    /// Langfuse SDK (`langfuse.observation.type = tool`).
-    Langfuse,
-    /// OpenInference / Arize Phoenix (`openinference.span.kind = TOOL`).
-    OpenInference,
-    /// OpenLLMetry / Traceloop (`traceloop.span.kind = tool`).
-    OpenLlmetry,
-    /// OTel MCP conventions (`mcp.method.name = tools/call`).
-    Mcp,
-    /// pydantic-ai ≥ 2 (format v5), scope `pydantic-ai`.
-    PydanticAi,
-    /// pydantic-ai 1.x (format v2), span `running tool`.
-    PydanticAiV1,
-    /// Google ADK, scope `gcp.vertex.agent`.
-    GoogleAdk,
-    /// Strands Agents (`gen_ai.tool.status`).
-    Strands,
-    /// OTel GenAI conventions (`gen_ai.operation.name = execute_tool`).
-    OtelGenAi,
-    /// Vercel AI SDK legacy telemetry (`ai.toolCall`).
-    VercelAi,
-    /// MLflow (`mlflow.spanType = "TOOL"`).
-    Mlflow,
-    /// Logfire's openai-agents integration (`Function: {name}`).
-    LogfireAgents,
-    /// Only `gen_ai.tool.name` / `gen_ai.tool.call.id` present: the last-resort rule Langfuse's
-    /// ingestion also applies to spans of unknown emitters.
-    GenAiFallback,
-    /// Claude Code's own telemetry (`claude_code.tool_result` logs, `claude_code.tool` spans).
-    ClaudeCode,
-    /// Codex CLI's own telemetry (`codex.tool_result` span events and logs).
-    Codex,
-    /// Gemini CLI's own telemetry (`gemini_cli.tool_call` logs, `tool_call` spans).
-    GeminiCli,
-    /// Qwen Code's own telemetry (Gemini CLI's, prefixed `qwen-code.`).
-    QwenCode,
-    /// opencode's spans (its `ai.toolCall` and `Tool.execute` spans).
-    Opencode,
-    /// GitHub Copilot CLI's `execute_tool` spans.
-    Copilot,
-    /// A `tool_result` log record of another emitter (opencode's OpenTelemetry plugin and
-    /// others that mirror Claude Code's events).
-    ToolResultLog,
+/// Declares [`Emitter`]: the span emitters of
+/// [`for_each_span_emitter!`](crate::collector::ingest::recognize::emitters::for_each_span_emitter),
+/// in matching order, then the coding agents'.
+macro_rules! emitter_enum {
+    ($($(#[doc = $doc:literal])+ $name:ident { $($entry:tt)* })+) => {
+        /// Who emitted a tool span: for a span emitter, the first matching entry of
+        /// [`EMITTERS`](crate::collector::ingest::recognize::emitters::EMITTERS). Its label is the
+        /// variant's name in snake_case.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub(crate) enum Emitter {
+            $($(#[doc = $doc])+ $name,)+
+            /// Claude Code's own telemetry (`claude_code.tool_result` logs, `claude_code.tool` spans).
+            ClaudeCode,
+            /// Codex CLI's own telemetry (`codex.tool_result` span events and logs).
+            Codex,
+            /// Gemini CLI's own telemetry (`gemini_cli.tool_call` logs, `tool_call` spans).
+            GeminiCli,
+            /// Qwen Code's own telemetry (Gemini CLI's, prefixed `qwen-code.`).
+            QwenCode,
+            /// opencode's spans (its `ai.toolCall` and `Tool.execute` spans).
+            Opencode,
+            /// GitHub Copilot CLI's `execute_tool` spans.
+            Copilot,
+            /// A `tool_result` log record of another emitter (opencode's OpenTelemetry plugin and
+            /// others that mirror Claude Code's events).
+            ToolResultLog,
+        }
+    };
 }
+
+for_each_span_emitter!(emitter_enum);
 
 /// How a record's size was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

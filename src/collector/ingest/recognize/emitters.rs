@@ -7,14 +7,15 @@
 //! Two orders matter. Matching tries the entries in [`EMITTERS`] order, most specific first, the
 //! generic OTel GenAI conventions after them and the bare `gen_ai.tool.*` fallback last; the
 //! first entry with a matching alternative names the emitter. Reading takes the first attribute
-//! present in **reading order**: the entries in [`READING`] order, each entry's keys in their
+//! present in **reading order**: the entries by their `read` rank, each entry's keys in their
 //! order (the OTel GenAI attribute first, then each instrumentation's own), whatever the
-//! emitter that matched — a span may carry a generic attribute and its tracer's own. Each order
-//! is declared once, by position; a test fails when an entry is missing from either.
+//! emitter that matched — a span may carry a generic attribute and its tracer's own.
 //!
-//! Adding an emitter is adding one entry here, its place in [`EMITTERS`] and, when it reads
-//! keys of its own, in [`READING`] (and its label in [`Emitter`]); the coding agents, which describe a call in logs and span events too, are
-//! entries of [`crate::collector::ingest::agents`] instead.
+//! Adding an emitter is adding one entry to [`for_each_span_emitter!`]: its place in the list is
+//! its matching order, its `read` rank its place in the reading order; [`EMITTERS`] and the
+//! [`Emitter`] variant (its label) are generated from it, and a test fails when an entry that
+//! reads keys has no rank or shares one. The coding agents, which describe a call in logs and
+//! span events too, are entries of [`crate::collector::ingest::agents`] instead.
 
 use crate::collector::ingest::record::Emitter;
 use crate::semconv;
@@ -111,6 +112,8 @@ pub(crate) struct Entry {
     pub(crate) wraps: &'static [(&'static str, Envelope)],
     /// Span names and tool names of its spans that summarise several calls: never a tool.
     pub(crate) summaries: (&'static [&'static str], &'static [&'static str]),
+    /// Its rank in the reading order (1 first), when it reads keys of its own.
+    pub(crate) read: Option<u8>,
 }
 
 /// An entry with nothing but its emitter: fields are filled in with `..NOTHING`.
@@ -124,24 +127,13 @@ const NOTHING: Entry = Entry {
     args: &[],
     wraps: &[],
     summaries: (&[], &[]),
+    read: None,
 };
 
 const OP: &str = semconv::GEN_AI_OPERATION_NAME;
 const EXEC: &str = semconv::OPERATION_EXECUTE_TOOL;
 /// The OTel GenAI result attribute, which several tracers fill (some with an envelope).
 const GEN_AI_RESULT: &str = "gen_ai.tool.call.result";
-
-/// toolsize's own span contract (`crate::instrument`): a measured size and its other measures.
-const TOOLSIZE: Entry = Entry {
-    emitter: Emitter::Toolsize,
-    when: &[
-        &[Cond::Present(semconv::TOOL_ARGS_HASH), Cond::Eq(OP, EXEC)],
-        &[Cond::Present(semconv::TOOL_RESULT_BYTES)],
-    ],
-    name: &[semconv::TOOL_NAME],
-    size: &[semconv::TOOL_RESULT_BYTES],
-    ..NOTHING
-};
 
 /// The measures toolsize's span contract carries besides the size, in the field order of
 /// [`Measurement`](crate::collector::ingest::record::Measurement): read only alongside a measured
@@ -155,205 +147,182 @@ pub(crate) const MEASURE_KEYS: [&str; 6] = [
     semconv::TOOL_RESULT_TOKENS_ESTIMATE,
 ];
 
-/// Langfuse's SDK: an observation of type `tool`.
-const LANGFUSE: Entry = Entry {
-    emitter: Emitter::Langfuse,
-    when: &[&[Cond::Eq("langfuse.observation.type", "tool")]],
-    result: &[content(
-        "langfuse.observation.output",
-        Encoding::Auto,
-        Envelope::None,
-    )],
-    args: &["langfuse.observation.input"],
-    ..NOTHING
-};
+/// The one list of span emitters, in matching order (the most specific first, the generic OTel
+/// GenAI conventions after them, the bare `gen_ai.tool.*` fallback last): each entry's doc, its
+/// [`Emitter`] variant (its label, snake_case) and its [`Entry`] fields (`..NOTHING` for the
+/// rest). `read: Some(n)` is its rank in the reading order, declared on the entry of every
+/// emitter that reads keys of its own. Expanded here into [`EMITTERS`] and in
+/// [`crate::collector::ingest::record`] into the [`Emitter`] enum, so an emitter is declared in
+/// this one place.
+macro_rules! for_each_span_emitter {
+    ($then:ident) => {
+        $then! {
+            /// toolsize's own span contract (`crate::instrument`): a measured size and its other
+            /// measures.
+            Toolsize {
+                read: Some(2),
+                when: &[
+                    &[Cond::Present(semconv::TOOL_ARGS_HASH), Cond::Eq(OP, EXEC)],
+                    &[Cond::Present(semconv::TOOL_RESULT_BYTES)],
+                ],
+                name: &[semconv::TOOL_NAME],
+                size: &[semconv::TOOL_RESULT_BYTES],
+            }
+            /// Langfuse's SDK: an observation of type `tool`.
+            Langfuse {
+                read: Some(8),
+                when: &[&[Cond::Eq("langfuse.observation.type", "tool")]],
+                result: &[content(
+                    "langfuse.observation.output",
+                    Encoding::Auto,
+                    Envelope::None,
+                )],
+                args: &["langfuse.observation.input"],
+            }
+            /// OpenInference (Arize Phoenix): span kind `TOOL`, the result in `output.value`,
+            /// perhaps a serialised LangChain `ToolMessage`.
+            OpenInference {
+                read: Some(3),
+                when: &[&[Cond::EqIgnoreCase("openinference.span.kind", "tool")]],
+                result: &[content(
+                    "output.value",
+                    Encoding::Auto,
+                    Envelope::ToolMessage,
+                )],
+                args: &["input.value"],
+            }
+            /// OpenLLMetry (traceloop-sdk): span kind `tool`, the result `json.dumps`ed.
+            OpenLlmetry {
+                read: Some(4),
+                when: &[&[Cond::Eq("traceloop.span.kind", "tool")]],
+                name: &["traceloop.entity.name"],
+                result: &[content(
+                    "traceloop.entity.output",
+                    Encoding::Json,
+                    Envelope::JsonString,
+                )],
+                args: &["traceloop.entity.input"],
+            }
+            /// MCP instrumentations (`mcp.method.name = tools/call`), reading the GenAI attributes.
+            Mcp {
+                when: &[&[Cond::Eq("mcp.method.name", "tools/call")]],
+            }
+            /// Pydantic AI (format v3 and later): the GenAI conventions under its own scope.
+            PydanticAi {
+                when: &[&[Cond::Eq(OP, EXEC), Cond::Scope("pydantic-ai")]],
+            }
+            /// Google ADK: the result in its own attribute, a non-dict wrapped in `{"result": …}`
+            /// (also when it fills the GenAI attribute); one merged span per turn with several
+            /// calls.
+            GoogleAdk {
+                read: Some(7),
+                when: &[&[Cond::Eq(OP, EXEC), Cond::Scope("gcp.vertex.agent")]],
+                result: &[content(
+                    "gcp.vertex.agent.tool_response",
+                    Encoding::JsonEmptyIsHidden,
+                    Envelope::AdkResult,
+                )],
+                args: &["gcp.vertex.agent.tool_call_args"],
+                wraps: &[(GEN_AI_RESULT, Envelope::AdkResult)],
+                summaries: (&["execute_tool (merged)"], &["(merged tools)"]),
+            }
+            /// Strands Agents: the GenAI conventions with `gen_ai.tool.status`; its result as
+            /// content blocks, in the GenAI attribute (latest conventions) or a span event.
+            Strands {
+                when: &[&[Cond::Eq(OP, EXEC), Cond::Present("gen_ai.tool.status")]],
+                wraps: &[(GEN_AI_RESULT, Envelope::TextParts)],
+            }
+            /// The OTel GenAI semantic conventions: `execute_tool` spans.
+            OtelGenAi {
+                read: Some(1),
+                when: &[&[Cond::Eq(OP, EXEC)], &[Cond::NamePrefix("execute_tool ")]],
+                name: &[semconv::GEN_AI_TOOL_NAME],
+                size: &[semconv::GEN_AI_TOOL_CALL_RESULT_SIZE],
+                result: &[content(GEN_AI_RESULT, Encoding::Auto, Envelope::None)],
+                // Strands' event, then the latest conventions' inference details (content blocks).
+                events: &[
+                    ("gen_ai.choice", "message"),
+                    (
+                        "gen_ai.client.inference.operation.details",
+                        "gen_ai.output.messages",
+                    ),
+                ],
+                args: &["gen_ai.tool.call.arguments"],
+            }
+            /// The Vercel AI SDK: `ai.toolCall` spans, the result `JSON.stringify`ed.
+            VercelAi {
+                read: Some(6),
+                when: &[
+                    &[Cond::NameEq("ai.toolCall")],
+                    &[Cond::Prefix("ai.operationId", "ai.toolCall")],
+                ],
+                name: &["ai.toolCall.name"],
+                result: &[content(
+                    "ai.toolCall.result",
+                    Encoding::Json,
+                    Envelope::JsonString,
+                )],
+                args: &["ai.toolCall.args"],
+            }
+            /// Pydantic AI format v2 (1.x): `running tool` spans.
+            PydanticAiV1 {
+                read: Some(5),
+                when: &[&[Cond::NameEq("running tool")]],
+                result: &[content("tool_response", Encoding::Auto, Envelope::None)],
+                args: &["tool_arguments"],
+            }
+            /// MLflow tracing: span type `TOOL` (JSON-quoted by some versions), JSON outputs.
+            Mlflow {
+                read: Some(9),
+                when: &[
+                    &[Cond::Eq("mlflow.spanType", "\"TOOL\"")],
+                    &[Cond::Eq("mlflow.spanType", "TOOL")],
+                ],
+                result: &[content(
+                    "mlflow.spanOutputs",
+                    Encoding::Json,
+                    Envelope::JsonString,
+                )],
+                args: &["mlflow.spanInputs"],
+            }
+            /// Logfire's OpenAI Agents integration: `Function: {name}` spans with the raw export.
+            LogfireAgents {
+                read: Some(10),
+                when: &[&[Cond::NamePrefix("Function: ")]],
+                name: &["name"],
+                result: &[content("output", Encoding::Auto, Envelope::None)],
+                args: &["input"],
+            }
+            /// Any span with the bare `gen_ai.tool.*` attributes; `tool.parameters` as the last
+            /// resort for the arguments.
+            GenAiFallback {
+                read: Some(11),
+                when: &[
+                    &[Cond::Present(semconv::GEN_AI_TOOL_NAME)],
+                    &[Cond::Present(semconv::GEN_AI_TOOL_CALL_ID)],
+                ],
+                args: &["tool.parameters"],
+            }
+        }
+    };
+}
+pub(crate) use for_each_span_emitter;
 
-/// OpenInference (Arize Phoenix): span kind `TOOL`, the result in `output.value`, perhaps a
-/// serialised LangChain `ToolMessage`.
-const OPENINFERENCE: Entry = Entry {
-    emitter: Emitter::OpenInference,
-    when: &[&[Cond::EqIgnoreCase("openinference.span.kind", "tool")]],
-    result: &[content(
-        "output.value",
-        Encoding::Auto,
-        Envelope::ToolMessage,
-    )],
-    args: &["input.value"],
-    ..NOTHING
-};
+/// Declares [`EMITTERS`] from the one list.
+macro_rules! entries {
+    ($($(#[doc = $doc:literal])+ $name:ident { $($field:ident: $value:expr,)* })+) => {
+        /// Every span emitter, in matching order (the order of [`for_each_span_emitter!`]).
+        pub(crate) const EMITTERS: &[Entry] = &[
+            $(Entry {
+                emitter: Emitter::$name,
+                $($field: $value,)*
+                ..NOTHING
+            },)+
+        ];
+    };
+}
 
-/// OpenLLMetry (traceloop-sdk): span kind `tool`, the result `json.dumps`ed.
-const OPENLLMETRY: Entry = Entry {
-    emitter: Emitter::OpenLlmetry,
-    when: &[&[Cond::Eq("traceloop.span.kind", "tool")]],
-    name: &["traceloop.entity.name"],
-    result: &[content(
-        "traceloop.entity.output",
-        Encoding::Json,
-        Envelope::JsonString,
-    )],
-    args: &["traceloop.entity.input"],
-    ..NOTHING
-};
-
-/// MCP instrumentations (`mcp.method.name = tools/call`), reading the GenAI attributes.
-const MCP: Entry = Entry {
-    emitter: Emitter::Mcp,
-    when: &[&[Cond::Eq("mcp.method.name", "tools/call")]],
-    ..NOTHING
-};
-
-/// Pydantic AI (format v3 and later): the GenAI conventions under its own scope.
-const PYDANTIC_AI: Entry = Entry {
-    emitter: Emitter::PydanticAi,
-    when: &[&[Cond::Eq(OP, EXEC), Cond::Scope("pydantic-ai")]],
-    ..NOTHING
-};
-
-/// Google ADK: the result in its own attribute, a non-dict wrapped in `{"result": …}` (also
-/// when it fills the GenAI attribute); one merged span per turn with several calls.
-const GOOGLE_ADK: Entry = Entry {
-    emitter: Emitter::GoogleAdk,
-    when: &[&[Cond::Eq(OP, EXEC), Cond::Scope("gcp.vertex.agent")]],
-    result: &[content(
-        "gcp.vertex.agent.tool_response",
-        Encoding::JsonEmptyIsHidden,
-        Envelope::AdkResult,
-    )],
-    args: &["gcp.vertex.agent.tool_call_args"],
-    wraps: &[(GEN_AI_RESULT, Envelope::AdkResult)],
-    summaries: (&["execute_tool (merged)"], &["(merged tools)"]),
-    ..NOTHING
-};
-
-/// Strands Agents: the GenAI conventions with `gen_ai.tool.status`; its result as content
-/// blocks, in the GenAI attribute (latest conventions) or a span event.
-const STRANDS: Entry = Entry {
-    emitter: Emitter::Strands,
-    when: &[&[Cond::Eq(OP, EXEC), Cond::Present("gen_ai.tool.status")]],
-    wraps: &[(GEN_AI_RESULT, Envelope::TextParts)],
-    ..NOTHING
-};
-
-/// The OTel GenAI semantic conventions: `execute_tool` spans.
-const OTEL_GENAI: Entry = Entry {
-    emitter: Emitter::OtelGenAi,
-    when: &[&[Cond::Eq(OP, EXEC)], &[Cond::NamePrefix("execute_tool ")]],
-    name: &[semconv::GEN_AI_TOOL_NAME],
-    size: &[semconv::GEN_AI_TOOL_CALL_RESULT_SIZE],
-    result: &[content(GEN_AI_RESULT, Encoding::Auto, Envelope::None)],
-    // Strands' event, then the latest conventions' inference details (content blocks).
-    events: &[
-        ("gen_ai.choice", "message"),
-        (
-            "gen_ai.client.inference.operation.details",
-            "gen_ai.output.messages",
-        ),
-    ],
-    args: &["gen_ai.tool.call.arguments"],
-    ..NOTHING
-};
-
-/// The Vercel AI SDK: `ai.toolCall` spans, the result `JSON.stringify`ed.
-const VERCEL_AI: Entry = Entry {
-    emitter: Emitter::VercelAi,
-    when: &[
-        &[Cond::NameEq("ai.toolCall")],
-        &[Cond::Prefix("ai.operationId", "ai.toolCall")],
-    ],
-    name: &["ai.toolCall.name"],
-    result: &[content(
-        "ai.toolCall.result",
-        Encoding::Json,
-        Envelope::JsonString,
-    )],
-    args: &["ai.toolCall.args"],
-    ..NOTHING
-};
-
-/// Pydantic AI format v2 (1.x): `running tool` spans.
-const PYDANTIC_AI_V1: Entry = Entry {
-    emitter: Emitter::PydanticAiV1,
-    when: &[&[Cond::NameEq("running tool")]],
-    result: &[content("tool_response", Encoding::Auto, Envelope::None)],
-    args: &["tool_arguments"],
-    ..NOTHING
-};
-
-/// MLflow tracing: span type `TOOL` (JSON-quoted by some versions), JSON outputs.
-const MLFLOW: Entry = Entry {
-    emitter: Emitter::Mlflow,
-    when: &[
-        &[Cond::Eq("mlflow.spanType", "\"TOOL\"")],
-        &[Cond::Eq("mlflow.spanType", "TOOL")],
-    ],
-    result: &[content(
-        "mlflow.spanOutputs",
-        Encoding::Json,
-        Envelope::JsonString,
-    )],
-    args: &["mlflow.spanInputs"],
-    ..NOTHING
-};
-
-/// Logfire's OpenAI Agents integration: `Function: {name}` spans with the raw export.
-const LOGFIRE_AGENTS: Entry = Entry {
-    emitter: Emitter::LogfireAgents,
-    when: &[&[Cond::NamePrefix("Function: ")]],
-    name: &["name"],
-    result: &[content("output", Encoding::Auto, Envelope::None)],
-    args: &["input"],
-    ..NOTHING
-};
-
-/// Any span with the bare `gen_ai.tool.*` attributes; `tool.parameters` as the last resort for
-/// the arguments.
-const GENAI_FALLBACK: Entry = Entry {
-    emitter: Emitter::GenAiFallback,
-    when: &[
-        &[Cond::Present(semconv::GEN_AI_TOOL_NAME)],
-        &[Cond::Present(semconv::GEN_AI_TOOL_CALL_ID)],
-    ],
-    args: &["tool.parameters"],
-    ..NOTHING
-};
-
-/// Every span emitter, in matching order: the most specific first, the generic OTel GenAI
-/// conventions after them, the bare `gen_ai.tool.*` fallback last.
-pub(crate) const EMITTERS: &[Entry] = &[
-    TOOLSIZE,
-    LANGFUSE,
-    OPENINFERENCE,
-    OPENLLMETRY,
-    MCP,
-    PYDANTIC_AI,
-    GOOGLE_ADK,
-    STRANDS,
-    OTEL_GENAI,
-    VERCEL_AI,
-    PYDANTIC_AI_V1,
-    MLFLOW,
-    LOGFIRE_AGENTS,
-    GENAI_FALLBACK,
-];
-
-/// The reading order: the entries whose keys are read, the first present attribute winning
-/// (the OTel GenAI conventions first, then each instrumentation's own). An entry's place here
-/// is its rank, declared once; an entry that declares keys and is missing here fails
-/// `every_entry_has_one_place_in_each_order`.
-pub(crate) const READING: &[&Entry] = &[
-    &OTEL_GENAI,
-    &TOOLSIZE,
-    &OPENINFERENCE,
-    &OPENLLMETRY,
-    &PYDANTIC_AI_V1,
-    &VERCEL_AI,
-    &GOOGLE_ADK,
-    &LANGFUSE,
-    &MLFLOW,
-    &LOGFIRE_AGENTS,
-    &GENAI_FALLBACK,
-];
+for_each_span_emitter!(entries);
 
 /// Attributes read on every tool span whatever its emitter.
 pub(crate) struct Common {
@@ -414,12 +383,15 @@ impl Common {
 /// by a hook or policy, or skipped. Neither a result nor a failure of the tool.
 pub(crate) const NOT_RUN: [&str; 2] = ["denied", "skipped"];
 
-/// The entries in reading order: [`READING`], then the entries that read no key of their own,
-/// in matching order.
+/// The entries in reading order: those with a rank, by rank, then the entries that read no key
+/// of their own, in matching order.
 pub(crate) fn reading_order() -> Vec<&'static Entry> {
-    let listed = |e: &Entry| READING.iter().any(|r| r.emitter == e.emitter);
-    let rest = EMITTERS.iter().filter(|e| !listed(e));
-    READING.iter().copied().chain(rest).collect()
+    let mut ranked: Vec<&Entry> = EMITTERS.iter().filter(|e| e.read.is_some()).collect();
+    ranked.sort_by_key(|e| e.read);
+    ranked
+        .into_iter()
+        .chain(EMITTERS.iter().filter(|e| e.read.is_none()))
+        .collect()
 }
 
 /// One list of every entry's `field`, in reading order, each key once.
@@ -455,27 +427,24 @@ pub(crate) fn cond_keys() -> impl Iterator<Item = &'static str> {
 mod tests {
     use super::*;
 
-    /// Each entry is in the matching order once, and in the reading order once when it declares
-    /// keys of its own (an entry that reads none has no rank to give).
+    /// Each entry that reads keys of its own has a rank of its own in the reading order, the
+    /// ranks running from 1 without a gap; an entry that reads none has no rank to give.
     #[test]
-    fn every_entry_has_one_place_in_each_order() {
-        let count = |list: &mut dyn Iterator<Item = &Entry>, e: &Entry| {
-            list.filter(|x| x.emitter == e.emitter).count()
-        };
+    fn every_entry_that_reads_keys_has_one_reading_rank() {
+        let mut ranks = Vec::new();
         for e in EMITTERS {
             let label = format!("{:?}", e.emitter);
-            assert_eq!(count(&mut EMITTERS.iter(), e), 1, "{label} in EMITTERS");
             let reads_keys = !(e.name.is_empty()
                 && e.size.is_empty()
                 && e.result.is_empty()
                 && e.events.is_empty()
                 && e.args.is_empty());
-            let places = count(&mut READING.iter().copied(), e);
-            assert_eq!(places, usize::from(reads_keys), "{label} in READING");
+            assert_eq!(e.read.is_some(), reads_keys, "{label}: read rank");
+            ranks.extend(e.read);
         }
-        for r in READING {
-            assert_eq!(count(&mut EMITTERS.iter(), r), 1, "{:?} matches", r.emitter);
-        }
+        ranks.sort_unstable();
+        let expected: Vec<u8> = (1..=ranks.len() as u8).collect();
+        assert_eq!(ranks, expected, "the read ranks are 1..=n, each once");
         assert_eq!(reading_order().len(), EMITTERS.len());
     }
 

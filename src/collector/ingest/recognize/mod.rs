@@ -912,7 +912,11 @@ mod tests {
             ("Function: k", "logfire", vec![s("name", "k"), s("output", "hello")], Emitter::LogfireAgents, "k"),
             ("l", "mlflow", vec![s("mlflow.spanType", "\"TOOL\""), s("mlflow.spanOutputs", "\"hello\"")], Emitter::Mlflow, "l"),
             ("whatever", "x", vec![s("gen_ai.tool.call.id", "call_1")], Emitter::GenAiFallback, "whatever"),
+            ("m", "x", vec![s(semconv::TOOL_NAME, "m"), i(semconv::TOOL_RESULT_BYTES, 5)], Emitter::Toolsize, "m"),
         ];
+        for e in EMITTERS {
+            assert!(cases.iter().any(|c| c.3 == e.emitter), "{:?}: no case here", e.emitter);
+        }
         for (name, scope, attrs, emitter, tname) in cases {
             let t = tool(&r, scope, &span(name, attrs));
             assert_eq!(t.emitter, emitter, "{name}");
