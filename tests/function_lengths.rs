@@ -16,34 +16,9 @@ const MAX_LINES: usize = 120;
 /// Functions over [`MAX_LINES`] today: (file, function, why it waits).
 const KNOWN: &[(&str, &str, &str)] = &[
     (
-        "src/mcp/http.rs",
-        "handle",
-        "the Streamable HTTP proxy's request handler, not split yet",
-    ),
-    (
-        "src/guard/schema.rs",
-        "check_field",
-        "one match over the schema's field kinds, not split yet",
-    ),
-    (
         "src/collector/ingest/recognize/mod.rs",
         "recognize_counting",
         "waits for the split of recognize/mod.rs into the rooms it holds",
-    ),
-    (
-        "src/mcp/proxy.rs",
-        "call",
-        "the stdio proxy's tools/call, not split yet",
-    ),
-    (
-        "src/cli/mcp.rs",
-        "run",
-        "the proxy's start-up, not split yet",
-    ),
-    (
-        "src/guard/forms.rs",
-        "spec_of",
-        "one match over the declared forms, not split yet",
     ),
     (
         "src/collector/mod.rs",

@@ -93,37 +93,71 @@ fn host_choice(name: Option<&str>) -> Result<HostChoice, CliError> {
 
 /// Runs `toolsize mcp`.
 pub fn run(args: McpArgs) -> ExitCode {
-    let policy: Policy = match args.policy.parse() {
-        Ok(p) => p,
-        Err(e) => return CliError::new("INVALID_POLICY", format!("{e}")).report(),
-    };
-    let choice = match host_choice(args.host.as_deref()) {
-        Ok(c) => c,
+    let Checked {
+        policy,
+        choice,
+        guard,
+        call_timeout,
+        upstream,
+    } = match check(&args) {
+        Ok(checked) => checked,
         Err(e) => return e.report(),
     };
-    let fixed = match choice {
-        HostChoice::Preset(p) => Some(p.limits(&|k| std::env::var(k).ok())),
-        _ => None,
+    // Kept to the end: dropping it flushes the spans.
+    let export = crate::cli::wrap::init_export();
+    log_limit(&args, choice, &guard, policy);
+    let opts = crate::mcp::Options {
+        guard,
+        warn_bytes: None,
+        host: choice,
+        check_args: !args.no_check_args,
+        annotate_tools: args.annotate_tools,
+        max_message_bytes: args.max_message_bytes,
+        call_timeout,
     };
-    let guard = match CeilingGuard::builder()
+    let served = match (upstream, args.listen) {
+        (Some(upstream), Some(listen)) => serve_http(opts, listen, upstream),
+        _ => serve_stdio(opts, &args.command),
+    };
+    drop(export);
+    match served {
+        Ok(code) => code,
+        Err(e) => e.report(),
+    }
+}
+
+/// What `toolsize mcp`'s arguments give, checked before anything runs.
+struct Checked {
+    policy: Policy,
+    choice: HostChoice,
+    guard: CeilingGuard,
+    call_timeout: Option<std::time::Duration>,
+    upstream: Option<crate::mcp::http::Upstream>,
+}
+
+/// Checks the arguments: the policy, the host, the limit, the message size, the call timeout
+/// and the upstream URL, each a structured error naming its flag.
+fn check(args: &McpArgs) -> Result<Checked, CliError> {
+    let policy: Policy = args
+        .policy
+        .parse()
+        .map_err(|e| CliError::new("INVALID_POLICY", format!("{e}")))?;
+    let choice = host_choice(args.host.as_deref())?;
+    let guard = CeilingGuard::builder()
         .max_output_opt(args.max_output)
         .policy(policy)
         .spill_dir(args.spill_dir.as_deref())
         .build_for_proxy()
-    {
-        Ok(g) => g,
-        Err(e) => return CliError::new("INVALID_LIMIT", e.to_string()).report(),
-    };
+        .map_err(|e| CliError::new("INVALID_LIMIT", e.to_string()))?;
     if args.max_message_bytes < crate::mcp::MIN_MAX_MESSAGE_BYTES {
-        return CliError::new(
+        return Err(CliError::new(
             "INVALID_MAX_MESSAGE_BYTES",
             format!(
                 "--max-message-bytes {} is below the minimum of {}",
                 args.max_message_bytes,
                 crate::mcp::MIN_MAX_MESSAGE_BYTES
             ),
-        )
-        .report();
+        ));
     }
     let call_timeout = match args.call_timeout {
         0.0 => None,
@@ -131,36 +165,46 @@ pub fn run(args: McpArgs) -> ExitCode {
             Some(std::time::Duration::from_secs_f64(t))
         }
         t => {
-            return CliError::new(
+            return Err(CliError::new(
                 "INVALID_CALL_TIMEOUT",
                 format!(
                 "--call-timeout {t}: give seconds between 0 (no limit) and {MAX_CALL_TIMEOUT_SECS}"
             ),
-            )
-            .report()
+            ))
         }
     };
     let upstream = match (&args.upstream, args.listen) {
-        (Some(url), Some(_)) => {
-            match crate::mcp::http::Upstream::parse(url, args.upstream_ca.as_deref()) {
-                Ok(u) => Some(u),
-                Err(e) => return CliError::new("INVALID_UPSTREAM", e.to_string()).report(),
-            }
-        }
+        (Some(url), Some(_)) => Some(
+            crate::mcp::http::Upstream::parse(url, args.upstream_ca.as_deref())
+                .map_err(|e| CliError::new("INVALID_UPSTREAM", e.to_string()))?,
+        ),
         _ => None,
     };
-    // Kept to the end: dropping it flushes the spans.
-    let export = crate::cli::wrap::init_export();
+    Ok(Checked {
+        policy,
+        choice,
+        guard,
+        call_timeout,
+        upstream,
+    })
+}
+
+/// Says on standard error the output limit in effect: the host preset's, or the one a
+/// recognised client's preset replaces per call (`--host auto`).
+fn log_limit(args: &McpArgs, choice: HostChoice, guard: &CeilingGuard, policy: Policy) {
     let explicit = args.max_output.is_some();
-    let limit_line = match (&fixed, choice) {
-        (Some(h), _) => Some(json!({
-            "host": args.host,
-            "limit_bytes": if explicit { guard.limit().bytes } else { h.limit_bytes },
-            "host_limit_layer": h.limit_layer,
-            "host_limit_estimated": h.estimated,
-            "warn_bytes": h.warn_bytes,
-        })),
-        (None, HostChoice::Auto) => Some(json!({
+    let limit_line = match choice {
+        HostChoice::Preset(p) => {
+            let h = p.limits(&|k| std::env::var(k).ok());
+            Some(json!({
+                "host": args.host,
+                "limit_bytes": if explicit { guard.limit().bytes } else { h.limit_bytes },
+                "host_limit_layer": h.limit_layer,
+                "host_limit_estimated": h.estimated,
+                "warn_bytes": h.warn_bytes,
+            }))
+        }
+        HostChoice::Auto => Some(json!({
             "host": "auto",
             "limit_bytes": guard.limit().bytes,
             "limit_source": if explicit { "--max-output".to_owned() } else { guard.limit().source.to_string() },
@@ -177,51 +221,41 @@ pub fn run(args: McpArgs) -> ExitCode {
         }
         eprintln!("{line}");
     }
-    let opts = crate::mcp::Options {
-        guard,
-        warn_bytes: None,
-        host: choice,
-        check_args: !args.no_check_args,
-        annotate_tools: args.annotate_tools,
-        max_message_bytes: args.max_message_bytes,
-        call_timeout,
-    };
-    if let (Some(upstream), Some(listen)) = (upstream, args.listen) {
-        let served = crate::mcp::http::run(opts, listen, upstream);
-        drop(export);
-        return match served {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(crate::mcp::http::HttpError::Listen(e)) => CliError::new(
-                "LISTEN_FAILED",
-                format!("cannot listen on {listen}: {e}: give --listen another address"),
-            )
-            .report(),
-            Err(e) => CliError::new("INVALID_UPSTREAM", e.to_string()).report(),
-        };
+}
+
+/// Serves MCP over Streamable HTTP until `SIGINT` or `SIGTERM`.
+fn serve_http(
+    opts: crate::mcp::Options,
+    listen: SocketAddr,
+    upstream: crate::mcp::http::Upstream,
+) -> Result<ExitCode, CliError> {
+    match crate::mcp::http::run(opts, listen, upstream) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(crate::mcp::http::HttpError::Listen(e)) => Err(CliError::new(
+            "LISTEN_FAILED",
+            format!("cannot listen on {listen}: {e}: give --listen another address"),
+        )),
+        Err(e) => Err(CliError::new("INVALID_UPSTREAM", e.to_string())),
     }
-    let Some((program, rest)) = args.command.split_first() else {
-        drop(export);
-        return CliError::new(
+}
+
+/// Runs the server's command and relays its stdio; its exit code.
+fn serve_stdio(opts: crate::mcp::Options, command: &[OsString]) -> Result<ExitCode, CliError> {
+    let Some((program, rest)) = command.split_first() else {
+        return Err(CliError::new(
             "MISSING_COMMAND",
             "give the server's command after `--`, or --listen and --upstream",
-        )
-        .report();
+        ));
     };
-    let code = match crate::mcp::run(opts, program, rest) {
-        Ok(code) => code,
-        Err(crate::mcp::RunError::Spawn(e)) => {
-            drop(export);
-            return CliError::new(
-                "SPAWN_FAILED",
-                format!("cannot run {}: {e}", program.to_string_lossy()),
-            )
-            .report();
-        }
-        Err(crate::mcp::RunError::Relay(e)) => {
-            drop(export);
-            return CliError::new("RELAY_FAILED", format!("relaying failed: {e}")).report();
-        }
-    };
-    drop(export);
-    ExitCode::from(code)
+    match crate::mcp::run(opts, program, rest) {
+        Ok(code) => Ok(ExitCode::from(code)),
+        Err(crate::mcp::RunError::Spawn(e)) => Err(CliError::new(
+            "SPAWN_FAILED",
+            format!("cannot run {}: {e}", program.to_string_lossy()),
+        )),
+        Err(crate::mcp::RunError::Relay(e)) => Err(CliError::new(
+            "RELAY_FAILED",
+            format!("relaying failed: {e}"),
+        )),
+    }
 }

@@ -262,7 +262,53 @@ fn spec_of(node: &Value, root: &Value, path: &str, depth: usize) -> Result<Field
             }
         }
     }
-    let kind = match m.get("type") {
+    let kind = kind_of(m, path)?;
+    let mut spec = FieldSpec::of(kind);
+    if matches!(kind, FieldType::String | FieldType::Any) {
+        spec.max_length = limit(m, "maxLength", path)?;
+    }
+    spec.max_bytes = limit(m, MAX_BYTES_KEYWORD, path)?;
+    if matches!(kind, FieldType::Array | FieldType::Any) {
+        spec.max_items = limit(m, "maxItems", path)?;
+        if let Some(items @ (Value::Object(_) | Value::Bool(_))) = m.get("items") {
+            let item = spec_of(items, root, &format!("{path}[]"), depth + 1)?;
+            if item != FieldSpec::default() {
+                spec.items = Some(Box::new(item));
+            }
+        }
+    }
+    if matches!(
+        kind,
+        FieldType::Integer | FieldType::Number | FieldType::Any
+    ) {
+        (spec.minimum, spec.maximum) = range_of(m, path)?;
+    }
+    if let Some(Value::Array(values)) = m.get("enum") {
+        let strings: Option<Vec<String>> = values
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        spec.allowed = strings;
+    } else if let Some(Value::String(c)) = m.get("const") {
+        spec.allowed = Some(vec![c.clone()]);
+    }
+    if matches!(kind, FieldType::Object | FieldType::Any) {
+        if let Some(props) = m.get("properties") {
+            spec.fields = Some(properties_of(props, m, root, path, depth)?);
+            spec.allow_unknown = matches!(
+                m.get("additionalProperties"),
+                Some(Value::Bool(true) | Value::Object(_))
+            );
+        }
+    }
+    Ok(spec)
+}
+
+/// The field type a schema node declares: its `type` (a list with one non-null type is that
+/// type, others any), else an object when it has properties, an array when it has items, else
+/// any.
+fn kind_of(m: &Map<String, Value>, path: &str) -> Result<FieldType, SchemaError> {
+    Ok(match m.get("type") {
         Some(Value::String(t)) => {
             kind_named(t).ok_or_else(|| SchemaError(format!("{}: unknown type {t:?}", at(path))))?
         }
@@ -287,74 +333,53 @@ fn spec_of(node: &Value, root: &Value, path: &str, depth: usize) -> Result<Field
         None if m.contains_key("properties") => FieldType::Object,
         None if m.contains_key("items") => FieldType::Array,
         None => FieldType::Any,
+    })
+}
+
+/// The node's `minimum` and `maximum`, refused when the minimum is above the maximum.
+fn range_of(m: &Map<String, Value>, path: &str) -> Result<(Option<f64>, Option<f64>), SchemaError> {
+    let minimum = m.get("minimum").and_then(Value::as_f64);
+    let maximum = m.get("maximum").and_then(Value::as_f64);
+    if let (Some(lo), Some(hi)) = (minimum, maximum) {
+        if lo > hi {
+            return Err(SchemaError(format!(
+                "{}: minimum {lo} is above maximum {hi}",
+                at(path)
+            )));
+        }
+    }
+    Ok((minimum, maximum))
+}
+
+/// The fields of an object node's `properties`, each at its own path, those its `required`
+/// lists marked required.
+fn properties_of(
+    props: &Value,
+    m: &Map<String, Value>,
+    root: &Value,
+    path: &str,
+    depth: usize,
+) -> Result<BTreeMap<String, FieldSpec>, SchemaError> {
+    let Value::Object(props) = props else {
+        return Err(SchemaError(format!(
+            "{}: properties must be an object",
+            at(path)
+        )));
     };
-    let mut spec = FieldSpec::of(kind);
-    if matches!(kind, FieldType::String | FieldType::Any) {
-        spec.max_length = limit(m, "maxLength", path)?;
+    let mut fields = BTreeMap::new();
+    for (name, sub) in props {
+        let sub_path = key_path(path, name);
+        fields.insert(name.clone(), spec_of(sub, root, &sub_path, depth + 1)?);
     }
-    spec.max_bytes = limit(m, MAX_BYTES_KEYWORD, path)?;
-    if matches!(kind, FieldType::Array | FieldType::Any) {
-        spec.max_items = limit(m, "maxItems", path)?;
-        if let Some(items @ (Value::Object(_) | Value::Bool(_))) = m.get("items") {
-            let item = spec_of(items, root, &format!("{path}[]"), depth + 1)?;
-            if item != FieldSpec::default() {
-                spec.items = Some(Box::new(item));
-            }
+    if let Some(Value::Array(required)) = m.get("required") {
+        for name in required.iter().filter_map(Value::as_str) {
+            fields
+                .entry(name.to_owned())
+                .or_insert_with(FieldSpec::default)
+                .required = true;
         }
     }
-    if matches!(
-        kind,
-        FieldType::Integer | FieldType::Number | FieldType::Any
-    ) {
-        spec.minimum = m.get("minimum").and_then(Value::as_f64);
-        spec.maximum = m.get("maximum").and_then(Value::as_f64);
-        if let (Some(lo), Some(hi)) = (spec.minimum, spec.maximum) {
-            if lo > hi {
-                return Err(SchemaError(format!(
-                    "{}: minimum {lo} is above maximum {hi}",
-                    at(path)
-                )));
-            }
-        }
-    }
-    if let Some(Value::Array(values)) = m.get("enum") {
-        let strings: Option<Vec<String>> = values
-            .iter()
-            .map(|v| v.as_str().map(str::to_owned))
-            .collect();
-        spec.allowed = strings;
-    } else if let Some(Value::String(c)) = m.get("const") {
-        spec.allowed = Some(vec![c.clone()]);
-    }
-    if matches!(kind, FieldType::Object | FieldType::Any) {
-        if let Some(props) = m.get("properties") {
-            let Value::Object(props) = props else {
-                return Err(SchemaError(format!(
-                    "{}: properties must be an object",
-                    at(path)
-                )));
-            };
-            let mut fields = BTreeMap::new();
-            for (name, sub) in props {
-                let sub_path = key_path(path, name);
-                fields.insert(name.clone(), spec_of(sub, root, &sub_path, depth + 1)?);
-            }
-            if let Some(Value::Array(required)) = m.get("required") {
-                for name in required.iter().filter_map(Value::as_str) {
-                    fields
-                        .entry(name.to_owned())
-                        .or_insert_with(FieldSpec::default)
-                        .required = true;
-                }
-            }
-            spec.fields = Some(fields);
-            spec.allow_unknown = matches!(
-                m.get("additionalProperties"),
-                Some(Value::Bool(true) | Value::Object(_))
-            );
-        }
-    }
-    Ok(spec)
+    Ok(fields)
 }
 
 /// Converts a list of `{"name": …, "type": …, "max_length": …}` parameters: each entry is a

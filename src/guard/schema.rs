@@ -578,9 +578,38 @@ fn check_field(
     violations: &mut Vec<Violation>,
     warnings: &mut Vec<Warning>,
 ) -> Option<Value> {
-    let wrong = |violations: &mut Vec<Violation>, code: &'static str, what: String| {
-        violations.push(Violation::new(code, name, what));
-        None
+    let value = match typed(name, spec, value, strict) {
+        Ok(value) => value,
+        Err(wrong) => {
+            violations.push(wrong);
+            return None;
+        }
+    };
+    let mut fits = check_sizes(name, spec, &value, violations);
+    fits &= check_allowed(name, spec, &value, violations);
+    match check_range(name, spec, &value, violations, warnings) {
+        Range::Within => {}
+        Range::Clamped(applied) => return fits.then_some(applied),
+        Range::Refused => fits = false,
+    }
+    let before = violations.len();
+    let value = check_nested(name, spec, value, strict, violations, warnings);
+    fits &= violations.len() == before;
+    fits.then_some(value)
+}
+
+/// The value as the field's type, parsing strictly: present but unparseable is an error, never
+/// a default. In strict mode a string is not read as a number or a boolean.
+fn typed(name: &str, spec: &FieldSpec, value: &Value, strict: bool) -> Result<Value, Violation> {
+    let wrong = |code: &'static str, what: String| Err(Violation::new(code, name, what));
+    let not_one = |kind: &str, s: &str| {
+        wrong(
+            "INVALID_VALUE",
+            format!(
+                "{name} must be {kind}; got a string that is not one ({} chars)",
+                s.chars().count()
+            ),
+        )
     };
     if strict
         && value.is_string()
@@ -590,13 +619,11 @@ fn check_field(
         )
     {
         return wrong(
-            violations,
             "WRONG_TYPE",
             format!("{name} must be {}, not a string", spec.kind),
         );
     }
-    // Type, parsing strictly: present but unparseable is an error, never a default.
-    let value = match (spec.kind, value) {
+    Ok(match (spec.kind, value) {
         (FieldType::Any, v) => v.clone(),
         (FieldType::String, v @ Value::String(_)) => v.clone(),
         (FieldType::Array, v @ Value::Array(_)) => v.clone(),
@@ -605,13 +632,7 @@ fn check_field(
         (FieldType::Boolean, Value::String(s)) => match s.as_str() {
             "true" => Value::Bool(true),
             "false" => Value::Bool(false),
-            _ => {
-                return wrong(
-                    violations,
-                    "INVALID_VALUE",
-                    format!("{name} must be a boolean (true or false); got a string that is not one ({} chars)", s.chars().count()),
-                )
-            }
+            _ => return not_one("a boolean (true or false)", s),
         },
         (FieldType::Integer, Value::Number(n)) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
             (Some(_), _, _) | (_, Some(_), _) => Value::Number(n.clone()),
@@ -620,7 +641,6 @@ fn check_field(
             }
             _ => {
                 return wrong(
-                    violations,
                     "INVALID_VALUE",
                     format!("{name} must be an integer; got a number with a fractional part"),
                 )
@@ -628,37 +648,31 @@ fn check_field(
         },
         (FieldType::Integer, Value::String(s)) => match s.parse::<i64>() {
             Ok(i) => Value::Number(Number::from(i)),
-            Err(_) => {
-                return wrong(
-                    violations,
-                    "INVALID_VALUE",
-                    format!("{name} must be an integer; got a string that is not one ({} chars)", s.chars().count()),
-                )
-            }
+            Err(_) => return not_one("an integer", s),
         },
         (FieldType::Number, v @ Value::Number(_)) => v.clone(),
         (FieldType::Number, Value::String(s)) => match s.parse::<f64>() {
             Ok(f) if f.is_finite() && !s.trim().is_empty() && s.trim() == s => number_value(f),
-            _ => {
-                return wrong(
-                    violations,
-                    "INVALID_VALUE",
-                    format!("{name} must be a number; got a string that is not one ({} chars)", s.chars().count()),
-                )
-            }
+            _ => return not_one("a number", s),
         },
         (kind, v) => {
             return wrong(
-                violations,
                 "WRONG_TYPE",
                 format!("{name} must be {kind}, not {}", type_name(v)),
             )
         }
-    };
+    })
+}
 
-    // Sizes.
+/// Checks the field's sizes (characters, bytes, items); whether the value fits them all.
+fn check_sizes(
+    name: &str,
+    spec: &FieldSpec,
+    value: &Value,
+    violations: &mut Vec<Violation>,
+) -> bool {
     let mut fits = true;
-    if let Value::String(s) = &value {
+    if let Value::String(s) = value {
         if let Some(limit) = spec.max_length {
             let chars = s.chars().count() as u64;
             if chars > limit {
@@ -668,7 +682,7 @@ fn check_field(
         }
     }
     if let Some(limit) = spec.max_bytes {
-        let bytes = match &value {
+        let bytes = match value {
             Value::String(s) => s.len() as u64,
             other => serde_json::to_string(other).map_or(0, |s| s.len() as u64),
         };
@@ -677,71 +691,111 @@ fn check_field(
             fits = false;
         }
     }
-    if let (Some(limit), Value::Array(items)) = (spec.max_items, &value) {
+    if let (Some(limit), Value::Array(items)) = (spec.max_items, value) {
         if items.len() as u64 > limit {
             violations.push(size_violation(name, limit, items.len() as u64, Unit::Items));
             fits = false;
         }
     }
+    fits
+}
 
-    // Allowed values.
-    if let (Some(allowed), Value::String(s)) = (&spec.allowed, &value) {
-        if !allowed.iter().any(|a| a == s) {
-            let suggestion = did_you_mean(s, allowed.iter().map(String::as_str));
-            let mut v = Violation::new(
-                "INVALID_VALUE",
-                name,
-                match suggestion {
-                    Some(m) => format!(
-                        "{name} must be one of {}; did you mean {m:?}?",
-                        allowed.join(", ")
-                    ),
-                    None => format!("{name} must be one of {}", allowed.join(", ")),
-                },
-            );
-            v.did_you_mean = suggestion.map(str::to_owned);
-            violations.push(v);
-            fits = false;
-        }
+/// Checks a string against the field's allowed values, suggesting the closest; whether it is
+/// one of them (or the field allows any).
+fn check_allowed(
+    name: &str,
+    spec: &FieldSpec,
+    value: &Value,
+    violations: &mut Vec<Violation>,
+) -> bool {
+    let (Some(allowed), Value::String(s)) = (&spec.allowed, value) else {
+        return true;
+    };
+    if allowed.iter().any(|a| a == s) {
+        return true;
     }
+    let suggestion = did_you_mean(s, allowed.iter().map(String::as_str));
+    let mut v = Violation::new(
+        "INVALID_VALUE",
+        name,
+        match suggestion {
+            Some(m) => format!(
+                "{name} must be one of {}; did you mean {m:?}?",
+                allowed.join(", ")
+            ),
+            None => format!("{name} must be one of {}", allowed.join(", ")),
+        },
+    );
+    v.did_you_mean = suggestion.map(str::to_owned);
+    violations.push(v);
+    false
+}
 
-    // Range: clamp loudly, or refuse.
-    if let Some(f) = value.as_f64() {
-        let below = spec.minimum.filter(|lo| f < *lo);
-        let above = spec.maximum.filter(|hi| f > *hi);
-        if let Some(bound) = below.or(above) {
-            let reason = if below.is_some() {
-                format!("minimum is {bound}")
-            } else {
-                format!("maximum is {bound}")
-            };
-            if spec.clamp {
-                let applied = number_value(bound);
-                warnings.push(Warning::ValueClamped {
-                    field: name.to_owned(),
-                    requested: value.clone(),
-                    applied: applied.clone(),
-                    reason,
-                });
-                return fits.then_some(applied);
-            }
-            let mut v = Violation::new(
-                "OUT_OF_RANGE",
-                name,
-                format!("{name} is {f}, out of range ({reason})"),
-            );
-            v.limit = number_value(bound).as_number().cloned();
-            v.actual = value.as_number().cloned();
-            violations.push(v);
-            fits = false;
-        }
+/// What the range check made of a number.
+enum Range {
+    /// Within the bounds, or not a number.
+    Within,
+    /// Out of range and clamped to this bound, with a warning.
+    Clamped(Value),
+    /// Out of range and refused, with a violation.
+    Refused,
+}
+
+/// Checks a number against the field's bounds: clamps loudly (a warning), or refuses.
+fn check_range(
+    name: &str,
+    spec: &FieldSpec,
+    value: &Value,
+    violations: &mut Vec<Violation>,
+    warnings: &mut Vec<Warning>,
+) -> Range {
+    let Some(f) = value.as_f64() else {
+        return Range::Within;
+    };
+    let below = spec.minimum.filter(|lo| f < *lo);
+    let above = spec.maximum.filter(|hi| f > *hi);
+    let Some(bound) = below.or(above) else {
+        return Range::Within;
+    };
+    let reason = if below.is_some() {
+        format!("minimum is {bound}")
+    } else {
+        format!("maximum is {bound}")
+    };
+    if spec.clamp {
+        let applied = number_value(bound);
+        warnings.push(Warning::ValueClamped {
+            field: name.to_owned(),
+            requested: value.clone(),
+            applied: applied.clone(),
+            reason,
+        });
+        return Range::Clamped(applied);
     }
+    let mut v = Violation::new(
+        "OUT_OF_RANGE",
+        name,
+        format!("{name} is {f}, out of range ({reason})"),
+    );
+    v.limit = number_value(bound).as_number().cloned();
+    v.actual = value.as_number().cloned();
+    violations.push(v);
+    Range::Refused
+}
 
-    // Nested items and members, each reported at its own path.
-    let value = match value {
+/// Checks an array's items and an object's members against their specs, each reported at its
+/// own path; the value with what passed.
+fn check_nested(
+    name: &str,
+    spec: &FieldSpec,
+    value: Value,
+    strict: bool,
+    violations: &mut Vec<Violation>,
+    warnings: &mut Vec<Warning>,
+) -> Value {
+    match value {
         Value::Array(items) if spec.items.is_some() => {
             let item_spec = spec.items.as_deref().unwrap_or(spec);
-            let before = violations.len();
             let checked: Vec<Value> = items
                 .iter()
                 .enumerate()
@@ -756,29 +810,22 @@ fn check_field(
                     )
                 })
                 .collect();
-            fits &= violations.len() == before;
             Value::Array(checked)
         }
         Value::Object(members) => match &spec.fields {
-            Some(fields) => {
-                let before = violations.len();
-                let checked = check_object(
-                    name,
-                    fields,
-                    spec.allow_unknown,
-                    &members,
-                    strict,
-                    violations,
-                    warnings,
-                );
-                fits &= violations.len() == before;
-                Value::Object(checked)
-            }
+            Some(fields) => Value::Object(check_object(
+                name,
+                fields,
+                spec.allow_unknown,
+                &members,
+                strict,
+                violations,
+                warnings,
+            )),
             None => Value::Object(members),
         },
         other => other,
-    };
-    fits.then_some(value)
+    }
 }
 
 #[cfg(test)]

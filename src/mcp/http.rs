@@ -715,78 +715,21 @@ impl State {
     }
 
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Out> {
-        if req.uri().path() != PATH {
-            return plain(StatusCode::NOT_FOUND, "toolsize mcp serves MCP at /mcp\n");
-        }
-        if !origin_ok(req.headers()) {
-            return plain(StatusCode::FORBIDDEN, "Origin not allowed\n");
-        }
-        let (parts, body) = req.into_parts();
-        let cap = self.proxy.max_message_bytes();
-        let body = match read_bounded(body, cap).await {
-            Ok(b) => b,
-            Err(Some(n)) => {
-                log_line(
-                    "WARN",
-                    "A request from the client is over the maximum message size; it was refused.",
-                    json!({"bytes_read": n, "max_message_bytes": cap}),
-                );
-                return plain(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "request body over the proxy's maximum message size (--max-message-bytes)\n",
-                );
-            }
-            Err(None) => return plain(StatusCode::BAD_REQUEST, "request body broken\n"),
+        let (parts, body) = match self.read_request(req).await {
+            Ok(request) => request,
+            Err(refused) => return refused,
         };
         let mut session = self.session_for(&parts.headers);
         let version = header(&parts.headers, VERSION_HEADER).map(str::to_owned);
-        let mut pending = None;
-        let mut request_id = None;
-        if parts.method == Method::POST {
-            if let Some(refused) = header_mismatch(&parts.headers, &body) {
-                return refused;
+        let (mut pending, request_id) = if parts.method == Method::POST {
+            match self.admit(&parts.headers, &body, &session, version.as_deref()) {
+                Ok(forwarded) => forwarded,
+                Err(answered) => return answered,
             }
-            let cx = Context {
-                session: &session,
-                transport: "tcp",
-                protocol_version: version.as_deref(),
-            };
-            match self.proxy.request(&body, &cx) {
-                Inbound::Answer(answer) => return json_response(StatusCode::OK, answer),
-                Inbound::Forward(p) => {
-                    // For the error a request gets when the server cannot be reached.
-                    request_id = peek(&body).and_then(|h| h.id);
-                    pending = p;
-                }
-            }
-        }
-
-        let mut up = Request::new(if body.is_empty() && parts.method != Method::POST {
-            Out::empty()
         } else {
-            Out::full(body)
-        });
-        *up.method_mut() = parts.method.clone();
-        *up.uri_mut() = self
-            .pool
-            .upstream
-            .path_and_query
-            .parse()
-            .unwrap_or_else(|_| hyper::Uri::from_static("/"));
-        for (name, value) in &parts.headers {
-            if is_hop_by_hop(name)
-                || name == hyper::header::HOST
-                || name == hyper::header::CONTENT_LENGTH
-                || (parts.method == Method::POST && name == hyper::header::ACCEPT_ENCODING)
-            {
-                continue;
-            }
-            up.headers_mut().append(name.clone(), value.clone());
-        }
-        if let Ok(host) = HeaderValue::from_str(&self.pool.upstream.authority) {
-            up.headers_mut().insert(hyper::header::HOST, host);
-        }
-
+            (None, None)
+        };
+        let up = self.upstream_request(&parts, body);
         // The call's clock: the response's head for every request with an id, the whole
         // response for those acted on.
         let deadline = self
@@ -794,44 +737,14 @@ impl State {
             .call_timeout()
             .filter(|_| request_id.is_some())
             .map(|t| tokio::time::Instant::now() + t);
-        let sent = match deadline {
-            Some(d) => match tokio::time::timeout_at(d, self.pool.send(up)).await {
-                Ok(r) => r,
-                Err(_) => return self.timed_out(pending, request_id.as_ref()),
-            },
-            None => self.pool.send(up).await,
+        let (resp, lease) = match self
+            .send_upstream(up, deadline, &mut pending, request_id.as_ref())
+            .await
+        {
+            Ok(sent) => sent,
+            Err(answered) => return answered,
         };
-        let (resp, lease) = match sent {
-            Ok(r) => r,
-            Err(e) => {
-                log_line(
-                    "WARN",
-                    "The upstream server cannot be reached.",
-                    json!({"upstream": self.pool.upstream.redacted(), "error": e.to_string()}),
-                );
-                let answer = proxy::error_response(
-                    request_id.as_ref(),
-                    -32603,
-                    "toolsize mcp: the upstream server cannot be reached",
-                );
-                return json_response(StatusCode::BAD_GATEWAY, answer);
-            }
-        };
-        if parts.method == Method::DELETE && resp.status().is_success() {
-            if let Some(id) = header(&parts.headers, SESSION_HEADER) {
-                lock(&self.sessions).remove(id);
-            }
-        }
-        // A session named by the server's answer (to `initialize`) takes what this exchange
-        // learnt.
-        if session.id.is_none() {
-            if let Some(id) = header(resp.headers(), SESSION_HEADER) {
-                let named = Arc::new(Session::with_id(Some(id.chars().take(256).collect())));
-                named.adopt(&session);
-                lock(&self.sessions).insert(Arc::clone(&named));
-                session = named;
-            }
-        }
+        self.follow_session(&parts, &resp, &mut session);
 
         let (mut head, body) = resp.into_parts();
         head.headers.retain_hop_by_hop();
@@ -867,48 +780,12 @@ impl State {
             self.proxy.http_failure(pending, head.status.as_u16());
             return Response::from_parts(head, Out::Relay(body, Some(lease)));
         }
-        let read = read_bounded(body, cap);
-        let read = match deadline {
-            Some(d) => match tokio::time::timeout_at(d, read).await {
-                Ok(r) => r,
-                Err(_) => return self.timed_out(Some(pending), request_id.as_ref()),
-            },
-            None => read.await,
-        };
-        let bytes = match read {
-            Ok(b) => b,
-            Err(Some(n)) => {
-                let why = format!("the server's response is over {cap} bytes, the proxy's maximum message size (--max-message-bytes)");
-                self.proxy.abandon(pending, &why, error_types::TOO_LARGE);
-                log_line(
-                    "WARN",
-                    "A response from the server is over the maximum message size; it was discarded and the client answered with an error.",
-                    json!({"jsonrpc_id": proxy::log_id(request_id.as_ref()), "bytes_read": n, "max_message_bytes": cap}),
-                );
-                let answer = error_body(
-                    request_id.as_ref(),
-                    codes::MESSAGE_TOO_LARGE,
-                    &format!("toolsize mcp: {why}; it was discarded"),
-                    json!({"bytes_read": n, "max_message_bytes": cap}),
-                );
-                return json_response(StatusCode::OK, answer);
-            }
-            Err(None) => {
-                let why = "the server's response broke off before its end";
-                self.proxy.abandon(pending, why, error_types::SERVER_GONE);
-                log_line(
-                    "ERROR",
-                    "The server's response broke off; the client was answered with an error.",
-                    json!({"jsonrpc_id": proxy::log_id(request_id.as_ref()), "upstream": self.pool.upstream.redacted()}),
-                );
-                let answer = error_body(
-                    request_id.as_ref(),
-                    codes::CONNECTION_CLOSED,
-                    &format!("toolsize mcp: {why}"),
-                    json!({}),
-                );
-                return json_response(StatusCode::OK, answer);
-            }
+        let (bytes, pending) = match self
+            .read_answer(body, pending, request_id.as_ref(), deadline)
+            .await
+        {
+            Ok(read) => read,
+            Err(answered) => return answered,
         };
         lease.done();
         let Some((bytes, replaced)) = act(self, session, version, bytes, pending).await else {
@@ -927,6 +804,208 @@ impl State {
             None => bytes,
         };
         Response::from_parts(head, Out::full(out))
+    }
+
+    /// The request's head and body, read up to the proxy's maximum message size; a request to
+    /// another path, from a foreign origin, over the size or broken is answered here.
+    async fn read_request(
+        &self,
+        req: Request<Incoming>,
+    ) -> Result<(hyper::http::request::Parts, Vec<u8>), Response<Out>> {
+        if req.uri().path() != PATH {
+            return Err(plain(
+                StatusCode::NOT_FOUND,
+                "toolsize mcp serves MCP at /mcp\n",
+            ));
+        }
+        if !origin_ok(req.headers()) {
+            return Err(plain(StatusCode::FORBIDDEN, "Origin not allowed\n"));
+        }
+        let (parts, body) = req.into_parts();
+        let cap = self.proxy.max_message_bytes();
+        match read_bounded(body, cap).await {
+            Ok(body) => Ok((parts, body)),
+            Err(Some(n)) => {
+                log_line(
+                    "WARN",
+                    "A request from the client is over the maximum message size; it was refused.",
+                    json!({"bytes_read": n, "max_message_bytes": cap}),
+                );
+                Err(plain(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "request body over the proxy's maximum message size (--max-message-bytes)\n",
+                ))
+            }
+            Err(None) => Err(plain(StatusCode::BAD_REQUEST, "request body broken\n")),
+        }
+    }
+
+    /// A `POST`'s message through the proxy: answered here (a refused call, headers that do not
+    /// match the body), or forwarded with the call it awaits and its JSON-RPC id (for the error
+    /// a request gets when the server cannot be reached).
+    #[allow(clippy::type_complexity)]
+    fn admit(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        session: &Session,
+        version: Option<&str>,
+    ) -> Result<(Option<Pending>, Option<Value>), Response<Out>> {
+        if let Some(refused) = header_mismatch(headers, body) {
+            return Err(refused);
+        }
+        let cx = Context {
+            session,
+            transport: "tcp",
+            protocol_version: version,
+        };
+        match self.proxy.request(body, &cx) {
+            Inbound::Answer(answer) => Err(json_response(StatusCode::OK, answer)),
+            Inbound::Forward(p) => Ok((p, peek(body).and_then(|h| h.id))),
+        }
+    }
+
+    /// The request as sent upstream: the upstream's path and host, the client's headers but
+    /// the hop-by-hop ones, its length and (on a `POST`, whose answer may be read) its
+    /// `Accept-Encoding`.
+    fn upstream_request(&self, parts: &hyper::http::request::Parts, body: Vec<u8>) -> Request<Out> {
+        let mut up = Request::new(if body.is_empty() && parts.method != Method::POST {
+            Out::empty()
+        } else {
+            Out::full(body)
+        });
+        *up.method_mut() = parts.method.clone();
+        *up.uri_mut() = self
+            .pool
+            .upstream
+            .path_and_query
+            .parse()
+            .unwrap_or_else(|_| hyper::Uri::from_static("/"));
+        for (name, value) in &parts.headers {
+            if is_hop_by_hop(name)
+                || name == hyper::header::HOST
+                || name == hyper::header::CONTENT_LENGTH
+                || (parts.method == Method::POST && name == hyper::header::ACCEPT_ENCODING)
+            {
+                continue;
+            }
+            up.headers_mut().append(name.clone(), value.clone());
+        }
+        if let Ok(host) = HeaderValue::from_str(&self.pool.upstream.authority) {
+            up.headers_mut().insert(hyper::header::HOST, host);
+        }
+        up
+    }
+
+    /// Sends the request upstream, within the call's clock when it has one; a timeout or an
+    /// unreachable server is answered here with a JSON-RPC error.
+    async fn send_upstream(
+        &self,
+        up: Request<Out>,
+        deadline: Option<tokio::time::Instant>,
+        pending: &mut Option<Pending>,
+        request_id: Option<&Value>,
+    ) -> Result<(Response<Incoming>, Lease), Response<Out>> {
+        let sent = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, self.pool.send(up)).await {
+                Ok(r) => r,
+                Err(_) => return Err(self.timed_out(pending.take(), request_id)),
+            },
+            None => self.pool.send(up).await,
+        };
+        sent.map_err(|e| {
+            log_line(
+                "WARN",
+                "The upstream server cannot be reached.",
+                json!({"upstream": self.pool.upstream.redacted(), "error": e.to_string()}),
+            );
+            let answer = proxy::error_response(
+                request_id,
+                -32603,
+                "toolsize mcp: the upstream server cannot be reached",
+            );
+            json_response(StatusCode::BAD_GATEWAY, answer)
+        })
+    }
+
+    /// Keeps the session table in step with the server's answer: a session the client deleted
+    /// leaves it, and a session the answer names (to `initialize`) takes what this exchange
+    /// learnt.
+    fn follow_session(
+        &self,
+        parts: &hyper::http::request::Parts,
+        answer: &Response<Incoming>,
+        session: &mut Arc<Session>,
+    ) {
+        if parts.method == Method::DELETE && answer.status().is_success() {
+            if let Some(id) = header(&parts.headers, SESSION_HEADER) {
+                lock(&self.sessions).remove(id);
+            }
+        }
+        if session.id.is_none() {
+            if let Some(id) = header(answer.headers(), SESSION_HEADER) {
+                let named = Arc::new(Session::with_id(Some(id.chars().take(256).collect())));
+                named.adopt(session);
+                lock(&self.sessions).insert(Arc::clone(&named));
+                *session = named;
+            }
+        }
+    }
+
+    /// The server's JSON answer to a call, read up to the maximum message size within the
+    /// call's clock; a timeout, an oversized or a broken answer ends the call and is answered
+    /// here with a JSON-RPC error.
+    async fn read_answer(
+        &self,
+        body: Incoming,
+        pending: Pending,
+        request_id: Option<&Value>,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<(Vec<u8>, Pending), Response<Out>> {
+        let cap = self.proxy.max_message_bytes();
+        let read = read_bounded(body, cap);
+        let read = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, read).await {
+                Ok(r) => r,
+                Err(_) => return Err(self.timed_out(Some(pending), request_id)),
+            },
+            None => read.await,
+        };
+        match read {
+            Ok(bytes) => Ok((bytes, pending)),
+            Err(Some(n)) => {
+                let why = format!("the server's response is over {cap} bytes, the proxy's maximum message size (--max-message-bytes)");
+                self.proxy.abandon(pending, &why, error_types::TOO_LARGE);
+                log_line(
+                    "WARN",
+                    "A response from the server is over the maximum message size; it was discarded and the client answered with an error.",
+                    json!({"jsonrpc_id": proxy::log_id(request_id), "bytes_read": n, "max_message_bytes": cap}),
+                );
+                let answer = error_body(
+                    request_id,
+                    codes::MESSAGE_TOO_LARGE,
+                    &format!("toolsize mcp: {why}; it was discarded"),
+                    json!({"bytes_read": n, "max_message_bytes": cap}),
+                );
+                Err(json_response(StatusCode::OK, answer))
+            }
+            Err(None) => {
+                let why = "the server's response broke off before its end";
+                self.proxy.abandon(pending, why, error_types::SERVER_GONE);
+                log_line(
+                    "ERROR",
+                    "The server's response broke off; the client was answered with an error.",
+                    json!({"jsonrpc_id": proxy::log_id(request_id), "upstream": self.pool.upstream.redacted()}),
+                );
+                let answer = error_body(
+                    request_id,
+                    codes::CONNECTION_CLOSED,
+                    &format!("toolsize mcp: {why}"),
+                    json!({}),
+                );
+                Err(json_response(StatusCode::OK, answer))
+            }
+        }
     }
 }
 

@@ -617,56 +617,81 @@ impl Proxy {
                 }
             }
         };
-        let limit = in_flight.limit.bytes;
-        let tool = in_flight.tool.clone();
-
         let spill_tool = name == SPILL_TOOL && self.opts.guard.policy() == Policy::Spill;
-        if self.opts.check_args {
-            let schema = if spill_tool {
-                Some(Arc::new(spill_schema(limit)))
-            } else {
-                lock(&self.tools).get(name).and_then(|t| t.schema.clone())
-            };
-            if let Some(schema) = schema {
-                if let Err(e) = schema.validate(args) {
-                    let mut err = e.to_envelope_error();
-                    err.tool = Some(tool.clone());
-                    err.hint = Some(format!(
-                        "Nothing was sent to {tool}. Fix every listed argument and call again."
-                    ));
-                    let answer = result::error_result(Envelope::err(err).to_json());
-                    let answer = stamped(fit_answer(answer, &tool, limit, modern), modern);
-                    // Codes and key paths only: a violation's message may quote a value.
-                    let summary: Vec<String> = e
-                        .violations
-                        .iter()
-                        .map(|v| format!("{} {}", v.code, v.field))
-                        .collect();
-                    in_flight.call.fail(
-                        &format!("invalid arguments: {}", summary.join(", ")),
-                        "validation_error",
-                    );
-                    return Err(response(id, answer));
-                }
-            }
-        }
+        let in_flight = if self.opts.check_args {
+            self.check_args(name, args, in_flight, spill_tool, modern)
+                .map_err(|answer| response(id, answer))?
+        } else {
+            in_flight
+        };
         if spill_tool {
-            let room = if modern { RESULT_TYPE_BYTES } else { 0 };
-            let answer = stamped(
-                spill::read(self.opts.guard.store().as_ref(), args, limit - room),
-                modern,
-            );
-            let bytes = serde_json::to_vec(&answer).unwrap_or_default();
-            if answer.get("isError") == Some(&Value::Bool(true)) {
-                in_flight
-                    .call
-                    .fail(&"spill read refused", ERROR_TYPE_TOOL_ERROR);
-            } else {
-                in_flight.call.finish(&bytes, false);
-            }
-            return Err(response(id, answer));
+            return Err(response(id, self.read_spill(args, in_flight, modern)));
         }
         Ok(Some(in_flight))
+    }
+
+    /// The answer to a call whose arguments break the tool's input schema (the spill tool's
+    /// own, or the one `tools/list` declared): nothing is sent to the tool, the call's span
+    /// fails with the violations' codes and paths, and the answer (`Err`) lists every
+    /// violation. The call back when the arguments pass or the tool declared no schema.
+    fn check_args(
+        &self,
+        name: &str,
+        args: &Value,
+        in_flight: InFlight,
+        spill_tool: bool,
+        modern: bool,
+    ) -> Result<InFlight, Value> {
+        let (tool, limit) = (&in_flight.tool, in_flight.limit.bytes);
+        let schema = if spill_tool {
+            Some(Arc::new(spill_schema(limit)))
+        } else {
+            lock(&self.tools).get(name).and_then(|t| t.schema.clone())
+        };
+        let Some(Err(e)) = schema.map(|s| s.validate(args)) else {
+            return Ok(in_flight);
+        };
+        let mut err = e.to_envelope_error();
+        err.tool = Some(tool.clone());
+        err.hint = Some(format!(
+            "Nothing was sent to {tool}. Fix every listed argument and call again."
+        ));
+        let answer = result::error_result(Envelope::err(err).to_json());
+        let answer = stamped(fit_answer(answer, tool, limit, modern), modern);
+        // Codes and key paths only: a violation's message may quote a value.
+        let summary: Vec<String> = e
+            .violations
+            .iter()
+            .map(|v| format!("{} {}", v.code, v.field))
+            .collect();
+        in_flight.call.fail(
+            &format!("invalid arguments: {}", summary.join(", ")),
+            "validation_error",
+        );
+        Err(answer)
+    }
+
+    /// The answer to a call of the spill tool, read here from the spill store within the
+    /// call's limit; the call's span ends with it.
+    fn read_spill(&self, args: &Value, in_flight: InFlight, modern: bool) -> Value {
+        let room = if modern { RESULT_TYPE_BYTES } else { 0 };
+        let answer = stamped(
+            spill::read(
+                self.opts.guard.store().as_ref(),
+                args,
+                in_flight.limit.bytes - room,
+            ),
+            modern,
+        );
+        let bytes = serde_json::to_vec(&answer).unwrap_or_default();
+        if answer.get("isError") == Some(&Value::Bool(true)) {
+            in_flight
+                .call
+                .fail(&"spill read refused", ERROR_TYPE_TOOL_ERROR);
+        } else {
+            in_flight.call.finish(&bytes, false);
+        }
+        answer
     }
 
     fn log_declared(&self, tool: &str, limit: &Applied) {
