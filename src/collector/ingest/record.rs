@@ -11,42 +11,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::collector::forward::Relay;
-use crate::collector::ingest::recognize::emitters::for_each_span_emitter;
 use crate::collector::ingest::sampling::Weight;
 use crate::collector::stats::{OtlpSignal, SelfStats};
 
-/// Declares [`Emitter`]: the span emitters of
-/// [`for_each_span_emitter!`](crate::collector::ingest::recognize::emitters::for_each_span_emitter),
-/// in matching order, then the coding agents'.
-macro_rules! emitter_enum {
-    ($($(#[doc = $doc:literal])+ $name:ident { $($entry:tt)* })+) => {
-        /// Who emitted a tool span: for a span emitter, the first matching entry of
-        /// [`EMITTERS`](crate::collector::ingest::recognize::emitters::EMITTERS). Its label is the
-        /// variant's name in snake_case.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub(crate) enum Emitter {
-            $($(#[doc = $doc])+ $name,)+
-            /// Claude Code's own telemetry (`claude_code.tool_result` logs, `claude_code.tool` spans).
-            ClaudeCode,
-            /// Codex CLI's own telemetry (`codex.tool_result` span events and logs).
-            Codex,
-            /// Gemini CLI's own telemetry (`gemini_cli.tool_call` logs, `tool_call` spans).
-            GeminiCli,
-            /// Qwen Code's own telemetry (Gemini CLI's, prefixed `qwen-code.`).
-            QwenCode,
-            /// opencode's spans (its `ai.toolCall` and `Tool.execute` spans).
-            Opencode,
-            /// GitHub Copilot CLI's `execute_tool` spans.
-            Copilot,
-            /// A `tool_result` log record of another emitter (opencode's OpenTelemetry plugin and
-            /// others that mirror Claude Code's events).
-            ToolResultLog,
-        }
-    };
-}
-
-for_each_span_emitter!(emitter_enum);
+/// Who emitted a tool span: declared with the emitters' entries.
+pub(crate) use crate::collector::ingest::recognize::emitters::Emitter;
 
 /// How a record's size was obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,13 +11,14 @@
 //! order (the OTel GenAI attribute first, then each instrumentation's own), whatever the
 //! emitter that matched — a span may carry a generic attribute and its tracer's own.
 //!
-//! Adding an emitter is adding one entry to [`for_each_span_emitter!`]: its place in the list is
+//! Adding an emitter is adding one entry to `for_each_span_emitter!`: its place in the list is
 //! its matching order, its `read` rank its place in the reading order; [`EMITTERS`] and the
 //! [`Emitter`] variant (its label) are generated from it, and a test fails when an entry that
 //! reads keys has no rank or shares one. The coding agents, which describe a call in logs and
 //! span events too, are entries of [`crate::collector::ingest::agents`] instead.
 
-use crate::collector::ingest::record::Emitter;
+use serde::{Deserialize, Serialize};
+
 use crate::semconv;
 
 /// One condition of a rule.
@@ -151,9 +152,9 @@ pub(crate) const MEASURE_KEYS: [&str; 6] = [
 /// GenAI conventions after them, the bare `gen_ai.tool.*` fallback last): each entry's doc, its
 /// [`Emitter`] variant (its label, snake_case) and its [`Entry`] fields (`..NOTHING` for the
 /// rest). `read: Some(n)` is its rank in the reading order, declared on the entry of every
-/// emitter that reads keys of its own. Expanded here into [`EMITTERS`] and in
-/// [`crate::collector::ingest::record`] into the [`Emitter`] enum, so an emitter is declared in
-/// this one place.
+/// emitter that reads keys of its own. Expanded here into [`EMITTERS`] and into the [`Emitter`]
+/// enum (which [`crate::collector::ingest::record`] carries), so an emitter is declared in this
+/// one place.
 macro_rules! for_each_span_emitter {
     ($then:ident) => {
         $then! {
@@ -306,12 +307,43 @@ macro_rules! for_each_span_emitter {
         }
     };
 }
-pub(crate) use for_each_span_emitter;
+
+/// Declares [`Emitter`]: the span emitters of `for_each_span_emitter!`, in matching order,
+/// then the coding agents' (whose entries are in [`crate::collector::ingest::agents`]).
+macro_rules! emitter_enum {
+    ($($(#[doc = $doc:literal])+ $name:ident { $($entry:tt)* })+) => {
+        /// Who emitted a tool span: for a span emitter, the first matching entry of
+        /// [`EMITTERS`]. Its label is the variant's name in snake_case.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub(crate) enum Emitter {
+            $($(#[doc = $doc])+ $name,)+
+            /// Claude Code's own telemetry (`claude_code.tool_result` logs, `claude_code.tool`
+            /// spans).
+            ClaudeCode,
+            /// Codex CLI's own telemetry (`codex.tool_result` span events and logs).
+            Codex,
+            /// Gemini CLI's own telemetry (`gemini_cli.tool_call` logs, `tool_call` spans).
+            GeminiCli,
+            /// Qwen Code's own telemetry (Gemini CLI's, prefixed `qwen-code.`).
+            QwenCode,
+            /// opencode's spans (its `ai.toolCall` and `Tool.execute` spans).
+            Opencode,
+            /// GitHub Copilot CLI's `execute_tool` spans.
+            Copilot,
+            /// A `tool_result` log record of another emitter (opencode's OpenTelemetry plugin and
+            /// others that mirror Claude Code's events).
+            ToolResultLog,
+        }
+    };
+}
+
+for_each_span_emitter!(emitter_enum);
 
 /// Declares [`EMITTERS`] from the one list.
 macro_rules! entries {
     ($($(#[doc = $doc:literal])+ $name:ident { $($field:ident: $value:expr,)* })+) => {
-        /// Every span emitter, in matching order (the order of [`for_each_span_emitter!`]).
+        /// Every span emitter, in matching order (the order of `for_each_span_emitter!`).
         pub(crate) const EMITTERS: &[Entry] = &[
             $(Entry {
                 emitter: Emitter::$name,
