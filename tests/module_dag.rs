@@ -13,19 +13,14 @@ fn node(path: &Path, root: &Path) -> String {
     s.strip_suffix("/mod").map(str::to_string).unwrap_or(s)
 }
 
-/// The module a path like `receiver::wire::SpanView` names, as a node that exists.
+/// The module a path like `receiver::wire::SpanView` names, as a node that exists: the
+/// longest one (`ingest::recognize::emitters::Emitter` is `ingest/recognize/emitters`, a file
+/// of its own, not its folder's `mod.rs`).
 fn target(segments: &[&str], nodes: &BTreeSet<String>) -> Option<String> {
-    let two = segments
-        .iter()
-        .take(2)
-        .copied()
-        .collect::<Vec<_>>()
-        .join("/");
-    if nodes.contains(&two) {
-        return Some(two);
-    }
-    let one = segments.first()?.to_string();
-    nodes.contains(&one).then_some(one)
+    (1..=segments.len())
+        .rev()
+        .map(|n| segments[..n].join("/"))
+        .find(|path| nodes.contains(path))
 }
 
 /// `text` without its test modules: from a `#[cfg(test)]` line followed by a `mod` line to the
@@ -196,8 +191,8 @@ fn the_collector_modules_form_a_dag() {
 /// the keyed hasher and key compare every stage may use; `clock` is
 /// the one Unix-time conversion; `stats`
 /// holds the daemon's lock-free counters, shared from the edge inwards; the aggregator task
-/// wires state, readers, alerts and the store.
-const STAGES: [&str; 12] = [
+/// wires state, readers, alerts and the store; the daemon binds the listeners over it all.
+const STAGES: [&str; 13] = [
     "hash",
     "clock",
     "net",
@@ -210,6 +205,7 @@ const STAGES: [&str; 12] = [
     "persist",
     "read",
     "aggregator",
+    "daemon",
 ];
 
 #[test]
@@ -273,4 +269,22 @@ fn the_check_finds_a_cycle() {
         cycle(&edges).unwrap(),
         ["a", "b", "c", "a"].map(String::from).to_vec()
     );
+}
+
+#[test]
+fn a_path_names_its_longest_module() {
+    let nodes: BTreeSet<String> = ["ingest", "ingest/recognize", "ingest/recognize/emitters"]
+        .map(String::from)
+        .into();
+    let t = |p: &str| target(&p.split("::").collect::<Vec<_>>(), &nodes);
+    assert_eq!(
+        t("ingest::recognize::emitters::Emitter").as_deref(),
+        Some("ingest/recognize/emitters")
+    );
+    assert_eq!(
+        t("ingest::recognize::Recognizer").as_deref(),
+        Some("ingest/recognize")
+    );
+    assert_eq!(t("ingest::Ingest").as_deref(), Some("ingest"));
+    assert_eq!(t("Config"), None);
 }
