@@ -84,53 +84,13 @@ use crate::collector::ingest::heard::Heard;
 use crate::collector::ingest::unrecognised::Unrecognised;
 use crate::collector::read::exposition::Frame;
 use crate::collector::read::Command;
+use crate::collector::read::{health, pages};
 use crate::collector::state::stacks::OtherStack;
 use crate::collector::SelfStats;
 use crate::layers::Stack;
 
 /// Content type of `/metrics`.
 pub(crate) const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// Content type of `/` and `/runbook`.
-pub(crate) const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
-
-/// The status page's template: `{{otlp_http}}` and `{{otlp_grpc}}` stand for the OTLP addresses.
-const STATUS_TEMPLATE: &str = include_str!("status.html");
-
-/// One tool's page's template; it reads the tool from its own URL.
-const TOOL_TEMPLATE: &str = include_str!("tool.html");
-
-/// The style both pages share, in place of their `{{page_css}}`.
-const PAGE_CSS: &str = include_str!("page.css");
-
-/// The script both pages share, in place of their `{{page_auth}}`: the token sent with their
-/// API requests, and the sign-in box.
-const PAGE_AUTH: &str = include_str!("page_auth.js");
-
-/// One tool's page, the same for every tool.
-pub(crate) fn tool_page_html() -> &'static str {
-    static PAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        TOOL_TEMPLATE
-            .replace("{{page_css}}", PAGE_CSS)
-            .replace("{{page_auth}}", PAGE_AUTH)
-    });
-    &PAGE
-}
-
-/// The status page's Content-Security-Policy: its own inline style and script, requests to its
-/// own origin only.
-const STATUS_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; \
-    script-src 'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; \
-    form-action 'none'";
-
-/// The status page served on `/`, naming the OTLP addresses an exporter should point at.
-pub(crate) fn status_page(otlp_grpc: SocketAddr, otlp_http: SocketAddr) -> String {
-    STATUS_TEMPLATE
-        .replace("{{page_css}}", PAGE_CSS)
-        .replace("{{page_auth}}", PAGE_AUTH)
-        .replace("{{otlp_http}}", &otlp_http.to_string())
-        .replace("{{otlp_grpc}}", &otlp_grpc.to_string())
-}
 
 /// What the admin router needs.
 #[derive(Debug, Clone)]
@@ -329,7 +289,7 @@ pub const ROUTES: [&str; 15] = [
 pub fn router(state: ApiState) -> Router {
     Router::new()
         .route(STATUS_PATH, get(status))
-        .route(TOOL_PAGE_PATH, get(tool_page))
+        .route(TOOL_PAGE_PATH, get(pages::tool_page))
         .route(METRICS_PATH, get(metrics))
         .route(TOOLS_PATH, get(tools))
         .route(TOOL_PATH, get(tool))
@@ -340,7 +300,7 @@ pub fn router(state: ApiState) -> Router {
         .route(UNRECOGNISED_PATH, get(unrecognised))
         .route(AGENTS_PATH, get(agents))
         .route(SESSIONS_PATH, get(sessions))
-        .route(RUNBOOK_PATH, get(runbook))
+        .route(RUNBOOK_PATH, get(pages::runbook))
         .route(HEALTHZ_PATH, get(|| async { "ok\n" }))
         .route(READYZ_PATH, get(readyz))
         .layer(axum::middleware::from_fn_with_state(
@@ -567,40 +527,9 @@ async fn history(
     }
 }
 
-/// `/`: the status page. `no-cache` so that a new daemon's page replaces an old one at once.
+/// `/`: the status page, naming the OTLP addresses actually bound.
 async fn status(State(s): State<ApiState>) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, HTML_CONTENT_TYPE),
-            (header::CACHE_CONTROL, "no-cache"),
-            (header::CONTENT_SECURITY_POLICY, STATUS_CSP),
-        ],
-        status_page(s.otlp[0], s.otlp[1]),
-    )
-        .into_response()
-}
-
-/// `/tools/{tool}`: one tool's page. The page asks the JSON API for the tool itself and says so
-/// when it has no series, so every name gets the same page.
-async fn tool_page() -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, HTML_CONTENT_TYPE),
-            (header::CACHE_CONTROL, "no-cache"),
-            (header::CONTENT_SECURITY_POLICY, STATUS_CSP),
-        ],
-        tool_page_html(),
-    )
-        .into_response()
-}
-
-/// `/runbook`: the alert runbook.
-async fn runbook() -> Response {
-    (
-        [(header::CONTENT_TYPE, HTML_CONTENT_TYPE)],
-        crate::collector::alerts::runbook::html(),
-    )
-        .into_response()
+    pages::status(s.otlp[0], s.otlp[1])
 }
 
 /// `/api/v1/alerts`: firing alerts, then those resolved in the last five minutes.
@@ -662,48 +591,9 @@ pub(crate) fn layers_json(stack: &Stack, others: &[OtherStack]) -> serde_json::V
     serde_json::json!({ "layers": layers, "ceiling": ceiling, "stacks": stacks })
 }
 
-/// Why the snapshots make the daemon not ready, if they do.
-fn snapshot_trouble(v: &crate::collector::stats::SelfStatsView, now_ms: u64) -> Option<String> {
-    use crate::collector::{
-        SNAPSHOT_FAILURES_NOT_READY, SNAPSHOT_STALE_GRACE, SNAPSHOT_STALE_INTERVALS,
-    };
-    let failing = v.snapshot_failing;
-    if failing >= SNAPSHOT_FAILURES_NOT_READY {
-        return Some(format!(
-            "not ready: the last {failing} snapshot writes failed (see the log: disk full or \
-             data directory not writable?)\n"
-        ));
-    }
-    if v.snapshot_refused_in_place {
-        return Some(
-            "not ready: the snapshot found at start could not be restored nor moved aside; \
-             started empty, and nothing is on disk until a snapshot is written over it (see the \
-             log)\n"
-                .to_string(),
-        );
-    }
-    if v.snapshot_interval_ms > 0 {
-        let interval = Duration::from_millis(v.snapshot_interval_ms);
-        let bound = interval * SNAPSHOT_STALE_INTERVALS + SNAPSHOT_STALE_GRACE;
-        let age = Duration::from_millis(now_ms.saturating_sub(v.snapshot_durable_ms));
-        if age > bound {
-            return Some(format!(
-                "not ready: the last snapshot on disk was taken {:.1} s ago, over {:.1} s \
-                 ({SNAPSHOT_STALE_INTERVALS} intervals of {:.1} s + {} s): a write is stalled \
-                 (see toolsize_snapshot_write_seconds and the log)\n",
-                age.as_secs_f64(),
-                bound.as_secs_f64(),
-                interval.as_secs_f64(),
-                SNAPSHOT_STALE_GRACE.as_secs()
-            ));
-        }
-    }
-    None
-}
-
 async fn readyz(State(s): State<ApiState>) -> Response {
     let now_ms = crate::collector::state::now_unix_ms();
-    if let Some(why) = snapshot_trouble(&s.stats.view(), now_ms) {
+    if let Some(why) = health::snapshot_trouble(&s.stats.view(), now_ms) {
         return (StatusCode::SERVICE_UNAVAILABLE, why).into_response();
     }
     match s
@@ -722,41 +612,7 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
-
-    #[test]
-    fn snapshot_trouble_names_failures_a_stale_snapshot_and_a_refused_one_left_in_place() {
-        let stats = SelfStats::default();
-        let t0 = 1_800_000_000_000;
-        assert_eq!(
-            snapshot_trouble(&stats.view(), t0),
-            None,
-            "no data directory"
-        );
-        stats.snapshots_every(Duration::from_secs(1), t0);
-        // Two intervals + 5 s: 7 s.
-        assert_eq!(snapshot_trouble(&stats.view(), t0 + 7_000), None);
-        let stale = snapshot_trouble(&stats.view(), t0 + 7_001).unwrap();
-        assert!(stale.contains("taken 7.0 s ago, over 7.0 s"), "{stale}");
-        stats.snapshot_written(t0 + 7_000, Duration::from_millis(3));
-        assert_eq!(snapshot_trouble(&stats.view(), t0 + 7_001), None, "written");
-        stats.snapshot_refused(false);
-        let refused = snapshot_trouble(&stats.view(), t0 + 7_001).unwrap();
-        assert!(refused.contains("nor moved aside"), "{refused}");
-        stats.snapshot_written(t0 + 8_000, Duration::from_millis(3));
-        assert_eq!(
-            snapshot_trouble(&stats.view(), t0 + 8_001),
-            None,
-            "written over it"
-        );
-        for _ in 0..crate::collector::SNAPSHOT_FAILURES_NOT_READY {
-            stats.snapshot_failed();
-        }
-        let failing = snapshot_trouble(&stats.view(), t0 + 8_001).unwrap();
-        assert!(
-            failing.contains("the last 3 snapshot writes failed"),
-            "{failing}"
-        );
-    }
+    use crate::collector::read::pages::HTML_CONTENT_TYPE;
 
     #[test]
     fn the_admin_address_documents_every_route() {
@@ -804,63 +660,5 @@ mod tests {
         assert!(page.contains("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:14318"));
         assert!(page.contains("<code>127.0.0.1:14317</code>"));
         assert!(!page.contains("{{"), "a placeholder is left");
-    }
-
-    /// The page is self-contained (no external asset) and never turns data into markup.
-    #[test]
-    fn status_page_loads_nothing_external_and_parses_no_markup() {
-        let page = status_page(
-            "127.0.0.1:4317".parse().unwrap(),
-            "127.0.0.1:4318".parse().unwrap(),
-        );
-        for needle in [
-            "src=\"http",
-            "href=\"http",
-            "href=\"/",
-            "src=\"/",
-            "@import",
-            "url(",
-            "innerHTML",
-            "outerHTML",
-            "insertAdjacentHTML",
-            "document.write",
-            "eval(",
-            "new Function",
-        ] {
-            for (name, page) in [("status", page.as_str()), ("tool", tool_page_html())] {
-                assert!(
-                    !page.contains("{{"),
-                    "the {name} page has a placeholder left"
-                );
-                assert!(
-                    page.contains("--panel"),
-                    "the {name} page has no shared style"
-                );
-                assert!(
-                    !page.contains(needle),
-                    "the {name} page contains {needle:?}"
-                );
-            }
-        }
-        // Every request goes to the same origin, relative to the page.
-        for path in [
-            "\"api/v1/layers\"",
-            "\"api/v1/alerts\"",
-            "\"api/v1/tools?window=\"",
-        ] {
-            assert!(page.contains(path), "the status page does not fetch {path}");
-        }
-        // The tool page asks the API relative to /tools/, and links each tool from the overview.
-        for path in [
-            "\"../api/v1/layers\"",
-            "\"../api/v1/tools/\"",
-            "\"/history\"",
-        ] {
-            assert!(
-                tool_page_html().contains(path),
-                "the tool page does not fetch {path}"
-            );
-        }
-        assert!(page.contains("\"tools/\" + encodeURIComponent"));
     }
 }

@@ -1,14 +1,17 @@
 //! Readers of the aggregator's state: the admin HTTP API and pages ([`api`]), the computed views
 //! ([`views`]) and the Prometheus exposition in text ([`exposition`]) and protobuf
 //! ([`exposition_proto`]), both written from one description of the families in which each
-//! owner of numbers writes its own (`families`). They ask the aggregator by command and render
-//! off it.
+//! owner of numbers writes its own (`families`; the daemon's own in `self_families`). They ask
+//! the aggregator by command and render off it.
 
 pub mod api;
 pub mod exposition;
 pub mod exposition_proto;
 mod families;
+mod health;
 pub mod names;
+mod pages;
+mod self_families;
 pub(crate) mod views;
 
 use tokio::sync::oneshot;
