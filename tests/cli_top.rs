@@ -293,6 +293,8 @@ async fn top_reads_a_tls_daemon_it_trusts() {
     })
     .await;
     assert!(!s.contains(&refreshed), "{s}");
+    // The daemon runs: the error does not suggest otherwise.
+    assert!(!s.contains("is toolsize serve running"), "{s}");
     tmux(&["kill-session", "-t", &untrusted]);
     daemon.stop();
 }

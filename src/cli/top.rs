@@ -169,12 +169,15 @@ impl Daemon {
         });
         let (status, body) = match answer {
             Ok(Ok(a)) => a,
-            Ok(Err(e)) => {
+            // The hint only where it helps: nothing answered at the address, not a TLS
+            // handshake refused or a broken answer.
+            Ok(Err(e)) if e.unreachable() => {
                 return Err(format!(
                     "{}: {e} (is toolsize serve running?)",
                     self.origin()
                 ))
             }
+            Ok(Err(e)) => return Err(format!("{}: {e}", self.origin())),
             Err(_) => return Err(format!("{}: no answer within {TIMEOUT:?}", self.origin())),
         };
         match (status.as_u16(), &self.token) {
@@ -555,6 +558,41 @@ pub fn run(args: TopArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Nothing listening: the error suggests starting the daemon.
+    #[test]
+    fn an_unreachable_daemon_is_said_to_be_perhaps_not_running() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let e = Daemon::parse(&format!("http://127.0.0.1:{port}"))
+            .unwrap()
+            .get("/api/v1/tools")
+            .unwrap_err();
+        assert!(e.ends_with("(is toolsize serve running?)"), "{e}");
+    }
+
+    /// A daemon that answers, but not in TLS: the handshake fails, and the error does not
+    /// suggest that nothing runs.
+    #[cfg(feature = "tls")]
+    #[test]
+    fn a_failed_tls_handshake_does_not_ask_whether_the_daemon_runs() {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+        });
+        let e = Daemon::parse(&format!("https://127.0.0.1:{port}"))
+            .unwrap()
+            .get("/api/v1/tools")
+            .unwrap_err();
+        server.join().unwrap();
+        assert!(e.contains("TLS handshake"), "{e}");
+        assert!(!e.contains("is toolsize serve running"), "{e}");
+    }
 
     #[test]
     fn calls_per_minute_counts_over_the_time_the_window_holds() {

@@ -21,6 +21,37 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
+/// Why an exchange with a [`Target`] failed.
+#[derive(Debug)]
+pub(crate) enum ClientError {
+    /// The TCP connection could not be made.
+    Connect(std::io::Error),
+    /// What came after the connection: the TLS handshake, the exchange or the answer.
+    Exchange(String),
+}
+
+impl ClientError {
+    /// Whether nothing could be reached at the address (connection refused, host or network
+    /// unreachable): the peer is not running or the address is wrong, unlike a failed TLS
+    /// handshake or a broken answer.
+    pub(crate) fn unreachable(&self) -> bool {
+        use std::io::ErrorKind;
+        matches!(self, ClientError::Connect(e) if matches!(
+            e.kind(),
+            ErrorKind::ConnectionRefused | ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable
+        ))
+    }
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Connect(e) => write!(f, "{e}"),
+            ClientError::Exchange(e) => f.write_str(e),
+        }
+    }
+}
+
 /// An `http://` or `https://` `host:port/path` target. Its `Debug` shows the origin only (the
 /// path may be a key).
 #[derive(Clone, PartialEq, Eq)]
@@ -117,7 +148,7 @@ impl Target {
             .header(header::CONTENT_TYPE, content_type)
             .body(Body::from(body))
             .map_err(|e| e.to_string())?;
-        let (status, _) = self.send(req, None).await?;
+        let (status, _) = self.send(req, None).await.map_err(|e| e.to_string())?;
         if status.is_success() {
             Ok(())
         } else {
@@ -133,12 +164,12 @@ impl Target {
         accept: &str,
         token: Option<&str>,
         max_body: usize,
-    ) -> Result<(StatusCode, Bytes), String> {
+    ) -> Result<(StatusCode, Bytes), ClientError> {
         let req = self
             .request(Method::GET, token)
             .header(header::ACCEPT, accept)
             .body(Body::empty())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ClientError::Exchange(e.to_string()))?;
         self.send(req, Some(max_body)).await
     }
 
@@ -164,25 +195,31 @@ impl Target {
         &self,
         req: Request<Body>,
         max_body: Option<usize>,
-    ) -> Result<(StatusCode, Bytes), String> {
+    ) -> Result<(StatusCode, Bytes), ClientError> {
         let stream = TcpStream::connect(self.authority.as_str())
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ClientError::Connect)?;
         let _ = stream.set_nodelay(true);
         if self.tls {
             #[cfg(feature = "tls")]
             {
-                let connector = roots::connector()?;
-                let name = rustls_pki_types::ServerName::try_from(self.host.clone())
-                    .map_err(|e| format!("TLS server name {:?}: {e}", self.host))?;
+                let connector = roots::connector().map_err(ClientError::Exchange)?;
+                let name =
+                    rustls_pki_types::ServerName::try_from(self.host.clone()).map_err(|e| {
+                        ClientError::Exchange(format!("TLS server name {:?}: {e}", self.host))
+                    })?;
                 let tls = connector
                     .connect(name, stream)
                     .await
-                    .map_err(|e| format!("TLS handshake: {e}"))?;
-                return exchange(tls, req, max_body).await;
+                    .map_err(|e| ClientError::Exchange(format!("TLS handshake: {e}")))?;
+                return exchange(tls, req, max_body)
+                    .await
+                    .map_err(ClientError::Exchange);
             }
         }
-        exchange(stream, req, max_body).await
+        exchange(stream, req, max_body)
+            .await
+            .map_err(ClientError::Exchange)
     }
 
     /// The same host with `suffix` appended to its path (a base URL's API endpoint).
