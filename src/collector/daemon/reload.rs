@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use super::Daemon;
+use crate::collector::alerts::rules::RuleKind;
 use crate::collector::read::Command;
 use crate::collector::{config, state, Config};
 
@@ -71,22 +72,6 @@ fn changed_keys(a: &Config, b: &Config) -> Vec<String> {
     out
 }
 
-/// Takes the section `section` (`alerts.p95_jump`, …) of `new` into `running`.
-fn take_rule_section(
-    running: &mut config::AlertsConfig,
-    new: &config::AlertsConfig,
-    section: &str,
-) {
-    match section {
-        "alerts.over_ceiling" => running.over_ceiling = new.over_ceiling.clone(),
-        "alerts.repeated_oversize" => running.repeated_oversize = new.repeated_oversize.clone(),
-        "alerts.p95_jump" => running.p95_jump = new.p95_jump.clone(),
-        "alerts.near_ceiling" => running.near_ceiling = new.near_ceiling.clone(),
-        "alerts.truncation_rate" => running.truncation_rate = new.truncation_rate.clone(),
-        _ => {}
-    }
-}
-
 impl Daemon {
     /// Takes what can change without a restart from `new`, a configuration read again (on
     /// SIGHUP): the alert sinks (`alerts.alertmanager_urls`, `alerts.webhook_*`,
@@ -132,7 +117,10 @@ impl Daemon {
                 .await;
             if let (Ok(()), Ok(retune)) = (asked, rx.await) {
                 for section in retune.applied {
-                    take_rule_section(&mut effective.alerts, &new.alerts, section);
+                    let taken = RuleKind::ALL.into_iter().find(|k| k.section() == section);
+                    if let Some(kind) = taken {
+                        kind.take(&mut effective.alerts, &new.alerts);
+                    }
                     let prefix = format!("{section}.");
                     applied.extend(changed.iter().filter(|k| k.starts_with(&prefix)).cloned());
                 }

@@ -88,6 +88,13 @@ macro_rules! declare_rules {
                 }
             }
 
+            /// Takes its section of `new` into `running` (a reload that retuned it).
+            pub(crate) fn take(self, running: &mut AlertsConfig, new: &AlertsConfig) {
+                match self {
+                    $(RuleKind::$kind => running.$m = new.$m.clone(),)+
+                }
+            }
+
             /// (whether its section differs between `old` and `new`, whether `old` enabled it).
             fn changed(self, old: &AlertsConfig, new: &AlertsConfig) -> (bool, bool) {
                 match self {
@@ -819,6 +826,27 @@ mod tests {
             RuleKind::ALL.map(RuleKind::name).to_vec(),
             "the public names follow the list"
         );
+    }
+
+    /// A reload takes each retuned rule's section, and only it, into the running configuration.
+    #[test]
+    fn each_rule_takes_its_own_section() {
+        let running = AlertsConfig::default();
+        let mut new = AlertsConfig::default();
+        for kind in RuleKind::ALL {
+            kind.set_enabled(&mut new, false);
+        }
+        for kind in RuleKind::ALL {
+            let mut took = running.clone();
+            kind.take(&mut took, &new);
+            for other in RuleKind::ALL {
+                assert_eq!(
+                    other.changed(&took, &new).0,
+                    other != kind,
+                    "{other:?} after taking {kind:?}"
+                );
+            }
+        }
     }
 
     #[test]
