@@ -375,3 +375,53 @@ fn each_fleet_rule_holds_as_long_as_its_runbook_says() {
     assert!(checked >= 5, "{checked} rules with a hold");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The `/metrics` families `text` names: each backquoted `toolsize_…` name (its labels, `{…}`,
+/// left out), and each `_…` shorthand after one on the same line, read as that name with its
+/// last segments replaced (`toolsize_tool_result_size_p50_bytes`, `_p95_bytes`).
+fn documented_families(text: &str) -> std::collections::BTreeSet<String> {
+    let mut named = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let mut last: Option<&str> = None;
+        for code in line.split('`').skip(1).step_by(2) {
+            let code = code.split('{').next().unwrap_or(code);
+            if code.starts_with("toolsize_") {
+                named.insert(code.to_string());
+                last = Some(code);
+            } else if let (Some(tail), Some(full)) = (code.strip_prefix('_'), last) {
+                let segments: Vec<&str> = full.split('_').collect();
+                let kept = segments.len().saturating_sub(tail.split('_').count());
+                named.insert(format!("{}_{tail}", segments[..kept].join("_")));
+            }
+        }
+    }
+    named
+}
+
+/// Every family `/metrics` can show is named in `docs/collector.md`, where an operator looks it
+/// up.
+#[test]
+fn every_metric_family_is_documented() {
+    let named = documented_families(&read("docs/collector.md"));
+    let missing: Vec<&&str> = toolsize::collector::read::names::FAMILIES
+        .iter()
+        .filter(|f| !named.contains(**f))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/collector.md does not name these /metrics families: {missing:?}"
+    );
+}
+
+#[test]
+fn the_family_check_reads_the_shorthand_and_finds_a_missing_one() {
+    let named = documented_families(
+        "| `toolsize_tool_result_size_p50_bytes`, `_p95_bytes` | gauge |\n`toolsize_x_total{a}`\n",
+    );
+    assert!(
+        named.contains("toolsize_tool_result_size_p95_bytes"),
+        "{named:?}"
+    );
+    assert!(named.contains("toolsize_x_total"), "{named:?}");
+    assert!(!named.contains("toolsize_tool_toy_total"), "{named:?}");
+}

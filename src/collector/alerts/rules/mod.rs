@@ -828,6 +828,33 @@ mod tests {
         );
     }
 
+    /// Every file of `alerts/rules/` is a rule of the list: a rule file without its line in
+    /// `for_each_rule!` would not even be compiled.
+    #[test]
+    fn every_rule_file_is_in_the_list() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/collector/alerts/rules");
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            if stem == "mod" {
+                continue;
+            }
+            files += 1;
+            let section = format!("alerts.{stem}");
+            assert!(
+                RuleKind::ALL.iter().any(|k| k.section() == section),
+                "{}: no line in for_each_rule! (src/collector/config/alerts.rs), so the rule is \
+                 not compiled",
+                path.display()
+            );
+        }
+        assert_eq!(files, RuleKind::ALL.len());
+    }
+
     /// A reload takes each retuned rule's section, and only it, into the running configuration.
     #[test]
     fn each_rule_takes_its_own_section() {
