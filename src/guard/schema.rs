@@ -581,7 +581,7 @@ fn check_field(
     let value = match typed(name, spec, value, strict) {
         Ok(value) => value,
         Err(wrong) => {
-            violations.push(wrong);
+            violations.push(*wrong);
             return None;
         }
     };
@@ -600,8 +600,13 @@ fn check_field(
 
 /// The value as the field's type, parsing strictly: present but unparseable is an error, never
 /// a default. In strict mode a string is not read as a number or a boolean.
-fn typed(name: &str, spec: &FieldSpec, value: &Value, strict: bool) -> Result<Value, Violation> {
-    let wrong = |code: &'static str, what: String| Err(Violation::new(code, name, what));
+fn typed(
+    name: &str,
+    spec: &FieldSpec,
+    value: &Value,
+    strict: bool,
+) -> Result<Value, Box<Violation>> {
+    let wrong = |code: &'static str, what: String| Err(Box::new(Violation::new(code, name, what)));
     let not_one = |kind: &str, s: &str| {
         wrong(
             "INVALID_VALUE",

@@ -467,6 +467,9 @@ impl Pool {
     }
 }
 
+/// A message [`State::admit`] forwards: the call it awaits, and its JSON-RPC id.
+type Forwarded = (Option<Pending>, Option<Value>);
+
 /// Sessions by `Mcp-Session-Id`, oldest first.
 #[derive(Default)]
 struct Sessions {
@@ -724,7 +727,7 @@ impl State {
         let (mut pending, request_id) = if parts.method == Method::POST {
             match self.admit(&parts.headers, &body, &session, version.as_deref()) {
                 Ok(forwarded) => forwarded,
-                Err(answered) => return answered,
+                Err(answered) => return *answered,
             }
         } else {
             (None, None)
@@ -843,16 +846,15 @@ impl State {
     /// A `POST`'s message through the proxy: answered here (a refused call, headers that do not
     /// match the body), or forwarded with the call it awaits and its JSON-RPC id (for the error
     /// a request gets when the server cannot be reached).
-    #[allow(clippy::type_complexity)]
     fn admit(
         &self,
         headers: &HeaderMap,
         body: &[u8],
         session: &Session,
         version: Option<&str>,
-    ) -> Result<(Option<Pending>, Option<Value>), Response<Out>> {
+    ) -> Result<Forwarded, Box<Response<Out>>> {
         if let Some(refused) = header_mismatch(headers, body) {
-            return Err(refused);
+            return Err(Box::new(refused));
         }
         let cx = Context {
             session,
@@ -860,7 +862,7 @@ impl State {
             protocol_version: version,
         };
         match self.proxy.request(body, &cx) {
-            Inbound::Answer(answer) => Err(json_response(StatusCode::OK, answer)),
+            Inbound::Answer(answer) => Err(Box::new(json_response(StatusCode::OK, answer))),
             Inbound::Forward(p) => Ok((p, peek(body).and_then(|h| h.id))),
         }
     }
