@@ -32,10 +32,6 @@ const KNOWN_FILES: &[(&str, &str)] = &[
         "the receivers' shared ingest path, being reworked for speed: split after that work lands",
     ),
     (
-        "src/collector/ingest/wal.rs",
-        "the write-ahead log, in the ingest stage being reworked: split after that work lands",
-    ),
-    (
         "src/collector/state/context.rs",
         "the context ledger, being reworked for its CPU cost: split after that work lands",
     ),
