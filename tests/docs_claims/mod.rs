@@ -1,10 +1,13 @@
 //! Numbers and lists the docs state, compared with the constants and files they describe: a
 //! default, a bound or a list changed in the code fails here until the docs say the same.
 //!
-//! Each check reads the documents and the crate's public constants only; none starts a
+//! Each check reads the documents and the crate's public constants only (the emitters' reading
+//! order, internal to the crate, is read from its source: `reading_order.rs`); none starts a
 //! process. The claims held elsewhere stay there (the per-series `/metrics` bound in
 //! `src/collector/read/exposition.rs`, the catalog's size in `src/layers/catalog.rs`, the
 //! refusal reasons in `src/collector/stats.rs`).
+
+mod reading_order;
 
 use std::path::Path;
 
