@@ -618,7 +618,7 @@ pub struct McpAttributes<'a> {
 /// too little to carry a response body or an argument list that an error happened to include.
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 256;
 
-fn bounded_message(error: &dyn fmt::Display) -> String {
+pub(crate) fn bounded_message(error: &dyn fmt::Display) -> String {
     let mut message = error.to_string();
     if message.len() > MAX_ERROR_MESSAGE_BYTES {
         let mut cut = MAX_ERROR_MESSAGE_BYTES - '…'.len_utf8();

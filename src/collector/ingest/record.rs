@@ -45,6 +45,8 @@ pub(crate) enum Emitter {
     Mlflow,
     /// Logfire's openai-agents integration (`Function: {name}`).
     LogfireAgents,
+    /// swiftide's agent (`tool.{name}` spans of `swiftide_agents::agent`).
+    Swiftide,
     /// Only `gen_ai.tool.name` / `gen_ai.tool.call.id` present: the last-resort rule Langfuse's
     /// ingestion also applies to spans of unknown emitters.
     GenAiFallback,

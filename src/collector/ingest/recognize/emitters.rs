@@ -306,6 +306,28 @@ const LOGFIRE_AGENTS: Entry = Entry {
     ..NOTHING
 };
 
+/// The module swiftide's agent opens its tool spans in (swiftide-agents 0.32, `agent.rs`).
+const SWIFTIDE_MODULE: &str = "swiftide_agents::agent";
+
+/// swiftide's agent: a `tool.{name}` span per call, opened in its agent module, with no tool
+/// attribute (the result is only in a DEBUG event, a failure leaves nothing on the span): each
+/// call counted, unsized. The module is read from tracing-opentelemetry's `code.module.name`
+/// (on by default), or its `target`.
+const SWIFTIDE: Entry = Entry {
+    emitter: Emitter::Swiftide,
+    when: &[
+        &[
+            Cond::NamePrefix("tool."),
+            Cond::Eq("code.module.name", SWIFTIDE_MODULE),
+        ],
+        &[
+            Cond::NamePrefix("tool."),
+            Cond::Eq("target", SWIFTIDE_MODULE),
+        ],
+    ],
+    ..NOTHING
+};
+
 /// Any span with the bare `gen_ai.tool.*` attributes; `tool.parameters` as the last resort for
 /// the arguments.
 const GENAI_FALLBACK: Entry = Entry {
@@ -334,6 +356,7 @@ pub(crate) const EMITTERS: &[Entry] = &[
     PYDANTIC_AI_V1,
     MLFLOW,
     LOGFIRE_AGENTS,
+    SWIFTIDE,
     GENAI_FALLBACK,
 ];
 
