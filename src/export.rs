@@ -591,6 +591,17 @@ impl SpanProcessor for CountingProcessor {
 mod tests {
     use super::*;
 
+    /// swiftide's tool span is exported (the wrapper writes to it); another `tool` span is not.
+    #[cfg(feature = "swiftide")]
+    #[test]
+    fn swiftide_tool_spans_pass_the_filter() {
+        let _default = tracing::subscriber::set_default(tracing_subscriber::registry());
+        let swiftide = tracing::info_span!(target: "swiftide_agents::agent", "tool");
+        assert!(swiftide.metadata().is_some_and(framework_tool_span));
+        let other = tracing::info_span!(target: "app", "tool");
+        assert!(!other.metadata().is_some_and(framework_tool_span));
+    }
+
     #[test]
     fn protocol_names() {
         assert_eq!("grpc".parse::<Protocol>().unwrap(), Protocol::Grpc);
