@@ -21,15 +21,15 @@
 //! line per wrapper with its added cost per call and its ratio to `run_text`, read back from
 //! criterion's estimates of this same run.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use criterion::Criterion;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry::Context;
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{SdkTracerProvider, Span, SpanData, SpanProcessor};
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use rig_core::tool::{PortableTool, Tool, ToolContext};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
@@ -40,23 +40,6 @@ use rmcp::{ErrorData, ServerHandler, Service, ServiceExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tracing_subscriber::layer::SubscriberExt;
-
-/// Drops every finished span: the export cost is the same for every case and not measured.
-#[derive(Debug)]
-struct Discard;
-
-impl SpanProcessor for Discard {
-    fn on_start(&self, _: &mut Span, _: &Context) {}
-    fn on_end(&self, span: SpanData) {
-        black_box(span);
-    }
-    fn force_flush(&self) -> OTelSdkResult {
-        Ok(())
-    }
-    fn shutdown_with_timeout(&self, _: Duration) -> OTelSdkResult {
-        Ok(())
-    }
-}
 
 /// The result every case hands back: 4 KiB of text.
 fn result_text() -> String {
@@ -238,7 +221,7 @@ fn mean_ns(case: &str) -> Option<f64> {
 
 fn main() {
     let provider = SdkTracerProvider::builder()
-        .with_span_processor(Discard)
+        .with_span_processor(common::Discard)
         .build();
     let subscriber = tracing_subscriber::registry()
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("bench")));

@@ -20,37 +20,20 @@
 //! per case with its ratio to the bare span, read back from criterion's estimates of this same
 //! run.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use criterion::Criterion;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry::Context;
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{SdkTracerProvider, Span, SpanData, SpanProcessor};
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use serde::Serialize;
 use tracing::field::Empty;
 use tracing_subscriber::layer::SubscriberExt;
 
 use toolsize::{measure, tool_call, Measures};
-
-/// Drops every finished span: the export cost is the same for both sides and not measured.
-#[derive(Debug)]
-struct Discard;
-
-impl SpanProcessor for Discard {
-    fn on_start(&self, _: &mut Span, _: &Context) {}
-    fn on_end(&self, span: SpanData) {
-        black_box(span);
-    }
-    fn force_flush(&self) -> OTelSdkResult {
-        Ok(())
-    }
-    fn shutdown_with_timeout(&self, _: Duration) -> OTelSdkResult {
-        Ok(())
-    }
-}
 
 #[derive(Serialize, Clone)]
 struct Hit {
@@ -178,7 +161,7 @@ fn singles() -> [(&'static str, Measures); 7] {
 
 fn benches(c: &mut Criterion) {
     let provider = SdkTracerProvider::builder()
-        .with_span_processor(Discard)
+        .with_span_processor(common::Discard)
         .build();
     let subscriber = tracing_subscriber::registry()
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("bench")));

@@ -30,7 +30,8 @@
 //! programs and from any async runtime, and shutdown cannot deadlock on the caller's runtime.
 //!
 //! Only toolsize's tool-call spans and their events go to OpenTelemetry by default (and, with the
-//! `rig` feature, rig's own tool spans, which `toolsize::rig` measures): the application's own
+//! `rig` or `swiftide` feature, that framework's own tool spans, which `toolsize::rig` and
+//! `toolsize::swiftide` measure): the application's own
 //! spans (whose fields may hold arguments) and log lines stay in the process unless
 //! [`ExportBuilder::all_spans`] asks for the spans too.
 
@@ -50,18 +51,20 @@ use opentelemetry_sdk::Resource;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
 
-/// rig's own tool span (with the `rig` feature), which `toolsize::rig`'s wrapper writes toolsize's
-/// attributes to: exported like toolsize's own, since it stands for one tool call.
-fn rig_tool_span(meta: &tracing::Metadata<'_>) -> bool {
+/// rig's or swiftide's own tool span (with the `rig` or `swiftide` feature), which the
+/// framework's wrapper writes toolsize's attributes to: exported like toolsize's own, since it
+/// stands for one tool call.
+fn framework_tool_span(meta: &tracing::Metadata<'_>) -> bool {
     #[cfg(feature = "rig")]
-    {
-        crate::rig::is_rig_tool_span(meta)
+    if crate::rig::is_rig_tool_span(meta) {
+        return true;
     }
-    #[cfg(not(feature = "rig"))]
-    {
-        let _ = meta;
-        false
+    #[cfg(feature = "swiftide")]
+    if crate::swiftide::is_swiftide_tool_span(meta) {
+        return true;
     }
+    let _ = meta;
+    false
 }
 
 /// The OTLP transport.
@@ -336,7 +339,7 @@ impl ExportBuilder {
             .with_filter(tracing_subscriber::filter::filter_fn(move |meta| {
                 meta.target().starts_with("toolsize")
                     || (all_spans && meta.is_span())
-                    || rig_tool_span(meta)
+                    || framework_tool_span(meta)
             }))
             .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
         let logs = if guard.settings.logs.unwrap_or(true) {
@@ -587,6 +590,17 @@ impl SpanProcessor for CountingProcessor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// swiftide's tool span is exported (the wrapper writes to it); another `tool` span is not.
+    #[cfg(feature = "swiftide")]
+    #[test]
+    fn swiftide_tool_spans_pass_the_filter() {
+        let _default = tracing::subscriber::set_default(tracing_subscriber::registry());
+        let swiftide = tracing::info_span!(target: "swiftide_agents::agent", "tool");
+        assert!(swiftide.metadata().is_some_and(framework_tool_span));
+        let other = tracing::info_span!(target: "app", "tool");
+        assert!(!other.metadata().is_some_and(framework_tool_span));
+    }
 
     #[test]
     fn protocol_names() {

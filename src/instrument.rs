@@ -186,6 +186,7 @@ pub fn tool_call(name: &str) -> ToolCallBuilder<'_> {
         args_hash: None,
         measures: None,
         large_result_bytes: None,
+        mcp: None,
     }
 }
 
@@ -198,6 +199,7 @@ pub struct ToolCallBuilder<'a> {
     args_hash: Option<String>,
     measures: Option<Measures>,
     large_result_bytes: Option<u64>,
+    mcp: Option<McpAttributes<'a>>,
 }
 
 impl<'a> ToolCallBuilder<'a> {
@@ -244,6 +246,13 @@ impl<'a> ToolCallBuilder<'a> {
         self
     }
 
+    /// The MCP attributes of a call made through an MCP transport, recorded as the span opens
+    /// (one trip through the subscriber fewer than [`ToolCall::record_mcp`] after it).
+    pub fn mcp(mut self, mcp: McpAttributes<'a>) -> Self {
+        self.mcp = Some(mcp);
+        self
+    }
+
     /// The large-result threshold for this call (default: [`defaults`]).
     pub fn large_result_bytes(mut self, bytes: u64) -> Self {
         self.large_result_bytes = Some(bytes);
@@ -260,6 +269,7 @@ impl<'a> ToolCallBuilder<'a> {
                 .unwrap_or(defaults.large_result_bytes),
         };
         let name = self.name;
+        let mcp = self.mcp.unwrap_or_default();
         let span = tracing::info_span!(
             target: "toolsize",
             "execute_tool",
@@ -286,12 +296,13 @@ impl<'a> ToolCallBuilder<'a> {
             { TOOL_ERROR } = Empty,
             { ERROR_TYPE } = Empty,
             { TOOL_CANCELLED } = Empty,
-            { MCP_METHOD_NAME } = Empty,
-            { MCP_SESSION_ID } = Empty,
-            { MCP_PROTOCOL_VERSION } = Empty,
-            { JSONRPC_REQUEST_ID } = Empty,
+            // Empty strings: not an MCP call (or not yet known); `record_mcp` may add them.
+            { MCP_METHOD_NAME } = non_empty(mcp.method),
+            { MCP_SESSION_ID } = mcp.session_id,
+            { MCP_PROTOCOL_VERSION } = mcp.protocol_version,
+            { JSONRPC_REQUEST_ID } = non_empty(mcp.request_id),
             { RPC_RESPONSE_STATUS_CODE } = Empty,
-            { NETWORK_TRANSPORT } = Empty,
+            { NETWORK_TRANSPORT } = mcp.transport,
             { TOOL_RESULT_LIMIT_BYTES } = Empty,
             { TOOL_RESULT_LIMIT_SOURCE } = Empty,
         );
@@ -618,7 +629,7 @@ pub struct McpAttributes<'a> {
 /// too little to carry a response body or an argument list that an error happened to include.
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 256;
 
-fn bounded_message(error: &dyn fmt::Display) -> String {
+pub(crate) fn bounded_message(error: &dyn fmt::Display) -> String {
     let mut message = error.to_string();
     if message.len() > MAX_ERROR_MESSAGE_BYTES {
         let mut cut = MAX_ERROR_MESSAGE_BYTES - '…'.len_utf8();
@@ -629,6 +640,11 @@ fn bounded_message(error: &dyn fmt::Display) -> String {
         message.push('…');
     }
     message
+}
+
+/// `s`, or nothing when it is empty.
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
 }
 
 /// OTLP integers are signed 64-bit; tracing-opentelemetry would turn a `u64` into a string.

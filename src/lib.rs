@@ -34,10 +34,12 @@ pub(crate) mod mcp_result;
 pub mod rig;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
+#[cfg(feature = "swiftide")]
+pub mod swiftide;
 
 /// The examples of `docs/rust-agents.md`, compiled and run as doc tests so the guide cannot
 /// drift.
-#[cfg(all(doctest, feature = "rig", feature = "rmcp"))]
+#[cfg(all(doctest, feature = "rig", feature = "rmcp", feature = "swiftide"))]
 #[doc = include_str!("../docs/rust-agents.md")]
 struct RustAgentsGuide;
 

@@ -35,6 +35,8 @@
 //! here panics on any input.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use ::rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, ServerResult,
@@ -43,7 +45,6 @@ use ::rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, Rol
 use ::rmcp::service::{ServiceError, ServiceRole};
 use ::rmcp::{ErrorData, Service};
 use serde_json::Value;
-use tracing::Instrument as _;
 
 use crate::guard::ceiling::CeilingGuard;
 use crate::guard::Policy;
@@ -102,20 +103,19 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
         if request_id.len() > MAX_REQUEST_ID_CHARS {
             request_id = request_id.chars().take(MAX_REQUEST_ID_CHARS).collect();
         }
-        let call = start(&tool, &call.params);
-        call.record_mcp(&McpAttributes {
+        let mcp = McpAttributes {
             method: MCP_METHOD_TOOLS_CALL,
             request_id: &request_id,
             session_id: None,
             protocol_version: None,
             transport: None,
-        });
-        let span = call.span().clone();
-        let answer = self
-            .inner
-            .handle_request(request, context)
-            .instrument(span)
-            .await;
+        };
+        let call = start(&tool, &call.params, Some(mcp));
+        let answer = InScope {
+            call: &call,
+            fut: self.inner.handle_request(request, context),
+        }
+        .await;
         match answer {
             Ok(ServerResult::CallToolResult(r)) => Ok(ServerResult::CallToolResult(settle(
                 call,
@@ -194,9 +194,13 @@ async fn client_call(
     guard: Option<&CeilingGuard>,
 ) -> Result<CallToolResult, ServiceError> {
     let tool = bounded_name(&params.name);
-    let call = start(&tool, &params);
-    let span = call.span().clone();
-    match peer.call_tool(params).instrument(span).await {
+    let call = start(&tool, &params, None);
+    let answer = InScope {
+        call: &call,
+        fut: peer.call_tool(params),
+    }
+    .await;
+    match answer {
         Ok(r) => Ok(settle(call, &tool, r, guard)),
         Err(ServiceError::McpError(error)) => {
             fail_rpc(call, &error);
@@ -206,6 +210,27 @@ async fn client_call(
             call.fail(&error, service_error_type(&error));
             Err(error)
         }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// `fut` polled inside the call's span, as [`ToolCall::in_scope`] runs code (a cut the tool
+    /// reports with [`crate::record_cut`] goes to this call): borrowed, so the span is neither
+    /// cloned nor entered again when the future is dropped.
+    struct InScope<'a, F> {
+        call: &'a ToolCall,
+        #[pin]
+        fut: F,
+    }
+}
+
+impl<F: Future> Future for InScope<'_, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let fut = this.fut;
+        this.call.in_scope(|| fut.poll(cx))
     }
 }
 
@@ -220,11 +245,16 @@ fn service_error_type(error: &ServiceError) -> &'static str {
     }
 }
 
-/// Opens the call's span: name and arguments' hash.
-fn start(tool: &str, params: &CallToolRequestParams) -> ToolCall {
+/// Opens the call's span: name, arguments' hash, and the MCP attributes (server side).
+fn start(tool: &str, params: &CallToolRequestParams, mcp: Option<McpAttributes<'_>>) -> ToolCall {
     let empty = serde_json::Map::new();
     let args = params.arguments.as_ref().unwrap_or(&empty);
-    crate::tool_call(tool).args(args).start()
+    let builder = crate::tool_call(tool).args(args);
+    match mcp {
+        Some(mcp) => builder.mcp(mcp),
+        None => builder,
+    }
+    .start()
 }
 
 /// Ends a call answered with a JSON-RPC error: the code, not the message (it may quote the

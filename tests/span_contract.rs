@@ -547,3 +547,36 @@ fn without_a_subscriber_calls_still_work() {
     let m = tool_call("quiet").start().finish("abc", false);
     assert_eq!(m.bytes, 3);
 }
+
+/// MCP attributes given as the call starts (`ToolCallBuilder::mcp`) are on its span; a call
+/// without them carries none.
+#[test]
+fn mcp_attributes_given_at_start_are_on_the_span() {
+    let capture = support::Capture::new();
+    capture.run(|| {
+        let mcp = toolsize::instrument::McpAttributes {
+            method: "tools/call",
+            request_id: "7",
+            ..Default::default()
+        };
+        let _ = toolsize::tool_call("search")
+            .mcp(mcp)
+            .start()
+            .finish("ok", false);
+        let _ = toolsize::tool_call("plain").start().finish("ok", false);
+    });
+    let spans = capture.spans();
+    let span = |name: &str| spans.iter().find(|s| s.name == name).unwrap();
+    let with = span("execute_tool search");
+    assert_eq!(
+        support::string(with, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
+    assert_eq!(
+        support::string(with, "jsonrpc.request.id").as_deref(),
+        Some("7")
+    );
+    let without = span("execute_tool plain");
+    assert_eq!(support::string(without, "mcp.method.name"), None);
+    assert_eq!(support::string(without, "jsonrpc.request.id"), None);
+}

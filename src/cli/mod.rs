@@ -58,6 +58,7 @@ pub const FEATURES: &[(&str, bool)] = &[
     ("tls", cfg!(feature = "tls")),
     ("rmcp", cfg!(feature = "rmcp")),
     ("rig", cfg!(feature = "rig")),
+    ("swiftide", cfg!(feature = "swiftide")),
 ];
 
 /// What `--version` prints after the name: `0.2.0 (commit 1a2b3c4; features: cli, export)`.

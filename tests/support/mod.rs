@@ -16,6 +16,10 @@ pub mod collector;
 /// Dashboard queries with their variables filled in.
 pub mod queries;
 
+/// A fake OpenAI endpoint scripting five tool calls, for the Rust agent frameworks' tests.
+#[cfg(feature = "collector")]
+pub mod openai;
+
 /// Load against a running daemon, acknowledgements counted, CPU hogs beside it.
 #[cfg(feature = "collector")]
 pub mod load;

@@ -305,10 +305,10 @@ pub(crate) fn size_of(v: Option<AttrValue<'_>>) -> Result<Option<u64>, AbsurdSiz
     }
 }
 
-/// The tool name from a span name: after `execute_tool ` / `tools/call ` / `Function: `,
-/// before `.tool`, else the whole name.
+/// The tool name from a span name: after `execute_tool ` / `tools/call ` / `Function: ` /
+/// `tool.` (swiftide), before `.tool`, else the whole name.
 pub(crate) fn name_from_span(name: &str) -> &str {
-    for p in ["execute_tool ", "tools/call ", "Function: "] {
+    for p in ["execute_tool ", "tools/call ", "Function: ", "tool."] {
         if let Some(rest) = name.strip_prefix(p) {
             return rest;
         }

@@ -148,6 +148,9 @@ pub(crate) const MEASURE_KEYS: [&str; 6] = [
     semconv::TOOL_RESULT_TOKENS_ESTIMATE,
 ];
 
+/// The module swiftide's agent opens its tool spans in (swiftide-agents 0.32, `agent.rs`).
+const SWIFTIDE_MODULE: &str = "swiftide_agents::agent";
+
 /// The one list of span emitters, in matching order (the most specific first, the generic OTel
 /// GenAI conventions after them, the bare `gen_ai.tool.*` fallback last): each entry's doc, its
 /// [`Emitter`] variant (its label, snake_case) and its [`Entry`] fields (`..NOTHING` for the
@@ -293,6 +296,16 @@ macro_rules! for_each_span_emitter {
                 name: &["name"],
                 result: &[content("output", Encoding::Auto, Envelope::None)],
                 args: &["input"],
+            }
+            /// swiftide's agent: a `tool.{name}` span per call, opened in its agent module, with
+            /// no tool attribute (the result is only in a DEBUG event, a failure leaves nothing on
+            /// the span): each call counted, unsized. The module is read from
+            /// tracing-opentelemetry's `code.module.name` (on by default), or its `target`.
+            Swiftide {
+                when: &[
+                    &[Cond::NamePrefix("tool."), Cond::Eq("code.module.name", SWIFTIDE_MODULE)],
+                    &[Cond::NamePrefix("tool."), Cond::Eq("target", SWIFTIDE_MODULE)],
+                ],
             }
             /// Any span with the bare `gen_ai.tool.*` attributes; `tool.parameters` as the last
             /// resort for the arguments.

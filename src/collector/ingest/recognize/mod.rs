@@ -911,6 +911,8 @@ mod tests {
             ("execute_tool j", "strands", vec![s(OP, EXEC), s("gen_ai.tool.name", "j"), s("gen_ai.tool.status", "success")], Emitter::Strands, "j"),
             ("Function: k", "logfire", vec![s("name", "k"), s("output", "hello")], Emitter::LogfireAgents, "k"),
             ("l", "mlflow", vec![s("mlflow.spanType", "\"TOOL\""), s("mlflow.spanOutputs", "\"hello\"")], Emitter::Mlflow, "l"),
+            ("tool.m", "x", vec![s("code.module.name", "swiftide_agents::agent")], Emitter::Swiftide, "m"),
+            ("tool.n", "x", vec![s("target", "swiftide_agents::agent")], Emitter::Swiftide, "n"),
             ("whatever", "x", vec![s("gen_ai.tool.call.id", "call_1")], Emitter::GenAiFallback, "whatever"),
             ("m", "x", vec![s(semconv::TOOL_NAME, "m"), i(semconv::TOOL_RESULT_BYTES, 5)], Emitter::Toolsize, "m"),
         ];
@@ -923,6 +925,29 @@ mod tests {
             assert_eq!(&*t.tool, tname, "{name}");
         }
         assert!(matches!(outcome(&r, "x", &span("chat gpt-4", vec![s(OP, "chat")])), Outcome::NotTool));
+        // swiftide's other spans, and `tool.` spans of other modules, are not tools.
+        assert!(matches!(outcome(&r, "x", &span("step-0", vec![s("code.module.name", "swiftide_agents::agent")])), Outcome::NotTool));
+        assert!(matches!(outcome(&r, "x", &span("tool.x", vec![s("code.module.name", "app")])), Outcome::NotTool));
+    }
+
+    /// swiftide's own tool span carries no size and no failure: counted, unsized, not an error.
+    #[test]
+    fn a_swiftide_span_is_counted_unsized() {
+        let t = tool(
+            &rec(),
+            "x",
+            &span(
+                "tool.fetch",
+                vec![s("code.module.name", "swiftide_agents::agent")],
+            ),
+        );
+        assert_eq!((t.emitter, &*t.tool), (Emitter::Swiftide, "fetch"));
+        assert!(
+            matches!(t.size, Size::Unknown(Unknown::Missing)),
+            "{:?}",
+            t.size
+        );
+        assert!(!t.error);
     }
 
     /// rig (rig-agent 0.44) marks a failure only with its outcome and error kind, span status
