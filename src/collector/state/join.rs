@@ -620,7 +620,12 @@ mod tests {
 
     /// What a batch hands to the joiner: through [`Joiner::passing`] first, as
     /// `State::record_owned_batch_ms` does, or to [`Joiner::add`] alone.
-    fn offer(j: &mut Joiner, mut r: ToolRecord, now_ms: u64, ask_first: bool) -> Option<ToolRecord> {
+    fn offer(
+        j: &mut Joiner,
+        mut r: ToolRecord,
+        now_ms: u64,
+        ask_first: bool,
+    ) -> Option<ToolRecord> {
         let join = r.join.expect("a signal");
         match ask_first.then(|| j.passing(join)).flatten() {
             None => j.add(r, now_ms),
@@ -639,7 +644,13 @@ mod tests {
             let mut out = Vec::new();
             // Nearly full: the signals below find room, then none.
             for k in 0..MAX_PENDING as u64 - 40 {
-                assert!(offer(&mut j, signal(1 << 32 | k, Role::Primary, Some(1)), 0, ask_first).is_none());
+                assert!(offer(
+                    &mut j,
+                    signal(1 << 32 | k, Role::Primary, Some(1)),
+                    0,
+                    ask_first
+                )
+                .is_none());
             }
             let mut seed = 0x9e37_79b9_7f4a_7c15u64;
             for t in 0..4_000u64 {
@@ -648,7 +659,8 @@ mod tests {
                 seed ^= seed << 17;
                 let role = [Role::Primary, Role::Secondary, Role::Part][(seed % 3) as usize];
                 let mut r = signal(seed >> 8 & 63, role, Some(t));
-                r.join.as_mut().expect("a signal").alt = (seed >> 20 & 3 == 0).then_some(seed >> 24 & 63);
+                r.join.as_mut().expect("a signal").alt =
+                    (seed >> 20 & 3 == 0).then_some(seed >> 24 & 63);
                 out.extend(offer(&mut j, r, t, ask_first));
                 if t % 97 == 0 {
                     j.release(t, &mut out);
@@ -658,7 +670,11 @@ mod tests {
             (out, j.stats)
         };
         let (alone, asked) = (run(false), run(true));
-        assert!(alone.1.late > 0 && alone.1.unjoined > 0 && alone.1.merged > 0, "{:?}", alone.1);
+        assert!(
+            alone.1.late > 0 && alone.1.unjoined > 0 && alone.1.merged > 0,
+            "{:?}",
+            alone.1
+        );
         assert_eq!(asked, alone);
     }
 

@@ -88,6 +88,9 @@ pub(crate) fn size_value(v: Option<AttrValue<'_>>) -> (Option<u64>, bool) {
 pub(crate) fn bool_value(v: Option<AttrValue<'_>>) -> Option<bool> {
     match v? {
         AttrValue::Bool(b) => Some(b),
+        // Read from the bytes, with no pass to check them as UTF-8.
+        AttrValue::Str(b) if b.trim_ascii().eq_ignore_ascii_case(b"true") => Some(true),
+        AttrValue::Str(b) if b.trim_ascii().eq_ignore_ascii_case(b"false") => Some(false),
         v => match v.as_str()?.trim() {
             s if s.eq_ignore_ascii_case("true") => Some(true),
             s if s.eq_ignore_ascii_case("false") => Some(false),
@@ -373,8 +376,12 @@ pub(crate) mod tests {
             (&b"i"[..], AttrValue::Int(7)),
             (&b"t"[..], AttrValue::Bool(true)),
             (&b"x"[..], AttrValue::Str(b"many")),
+            (&b"p"[..], AttrValue::Str(b" TRUE\n")),
+            (&b"u"[..], AttrValue::Str(b"\xe2\x80\x83false")),
         ];
         let a = Attrs(&attrs);
+        assert_eq!(a.bool("p"), Some(true));
+        assert_eq!(a.bool("u"), Some(false));
         assert_eq!(a.int("n"), Some(2329));
         assert_eq!(a.int("i"), Some(7));
         assert_eq!(a.int("x"), None);
