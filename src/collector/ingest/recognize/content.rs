@@ -255,6 +255,12 @@ pub(crate) fn bytes_of(v: Option<AttrValue<'_>>) -> Option<&[u8]> {
     }
 }
 
+/// Whether a string value is one of `names`, compared as bytes: no pass to check it as UTF-8
+/// (a text equal to one of them is).
+pub(crate) fn is_one_of(v: Option<AttrValue<'_>>, names: &[&str]) -> bool {
+    bytes_of(v).is_some_and(|b| names.iter().any(|n| n.as_bytes() == b))
+}
+
 pub(crate) fn str_of(v: Option<AttrValue<'_>>) -> Option<&str> {
     v.and_then(|v| v.as_str())
 }
