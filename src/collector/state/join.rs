@@ -172,6 +172,11 @@ impl Calls {
         }
     }
 
+    /// Whether a call of this key takes a signal of `role`, as [`Calls::put`] finds it.
+    fn takes(&self, role: Role) -> bool {
+        Self::slot(role).map_or(0, |k| self.filled[k]) < self.calls.len()
+    }
+
     /// Puts `r` into the first call that takes `role`; gives it back when none does.
     fn put(&mut self, r: ToolRecord, role: Role) -> Option<ToolRecord> {
         let slot = Self::slot(role);
@@ -213,6 +218,15 @@ impl Calls {
         self.filled[1] -= usize::from(p.secondary.is_some());
         p
     }
+}
+
+/// A signal that does not wait, as [`Joiner::passing`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Passing {
+    /// Its call was released: dropped as a duplicate.
+    Late,
+    /// Too many calls wait: recorded at once without its join (a part is dropped).
+    Unjoined,
 }
 
 /// The calls being waited for.
@@ -270,6 +284,33 @@ impl Joiner {
             found += usize::from(self.released.contains_key(&j.key));
         }
         std::hint::black_box(found)
+    }
+
+    /// What [`Joiner::add`] would do with a signal of `join` when that needs no record: a
+    /// signal of a call already released is counted late ([`Passing::Late`]), one that no
+    /// waiting call takes while [`MAX_PENDING`] calls wait is counted unjoined
+    /// ([`Passing::Unjoined`]: recorded at once without its join, a part dropped); `None` when
+    /// the signal must be added. Decided from the join alone, so that a signal that does not
+    /// wait is never moved (a record is ~400 bytes: moved into [`Joiner::add`] and back, Claude
+    /// Code's log records past the cap spent 7 % of the daemon's time copying). Counts what it
+    /// decides, as [`Joiner::add`] does.
+    pub(crate) fn passing(&mut self, join: Join) -> Option<Passing> {
+        let may_join = (join.role == Role::Part && self.alts.contains_key(&join.key))
+            || join
+                .alt
+                .is_some_and(|alt| join.role != Role::Part && self.pending.contains_key(&alt));
+        let calls = self.pending.get(&join.key);
+        if may_join || calls.is_some_and(|c| c.takes(join.role)) {
+            None
+        } else if calls.is_none() && self.released.contains_key(&join.key) {
+            self.stats.late += 1;
+            Some(Passing::Late)
+        } else if self.waiting >= MAX_PENDING {
+            self.stats.unjoined += 1;
+            Some(Passing::Unjoined)
+        } else {
+            None
+        }
     }
 
     /// Takes one signal received at `now_ms`; returns it at once when it cannot wait.
@@ -575,6 +616,66 @@ mod tests {
         j.add(signal(3, Role::Primary, Some(6)), 100);
         j.release(110, &mut out);
         assert_eq!(out.len(), 2);
+    }
+
+    /// What a batch hands to the joiner: through [`Joiner::passing`] first, as
+    /// `State::record_owned_batch_ms` does, or to [`Joiner::add`] alone.
+    fn offer(
+        j: &mut Joiner,
+        mut r: ToolRecord,
+        now_ms: u64,
+        ask_first: bool,
+    ) -> Option<ToolRecord> {
+        let join = r.join.expect("a signal");
+        match ask_first.then(|| j.passing(join)).flatten() {
+            None => j.add(r, now_ms),
+            Some(Passing::Late) => None,
+            Some(Passing::Unjoined) => {
+                r.join = None;
+                (join.role != Role::Part).then_some(r)
+            }
+        }
+    }
+
+    #[test]
+    fn asking_first_changes_nothing_joined_late_or_unjoined() {
+        let run = |ask_first: bool| {
+            let mut j = Joiner::new(50);
+            let mut out = Vec::new();
+            // Nearly full: the signals below find room, then none.
+            for k in 0..MAX_PENDING as u64 - 40 {
+                assert!(offer(
+                    &mut j,
+                    signal(1 << 32 | k, Role::Primary, Some(1)),
+                    0,
+                    ask_first
+                )
+                .is_none());
+            }
+            let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+            for t in 0..4_000u64 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let role = [Role::Primary, Role::Secondary, Role::Part][(seed % 3) as usize];
+                let mut r = signal(seed >> 8 & 63, role, Some(t));
+                r.join.as_mut().expect("a signal").alt =
+                    (seed >> 20 & 3 == 0).then_some(seed >> 24 & 63);
+                out.extend(offer(&mut j, r, t, ask_first));
+                if t % 97 == 0 {
+                    j.release(t, &mut out);
+                }
+            }
+            j.release(u64::MAX, &mut out);
+            (out, j.stats)
+        };
+        let (alone, asked) = (run(false), run(true));
+        assert!(
+            alone.1.late > 0 && alone.1.unjoined > 0 && alone.1.merged > 0,
+            "{:?}",
+            alone.1
+        );
+        assert_eq!(asked, alone);
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub(crate) use series::*;
 
 use crate::collector::ingest::learn::Learner;
 use crate::collector::ingest::recognize::{Size, SizeSource, ToolRecord};
+use crate::collector::ingest::record::Role;
 use crate::collector::state::histogram::{MAX_BYTES, MAX_LATENCY_US};
 use crate::layers::Cut;
 use stacks::Profile;
@@ -232,10 +233,17 @@ impl State {
     pub fn record_owned_batch_ms(&mut self, records: Vec<ToolRecord>, now_ms: u64) {
         if records.iter().any(|r| r.join.is_some()) {
             self.joiner.warm(records.iter().filter_map(|r| r.join));
-            for r in records {
-                match r.join {
+            for mut r in records {
+                match r.join.map(|j| (j, self.joiner.passing(j))) {
                     None => self.record_ms(&r, now_ms),
-                    Some(_) => self.join(r, now_ms),
+                    Some((_, None)) => self.join(r, now_ms),
+                    Some((_, Some(join::Passing::Late))) => {}
+                    Some((j, Some(join::Passing::Unjoined))) => {
+                        if j.role != Role::Part {
+                            r.join = None;
+                            self.record_ms(&r, now_ms);
+                        }
+                    }
                 }
             }
         } else {

@@ -409,10 +409,7 @@ impl Recognizer {
         };
         let (summary_spans, summary_tools) = &self.summaries;
         if summary_spans.contains(&span.name)
-            || self
-                .name
-                .iter()
-                .any(|&i| str_of(get(i)).is_some_and(|n| summary_tools.contains(&n)))
+            || self.name.iter().any(|&i| is_one_of(get(i), summary_tools))
         {
             return Outcome::Summary;
         }
@@ -436,7 +433,7 @@ impl Recognizer {
 
         let error = span.status_code == StatusCode::Error as i32
             || self.errors.iter().any(|&i| truthy(get(i)))
-            || str_of(get(self.tool_status)).is_some_and(|s| s.eq_ignore_ascii_case("error"))
+            || bytes_of(get(self.tool_status)).is_some_and(|s| s.eq_ignore_ascii_case(b"error"))
             || outcome.is_some_and(|o| o.eq_ignore_ascii_case("error"));
 
         let truncated = matches!(get(self.truncated), Some(AttrValue::Bool(true)));
