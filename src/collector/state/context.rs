@@ -342,6 +342,42 @@ pub(crate) struct SessionsView {
 
 type SessionKey = (Arc<str>, SessionId);
 
+/// A borrowed session key: hashes as the owned tuple does.
+#[derive(Hash)]
+struct SessionRef<'a>(&'a Arc<str>, &'a SessionId);
+
+impl hashbrown::Equivalent<SessionKey> for SessionRef<'_> {
+    fn equivalent(&self, key: &SessionKey) -> bool {
+        self.1 == &key.1 && crate::collector::hash::bytes_eq(self.0.as_bytes(), key.0.as_bytes())
+    }
+}
+
+/// The groups a request's events are sorted into by their session's hash ([`Ledger::group`]).
+const GROUPS: usize = 256;
+
+/// An event of the request being applied: its index, its tool's (`u32::MAX`: none) and its
+/// group.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pending {
+    event: u32,
+    tool: u32,
+    slot: u16,
+}
+
+/// Slots of the per-request cache of tool indexes ([`Ledger::tool_of`]).
+const TOOL_SLOTS: usize = 64;
+
+/// Per request: (service name's address, tool name's address, tool index), by
+/// [`Ledger::tool_of`]'s slot; zeros when empty.
+#[derive(Debug)]
+struct ToolCache([(usize, usize, u32); TOOL_SLOTS]);
+
+impl Default for ToolCache {
+    fn default() -> Self {
+        Self([(0, 0, 0); TOOL_SLOTS])
+    }
+}
+
 /// A borrowed (service, tool) key: hashes as the owned tuple does (`str` and `Arc<str>` hash
 /// alike).
 #[derive(Hash)]
@@ -357,16 +393,25 @@ impl hashbrown::Equivalent<(Arc<str>, Arc<str>)> for ToolRef<'_> {
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     limits: LedgerLimits,
-    /// Keyed by SipHash (std's `RandomState`), not the aggregator's Fx mix: session and trace
-    /// ids are chosen by clients, and ids that differ only in their last bytes (as trace ids
-    /// may) all land in one bucket under Fx, turning every lookup into a walk of the map.
-    sessions: hashbrown::HashMap<SessionKey, Session, std::collections::hash_map::RandomState>,
+    /// Keyed by the daemon's seeded hasher ([`MapHasher`], foldhash): session and trace ids are
+    /// chosen by clients, and ids that differ only in their last bytes (as trace ids may) must
+    /// not share a bucket (under an unseeded multiplicative mix they did, turning every lookup
+    /// into a walk of the map). Looked up by a borrowed key: nothing is cloned or dropped for
+    /// an event of a session already followed.
+    sessions: hashbrown::HashMap<SessionKey, Session, MapHasher>,
     index: hashbrown::HashMap<(Arc<str>, Arc<str>), u32, MapHasher>,
     tools: Vec<ToolContext>,
     /// What it dropped and ended.
     pub(crate) stats: LedgerStats,
     expired_at_ms: u64,
     scratch: Vec<(u32, u64)>,
+    /// Per request: (service name's address, tool name's address, tool index), by
+    /// [`Ledger::tool_of`]'s slot; zeros when empty.
+    tool_cache: ToolCache,
+    /// The events of the request being applied, in the order they are applied, and the
+    /// buffer [`Ledger::group`] sorts them into (kept: no allocation per request).
+    order: Vec<Pending>,
+    sorted: Vec<Pending>,
     /// Events waiting for results on another signal, with when they are due, in arrival order.
     settling: std::collections::VecDeque<(u64, ContextEvent)>,
 }
@@ -392,24 +437,79 @@ impl Ledger {
             .map(|&i| &self.tools[i as usize])
     }
 
-    /// Applies the events of one request, in order, at `now_ms`; an event that settles waits
-    /// [`LedgerLimits::settle_ms`] first.
+    /// Applies the events of one request at `now_ms`, each session's in order; an event that
+    /// settles waits [`LedgerLimits::settle_ms`] first.
+    ///
+    /// While the map has room for every session the request could add, its events are applied
+    /// session by session ([`Ledger::group`]): a request of many sessions (traces) touches each
+    /// session's entry once in a row instead of once per event scattered among the others',
+    /// which cost a cache miss each. Tools are resolved in arrival order, and near the cap
+    /// every event is applied in arrival order, so which tools and sessions are followed does
+    /// not depend on the grouping; only the order of the shares of one request's sessions in a
+    /// tool's recent ones does.
     pub(crate) fn record(&mut self, events: Vec<ContextEvent>, now_ms: u64) {
         self.expire(now_ms);
-        for e in events {
+        // The events (and the names they share) live until the end: an address in the cache
+        // names one tool for the whole request.
+        self.tool_cache = ToolCache::default();
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        for (n, e) in events.iter().enumerate() {
             if !e.settles {
-                self.apply(e, now_ms);
+                if let Some(tool) = self.tool_of(e, true) {
+                    order.push(Pending {
+                        event: n as u32,
+                        tool: tool.unwrap_or(u32::MAX),
+                        slot: self.slot_of(e),
+                    });
+                }
                 continue;
             }
             if self.settling.len() >= MAX_SETTLING {
                 if let Some((due, early)) = self.settling.pop_front() {
-                    self.apply(early, due.min(now_ms));
+                    self.apply_owned(&early, due.min(now_ms));
                 }
             }
             let due = now_ms.saturating_add(self.limits.settle_ms);
-            self.settling.push_back((due, e));
+            self.settling.push_back((due, e.clone()));
         }
+        if self.sessions.len() + order.len() <= self.limits.max_sessions {
+            self.group(&mut order);
+        }
+        for p in &order {
+            let tool = (p.tool != u32::MAX).then_some(p.tool);
+            self.apply(&events[p.event as usize], tool, now_ms);
+        }
+        self.order = order;
         self.settle(now_ms);
+    }
+
+    /// Where an event's session falls among [`GROUPS`]: the low bits of its key's hash.
+    fn slot_of(&self, e: &ContextEvent) -> u16 {
+        use std::hash::BuildHasher;
+        let h = self.sessions.hasher().hash_one(SessionRef(&e.service, &e.session));
+        (h % GROUPS as u64) as u16
+    }
+
+    /// Orders `order` by slot, stably (a counting sort): the events of a session come
+    /// together, in arrival order.
+    fn group(&mut self, order: &mut Vec<Pending>) {
+        let mut starts = [0u32; GROUPS + 1];
+        for p in order.iter() {
+            starts[usize::from(p.slot) + 1] += 1;
+        }
+        for g in 0..GROUPS {
+            starts[g + 1] += starts[g];
+        }
+        let sorted = &mut self.sorted;
+        sorted.clear();
+        sorted.resize(order.len(), Pending::default());
+        for p in order.iter() {
+            let at = &mut starts[usize::from(p.slot)];
+            sorted[*at as usize] = *p;
+            *at += 1;
+        }
+        std::mem::swap(order, sorted);
     }
 
     /// Applies the waiting events due by `now_ms` (all of them with `u64::MAX`, at shutdown).
@@ -419,29 +519,57 @@ impl Ledger {
                 break;
             }
             let (_, e) = self.settling.pop_front().expect("a front");
-            self.apply(e, due);
+            self.apply_owned(&e, due);
         }
     }
 
-    fn apply(&mut self, e: ContextEvent, now_ms: u64) {
-        let tool = match &e.kind {
-            ContextKind::Result { tool, .. } => match self.tool_index(&e.service, tool) {
-                Some(i) => Some(i),
-                None => {
-                    self.stats.tools_overflow += 1;
-                    return;
-                }
-            },
-            _ => None,
+    /// Applies an event that outlived its request (its names' addresses are not cached).
+    fn apply_owned(&mut self, e: &ContextEvent, now_ms: u64) {
+        if let Some(tool) = self.tool_of(e, false) {
+            self.apply(e, tool, now_ms);
+        }
+    }
+
+    /// The index of a result's tool (`Some(None)` for another event), `None` when the tools
+    /// are full (counted). With `cached`, looked up first by the addresses of its service's and
+    /// tool's names, which the records of one request share: one lookup by name per tool and
+    /// request instead of one per result.
+    fn tool_of(&mut self, e: &ContextEvent, cached: bool) -> Option<Option<u32>> {
+        let ContextKind::Result { tool, .. } = &e.kind else {
+            return Some(None);
         };
+        let key = (
+            Arc::as_ptr(&e.service).cast::<u8>() as usize,
+            Arc::as_ptr(tool).cast::<u8>() as usize,
+        );
+        // The allocations are at least 16 bytes apart: the bits above the fourth spread them.
+        let slot = ((key.1 >> 4) ^ (key.0 >> 4)) % TOOL_SLOTS;
+        let (svc, t, i) = self.tool_cache.0[slot];
+        if cached && (svc, t) == key {
+            return Some(Some(i));
+        }
+        let Some(i) = self.tool_index(&e.service, tool) else {
+            self.stats.tools_overflow += 1;
+            return None;
+        };
+        if cached {
+            self.tool_cache.0[slot] = (key.0, key.1, i);
+        }
+        Some(Some(i))
+    }
+
+    fn apply(&mut self, e: &ContextEvent, tool: Option<u32>, now_ms: u64) {
         let full = self.sessions.len() >= self.limits.max_sessions;
-        let s = match self.sessions.entry((e.service, e.session)) {
-            hashbrown::hash_map::Entry::Occupied(o) => o.into_mut(),
-            hashbrown::hash_map::Entry::Vacant(_) if full => {
+        let s = match self.sessions.entry_ref(&SessionRef(&e.service, &e.session)) {
+            hashbrown::hash_map::EntryRef::Occupied(o) => o.into_mut(),
+            hashbrown::hash_map::EntryRef::Vacant(_) if full => {
                 self.stats.sessions_overflow += 1;
                 return;
             }
-            hashbrown::hash_map::Entry::Vacant(v) => v.insert(Session::default()),
+            hashbrown::hash_map::EntryRef::Vacant(v) => v.insert_with_key(
+                (e.service.clone(), e.session.clone()),
+                Session::default(),
+            ),
         };
         s.last_ms = now_ms;
         match e.kind {
