@@ -126,7 +126,7 @@ struct Session {
     /// How many of `held` (a prefix) ended by `last_start`: carried by every later request.
     carried_len: usize,
     /// Their tokens per tool: what a request carries, without walking `held`.
-    by_tool: Vec<(u32, u64)>,
+    by_tool: Sums,
     /// The latest start of a request.
     last_start: u64,
     last_ms: u64,
@@ -150,7 +150,7 @@ impl Session {
         let late = at < self.carried_len || (self.requests > 0 && h.at_ns <= self.last_start);
         if late {
             self.carried_len += 1;
-            add(&mut self.by_tool, h.tool, u64::from(h.tokens));
+            self.by_tool.add(h.tool, u64::from(h.tokens));
         }
         late
     }
@@ -168,10 +168,10 @@ impl Session {
         }
         self.last_start = start;
         while let Some(h) = self.held.get(self.carried_len).filter(|h| h.at_ns <= start) {
-            add(&mut self.by_tool, h.tool, u64::from(h.tokens));
+            self.by_tool.add(h.tool, u64::from(h.tokens));
             self.carried_len += 1;
         }
-        out.extend(self.by_tool.iter().filter(|(_, n)| *n > 0));
+        self.by_tool.carried(out);
     }
 
     /// Recounts the carried prefix after a compaction removed results.
@@ -183,8 +183,47 @@ impl Session {
         };
         self.by_tool.clear();
         for h in &self.held[..self.carried_len] {
-            add(&mut self.by_tool, h.tool, u64::from(h.tokens));
+            self.by_tool.add(h.tool, u64::from(h.tokens));
         }
+    }
+}
+
+/// Tools whose sums a session holds in its own entry; past them, on the heap.
+const INLINE_TOOLS: usize = 6;
+
+/// Tokens per tool, the first [`INLINE_TOOLS`] tools in place: a request reads its session's
+/// sums from the entry it already looked up (a few tools carry most sessions), not from a
+/// separate allocation that costs a cache miss of its own.
+#[derive(Debug, Default)]
+struct Sums {
+    len: usize,
+    tools: [u32; INLINE_TOOLS],
+    tokens: [u64; INLINE_TOOLS],
+    more: Vec<(u32, u64)>,
+}
+
+impl Sums {
+    fn add(&mut self, tool: u32, tokens: u64) {
+        if let Some(k) = self.tools[..self.len].iter().position(|&t| t == tool) {
+            self.tokens[k] += tokens;
+        } else if self.len < INLINE_TOOLS {
+            (self.tools[self.len], self.tokens[self.len]) = (tool, tokens);
+            self.len += 1;
+        } else {
+            add(&mut self.more, tool, tokens);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.more.clear();
+    }
+
+    /// The tools with tokens, into `out`.
+    fn carried(&self, out: &mut Vec<(u32, u64)>) {
+        let inline = self.tools[..self.len].iter().zip(&self.tokens[..self.len]);
+        out.extend(inline.map(|(&t, &n)| (t, n)).filter(|&(_, n)| n > 0));
+        out.extend(self.more.iter().filter(|(_, n)| *n > 0));
     }
 }
 
