@@ -395,12 +395,19 @@ impl hashbrown::Equivalent<SessionKey> for SessionRef<'_> {
 const GROUPS: usize = 256;
 
 /// An event of the request being applied: its index, its tool's (`u32::MAX`: none) and its
-/// group.
+/// session key's hash.
 #[derive(Debug, Clone, Copy, Default)]
 struct Pending {
     event: u32,
     tool: u32,
-    slot: u16,
+    hash: u64,
+}
+
+impl Pending {
+    /// Its group among [`GROUPS`]: the low bits of the hash, which place it in the table too.
+    fn group(&self) -> usize {
+        (self.hash % GROUPS as u64) as usize
+    }
 }
 
 /// Slots of the per-request cache of tool indexes ([`Ledger::tool_of`]).
@@ -437,7 +444,10 @@ pub(crate) struct Ledger {
     /// not share a bucket (under an unseeded multiplicative mix they did, turning every lookup
     /// into a walk of the map). Looked up by a borrowed key: nothing is cloned or dropped for
     /// an event of a session already followed.
-    sessions: hashbrown::HashMap<SessionKey, Session, MapHasher>,
+    /// A table, not a map: each event's hash, taken once to group the request's events
+    /// ([`Ledger::record`]), finds its entry.
+    sessions: hashbrown::HashTable<(SessionKey, Session)>,
+    hasher: MapHasher,
     index: hashbrown::HashMap<(Arc<str>, Arc<str>), u32, MapHasher>,
     tools: Vec<ToolContext>,
     /// What it dropped and ended.
@@ -499,7 +509,7 @@ impl Ledger {
                     order.push(Pending {
                         event: n as u32,
                         tool: tool.unwrap_or(u32::MAX),
-                        slot: self.slot_of(e),
+                        hash: self.hash_of(e),
                     });
                 }
                 continue;
@@ -517,17 +527,16 @@ impl Ledger {
         }
         for p in &order {
             let tool = (p.tool != u32::MAX).then_some(p.tool);
-            self.apply(&events[p.event as usize], tool, now_ms);
+            self.apply(&events[p.event as usize], p.hash, tool, now_ms);
         }
         self.order = order;
         self.settle(now_ms);
     }
 
-    /// Where an event's session falls among [`GROUPS`]: the low bits of its key's hash.
-    fn slot_of(&self, e: &ContextEvent) -> u16 {
+    /// The hash of an event's session key.
+    fn hash_of(&self, e: &ContextEvent) -> u64 {
         use std::hash::BuildHasher;
-        let h = self.sessions.hasher().hash_one(SessionRef(&e.service, &e.session));
-        (h % GROUPS as u64) as u16
+        self.hasher.hash_one(SessionRef(&e.service, &e.session))
     }
 
     /// Orders `order` by slot, stably (a counting sort): the events of a session come
@@ -535,7 +544,7 @@ impl Ledger {
     fn group(&mut self, order: &mut Vec<Pending>) {
         let mut starts = [0u32; GROUPS + 1];
         for p in order.iter() {
-            starts[usize::from(p.slot) + 1] += 1;
+            starts[p.group() + 1] += 1;
         }
         for g in 0..GROUPS {
             starts[g + 1] += starts[g];
@@ -544,7 +553,7 @@ impl Ledger {
         sorted.clear();
         sorted.resize(order.len(), Pending::default());
         for p in order.iter() {
-            let at = &mut starts[usize::from(p.slot)];
+            let at = &mut starts[p.group()];
             sorted[*at as usize] = *p;
             *at += 1;
         }
@@ -565,7 +574,7 @@ impl Ledger {
     /// Applies an event that outlived its request (its names' addresses are not cached).
     fn apply_owned(&mut self, e: &ContextEvent, now_ms: u64) {
         if let Some(tool) = self.tool_of(e, false) {
-            self.apply(e, tool, now_ms);
+            self.apply(e, self.hash_of(e), tool, now_ms);
         }
     }
 
@@ -597,18 +606,27 @@ impl Ledger {
         Some(Some(i))
     }
 
-    fn apply(&mut self, e: &ContextEvent, tool: Option<u32>, now_ms: u64) {
+    /// Applies `e`, whose session key hashes to `hash`, of `tool` when it is a result.
+    fn apply(&mut self, e: &ContextEvent, hash: u64, tool: Option<u32>, now_ms: u64) {
+        use std::hash::BuildHasher;
         let full = self.sessions.len() >= self.limits.max_sessions;
-        let s = match self.sessions.entry_ref(&SessionRef(&e.service, &e.session)) {
-            hashbrown::hash_map::EntryRef::Occupied(o) => o.into_mut(),
-            hashbrown::hash_map::EntryRef::Vacant(_) if full => {
+        let hasher = &self.hasher;
+        let key = SessionRef(&e.service, &e.session);
+        let found = self.sessions.entry(
+            hash,
+            |(k, _)| hashbrown::Equivalent::equivalent(&key, k),
+            |(k, _)| hasher.hash_one(SessionRef(&k.0, &k.1)),
+        );
+        let s = match found {
+            hashbrown::hash_table::Entry::Occupied(o) => &mut o.into_mut().1,
+            hashbrown::hash_table::Entry::Vacant(_) if full => {
                 self.stats.sessions_overflow += 1;
                 return;
             }
-            hashbrown::hash_map::EntryRef::Vacant(v) => v.insert_with_key(
-                (e.service.clone(), e.session.clone()),
-                Session::default(),
-            ),
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                let key = (e.service.clone(), e.session.clone());
+                &mut v.insert((key, Session::default())).into_mut().1
+            }
         };
         s.last_ms = now_ms;
         match e.kind {
@@ -755,7 +773,7 @@ impl Ledger {
         let idle = self.limits.idle_ms;
         let before = self.sessions.len();
         self.sessions
-            .retain(|_, s| s.last_ms.saturating_add(idle) > now_ms);
+            .retain(|(_, s)| s.last_ms.saturating_add(idle) > now_ms);
         self.stats.sessions_expired += (before - self.sessions.len()) as u64;
     }
 
@@ -771,6 +789,7 @@ impl Ledger {
             .sessions
             .iter()
             .filter(|((svc, _), _)| service.is_none_or(|s| s == &**svc))
+            .map(|(k, s)| (k, s))
             .collect();
         let weight = |s: &Session| (s.carried, s.result_tokens, s.requests);
         all.sort_by(|a, b| weight(b.1).cmp(&weight(a.1)).then_with(|| a.0.cmp(b.0)));
