@@ -597,8 +597,9 @@ impl Ledger {
             Arc::as_ptr(&e.service).cast::<u8>() as usize,
             Arc::as_ptr(tool).cast::<u8>() as usize,
         );
-        // The allocations are at least 16 bytes apart: the bits above the fourth spread them.
-        let slot = ((key.1 >> 4) ^ (key.0 >> 4)) % TOOL_SLOTS;
+        // Allocations of one size class lie a fixed stride apart: a multiply spreads them.
+        let mixed = (key.1 ^ key.0.rotate_left(29)) as u64;
+        let slot = (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % TOOL_SLOTS;
         let (svc, t, i) = self.tool_cache.0[slot];
         if cached && (svc, t) == key {
             return Some(Some(i));
