@@ -1264,6 +1264,49 @@ mod tests {
         assert!(l.settling.is_empty());
     }
 
+    /// A request of many sessions, applied session by session, costs what its events cost
+    /// applied one request each in arrival order; a session of more tools than its entry holds
+    /// carries them all.
+    #[test]
+    fn a_request_of_many_sessions_costs_what_its_events_cost_one_by_one() {
+        let mut events = Vec::new();
+        for k in 0..40u64 {
+            for s in 0..9u64 {
+                let session = format!("s{s}");
+                let tool = format!("t{}", (k + s) % 9);
+                events.push(result(&session, 2 * k, &tool, 10 + k * s));
+                events.push(request(&session, 2 * k + 1, 5_000 + k));
+            }
+        }
+        let mut grouped = Ledger::new(LedgerLimits::default());
+        grouped.record(events.clone(), 0);
+        let mut one_by_one = Ledger::new(LedgerLimits::default());
+        for e in events {
+            one_by_one.record(vec![e], 0);
+        }
+        for t in 0..9 {
+            let tool = format!("t{t}");
+            let (a, b) = (
+                grouped.tool("agent", &tool).unwrap(),
+                one_by_one.tool("agent", &tool).unwrap(),
+            );
+            assert_eq!(
+                (a.cost, a.requests, a.result_tokens),
+                (b.cost, b.requests, b.result_tokens)
+            );
+            assert_eq!(a.share_buckets, b.share_buckets, "{tool}");
+        }
+        // Session s0 at its last request carries t0..t8 (nine tools, six in its entry).
+        let s0: u64 = (0..40u64).map(|k| 10 * (40 - k)).sum();
+        assert_eq!(grouped.sessions_view(9, None, 0).sessions.len(), 9);
+        let row = |l: &Ledger| {
+            let v = l.sessions_view(MAX_SESSIONS_SHOWN, None, 0);
+            v.sessions.into_iter().find(|r| r.session == "s0").unwrap()
+        };
+        assert_eq!(row(&grouped), row(&one_by_one));
+        assert_eq!(row(&grouped).context_tokens, s0);
+    }
+
     /// Trace sessions are shown by their trace id in hex.
     #[test]
     fn trace_sessions_show_their_trace_id() {
