@@ -30,8 +30,15 @@
 //! [`LedgerStats::tools_overflow`] beyond). Memory is therefore at most `max_sessions` ×
 //! (`max_results_per_session` × 16 bytes + the session's id) plus `max_series` × the
 //! [`ToolContext`] of a tool (about 1.2 KiB): filled to the default cap (5,000 sessions of 512
-//! results) 47,976 kB resident, 89,496 kB at 10,000 (`memory_at_the_default_cap`,
+//! results) 48,300 kB resident, 90,596 kB at 10,000 (`memory_at_the_default_cap`,
 //! `memory_at_the_earlier_cap`, ignored tests run one per process).
+//!
+//! **Under load.** The ledger runs on the aggregator, after the spans' own work, so its cost
+//! is per event: one lookup of the session by a borrowed key (nothing cloned for a session
+//! already followed), the tool's index from a per-request cache of the names the request's
+//! records share, and a session's first six tools' carried tokens in its own entry. A request
+//! of many sessions (one per trace) has its events applied session by session, each session's
+//! entry touched once in a row rather than once per event among the others'.
 //!
 //! **Restarts.** A snapshot keeps the per-tool totals and the counts of what the ledger
 //! dropped ([`Ledger::to_disk`], [`Ledger::restore`]); its open sessions are not kept (at the
@@ -126,7 +133,7 @@ struct Session {
     /// How many of `held` (a prefix) ended by `last_start`: carried by every later request.
     carried_len: usize,
     /// Their tokens per tool: what a request carries, without walking `held`.
-    by_tool: Vec<(u32, u64)>,
+    by_tool: Sums,
     /// The latest start of a request.
     last_start: u64,
     last_ms: u64,
@@ -150,7 +157,7 @@ impl Session {
         let late = at < self.carried_len || (self.requests > 0 && h.at_ns <= self.last_start);
         if late {
             self.carried_len += 1;
-            add(&mut self.by_tool, h.tool, u64::from(h.tokens));
+            self.by_tool.add(h.tool, u64::from(h.tokens));
         }
         late
     }
@@ -168,10 +175,10 @@ impl Session {
         }
         self.last_start = start;
         while let Some(h) = self.held.get(self.carried_len).filter(|h| h.at_ns <= start) {
-            add(&mut self.by_tool, h.tool, u64::from(h.tokens));
+            self.by_tool.add(h.tool, u64::from(h.tokens));
             self.carried_len += 1;
         }
-        out.extend(self.by_tool.iter().filter(|(_, n)| *n > 0));
+        self.by_tool.carried(out);
     }
 
     /// Recounts the carried prefix after a compaction removed results.
@@ -183,8 +190,47 @@ impl Session {
         };
         self.by_tool.clear();
         for h in &self.held[..self.carried_len] {
-            add(&mut self.by_tool, h.tool, u64::from(h.tokens));
+            self.by_tool.add(h.tool, u64::from(h.tokens));
         }
+    }
+}
+
+/// Tools whose sums a session holds in its own entry; past them, on the heap.
+const INLINE_TOOLS: usize = 6;
+
+/// Tokens per tool, the first [`INLINE_TOOLS`] tools in place: a request reads its session's
+/// sums from the entry it already looked up (a few tools carry most sessions), not from a
+/// separate allocation that costs a cache miss of its own.
+#[derive(Debug, Default)]
+struct Sums {
+    len: usize,
+    tools: [u32; INLINE_TOOLS],
+    tokens: [u64; INLINE_TOOLS],
+    more: Vec<(u32, u64)>,
+}
+
+impl Sums {
+    fn add(&mut self, tool: u32, tokens: u64) {
+        if let Some(k) = self.tools[..self.len].iter().position(|&t| t == tool) {
+            self.tokens[k] += tokens;
+        } else if self.len < INLINE_TOOLS {
+            (self.tools[self.len], self.tokens[self.len]) = (tool, tokens);
+            self.len += 1;
+        } else {
+            add(&mut self.more, tool, tokens);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.more.clear();
+    }
+
+    /// The tools with tokens, into `out`.
+    fn carried(&self, out: &mut Vec<(u32, u64)>) {
+        let inline = self.tools[..self.len].iter().zip(&self.tokens[..self.len]);
+        out.extend(inline.map(|(&t, &n)| (t, n)).filter(|&(_, n)| n > 0));
+        out.extend(self.more.iter().filter(|(_, n)| *n > 0));
     }
 }
 
@@ -342,6 +388,49 @@ pub(crate) struct SessionsView {
 
 type SessionKey = (Arc<str>, SessionId);
 
+/// A borrowed session key: hashes as the owned tuple does.
+#[derive(Hash)]
+struct SessionRef<'a>(&'a Arc<str>, &'a SessionId);
+
+impl hashbrown::Equivalent<SessionKey> for SessionRef<'_> {
+    fn equivalent(&self, key: &SessionKey) -> bool {
+        self.1 == &key.1 && crate::collector::hash::bytes_eq(self.0.as_bytes(), key.0.as_bytes())
+    }
+}
+
+/// The groups a request's events are sorted into by their session's hash ([`Ledger::group`]).
+const GROUPS: usize = 256;
+
+/// An event of the request being applied: its index, its tool's (`u32::MAX`: none) and its
+/// session key's hash.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pending {
+    event: u32,
+    tool: u32,
+    hash: u64,
+}
+
+impl Pending {
+    /// Its group among [`GROUPS`]: the low bits of the hash, which place it in the table too.
+    fn group(&self) -> usize {
+        (self.hash % GROUPS as u64) as usize
+    }
+}
+
+/// Slots of the per-request cache of tool indexes ([`Ledger::tool_of`]).
+const TOOL_SLOTS: usize = 64;
+
+/// Per request: (service name's address, tool name's address, tool index), by
+/// [`Ledger::tool_of`]'s slot; zeros when empty.
+#[derive(Debug)]
+struct ToolCache([(usize, usize, u32); TOOL_SLOTS]);
+
+impl Default for ToolCache {
+    fn default() -> Self {
+        Self([(0, 0, 0); TOOL_SLOTS])
+    }
+}
+
 /// A borrowed (service, tool) key: hashes as the owned tuple does (`str` and `Arc<str>` hash
 /// alike).
 #[derive(Hash)]
@@ -357,16 +446,28 @@ impl hashbrown::Equivalent<(Arc<str>, Arc<str>)> for ToolRef<'_> {
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     limits: LedgerLimits,
-    /// Keyed by SipHash (std's `RandomState`), not the aggregator's Fx mix: session and trace
-    /// ids are chosen by clients, and ids that differ only in their last bytes (as trace ids
-    /// may) all land in one bucket under Fx, turning every lookup into a walk of the map.
-    sessions: hashbrown::HashMap<SessionKey, Session, std::collections::hash_map::RandomState>,
+    /// Keyed by the daemon's seeded hasher ([`MapHasher`], foldhash): session and trace ids are
+    /// chosen by clients, and ids that differ only in their last bytes (as trace ids may) must
+    /// not share a bucket (under an unseeded multiplicative mix they did, turning every lookup
+    /// into a walk of the map). Looked up by a borrowed key: nothing is cloned or dropped for
+    /// an event of a session already followed.
+    /// A table, not a map: each event's hash, taken once to group the request's events
+    /// ([`Ledger::record`]), finds its entry.
+    sessions: hashbrown::HashTable<(SessionKey, Session)>,
+    hasher: MapHasher,
     index: hashbrown::HashMap<(Arc<str>, Arc<str>), u32, MapHasher>,
     tools: Vec<ToolContext>,
     /// What it dropped and ended.
     pub(crate) stats: LedgerStats,
     expired_at_ms: u64,
     scratch: Vec<(u32, u64)>,
+    /// Per request: (service name's address, tool name's address, tool index), by
+    /// [`Ledger::tool_of`]'s slot; zeros when empty.
+    tool_cache: ToolCache,
+    /// The events of the request being applied, in the order they are applied, and the
+    /// buffer [`Ledger::group`] sorts them into (kept: no allocation per request).
+    order: Vec<Pending>,
+    sorted: Vec<Pending>,
     /// Events waiting for results on another signal, with when they are due, in arrival order.
     settling: std::collections::VecDeque<(u64, ContextEvent)>,
 }
@@ -392,24 +493,78 @@ impl Ledger {
             .map(|&i| &self.tools[i as usize])
     }
 
-    /// Applies the events of one request, in order, at `now_ms`; an event that settles waits
-    /// [`LedgerLimits::settle_ms`] first.
+    /// Applies the events of one request at `now_ms`, each session's in order; an event that
+    /// settles waits [`LedgerLimits::settle_ms`] first.
+    ///
+    /// While the map has room for every session the request could add, its events are applied
+    /// session by session ([`Ledger::group`]): a request of many sessions (traces) touches each
+    /// session's entry once in a row instead of once per event scattered among the others',
+    /// which cost a cache miss each. Tools are resolved in arrival order, and near the cap
+    /// every event is applied in arrival order, so which tools and sessions are followed does
+    /// not depend on the grouping; only the order of the shares of one request's sessions in a
+    /// tool's recent ones does.
     pub(crate) fn record(&mut self, events: Vec<ContextEvent>, now_ms: u64) {
         self.expire(now_ms);
-        for e in events {
+        // The events (and the names they share) live until the end: an address in the cache
+        // names one tool for the whole request.
+        self.tool_cache = ToolCache::default();
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        for (n, e) in events.iter().enumerate() {
             if !e.settles {
-                self.apply(e, now_ms);
+                if let Some(tool) = self.tool_of(e, true) {
+                    order.push(Pending {
+                        event: n as u32,
+                        tool: tool.unwrap_or(u32::MAX),
+                        hash: self.hash_of(e),
+                    });
+                }
                 continue;
             }
             if self.settling.len() >= MAX_SETTLING {
                 if let Some((due, early)) = self.settling.pop_front() {
-                    self.apply(early, due.min(now_ms));
+                    self.apply_owned(&early, due.min(now_ms));
                 }
             }
             let due = now_ms.saturating_add(self.limits.settle_ms);
-            self.settling.push_back((due, e));
+            self.settling.push_back((due, e.clone()));
         }
+        if self.sessions.len() + order.len() <= self.limits.max_sessions {
+            self.group(&mut order);
+        }
+        for p in &order {
+            let tool = (p.tool != u32::MAX).then_some(p.tool);
+            self.apply(&events[p.event as usize], p.hash, tool, now_ms);
+        }
+        self.order = order;
         self.settle(now_ms);
+    }
+
+    /// The hash of an event's session key.
+    fn hash_of(&self, e: &ContextEvent) -> u64 {
+        use std::hash::BuildHasher;
+        self.hasher.hash_one(SessionRef(&e.service, &e.session))
+    }
+
+    /// Orders `order` by slot, stably (a counting sort): the events of a session come
+    /// together, in arrival order.
+    fn group(&mut self, order: &mut Vec<Pending>) {
+        let mut starts = [0u32; GROUPS + 1];
+        for p in order.iter() {
+            starts[p.group() + 1] += 1;
+        }
+        for g in 0..GROUPS {
+            starts[g + 1] += starts[g];
+        }
+        let sorted = &mut self.sorted;
+        sorted.clear();
+        sorted.resize(order.len(), Pending::default());
+        for p in order.iter() {
+            let at = &mut starts[p.group()];
+            sorted[*at as usize] = *p;
+            *at += 1;
+        }
+        std::mem::swap(order, sorted);
     }
 
     /// Applies the waiting events due by `now_ms` (all of them with `u64::MAX`, at shutdown).
@@ -419,29 +574,67 @@ impl Ledger {
                 break;
             }
             let (_, e) = self.settling.pop_front().expect("a front");
-            self.apply(e, due);
+            self.apply_owned(&e, due);
         }
     }
 
-    fn apply(&mut self, e: ContextEvent, now_ms: u64) {
-        let tool = match &e.kind {
-            ContextKind::Result { tool, .. } => match self.tool_index(&e.service, tool) {
-                Some(i) => Some(i),
-                None => {
-                    self.stats.tools_overflow += 1;
-                    return;
-                }
-            },
-            _ => None,
+    /// Applies an event that outlived its request (its names' addresses are not cached).
+    fn apply_owned(&mut self, e: &ContextEvent, now_ms: u64) {
+        if let Some(tool) = self.tool_of(e, false) {
+            self.apply(e, self.hash_of(e), tool, now_ms);
+        }
+    }
+
+    /// The index of a result's tool (`Some(None)` for another event), `None` when the tools
+    /// are full (counted). With `cached`, looked up first by the addresses of its service's and
+    /// tool's names, which the records of one request share: one lookup by name per tool and
+    /// request instead of one per result.
+    fn tool_of(&mut self, e: &ContextEvent, cached: bool) -> Option<Option<u32>> {
+        let ContextKind::Result { tool, .. } = &e.kind else {
+            return Some(None);
         };
+        let key = (
+            Arc::as_ptr(&e.service).cast::<u8>() as usize,
+            Arc::as_ptr(tool).cast::<u8>() as usize,
+        );
+        // Allocations of one size class lie a fixed stride apart: a multiply spreads them.
+        let mixed = (key.1 ^ key.0.rotate_left(29)) as u64;
+        let slot = (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % TOOL_SLOTS;
+        let (svc, t, i) = self.tool_cache.0[slot];
+        if cached && (svc, t) == key {
+            return Some(Some(i));
+        }
+        let Some(i) = self.tool_index(&e.service, tool) else {
+            self.stats.tools_overflow += 1;
+            return None;
+        };
+        if cached {
+            self.tool_cache.0[slot] = (key.0, key.1, i);
+        }
+        Some(Some(i))
+    }
+
+    /// Applies `e`, whose session key hashes to `hash`, of `tool` when it is a result.
+    fn apply(&mut self, e: &ContextEvent, hash: u64, tool: Option<u32>, now_ms: u64) {
+        use std::hash::BuildHasher;
         let full = self.sessions.len() >= self.limits.max_sessions;
-        let s = match self.sessions.entry((e.service, e.session)) {
-            hashbrown::hash_map::Entry::Occupied(o) => o.into_mut(),
-            hashbrown::hash_map::Entry::Vacant(_) if full => {
+        let hasher = &self.hasher;
+        let key = SessionRef(&e.service, &e.session);
+        let found = self.sessions.entry(
+            hash,
+            |(k, _)| hashbrown::Equivalent::equivalent(&key, k),
+            |(k, _)| hasher.hash_one(SessionRef(&k.0, &k.1)),
+        );
+        let s = match found {
+            hashbrown::hash_table::Entry::Occupied(o) => &mut o.into_mut().1,
+            hashbrown::hash_table::Entry::Vacant(_) if full => {
                 self.stats.sessions_overflow += 1;
                 return;
             }
-            hashbrown::hash_map::Entry::Vacant(v) => v.insert(Session::default()),
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                let key = (e.service.clone(), e.session.clone());
+                &mut v.insert((key, Session::default())).into_mut().1
+            }
         };
         s.last_ms = now_ms;
         match e.kind {
@@ -588,7 +781,7 @@ impl Ledger {
         let idle = self.limits.idle_ms;
         let before = self.sessions.len();
         self.sessions
-            .retain(|_, s| s.last_ms.saturating_add(idle) > now_ms);
+            .retain(|(_, s)| s.last_ms.saturating_add(idle) > now_ms);
         self.stats.sessions_expired += (before - self.sessions.len()) as u64;
     }
 
@@ -604,6 +797,7 @@ impl Ledger {
             .sessions
             .iter()
             .filter(|((svc, _), _)| service.is_none_or(|s| s == &**svc))
+            .map(|(k, s)| (k, s))
             .collect();
         let weight = |s: &Session| (s.carried, s.result_tokens, s.requests);
         all.sort_by(|a, b| weight(b.1).cmp(&weight(a.1)).then_with(|| a.0.cmp(b.0)));
@@ -1068,6 +1262,49 @@ mod tests {
             "applied at shutdown"
         );
         assert!(l.settling.is_empty());
+    }
+
+    /// A request of many sessions, applied session by session, costs what its events cost
+    /// applied one request each in arrival order; a session of more tools than its entry holds
+    /// carries them all.
+    #[test]
+    fn a_request_of_many_sessions_costs_what_its_events_cost_one_by_one() {
+        let mut events = Vec::new();
+        for k in 0..40u64 {
+            for s in 0..9u64 {
+                let session = format!("s{s}");
+                let tool = format!("t{}", (k + s) % 9);
+                events.push(result(&session, 2 * k, &tool, 10 + k * s));
+                events.push(request(&session, 2 * k + 1, 5_000 + k));
+            }
+        }
+        let mut grouped = Ledger::new(LedgerLimits::default());
+        grouped.record(events.clone(), 0);
+        let mut one_by_one = Ledger::new(LedgerLimits::default());
+        for e in events {
+            one_by_one.record(vec![e], 0);
+        }
+        for t in 0..9 {
+            let tool = format!("t{t}");
+            let (a, b) = (
+                grouped.tool("agent", &tool).unwrap(),
+                one_by_one.tool("agent", &tool).unwrap(),
+            );
+            assert_eq!(
+                (a.cost, a.requests, a.result_tokens),
+                (b.cost, b.requests, b.result_tokens)
+            );
+            assert_eq!(a.share_buckets, b.share_buckets, "{tool}");
+        }
+        // Session s0 at its last request carries t0..t8 (nine tools, six in its entry).
+        let s0: u64 = (0..40u64).map(|k| 10 * (40 - k)).sum();
+        assert_eq!(grouped.sessions_view(9, None, 0).sessions.len(), 9);
+        let row = |l: &Ledger| {
+            let v = l.sessions_view(MAX_SESSIONS_SHOWN, None, 0);
+            v.sessions.into_iter().find(|r| r.session == "s0").unwrap()
+        };
+        assert_eq!(row(&grouped), row(&one_by_one));
+        assert_eq!(row(&grouped).context_tokens, s0);
     }
 
     /// Trace sessions are shown by their trace id in hex.
