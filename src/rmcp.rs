@@ -35,8 +35,6 @@
 //! here panics on any input.
 
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use ::rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, ServerResult,
@@ -111,11 +109,9 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
             transport: None,
         };
         let call = start(&tool, &call.params, Some(mcp));
-        let answer = InScope {
-            call: &call,
-            fut: self.inner.handle_request(request, context),
-        }
-        .await;
+        let answer = call
+            .scoped(self.inner.handle_request(request, context))
+            .await;
         match answer {
             Ok(ServerResult::CallToolResult(r)) => Ok(ServerResult::CallToolResult(settle(
                 call,
@@ -195,11 +191,7 @@ async fn client_call(
 ) -> Result<CallToolResult, ServiceError> {
     let tool = bounded_name(&params.name);
     let call = start(&tool, &params, None);
-    let answer = InScope {
-        call: &call,
-        fut: peer.call_tool(params),
-    }
-    .await;
+    let answer = call.scoped(peer.call_tool(params)).await;
     match answer {
         Ok(r) => Ok(settle(call, &tool, r, guard)),
         Err(ServiceError::McpError(error)) => {
@@ -210,27 +202,6 @@ async fn client_call(
             call.fail(&error, service_error_type(&error));
             Err(error)
         }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// `fut` polled inside the call's span, as [`ToolCall::in_scope`] runs code (a cut the tool
-    /// reports with [`crate::record_cut`] goes to this call): borrowed, so the span is neither
-    /// cloned nor entered again when the future is dropped.
-    struct InScope<'a, F> {
-        call: &'a ToolCall,
-        #[pin]
-        fut: F,
-    }
-}
-
-impl<F: Future> Future for InScope<'_, F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        let fut = this.fut;
-        this.call.in_scope(|| fut.poll(cx))
     }
 }
 
