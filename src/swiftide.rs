@@ -110,7 +110,10 @@ impl<T: Tool + Clone> Tool for Sized<T> {
         let name = self.inner.name();
         let call = Call::start(&name, tool_call.args());
         let done = match &call.own {
-            Some(own) => own.scoped(self.inner.invoke(agent_context, tool_call)).await,
+            Some(own) => {
+                own.scoped(self.inner.invoke(agent_context, tool_call))
+                    .await
+            }
             None => self.inner.invoke(agent_context, tool_call).await,
         };
         match done {
