@@ -31,10 +31,6 @@ const KNOWN_FILES: &[(&str, &str)] = &[
         "src/collector/ingest/mod.rs",
         "the receivers' shared ingest path, being reworked for speed: split after that work lands",
     ),
-    (
-        "src/collector/state/context.rs",
-        "the context ledger, being reworked for its CPU cost: split after that work lands",
-    ),
 ];
 
 /// One function: file, name, counted lines.
