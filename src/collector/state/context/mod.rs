@@ -47,12 +47,30 @@
 //! request above the snapshot into the ledger as they first arrived, sessions included, so a
 //! `kill -9` loses nothing of what the log holds.
 
+//!
+//! Its rooms: the session table's entries and the sums a request reads from them
+//! (`session.rs`), the per-tool totals and shares and the per-request cache of tool indexes
+//! (`tools.rs`), the queue of events waiting to settle (`settle.rs`), the form a snapshot keeps
+//! (`disk.rs`) and `/api/v1/sessions` (`view.rs`); this file holds the ledger itself and how a
+//! request's events are applied.
+
+mod disk;
+mod session;
+mod settle;
+mod tools;
+mod view;
+
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use crate::collector::ingest::context::{ContextEvent, ContextKind, SessionId};
+use crate::collector::ingest::context::{ContextEvent, ContextKind};
 use crate::collector::state::MapHasher;
+
+pub(crate) use disk::{LedgerDisk, ToolDisk};
+use session::{Held, Session, SessionKey, SessionRef};
+use settle::MAX_SETTLING;
+use tools::ToolCache;
+pub(crate) use tools::{ToolContext, ToolContextRow};
+pub(crate) use view::{SessionsView, DEFAULT_SESSIONS_SHOWN, MAX_SESSIONS_SHOWN};
 
 /// Requests whose share is kept per tool for its p50 and p95.
 pub(crate) const SHARE_RECENT: usize = 256;
@@ -60,17 +78,8 @@ pub(crate) const SHARE_RECENT: usize = 256;
 /// Upper bounds of the classic `toolsize_tool_context_share` buckets.
 pub(crate) const SHARE_BOUNDS: &[f64] = &[0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9, 1.0];
 
-/// Sessions shown by `/api/v1/sessions` unless the request asks for fewer or more.
-pub(crate) const DEFAULT_SESSIONS_SHOWN: usize = 20;
-
-/// Most sessions `/api/v1/sessions` shows.
-pub(crate) const MAX_SESSIONS_SHOWN: usize = 200;
-
 /// How often idle sessions are looked for, milliseconds.
 const EXPIRY_EVERY_MS: u64 = 1000;
-
-/// Events waiting to settle at most; past it the oldest is applied early (nothing is dropped).
-const MAX_SETTLING: usize = 65_536;
 
 /// What bounds the ledger (`[context]`, and `aggregation.max_series` for its tools).
 #[derive(Debug, Clone, Copy)]
@@ -117,287 +126,6 @@ pub(crate) struct LedgerStats {
     pub(crate) results_late: u64,
 }
 
-/// A result a session's context holds.
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    at_ns: u64,
-    tool: u32,
-    tokens: u32,
-}
-
-/// One followed session.
-#[derive(Debug, Default)]
-struct Session {
-    /// The results held, by `at_ns` (they arrive in that order; a late one is inserted).
-    held: Vec<Held>,
-    /// How many of `held` (a prefix) ended by `last_start`: carried by every later request.
-    carried_len: usize,
-    /// Their tokens per tool: what a request carries, without walking `held`.
-    by_tool: Sums,
-    /// The latest start of a request.
-    last_start: u64,
-    last_ms: u64,
-    requests: u64,
-    results: u64,
-    result_tokens: u64,
-    carried: u64,
-    input: u64,
-    cache_read: u64,
-    cache_creation: u64,
-    compactions: u64,
-}
-
-impl Session {
-    /// Adds a result in `at_ns` order; one that ended before the latest request started is
-    /// carried from the next request on.
-    /// Returns whether it is late: a request it preceded was applied without it.
-    fn hold(&mut self, h: Held) -> bool {
-        let at = self.held.partition_point(|x| x.at_ns <= h.at_ns);
-        self.held.insert(at, h);
-        let late = at < self.carried_len || (self.requests > 0 && h.at_ns <= self.last_start);
-        if late {
-            self.carried_len += 1;
-            self.by_tool.add(h.tool, u64::from(h.tokens));
-        }
-        late
-    }
-
-    /// The tokens per tool a request starting at `start` carries, into `out`: the results
-    /// ended by then. Requests come in start order: the carried prefix only grows, each result
-    /// is added once. A request that started before an earlier one walks the results instead.
-    fn carry(&mut self, start: u64, out: &mut Vec<(u32, u64)>) {
-        out.clear();
-        if self.requests > 1 && start < self.last_start {
-            for h in self.held.iter().filter(|h| h.at_ns <= start) {
-                add(out, h.tool, u64::from(h.tokens));
-            }
-            return;
-        }
-        self.last_start = start;
-        while let Some(h) = self.held.get(self.carried_len).filter(|h| h.at_ns <= start) {
-            self.by_tool.add(h.tool, u64::from(h.tokens));
-            self.carried_len += 1;
-        }
-        self.by_tool.carried(out);
-    }
-
-    /// Recounts the carried prefix after a compaction removed results.
-    fn recount(&mut self) {
-        self.carried_len = if self.requests > 0 {
-            self.held.partition_point(|h| h.at_ns <= self.last_start)
-        } else {
-            0
-        };
-        self.by_tool.clear();
-        for h in &self.held[..self.carried_len] {
-            self.by_tool.add(h.tool, u64::from(h.tokens));
-        }
-    }
-}
-
-/// Tools whose sums a session holds in its own entry; past them, on the heap.
-const INLINE_TOOLS: usize = 6;
-
-/// Tokens per tool, the first [`INLINE_TOOLS`] tools in place: a request reads its session's
-/// sums from the entry it already looked up (a few tools carry most sessions), not from a
-/// separate allocation that costs a cache miss of its own.
-#[derive(Debug, Default)]
-struct Sums {
-    len: usize,
-    tools: [u32; INLINE_TOOLS],
-    tokens: [u64; INLINE_TOOLS],
-    more: Vec<(u32, u64)>,
-}
-
-impl Sums {
-    fn add(&mut self, tool: u32, tokens: u64) {
-        if let Some(k) = self.tools[..self.len].iter().position(|&t| t == tool) {
-            self.tokens[k] += tokens;
-        } else if self.len < INLINE_TOOLS {
-            (self.tools[self.len], self.tokens[self.len]) = (tool, tokens);
-            self.len += 1;
-        } else {
-            add(&mut self.more, tool, tokens);
-        }
-    }
-
-    fn clear(&mut self) {
-        self.len = 0;
-        self.more.clear();
-    }
-
-    /// The tools with tokens, into `out`.
-    fn carried(&self, out: &mut Vec<(u32, u64)>) {
-        let inline = self.tools[..self.len].iter().zip(&self.tokens[..self.len]);
-        out.extend(inline.map(|(&t, &n)| (t, n)).filter(|&(_, n)| n > 0));
-        out.extend(self.more.iter().filter(|(_, n)| *n > 0));
-    }
-}
-
-/// Adds `tokens` to `tool`'s entry of `sums`.
-fn add(sums: &mut Vec<(u32, u64)>, tool: u32, tokens: u64) {
-    match sums.iter_mut().find(|(t, _)| *t == tool) {
-        Some((_, n)) => *n += tokens,
-        None => sums.push((tool, tokens)),
-    }
-}
-
-/// What one (service, tool)'s results cost the context.
-#[derive(Debug, Clone)]
-pub(crate) struct ToolContext {
-    /// Results that entered a context.
-    pub(crate) results: u64,
-    /// Their tokens.
-    pub(crate) result_tokens: u64,
-    /// Of `results`, those whose tokens were estimated from their size.
-    pub(crate) estimated: u64,
-    /// Cumulative context cost: Σ over requests of the tool's tokens each carried.
-    pub(crate) cost: u64,
-    /// Requests that carried at least one of its results.
-    pub(crate) requests: u64,
-    /// Share of input tokens per request that carried it: non-cumulative counts per
-    /// [`SHARE_BOUNDS`], +Inf last.
-    pub(crate) share_buckets: [u64; SHARE_BOUNDS.len() + 1],
-    /// Sum of the shares.
-    pub(crate) share_sum: f64,
-    recent: Vec<f32>,
-    next: usize,
-}
-
-impl ToolContext {
-    fn new() -> Self {
-        Self {
-            results: 0,
-            result_tokens: 0,
-            estimated: 0,
-            cost: 0,
-            requests: 0,
-            share_buckets: [0; SHARE_BOUNDS.len() + 1],
-            share_sum: 0.0,
-            recent: Vec::new(),
-            next: 0,
-        }
-    }
-
-    fn observe_share(&mut self, share: f64) {
-        let i = SHARE_BOUNDS.partition_point(|&b| b < share);
-        self.share_buckets[i] += 1;
-        self.share_sum += share;
-        if self.recent.len() < SHARE_RECENT {
-            self.recent.push(share as f32);
-        } else {
-            self.recent[self.next] = share as f32;
-        }
-        self.next = (self.next + 1) % SHARE_RECENT;
-    }
-
-    /// The share quantile `q` over the last [`SHARE_RECENT`] requests that carried the tool
-    /// (nearest rank); `None` before the first.
-    pub(crate) fn share_quantile(&self, q: f64) -> Option<f64> {
-        let mut v = self.recent.clone();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f32::total_cmp);
-        let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-        Some(f64::from(v[rank - 1]))
-    }
-
-    /// Its row in the API.
-    pub(crate) fn row(&self) -> ToolContextRow {
-        let round = |x: f64| (x * 10_000.0).round() / 10_000.0;
-        ToolContextRow {
-            results: self.results,
-            result_tokens: self.result_tokens,
-            estimated: self.estimated,
-            context_tokens: self.cost,
-            requests: self.requests,
-            share_p50: self.share_quantile(0.5).map(round),
-            share_p95: self.share_quantile(0.95).map(round),
-        }
-    }
-}
-
-/// What a tool's results cost the context, on its row of `/api/v1/tools`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ToolContextRow {
-    /// Results that entered a session's context.
-    pub(crate) results: u64,
-    /// Their tokens.
-    pub(crate) result_tokens: u64,
-    /// Of `results`, those whose tokens were estimated from their size (`ceil(size / 4)`).
-    pub(crate) estimated: u64,
-    /// Cumulative context cost: Σ over model requests of the tool's result tokens each carried.
-    pub(crate) context_tokens: u64,
-    /// Model requests that carried at least one of its results.
-    pub(crate) requests: u64,
-    /// Share of a request's input tokens taken by the tool's results, median over the last
-    /// requests that carried them.
-    pub(crate) share_p50: Option<f64>,
-    /// The same, 95th percentile.
-    pub(crate) share_p95: Option<f64>,
-}
-
-/// One session of `/api/v1/sessions`: sizes and counts only.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct SessionRow {
-    /// Service.
-    pub(crate) service: String,
-    /// The emitter's session id, else the trace id (32 hex digits).
-    pub(crate) session: String,
-    /// `session` or `trace`.
-    pub(crate) by: String,
-    /// Model requests seen.
-    pub(crate) requests: u64,
-    /// Tool results seen.
-    pub(crate) results: u64,
-    /// Their tokens.
-    pub(crate) result_tokens: u64,
-    /// Results the context holds now (since the last compaction).
-    pub(crate) held: u64,
-    /// Σ over requests of the result tokens each carried.
-    pub(crate) context_tokens: u64,
-    /// Input tokens of its requests in all.
-    pub(crate) input_tokens: u64,
-    /// Of them, cache reads.
-    pub(crate) cache_read_tokens: u64,
-    /// Of them, cache writes.
-    pub(crate) cache_creation_tokens: u64,
-    /// Compactions.
-    pub(crate) compactions: u64,
-    /// Seconds since its last event.
-    pub(crate) idle_secs: u64,
-}
-
-/// `/api/v1/sessions`: the heaviest sessions followed, by context tokens.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct SessionsView {
-    /// Sessions followed now.
-    pub(crate) followed: u64,
-    /// `context.max_sessions`.
-    pub(crate) max_sessions: u64,
-    /// Events of sessions past the cap, not followed, since start.
-    pub(crate) overflow: u64,
-    /// Sessions ended by `context.session_idle` since start.
-    pub(crate) expired: u64,
-    /// Results that arrived after a request they preceded, since start: not carried by it.
-    pub(crate) late: u64,
-    /// The heaviest first.
-    pub(crate) sessions: Vec<SessionRow>,
-}
-
-type SessionKey = (Arc<str>, SessionId);
-
-/// A borrowed session key: hashes as the owned tuple does.
-#[derive(Hash)]
-struct SessionRef<'a>(&'a Arc<str>, &'a SessionId);
-
-impl hashbrown::Equivalent<SessionKey> for SessionRef<'_> {
-    fn equivalent(&self, key: &SessionKey) -> bool {
-        self.1 == &key.1 && crate::collector::hash::bytes_eq(self.0.as_bytes(), key.0.as_bytes())
-    }
-}
-
 /// The groups a request's events are sorted into by their session's hash ([`Ledger::group`]).
 const GROUPS: usize = 256;
 
@@ -414,31 +142,6 @@ impl Pending {
     /// Its group among [`GROUPS`]: the low bits of the hash, which place it in the table too.
     fn group(&self) -> usize {
         (self.hash % GROUPS as u64) as usize
-    }
-}
-
-/// Slots of the per-request cache of tool indexes ([`Ledger::tool_of`]).
-const TOOL_SLOTS: usize = 64;
-
-/// Per request: (service name's address, tool name's address, tool index), by
-/// [`Ledger::tool_of`]'s slot; zeros when empty.
-#[derive(Debug)]
-struct ToolCache([(usize, usize, u32); TOOL_SLOTS]);
-
-impl Default for ToolCache {
-    fn default() -> Self {
-        Self([(0, 0, 0); TOOL_SLOTS])
-    }
-}
-
-/// A borrowed (service, tool) key: hashes as the owned tuple does (`str` and `Arc<str>` hash
-/// alike).
-#[derive(Hash)]
-struct ToolRef<'a>(&'a str, &'a str);
-
-impl hashbrown::Equivalent<(Arc<str>, Arc<str>)> for ToolRef<'_> {
-    fn equivalent(&self, key: &(Arc<str>, Arc<str>)) -> bool {
-        self.0 == &*key.0 && self.1 == &*key.1
     }
 }
 
@@ -484,13 +187,6 @@ impl Ledger {
     /// Sessions followed now.
     pub(crate) fn sessions(&self) -> usize {
         self.sessions.len()
-    }
-
-    /// The context of (service, tool), if its results entered one (no allocation).
-    pub(crate) fn tool(&self, service: &str, tool: &str) -> Option<&ToolContext> {
-        self.index
-            .get(&ToolRef(service, tool))
-            .map(|&i| &self.tools[i as usize])
     }
 
     /// Applies the events of one request at `now_ms`, each session's in order; an event that
@@ -567,53 +263,6 @@ impl Ledger {
         std::mem::swap(order, sorted);
     }
 
-    /// Applies the waiting events due by `now_ms` (all of them with `u64::MAX`, at shutdown).
-    pub(crate) fn settle(&mut self, now_ms: u64) {
-        while let Some(&(due, _)) = self.settling.front() {
-            if due > now_ms {
-                break;
-            }
-            let (_, e) = self.settling.pop_front().expect("a front");
-            self.apply_owned(&e, due);
-        }
-    }
-
-    /// Applies an event that outlived its request (its names' addresses are not cached).
-    fn apply_owned(&mut self, e: &ContextEvent, now_ms: u64) {
-        if let Some(tool) = self.tool_of(e, false) {
-            self.apply(e, self.hash_of(e), tool, now_ms);
-        }
-    }
-
-    /// The index of a result's tool (`Some(None)` for another event), `None` when the tools
-    /// are full (counted). With `cached`, looked up first by the addresses of its service's and
-    /// tool's names, which the records of one request share: one lookup by name per tool and
-    /// request instead of one per result.
-    fn tool_of(&mut self, e: &ContextEvent, cached: bool) -> Option<Option<u32>> {
-        let ContextKind::Result { tool, .. } = &e.kind else {
-            return Some(None);
-        };
-        let key = (
-            Arc::as_ptr(&e.service).cast::<u8>() as usize,
-            Arc::as_ptr(tool).cast::<u8>() as usize,
-        );
-        // Allocations of one size class lie a fixed stride apart: a multiply spreads them.
-        let mixed = (key.1 ^ key.0.rotate_left(29)) as u64;
-        let slot = (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % TOOL_SLOTS;
-        let (svc, t, i) = self.tool_cache.0[slot];
-        if cached && (svc, t) == key {
-            return Some(Some(i));
-        }
-        let Some(i) = self.tool_index(&e.service, tool) else {
-            self.stats.tools_overflow += 1;
-            return None;
-        };
-        if cached {
-            self.tool_cache.0[slot] = (key.0, key.1, i);
-        }
-        Some(Some(i))
-    }
-
     /// Applies `e`, whose session key hashes to `hash`, of `tool` when it is a result.
     fn apply(&mut self, e: &ContextEvent, hash: u64, tool: Option<u32>, now_ms: u64) {
         use std::hash::BuildHasher;
@@ -687,91 +336,6 @@ impl Ledger {
         }
     }
 
-    /// Its totals as the snapshot keeps them: per tool, its recent shares oldest first.
-    pub(crate) fn to_disk(&self) -> LedgerDisk {
-        let mut tools: Vec<ToolDisk> = self
-            .index
-            .iter()
-            .map(|((service, tool), &i)| {
-                let t = &self.tools[i as usize];
-                let (newer, older) = t.recent.split_at(t.next.min(t.recent.len()));
-                let recent = if t.recent.len() < SHARE_RECENT {
-                    t.recent.clone()
-                } else {
-                    older.iter().chain(newer).copied().collect()
-                };
-                ToolDisk {
-                    service: service.to_string(),
-                    tool: tool.to_string(),
-                    results: t.results,
-                    result_tokens: t.result_tokens,
-                    estimated: t.estimated,
-                    cost: t.cost,
-                    requests: t.requests,
-                    share_buckets: t.share_buckets.to_vec(),
-                    share_sum: t.share_sum,
-                    recent,
-                }
-            })
-            .collect();
-        tools.sort_by(|a, b| (&a.service, &a.tool).cmp(&(&b.service, &b.tool)));
-        let st = self.stats;
-        LedgerDisk {
-            tools,
-            sessions_overflow: st.sessions_overflow,
-            results_dropped: st.results_dropped,
-            tools_overflow: st.tools_overflow,
-            sessions_expired: st.sessions_expired,
-            results_late: st.results_late,
-        }
-    }
-
-    /// Restores the totals of a snapshot into this (empty) ledger; tools past its
-    /// `max_tools` (lowered since) are left out and their number returned. A share layout of
-    /// another length (a file checked by `persist::verify` has the current one) starts empty.
-    pub(crate) fn restore(&mut self, c: LedgerDisk) -> usize {
-        self.stats = LedgerStats {
-            sessions_overflow: c.sessions_overflow,
-            results_dropped: c.results_dropped,
-            tools_overflow: c.tools_overflow,
-            sessions_expired: c.sessions_expired,
-            results_late: c.results_late,
-        };
-        let mut left_out = 0;
-        for t in c.tools {
-            let (service, tool): (Arc<str>, Arc<str>) = (t.service.into(), t.tool.into());
-            let Some(i) = self.tool_index(&service, &tool) else {
-                left_out += 1;
-                continue;
-            };
-            let ctx = &mut self.tools[i as usize];
-            (ctx.results, ctx.result_tokens, ctx.estimated) =
-                (t.results, t.result_tokens, t.estimated);
-            (ctx.cost, ctx.requests, ctx.share_sum) = (t.cost, t.requests, t.share_sum);
-            if let Ok(b) = <[u64; SHARE_BOUNDS.len() + 1]>::try_from(t.share_buckets.as_slice()) {
-                ctx.share_buckets = b;
-            }
-            let keep = t.recent.len().saturating_sub(SHARE_RECENT);
-            ctx.recent = t.recent[keep..].to_vec();
-            ctx.next = ctx.recent.len() % SHARE_RECENT;
-        }
-        left_out
-    }
-
-    /// The index of (service, tool), added while there is room.
-    fn tool_index(&mut self, service: &Arc<str>, tool: &Arc<str>) -> Option<u32> {
-        if let Some(&i) = self.index.get(&ToolRef(service, tool)) {
-            return Some(i);
-        }
-        if self.tools.len() >= self.limits.max_tools {
-            return None;
-        }
-        let i = self.tools.len() as u32;
-        self.tools.push(ToolContext::new());
-        self.index.insert((service.clone(), tool.clone()), i);
-        Some(i)
-    }
-
     /// Drops the sessions idle for `context.session_idle`, at most once a second.
     pub(crate) fn expire(&mut self, now_ms: u64) {
         if now_ms < self.expired_at_ms.saturating_add(EXPIRY_EVERY_MS) {
@@ -784,131 +348,14 @@ impl Ledger {
             .retain(|(_, s)| s.last_ms.saturating_add(idle) > now_ms);
         self.stats.sessions_expired += (before - self.sessions.len()) as u64;
     }
-
-    /// The `limit` heaviest sessions by context tokens, then by result tokens (of `service`
-    /// only, when given).
-    pub(crate) fn sessions_view(
-        &self,
-        limit: usize,
-        service: Option<&str>,
-        now_ms: u64,
-    ) -> SessionsView {
-        let mut all: Vec<(&SessionKey, &Session)> = self
-            .sessions
-            .iter()
-            .filter(|((svc, _), _)| service.is_none_or(|s| s == &**svc))
-            .map(|(k, s)| (k, s))
-            .collect();
-        let weight = |s: &Session| (s.carried, s.result_tokens, s.requests);
-        all.sort_by(|a, b| weight(b.1).cmp(&weight(a.1)).then_with(|| a.0.cmp(b.0)));
-        all.truncate(limit.min(MAX_SESSIONS_SHOWN));
-        SessionsView {
-            followed: self.sessions.len() as u64,
-            max_sessions: self.limits.max_sessions as u64,
-            overflow: self.stats.sessions_overflow,
-            expired: self.stats.sessions_expired,
-            late: self.stats.results_late,
-            sessions: all
-                .into_iter()
-                .map(|((service, id), s)| SessionRow {
-                    service: service.to_string(),
-                    session: id.to_string(),
-                    by: match id {
-                        SessionId::Trace(_) => "trace",
-                        SessionId::Named(_) => "session",
-                    }
-                    .to_string(),
-                    requests: s.requests,
-                    results: s.results,
-                    result_tokens: s.result_tokens,
-                    held: s.held.len() as u64,
-                    context_tokens: s.carried,
-                    input_tokens: s.input,
-                    cache_read_tokens: s.cache_read,
-                    cache_creation_tokens: s.cache_creation,
-                    compactions: s.compactions,
-                    idle_secs: now_ms.saturating_sub(s.last_ms) / 1000,
-                })
-                .collect(),
-        }
-    }
-}
-
-impl PartialOrd for SessionId {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for SessionId {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        match (self, other) {
-            (SessionId::Trace(a), SessionId::Trace(b)) => a.cmp(b),
-            (SessionId::Named(a), SessionId::Named(b)) => a.cmp(b),
-            (SessionId::Trace(_), SessionId::Named(_)) => std::cmp::Ordering::Less,
-            (SessionId::Named(_), SessionId::Trace(_)) => std::cmp::Ordering::Greater,
-        }
-    }
-}
-
-/// The context ledger's totals: what each (service, tool)'s results cost the context and what
-/// the ledger dropped, since the state started. Its open sessions are not kept (up to
-/// `context.max_sessions` × `context.max_results_per_session` results): after a restart a
-/// session carries the results it gets from then on; with the write-ahead log, replay rebuilds
-/// the sessions of what it replays.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct LedgerDisk {
-    /// Per (service, tool).
-    pub(crate) tools: Vec<ToolDisk>,
-    /// Events of sessions past `context.max_sessions`.
-    pub(crate) sessions_overflow: u64,
-    /// Results past a session's `context.max_results_per_session`.
-    pub(crate) results_dropped: u64,
-    /// Results of tools past `aggregation.max_series`.
-    pub(crate) tools_overflow: u64,
-    /// Sessions ended by `context.session_idle`.
-    pub(crate) sessions_expired: u64,
-    /// Results that arrived after a request they preceded.
-    pub(crate) results_late: u64,
-}
-
-impl LedgerDisk {
-    /// Nothing followed, nothing dropped.
-    pub(crate) fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
-}
-
-/// What one (service, tool)'s results cost the context.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct ToolDisk {
-    /// `service.name`.
-    pub(crate) service: String,
-    /// Tool name.
-    pub(crate) tool: String,
-    /// Results that entered a context.
-    pub(crate) results: u64,
-    /// Their tokens.
-    pub(crate) result_tokens: u64,
-    /// Of `results`, those whose tokens were estimated.
-    pub(crate) estimated: u64,
-    /// Cumulative context cost.
-    pub(crate) cost: u64,
-    /// Requests that carried at least one of its results.
-    pub(crate) requests: u64,
-    /// Non-cumulative counts of the share per [`SHARE_BOUNDS`], +Inf last.
-    pub(crate) share_buckets: Vec<u64>,
-    /// Sum of the shares.
-    pub(crate) share_sum: f64,
-    /// The shares of the last requests that carried it (at most [`SHARE_RECENT`]), oldest first.
-    pub(crate) recent: Vec<f32>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collector::ingest::context::SessionId;
 
-    fn ev(session: &str, at_ns: u64, kind: ContextKind) -> ContextEvent {
+    pub(super) fn ev(session: &str, at_ns: u64, kind: ContextKind) -> ContextEvent {
         ContextEvent {
             service: "agent".into(),
             session: SessionId::Named(session.into()),
@@ -918,7 +365,7 @@ mod tests {
         }
     }
 
-    fn result(session: &str, at_ns: u64, tool: &str, tokens: u64) -> ContextEvent {
+    pub(super) fn result(session: &str, at_ns: u64, tool: &str, tokens: u64) -> ContextEvent {
         ev(
             session,
             at_ns,
@@ -930,7 +377,7 @@ mod tests {
         )
     }
 
-    fn request(session: &str, at_ns: u64, input: u64) -> ContextEvent {
+    pub(super) fn request(session: &str, at_ns: u64, input: u64) -> ContextEvent {
         ev(
             session,
             at_ns,
@@ -1124,54 +571,6 @@ mod tests {
         );
     }
 
-    /// The totals written to a snapshot and restored give the same rows, the recent shares in
-    /// their order (the oldest is the next replaced); sessions are not kept.
-    #[test]
-    fn totals_survive_a_snapshot_and_the_share_ring_keeps_its_order() {
-        let mut l = Ledger::new(LedgerLimits::default());
-        let mut events = vec![result("s", 0, "Read", 100)];
-        // More requests than the ring holds, each input a little larger: shares fall.
-        for k in 1..=(SHARE_RECENT as u64 + 40) {
-            events.push(request("s", k, 1000 + k));
-        }
-        events.push(result("s", 0, "late", 5));
-        l.record(events, 0);
-        let disk = l.to_disk();
-        let json = serde_json::to_string(&disk).unwrap();
-        let back: LedgerDisk = serde_json::from_str(&json).unwrap();
-        assert_eq!(
-            back, disk,
-            "every number, f32 and f64 included, read back as written"
-        );
-        let mut r = Ledger::new(LedgerLimits::default());
-        assert_eq!(r.restore(back), 0);
-        assert_eq!(r.stats, l.stats);
-        assert_eq!(r.stats.results_late, 1);
-        for tool in ["Read", "late"] {
-            let (a, b) = (
-                l.tool("agent", tool).unwrap(),
-                r.tool("agent", tool).unwrap(),
-            );
-            assert_eq!(a.row(), b.row(), "{tool}");
-            assert_eq!(
-                (a.share_buckets, a.share_sum),
-                (b.share_buckets, b.share_sum)
-            );
-        }
-        assert_eq!(r.sessions(), 0);
-        // The same next request on both: the same share replaces the same oldest one.
-        for x in [&mut l, &mut r] {
-            x.record(vec![result("t", 0, "Read", 900), request("t", 1, 1000)], 0);
-        }
-        assert_eq!(l.to_disk(), r.to_disk());
-        // Past a lowered tool cap, tools are left out and counted.
-        let mut small = Ledger::new(LedgerLimits {
-            max_tools: 1,
-            ..LedgerLimits::default()
-        });
-        assert_eq!(small.restore(l.to_disk()), 1);
-    }
-
     /// Resident memory of this process, kB (`/proc/self/status` `VmRSS`).
     fn rss_kb() -> u64 {
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -1226,44 +625,6 @@ mod tests {
         });
     }
 
-    /// Codex sends its requests on its logs and its results on its traces, each on its own
-    /// timer: a request waits the join window, so a result exported later but ended before it
-    /// is carried, not late; a shutdown applies what still waits.
-    #[test]
-    fn requests_that_settle_wait_for_results_on_the_slower_signal() {
-        let settling = |mut e: ContextEvent| {
-            e.settles = true;
-            e
-        };
-        let mut l = Ledger::new(LedgerLimits {
-            settle_ms: 3_000,
-            ..LedgerLimits::default()
-        });
-        l.record(vec![result("c", 10, "shell", 100)], 1_000);
-        l.record(vec![settling(request("c", 20, 1_000))], 1_100);
-        assert_eq!(l.tool("agent", "shell").unwrap().cost, 0, "not yet applied");
-        // The trace with the second result arrives two seconds after the request's record.
-        l.record(vec![result("c", 15, "read", 40)], 3_100);
-        l.settle(4_099);
-        assert_eq!(l.tool("agent", "shell").unwrap().cost, 0, "due at 4,100");
-        l.settle(4_100);
-        assert_eq!(l.tool("agent", "shell").unwrap().cost, 100);
-        assert_eq!(
-            l.tool("agent", "read").unwrap().cost,
-            40,
-            "carried, not late"
-        );
-        assert_eq!(l.stats.results_late, 0);
-        l.record(vec![settling(request("c", 30, 1_000))], 5_000);
-        l.settle(u64::MAX);
-        assert_eq!(
-            l.tool("agent", "shell").unwrap().cost,
-            200,
-            "applied at shutdown"
-        );
-        assert!(l.settling.is_empty());
-    }
-
     /// A request of many sessions, applied session by session, costs what its events cost
     /// applied one request each in arrival order; a session of more tools than its entry holds
     /// carries them all.
@@ -1305,17 +666,5 @@ mod tests {
         };
         assert_eq!(row(&grouped), row(&one_by_one));
         assert_eq!(row(&grouped).context_tokens, s0);
-    }
-
-    /// Trace sessions are shown by their trace id in hex.
-    #[test]
-    fn trace_sessions_show_their_trace_id() {
-        let mut l = Ledger::new(LedgerLimits::default());
-        let mut e = result("x", 1, "t", 1);
-        e.session = SessionId::Trace([0xab; 16]);
-        l.record(vec![e], 0);
-        let v = l.sessions_view(DEFAULT_SESSIONS_SHOWN, None, 0);
-        assert_eq!(v.sessions[0].session, "ab".repeat(16));
-        assert_eq!(v.sessions[0].by, "trace");
     }
 }
