@@ -1,45 +1,73 @@
-//! The added cost per call of the Rust framework wrappers (`toolsize::rig`, `toolsize::rmcp`)
-//! against the library's `run_text` on the same 4 KiB result and the same arguments.
+//! The added cost per call of the Rust framework wrappers (`toolsize::rig`, `toolsize::rmcp`,
+//! `toolsize::swiftide`) against the library's `run_text`, on the same 4 KiB result and the same
+//! arguments.
 //!
-//! All cases go through one pipeline (tracing → tracing-opentelemetry → SDK span → a processor
-//! that drops the finished span), on a current-thread runtime.
+//! Every case is a pair: the call bare (the framework's own path, unwrapped) and the same call
+//! measured. The cost a case adds is `measured − bare`. All pairs run interleaved in one process,
+//! in rounds: each round times every pair in short alternating blocks of calls (bare, measured,
+//! measured, bare, …, about 60 µs each) and takes each side's median block, so a load that comes
+//! and goes on a shared machine hits both sides of a pair and the `run_text` pair of the same
+//! round alike, and a block the scheduler interrupted is left out. Per round, each wrapper's
+//! added cost is divided by `run_text`'s added cost of that round; the table prints the median
+//! of those ratios over the rounds and their spread (lowest–highest), so one noisy round can
+//! neither flatter nor wreck the figure.
 //!
-//! - `run_text`: `tool_call(..).args(..).run_text(..)`, the library's own call.
-//! - `rig_own_span`: a rig tool wrapped by `toolsize::rig::sized`, called outside a rig span:
-//!   the wrapper opens toolsize's span itself.
-//! - `rig_in_rig_span`: the same call inside a span shaped as rig's `execute_tool` span (opened
-//!   in the case, as rig opens it): the wrapper writes its attributes to that span; the bare
-//!   `rig_span_alone` case (the same span, the tool called unwrapped) is subtracted.
-//! - `rmcp_plain` / `rmcp_wrapped`: one `tools/call` from an rmcp client to an rmcp server in
-//!   process (over a byte pipe), without and with `toolsize::rmcp::instrument` on the server:
-//!   their difference is the wrapper's added cost, within the noise of that round trip.
-//! - `rmcp_handler_plain` / `rmcp_handler_wrapped`: the same `tools/call` handed straight to the
-//!   server service (`Service::handle_request`, no transport), bare and wrapped: the wrapper's
-//!   cost without the round trip's noise.
+//! - `run_text`: the bare call is the tool's closure; measured, `tool_call(..).args(..)
+//!   .run_text(..)`.
+//! - `rig tool`: a rig `ToolSet` with the tool, bare and wrapped by `toolsize::rig::sized`,
+//!   called through rig's own dispatch (`ToolSet::execute`), outside a rig span: the wrapper
+//!   opens toolsize's span itself.
+//! - `rig tool (rig span)`: the same, inside a span shaped as rig's `execute_tool` span, opened
+//!   on both sides: the wrapper writes its attributes to that span.
+//! - `rig set`: the same set bare and through `toolsize::rig::sized_set`.
+//! - `rmcp server`: one `tools/call` handed straight to the server service
+//!   (`Service::handle_request`, no transport), bare and wrapped by `toolsize::rmcp::instrument`.
+//! - `rmcp client`: one `tools/call` from an rmcp client to an rmcp server in process (over a
+//!   byte pipe), rmcp's `call_tool` and `call_tool_sized`.
+//! - `swiftide tool`: a swiftide tool invoked bare and wrapped by `toolsize::swiftide::sized`,
+//!   outside a swiftide span.
 //!
-//! `cargo bench --features rig,rmcp --bench frameworks` prints criterion's figures, then one
-//! line per wrapper with its added cost per call and its ratio to `run_text`, read back from
-//! criterion's estimates of this same run.
+//! All go through one pipeline (tracing → tracing-opentelemetry → SDK span → a processor that
+//! drops the finished span), on a current-thread runtime.
+//!
+//! `cargo bench --features rig,rmcp,swiftide --bench frameworks` prints the table.
+//! `-- --rounds N` sets the rounds (default 21); `-- --profile-time S --case NAME` runs only the
+//! measured side of one case for S seconds (for `perf record` on the bench binary).
 
 #[path = "common/mod.rs"]
 mod common;
 
 use std::hint::black_box;
-use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
-use criterion::Criterion;
+use async_trait::async_trait;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use rig_core::tool::{PortableTool, Tool, ToolContext};
+use rig_agent::tool::ToolSet;
+use rig_core::tool::{PortableTool, ToolContext};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest,
     ContentBlock, NumberOrString, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleClient, RoleServer, RunningService};
 use rmcp::{ErrorData, ServerHandler, Service, ServiceExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use swiftide_core::chat_completion::errors::ToolError;
+use swiftide_core::chat_completion::{ToolCallBuilder, ToolOutput, ToolSpec};
+use swiftide_core::AgentContext;
+use toolsize::rmcp::CallToolExt as _;
 use tracing_subscriber::layer::SubscriberExt;
+
+/// Rounds timed (after one untimed warm-up round), unless `--rounds` says otherwise.
+const ROUNDS: usize = 21;
+
+/// Blocks of calls per side of a pair per round.
+const BLOCKS: usize = 41;
+
+/// How long one block of calls runs (the calls per block are set from it): short enough that most
+/// blocks run without the scheduler taking the core away.
+const BLOCK: Duration = Duration::from_micros(60);
 
 /// The result every case hands back: 4 KiB of text.
 fn result_text() -> String {
@@ -56,6 +84,7 @@ struct SearchArgs {
     query: String,
 }
 
+#[derive(Clone)]
 struct Search(String);
 
 impl PortableTool for Search {
@@ -71,6 +100,27 @@ impl PortableTool for Search {
     }
     async fn call(&self, _: SearchArgs) -> Result<String, std::io::Error> {
         Ok(self.0.clone())
+    }
+}
+
+#[async_trait]
+impl swiftide_core::Tool for Search {
+    async fn invoke(
+        &self,
+        _: &dyn AgentContext,
+        _: &swiftide_core::chat_completion::ToolCall,
+    ) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(self.0.clone()))
+    }
+    fn name(&self) -> std::borrow::Cow<'_, str> {
+        "search".into()
+    }
+    fn tool_spec(&self) -> ToolSpec {
+        ToolSpec::builder()
+            .name("search")
+            .description("Searches.")
+            .build()
+            .unwrap()
     }
 }
 
@@ -90,81 +140,16 @@ impl ServerHandler for Server {
     }
 }
 
-fn bench(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
-    let text = result_text();
-    let args = args();
-    let mut group = c.benchmark_group("frameworks");
-    group.bench_function("run_text", |b| {
-        b.iter(|| {
-            let out = toolsize::tool_call("search")
-                .args(black_box(&args))
-                .run_text(|| Ok::<_, std::io::Error>(text.clone()));
-            black_box(out.unwrap());
-        })
-    });
-    let sized = toolsize::rig::sized(Search(text.clone()));
-    group.bench_function("rig_own_span", |b| {
-        b.iter(|| {
-            let out = rt.block_on(sized.call(&mut ToolContext::default(), args.clone()));
-            black_box(out.unwrap());
-        })
-    });
-    let plain = Search(text.clone());
-    group.bench_function("rig_span_alone", |b| {
-        b.iter(|| {
-            let span = rig_like_span();
-            let _in = span.enter();
-            let typed: SearchArgs = serde_json::from_value(args.clone()).unwrap();
-            black_box(rt.block_on(PortableTool::call(&plain, typed)).unwrap());
-        })
-    });
-    group.bench_function("rig_in_rig_span", |b| {
-        b.iter(|| {
-            let span = rig_like_span();
-            let _in = span.enter();
-            let out = rt.block_on(sized.call(&mut ToolContext::default(), args.clone()));
-            black_box(out.unwrap());
-        })
-    });
-    for (name, wrapped) in [("rmcp_plain", false), ("rmcp_wrapped", true)] {
-        let client = rt.block_on(rmcp_pair(Server(text.clone()), wrapped));
-        let Value::Object(a) = args.clone() else {
-            unreachable!()
-        };
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                let p = CallToolRequestParams::new("search").with_arguments(a.clone());
-                black_box(rt.block_on(client.call_tool(p)).unwrap());
-            })
-        });
-        rt.block_on(client.cancel()).unwrap();
-    }
-    let (peer, client) = rt.block_on(server_peer());
-    let Value::Object(a) = args.clone() else {
-        unreachable!()
-    };
-    let plain = Server(text.clone());
-    let wrapped = toolsize::rmcp::instrument(Server(text.clone()));
-    for (name, wrap) in [
-        ("rmcp_handler_plain", false),
-        ("rmcp_handler_wrapped", true),
-    ] {
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                let p = CallToolRequestParams::new("search").with_arguments(a.clone());
-                let request = ClientRequest::CallToolRequest(CallToolRequest::new(p));
-                let context = RequestContext::new(NumberOrString::Number(1), peer.clone());
-                let answer = if wrap {
-                    rt.block_on(wrapped.handle_request(request, context))
-                } else {
-                    rt.block_on(plain.handle_request(request, context))
-                };
-                black_box(answer.unwrap());
-            })
-        });
-    }
-    rt.block_on(client.cancel()).unwrap();
-    group.finish();
+/// One call, run once per invocation.
+type Run<'a> = Box<dyn FnMut() + 'a>;
+
+/// A call bare and measured.
+struct Case<'a> {
+    name: &'static str,
+    bare: Run<'a>,
+    measured: Run<'a>,
+    /// Calls per side per round.
+    calls: u32,
 }
 
 /// A span shaped as rig-agent's own `execute_tool` span (its name and outcome field).
@@ -177,27 +162,165 @@ fn rig_like_span() -> tracing::Span {
     )
 }
 
-async fn rmcp_pair(
+fn case<'a>(name: &'static str, bare: Run<'a>, measured: Run<'a>) -> Case<'a> {
+    Case {
+        name,
+        bare,
+        measured,
+        calls: 1,
+    }
+}
+
+/// The cases, in the table's order; `run_text` first (every ratio divides by it).
+fn cases<'a>(rt: &'a tokio::runtime::Runtime, fx: &'a Fixtures) -> Vec<Case<'a>> {
+    let rig_call = |set: &'a ToolSet| -> Run<'a> {
+        Box::new(move || {
+            let args = fx.args_text.clone();
+            let out = rt.block_on(set.execute("search", args, &mut ToolContext::default()));
+            assert!(out.is_success());
+            black_box(out);
+        })
+    };
+    let rig_in_span = |set: &'a ToolSet| -> Run<'a> {
+        Box::new(move || {
+            let span = rig_like_span();
+            let _in = span.enter();
+            let args = fx.args_text.clone();
+            let out = rt.block_on(set.execute("search", args, &mut ToolContext::default()));
+            black_box(out);
+        })
+    };
+    let handler = |wrapped: bool| -> Run<'a> {
+        Box::new(move || {
+            let p = CallToolRequestParams::new("search").with_arguments(fx.args_map.clone());
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(p));
+            let context = RequestContext::new(NumberOrString::Number(1), fx.peer.clone());
+            let answer = if wrapped {
+                rt.block_on(fx.server_wrapped.handle_request(request, context))
+            } else {
+                rt.block_on(fx.server.handle_request(request, context))
+            };
+            black_box(answer.unwrap());
+        })
+    };
+    let client = |sized: bool| -> Run<'a> {
+        Box::new(move || {
+            let p = CallToolRequestParams::new("search").with_arguments(fx.args_map.clone());
+            let answer = if sized {
+                rt.block_on(fx.client.call_tool_sized(p))
+            } else {
+                rt.block_on(fx.client.call_tool(p))
+            };
+            black_box(answer.unwrap());
+        })
+    };
+    let swiftide = |tool: &'a dyn swiftide_core::Tool| -> Run<'a> {
+        Box::new(move || {
+            let out = rt.block_on(tool.invoke(&(), &fx.swiftide_call));
+            black_box(out.unwrap());
+        })
+    };
+    vec![
+        case(
+            "run_text",
+            Box::new(|| {
+                let text = &fx.text;
+                black_box(black_box(|| Ok::<_, std::io::Error>(text.clone()))().unwrap());
+            }),
+            Box::new(|| {
+                let text = &fx.text;
+                let out = toolsize::tool_call("search")
+                    .args(black_box(&fx.args))
+                    .run_text(|| Ok::<_, std::io::Error>(text.clone()));
+                black_box(out.unwrap());
+            }),
+        ),
+        case("rig tool", rig_call(&fx.rig_plain), rig_call(&fx.rig_sized)),
+        case(
+            "rig tool (rig span)",
+            rig_in_span(&fx.rig_plain),
+            rig_in_span(&fx.rig_sized),
+        ),
+        case("rig set", rig_call(&fx.rig_plain), rig_call(&fx.rig_set)),
+        case("rmcp server", handler(false), handler(true)),
+        case("rmcp client", client(false), client(true)),
+        case(
+            "swiftide tool",
+            swiftide(&fx.swiftide_plain),
+            swiftide(&fx.swiftide_sized),
+        ),
+    ]
+}
+
+/// What the cases call: built once, outside every timing.
+struct Fixtures {
+    text: String,
+    args: Value,
+    args_text: String,
+    args_map: serde_json::Map<String, Value>,
+    rig_plain: ToolSet,
+    rig_sized: ToolSet,
+    rig_set: ToolSet,
     server: Server,
-    wrapped: bool,
-) -> rmcp::service::RunningService<rmcp::service::RoleClient, ()> {
+    server_wrapped: toolsize::rmcp::Instrumented<Server>,
+    peer: Peer<RoleServer>,
+    client: RunningService<RoleClient, ()>,
+    /// Keeps the peer's connection open.
+    peer_client: RunningService<RoleClient, ()>,
+    swiftide_plain: Search,
+    swiftide_sized: toolsize::swiftide::Sized<Search>,
+    swiftide_call: swiftide_core::chat_completion::ToolCall,
+}
+
+impl Fixtures {
+    fn new(rt: &tokio::runtime::Runtime) -> Self {
+        let text = result_text();
+        let args = args();
+        let Value::Object(args_map) = args.clone() else {
+            unreachable!()
+        };
+        let (peer, peer_client) = rt.block_on(server_peer());
+        Fixtures {
+            args_text: args.to_string(),
+            rig_plain: ToolSet::from_tools(vec![Search(text.clone())]),
+            rig_sized: ToolSet::from_tools(vec![toolsize::rig::sized(Search(text.clone()))]),
+            rig_set: toolsize::rig::sized_set(ToolSet::from_tools(vec![Search(text.clone())])),
+            server: Server(text.clone()),
+            server_wrapped: toolsize::rmcp::instrument(Server(text.clone())),
+            peer,
+            client: rt.block_on(rmcp_pair(Server(text.clone()))),
+            peer_client,
+            swiftide_plain: Search(text.clone()),
+            swiftide_sized: toolsize::swiftide::sized(Search(text.clone())),
+            swiftide_call: ToolCallBuilder::default()
+                .id("c1")
+                .name("search")
+                .args(args.to_string())
+                .build()
+                .unwrap(),
+            text,
+            args,
+            args_map,
+        }
+    }
+
+    fn close(self, rt: &tokio::runtime::Runtime) {
+        rt.block_on(self.client.cancel()).unwrap();
+        rt.block_on(self.peer_client.cancel()).unwrap();
+    }
+}
+
+/// An rmcp client connected to `server` over an in-process byte pipe.
+async fn rmcp_pair(server: Server) -> RunningService<RoleClient, ()> {
     let (client_io, server_io) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
-        if wrapped {
-            let running = toolsize::rmcp::instrument(server).serve(server_io).await;
-            let _ = running.unwrap().waiting().await;
-        } else {
-            let _ = server.serve(server_io).await.unwrap().waiting().await;
-        }
+        let _ = server.serve(server_io).await.unwrap().waiting().await;
     });
     ().serve(client_io).await.unwrap()
 }
 
 /// A server's peer (the handle a request context carries), from a served pair kept running.
-async fn server_peer() -> (
-    Peer<RoleServer>,
-    rmcp::service::RunningService<rmcp::service::RoleClient, ()>,
-) {
+async fn server_peer() -> (Peer<RoleServer>, RunningService<RoleClient, ()>) {
     let (client_io, server_io) = tokio::io::duplex(1 << 16);
     let (peer_tx, peer_rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
@@ -209,14 +332,74 @@ async fn server_peer() -> (
     (peer_rx.await.unwrap(), client)
 }
 
-/// Criterion's mean estimate of `frameworks/{case}` in this run, in nanoseconds.
-fn mean_ns(case: &str) -> Option<f64> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("target/criterion/frameworks")
-        .join(case)
-        .join("new/estimates.json");
-    let v: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    v["mean"]["point_estimate"].as_f64()
+/// Nanoseconds per call of `calls` runs of `f`.
+fn time(f: &mut Run<'_>, calls: u32) -> f64 {
+    let start = Instant::now();
+    for _ in 0..calls {
+        f();
+    }
+    start.elapsed().as_nanos() as f64 / f64::from(calls)
+}
+
+/// One round: for every pair, [`BLOCKS`] short blocks of bare calls and of measured calls in
+/// turn (which goes first flips every block); each side's time is the median of its blocks, so a
+/// block the scheduler interrupted is left out. Returns (bare ns, measured ns) per case.
+fn round(cases: &mut [Case<'_>]) -> Vec<(f64, f64)> {
+    cases
+        .iter_mut()
+        .map(|c| {
+            let (mut bare, mut measured) = (Vec::new(), Vec::new());
+            for block in 0..BLOCKS {
+                if block % 2 == 0 {
+                    bare.push(time(&mut c.bare, c.calls));
+                    measured.push(time(&mut c.measured, c.calls));
+                } else {
+                    measured.push(time(&mut c.measured, c.calls));
+                    bare.push(time(&mut c.bare, c.calls));
+                }
+            }
+            (median(bare), median(measured))
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The value following `flag` on the command line.
+fn flag(name: &str) -> Option<String> {
+    let mut args = std::env::args().skip_while(|a| a != name);
+    args.next()?;
+    args.next()
+}
+
+fn report(cases: &[Case<'_>], rounds: &[Vec<(f64, f64)>]) {
+    let added = |r: &[(f64, f64)], i: usize| r[i].1 - r[i].0;
+    println!(
+        "{:<22}{:>10}{:>12}{:>12}   {:<10}",
+        "case", "bare ns", "added ns", "÷ run_text", "spread"
+    );
+    for (i, c) in cases.iter().enumerate() {
+        let bare = median(rounds.iter().map(|r| r[i].0).collect());
+        let add = median(rounds.iter().map(|r| added(r, i)).collect());
+        let ratios: Vec<f64> = rounds.iter().map(|r| added(r, i) / added(r, 0)).collect();
+        let (lo, hi) = ratios
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        println!(
+            "{:<22}{bare:>10.0}{add:>12.0}{:>11.2}×   {lo:.2}–{hi:.2}",
+            c.name,
+            median(ratios.clone()),
+        );
+    }
 }
 
 fn main() {
@@ -230,38 +413,34 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let mut c = Criterion::default().configure_from_args();
-    bench(&mut c, &rt);
-    c.final_summary();
-    let Some(base) = mean_ns("run_text") else {
-        return;
-    };
-    println!("run_text: {base:.0} ns per call");
-    let added = [
-        ("rig (own span)", mean_ns("rig_own_span"), Some(0.0)),
-        (
-            "rig (in rig's span)",
-            mean_ns("rig_in_rig_span"),
-            mean_ns("rig_span_alone"),
-        ),
-        (
-            "rmcp (server)",
-            mean_ns("rmcp_wrapped"),
-            mean_ns("rmcp_plain"),
-        ),
-        (
-            "rmcp (server, no transport)",
-            mean_ns("rmcp_handler_wrapped"),
-            mean_ns("rmcp_handler_plain"),
-        ),
-    ];
-    for (name, with, without) in added {
-        if let (Some(with), Some(without)) = (with, without) {
-            let cost = with - without;
-            println!(
-                "{name}: {cost:.0} ns added per call, {:.2}x run_text",
-                cost / base
-            );
+    let fixtures = Fixtures::new(&rt);
+    let mut cases = cases(&rt, &fixtures);
+    if let Some(seconds) = flag("--profile-time") {
+        let name = flag("--case").unwrap_or_else(|| "run_text".into());
+        let case = cases
+            .iter_mut()
+            .find(|c| c.name == name)
+            .expect("--case names a case of the table");
+        let until = Instant::now() + Duration::from_secs_f64(seconds.parse().unwrap());
+        while Instant::now() < until {
+            time(&mut case.measured, 100);
         }
+    } else {
+        let rounds: usize = flag("--rounds").map_or(ROUNDS, |r| r.parse().unwrap());
+        // Calibrate each case's calls per block, warming both sides.
+        for c in &mut cases {
+            let per_call = time(&mut c.bare, 50).max(time(&mut c.measured, 50));
+            c.calls = (BLOCK.as_nanos() as f64 / per_call).clamp(1.0, 1e6) as u32;
+        }
+        round(&mut cases);
+        let before = load();
+        let timed: Vec<_> = (0..rounds).map(|_| round(&mut cases)).collect();
+        println!(
+            "{rounds} rounds; load average {before} before, {} after",
+            load()
+        );
+        report(&cases, &timed);
     }
+    drop(cases);
+    fixtures.close(&rt);
 }

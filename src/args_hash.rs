@@ -258,13 +258,34 @@ pub fn set_process_key(key: Option<ArgsHashKey>) {
 pub fn span_args_hash<T: Serialize + ?Sized>(value: &T) -> Result<String> {
     let mut canon = Canon::with_capacity();
     value.serialize(&mut canon)?;
+    Ok(span_hash_of_canonical(&canon.out))
+}
+
+/// [`span_args_hash`] of a JSON text (arguments as the model sent them), canonicalized straight
+/// from the text ([`canonical_json_from_text`]) without building a `serde_json::Value`.
+///
+/// # Errors
+///
+/// As [`canonical_json_from_text`].
+pub fn span_args_hash_json(text: &str) -> Result<String> {
+    let mut parser = TextParser {
+        src: text.as_bytes(),
+        pos: 0,
+        canon: Canon::with_capacity(),
+    };
+    parser.parse_document()?;
+    Ok(span_hash_of_canonical(&parser.canon.out))
+}
+
+/// The hash of canonical JSON, keyed with this process's key when it has one.
+fn span_hash_of_canonical(canonical: &[u8]) -> String {
     let key = process_key()
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    Ok(match key.as_ref() {
-        Some(k) => keyed_args_hash_of_canonical(k, &canon.out),
-        None => args_hash_of_canonical(&canon.out),
-    })
+    match key.as_ref() {
+        Some(k) => keyed_args_hash_of_canonical(k, canonical),
+        None => args_hash_of_canonical(canonical),
+    }
 }
 
 /// Canonical JSON of a JSON text, as Python's
@@ -2054,5 +2075,25 @@ mod tests {
         assert_eq!(canonical_json(&0.1f32).unwrap(), "0.1");
         assert_eq!(canonical_json(&1e-7f32).unwrap(), "1e-07");
         assert_eq!(canonical_json(&f32::NAN).unwrap(), "NaN");
+    }
+
+    /// The hash a span records of arguments sent as text is the one of the same arguments as a
+    /// value: the wrappers that read the model's text hash it without building the value.
+    #[test]
+    fn span_hash_of_text_is_the_hash_of_its_value() {
+        for text in [
+            r#"{"query": "ceilings", "limit": 10, "filters": ["docs", "guides"]}"#,
+            r#"{"b": {"y": 1.5, "x": null}, "a": [true, false, "é\n"]}"#,
+            "[]",
+            "null",
+        ] {
+            let value: serde_json::Value = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                span_args_hash_json(text).unwrap(),
+                span_args_hash(&value).unwrap(),
+                "{text}"
+            );
+        }
+        assert!(span_args_hash_json("{not json").is_err());
     }
 }

@@ -487,6 +487,14 @@ impl ToolCall {
         f()
     }
 
+    /// `fut` polled inside the span, each poll as [`in_scope`](Self::in_scope) runs code (a cut
+    /// the tool reports with [`record_cut`] goes to this call): the call is borrowed, so the span
+    /// is neither cloned nor entered again when the future is dropped.
+    #[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
+    pub(crate) fn scoped<F: Future>(&self, fut: F) -> InScope<'_, F> {
+        InScope { call: self, fut }
+    }
+
     /// Ends the call with its serialized result as handed to the model, and whether something cut
     /// it. Returns the measurement.
     pub fn finish(mut self, serialized: impl AsRef<[u8]>, truncated: bool) -> Measurement {
@@ -666,6 +674,27 @@ impl Drop for ToolCall {
                 ERROR_TYPE_CANCELLED,
             );
         }
+    }
+}
+
+#[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
+pin_project_lite::pin_project! {
+    /// A future polled inside a call's span: [`ToolCall::scoped`].
+    pub(crate) struct InScope<'a, F> {
+        call: &'a ToolCall,
+        #[pin]
+        fut: F,
+    }
+}
+
+#[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
+impl<F: Future> Future for InScope<'_, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let fut = this.fut;
+        this.call.in_scope(|| fut.poll(cx))
     }
 }
 

@@ -29,9 +29,11 @@
 //! handed over as a refusal, never whole.
 //!
 //! Arguments and result content are never recorded: sizes and the hash only. The cost per call is
-//! the render rig makes anyway, one pass to measure it, and one arguments hash; nothing here
-//! blocks or panics.
+//! one pass to measure the result (a text result is measured in place; other outputs are
+//! rendered as rig renders them for the model) and one arguments hash, canonicalized straight
+//! from the model's JSON text; nothing here blocks or panics.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
@@ -42,6 +44,7 @@ use rig_core::error::ErrorReport;
 use rig_core::serve::{Decision, Intercept, Verdict};
 use rig_core::tool::{IntoToolOutput, Tool, ToolContext, ToolErrorKind, ToolExecutionError};
 use rig_core::tool::{ToolOutput, ToolResult};
+use serde_json::value::RawValue;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use crate::guard::ceiling::{CeilingGuard, GuardError, Guarded};
@@ -90,9 +93,9 @@ impl<T> Sized<T> {
 
 impl<T: Tool> Tool for Sized<T> {
     const NAME: &'static str = T::NAME;
-    // The arguments as JSON, hashed, then read as the tool's own (an error of the same kind rig
-    // gives when they do not fit).
-    type Args = serde_json::Value;
+    // The arguments as the model's JSON text, hashed from the text, then read as the tool's own
+    // (an error of the same kind rig gives when they do not fit).
+    type Args = Box<RawValue>;
     type Output = ToolOutput;
     type Error = ToolExecutionError;
 
@@ -111,11 +114,11 @@ impl<T: Tool> Tool for Sized<T> {
     async fn call(
         &self,
         context: &mut ToolContext,
-        args: serde_json::Value,
+        args: Box<RawValue>,
     ) -> Result<ToolOutput, ToolExecutionError> {
-        let call = Call::start(T::NAME, Some(&args));
+        let call = Call::start(T::NAME, args.get());
         let started = Instant::now();
-        let typed: T::Args = match serde_json::from_value(args) {
+        let typed: T::Args = match serde_json::from_str(args.get()) {
             Ok(typed) => typed,
             Err(error) => {
                 let error = ToolExecutionError::new(ToolErrorKind::InvalidArgs, error.to_string());
@@ -124,11 +127,7 @@ impl<T: Tool> Tool for Sized<T> {
             }
         };
         let done = match &call.own {
-            Some(own) => {
-                use tracing::Instrument as _;
-                let span = own.span().clone();
-                self.inner.call(context, typed).instrument(span).await
-            }
+            Some(own) => own.scoped(self.inner.call(context, typed)).await,
             None => self.inner.call(context, typed).await,
         };
         let output = done
@@ -215,8 +214,7 @@ impl Intercept for Sizing {
 
     async fn before(&self, id: EffectId, kind: &EffectKind) -> Decision {
         if let EffectKind::ToolCall { args, .. } = kind {
-            let args = serde_json::from_str::<serde_json::Value>(args).ok();
-            let call = Call::start(&self.tool, args.as_ref());
+            let call = Call::start(&self.tool, args);
             let mut open = self.open();
             if open.len() >= MAX_OPEN_CALLS {
                 open.pop_first();
@@ -270,13 +268,15 @@ struct Call {
 }
 
 impl Call {
-    /// `args`: the call's arguments as JSON (`None`: they were not JSON, the hash is left out).
-    fn start(tool: &str, args: Option<&serde_json::Value>) -> Self {
+    /// `args`: the call's arguments as the model sent them (JSON text; not JSON: the hash is left
+    /// out).
+    fn start(tool: &str, args: &str) -> Self {
+        let hash = crate::args_hash::span_args_hash_json(args).ok();
         let current = tracing::Span::current();
         if !current.metadata().is_some_and(is_rig_tool_span) {
             let builder = crate::tool_call(tool);
-            let builder = match args {
-                Some(args) => builder.args(args),
+            let builder = match hash {
+                Some(hash) => builder.args_hash(hash),
                 None => builder,
             };
             return Call {
@@ -285,7 +285,7 @@ impl Call {
             };
         }
         current.set_attribute(TOOL_NAME, tool.to_owned());
-        if let Some(Ok(hash)) = args.map(crate::args_hash::span_args_hash) {
+        if let Some(hash) = hash {
             current.set_attribute(TOOL_ARGS_HASH, hash);
         }
         Call {
@@ -303,25 +303,30 @@ impl Call {
         guard: Option<&CeilingGuard>,
         started: Instant,
     ) -> Option<ToolOutput> {
-        let text = output.render();
+        // A text output is its own rendering: borrowed, not copied.
+        let text = output
+            .as_text()
+            .map_or_else(|| Cow::Owned(output.render()), Cow::Borrowed);
         let original = text.len() as u64;
         let guarded = guard
             .filter(|g| original > g.limit().bytes)
             .map(|g| g.text(tool, "result", &text));
         let (replaced, handed) = match guarded {
             None => (None, text),
-            Some(Ok(Guarded { output: cut, .. })) => (Some(ToolOutput::text(cut.clone())), cut),
+            Some(Ok(Guarded { output: cut, .. })) => {
+                (Some(ToolOutput::text(cut.clone())), Cow::Owned(cut))
+            }
             Some(Err(error)) => {
                 let refusal = refusal(&error);
-                (Some(ToolOutput::text(refusal.clone())), refusal)
+                (Some(ToolOutput::text(refusal.clone())), Cow::Owned(refusal))
             }
         };
         let truncated = guarded_cut(original, handed.len() as u64, guard);
         if let Some(own) = self.own.take() {
             if truncated {
-                own.finish_truncated(&handed, original);
+                own.finish_truncated(handed.as_bytes(), original);
             } else {
-                own.finish(&handed, false);
+                own.finish(handed.as_bytes(), false);
             }
             return replaced;
         }
@@ -442,6 +447,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
+        let args = serde_json::value::to_raw_value(&args).unwrap();
         rt.block_on(sized(Echo).call(&mut ToolContext::default(), args))
     }
 

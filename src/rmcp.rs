@@ -34,12 +34,12 @@
 //! Arguments and result content are never recorded or logged: sizes and the hash only. Nothing
 //! here panics on any input.
 
+use std::borrow::Cow;
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use ::rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, ServerResult,
+    CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, NumberOrString,
+    ServerResult,
 };
 use ::rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
 use ::rmcp::service::{ServiceError, ServiceRole};
@@ -97,32 +97,28 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
         let ClientRequest::CallToolRequest(call) = &request else {
             return self.inner.handle_request(request, context).await;
         };
-        let tool = bounded_name(&call.params.name);
-        let mut request_id = context.id.to_string();
-        // No more bytes than the limit: no more characters either.
-        if request_id.len() > MAX_REQUEST_ID_CHARS {
-            request_id = request_id.chars().take(MAX_REQUEST_ID_CHARS).collect();
-        }
+        let name = bounded_name(&call.params.name);
+        // The guard names the tool in what it hands back: the name is kept past the request
+        // only then.
+        let kept = self.guard.as_ref().map(|g| (g, name.clone().into_owned()));
+        let mut number = [0u8; 20];
+        let request_id = request_id_text(&context.id, &mut number);
         let mcp = McpAttributes {
             method: MCP_METHOD_TOOLS_CALL,
-            request_id: &request_id,
+            request_id,
             session_id: None,
             protocol_version: None,
             transport: None,
         };
-        let call = start(&tool, &call.params, Some(mcp));
-        let answer = InScope {
-            call: &call,
-            fut: self.inner.handle_request(request, context),
-        }
-        .await;
+        let call = start(&name, &call.params, Some(mcp));
+        let answer = call
+            .scoped(self.inner.handle_request(request, context))
+            .await;
         match answer {
-            Ok(ServerResult::CallToolResult(r)) => Ok(ServerResult::CallToolResult(settle(
-                call,
-                &tool,
-                r,
-                self.guard.as_ref(),
-            ))),
+            Ok(ServerResult::CallToolResult(r)) => {
+                let guard = kept.as_ref().map(|(g, name)| (*g, name.as_str()));
+                Ok(ServerResult::CallToolResult(settle(call, r, guard)))
+            }
             Ok(interim) => {
                 drop(call);
                 Ok(interim)
@@ -193,15 +189,18 @@ async fn client_call(
     params: CallToolRequestParams,
     guard: Option<&CeilingGuard>,
 ) -> Result<CallToolResult, ServiceError> {
-    let tool = bounded_name(&params.name);
-    let call = start(&tool, &params, None);
-    let answer = InScope {
-        call: &call,
-        fut: peer.call_tool(params),
-    }
-    .await;
+    let name = bounded_name(&params.name);
+    // The guard names the tool in what it hands back: the name is kept past the request only
+    // then.
+    let kept = guard.map(|g| (g, name.clone().into_owned()));
+    let call = start(&name, &params, None);
+    let answer = call.scoped(peer.call_tool(params)).await;
     match answer {
-        Ok(r) => Ok(settle(call, &tool, r, guard)),
+        Ok(r) => Ok(settle(
+            call,
+            r,
+            kept.as_ref().map(|(g, name)| (*g, name.as_str())),
+        )),
         Err(ServiceError::McpError(error)) => {
             fail_rpc(call, &error);
             Err(ServiceError::McpError(error))
@@ -210,27 +209,6 @@ async fn client_call(
             call.fail(&error, service_error_type(&error));
             Err(error)
         }
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// `fut` polled inside the call's span, as [`ToolCall::in_scope`] runs code (a cut the tool
-    /// reports with [`crate::record_cut`] goes to this call): borrowed, so the span is neither
-    /// cloned nor entered again when the future is dropped.
-    struct InScope<'a, F> {
-        call: &'a ToolCall,
-        #[pin]
-        fut: F,
-    }
-}
-
-impl<F: Future> Future for InScope<'_, F> {
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        let fut = this.fut;
-        this.call.in_scope(|| fut.poll(cx))
     }
 }
 
@@ -265,11 +243,11 @@ fn fail_rpc(call: ToolCall, error: &ErrorData) {
 }
 
 /// Measures a result, shapes it to the guard when it is over the limit, ends the span.
+/// `guard`: the guard and the tool's name (bounded) it names in what it hands back.
 fn settle(
     call: ToolCall,
-    tool: &str,
     mut r: CallToolResult,
-    guard: Option<&CeilingGuard>,
+    guard: Option<(&CeilingGuard, &str)>,
 ) -> CallToolResult {
     if r.is_error == Some(true) {
         call.fail(&"the tool returned an error result", ERROR_TYPE_TOOL_ERROR);
@@ -277,7 +255,7 @@ fn settle(
     }
     // What goes over the wire: the size is the bytes of this JSON, counted without building it.
     let size = wire_bytes(&mut r);
-    let Some(guard) = guard else {
+    let Some((guard, tool)) = guard else {
         match Measurement::of_byte_count(size, call.settings().measures) {
             Some(m) => call.finish_measured(m),
             None => {
@@ -402,20 +380,56 @@ fn json_bytes<T: serde::Serialize>(value: &T) -> u64 {
     }
 }
 
-/// `name`, cut to [`MAX_TOOL_NAME_CHARS`] characters and marked with `…` when it was longer.
-fn bounded_name(name: &str) -> String {
+/// `name`, cut to [`MAX_TOOL_NAME_CHARS`] characters and marked with `…` when it was longer
+/// (borrowed when it fits).
+fn bounded_name(name: &str) -> Cow<'_, str> {
     if name.len() <= MAX_TOOL_NAME_CHARS || name.chars().count() <= MAX_TOOL_NAME_CHARS {
-        return name.to_owned();
+        return Cow::Borrowed(name);
     }
     let mut s: String = name.chars().take(MAX_TOOL_NAME_CHARS - 1).collect();
     s.push('…');
-    s
+    Cow::Owned(s)
+}
+
+/// The request id as text, cut to [`MAX_REQUEST_ID_CHARS`] characters: a string id borrowed, a
+/// number written into `buf` (an `i64` takes at most 20 bytes).
+fn request_id_text<'a>(id: &'a NumberOrString, buf: &'a mut [u8; 20]) -> &'a str {
+    match id {
+        NumberOrString::String(s) => match s.char_indices().nth(MAX_REQUEST_ID_CHARS) {
+            Some((end, _)) => &s[..end],
+            None => s,
+        },
+        NumberOrString::Number(n) => {
+            use std::io::Write as _;
+            let mut out = &mut buf[..];
+            let room = out.len();
+            // 20 bytes hold every i64 ("-9223372036854775808").
+            let _ = write!(out, "{n}");
+            let written = room - out.len();
+            std::str::from_utf8(&buf[..written]).unwrap_or_default()
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use ::rmcp::model::ContentBlock;
+
+    /// Request ids are recorded as rmcp prints them, cut to the limit on a character boundary.
+    #[test]
+    fn request_ids_are_bounded_text() {
+        let mut buf = [0u8; 20];
+        for n in [0, 7, -1, i64::MIN, i64::MAX] {
+            let id = NumberOrString::Number(n);
+            assert_eq!(request_id_text(&id, &mut buf), id.to_string());
+        }
+        let long = NumberOrString::String("é".repeat(MAX_REQUEST_ID_CHARS + 5).into());
+        let text = request_id_text(&long, &mut buf).to_owned();
+        assert_eq!(text.chars().count(), MAX_REQUEST_ID_CHARS);
+        let short = NumberOrString::String("req-1".into());
+        assert_eq!(request_id_text(&short, &mut buf), "req-1");
+    }
 
     /// The bytes counted are the bytes serde_json writes, and the result is left as it was.
     #[test]

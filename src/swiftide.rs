@@ -111,11 +111,7 @@ impl<T: Tool + Clone> Tool for Sized<T> {
         let call = Call::start(&name, tool_call.args());
         let done = match &call.own {
             Some(own) => {
-                use tracing::Instrument as _;
-                let span = own.span().clone();
-                self.inner
-                    .invoke(agent_context, tool_call)
-                    .instrument(span)
+                own.scoped(self.inner.invoke(agent_context, tool_call))
                     .await
             }
             None => self.inner.invoke(agent_context, tool_call).await,
@@ -203,12 +199,13 @@ impl Call {
     /// `args`: the call's arguments as the model sent them (JSON text; `None` or not JSON: the
     /// hash is left out).
     fn start(tool: &str, args: Option<&str>) -> Self {
-        let args = args.and_then(|a| serde_json::from_str::<serde_json::Value>(a).ok());
+        // Canonicalized straight from the text, without building a `serde_json::Value`.
+        let hash = args.and_then(|a| crate::args_hash::span_args_hash_json(a).ok());
         let current = tracing::Span::current();
         if !current.metadata().is_some_and(is_swiftide_tool_span) {
             let builder = crate::tool_call(tool);
-            let builder = match &args {
-                Some(args) => builder.args(args),
+            let builder = match hash {
+                Some(hash) => builder.args_hash(hash),
                 None => builder,
             };
             return Call {
@@ -218,7 +215,7 @@ impl Call {
         }
         current.set_attribute(GEN_AI_OPERATION_NAME, OPERATION_EXECUTE_TOOL);
         current.set_attribute(TOOL_NAME, tool.to_owned());
-        if let Some(Ok(hash)) = args.as_ref().map(crate::args_hash::span_args_hash) {
+        if let Some(hash) = hash {
             current.set_attribute(TOOL_ARGS_HASH, hash);
         }
         Call {

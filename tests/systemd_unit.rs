@@ -245,11 +245,11 @@ fn generated(key: &str) -> u64 {
 }
 
 /// What one held result of the context ledger takes, and one entry of a session's per-tool
-/// sums, of which there are at most as many as held results (`src/collector/state/context.rs`).
+/// sums, of which there are at most as many as held results (`src/collector/state/context/`).
 const LEDGER_RESULT_BYTES: u64 = 2 * 16;
 
 /// The most a session of the context ledger holds beside its results: its key (an id of at
-/// most 128 bytes, its service) and its own numbers (`src/collector/state/context.rs`).
+/// most 128 bytes, its service) and its own numbers (`src/collector/state/context/`).
 const LEDGER_SESSION_BYTES: u64 = 512;
 
 /// The daemon's bound at the default configuration: request buffers (the shared body budget

@@ -558,6 +558,10 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
     let mut signals = Vec::new();
     let mut names = ToolNames::default();
     let ledger = r.context_ledger();
+    if ledger {
+        // At most one context event a span: room for them once, as for the records.
+        out.context.reserve(out.records.capacity());
+    }
     wire::for_each_span(body, |svc, scope, span| {
         let (arc, cut) = services.of(r, svc);
         out.attributes_ignored += span.attrs.len().saturating_sub(MAX_ATTRIBUTES_READ) as u64;
@@ -634,6 +638,9 @@ pub fn recognize_logs_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized
     let mut owners = Owners::default();
     let mut signals = Vec::new();
     let ledger = r.context_ledger();
+    if ledger {
+        out.context.reserve(out.records.capacity());
+    }
     wire::for_each_log(body, |svc, scope, log| {
         let (arc, cut) = services.of(r, svc);
         signals.clear();

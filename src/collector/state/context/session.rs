@@ -1,0 +1,166 @@
+//! A followed session's entry in the ledger's table: the results its context holds, by end
+//! time, and per tool the tokens a request carries, the first few tools in the entry itself.
+//!
+//! **Under load.** A result is inserted in end order (a binary search; in order, a push); a
+//! request in start order adds only the results ended since the previous one to the sums it
+//! reads, so each result is added once. A request that started before an earlier one walks
+//! the held results instead. **Bounded** by the ledger: the caller checks
+//! `context.max_results_per_session` before [`Session::hold`]; nothing here fails.
+
+use std::sync::Arc;
+
+use crate::collector::ingest::context::SessionId;
+
+/// A result a session's context holds.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Held {
+    pub(super) at_ns: u64,
+    pub(super) tool: u32,
+    pub(super) tokens: u32,
+}
+
+/// One followed session.
+#[derive(Debug, Default)]
+pub(super) struct Session {
+    /// The results held, by `at_ns` (they arrive in that order; a late one is inserted).
+    pub(super) held: Vec<Held>,
+    /// How many of `held` (a prefix) ended by `last_start`: carried by every later request.
+    carried_len: usize,
+    /// Their tokens per tool: what a request carries, without walking `held`.
+    by_tool: Sums,
+    /// The latest start of a request.
+    last_start: u64,
+    pub(super) last_ms: u64,
+    pub(super) requests: u64,
+    pub(super) results: u64,
+    pub(super) result_tokens: u64,
+    pub(super) carried: u64,
+    pub(super) input: u64,
+    pub(super) cache_read: u64,
+    pub(super) cache_creation: u64,
+    pub(super) compactions: u64,
+}
+
+impl Session {
+    /// Adds a result in `at_ns` order; one that ended before the latest request started is
+    /// carried from the next request on.
+    /// Returns whether it is late: a request it preceded was applied without it.
+    pub(super) fn hold(&mut self, h: Held) -> bool {
+        let at = self.held.partition_point(|x| x.at_ns <= h.at_ns);
+        self.held.insert(at, h);
+        let late = at < self.carried_len || (self.requests > 0 && h.at_ns <= self.last_start);
+        if late {
+            self.carried_len += 1;
+            self.by_tool.add(h.tool, u64::from(h.tokens));
+        }
+        late
+    }
+
+    /// The tokens per tool a request starting at `start` carries, into `out`: the results
+    /// ended by then. Requests come in start order: the carried prefix only grows, each result
+    /// is added once. A request that started before an earlier one walks the results instead.
+    pub(super) fn carry(&mut self, start: u64, out: &mut Vec<(u32, u64)>) {
+        out.clear();
+        if self.requests > 1 && start < self.last_start {
+            for h in self.held.iter().filter(|h| h.at_ns <= start) {
+                add(out, h.tool, u64::from(h.tokens));
+            }
+            return;
+        }
+        self.last_start = start;
+        while let Some(h) = self.held.get(self.carried_len).filter(|h| h.at_ns <= start) {
+            self.by_tool.add(h.tool, u64::from(h.tokens));
+            self.carried_len += 1;
+        }
+        self.by_tool.carried(out);
+    }
+
+    /// Recounts the carried prefix after a compaction removed results.
+    pub(super) fn recount(&mut self) {
+        self.carried_len = if self.requests > 0 {
+            self.held.partition_point(|h| h.at_ns <= self.last_start)
+        } else {
+            0
+        };
+        self.by_tool.clear();
+        for h in &self.held[..self.carried_len] {
+            self.by_tool.add(h.tool, u64::from(h.tokens));
+        }
+    }
+}
+
+/// Tools whose sums a session holds in its own entry; past them, on the heap.
+const INLINE_TOOLS: usize = 6;
+
+/// Tokens per tool, the first [`INLINE_TOOLS`] tools in place: a request reads its session's
+/// sums from the entry it already looked up (a few tools carry most sessions), not from a
+/// separate allocation that costs a cache miss of its own.
+#[derive(Debug, Default)]
+struct Sums {
+    len: usize,
+    tools: [u32; INLINE_TOOLS],
+    tokens: [u64; INLINE_TOOLS],
+    more: Vec<(u32, u64)>,
+}
+
+impl Sums {
+    fn add(&mut self, tool: u32, tokens: u64) {
+        if let Some(k) = self.tools[..self.len].iter().position(|&t| t == tool) {
+            self.tokens[k] += tokens;
+        } else if self.len < INLINE_TOOLS {
+            (self.tools[self.len], self.tokens[self.len]) = (tool, tokens);
+            self.len += 1;
+        } else {
+            add(&mut self.more, tool, tokens);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.more.clear();
+    }
+
+    /// The tools with tokens, into `out`.
+    fn carried(&self, out: &mut Vec<(u32, u64)>) {
+        let inline = self.tools[..self.len].iter().zip(&self.tokens[..self.len]);
+        out.extend(inline.map(|(&t, &n)| (t, n)).filter(|&(_, n)| n > 0));
+        out.extend(self.more.iter().filter(|(_, n)| *n > 0));
+    }
+}
+
+/// Adds `tokens` to `tool`'s entry of `sums`.
+fn add(sums: &mut Vec<(u32, u64)>, tool: u32, tokens: u64) {
+    match sums.iter_mut().find(|(t, _)| *t == tool) {
+        Some((_, n)) => *n += tokens,
+        None => sums.push((tool, tokens)),
+    }
+}
+
+pub(super) type SessionKey = (Arc<str>, SessionId);
+
+/// A borrowed session key: hashes as the owned tuple does.
+#[derive(Hash)]
+pub(super) struct SessionRef<'a>(pub(super) &'a Arc<str>, pub(super) &'a SessionId);
+
+impl hashbrown::Equivalent<SessionKey> for SessionRef<'_> {
+    fn equivalent(&self, key: &SessionKey) -> bool {
+        self.1 == &key.1 && crate::collector::hash::bytes_eq(self.0.as_bytes(), key.0.as_bytes())
+    }
+}
+
+impl PartialOrd for SessionId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SessionId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        match (self, other) {
+            (SessionId::Trace(a), SessionId::Trace(b)) => a.cmp(b),
+            (SessionId::Named(a), SessionId::Named(b)) => a.cmp(b),
+            (SessionId::Trace(_), SessionId::Named(_)) => std::cmp::Ordering::Less,
+            (SessionId::Named(_), SessionId::Trace(_)) => std::cmp::Ordering::Greater,
+        }
+    }
+}
