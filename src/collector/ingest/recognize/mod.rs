@@ -31,6 +31,7 @@
 
 pub(crate) mod content;
 pub(crate) mod emitters;
+mod sizing;
 
 use std::sync::Arc;
 
@@ -45,11 +46,11 @@ pub(crate) use crate::collector::stats::{Cuts, LabelCuts};
 use crate::collector::config::RecognitionConfig;
 use crate::collector::ingest::sampling::Sampling;
 use crate::collector::ingest::wire::{AttrValue, SpanView};
-use crate::collector::ingest::{learn, text};
 
 pub(crate) use content::*;
 use emitters::{cond_keys, read_list, COMMON, EMITTERS, MEASURE_KEYS, NOT_RUN};
 pub(crate) use emitters::{Cond, Encoding, Envelope};
+use sizing::Content;
 
 /// What recognition made of a span: `Tool(())` from [`Recognizer::recognize_counting`], which
 /// pushed the record where it stays; `Tool(record)` from the tests' `Recognizer::recognize`.
@@ -407,148 +408,126 @@ impl Recognizer {
         let Some(emitter) = self.classify(&get, span.name, scope) else {
             return Outcome::NotTool;
         };
-        let (summary_spans, summary_tools) = &self.summaries;
-        if summary_spans.contains(&span.name)
-            || self.name.iter().any(|&i| is_one_of(get(i), summary_tools))
-        {
+        if self.is_summary(&get, span.name) {
             return Outcome::Summary;
         }
         let outcome = str_of(get(self.outcome));
         if outcome.is_some_and(|o| NOT_RUN.iter().any(|n| o.eq_ignore_ascii_case(n))) {
             return Outcome::NotRun;
         }
-        let (Ok(trace_id), Ok(span_id)) = (
-            <[u8; 16]>::try_from(span.trace_id),
-            <[u8; 8]>::try_from(span.span_id),
-        ) else {
+        let Some((trace_id, span_id)) = ids(span) else {
             return Outcome::Invalid("invalid trace_id or span_id length");
         };
-
-        let raw_name = self
-            .name
-            .iter()
-            .find_map(|&i| str_of(get(i)).filter(|s| !s.is_empty()))
-            .unwrap_or_else(|| name_from_span(span.name));
+        let raw_name = self.raw_name(&get, span.name);
         let tool = names.of(raw_name, self.max_name, &mut cuts.tool);
-
-        let error = span.status_code == StatusCode::Error as i32
-            || self.errors.iter().any(|&i| truthy(get(i)))
-            || bytes_of(get(self.tool_status)).is_some_and(|s| s.eq_ignore_ascii_case(b"error"))
-            || outcome.is_some_and(|o| o.eq_ignore_ascii_case("error"));
-
+        let error = self.is_error(&get, span.status_code, outcome);
         let truncated = matches!(get(self.truncated), Some(AttrValue::Bool(true)));
-        let mut truncated_upstream = get(self.logfire_truncated).is_some();
-
-        let latency_us = match get(self.latency_ms) {
-            Some(AttrValue::Double(ms)) if ms.is_finite() && ms >= 0.0 => (ms * 1000.0) as u64,
-            Some(AttrValue::Int(ms)) if ms >= 0 => (ms as u64).saturating_mul(1000),
-            _ => span.end.saturating_sub(span.start) / 1000,
+        let flagged = get(self.logfire_truncated).is_some();
+        let latency_us = self.latency_us(&get, span);
+        // Never recorded: a size no result can have would page as the largest ever.
+        let Ok(measured) = self.measured_size(&get) else {
+            return Outcome::Invalid(INVALID_SIZE);
         };
-
-        let mut measured = None;
-        for &i in &self.size {
-            match size_of(get(i)) {
-                Ok(Some(n)) => {
-                    measured = Some(n);
-                    break;
-                }
-                Ok(None) => {}
-                // Never recorded: a size no result can have would page as the largest ever.
-                Err(AbsurdSize) => return Outcome::Invalid(INVALID_SIZE),
-            }
-        }
-        let measures = if measured.is_some() {
-            let m = |n: usize| match get(self.measures[n]) {
-                Some(AttrValue::Int(v)) if v >= 0 => Some(v as u64),
-                _ => None,
-            };
-            Measurement {
-                chars: m(0),
-                utf16_units: m(1),
-                lines: m(2),
-                json_depth: m(3),
-                max_string_chars: m(4),
-                tokens_estimate: m(5),
-                ..Measurement::default()
-            }
-        } else {
-            Measurement::default()
-        };
-        let mut upstream_limit = None;
-        let mut sample = None;
-        let size = if error {
+        let measures = self.measures(&get, measured.is_some());
+        let content = if error {
             // A failed call has no result, whatever error text the tracer stored as output.
-            Size::Failed
+            Content::of(Size::Failed)
         } else if let Some(bytes) = measured {
-            Size::Known {
+            Content::of(Size::Known {
                 bytes,
                 source: SizeSource::Measured,
-            }
+            })
         } else {
-            let json_mime = str_of(get(self.mime)).is_some_and(|m| m.contains("json"));
-            let content = self
-                .content
-                .iter()
-                .find_map(|&(i, enc, env)| {
-                    let v = get(i)?;
-                    let env = self
-                        .emitter_envelopes
-                        .iter()
-                        .find(|&&(e, k, _)| e == emitter && k == i)
-                        .map_or(env, |&(_, _, x)| x);
-                    Some((v, enc, env))
-                })
-                .or_else(|| {
-                    self.events.iter().find_map(|(e, k)| {
-                        span.event_attr(e, k)
-                            .map(|v| (v, Encoding::Auto, Envelope::TextParts))
-                    })
-                });
-            match content {
-                Some((v, enc, env)) => {
-                    let c = self.size_of_content(truncated_upstream, v, enc, env, json_mime);
-                    truncated_upstream |= c.cut;
-                    upstream_limit = c.limit;
-                    sample = c.sample;
-                    c.size
-                }
-                None => Size::Unknown(Unknown::Missing),
-            }
+            self.recorded_content(&get, span, emitter, flagged)
         };
-
-        // A supplied `tool.args_hash` counts only when it starts with 12 hex digits; any
-        // other value (empty, non-hex, non-ASCII, megabytes long) is ignored as if absent,
-        // and the hash is computed from the recorded arguments, if any.
-        let args_hash = match bytes_of(get(self.args_hash)).and_then(ArgsHash::from_hex) {
-            Some(h) => Some(h),
-            None => self
-                .args
-                .iter()
-                .find_map(|&i| get(i))
-                .map(|v| ArgsHash::new(&hash_value(v))),
-        };
-
+        let args_hash = self.args_hash_of(&get);
         records.push(ToolRecord {
             service: service.clone(),
             tool,
             emitter,
-            size,
+            size: content.size,
             truncated,
-            truncated_upstream,
+            truncated_upstream: flagged || content.cut,
             error,
             latency_us,
             trace_id,
             span_id,
             args_hash,
             measures,
-            upstream_limit,
+            upstream_limit: content.limit,
             earlier_cuts: Vec::new(),
-            sample,
+            sample: content.sample,
             upstream: Upstream::default(),
             join: None,
             weight: self.sampling.of_span(service, span.trace_state),
         });
         Outcome::Tool(())
+    }
+
+    /// Whether the span summarises several tool calls ([`emitters::Entry::summaries`]), by its
+    /// span name or its tool name.
+    #[inline]
+    fn is_summary<'a>(&self, get: &impl Fn(usize) -> Option<AttrValue<'a>>, name: &str) -> bool {
+        let (summary_spans, summary_tools) = &self.summaries;
+        summary_spans.contains(&name) || self.name.iter().any(|&i| is_one_of(get(i), summary_tools))
+    }
+
+    /// The tool name as recorded: the first non-empty name attribute in reading order, else
+    /// taken from the span name.
+    #[inline]
+    fn raw_name<'a>(
+        &self,
+        get: &impl Fn(usize) -> Option<AttrValue<'a>>,
+        span_name: &'a str,
+    ) -> &'a str {
+        self.name
+            .iter()
+            .find_map(|&i| str_of(get(i)).filter(|s| !s.is_empty()))
+            .unwrap_or_else(|| name_from_span(span_name))
+    }
+
+    /// Whether the call failed: status ERROR, an error attribute, `gen_ai.tool.status=error`
+    /// or an `error` outcome.
+    #[inline]
+    fn is_error<'a>(
+        &self,
+        get: &impl Fn(usize) -> Option<AttrValue<'a>>,
+        status_code: i32,
+        outcome: Option<&str>,
+    ) -> bool {
+        status_code == StatusCode::Error as i32
+            || self.errors.iter().any(|&i| truthy(get(i)))
+            || bytes_of(get(self.tool_status)).is_some_and(|s| s.eq_ignore_ascii_case(b"error"))
+            || outcome.is_some_and(|o| o.eq_ignore_ascii_case("error"))
+    }
+
+    /// The call's latency: the recorded one in milliseconds when usable, else the span's.
+    #[inline]
+    fn latency_us<'a>(
+        &self,
+        get: &impl Fn(usize) -> Option<AttrValue<'a>>,
+        span: &SpanView<'a>,
+    ) -> u64 {
+        match get(self.latency_ms) {
+            Some(AttrValue::Double(ms)) if ms.is_finite() && ms >= 0.0 => (ms * 1000.0) as u64,
+            Some(AttrValue::Int(ms)) if ms >= 0 => (ms as u64).saturating_mul(1000),
+            _ => span.end.saturating_sub(span.start) / 1000,
+        }
+    }
+
+    /// The arguments' hash: a supplied `tool.args_hash` counts only when it starts with 12 hex
+    /// digits; any other value (empty, non-hex, non-ASCII, megabytes long) is ignored as if
+    /// absent, and the hash is computed from the recorded arguments, if any.
+    #[inline]
+    fn args_hash_of<'a>(&self, get: &impl Fn(usize) -> Option<AttrValue<'a>>) -> Option<ArgsHash> {
+        match bytes_of(get(self.args_hash)).and_then(ArgsHash::from_hex) {
+            Some(h) => Some(h),
+            None => self
+                .args
+                .iter()
+                .find_map(|&i| get(i))
+                .map(|v| ArgsHash::new(&hash_value(v))),
+        }
     }
 
     fn classify<'a>(
@@ -577,109 +556,14 @@ impl Recognizer {
                 .then_some(*emitter)
         })
     }
-
-    /// The size of recorded content, with the tracer's envelope removed, whether it shows an
-    /// upstream cut (and at which configured attribute length limit), and the sample the
-    /// aggregator learns limits from ([`crate::collector::ingest::learn`]). `flagged`: the span
-    /// already says the content was cut (`logfire.truncated`).
-    fn size_of_content(
-        &self,
-        flagged: bool,
-        v: AttrValue<'_>,
-        enc: Encoding,
-        env: Envelope,
-        json_mime: bool,
-    ) -> Content {
-        match v {
-            AttrValue::Str(s) => {
-                if self.placeholders.iter().any(|p| p.as_bytes() == s)
-                    || (enc == Encoding::JsonEmptyIsHidden && s.trim_ascii() == b"{}")
-                {
-                    return Content::unknown(Unknown::Placeholder);
-                }
-                let unwrapped = unwrap_content(env, s);
-                let whole = match unwrapped {
-                    Some((_, true)) => SizeSource::Unwrapped,
-                    Some((_, false)) => SizeSource::UnwrappedApproximate,
-                    None => SizeSource::Derived,
-                };
-                // Counted once, for the configured limits and the learner alike (content too
-                // short for either is not counted).
-                let counted = (!self.limits.is_empty() || s.len() as u64 >= learn::MIN_LIMIT)
-                    .then(|| text::lengths(s));
-                // Markers and cut JSON are looked for only when no length limit says it all;
-                // a limit learned from the data is the aggregator's to apply.
-                let limit = self.at_length_limit(s, counted);
-                let marked = limit.is_none()
-                    && (has_marker(s) || json_cut(s, enc != Encoding::Auto || json_mime));
-                let sample = match limit {
-                    None => learn::sample(s, counted, (!(flagged || marked)).then_some(whole)),
-                    Some(_) => None,
-                };
-                let cut = limit.is_some() || marked;
-                let (bytes, source) = match (cut, unwrapped) {
-                    (false, Some((n, _))) => (n, whole),
-                    _ => (s.len() as u64, SizeSource::Derived),
-                };
-                Content {
-                    size: Size::Known { bytes, source },
-                    cut,
-                    limit,
-                    sample,
-                }
-            }
-            AttrValue::Kvlist([]) if enc == Encoding::JsonEmptyIsHidden => {
-                Content::unknown(Unknown::Placeholder)
-            }
-            other => match other.to_owned_value() {
-                Some(v) => Content {
-                    size: Size::Known {
-                        bytes: json_len(&v),
-                        source: SizeSource::Derived,
-                    },
-                    cut: false,
-                    limit: None,
-                    sample: None,
-                },
-                None => Content::unknown(Unknown::Missing),
-            },
-        }
-    }
-
-    /// The configured (or, failing that, the daemon's own `OTEL_*` environment) attribute value
-    /// length limit that `s` ends at exactly, in code points or UTF-16 units (`counted`: its
-    /// lengths from [`text::lengths`], exact once `s` is checked as UTF-8; content that is not
-    /// is counted as an SDK decoding it with replacement characters would).
-    fn at_length_limit(&self, s: &[u8], counted: Option<text::Lengths>) -> Option<u64> {
-        if self.limits.is_empty() {
-            return None;
-        }
-        let text::Lengths { chars, utf16 } = text::lengths_checked(s, counted);
-        self.limits
-            .iter()
-            .copied()
-            .find(|&l| l == chars || l == utf16)
-    }
 }
 
-/// What recorded content says of a result.
-struct Content {
-    size: Size,
-    cut: bool,
-    limit: Option<u64>,
-    /// What the aggregator learns limits from.
-    sample: Option<crate::collector::ingest::record::Sample>,
-}
-
-impl Content {
-    fn unknown(why: Unknown) -> Self {
-        Self {
-            size: Size::Unknown(why),
-            cut: false,
-            limit: None,
-            sample: None,
-        }
-    }
+/// The span's trace and span ids, when both have their length.
+#[inline]
+fn ids(span: &SpanView<'_>) -> Option<([u8; 16], [u8; 8])> {
+    let trace_id = <[u8; 16]>::try_from(span.trace_id).ok();
+    let span_id = <[u8; 8]>::try_from(span.span_id).ok();
+    trace_id.zip(span_id)
 }
 
 #[cfg(test)]
