@@ -587,6 +587,36 @@ impl SpanProcessor for CountingProcessor {
     }
 }
 
+/// Spans captured in memory, for the unit tests of the framework wrappers that write through
+/// this module's OpenTelemetry layer.
+#[cfg(all(test, any(feature = "rig", feature = "swiftide")))]
+pub(crate) mod testing {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    /// Runs `f` with spans going to memory; returns the finished spans.
+    pub(crate) fn captured(f: impl FnOnce()) -> Vec<SpanData> {
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("t")));
+        tracing::subscriber::with_default(subscriber, f);
+        provider.force_flush().unwrap();
+        exporter.get_finished_spans().unwrap()
+    }
+
+    /// The value of `key` on `span`, if set.
+    pub(crate) fn attr(span: &SpanData, key: &str) -> Option<opentelemetry::Value> {
+        span.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == key)
+            .map(|kv| kv.value.clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -388,10 +388,8 @@ fn bounded(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opentelemetry::trace::TracerProvider as _;
-    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+    use crate::export::testing::{attr, captured};
     use rig_core::tool::PortableTool;
-    use tracing_subscriber::layer::SubscriberExt;
 
     struct Echo;
     impl PortableTool for Echo {
@@ -420,26 +418,6 @@ mod tests {
             gen_ai.tool.name = "echo",
             gen_ai.tool.call.outcome = tracing::field::Empty
         )
-    }
-
-    /// Runs `f` with spans going to memory; returns the finished spans.
-    fn captured(f: impl FnOnce()) -> Vec<SpanData> {
-        let exporter = InMemorySpanExporter::default();
-        let provider = SdkTracerProvider::builder()
-            .with_simple_exporter(exporter.clone())
-            .build();
-        let subscriber = tracing_subscriber::registry()
-            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("t")));
-        tracing::subscriber::with_default(subscriber, f);
-        provider.force_flush().unwrap();
-        exporter.get_finished_spans().unwrap()
-    }
-
-    fn attr(span: &SpanData, key: &str) -> Option<opentelemetry::Value> {
-        span.attributes
-            .iter()
-            .find(|kv| kv.key.as_str() == key)
-            .map(|kv| kv.value.clone())
     }
 
     fn call(args: serde_json::Value) -> Result<ToolOutput, ToolExecutionError> {

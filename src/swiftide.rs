@@ -274,10 +274,8 @@ fn int(n: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opentelemetry::trace::TracerProvider as _;
-    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+    use crate::export::testing::{attr, captured};
     use swiftide_core::chat_completion::ToolCallBuilder;
-    use tracing_subscriber::layer::SubscriberExt;
 
     /// Answers 1,000 bytes, or fails when its arguments say `"fail": true`.
     #[derive(Clone)]
@@ -311,25 +309,6 @@ mod tests {
     /// here under swiftide's target.
     fn swiftide_span() -> tracing::Span {
         tracing::info_span!(target: "swiftide_agents::agent", "tool", "otel.name" = "tool.echo")
-    }
-
-    fn captured(f: impl FnOnce()) -> Vec<SpanData> {
-        let exporter = InMemorySpanExporter::default();
-        let provider = SdkTracerProvider::builder()
-            .with_simple_exporter(exporter.clone())
-            .build();
-        let subscriber = tracing_subscriber::registry()
-            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("t")));
-        tracing::subscriber::with_default(subscriber, f);
-        provider.force_flush().unwrap();
-        exporter.get_finished_spans().unwrap()
-    }
-
-    fn attr(span: &SpanData, key: &str) -> Option<opentelemetry::Value> {
-        span.attributes
-            .iter()
-            .find(|kv| kv.key.as_str() == key)
-            .map(|kv| kv.value.clone())
     }
 
     fn invoke(tool: &dyn Tool, args: &str) -> Result<ToolOutput, ToolError> {
