@@ -36,6 +36,8 @@ pub mod rig;
 pub mod rmcp;
 #[cfg(feature = "swiftide")]
 pub mod swiftide;
+#[cfg(any(feature = "rig", feature = "swiftide"))]
+mod wrapped;
 
 /// The examples of `docs/rust-agents.md`, compiled and run as doc tests so the guide cannot
 /// drift.

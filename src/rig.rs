@@ -51,6 +51,7 @@ use crate::guard::ceiling::{CeilingGuard, GuardError, Guarded};
 use crate::guard::Envelope;
 use crate::instrument::MAX_ERROR_MESSAGE_BYTES;
 use crate::semconv::*;
+pub use crate::wrapped::Sized;
 
 /// The field rig's own tool span declares, by which the wrapper knows it runs inside one.
 pub const RIG_OUTCOME: &str = "gen_ai.tool.call.outcome";
@@ -67,27 +68,6 @@ pub fn sized<T: Tool>(tool: T) -> Sized<T> {
     Sized {
         inner: tool,
         guard: None,
-    }
-}
-
-/// A rig tool whose calls are measured (and guarded, with [`guard`](Self::guard)). Built by
-/// [`sized`]; rig sees the same name, description and parameters.
-#[derive(Debug, Clone)]
-pub struct Sized<T> {
-    inner: T,
-    guard: Option<CeilingGuard>,
-}
-
-impl<T> Sized<T> {
-    /// Holds every result to `guard`'s limit and policy before the model is handed it.
-    pub fn guard(mut self, guard: CeilingGuard) -> Self {
-        self.guard = Some(guard);
-        self
-    }
-
-    /// The wrapped tool.
-    pub fn inner(&self) -> &T {
-        &self.inner
     }
 }
 

@@ -42,6 +42,7 @@ use crate::guard::ceiling::{CeilingGuard, Guarded};
 use crate::guard::Envelope;
 use crate::instrument::bounded_message;
 use crate::semconv::*;
+pub use crate::wrapped::Sized;
 
 /// The name of swiftide's tool span (its OpenTelemetry name is `tool.<name>`).
 pub const SWIFTIDE_TOOL_SPAN: &str = "tool";
@@ -76,27 +77,6 @@ pub fn sized_box_guarded<B: ToolBox + Clone>(toolbox: B, guard: CeilingGuard) ->
     SizedBox {
         inner: toolbox,
         guard: Some(guard),
-    }
-}
-
-/// A swiftide tool whose calls are measured (and guarded, with [`guard`](Self::guard)). Built by
-/// [`sized`]; swiftide sees the same name and spec.
-#[derive(Debug, Clone)]
-pub struct Sized<T> {
-    inner: T,
-    guard: Option<CeilingGuard>,
-}
-
-impl<T> Sized<T> {
-    /// Holds every result to `guard`'s limit and policy before the model is handed it.
-    pub fn guard(mut self, guard: CeilingGuard) -> Self {
-        self.guard = Some(guard);
-        self
-    }
-
-    /// The wrapped tool.
-    pub fn inner(&self) -> &T {
-        &self.inner
     }
 }
 
