@@ -147,61 +147,55 @@ enum Line {
 
 /// Runs the agent once, exporting as `service`; returns what the model was handed.
 fn run(grpc: SocketAddr, service: &str, line: Line) -> BTreeMap<String, String> {
-    let (guard, dispatch, rt) = support::exporting_to(grpc, service);
-    let handed = tracing::dispatcher::with_default(&dispatch, || {
-        rt.block_on(async {
-            let (addr, handed) = fake_openai().await;
-            let model = OpenAIConfig::new("test-key")
-                .with_base_url(format!("http://{addr}/v1"))
-                .with_route(Route::Chat)
-                .client()
-                .completion("fake");
-            let builder = AgentBuilder::new(model).default_max_turns(4);
-            let agent = match line {
-                Line::RigOwn => builder
-                    .record_content_telemetry(true)
-                    .tool(FetchPage)
-                    .tool(Lookup)
-                    .tool(Stats)
-                    .tool(Flaky)
-                    .build(),
-                Line::Toolsize | Line::Guarded => {
-                    let mut fetch = toolsize::rig::sized(FetchPage);
-                    if line == Line::Guarded {
-                        let cut = CeilingGuard::builder()
-                            .max_output(LIMIT)
-                            .policy(Policy::Truncate)
-                            .build()
-                            .unwrap();
-                        fetch = fetch.guard(cut);
-                    }
-                    builder
-                        .tool(fetch)
-                        .tool(toolsize::rig::sized(Lookup))
-                        .tool(toolsize::rig::sized(Stats))
-                        .tool(toolsize::rig::sized(Flaky))
+    let handed = support::exported(grpc, service, async {
+        let (addr, handed) = fake_openai().await;
+        let model = OpenAIConfig::new("test-key")
+            .with_base_url(format!("http://{addr}/v1"))
+            .with_route(Route::Chat)
+            .client()
+            .completion("fake");
+        let builder = AgentBuilder::new(model).default_max_turns(4);
+        let agent = match line {
+            Line::RigOwn => builder
+                .record_content_telemetry(true)
+                .tool(FetchPage)
+                .tool(Lookup)
+                .tool(Stats)
+                .tool(Flaky)
+                .build(),
+            Line::Toolsize | Line::Guarded => {
+                let mut fetch = toolsize::rig::sized(FetchPage);
+                if line == Line::Guarded {
+                    let cut = CeilingGuard::builder()
+                        .max_output(LIMIT)
+                        .policy(Policy::Truncate)
                         .build()
+                        .unwrap();
+                    fetch = fetch.guard(cut);
                 }
-                Line::Set => {
-                    let mut tools = ToolSet::default();
-                    tools.add_tool(FetchPage);
-                    tools.add_tool(Lookup);
-                    tools.add_tool(Stats);
-                    tools.add_tool(Flaky);
-                    let handle = ToolServer::new().run();
-                    handle.add_tools(toolsize::rig::sized_set(tools));
-                    builder.tool_server_handle(handle).build()
-                }
-            };
-            let answer = agent.prompt("Go.").await.unwrap();
-            assert_eq!(answer.output(), "done");
-            let h = handed.lock().unwrap().clone();
-            h
-        })
+                builder
+                    .tool(fetch)
+                    .tool(toolsize::rig::sized(Lookup))
+                    .tool(toolsize::rig::sized(Stats))
+                    .tool(toolsize::rig::sized(Flaky))
+                    .build()
+            }
+            Line::Set => {
+                let mut tools = ToolSet::default();
+                tools.add_tool(FetchPage);
+                tools.add_tool(Lookup);
+                tools.add_tool(Stats);
+                tools.add_tool(Flaky);
+                let handle = ToolServer::new().run();
+                handle.add_tools(toolsize::rig::sized_set(tools));
+                builder.tool_server_handle(handle).build()
+            }
+        };
+        let answer = agent.prompt("Go.").await.unwrap();
+        assert_eq!(answer.output(), "done");
+        let h = handed.lock().unwrap().clone();
+        h
     });
-    drop(rt);
-    let stats = guard.flush().unwrap();
-    assert_eq!(stats.spans_lost(), 0, "{service}: spans lost");
     assert_eq!(handed.len(), CALLS.len(), "{handed:?}");
     handed
 }

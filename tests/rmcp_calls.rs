@@ -82,12 +82,7 @@ type Answer = Result<CallToolResult, ServiceError>;
 
 /// Serves `Tools` and runs the script from a client, exporting as `service` to the daemon.
 fn run(grpc: std::net::SocketAddr, service: &str, line: Line) -> Vec<Answer> {
-    let (guard, dispatch, rt) = support::exporting_to(grpc, service);
-    let answers = tracing::dispatcher::with_default(&dispatch, || rt.block_on(session(line)));
-    drop(rt);
-    let stats = guard.flush().unwrap();
-    assert_eq!(stats.spans_lost(), 0, "{service}: spans lost");
-    answers
+    support::exported(grpc, service, session(line))
 }
 
 async fn session(line: Line) -> Vec<Answer> {

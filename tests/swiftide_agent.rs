@@ -116,18 +116,12 @@ fn agent(addr: SocketAddr, line: Line) -> Agent {
 
 /// Runs the agent once, exporting as `service`; returns what the model was handed.
 fn run(grpc: SocketAddr, service: &str, line: Line) -> BTreeMap<String, String> {
-    let (guard, dispatch, rt) = support::exporting_to(grpc, service);
-    let handed = tracing::dispatcher::with_default(&dispatch, || {
-        rt.block_on(async {
-            let (addr, handed) = fake_openai().await;
-            agent(addr, line).query("Go.").await.unwrap();
-            let h = handed.lock().unwrap().clone();
-            h
-        })
+    let handed = support::exported(grpc, service, async {
+        let (addr, handed) = fake_openai().await;
+        agent(addr, line).query("Go.").await.unwrap();
+        let h = handed.lock().unwrap().clone();
+        h
     });
-    drop(rt);
-    let stats = guard.flush().unwrap();
-    assert_eq!(stats.spans_lost(), 0, "{service}: spans lost");
     assert_eq!(handed.len(), CALLS.len(), "{handed:?}");
     handed
 }

@@ -51,17 +51,15 @@ pub fn dispatch_to(provider: &SdkTracerProvider) -> Dispatch {
     )
 }
 
-/// Exporting over gRPC to the daemon at `grpc` as `service`: the export guard (it flushes when
-/// dropped), a dispatcher sending spans to it, and a current-thread runtime to run code under it.
+/// Runs `work` on a current-thread runtime with toolsize's exporter sending its spans over gRPC
+/// to `grpc` as `service`, then flushes the exporter and asserts no span was lost; returns what
+/// `work` returned.
 #[cfg(feature = "export")]
-pub fn exporting_to(
+pub fn exported<T>(
     grpc: std::net::SocketAddr,
     service: &str,
-) -> (
-    toolsize::export::ExportGuard,
-    Dispatch,
-    tokio::runtime::Runtime,
-) {
+    work: impl std::future::Future<Output = T>,
+) -> T {
     let guard = toolsize::export::builder()
         .protocol(toolsize::export::Protocol::Grpc)
         .endpoint(format!("http://{grpc}"))
@@ -73,7 +71,11 @@ pub fn exporting_to(
         .enable_all()
         .build()
         .unwrap();
-    (guard, dispatch, rt)
+    let out = tracing::dispatcher::with_default(&dispatch, || rt.block_on(work));
+    drop(rt);
+    let stats = guard.flush().unwrap();
+    assert_eq!(stats.spans_lost(), 0, "{service}: spans lost");
+    out
 }
 
 impl Capture {
