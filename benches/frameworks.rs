@@ -32,7 +32,8 @@
 //!
 //! `cargo bench --features rig,rmcp,swiftide --bench frameworks` prints the table.
 //! `-- --rounds N` sets the rounds (default 21); `-- --profile-time S --case NAME` runs only the
-//! measured side of one case for S seconds (for `perf record` on the bench binary).
+//! measured side of one case for S seconds (for `perf record` on the bench binary; with
+//! `--bare`, its bare side).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -421,9 +422,14 @@ fn main() {
             .iter_mut()
             .find(|c| c.name == name)
             .expect("--case names a case of the table");
+        let side = if std::env::args().any(|a| a == "--bare") {
+            &mut case.bare
+        } else {
+            &mut case.measured
+        };
         let until = Instant::now() + Duration::from_secs_f64(seconds.parse().unwrap());
         while Instant::now() < until {
-            time(&mut case.measured, 100);
+            time(side, 100);
         }
     } else {
         let rounds: usize = flag("--rounds").map_or(ROUNDS, |r| r.parse().unwrap());

@@ -91,7 +91,7 @@ impl<T: Tool + Clone> Tool for Sized<T> {
         let call = Call::start(&name, tool_call.args());
         let done = match &call.own {
             Some(own) => {
-                own.scoped(self.inner.invoke(agent_context, tool_call))
+                own.scoped(std::pin::pin!(self.inner.invoke(agent_context, tool_call)))
                     .await
             }
             None => self.inner.invoke(agent_context, tool_call).await,
