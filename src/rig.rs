@@ -34,7 +34,7 @@
 //! from the model's JSON text; nothing here blocks or panics.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{HashSet, VecDeque};
 use std::pin::pin;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
@@ -222,6 +222,10 @@ pub const LAYER_NAME: &str = "toolsize";
 /// dispatch dropped) stays open until this many newer ones are, then ends cancelled.
 pub const MAX_OPEN_CALLS: usize = 1024;
 
+/// Room for open calls made once per tool of a set, so that a call opened and answered
+/// allocates nothing (a tree map allocated a node for each).
+const OPEN_CALLS_ROOM: usize = 8;
+
 fn wrap_set(set: &ToolSet, guard: Option<CeilingGuard>) -> ToolSet {
     let exposed: HashSet<&str> = set.always_exposed_names().collect();
     let mut always = ToolSet::default();
@@ -230,7 +234,7 @@ fn wrap_set(set: &ToolSet, guard: Option<CeilingGuard>) -> ToolSet {
         let layer = Sizing {
             tool: name.to_owned(),
             guard: guard.clone(),
-            open: Mutex::default(),
+            open: Mutex::new(VecDeque::with_capacity(OPEN_CALLS_ROOM)),
         };
         // A registration's handler always serves the tool family: the fallback keeps the tool
         // as it was rather than lose it.
@@ -253,11 +257,11 @@ struct Sizing {
     guard: Option<CeilingGuard>,
     /// Calls started and not yet answered, by rig's effect id (ids only grow: the first is the
     /// oldest).
-    open: Mutex<BTreeMap<EffectId, Call>>,
+    open: Mutex<VecDeque<(EffectId, Call)>>,
 }
 
 impl Sizing {
-    fn open(&self) -> std::sync::MutexGuard<'_, BTreeMap<EffectId, Call>> {
+    fn open(&self) -> std::sync::MutexGuard<'_, VecDeque<(EffectId, Call)>> {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -273,9 +277,9 @@ impl Intercept for Sizing {
             let call = Call::start(&self.tool, hash);
             let mut open = self.open();
             if open.len() >= MAX_OPEN_CALLS {
-                open.pop_first();
+                open.pop_front();
             }
-            open.insert(id, call);
+            open.push_back((id, call));
         }
         Decision::Proceed
     }
@@ -286,7 +290,13 @@ impl Intercept for Sizing {
         _: &EffectKind,
         outcome: &Result<Outcome, ErrorReport>,
     ) -> Verdict {
-        let Some(call) = self.open().remove(&id) else {
+        let call = {
+            let mut open = self.open();
+            // The call answered is most often the newest.
+            let at = open.iter().rposition(|(open_id, _)| *open_id == id);
+            at.and_then(|at| open.remove(at)).map(|(_, call)| call)
+        };
+        let Some(call) = call else {
             return Verdict::Keep;
         };
         let result = match outcome {
@@ -327,12 +337,7 @@ struct Call {
 impl Call {
     /// `hash`: the arguments' hash (`None` when they are not JSON: the hash is left out).
     fn start(tool: &str, hash: Option<String>) -> Self {
-        // The current span's metadata, read without taking a handle to the span (a handle is a
-        // reference count taken and given back through the subscriber).
-        let in_rig = tracing::dispatcher::get_default(|d| {
-            d.current_span().metadata().is_some_and(is_rig_tool_span)
-        });
-        if !in_rig {
+        if !crate::wrapped::in_span(is_rig_tool_span) {
             let builder = crate::tool_call(tool);
             let builder = match hash {
                 Some(hash) => builder.args_hash(hash),
