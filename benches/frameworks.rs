@@ -10,7 +10,10 @@
 //! round alike, and a block the scheduler interrupted is left out. Per round, each wrapper's
 //! added cost is divided by `run_text`'s added cost of that round; the table prints the median
 //! of those ratios over the rounds and their spread (lowest–highest), so one noisy round can
-//! neither flatter nor wreck the figure.
+//! neither flatter nor wreck the figure. It also prints each case's added time itself (median
+//! and spread over the rounds, in ns) and as a share of the bare call: the rmcp client's bare
+//! call is a round trip of about 50 µs, whose noise is as large as the wrapper's own work, so
+//! for it the added microseconds beside the round trip's say more than the ratio.
 //!
 //! - `run_text`: the bare call is the tool's closure; measured, `tool_call(..).args(..)
 //!   .run_text(..)`.
@@ -382,22 +385,34 @@ fn flag(name: &str) -> Option<String> {
     args.next()
 }
 
+/// Lowest and highest of `v`.
+fn spread(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+}
+
+/// The table: per case, the bare call, the added cost (median over the rounds and its
+/// spread, in ns, and as a share of the bare call: for a call that is mostly a round trip, the
+/// added time beside the round trip's), and the added cost divided by `run_text`'s added cost
+/// of the same round (median and spread).
 fn report(cases: &[Case<'_>], rounds: &[Vec<(f64, f64)>]) {
     let added = |r: &[(f64, f64)], i: usize| r[i].1 - r[i].0;
     println!(
-        "{:<22}{:>10}{:>12}{:>12}   {:<10}",
-        "case", "bare ns", "added ns", "÷ run_text", "spread"
+        "{:<22}{:>10}{:>10}  {:<13}{:>8}{:>12}   {:<10}",
+        "case", "bare ns", "added ns", "(spread)", "÷ bare", "÷ run_text", "spread"
     );
     for (i, c) in cases.iter().enumerate() {
         let bare = median(rounds.iter().map(|r| r[i].0).collect());
-        let add = median(rounds.iter().map(|r| added(r, i)).collect());
+        let adds: Vec<f64> = rounds.iter().map(|r| added(r, i)).collect();
+        let add = median(adds.clone());
+        let (add_lo, add_hi) = spread(&adds);
         let ratios: Vec<f64> = rounds.iter().map(|r| added(r, i) / added(r, 0)).collect();
-        let (lo, hi) = ratios
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        let (lo, hi) = spread(&ratios);
         println!(
-            "{:<22}{bare:>10.0}{add:>12.0}{:>11.2}×   {lo:.2}–{hi:.2}",
+            "{:<22}{bare:>10.0}{add:>10.0}  {:<13}{:>7.0}%{:>11.2}×   {lo:.2}–{hi:.2}",
             c.name,
+            format!("({add_lo:.0}–{add_hi:.0})"),
+            100.0 * add / bare,
             median(ratios.clone()),
         );
     }
