@@ -30,8 +30,9 @@
 //! - `swiftide tool`: a swiftide tool invoked bare and wrapped by `toolsize::swiftide::sized`,
 //!   outside a swiftide span.
 //!
-//! All go through one pipeline (tracing → tracing-opentelemetry → SDK span → a processor that
-//! drops the finished span), on a current-thread runtime.
+//! All go through one pipeline (tracing → tracing-opentelemetry, at INFO and above as
+//! `toolsize::export` sets it up → SDK span → a processor that drops the finished span), on a
+//! current-thread runtime.
 //!
 //! `cargo bench --features rig,rmcp,swiftide --bench frameworks` prints the table.
 //! `-- --rounds N` sets the rounds (default 21); `-- --profile-time S --case NAME` runs only the
@@ -62,6 +63,7 @@ use swiftide_core::chat_completion::{ToolCallBuilder, ToolOutput, ToolSpec};
 use swiftide_core::AgentContext;
 use toolsize::rmcp::CallToolExt as _;
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::Layer as _;
 
 /// Rounds timed (after one untimed warm-up round), unless `--rounds` says otherwise.
 const ROUNDS: usize = 21;
@@ -422,8 +424,13 @@ fn main() {
     let provider = SdkTracerProvider::builder()
         .with_span_processor(common::Discard)
         .build();
-    let subscriber = tracing_subscriber::registry()
-        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("bench")));
+    // At INFO and above, as `toolsize::export` passes them: rmcp logs every message it sends
+    // and receives at DEBUG, whole, which no exporting pipeline of toolsize's formats.
+    let subscriber = tracing_subscriber::registry().with(
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("bench"))
+            .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
+    );
     let _default = tracing::subscriber::set_default(subscriber);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

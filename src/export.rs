@@ -56,7 +56,9 @@ use tracing_subscriber::Layer;
 /// no other event, whatever its level (swiftide's DEBUG "Completed tool call" event, which
 /// carries the tool's output and arguments, among them).
 fn exported(meta: &tracing::Metadata<'_>, all_spans: bool) -> bool {
-    meta.target().starts_with("toolsize") || (all_spans && meta.is_span()) || framework_tool_span(meta)
+    meta.target().starts_with("toolsize")
+        || (all_spans && meta.is_span())
+        || framework_tool_span(meta)
 }
 
 /// The log output's filter: `directives` (`RUST_LOG` syntax), else `RUST_LOG`, else `info`.
@@ -706,7 +708,10 @@ mod tests {
         };
         assert!(logged("debug"), "RUST_LOG=debug shows swiftide's output");
         assert!(!logged("info"), "the default level does not");
-        assert!(!logged("debug,swiftide_agents=info"), "nor DEBUG with swiftide at INFO");
+        assert!(
+            !logged("debug,swiftide_agents=info"),
+            "nor DEBUG with swiftide at INFO"
+        );
     }
 
     #[test]

@@ -489,9 +489,9 @@ impl ToolCall {
 
     /// `fut` polled inside the span, each poll as [`in_scope`](Self::in_scope) runs code (a cut
     /// the tool reports with [`record_cut`] goes to this call): the call is borrowed, so the span
-    /// is neither cloned nor entered again when the future is dropped. The future is borrowed
-    /// pinned where the caller made it (`std::pin::pin!`), never moved: a framework's future
-    /// can be kilobytes (rmcp's request handler: about 4 KiB), and each move copies all of it.
+    /// is neither cloned nor entered again when the future is dropped. The future is borrowed,
+    /// pinned where the caller made it (`std::pin::pin!`), rather than moved into the wrapper: a
+    /// framework's future can be kilobytes (rmcp's request handler: about 4 KiB).
     #[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
     pub(crate) fn scoped<'a, F: Future>(&'a self, fut: Pin<&'a mut F>) -> InScope<'a, F> {
         InScope { call: self, fut }

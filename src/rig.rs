@@ -518,7 +518,13 @@ mod tests {
     }
 
     /// The same arguments through rig's own dispatch, bare and sized: (bare's, sized's) results.
-    fn both(args: &str) -> (ToolResult, ToolResult, Vec<opentelemetry_sdk::trace::SpanData>) {
+    fn both(
+        args: &str,
+    ) -> (
+        ToolResult,
+        ToolResult,
+        Vec<opentelemetry_sdk::trace::SpanData>,
+    ) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
