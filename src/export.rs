@@ -646,12 +646,13 @@ mod tests {
     }
 
     /// swiftide's DEBUG event "Completed tool call" (the tool's output and arguments, emitted
-    /// inside its tool span, as swiftide-agents 0.32 emits it) never leaves through the export
-    /// pipeline, with or without `all_spans`; the log output shows it only where its filter lets
-    /// swiftide's DEBUG events through.
+    /// inside its tool span, as swiftide-agents 0.32 emits it) and rmcp's "received request"
+    /// (the request whole, as rmcp 3.11 logs it) never leave through the export pipeline, with or
+    /// without `all_spans`; the log output shows them only where its filter lets the framework's
+    /// DEBUG events through.
     #[cfg(feature = "swiftide")]
     #[test]
-    fn swiftide_debug_output_is_not_exported_and_filtered_out_of_the_logs() {
+    fn frameworks_debug_content_is_not_exported_and_filtered_out_of_the_logs() {
         use opentelemetry_sdk::trace::InMemorySpanExporter;
         use std::sync::{Arc, Mutex};
         let emit = || {
@@ -662,6 +663,11 @@ mod tests {
                 output = "SECRET-OUTPUT",
                 args = "SECRET-ARGS",
                 "Completed tool call"
+            );
+            tracing::debug!(
+                target: "rmcp::service",
+                request = "SECRET-REQUEST",
+                "received request"
             );
         };
         for all_spans in [false, true] {
@@ -704,14 +710,19 @@ mod tests {
             let subscriber = tracing_subscriber::registry().with(logs);
             tracing::subscriber::with_default(subscriber, emit);
             let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
-            text.contains("SECRET-OUTPUT")
+            (
+                text.contains("SECRET-OUTPUT"),
+                text.contains("SECRET-REQUEST"),
+            )
         };
-        assert!(logged("debug"), "RUST_LOG=debug shows swiftide's output");
-        assert!(!logged("info"), "the default level does not");
-        assert!(
-            !logged("debug,swiftide_agents=info"),
-            "nor DEBUG with swiftide at INFO"
+        assert_eq!(logged("debug"), (true, true), "RUST_LOG=debug shows both");
+        assert_eq!(
+            logged("info"),
+            (false, false),
+            "the default level shows neither"
         );
+        assert_eq!(logged("debug,swiftide_agents=info"), (false, true));
+        assert_eq!(logged("debug,rmcp=info"), (true, false));
     }
 
     #[test]

@@ -31,7 +31,10 @@
 //! Arguments and result content are never recorded: sizes and the hash only. The cost per call is
 //! one pass to measure the result (a text result is measured in place; other outputs are
 //! rendered as rig renders them for the model) and one arguments hash, canonicalized straight
-//! from the model's JSON text; nothing here blocks or panics.
+//! from the model's JSON text while rig deserializes the arguments ([`SizedArgs`]: the text
+//! borrowed, not copied); the output is handed to rig as it is ([`SizedOutput`]), not copied.
+//! The tool's arguments are read as rig reads them (`null` as `{}` when the tool's type does not
+//! take `null`, an error of rig's own otherwise). Nothing here blocks or panics.
 
 use std::borrow::Cow;
 use std::collections::{HashSet, VecDeque};
