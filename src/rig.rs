@@ -149,11 +149,17 @@ impl<A> SizedArgs<A> {
     }
 }
 
-impl<A: std::fmt::Debug> std::fmt::Debug for SizedArgs<A> {
+/// The hash, and whether the arguments fit (their kind of error if not): never their content.
+impl<A> std::fmt::Debug for SizedArgs<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let args = self
+            .args
+            .as_ref()
+            .map(|_| "…")
+            .map_err(|e| e.kind().as_str());
         f.debug_struct("SizedArgs")
             .field("hash", &self.hash)
-            .field("args", &self.args.as_ref().map_err(ToString::to_string))
+            .field("args", &args)
             .finish()
     }
 }
@@ -596,6 +602,14 @@ mod tests {
         let args: SizedArgs<serde_json::Value> = serde_json::from_str(&value.to_string()).unwrap();
         assert_eq!(args.hash, Some(crate::args_hash(&value).unwrap()));
         assert!(serde_json::from_str::<SizedArgs<serde_json::Value>>("{not json").is_err());
+        let shown = format!(
+            "{:?}",
+            serde_json::from_str::<SizedArgs<Query>>(r#"{"q": "secret"}"#).unwrap()
+        );
+        assert!(
+            shown.contains("invalid_args") && !shown.contains("secret"),
+            "{shown}"
+        );
     }
 
     #[test]

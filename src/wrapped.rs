@@ -31,5 +31,5 @@ impl<T> Sized<T> {
 /// subscriber, two trips a call outside the framework's span would pay for nothing.
 #[inline]
 pub(crate) fn in_span(is: impl Fn(&tracing::Metadata<'_>) -> bool) -> bool {
-    tracing::dispatcher::get_default(|d| d.current_span().metadata().is_some_and(|m| is(m)))
+    tracing::dispatcher::get_default(|d| d.current_span().metadata().is_some_and(&is))
 }
