@@ -602,6 +602,8 @@ mod tests {
         let args: SizedArgs<serde_json::Value> = serde_json::from_str(&value.to_string()).unwrap();
         assert_eq!(args.hash, Some(crate::args_hash(&value).unwrap()));
         assert!(serde_json::from_str::<SizedArgs<serde_json::Value>>("{not json").is_err());
+        // Only a text can be borrowed: a value is refused, not read unhashed.
+        assert!(serde_json::from_value::<SizedArgs<serde_json::Value>>(value).is_err());
         let shown = format!(
             "{:?}",
             serde_json::from_str::<SizedArgs<Query>>(r#"{"q": "secret"}"#).unwrap()
