@@ -10,7 +10,10 @@
 //! round alike, and a block the scheduler interrupted is left out. Per round, each wrapper's
 //! added cost is divided by `run_text`'s added cost of that round; the table prints the median
 //! of those ratios over the rounds and their spread (lowest–highest), so one noisy round can
-//! neither flatter nor wreck the figure.
+//! neither flatter nor wreck the figure. It also prints each case's added time itself (median
+//! and spread over the rounds, in ns) and as a share of the bare call: the rmcp client's bare
+//! call is a round trip of about 50 µs, whose noise is as large as the wrapper's own work, so
+//! for it the added microseconds beside the round trip's say more than the ratio.
 //!
 //! - `run_text`: the bare call is the tool's closure; measured, `tool_call(..).args(..)
 //!   .run_text(..)`.
@@ -27,12 +30,14 @@
 //! - `swiftide tool`: a swiftide tool invoked bare and wrapped by `toolsize::swiftide::sized`,
 //!   outside a swiftide span.
 //!
-//! All go through one pipeline (tracing → tracing-opentelemetry → SDK span → a processor that
-//! drops the finished span), on a current-thread runtime.
+//! All go through one pipeline (tracing → tracing-opentelemetry, at INFO and above as
+//! `toolsize::export` sets it up → SDK span → a processor that drops the finished span), on a
+//! current-thread runtime.
 //!
 //! `cargo bench --features rig,rmcp,swiftide --bench frameworks` prints the table.
 //! `-- --rounds N` sets the rounds (default 21); `-- --profile-time S --case NAME` runs only the
-//! measured side of one case for S seconds (for `perf record` on the bench binary).
+//! measured side of one case for S seconds (for `perf record` on the bench binary; with
+//! `--bare`, its bare side).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -58,6 +63,7 @@ use swiftide_core::chat_completion::{ToolCallBuilder, ToolOutput, ToolSpec};
 use swiftide_core::AgentContext;
 use toolsize::rmcp::CallToolExt as _;
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::Layer as _;
 
 /// Rounds timed (after one untimed warm-up round), unless `--rounds` says otherwise.
 const ROUNDS: usize = 21;
@@ -381,22 +387,34 @@ fn flag(name: &str) -> Option<String> {
     args.next()
 }
 
+/// Lowest and highest of `v`.
+fn spread(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)))
+}
+
+/// The table: per case, the bare call, the added cost (median over the rounds and its
+/// spread, in ns, and as a share of the bare call: for a call that is mostly a round trip, the
+/// added time beside the round trip's), and the added cost divided by `run_text`'s added cost
+/// of the same round (median and spread).
 fn report(cases: &[Case<'_>], rounds: &[Vec<(f64, f64)>]) {
     let added = |r: &[(f64, f64)], i: usize| r[i].1 - r[i].0;
     println!(
-        "{:<22}{:>10}{:>12}{:>12}   {:<10}",
-        "case", "bare ns", "added ns", "÷ run_text", "spread"
+        "{:<22}{:>10}{:>10}  {:<13}{:>8}{:>12}   {:<10}",
+        "case", "bare ns", "added ns", "(spread)", "÷ bare", "÷ run_text", "spread"
     );
     for (i, c) in cases.iter().enumerate() {
         let bare = median(rounds.iter().map(|r| r[i].0).collect());
-        let add = median(rounds.iter().map(|r| added(r, i)).collect());
+        let adds: Vec<f64> = rounds.iter().map(|r| added(r, i)).collect();
+        let add = median(adds.clone());
+        let (add_lo, add_hi) = spread(&adds);
         let ratios: Vec<f64> = rounds.iter().map(|r| added(r, i) / added(r, 0)).collect();
-        let (lo, hi) = ratios
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+        let (lo, hi) = spread(&ratios);
         println!(
-            "{:<22}{bare:>10.0}{add:>12.0}{:>11.2}×   {lo:.2}–{hi:.2}",
+            "{:<22}{bare:>10.0}{add:>10.0}  {:<13}{:>7.0}%{:>11.2}×   {lo:.2}–{hi:.2}",
             c.name,
+            format!("({add_lo:.0}–{add_hi:.0})"),
+            100.0 * add / bare,
             median(ratios.clone()),
         );
     }
@@ -406,8 +424,13 @@ fn main() {
     let provider = SdkTracerProvider::builder()
         .with_span_processor(common::Discard)
         .build();
-    let subscriber = tracing_subscriber::registry()
-        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("bench")));
+    // At INFO and above, as `toolsize::export` passes them: rmcp logs every message it sends
+    // and receives at DEBUG, whole, which no exporting pipeline of toolsize's formats.
+    let subscriber = tracing_subscriber::registry().with(
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("bench"))
+            .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
+    );
     let _default = tracing::subscriber::set_default(subscriber);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -421,9 +444,14 @@ fn main() {
             .iter_mut()
             .find(|c| c.name == name)
             .expect("--case names a case of the table");
+        let side = if std::env::args().any(|a| a == "--bare") {
+            &mut case.bare
+        } else {
+            &mut case.measured
+        };
         let until = Instant::now() + Duration::from_secs_f64(seconds.parse().unwrap());
         while Instant::now() < until {
-            time(&mut case.measured, 100);
+            time(side, 100);
         }
     } else {
         let rounds: usize = flag("--rounds").map_or(ROUNDS, |r| r.parse().unwrap());

@@ -271,7 +271,7 @@ pub fn span_args_hash_json(text: &str) -> Result<String> {
     let mut parser = TextParser {
         src: text.as_bytes(),
         pos: 0,
-        canon: Canon::with_capacity(),
+        canon: Canon::for_text(text),
     };
     parser.parse_document()?;
     Ok(span_hash_of_canonical(&parser.canon.out))
@@ -757,6 +757,16 @@ impl Canon {
             entries: Vec::with_capacity(8),
             arena: Vec::new(),
             depth: 0,
+        }
+    }
+
+    /// [`with_capacity`](Self::with_capacity), for canonicalizing `text`: its keys go to the
+    /// arena, which gets room for them at once (they are no longer than the text) rather than
+    /// growing key by key.
+    fn for_text(text: &str) -> Canon {
+        Canon {
+            arena: Vec::with_capacity(text.len().min(256)),
+            ..Canon::with_capacity()
         }
     }
 
@@ -1568,6 +1578,22 @@ impl TextParser<'_> {
 
     /// Parses a string body (after the opening quote) into `dest`.
     fn parse_string(&mut self, dest: StrDest) -> Result<()> {
+        if let StrDest::Out = dest {
+            // Printable ASCII without an escape up to the closing quote (most values) is its
+            // own canonical form: copied once, neither decoded nor escaped again.
+            let rest = &self.src[self.pos..];
+            let plain = rest
+                .iter()
+                .position(|&b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\');
+            if let Some(n) = plain.filter(|&n| rest[n] == b'"') {
+                let out = &mut self.canon.out;
+                out.push(b'"');
+                out.extend_from_slice(&rest[..n]);
+                out.push(b'"');
+                self.pos += n + 1;
+                return Ok(());
+            }
+        }
         let opening = self.pos - 1;
         // Decode into the arena (keys) or a temporary region at the arena's end (values).
         let base = self.canon.arena.len();

@@ -51,6 +51,25 @@ use opentelemetry_sdk::Resource;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
 
+/// What the OpenTelemetry layer of [`ExportBuilder::install`] passes on (at INFO and above):
+/// toolsize's spans and events, the frameworks' tool spans, and with `all_spans` every span;
+/// no other event, whatever its level (swiftide's DEBUG "Completed tool call" event, which
+/// carries the tool's output and arguments, among them).
+fn exported(meta: &tracing::Metadata<'_>, all_spans: bool) -> bool {
+    meta.target().starts_with("toolsize")
+        || (all_spans && meta.is_span())
+        || framework_tool_span(meta)
+}
+
+/// The log output's filter: `directives` (`RUST_LOG` syntax), else `RUST_LOG`, else `info`.
+fn log_filter(directives: Option<&str>) -> tracing_subscriber::EnvFilter {
+    match directives {
+        Some(d) => tracing_subscriber::EnvFilter::new(d),
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    }
+}
+
 /// rig's or swiftide's own tool span (with the `rig` or `swiftide` feature), which the
 /// framework's wrapper writes toolsize's attributes to: exported like toolsize's own, since it
 /// stands for one tool call.
@@ -337,17 +356,11 @@ impl ExportBuilder {
         let otel = tracing_opentelemetry::layer()
             .with_tracer(tracer)
             .with_filter(tracing_subscriber::filter::filter_fn(move |meta| {
-                meta.target().starts_with("toolsize")
-                    || (all_spans && meta.is_span())
-                    || framework_tool_span(meta)
+                exported(meta, all_spans)
             }))
             .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
         let logs = if guard.settings.logs.unwrap_or(true) {
-            let filter = match &guard.settings.log_filter {
-                Some(d) => tracing_subscriber::EnvFilter::new(d),
-                None => tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-            };
+            let filter = log_filter(guard.settings.log_filter.as_deref());
             Some(
                 tracing_subscriber::fmt::layer()
                     .with_writer(std::io::stderr)
@@ -630,6 +643,86 @@ mod tests {
         assert!(swiftide.metadata().is_some_and(framework_tool_span));
         let other = tracing::info_span!(target: "app", "tool");
         assert!(!other.metadata().is_some_and(framework_tool_span));
+    }
+
+    /// swiftide's DEBUG event "Completed tool call" (the tool's output and arguments, emitted
+    /// inside its tool span, as swiftide-agents 0.32 emits it) and rmcp's "received request"
+    /// (the request whole, as rmcp 3.11 logs it) never leave through the export pipeline, with or
+    /// without `all_spans`; the log output shows them only where its filter lets the framework's
+    /// DEBUG events through.
+    #[cfg(feature = "swiftide")]
+    #[test]
+    fn frameworks_debug_content_is_not_exported_and_filtered_out_of_the_logs() {
+        use opentelemetry_sdk::trace::InMemorySpanExporter;
+        use std::sync::{Arc, Mutex};
+        let emit = || {
+            let span = tracing::info_span!(target: "swiftide_agents::agent", "tool");
+            let _in = span.enter();
+            tracing::debug!(
+                target: "swiftide_agents::agent",
+                output = "SECRET-OUTPUT",
+                args = "SECRET-ARGS",
+                "Completed tool call"
+            );
+            tracing::debug!(
+                target: "rmcp::service",
+                request = "SECRET-REQUEST",
+                "received request"
+            );
+        };
+        for all_spans in [false, true] {
+            let exporter = InMemorySpanExporter::default();
+            let provider = SdkTracerProvider::builder()
+                .with_simple_exporter(exporter.clone())
+                .build();
+            let otel = tracing_opentelemetry::layer()
+                .with_tracer(provider.tracer("t"))
+                .with_filter(tracing_subscriber::filter::filter_fn(move |meta| {
+                    exported(meta, all_spans)
+                }))
+                .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+            let subscriber = tracing_subscriber::registry().with(otel);
+            tracing::subscriber::with_default(subscriber, emit);
+            provider.force_flush().unwrap();
+            let spans = exporter.get_finished_spans().unwrap();
+            assert_eq!(spans.len(), 1, "swiftide's tool span is exported");
+            let text = format!("{:?}", spans[0]);
+            assert!(spans[0].events.is_empty(), "{text}");
+            assert!(!text.contains("SECRET"), "{text}");
+        }
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let logged = |directives: &str| {
+            let buffer = Buffer::default();
+            let writer = buffer.clone();
+            let logs = tracing_subscriber::fmt::layer()
+                .with_writer(move || writer.clone())
+                .with_filter(log_filter(Some(directives)));
+            let subscriber = tracing_subscriber::registry().with(logs);
+            tracing::subscriber::with_default(subscriber, emit);
+            let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+            (
+                text.contains("SECRET-OUTPUT"),
+                text.contains("SECRET-REQUEST"),
+            )
+        };
+        assert_eq!(logged("debug"), (true, true), "RUST_LOG=debug shows both");
+        assert_eq!(
+            logged("info"),
+            (false, false),
+            "the default level shows neither"
+        );
+        assert_eq!(logged("debug,swiftide_agents=info"), (false, true));
+        assert_eq!(logged("debug,rmcp=info"), (true, false));
     }
 
     #[test]

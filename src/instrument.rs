@@ -489,9 +489,11 @@ impl ToolCall {
 
     /// `fut` polled inside the span, each poll as [`in_scope`](Self::in_scope) runs code (a cut
     /// the tool reports with [`record_cut`] goes to this call): the call is borrowed, so the span
-    /// is neither cloned nor entered again when the future is dropped.
+    /// is neither cloned nor entered again when the future is dropped. The future is borrowed,
+    /// pinned where the caller made it (`std::pin::pin!`), rather than moved into the wrapper: a
+    /// framework's future can be kilobytes (rmcp's request handler: about 4 KiB).
     #[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
-    pub(crate) fn scoped<F: Future>(&self, fut: F) -> InScope<'_, F> {
+    pub(crate) fn scoped<'a, F: Future>(&'a self, fut: Pin<&'a mut F>) -> InScope<'a, F> {
         InScope { call: self, fut }
     }
 
@@ -678,13 +680,10 @@ impl Drop for ToolCall {
 }
 
 #[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
-pin_project_lite::pin_project! {
-    /// A future polled inside a call's span: [`ToolCall::scoped`].
-    pub(crate) struct InScope<'a, F> {
-        call: &'a ToolCall,
-        #[pin]
-        fut: F,
-    }
+/// A pinned future polled inside a call's span: [`ToolCall::scoped`].
+pub(crate) struct InScope<'a, F> {
+    call: &'a ToolCall,
+    fut: Pin<&'a mut F>,
 }
 
 #[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
@@ -692,8 +691,9 @@ impl<F: Future> Future for InScope<'_, F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        let fut = this.fut;
+        // Both fields are pointers: `InScope` is `Unpin`.
+        let this = self.get_mut();
+        let fut = this.fut.as_mut();
         this.call.in_scope(|| fut.poll(cx))
     }
 }

@@ -54,7 +54,9 @@ pub fn json_len(v: &serde_json::Value) -> u64 {
 /// no escape (most text) costs one vectorized pass.
 pub fn json_str_len(s: &str) -> u64 {
     let b = s.as_bytes();
-    if !b.chunks(64).any(has_escape) {
+    let mut blocks = b.chunks_exact(ESCAPE_SCAN_BLOCK);
+    let plain = !blocks.any(has_escape) && !has_escape(blocks.remainder());
+    if plain {
         return b.len() as u64;
     }
     b.iter()
@@ -66,12 +68,17 @@ pub fn json_str_len(s: &str) -> u64 {
         .sum()
 }
 
-/// Whether `chunk` (at most 64 bytes) holds a byte JSON escapes. The count in a byte, without
-/// branches, is what the compiler turns into wide vector compares.
+/// Bytes [`json_str_len`] scans between two branches: long enough that the loop runs as wide
+/// vector compares with one branch per block, short enough that text with an escape near its
+/// start stops early.
+const ESCAPE_SCAN_BLOCK: usize = 256;
+
+/// Whether `chunk` holds a byte JSON escapes. The flags or-ed into a byte, without branches, is
+/// what the compiler turns into wide vector compares.
 fn has_escape(chunk: &[u8]) -> bool {
     let mut n = 0u8;
     for &c in chunk {
-        n += u8::from((c < 0x20) | (c == b'"') | (c == b'\\'));
+        n |= u8::from((c < 0x20) | (c == b'"') | (c == b'\\'));
     }
     n != 0
 }
@@ -633,9 +640,26 @@ mod tests {
             "é, 漢字, 🦀 and \u{7f}",
             "\"quoted\"\n\ttab\\slash\u{1}",
             "",
-        ] {
-            let serde = serde_json::to_vec(s).unwrap().len() as u64 - 2;
-            assert_eq!(super::json_str_len(s), serde, "{s:?}");
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(
+            // An escape in the first block, at its end, in a later block, in the remainder.
+            [
+                (0, 300),
+                (255, 300),
+                (256, 300),
+                (700, 300),
+                (700, 0),
+                (1023, 1),
+            ]
+            .into_iter()
+            .flat_map(|(at, tail)| {
+                ["\"", "\\", "\u{1f}"].map(|e| format!("{}{e}{}", "a".repeat(at), "b".repeat(tail)))
+            }),
+        ) {
+            let serde = serde_json::to_vec(&s).unwrap().len() as u64 - 2;
+            assert_eq!(super::json_str_len(&s), serde, "{s:?}");
         }
     }
 

@@ -31,10 +31,14 @@
 //! Arguments and result content are never recorded: sizes and the hash only. The cost per call is
 //! one pass to measure the result (a text result is measured in place; other outputs are
 //! rendered as rig renders them for the model) and one arguments hash, canonicalized straight
-//! from the model's JSON text; nothing here blocks or panics.
+//! from the model's JSON text while rig deserializes the arguments ([`SizedArgs`]: the text
+//! borrowed, not copied); the output is handed to rig as it is ([`SizedOutput`]), not copied.
+//! The tool's arguments are read as rig reads them (`null` as `{}` when the tool's type does not
+//! take `null`, an error of rig's own otherwise). Nothing here blocks or panics.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{HashSet, VecDeque};
+use std::pin::pin;
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
@@ -42,8 +46,10 @@ use rig_agent::tool::{RegisteredTool, ToolSet};
 use rig_core::effect::{EffectId, EffectKind, Outcome};
 use rig_core::error::ErrorReport;
 use rig_core::serve::{Decision, Intercept, Verdict};
-use rig_core::tool::{IntoToolOutput, Tool, ToolContext, ToolErrorKind, ToolExecutionError};
+use rig_core::tool::{IntoToolOutput, Tool, ToolContext, ToolExecutionError};
 use rig_core::tool::{ToolOutput, ToolResult};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -73,10 +79,8 @@ pub fn sized<T: Tool>(tool: T) -> Sized<T> {
 
 impl<T: Tool> Tool for Sized<T> {
     const NAME: &'static str = T::NAME;
-    // The arguments as the model's JSON text, hashed from the text, then read as the tool's own
-    // (an error of the same kind rig gives when they do not fit).
-    type Args = Box<RawValue>;
-    type Output = ToolOutput;
+    type Args = SizedArgs<T::Args>;
+    type Output = SizedOutput;
     type Error = ToolExecutionError;
 
     fn description(&self) -> String {
@@ -94,34 +98,114 @@ impl<T: Tool> Tool for Sized<T> {
     async fn call(
         &self,
         context: &mut ToolContext,
-        args: Box<RawValue>,
-    ) -> Result<ToolOutput, ToolExecutionError> {
-        let call = Call::start(T::NAME, args.get());
-        let started = Instant::now();
-        let typed: T::Args = match serde_json::from_str(args.get()) {
+        args: SizedArgs<T::Args>,
+    ) -> Result<SizedOutput, ToolExecutionError> {
+        let call = Call::start(T::NAME, args.hash);
+        let typed = match args.args {
             Ok(typed) => typed,
             Err(error) => {
-                let error = ToolExecutionError::new(ToolErrorKind::InvalidArgs, error.to_string());
-                call.fail(&error, started);
+                call.fail(&error);
                 return Err(error);
             }
         };
         let done = match &call.own {
-            Some(own) => own.scoped(self.inner.call(context, typed)).await,
+            Some(own) => own.scoped(pin!(self.inner.call(context, typed))).await,
             None => self.inner.call(context, typed).await,
         };
         let output = done
             .map_err(|e| self.inner.map_error(e))
             .and_then(IntoToolOutput::into_tool_output);
         match output {
-            Ok(output) => Ok(call
-                .finish(T::NAME, &output, self.guard.as_ref(), started)
-                .unwrap_or(output)),
+            Ok(output) => Ok(SizedOutput(
+                call.finish(T::NAME, &output, self.guard.as_ref())
+                    .unwrap_or(output),
+            )),
             Err(error) => {
-                call.fail(&error, started);
+                call.fail(&error);
                 Err(error)
             }
         }
+    }
+}
+
+/// The arguments of a [`sized`] tool: the tool's own, read from the model's JSON text as rig
+/// reads them, and that text's `tool.args_hash`, both taken while rig deserializes the
+/// arguments (from the text it holds, which is borrowed, not copied).
+///
+/// Arguments that do not fit the tool's type are kept as the error rig would give (kind
+/// `invalid_args`), for the call to report on its span; `null` is read as `{}` when the tool's
+/// type does not take it, as rig's own dispatch does (the hash stays that of `null`, the
+/// arguments the model sent). Only a JSON text can be read this way (rig's dispatch reads its
+/// arguments with `serde_json::from_str`); other sources are refused.
+pub struct SizedArgs<A> {
+    hash: Option<String>,
+    args: Result<A, ToolExecutionError>,
+}
+
+impl<A> SizedArgs<A> {
+    /// The tool's arguments, or why they do not fit its type.
+    pub fn into_inner(self) -> Result<A, ToolExecutionError> {
+        self.args
+    }
+}
+
+/// The hash, and whether the arguments fit (their kind of error if not): never their content.
+impl<A> std::fmt::Debug for SizedArgs<A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let args = self
+            .args
+            .as_ref()
+            .map(|_| "…")
+            .map_err(|e| e.kind().as_str());
+        f.debug_struct("SizedArgs")
+            .field("hash", &self.hash)
+            .field("args", &args)
+            .finish()
+    }
+}
+
+impl<'de, A: DeserializeOwned> Deserialize<'de> for SizedArgs<A> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <&RawValue>::deserialize(deserializer)?.get();
+        Ok(SizedArgs {
+            hash: crate::args_hash::span_args_hash_json(text).ok(),
+            args: parse_args(text),
+        })
+    }
+}
+
+/// rig's own reading of a tool's arguments (rig-core 0.44, `parse_tool_args`): `null` falls
+/// back to `{}`, an error is `invalid_args` with rig's message.
+fn parse_args<A: DeserializeOwned>(text: &str) -> Result<A, ToolExecutionError> {
+    match serde_json::from_str(text) {
+        Ok(args) => Ok(args),
+        Err(original) if text.trim() == "null" => serde_json::from_str("{}").map_err(|_| {
+            ToolExecutionError::invalid_args(format!("failed to parse tool arguments: {original}"))
+                .with_source(original)
+        }),
+        Err(error) => Err(ToolExecutionError::invalid_args(format!(
+            "failed to parse tool arguments: {error}"
+        ))
+        .with_source(error)),
+    }
+}
+
+/// What a [`sized`] tool hands rig: the tool's output as the model is handed it (the guard's,
+/// when the guard changed it). rig takes it as it is; a `ToolOutput` returned in its place would
+/// be copied whole by rig's conversion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SizedOutput(ToolOutput);
+
+impl SizedOutput {
+    /// The output as the model is handed it.
+    pub fn into_inner(self) -> ToolOutput {
+        self.0
+    }
+}
+
+impl IntoToolOutput for SizedOutput {
+    fn into_tool_output(self) -> Result<ToolOutput, ToolExecutionError> {
+        Ok(self.0)
     }
 }
 
@@ -147,6 +231,10 @@ pub const LAYER_NAME: &str = "toolsize";
 /// dispatch dropped) stays open until this many newer ones are, then ends cancelled.
 pub const MAX_OPEN_CALLS: usize = 1024;
 
+/// Room for open calls made once per tool of a set, so that a call opened and answered
+/// allocates nothing (a tree map allocated a node for each).
+const OPEN_CALLS_ROOM: usize = 8;
+
 fn wrap_set(set: &ToolSet, guard: Option<CeilingGuard>) -> ToolSet {
     let exposed: HashSet<&str> = set.always_exposed_names().collect();
     let mut always = ToolSet::default();
@@ -155,7 +243,7 @@ fn wrap_set(set: &ToolSet, guard: Option<CeilingGuard>) -> ToolSet {
         let layer = Sizing {
             tool: name.to_owned(),
             guard: guard.clone(),
-            open: Mutex::default(),
+            open: Mutex::new(VecDeque::with_capacity(OPEN_CALLS_ROOM)),
         };
         // A registration's handler always serves the tool family: the fallback keeps the tool
         // as it was rather than lose it.
@@ -178,11 +266,11 @@ struct Sizing {
     guard: Option<CeilingGuard>,
     /// Calls started and not yet answered, by rig's effect id (ids only grow: the first is the
     /// oldest).
-    open: Mutex<BTreeMap<EffectId, (Call, Instant)>>,
+    open: Mutex<VecDeque<(EffectId, Call)>>,
 }
 
 impl Sizing {
-    fn open(&self) -> std::sync::MutexGuard<'_, BTreeMap<EffectId, (Call, Instant)>> {
+    fn open(&self) -> std::sync::MutexGuard<'_, VecDeque<(EffectId, Call)>> {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -194,12 +282,13 @@ impl Intercept for Sizing {
 
     async fn before(&self, id: EffectId, kind: &EffectKind) -> Decision {
         if let EffectKind::ToolCall { args, .. } = kind {
-            let call = Call::start(&self.tool, args);
+            let hash = crate::args_hash::span_args_hash_json(args).ok();
+            let call = Call::start(&self.tool, hash);
             let mut open = self.open();
             if open.len() >= MAX_OPEN_CALLS {
-                open.pop_first();
+                open.pop_front();
             }
-            open.insert(id, (call, Instant::now()));
+            open.push_back((id, call));
         }
         Decision::Proceed
     }
@@ -210,19 +299,25 @@ impl Intercept for Sizing {
         _: &EffectKind,
         outcome: &Result<Outcome, ErrorReport>,
     ) -> Verdict {
-        let Some((call, started)) = self.open().remove(&id) else {
+        let call = {
+            let mut open = self.open();
+            // The call answered is most often the newest.
+            let at = open.iter().rposition(|(open_id, _)| *open_id == id);
+            at.and_then(|at| open.remove(at)).map(|(_, call)| call)
+        };
+        let Some(call) = call else {
             return Verdict::Keep;
         };
         let result = match outcome {
             Ok(Outcome::ToolResult { result }) => result,
             Ok(_) => return Verdict::Keep,
             Err(report) => {
-                call.fail(&ToolExecutionError::from(report.clone()), started);
+                call.fail(&ToolExecutionError::from(report.clone()));
                 return Verdict::Keep;
             }
         };
         if let Some(error) = result.error() {
-            call.fail(error, started);
+            call.fail(error);
             return Verdict::Keep;
         }
         // Denied and skipped calls are neither sized nor successes: rig's span carries its
@@ -230,7 +325,7 @@ impl Intercept for Sizing {
         if !result.is_success() {
             return Verdict::Keep;
         }
-        match call.finish(&self.tool, result.output(), self.guard.as_ref(), started) {
+        match call.finish(&self.tool, result.output(), self.guard.as_ref()) {
             Some(handed) => Verdict::Replace(Ok(Outcome::ToolResult {
                 result: ToolResult::success(handed),
             })),
@@ -241,19 +336,17 @@ impl Intercept for Sizing {
 
 /// Where a call's attributes go: rig's own span, or toolsize's.
 struct Call {
-    /// rig's span, when the call runs inside one.
-    rig: Option<tracing::Span>,
+    /// rig's span, when the call runs inside one, and when the tool's own work started
+    /// (toolsize's span keeps its own).
+    rig: Option<(tracing::Span, Instant)>,
     /// toolsize's span, otherwise.
     own: Option<crate::ToolCall>,
 }
 
 impl Call {
-    /// `args`: the call's arguments as the model sent them (JSON text; not JSON: the hash is left
-    /// out).
-    fn start(tool: &str, args: &str) -> Self {
-        let hash = crate::args_hash::span_args_hash_json(args).ok();
-        let current = tracing::Span::current();
-        if !current.metadata().is_some_and(is_rig_tool_span) {
+    /// `hash`: the arguments' hash (`None` when they are not JSON: the hash is left out).
+    fn start(tool: &str, hash: Option<String>) -> Self {
+        if !crate::wrapped::in_span(is_rig_tool_span) {
             let builder = crate::tool_call(tool);
             let builder = match hash {
                 Some(hash) => builder.args_hash(hash),
@@ -264,12 +357,13 @@ impl Call {
                 own: Some(builder.start()),
             };
         }
+        let current = tracing::Span::current();
         current.set_attribute(TOOL_NAME, tool.to_owned());
         if let Some(hash) = hash {
             current.set_attribute(TOOL_ARGS_HASH, hash);
         }
         Call {
-            rig: Some(current),
+            rig: Some((current, Instant::now())),
             own: None,
         }
     }
@@ -281,7 +375,6 @@ impl Call {
         tool: &str,
         output: &ToolOutput,
         guard: Option<&CeilingGuard>,
-        started: Instant,
     ) -> Option<ToolOutput> {
         // A text output is its own rendering: borrowed, not copied.
         let text = output
@@ -310,8 +403,8 @@ impl Call {
             }
             return replaced;
         }
-        if let Some(span) = &self.rig {
-            span.set_attribute(TOOL_LATENCY_MS, latency_ms(started));
+        if let Some((span, started)) = &self.rig {
+            span.set_attribute(TOOL_LATENCY_MS, latency_ms(*started));
             span.set_attribute(TOOL_RESULT_BYTES, int(handed.len() as u64));
             span.set_attribute(TOOL_RESULT_TRUNCATED, truncated);
             if truncated {
@@ -321,14 +414,14 @@ impl Call {
         replaced
     }
 
-    fn fail(mut self, error: &ToolExecutionError, started: Instant) {
+    fn fail(mut self, error: &ToolExecutionError) {
         let kind = error.kind().as_str();
         if let Some(own) = self.own.take() {
             own.fail(error, kind);
             return;
         }
-        if let Some(span) = &self.rig {
-            span.set_attribute(TOOL_LATENCY_MS, latency_ms(started));
+        if let Some((span, started)) = &self.rig {
+            span.set_attribute(TOOL_LATENCY_MS, latency_ms(*started));
             span.set_attribute(TOOL_ERROR, bounded(&error.to_string()));
             span.set_attribute(ERROR_TYPE, kind);
         }
@@ -400,13 +493,125 @@ mod tests {
         )
     }
 
-    fn call(args: serde_json::Value) -> Result<ToolOutput, ToolExecutionError> {
+    fn call(args: serde_json::Value) -> Result<SizedOutput, ToolExecutionError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let args = serde_json::value::to_raw_value(&args).unwrap();
+        let args = serde_json::from_str(&args.to_string()).unwrap();
         rt.block_on(sized(Echo).call(&mut ToolContext::default(), args))
+    }
+
+    /// A tool whose arguments are a struct, as most are.
+    struct Strict;
+    #[derive(serde::Deserialize)]
+    struct Query {
+        #[serde(default)]
+        #[allow(dead_code)]
+        q: u32,
+    }
+    impl PortableTool for Strict {
+        const NAME: &'static str = "strict";
+        type Args = Query;
+        type Output = String;
+        type Error = std::io::Error;
+        fn description(&self) -> String {
+            "Strict.".into()
+        }
+        fn parameters(&self) -> serde_json::Value {
+            serde_json::json!({"type": "object"})
+        }
+        async fn call(&self, _: Query) -> Result<String, std::io::Error> {
+            Ok("ok".into())
+        }
+    }
+
+    /// The same arguments through rig's own dispatch, bare and sized: (bare's, sized's) results.
+    fn both(
+        args: &str,
+    ) -> (
+        ToolResult,
+        ToolResult,
+        Vec<opentelemetry_sdk::trace::SpanData>,
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let bare = ToolSet::from_tools(vec![Strict]);
+        let wrapped = ToolSet::from_tools(vec![sized(Strict)]);
+        let run = |set: &ToolSet| {
+            rt.block_on(set.execute("strict", args.to_owned(), &mut ToolContext::default()))
+        };
+        let bare = run(&bare);
+        let mut sized = None;
+        let spans = captured(|| sized = Some(run(&wrapped)));
+        (bare, sized.unwrap(), spans)
+    }
+
+    /// `null` arguments: rig reads them as `{}`, and so does the wrapper; the hash is that of
+    /// what the model sent.
+    #[test]
+    fn null_arguments_fall_back_to_an_empty_object_as_rig_does() {
+        let (bare, sized, spans) = both("null");
+        assert!(bare.is_success(), "rig's own dispatch: {:?}", bare.error());
+        assert!(sized.is_success(), "sized: {:?}", sized.error());
+        assert_eq!(sized.output().render(), bare.output().render());
+        assert_eq!(attr(&spans[0], TOOL_RESULT_BYTES), Some(2i64.into()));
+        assert_eq!(
+            attr(&spans[0], TOOL_ARGS_HASH).unwrap().to_string(),
+            crate::args_hash(&serde_json::Value::Null).unwrap()
+        );
+    }
+
+    /// Arguments that do not fit the tool's type fail as rig fails them (same kind, same
+    /// message), and the failure is on the span, hashed.
+    #[test]
+    fn arguments_that_do_not_fit_fail_as_rig_fails_them() {
+        let (bare, sized, spans) = both(r#"{"q": "not a number"}"#);
+        let (bare, sized) = (bare.error().unwrap(), sized.error().unwrap());
+        assert_eq!(sized.kind(), bare.kind());
+        assert_eq!(sized.to_string(), bare.to_string());
+        assert_eq!(attr(&spans[0], ERROR_TYPE), Some("invalid_args".into()));
+        assert_eq!(attr(&spans[0], TOOL_RESULT_BYTES), None);
+        assert_eq!(
+            attr(&spans[0], TOOL_ARGS_HASH).unwrap().to_string(),
+            crate::args_hash(&serde_json::json!({"q": "not a number"})).unwrap()
+        );
+    }
+
+    /// The hash taken while rig reads the arguments is the span contract's, for texts of every
+    /// shape (the same as `span_args_hash_json` of the text, and `args_hash` of its value).
+    #[test]
+    fn the_hash_taken_while_reading_is_the_contracts() {
+        for text in [
+            r#"{"b": [1, 2.5, {"z": null, "a": "é\u00e9"}], "a": true}"#,
+            "{}",
+            "[]",
+            r#""text""#,
+            "12345678901234567890123",
+            r#"{"a": 1, "a": 2}"#,
+        ] {
+            let args: SizedArgs<serde_json::Value> = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                args.hash,
+                Some(crate::args_hash::span_args_hash_json(text).unwrap()),
+                "{text}"
+            );
+        }
+        let value = serde_json::json!({"query": "q", "n": [1, 2]});
+        let args: SizedArgs<serde_json::Value> = serde_json::from_str(&value.to_string()).unwrap();
+        assert_eq!(args.hash, Some(crate::args_hash(&value).unwrap()));
+        assert!(serde_json::from_str::<SizedArgs<serde_json::Value>>("{not json").is_err());
+        // Only a text can be borrowed: a value is refused, not read unhashed.
+        assert!(serde_json::from_value::<SizedArgs<serde_json::Value>>(value).is_err());
+        let shown = format!(
+            "{:?}",
+            serde_json::from_str::<SizedArgs<Query>>(r#"{"q": "secret"}"#).unwrap()
+        );
+        assert!(
+            shown.contains("invalid_args") && !shown.contains("secret"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -91,7 +91,7 @@ impl<T: Tool + Clone> Tool for Sized<T> {
         let call = Call::start(&name, tool_call.args());
         let done = match &call.own {
             Some(own) => {
-                own.scoped(self.inner.invoke(agent_context, tool_call))
+                own.scoped(std::pin::pin!(self.inner.invoke(agent_context, tool_call)))
                     .await
             }
             None => self.inner.invoke(agent_context, tool_call).await,
@@ -181,8 +181,7 @@ impl Call {
     fn start(tool: &str, args: Option<&str>) -> Self {
         // Canonicalized straight from the text, without building a `serde_json::Value`.
         let hash = args.and_then(|a| crate::args_hash::span_args_hash_json(a).ok());
-        let current = tracing::Span::current();
-        if !current.metadata().is_some_and(is_swiftide_tool_span) {
+        if !crate::wrapped::in_span(is_swiftide_tool_span) {
             let builder = crate::tool_call(tool);
             let builder = match hash {
                 Some(hash) => builder.args_hash(hash),
@@ -193,6 +192,7 @@ impl Call {
                 own: Some(builder.start()),
             };
         }
+        let current = tracing::Span::current();
         current.set_attribute(GEN_AI_OPERATION_NAME, OPERATION_EXECUTE_TOOL);
         current.set_attribute(TOOL_NAME, tool.to_owned());
         if let Some(hash) = hash {

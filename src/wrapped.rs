@@ -25,3 +25,11 @@ impl<T> Sized<T> {
         &self.inner
     }
 }
+
+/// Whether the current span is one `is` tells (the framework's own tool span), read without
+/// taking a handle to it: a handle is a reference count taken and given back through the
+/// subscriber, two trips a call outside the framework's span would pay for nothing.
+#[inline]
+pub(crate) fn in_span(is: impl Fn(&tracing::Metadata<'_>) -> bool) -> bool {
+    tracing::dispatcher::get_default(|d| d.current_span().metadata().is_some_and(&is))
+}
