@@ -476,7 +476,7 @@ mod tests {
                 })
                 .fold(f64::INFINITY, f64::min)
         };
-        let mut read = |r: &Recognizer| {
+        let read = |r: &Recognizer| {
             fastest(&mut || {
                 for _ in 0..10 {
                     for b in &bodies {
