@@ -230,10 +230,11 @@ fn ingest(state: &mut State, stats: &SelfStats, mut b: Batch) {
     }
     let now_ms = now_unix_ms();
     let context = b.take_context();
+    let records = b.take();
     if !context.is_empty() {
-        state.context.record(context, now_ms);
+        state.context.record_batch(&context, &records, now_ms);
     }
-    state.record_owned_batch_ms(b.take(), now_ms);
+    state.record_owned_batch_ms(records, now_ms);
     stats.set_series(state.series_count() as u64, state.overflow_records);
 }
 

@@ -79,7 +79,7 @@ fn replay_wal(
                 records += r.records.len() as u64;
                 // The context ledger's events, as the aggregator takes them: sessions too.
                 if !r.context.is_empty() {
-                    state.context.record(r.context, now_ms);
+                    state.context.record_batch(&r.context, &r.records, now_ms);
                 }
                 state.record_owned_batch_ms(r.records, now_ms);
             }

@@ -127,6 +127,61 @@ pub(crate) struct ContextEvent {
     pub(crate) settles: bool,
 }
 
+/// The context events of one request, in arrival order. A tool span's result is kept as its
+/// record's index and its start (16 bytes): its service, tool, trace and size are in the record
+/// the batch carries anyway, so nothing is cloned or written twice for it. Every other event
+/// is kept whole.
+#[derive(Debug, Default)]
+pub(crate) struct ContextEvents {
+    /// The events in arrival order.
+    pub(crate) order: Vec<Entry>,
+    /// The events kept whole, by [`Entry::Whole`]'s index.
+    pub(crate) whole: Vec<ContextEvent>,
+}
+
+/// One event of [`ContextEvents`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Entry {
+    /// The result of the tool span whose record is the request's `record`th, entering its
+    /// trace's context at `at_ns` (the span's start); its tokens are the record's
+    /// ([`result_of`]).
+    Record {
+        /// Index in the request's records.
+        record: u32,
+        /// The span's start, Unix nanoseconds.
+        at_ns: u64,
+    },
+    /// The event at this index of [`ContextEvents::whole`].
+    Whole(u32),
+}
+
+impl ContextEvents {
+    /// Room for `n` events.
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.order.reserve(n);
+    }
+
+    /// No event.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Adds an event kept whole.
+    pub(crate) fn push(&mut self, e: ContextEvent) {
+        self.order.push(Entry::Whole(self.whole.len() as u32));
+        self.whole.push(e);
+    }
+}
+
+impl From<Vec<ContextEvent>> for ContextEvents {
+    fn from(whole: Vec<ContextEvent>) -> Self {
+        Self {
+            order: (0..whole.len() as u32).map(Entry::Whole).collect(),
+            whole,
+        }
+    }
+}
+
 /// `ceil(size / 4)`: the tokens estimated from a size, as `tool.result.tokens_estimate`.
 pub(crate) fn tokens_of(size: u64) -> u64 {
     size.div_ceil(4)
@@ -148,18 +203,23 @@ fn session_of(a: Attrs<'_, '_>, trace_id: &[u8]) -> Option<SessionId> {
     (t != [0; 16]).then_some(SessionId::Trace(t))
 }
 
-/// The primary record of a tool call with a known size, as a result entering the context.
-fn result_of(rec: &ToolRecord) -> Option<ContextKind> {
+/// The tokens a tool call's record adds to the context, estimated: its primary record with a
+/// known size only.
+pub(crate) fn result_tokens(rec: &ToolRecord) -> Option<u64> {
     if rec.join.is_some_and(|j| j.role != Role::Primary) {
         return None;
     }
     let Size::Known { bytes, .. } = rec.size else {
         return None;
     };
-    let size = rec.measures.utf16_units.unwrap_or(bytes);
-    Some(ContextKind::Result {
+    Some(tokens_of(rec.measures.utf16_units.unwrap_or(bytes)))
+}
+
+/// The primary record of a tool call with a known size, as a result entering the context.
+fn result_of(rec: &ToolRecord) -> Option<ContextKind> {
+    result_tokens(rec).map(|tokens| ContextKind::Result {
         tool: rec.tool.clone(),
-        tokens: tokens_of(size),
+        tokens,
         estimated: true,
     })
 }
@@ -171,7 +231,7 @@ pub(crate) fn from_log(
     service: &Arc<str>,
     log: &LogView<'_>,
     pushed: &[ToolRecord],
-    out: &mut Vec<ContextEvent>,
+    out: &mut ContextEvents,
 ) {
     let (Some(agent), a) = (agent, Attrs(&log.attrs)) else {
         return;
@@ -262,7 +322,7 @@ pub(crate) fn from_codex_span(
     service: &Arc<str>,
     span: &SpanView<'_>,
     pushed: &[ToolRecord],
-    out: &mut Vec<ContextEvent>,
+    out: &mut ContextEvents,
 ) {
     let mut ev = super::wire::EventView::default();
     let found = span.events.iter().find_map(|raw| {
@@ -295,27 +355,33 @@ pub(crate) fn from_codex_span(
     }
 }
 
-/// Reads the context event of a span the generic rules read: `tool`, the record they made of
-/// it when it is a tool span; else a model request when it is one.
+/// Reads the context event of a span the generic rules read: `tool`, the index and the record
+/// they made of it when it is a tool span (kept as its index: the record has the trace id of a
+/// span the rules read); else a model request when it is one.
 pub(crate) fn from_span(
     service: &Arc<str>,
     span: &SpanView<'_>,
-    tool: Option<&ToolRecord>,
-    out: &mut Vec<ContextEvent>,
+    tool: Option<(usize, &ToolRecord)>,
+    out: &mut ContextEvents,
 ) {
-    let kind = match tool {
-        Some(rec) => result_of(rec),
-        None => request_of(span),
-    };
-    let Some(kind) = kind else { return };
-    let Ok(trace) = <[u8; 16]>::try_from(span.trace_id) else {
-        return;
-    };
     // A tool span's start, not its end: a framework may end the span after it handed the
     // result on and the next model request started (the Vercel AI SDK does, by a few
     // milliseconds under load); an agent waits for a result before its next request, so a
     // request that started after a tool did carries its result.
     let at_ns = span.start;
+    if let Some((record, rec)) = tool {
+        if result_tokens(rec).is_some() && span.trace_id.len() == 16 {
+            out.order.push(Entry::Record {
+                record: record as u32,
+                at_ns,
+            });
+        }
+        return;
+    }
+    let Some(kind) = request_of(span) else { return };
+    let Ok(trace) = <[u8; 16]>::try_from(span.trace_id) else {
+        return;
+    };
     out.push(ContextEvent {
         service: service.clone(),
         session: SessionId::Trace(trace),
@@ -363,9 +429,9 @@ mod tests {
     }
 
     fn read(agent: &str, l: &LogView<'_>) -> Vec<ContextEvent> {
-        let mut out = Vec::new();
+        let mut out = ContextEvents::default();
         from_log(Some(agent), &"svc".into(), l, &[], &mut out);
-        out
+        out.whole
     }
 
     /// Claude Code 2.1.332's `api_request` as it sends it: the request starts `duration_ms`
@@ -457,7 +523,7 @@ mod tests {
             ("success", AttrValue::Bool(true)),
         ];
         assert!(read("claude-code", &log(&attrs)).is_empty());
-        let mut out = Vec::new();
+        let mut out = ContextEvents::default();
         from_log(None, &"svc".into(), &log(&attrs), &[], &mut out);
         assert!(out.is_empty());
         let long = "é".repeat(100);
@@ -524,11 +590,11 @@ mod tests {
             .push((b"gen_ai.usage.input_tokens", AttrValue::Int(1000)));
         s.attrs
             .push((b"gen_ai.usage.cache_read.input_tokens", AttrValue::Int(400)));
-        let mut out = Vec::new();
+        let mut out = ContextEvents::default();
         from_span(&"svc".into(), &s, None, &mut out);
-        assert_eq!(out[0].at_ns, 5);
+        assert_eq!(out.whole[0].at_ns, 5);
         assert_eq!(
-            out[0].kind,
+            out.whole[0].kind,
             ContextKind::Request {
                 input: 1000,
                 cache_read: 400,
@@ -536,7 +602,7 @@ mod tests {
             }
         );
         s.attrs[0].1 = AttrValue::Str(b"invoke_agent");
-        out.clear();
+        out = ContextEvents::default();
         from_span(&"svc".into(), &s, None, &mut out);
         assert!(out.is_empty());
         s.attrs.remove(0);
@@ -545,6 +611,6 @@ mod tests {
         assert!(out.is_empty());
         s.name = "ai.generateText.doGenerate";
         from_span(&"svc".into(), &s, None, &mut out);
-        assert_eq!(out.len(), 1);
+        assert_eq!(out.whole.len(), 1);
     }
 }

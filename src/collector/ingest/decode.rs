@@ -422,7 +422,7 @@ pub struct Recognized {
     /// scopes ([`super::unrecognised`]).
     pub(crate) unrecognised: super::unrecognised::Seen,
     /// What the request tells of its sessions' context ([`super::context`]).
-    pub(crate) context: Vec<super::context::ContextEvent>,
+    pub(crate) context: super::context::ContextEvents,
 }
 
 /// Request bytes per log record the records of a logs request are reserved for
@@ -595,7 +595,9 @@ pub fn recognize_protobuf(r: &Recognizer, body: &[u8]) -> Result<Recognized, Dec
             Outcome::Tool(()) => {
                 out.label_cuts.service += cut;
                 if ledger {
-                    context::from_span(arc, span, out.records.last(), &mut out.context);
+                    let last = out.records.len().checked_sub(1);
+                    let tool = last.map(|n| (n, &out.records[n]));
+                    context::from_span(arc, span, tool, &mut out.context);
                 }
             }
             Outcome::Summary => {

@@ -393,7 +393,7 @@ impl Ingest {
     async fn queue(
         &self,
         signal: OtlpSignal,
-        (records, context): (Vec<ToolRecord>, Vec<context::ContextEvent>),
+        (records, context): (Vec<ToolRecord>, context::ContextEvents),
         relay: &mut Option<Relay>,
         body: &Bytes,
     ) -> Result<(), Refusal> {

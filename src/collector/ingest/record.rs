@@ -292,7 +292,7 @@ pub struct Batch {
     /// Its sequence in the write-ahead log, when it went through one.
     seq: Option<u64>,
     /// What the request tells of its sessions' context (the ledger's).
-    context: Vec<crate::collector::ingest::context::ContextEvent>,
+    context: crate::collector::ingest::context::ContextEvents,
 }
 
 impl Batch {
@@ -310,7 +310,7 @@ impl Batch {
             stats,
             relay,
             seq: None,
-            context: Vec::new(),
+            context: Default::default(),
         }
     }
 
@@ -318,14 +318,14 @@ impl Batch {
     #[must_use]
     pub(crate) fn with_context(
         mut self,
-        context: Vec<crate::collector::ingest::context::ContextEvent>,
+        context: crate::collector::ingest::context::ContextEvents,
     ) -> Self {
         self.context = context;
         self
     }
 
     /// The context events, taken by the aggregator before the records.
-    pub(crate) fn take_context(&mut self) -> Vec<crate::collector::ingest::context::ContextEvent> {
+    pub(crate) fn take_context(&mut self) -> crate::collector::ingest::context::ContextEvents {
         std::mem::take(&mut self.context)
     }
 

@@ -30,15 +30,18 @@
 //! [`LedgerStats::tools_overflow`] beyond). Memory is therefore at most `max_sessions` ×
 //! (`max_results_per_session` × 16 bytes + the session's id) plus `max_series` × the
 //! [`ToolContext`] of a tool (about 1.2 KiB): filled to the default cap (5,000 sessions of 512
-//! results) 48,300 kB resident, 90,596 kB at 10,000 (`memory_at_the_default_cap`,
+//! results) 49,600 kB resident, 91,964 kB at 10,000 (`memory_at_the_default_cap`,
 //! `memory_at_the_earlier_cap`, ignored tests run one per process).
 //!
 //! **Under load.** The ledger runs on the aggregator, after the spans' own work, so its cost
 //! is per event: one lookup of the session by a borrowed key (nothing cloned for a session
 //! already followed), the tool's index from a per-request cache of the names the request's
-//! records share, and a session's first six tools' carried tokens in its own entry. A request
-//! of many sessions (one per trace) has its events applied session by session, each session's
-//! entry touched once in a row rather than once per event among the others'.
+//! records share, and a session's first six tools' carried tokens in its own entry. A tool
+//! span's result arrives as its record's index and is read from the record in place
+//! (`apply.rs`). A request of many sessions (one per trace) has its events applied session by
+//! session, each session's entry touched once in a row rather than once per event among the
+//! others'. On the storm mix a request's 256 sessions are each a cache miss when the daemon is
+//! otherwise idle between requests: the ledger's largest cost there (`docs/collector.md`).
 //!
 //! **Restarts.** A snapshot keeps the per-tool totals and the counts of what the ledger
 //! dropped ([`Ledger::to_disk`], [`Ledger::restore`]); its open sessions are not kept (at the
@@ -51,9 +54,10 @@
 //! Its rooms: the session table's entries and the sums a request reads from them
 //! (`session.rs`), the per-tool totals and shares and the per-request cache of tool indexes
 //! (`tools.rs`), the queue of events waiting to settle (`settle.rs`), the form a snapshot keeps
-//! (`disk.rs`) and `/api/v1/sessions` (`view.rs`); this file holds the ledger itself and how a
-//! request's events are applied.
+//! (`disk.rs`), `/api/v1/sessions` (`view.rs`) and how a request's events are applied
+//! (`apply.rs`); this file holds the ledger itself.
 
+mod apply;
 mod disk;
 mod session;
 mod settle;
@@ -62,12 +66,12 @@ mod view;
 
 use std::sync::Arc;
 
-use crate::collector::ingest::context::{ContextEvent, ContextKind};
+use crate::collector::ingest::context::ContextEvent;
 use crate::collector::state::MapHasher;
 
+use apply::Pending;
 pub(crate) use disk::{LedgerDisk, ToolDisk};
-use session::{Held, Session, SessionKey, SessionRef};
-use settle::MAX_SETTLING;
+use session::{Session, SessionKey};
 use tools::ToolCache;
 pub(crate) use tools::{ToolContext, ToolContextRow};
 pub(crate) use view::{SessionsView, DEFAULT_SESSIONS_SHOWN, MAX_SESSIONS_SHOWN};
@@ -126,25 +130,6 @@ pub(crate) struct LedgerStats {
     pub(crate) results_late: u64,
 }
 
-/// The groups a request's events are sorted into by their session's hash ([`Ledger::group`]).
-const GROUPS: usize = 256;
-
-/// An event of the request being applied: its index, its tool's (`u32::MAX`: none) and its
-/// session key's hash.
-#[derive(Debug, Clone, Copy, Default)]
-struct Pending {
-    event: u32,
-    tool: u32,
-    hash: u64,
-}
-
-impl Pending {
-    /// Its group among [`GROUPS`]: the low bits of the hash, which place it in the table too.
-    fn group(&self) -> usize {
-        (self.hash % GROUPS as u64) as usize
-    }
-}
-
 /// The ledger; owned by the aggregator's state.
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
@@ -189,151 +174,10 @@ impl Ledger {
         self.sessions.len()
     }
 
-    /// Applies the events of one request at `now_ms`, each session's in order; an event that
-    /// settles waits [`LedgerLimits::settle_ms`] first.
-    ///
-    /// While the map has room for every session the request could add, its events are applied
-    /// session by session ([`Ledger::group`]): a request of many sessions (traces) touches each
-    /// session's entry once in a row instead of once per event scattered among the others',
-    /// which cost a cache miss each. Tools are resolved in arrival order, and near the cap
-    /// every event is applied in arrival order, so which tools and sessions are followed does
-    /// not depend on the grouping; only the order of the shares of one request's sessions in a
-    /// tool's recent ones does.
+    /// Applies `events`, none of them a record's, as one request's (tests).
+    #[cfg(test)]
     pub(crate) fn record(&mut self, events: Vec<ContextEvent>, now_ms: u64) {
-        self.expire(now_ms);
-        // The events (and the names they share) live until the end: an address in the cache
-        // names one tool for the whole request.
-        self.tool_cache = ToolCache::default();
-        let mut order = std::mem::take(&mut self.order);
-        order.clear();
-        for (n, e) in events.iter().enumerate() {
-            if !e.settles {
-                if let Some(tool) = self.tool_of(e, true) {
-                    order.push(Pending {
-                        event: n as u32,
-                        tool: tool.unwrap_or(u32::MAX),
-                        hash: self.hash_of(e),
-                    });
-                }
-                continue;
-            }
-            if self.settling.len() >= MAX_SETTLING {
-                if let Some((due, early)) = self.settling.pop_front() {
-                    self.apply_owned(&early, due.min(now_ms));
-                }
-            }
-            let due = now_ms.saturating_add(self.limits.settle_ms);
-            self.settling.push_back((due, e.clone()));
-        }
-        if self.sessions.len() + order.len() <= self.limits.max_sessions {
-            self.group(&mut order);
-        }
-        for p in &order {
-            let tool = (p.tool != u32::MAX).then_some(p.tool);
-            self.apply(&events[p.event as usize], p.hash, tool, now_ms);
-        }
-        self.order = order;
-        self.settle(now_ms);
-    }
-
-    /// The hash of an event's session key.
-    fn hash_of(&self, e: &ContextEvent) -> u64 {
-        use std::hash::BuildHasher;
-        self.hasher.hash_one(SessionRef(&e.service, &e.session))
-    }
-
-    /// Orders `order` by slot, stably (a counting sort): the events of a session come
-    /// together, in arrival order.
-    fn group(&mut self, order: &mut Vec<Pending>) {
-        let mut starts = [0u32; GROUPS + 1];
-        for p in order.iter() {
-            starts[p.group() + 1] += 1;
-        }
-        for g in 0..GROUPS {
-            starts[g + 1] += starts[g];
-        }
-        let sorted = &mut self.sorted;
-        sorted.clear();
-        sorted.resize(order.len(), Pending::default());
-        for p in order.iter() {
-            let at = &mut starts[p.group()];
-            sorted[*at as usize] = *p;
-            *at += 1;
-        }
-        std::mem::swap(order, sorted);
-    }
-
-    /// Applies `e`, whose session key hashes to `hash`, of `tool` when it is a result.
-    fn apply(&mut self, e: &ContextEvent, hash: u64, tool: Option<u32>, now_ms: u64) {
-        use std::hash::BuildHasher;
-        let full = self.sessions.len() >= self.limits.max_sessions;
-        let hasher = &self.hasher;
-        let key = SessionRef(&e.service, &e.session);
-        let found = self.sessions.entry(
-            hash,
-            |(k, _)| hashbrown::Equivalent::equivalent(&key, k),
-            |(k, _)| hasher.hash_one(SessionRef(&k.0, &k.1)),
-        );
-        let s = match found {
-            hashbrown::hash_table::Entry::Occupied(o) => &mut o.into_mut().1,
-            hashbrown::hash_table::Entry::Vacant(_) if full => {
-                self.stats.sessions_overflow += 1;
-                return;
-            }
-            hashbrown::hash_table::Entry::Vacant(v) => {
-                let key = (e.service.clone(), e.session.clone());
-                &mut v.insert((key, Session::default())).into_mut().1
-            }
-        };
-        s.last_ms = now_ms;
-        match e.kind {
-            ContextKind::Result {
-                tokens, estimated, ..
-            } => {
-                let i = tool.expect("a result has its tool");
-                let t = &mut self.tools[i as usize];
-                t.results += 1;
-                t.result_tokens += tokens;
-                t.estimated += u64::from(estimated);
-                s.results += 1;
-                s.result_tokens += tokens;
-                if s.held.len() < self.limits.max_results {
-                    let late = s.hold(Held {
-                        at_ns: e.at_ns,
-                        tool: i,
-                        tokens: tokens.min(u64::from(u32::MAX)) as u32,
-                    });
-                    self.stats.results_late += u64::from(late);
-                } else {
-                    self.stats.results_dropped += 1;
-                }
-            }
-            ContextKind::Request {
-                input,
-                cache_read,
-                cache_creation,
-            } => {
-                s.requests += 1;
-                s.input += input;
-                s.cache_read += cache_read;
-                s.cache_creation += cache_creation;
-                s.carry(e.at_ns, &mut self.scratch);
-                for &(i, tokens) in &self.scratch {
-                    s.carried += tokens;
-                    let t = &mut self.tools[i as usize];
-                    t.cost += tokens;
-                    t.requests += 1;
-                    if input > 0 {
-                        t.observe_share(tokens as f64 / input as f64);
-                    }
-                }
-            }
-            ContextKind::Clear => {
-                s.compactions += 1;
-                s.held.retain(|h| h.at_ns > e.at_ns);
-                s.recount();
-            }
-        }
+        self.record_batch(&events.into(), &[], now_ms);
     }
 
     /// Drops the sessions idle for `context.session_idle`, at most once a second.
@@ -353,7 +197,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::ingest::context::SessionId;
+    use crate::collector::ingest::context::{ContextKind, SessionId};
 
     pub(super) fn ev(session: &str, at_ns: u64, kind: ContextKind) -> ContextEvent {
         ContextEvent {

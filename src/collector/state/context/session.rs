@@ -138,13 +138,50 @@ fn add(sums: &mut Vec<(u32, u64)>, tool: u32, tokens: u64) {
 
 pub(super) type SessionKey = (Arc<str>, SessionId);
 
-/// A borrowed session key: hashes as the owned tuple does.
+/// A session's id, borrowed: a trace id (read in place from a tool span's record) or the
+/// emitter's id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum IdRef<'a> {
+    Trace(&'a [u8; 16]),
+    Named(&'a str),
+}
+
+impl SessionId {
+    /// The id, borrowed.
+    pub(super) fn as_ref(&self) -> IdRef<'_> {
+        match self {
+            SessionId::Trace(t) => IdRef::Trace(t),
+            SessionId::Named(s) => IdRef::Named(s),
+        }
+    }
+}
+
+impl IdRef<'_> {
+    /// The id, owned, for a session's entry.
+    pub(super) fn to_owned(self) -> SessionId {
+        match self {
+            IdRef::Trace(t) => SessionId::Trace(*t),
+            IdRef::Named(s) => SessionId::Named(s.into()),
+        }
+    }
+}
+
+/// A borrowed session key. The table hashes its owned keys through it
+/// ([`SessionRef::of`]), so a key hashes the same borrowed or owned.
 #[derive(Hash)]
-pub(super) struct SessionRef<'a>(pub(super) &'a Arc<str>, pub(super) &'a SessionId);
+pub(super) struct SessionRef<'a>(pub(super) &'a str, pub(super) IdRef<'a>);
+
+impl<'a> SessionRef<'a> {
+    /// The borrowed form of an entry's key.
+    pub(super) fn of(key: &'a SessionKey) -> Self {
+        Self(&key.0, key.1.as_ref())
+    }
+}
 
 impl hashbrown::Equivalent<SessionKey> for SessionRef<'_> {
     fn equivalent(&self, key: &SessionKey) -> bool {
-        self.1 == &key.1 && crate::collector::hash::bytes_eq(self.0.as_bytes(), key.0.as_bytes())
+        self.1 == key.1.as_ref()
+            && crate::collector::hash::bytes_eq(self.0.as_bytes(), key.0.as_bytes())
     }
 }
 

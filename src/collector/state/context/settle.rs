@@ -7,7 +7,6 @@
 //! applied early (nothing is dropped). A shutdown applies every waiting one.
 
 use super::Ledger;
-use crate::collector::ingest::context::ContextEvent;
 
 /// Events waiting to settle at most; past it the oldest is applied early (nothing is dropped).
 pub(super) const MAX_SETTLING: usize = 65_536;
@@ -21,13 +20,6 @@ impl Ledger {
             }
             let (_, e) = self.settling.pop_front().expect("a front");
             self.apply_owned(&e, due);
-        }
-    }
-
-    /// Applies an event that outlived its request (its names' addresses are not cached).
-    pub(super) fn apply_owned(&mut self, e: &ContextEvent, now_ms: u64) {
-        if let Some(tool) = self.tool_of(e, false) {
-            self.apply(e, self.hash_of(e), tool, now_ms);
         }
     }
 }

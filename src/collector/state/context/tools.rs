@@ -12,7 +12,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{Ledger, SHARE_BOUNDS, SHARE_RECENT};
-use crate::collector::ingest::context::{ContextEvent, ContextKind};
 
 /// What one (service, tool)'s results cost the context.
 #[derive(Debug, Clone)]
@@ -52,7 +51,9 @@ impl ToolContext {
     }
 
     pub(super) fn observe_share(&mut self, share: f64) {
-        let i = SHARE_BOUNDS.partition_point(|&b| b < share);
+        // The bounds below it, counted without a branch (the bounds are sorted: the same
+        // index as a binary search's).
+        let i = SHARE_BOUNDS.iter().filter(|&&b| b < share).count();
         self.share_buckets[i] += 1;
         self.share_sum += share;
         if self.recent.len() < SHARE_RECENT {
@@ -111,7 +112,7 @@ pub(crate) struct ToolContextRow {
 }
 
 /// Slots of the per-request cache of tool indexes ([`Ledger::tool_of`]).
-const TOOL_SLOTS: usize = 64;
+const TOOL_SLOTS: usize = 256;
 
 /// Per request: (service name's address, tool name's address, tool index), by
 /// [`Ledger::tool_of`]'s slot; zeros when empty.
@@ -143,26 +144,31 @@ impl Ledger {
             .map(|&i| &self.tools[i as usize])
     }
 
-    /// The index of a result's tool (`Some(None)` for another event), `None` when the tools
-    /// are full (counted). With `cached`, looked up first by the addresses of its service's and
-    /// tool's names, which the records of one request share: one lookup by name per tool and
-    /// request instead of one per result.
-    pub(super) fn tool_of(&mut self, e: &ContextEvent, cached: bool) -> Option<Option<u32>> {
-        let ContextKind::Result { tool, .. } = &e.kind else {
+    /// The index of a result's tool (`Some(None)` for another event: `tool` is `None`),
+    /// `None` when the tools are full (counted). With `cached`, looked up first by the
+    /// addresses of its service's and tool's names, which the records of one request share:
+    /// one lookup by name per tool and request instead of one per result.
+    pub(super) fn tool_of(
+        &mut self,
+        service: &Arc<str>,
+        tool: Option<&Arc<str>>,
+        cached: bool,
+    ) -> Option<Option<u32>> {
+        let Some(tool) = tool else {
             return Some(None);
         };
         let key = (
-            Arc::as_ptr(&e.service).cast::<u8>() as usize,
+            Arc::as_ptr(service).cast::<u8>() as usize,
             Arc::as_ptr(tool).cast::<u8>() as usize,
         );
         // Allocations of one size class lie a fixed stride apart: a multiply spreads them.
         let mixed = (key.1 ^ key.0.rotate_left(29)) as u64;
-        let slot = (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % TOOL_SLOTS;
+        let slot = (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % TOOL_SLOTS;
         let (svc, t, i) = self.tool_cache.0[slot];
         if cached && (svc, t) == key {
             return Some(Some(i));
         }
-        let Some(i) = self.tool_index(&e.service, tool) else {
+        let Some(i) = self.tool_index(service, tool) else {
             self.stats.tools_overflow += 1;
             return None;
         };
