@@ -30,8 +30,9 @@
 //! - `swiftide tool`: a swiftide tool invoked bare and wrapped by `toolsize::swiftide::sized`,
 //!   outside a swiftide span.
 //!
-//! All go through one pipeline (tracing → tracing-opentelemetry, at INFO and above as
-//! `toolsize::export` sets it up → SDK span → a processor that drops the finished span), on a
+//! All go through one pipeline (tracing → tracing-opentelemetry, at INFO and above, the level
+//! `toolsize::export` passes, without its choice of which spans it exports: the calls here open
+//! no other span at INFO → SDK span → a processor that drops the finished span), on a
 //! current-thread runtime.
 //!
 //! `cargo bench --features rig,rmcp,swiftide --bench frameworks` prints the table.
@@ -424,7 +425,7 @@ fn main() {
     let provider = SdkTracerProvider::builder()
         .with_span_processor(common::Discard)
         .build();
-    // At INFO and above, as `toolsize::export` passes them: rmcp logs every message it sends
+    // At INFO and above, the level `toolsize::export` passes: rmcp logs every message it sends
     // and receives at DEBUG, whole, which no exporting pipeline of toolsize's formats.
     let subscriber = tracing_subscriber::registry().with(
         tracing_opentelemetry::layer()

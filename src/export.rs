@@ -51,6 +51,23 @@ use opentelemetry_sdk::Resource;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
 
+/// The export pipeline's layer: tracing-opentelemetry at INFO and above, passing only what
+/// [`exported`] passes.
+fn otel_layer<S>(
+    tracer: opentelemetry_sdk::trace::Tracer,
+    all_spans: bool,
+) -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_filter(tracing_subscriber::filter::filter_fn(move |meta| {
+            exported(meta, all_spans)
+        }))
+        .with_filter(tracing_subscriber::filter::LevelFilter::INFO)
+}
+
 /// What the OpenTelemetry layer of [`ExportBuilder::install`] passes on (at INFO and above):
 /// toolsize's spans and events, the frameworks' tool spans, and with `all_spans` every span;
 /// no other event, whatever its level (swiftide's DEBUG "Completed tool call" event, which
@@ -353,12 +370,7 @@ impl ExportBuilder {
         let guard = self.build()?;
         let tracer = guard.provider.tracer("toolsize");
         let all_spans = guard.settings.all_spans;
-        let otel = tracing_opentelemetry::layer()
-            .with_tracer(tracer)
-            .with_filter(tracing_subscriber::filter::filter_fn(move |meta| {
-                exported(meta, all_spans)
-            }))
-            .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+        let otel = otel_layer(tracer, all_spans);
         let logs = if guard.settings.logs.unwrap_or(true) {
             let filter = log_filter(guard.settings.log_filter.as_deref());
             Some(
@@ -675,12 +687,7 @@ mod tests {
             let provider = SdkTracerProvider::builder()
                 .with_simple_exporter(exporter.clone())
                 .build();
-            let otel = tracing_opentelemetry::layer()
-                .with_tracer(provider.tracer("t"))
-                .with_filter(tracing_subscriber::filter::filter_fn(move |meta| {
-                    exported(meta, all_spans)
-                }))
-                .with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+            let otel = otel_layer(provider.tracer("t"), all_spans);
             let subscriber = tracing_subscriber::registry().with(otel);
             tracing::subscriber::with_default(subscriber, emit);
             provider.force_flush().unwrap();

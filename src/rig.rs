@@ -12,8 +12,9 @@
 //! `tool.result.truncated`, `tool.args_hash`, `tool.name`, and `tool.latency_ms`: the tool's own
 //! work, where rig's span also holds the wait for the calls of the same turn run before it. A
 //! failure records `tool.error` (its message, at most
-//! [`MAX_ERROR_MESSAGE_BYTES`](crate::instrument::MAX_ERROR_MESSAGE_BYTES)) and `error.type`
-//! (rig's error kind, e.g. `invalid_args`), and no size. Outside a rig tool span (the tool called
+//! [`MAX_ERROR_MESSAGE_BYTES`](crate::instrument::MAX_ERROR_MESSAGE_BYTES); for arguments that
+//! did not parse, only the kind of parse error and where, since serde's message quotes the
+//! value) and `error.type` (rig's error kind, e.g. `invalid_args`), and no size. Outside a rig tool span (the tool called
 //! directly, or rig's span not exported through that layer), the call gets toolsize's own span
 //! ([`crate::tool_call`]) instead.
 //!
@@ -416,16 +417,37 @@ impl Call {
 
     fn fail(mut self, error: &ToolExecutionError) {
         let kind = error.kind().as_str();
+        let text = span_error(error);
         if let Some(own) = self.own.take() {
-            own.fail(error, kind);
+            own.fail(&text, kind);
             return;
         }
         if let Some((span, started)) = &self.rig {
             span.set_attribute(TOOL_LATENCY_MS, latency_ms(*started));
-            span.set_attribute(TOOL_ERROR, bounded(&error.to_string()));
+            span.set_attribute(TOOL_ERROR, bounded(&text));
             span.set_attribute(ERROR_TYPE, kind);
         }
     }
+}
+
+/// What a failed call's span says of its error: rig's message, except for arguments that did not
+/// parse. serde's message for those quotes the value that did not fit (`invalid type: string
+/// "…"`), so the span says only what kind of error stopped the parse and where.
+fn span_error(error: &ToolExecutionError) -> String {
+    let Some(parse) = error.downcast_ref::<serde_json::Error>() else {
+        return error.to_string();
+    };
+    let category = match parse.classify() {
+        serde_json::error::Category::Io => "io",
+        serde_json::error::Category::Syntax => "syntax",
+        serde_json::error::Category::Data => "data",
+        serde_json::error::Category::Eof => "end of input",
+    };
+    format!(
+        "failed to parse tool arguments: {category} error at line {} column {}",
+        parse.line(),
+        parse.column()
+    )
 }
 
 /// Whether the guard changed what is handed over.
@@ -572,6 +594,12 @@ mod tests {
         assert_eq!(sized.kind(), bare.kind());
         assert_eq!(sized.to_string(), bare.to_string());
         assert_eq!(attr(&spans[0], ERROR_TYPE), Some("invalid_args".into()));
+        // rig's message quotes the value; the span says only where the parse stopped.
+        assert!(bare.to_string().contains("not a number"));
+        assert_eq!(
+            attr(&spans[0], TOOL_ERROR).unwrap().to_string(),
+            "failed to parse tool arguments: data error at line 1 column 20"
+        );
         assert_eq!(attr(&spans[0], TOOL_RESULT_BYTES), None);
         assert_eq!(
             attr(&spans[0], TOOL_ARGS_HASH).unwrap().to_string(),

@@ -402,6 +402,34 @@ mod tests {
         let mut from_records = 0;
         for seed in 0..3 {
             let read = recognize_protobuf(&r, &storm_request(seed)).unwrap();
+            // Independently of the indexes: the results read from records are the request's
+            // tool spans, in order, each with its own span id, tool and tokens.
+            let expected: Vec<(u64, String, u64)> = (0..512u64)
+                .map(|i| (seed * 100_000 + i, i))
+                .filter(|(n, _)| n % 10 < 8)
+                .map(|(n, i)| {
+                    let tool = format!("tool_{}", (seed * 512 + i) % 40);
+                    (n + 1, tool, ((n * 7919) % 8192).div_ceil(4))
+                })
+                .collect();
+            let got: Vec<(u64, String, u64)> = read
+                .context
+                .order
+                .iter()
+                .filter_map(|e| match *e {
+                    Entry::Record { record, .. } => {
+                        let rec = &read.records[record as usize];
+                        let tokens = super::result_tokens(rec).unwrap();
+                        Some((
+                            u64::from_be_bytes(rec.span_id),
+                            rec.tool.to_string(),
+                            tokens,
+                        ))
+                    }
+                    Entry::Whole(_) => None,
+                })
+                .collect();
+            assert_eq!(got, expected, "seed {seed}");
             by_record.record_batch(&read.context, &read.records, 0);
             let events = read.context.order.iter().map(|e| match *e {
                 Entry::Whole(i) => read.context.whole[i as usize].clone(),
