@@ -666,7 +666,6 @@ mod tests {
     #[test]
     fn frameworks_debug_content_is_not_exported_and_filtered_out_of_the_logs() {
         use opentelemetry_sdk::trace::InMemorySpanExporter;
-        use std::sync::{Arc, Mutex};
         let emit = || {
             let span = tracing::info_span!(target: "swiftide_agents::agent", "tool");
             let _in = span.enter();
@@ -697,17 +696,7 @@ mod tests {
             assert!(spans[0].events.is_empty(), "{text}");
             assert!(!text.contains("SECRET"), "{text}");
         }
-        #[derive(Clone, Default)]
-        struct Buffer(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Buffer {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
+        use crate::test_support::SharedBuffer as Buffer;
         let logged = |directives: &str| {
             let buffer = Buffer::default();
             let writer = buffer.clone();
@@ -716,7 +705,7 @@ mod tests {
                 .with_filter(log_filter(Some(directives)));
             let subscriber = tracing_subscriber::registry().with(logs);
             tracing::subscriber::with_default(subscriber, emit);
-            let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+            let text = buffer.text();
             (
                 text.contains("SECRET-OUTPUT"),
                 text.contains("SECRET-REQUEST"),

@@ -39,6 +39,34 @@ pub mod swiftide;
 #[cfg(any(feature = "rig", feature = "swiftide"))]
 mod wrapped;
 
+/// Helpers shared by the crate's unit tests.
+#[cfg(all(test, any(feature = "cli", feature = "swiftide")))]
+pub(crate) mod test_support {
+    use std::sync::{Arc, Mutex};
+
+    /// A writer into a shared buffer, for a test's `tracing` subscriber: what it wrote, read
+    /// back with [`SharedBuffer::text`].
+    #[derive(Clone, Default)]
+    pub(crate) struct SharedBuffer(Arc<Mutex<Vec<u8>>>);
+
+    impl SharedBuffer {
+        /// Everything written so far.
+        pub(crate) fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    impl std::io::Write for SharedBuffer {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+}
+
 /// The examples of `docs/rust-agents.md`, compiled and run as doc tests so the guide cannot
 /// drift.
 #[cfg(all(doctest, feature = "rig", feature = "rmcp", feature = "swiftide"))]

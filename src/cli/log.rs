@@ -121,25 +121,10 @@ impl Visit for Fields {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
-
     use tracing_subscriber::prelude::*;
 
     use super::*;
-
-    /// A writer into a shared buffer.
-    #[derive(Clone, Default)]
-    struct Buffer(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Buffer {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    use crate::test_support::SharedBuffer as Buffer;
 
     #[test]
     fn each_event_is_one_json_object_with_its_fields() {
@@ -160,7 +145,7 @@ mod tests {
             );
             tracing::info!(level = "mine", "Clash.");
         });
-        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let text = buf.text();
         let lines: Vec<Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
