@@ -661,7 +661,8 @@ mod tests {
     /// inside its tool span, as swiftide-agents 0.32 emits it) and rmcp's "received request"
     /// (the request whole, as rmcp 3.11 logs it) never leave through the export pipeline, with or
     /// without `all_spans`; the log output shows them only where its filter lets the framework's
-    /// DEBUG events through.
+    /// DEBUG events through. rmcp's "received notification" (INFO, whole) is not exported
+    /// either, and leaves the log output at `rmcp=warn`.
     #[cfg(feature = "swiftide")]
     #[test]
     fn frameworks_debug_content_is_not_exported_and_filtered_out_of_the_logs() {
@@ -679,6 +680,12 @@ mod tests {
                 target: "rmcp::service",
                 request = "SECRET-REQUEST",
                 "received request"
+            );
+            // rmcp 3.11 logs a received notification whole at INFO.
+            tracing::info!(
+                target: "rmcp::service",
+                notification = "SECRET-NOTIFICATION",
+                "received notification"
             );
         };
         for all_spans in [false, true] {
@@ -709,16 +716,22 @@ mod tests {
             (
                 text.contains("SECRET-OUTPUT"),
                 text.contains("SECRET-REQUEST"),
+                text.contains("SECRET-NOTIFICATION"),
             )
         };
-        assert_eq!(logged("debug"), (true, true), "RUST_LOG=debug shows both");
+        assert_eq!(
+            logged("debug"),
+            (true, true, true),
+            "RUST_LOG=debug shows all"
+        );
         assert_eq!(
             logged("info"),
-            (false, false),
-            "the default level shows neither"
+            (false, false, true),
+            "the default level shows only rmcp's notification"
         );
-        assert_eq!(logged("debug,swiftide_agents=info"), (false, true));
-        assert_eq!(logged("debug,rmcp=info"), (true, false));
+        assert_eq!(logged("debug,swiftide_agents=info"), (false, true, true));
+        assert_eq!(logged("debug,rmcp=info"), (true, false, true));
+        assert_eq!(logged("info,rmcp=warn"), (false, false, false));
     }
 
     #[test]
