@@ -6,7 +6,8 @@
 //! `otlp.max_request_bytes`) as they arrive and given back when the body is dropped, so a slow
 //! client holds only the bytes it sent. Past the budget the request is refused as `overloaded`
 //! (503 / `UNAVAILABLE`, retryable); a body past `otlp.max_request_bytes` as `too_large` (413 /
-//! `RESOURCE_EXHAUSTED`), before it is read when its declared length says so; a body not received
+//! `RESOURCE_EXHAUSTED`), before it is kept when its declared length says so (read and discarded
+//! first, up to [`MAX_DISCARDED_BODY`] bytes, so the client reads the answer); a body not received
 //! within `listeners.body_timeout` as `timeout` (408 / `DEADLINE_EXCEEDED`). Only a body read in
 //! full takes one of the `otlp.max_concurrent_requests` decoding slots, without waiting: none
 //! free is `overloaded` too.
@@ -21,6 +22,11 @@ use prost::bytes::Bytes;
 
 use crate::collector::ingest::{Ingest, Refusal};
 use crate::collector::stats::RefusedRequest;
+
+/// Most bytes of a refused request's body read (and discarded) before its answer is sent, so that
+/// a client still sending reads the 401 or 413 rather than a broken pipe; past it, or past
+/// `listeners.body_timeout`, the connection is closed.
+pub(crate) const MAX_DISCARDED_BODY: u64 = 16 * 1024 * 1024;
 
 /// The refusal of a body past the shared read budget.
 pub(crate) fn overloaded_budget() -> Refusal {
@@ -213,7 +219,14 @@ impl Ingest {
                 format!("request body is larger than {limit} bytes"),
             )
         };
-        if http_body::Body::size_hint(&body).lower() > limit {
+        let declared = http_body::Body::size_hint(&body).lower();
+        if declared > limit {
+            // Read to its end first when it is not much larger, so a client still sending reads
+            // the 413 (which exporters do not retry) rather than a closed connection (which
+            // they do).
+            if declared <= MAX_DISCARDED_BODY {
+                self.discard_body(body, MAX_DISCARDED_BODY).await;
+            }
             Err(too_large())
         } else {
             let (b, flag) = self.budget_body(body, limit);

@@ -6,14 +6,15 @@
 //!   `Content-Encoding: gzip`. Answers in the request's encoding: 200 with the signal's export
 //!   response (partial success when spans were rejected), 400 with a
 //!   `google.rpc.Status` on bad data, 413 when the body passes `otlp.max_request_bytes` (measured
-//!   after decompression; a gzip bomb is stopped at the limit), 415 on an unknown content type or
-//!   encoding, 408 when the body does not arrive within `listeners.body_timeout`, 503 +
+//!   after decompression; a gzip bomb is stopped at the limit; a body declared over the limit
+//!   but within [`MAX_DISCARDED_BODY`] is read and discarded first, so the client reads the 413),
+//!   415 on an unknown content type or encoding, 408 when the body does not arrive within `listeners.body_timeout`, 503 +
 //!   `Retry-After` when the aggregator queue is full, when the bodies being read hold the whole
 //!   read budget, or when `otlp.max_concurrent_requests` requests are already being decoded
 //!   (each may hold up to `max_request_bytes` compressed plus as much inflated). Other methods
 //!   get 405. With a token configured ([`crate::collector::net::auth`]), a request without it gets
 //!   401 without its body being kept: the body is read and discarded first, up to
-//!   [`MAX_UNAUTHENTICATED_DRAIN`] bytes within `listeners.body_timeout`, so that a client still
+//!   [`MAX_DISCARDED_BODY`] bytes within `listeners.body_timeout`, so that a client still
 //!   sending a large upload reads the 401 instead of a broken pipe; a larger or slower body gets
 //!   the 401 with `Connection: close`.
 //!
@@ -35,14 +36,12 @@ use axum::Router;
 use prost::bytes::Bytes;
 use prost::Message;
 
+use super::admission::MAX_DISCARDED_BODY;
 use super::decode;
 use super::hooks::{self, HookAgent};
 use super::{grpc, Accepted, Ingest, Refusal};
 use crate::collector::stats::OtlpSignal;
 use crate::collector::RefusedRequest;
-
-/// Most bytes of an unauthenticated request's body read (and discarded) before its 401 is sent.
-pub(crate) const MAX_UNAUTHENTICATED_DRAIN: u64 = 16 * 1024 * 1024;
 
 const PROTOBUF: &str = "application/x-protobuf";
 const JSON: &str = "application/json";
@@ -120,7 +119,7 @@ async fn export(ing: Arc<Ingest>, signal: OtlpSignal, headers: HeaderMap, body: 
     ing.stats().request("http");
     if let Err(r) = ing.authorize(&headers) {
         let whole = ing
-            .discard_body(body, MAX_UNAUTHENTICATED_DRAIN.min(ing.max_request_bytes()))
+            .discard_body(body, MAX_DISCARDED_BODY.min(ing.max_request_bytes()))
             .await;
         let mut resp = refusal(Encoding::Json, r.counted(ing.stats()));
         if !whole {
