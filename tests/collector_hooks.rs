@@ -314,9 +314,23 @@ async fn http_hooks_are_joined_with_the_agents_telemetry_behind_the_token() {
             .expect("the client reads the answer");
         assert_eq!(resp.status().as_u16(), 413);
     }
+    // Without the token, a body under the limit is read and discarded before the 401, which
+    // the client still sending reads too.
+    let large = format!("{{\"tool_name\":\"{}\"}}", "x".repeat(900_000));
+    for _ in 0..3 {
+        let resp = client()
+            .post(format!("http://{}/v1/hooks/claude-code", d.http))
+            .bearer_auth("wrong-token")
+            .header("content-type", "application/json")
+            .body(large.clone())
+            .send()
+            .await
+            .expect("the client reads the answer");
+        assert_eq!(resp.status().as_u16(), 401);
+    }
     let m = admin_metrics(d.admin).await;
     for (reason, n) in [
-        ("unauthenticated", 1.0),
+        ("unauthenticated", 4.0),
         ("decode", 2.0),
         ("unsupported_media_type", 1.0),
         ("too_large", 3.0),

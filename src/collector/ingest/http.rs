@@ -118,20 +118,27 @@ fn refusal(enc: Encoding, r: Refusal) -> Response {
 async fn export(ing: Arc<Ingest>, signal: OtlpSignal, headers: HeaderMap, body: Body) -> Response {
     ing.stats().request("http");
     if let Err(r) = ing.authorize(&headers) {
-        let whole = ing
-            .discard_body(body, MAX_DISCARDED_BODY.min(ing.max_request_bytes()))
-            .await;
-        let mut resp = refusal(Encoding::Json, r.counted(ing.stats()));
-        if !whole {
-            resp.headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
-        return resp;
+        return unauthenticated(&ing, r, body).await;
     }
     match handle(&ing, signal, &headers, body).await {
         Ok((enc, accepted)) => respond(enc, accepted),
         Err((enc, r)) => refusal(enc, r.counted(ing.stats())),
     }
+}
+
+/// The 401 of a request without the token, its body read and discarded first (up to
+/// [`MAX_DISCARDED_BODY`] or `otlp.max_request_bytes`, within `listeners.body_timeout`) so a
+/// client still sending reads it; with `Connection: close` when the body was not read whole.
+async fn unauthenticated(ing: &Ingest, r: Refusal, body: Body) -> Response {
+    let whole = ing
+        .discard_body(body, MAX_DISCARDED_BODY.min(ing.max_request_bytes()))
+        .await;
+    let mut resp = refusal(Encoding::Json, r.counted(ing.stats()));
+    if !whole {
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
 }
 
 /// The steps of one request; a refusal carries the encoding to answer in.
@@ -237,6 +244,9 @@ async fn hook(
         )
             .into_response();
     };
+    if let Err(r) = ing.authorize(&headers) {
+        return unauthenticated(&ing, r, body).await;
+    }
     let service = query.service;
     match handle_hook(&ing, agent, service.as_deref(), &headers, body).await {
         Ok(()) => (StatusCode::OK, [(header::CONTENT_TYPE, JSON)], "{}").into_response(),
@@ -244,7 +254,7 @@ async fn hook(
     }
 }
 
-/// The steps of one hook request: those of an OTLP request, JSON only, not gzipped.
+/// The steps of one authorized hook request: those of an OTLP request, JSON only, not gzipped.
 async fn handle_hook(
     ing: &Ingest,
     agent: HookAgent,
@@ -252,7 +262,6 @@ async fn handle_hook(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<(), Refusal> {
-    ing.authorize(headers)?;
     match negotiate(headers) {
         Ok((Encoding::Json, false)) => {}
         // Some hook runners send no content type: JSON is all they send.
