@@ -63,7 +63,7 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
     let r = post_proto(daemon.http, &request("agent", spans)).await;
     assert!(r.status().is_success());
     let admin = daemon.admin;
-    wait_for("the alert", Duration::from_secs(10), || async move {
+    wait_for("the alert", Duration::from_secs(30), || async move {
         let a = get_json(admin, "/api/v1/alerts").await;
         (!a["firing"].as_array()?.is_empty()).then_some(())
     })

@@ -226,7 +226,7 @@ async fn dashboard_and_rules_name_only_what_the_daemon_exports() {
     // for the firing gauge to move and the snapshot age to appear.
     let text = wait_for(
         "a firing alert, a snapshot",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || async {
             let text = metrics(d.admin).await;
             let firing = text

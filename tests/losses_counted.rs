@@ -70,7 +70,7 @@ async fn a_dead_aggregator_counts_what_it_lost_and_the_rule_and_panels_fire() {
     drop(release);
     wait_for(
         "the queue counted as dropped",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || async { (d.stats().view().spans_dropped == 15).then_some(()) },
     )
     .await;
@@ -203,7 +203,7 @@ async fn a_dead_aggregator_reports_its_lost_final_snapshot_at_shutdown() {
     d.inject(Fault::AggregatorPanicsAfter(after)).await;
     drop(release);
     let admin = d.admin_addr;
-    wait_for("/readyz 503", Duration::from_secs(10), || async move {
+    wait_for("/readyz 503", Duration::from_secs(30), || async move {
         let r = reqwest::get(format!("http://{admin}/readyz")).await.ok()?;
         (r.status() == 503).then_some(())
     })
