@@ -161,8 +161,8 @@ async fn a_stopped_alert_task_counts_every_match_it_could_not_raise() {
     assert!(count(&text, "sent") >= 1.0, "{text}");
     assert_eq!(count(&text, "engine_stopped"), 0.0);
 
+    // Returns once the task has ended.
     d.inject(Fault::AlertTaskStops).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
     // Three new tools over the ceiling: three new alerts, none can be raised.
     for (n, tool) in [(2, "a"), (3, "b"), (4, "c")] {
         let r = post_proto(http, &request("svc", vec![own_span(n, tool, 50_000)])).await;
