@@ -289,22 +289,24 @@ async fn an_https_alertmanager_receives_the_alert() {
     )
     .unwrap();
     let port = free_port();
-    let mut am = Command::new("prometheus-alertmanager")
-        .arg(format!(
-            "--config.file={}",
-            dir.join("alertmanager.yml").display()
-        ))
-        .arg(format!(
-            "--web.config.file={}",
-            dir.join("web.yml").display()
-        ))
-        .arg(format!("--storage.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--cluster.listen-address=")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let am = support::cli::Reaped(
+        Command::new("prometheus-alertmanager")
+            .arg(format!(
+                "--config.file={}",
+                dir.join("alertmanager.yml").display()
+            ))
+            .arg(format!(
+                "--web.config.file={}",
+                dir.join("web.yml").display()
+            ))
+            .arg(format!("--storage.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--cluster.listen-address=")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let ca = ca_env(&dir);
     let alerts = || {
         let out = Command::new("curl")
@@ -344,8 +346,7 @@ async fn an_https_alertmanager_receives_the_alert() {
     assert_eq!(alert["labels"]["alertname"], "ToolResultOverCeiling");
     one_success(&d, "alertmanager").await;
     d.stop();
-    let _ = am.kill();
-    let _ = am.wait();
+    drop(am);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -512,20 +512,22 @@ async fn real_clients_are_served_through_an_idle_connection_siege() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     raise_open_files(8192);
-    let mut child = Command::new("prlimit")
-        .args(["--nofile=1024:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
-        .args([
-            "--otlp-grpc-addr",
-            "127.0.0.1:0",
-            "--otlp-http-addr",
-            "127.0.0.1:0",
-        ])
-        .args(["--admin-addr", "127.0.0.1:0"])
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("prlimit (util-linux) runs toolsize serve");
+    let mut child = support::cli::Reaped(
+        Command::new("prlimit")
+            .args(["--nofile=1024:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
+            .args([
+                "--otlp-grpc-addr",
+                "127.0.0.1:0",
+                "--otlp-http-addr",
+                "127.0.0.1:0",
+            ])
+            .args(["--admin-addr", "127.0.0.1:0"])
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("prlimit (util-linux) runs toolsize serve"),
+    );
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -611,20 +613,22 @@ async fn caps_are_lowered_under_a_low_open_file_limit() {
     use std::io::{BufRead, BufReader, Read};
     use std::process::{Command, Stdio};
     // The real binary under `ulimit -n 256`: it warns, lowers its caps and serves.
-    let mut child = Command::new("prlimit")
-        .args(["--nofile=256:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
-        .args([
-            "--otlp-grpc-addr",
-            "127.0.0.1:0",
-            "--otlp-http-addr",
-            "127.0.0.1:0",
-        ])
-        .args(["--admin-addr", "127.0.0.1:0"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("prlimit (util-linux) runs toolsize serve");
+    let mut child = support::cli::Reaped(
+        Command::new("prlimit")
+            .args(["--nofile=256:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
+            .args([
+                "--otlp-grpc-addr",
+                "127.0.0.1:0",
+                "--otlp-http-addr",
+                "127.0.0.1:0",
+            ])
+            .args(["--admin-addr", "127.0.0.1:0"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("prlimit (util-linux) runs toolsize serve"),
+    );
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
