@@ -220,7 +220,7 @@ async fn localhost_is_accepted_in_flags_variables_and_the_file() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
-    wait_for("the span", std::time::Duration::from_secs(10), || async {
+    wait_for("the span", std::time::Duration::from_secs(30), || async {
         (tools(admin, "").await["tools"][0]["count"] == 1).then_some(())
     })
     .await;

@@ -67,7 +67,7 @@ async fn non_finite_doubles_are_read_and_absurd_sizes_refused_counted_never_page
     // Today's receivers refused the whole batch (400) for "Infinity".
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["partialSuccess"]["rejectedSpans"], "5", "{answer}");
-    let big_alert = wait_for("the control's alert", Duration::from_secs(10), || async {
+    let big_alert = wait_for("the control's alert", Duration::from_secs(30), || async {
         let a = get_json(admin, "/api/v1/alerts").await;
         a["firing"]
             .as_array()?
@@ -143,7 +143,7 @@ async fn non_finite_doubles_are_read_and_absurd_sizes_refused_counted_never_page
     assert_eq!(r.status().as_u16(), 200);
     let text = wait_for(
         "the log records counted",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || async {
             let text = metrics(admin).await;
             (sample(&text, "toolsize_log_records_accepted_total{kind=\"tool\"}") == Some(1.0))
@@ -255,7 +255,7 @@ async fn args_hashes_can_be_kept_out_of_the_api_alerts_and_snapshot() {
             .status()
             .is_success());
         let admin = b.admin;
-        let firing = wait_for("the alerts", Duration::from_secs(10), || async move {
+        let firing = wait_for("the alerts", Duration::from_secs(30), || async move {
             let a = get_json(admin, "/api/v1/alerts").await;
             let firing = a["firing"].as_array()?.clone();
             (firing.len() == if keep { 2 } else { 1 }).then_some(firing)

@@ -299,10 +299,14 @@ async fn every_accepted_request_reaches_a_real_receiver_while_one_upstream_is_sl
     let alert_after = match alert_after {
         Some(t) => t,
         None => {
-            wait_for("the over-ceiling alert", Duration::from_secs(5), || async {
-                let v = get_json(d.admin, "/api/v1/alerts").await;
-                (!v["firing"].as_array().unwrap().is_empty()).then_some(())
-            })
+            wait_for(
+                "the over-ceiling alert",
+                Duration::from_secs(30),
+                || async {
+                    let v = get_json(d.admin, "/api/v1/alerts").await;
+                    (!v["firing"].as_array().unwrap().is_empty()).then_some(())
+                },
+            )
             .await;
             started.elapsed()
         }
@@ -462,7 +466,7 @@ async fn tls_upstreams_are_checked_against_the_trusted_roots() {
         assert_eq!(r.status(), 200);
     }
     let drained = |admin: SocketAddr| async move {
-        wait_for("the queues to drain", Duration::from_secs(15), || async {
+        wait_for("the queues to drain", Duration::from_secs(30), || async {
             let v = get_json(admin, "/api/v1/forward").await;
             let done = v["upstreams"]
                 .as_array()
@@ -505,4 +509,22 @@ async fn tls_upstreams_are_checked_against_the_trusted_roots() {
     let tools: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     assert_eq!(tools["tools"][0]["tool"], "fetch", "{tools}");
     assert_eq!(tools["tools"][0]["count"], 2, "{tools}");
+}
+
+/// The peers' ports (four above) come from below the kernel's ephemeral range, where no
+/// outgoing connection of a test beside them can take one before its peer binds it.
+#[test]
+fn peer_ports_are_below_the_ephemeral_range_and_distinct() {
+    use support::ports::{ephemeral_range, FLOOR};
+    let (low, _) = ephemeral_range();
+    let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
+    let mut distinct = ports.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+    assert!(low > FLOOR + 1_000, "ephemeral range starts at {low}");
+    assert!(
+        ports.iter().all(|&p| (FLOOR..low).contains(&p)),
+        "{ports:?}"
+    );
 }

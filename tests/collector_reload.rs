@@ -38,7 +38,7 @@ async fn webhook() -> (std::net::SocketAddr, Arc<Mutex<Vec<serde_json::Value>>>)
 async fn severity_of(admin: std::net::SocketAddr, tool: &str) -> String {
     wait_for(
         &format!("{tool}'s alert"),
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || async {
             let v = get_json(admin, "/api/v1/alerts").await;
             v["firing"].as_array().unwrap().iter().find_map(|a| {
@@ -93,7 +93,7 @@ async fn sighup_reloads_rules_and_sinks_and_keeps_the_state() {
     let warn = d.line_with("take effect at the next restart").await;
     assert!(warn.contains("aggregation.max_series"), "{warn}");
     // The new webhook is sent what fires already, at once.
-    let first = wait_for("the webhook", Duration::from_secs(10), || async {
+    let first = wait_for("the webhook", Duration::from_secs(30), || async {
         got.lock().unwrap().first().cloned()
     })
     .await;
@@ -124,7 +124,7 @@ async fn sighup_reloads_rules_and_sinks_and_keeps_the_state() {
     // An unknown key: refused too, with its "did you mean".
     std::fs::write(&file, "[alerts.over_ceiling]\nseverty = \"x\"\n").unwrap();
     d.signal("-HUP");
-    wait_for("the second refusal", Duration::from_secs(10), || async {
+    wait_for("the second refusal", Duration::from_secs(30), || async {
         let n = d
             .log()
             .lines()
@@ -272,7 +272,7 @@ async fn sighup_reloads_the_layer_stack_and_keeps_counts_by_layer_id() {
         held(d.admin, "agent", "fetch").await,
         ("default=1,mine=0".to_string(), Some(10_000.0))
     );
-    wait_for("the alert on default", Duration::from_secs(10), || async {
+    wait_for("the alert on default", Duration::from_secs(30), || async {
         let v = get_json(d.admin, "/api/v1/alerts").await;
         v["firing"].as_array().unwrap().iter().find_map(|a| {
             (a["labels"]["service"] == "agent" && a["labels"]["layer"] == "default").then_some(())

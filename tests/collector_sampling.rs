@@ -167,7 +167,7 @@ async fn sampled_spans_count_with_their_adjusted_counts() {
     assert!((2..20).contains(&exported), "{got}");
     let alert = wait_for(
         "ToolResultTruncationRate",
-        std::time::Duration::from_secs(15),
+        std::time::Duration::from_secs(30),
         || async {
             let a = get_json(b.admin, "/api/v1/alerts").await;
             a["firing"]

@@ -226,7 +226,7 @@ async fn dashboard_and_rules_name_only_what_the_daemon_exports() {
     // for the firing gauge to move and the snapshot age to appear.
     let text = wait_for(
         "a firing alert, a snapshot",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || async {
             let text = metrics(d.admin).await;
             let firing = text
@@ -541,7 +541,17 @@ async fn the_tool_panels_agree_with_the_api_on_a_non_default_stack() {
             .status()
             .is_success());
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Scraped: one call per series, however late a busy machine makes the scrape.
+    let first = MEANING.len() as f64;
+    wait_for(
+        "Prometheus to scrape the first calls",
+        Duration::from_secs(30),
+        || async {
+            let got = prom.scalar("sum(toolsize_tool_calls_total)").await?;
+            (got == first).then_some(())
+        },
+    )
+    .await;
     for _ in 0..12 {
         for (service, spans) in send(5) {
             assert!(post_proto(d.http, &request(service, spans))

@@ -133,7 +133,7 @@ async fn the_openmetrics_exposition_passes_a_strict_parser() {
     let r = post_proto(daemon.http, &request("agent", spans)).await;
     assert!(r.status().is_success());
     let admin = daemon.admin;
-    wait_for("the calls", Duration::from_secs(10), || async move {
+    wait_for("the calls", Duration::from_secs(30), || async move {
         (tools(admin, "?window=all").await["tools"].as_array()?.len() == 2).then_some(())
     })
     .await;

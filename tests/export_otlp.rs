@@ -130,13 +130,10 @@ fn http_export_reaches_the_receiver() {
     round_trip(Protocol::HttpProtobuf, addr, &received, "e2e-http");
 }
 
-/// A loopback port that was free a moment ago: nothing listens there.
+/// A loopback port that was free a moment ago: nothing listens there. Below the kernel's
+/// ephemeral range, so no server of a test beside it binding port 0 is given it meanwhile.
 fn closed_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    support::ports::free_port()
 }
 
 #[test]

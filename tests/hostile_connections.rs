@@ -40,10 +40,6 @@ fn raise_open_files(n: u64) {
     );
 }
 
-fn attack_config() -> Config {
-    attack_config_with(Duration::from_secs(2))
-}
-
 /// The attack configuration with a header deadline of `header` (the body deadline a second
 /// later).
 fn attack_config_with(header: Duration) -> Config {
@@ -239,10 +235,16 @@ async fn legitimate_clients_are_served_during_a_slow_client_attack() {
         .map(|_| tokio::spawn(slow_grpc_body(grpc)))
         .collect();
     let heads: Vec<_> = (0..16).map(|_| tokio::spawn(slow_header(http))).collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let open = metrics(admin).await;
-    let open_http = sample(&open, "toolsize_connections{listener=\"otlp_http\"}").unwrap();
-    assert!(open_http >= 600.0 + 32.0, "{open_http} open");
+    // Every idle connection and slow body accepted (the daemon accepts them as fast as the
+    // machine lets it; the deadline measured above leaves it the time).
+    wait_for("the attack's connections accepted", header / 2, || async {
+        let open = sample(
+            &metrics(admin).await,
+            "toolsize_connections{listener=\"otlp_http\"}",
+        );
+        (open.unwrap() >= 600.0 + 32.0).then_some(())
+    })
+    .await;
 
     // Legitimate clients during the attack: until three quarters of the header deadline after
     // the first attack connection, before any timeout fires.
@@ -368,13 +370,29 @@ async fn closed_by_daemon(s: &mut TcpStream, wait: Duration) -> bool {
     )
 }
 
+/// Waits until `listener` holds `n` open connections (all accepted).
+async fn open_connections(admin: SocketAddr, listener: &str, n: f64) {
+    let series = format!("toolsize_connections{{listener=\"{listener}\"}}");
+    wait_for("the connections accepted", CAP_WAIT, || async {
+        (sample(&metrics(admin).await, &series) == Some(n)).then_some(())
+    })
+    .await;
+}
+
+/// The deadlines of the connection-cap tests: far past anything they wait for, so that no idle
+/// connection meets its header deadline while a busy machine runs the test.
+const CAP_DEADLINE: Duration = Duration::from_secs(60);
+
+/// How long the connection-cap tests wait for the daemon to accept what they opened.
+const CAP_WAIT: Duration = Duration::from_secs(30);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_cap_the_idlest_connection_makes_room() {
-    let mut cfg = attack_config();
+    let mut cfg = attack_config_with(CAP_DEADLINE);
     cfg.listeners.otlp_max_connections = 20;
     let d = Daemon::start(&cfg).await.unwrap();
     let mut held = connect_many(d.otlp_http_addr, 20).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    open_connections(d.admin_addr, "otlp_http", 20.0).await;
     // The first 5 become active: one request each, answered, the connection kept alive.
     let good = request("agent", vec![own_span(1, "read", 100)]);
     let body = prost::Message::encode_to_vec(&good);
@@ -397,7 +415,7 @@ async fn at_the_cap_the_idlest_connection_makes_room() {
     // Five newcomers take the places of the five idle longest: silent since their accept.
     let mut newcomers = connect_many(d.otlp_http_addr, 5).await;
     for s in &mut held[5..10] {
-        assert!(closed_by_daemon(s, Duration::from_secs(2)).await, "evicted");
+        assert!(closed_by_daemon(s, CAP_WAIT).await, "evicted");
     }
     let (active, rest) = held.split_at_mut(5);
     for s in active
@@ -445,7 +463,7 @@ async fn at_the_cap_the_idlest_connection_makes_room() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_in_flight_are_never_evicted() {
-    let mut cfg = attack_config();
+    let mut cfg = attack_config_with(CAP_DEADLINE);
     cfg.listeners.otlp_max_connections = 8;
     let d = Daemon::start(&cfg).await.unwrap();
     // Eight requests in flight: heads sent, bodies still coming (the handler is reading them).
@@ -460,10 +478,12 @@ async fn requests_in_flight_are_never_evicted() {
         .unwrap();
         slow.push(s);
     }
+    // Accepted, then their heads read (no gauge shows a request in flight: a pause).
+    open_connections(d.admin_addr, "otlp_http", 8.0).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     // A newcomer finds no connection to evict: closed at once, counted as over the limit.
     let mut late = TcpStream::connect(d.otlp_http_addr).await.unwrap();
-    assert!(closed_by_daemon(&mut late, Duration::from_secs(2)).await);
+    assert!(closed_by_daemon(&mut late, CAP_WAIT).await);
     for s in &mut slow {
         assert!(
             !closed_by_daemon(s, Duration::from_millis(20)).await,
@@ -492,20 +512,22 @@ async fn real_clients_are_served_through_an_idle_connection_siege() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     raise_open_files(8192);
-    let mut child = Command::new("prlimit")
-        .args(["--nofile=1024:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
-        .args([
-            "--otlp-grpc-addr",
-            "127.0.0.1:0",
-            "--otlp-http-addr",
-            "127.0.0.1:0",
-        ])
-        .args(["--admin-addr", "127.0.0.1:0"])
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("prlimit (util-linux) runs toolsize serve");
+    let mut child = support::cli::Reaped(
+        Command::new("prlimit")
+            .args(["--nofile=1024:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
+            .args([
+                "--otlp-grpc-addr",
+                "127.0.0.1:0",
+                "--otlp-http-addr",
+                "127.0.0.1:0",
+            ])
+            .args(["--admin-addr", "127.0.0.1:0"])
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("prlimit (util-linux) runs toolsize serve"),
+    );
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -527,7 +549,20 @@ async fn real_clients_are_served_through_an_idle_connection_siege() {
     for a in [http, grpc, admin] {
         siege.extend(connect_many(a, 1100).await);
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every siege connection accepted: those over each cap made room by evicting.
+    wait_for("the siege accepted", CAP_WAIT, || async {
+        let text = metrics(admin).await;
+        ["otlp_http", "otlp_grpc", "admin"]
+            .iter()
+            .all(|l| {
+                let evicted = format!(
+                    "toolsize_connections_closed_total{{listener=\"{l}\",reason=\"evicted\"}}"
+                );
+                sample(&text, &evicted).unwrap() >= 1100.0 - cap(l)
+            })
+            .then_some(())
+    })
+    .await;
 
     let good = request("agent", vec![own_span(1, "read", 100)]);
     assert_eq!(
@@ -578,20 +613,22 @@ async fn caps_are_lowered_under_a_low_open_file_limit() {
     use std::io::{BufRead, BufReader, Read};
     use std::process::{Command, Stdio};
     // The real binary under `ulimit -n 256`: it warns, lowers its caps and serves.
-    let mut child = Command::new("prlimit")
-        .args(["--nofile=256:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
-        .args([
-            "--otlp-grpc-addr",
-            "127.0.0.1:0",
-            "--otlp-http-addr",
-            "127.0.0.1:0",
-        ])
-        .args(["--admin-addr", "127.0.0.1:0"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("prlimit (util-linux) runs toolsize serve");
+    let mut child = support::cli::Reaped(
+        Command::new("prlimit")
+            .args(["--nofile=256:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
+            .args([
+                "--otlp-grpc-addr",
+                "127.0.0.1:0",
+                "--otlp-http-addr",
+                "127.0.0.1:0",
+            ])
+            .args(["--admin-addr", "127.0.0.1:0"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("prlimit (util-linux) runs toolsize serve"),
+    );
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)

@@ -255,8 +255,9 @@ fn a_call_past_its_timeout_is_answered_cancelled_upstream_and_its_late_answer_dr
     let waited = start.elapsed();
     assert_eq!(answer["id"], json!(1), "{answer}");
     assert_eq!(answer["error"]["code"], json!(-32001), "{answer}");
+    // After the timeout, and before the server's own answer at 2.5 s.
     assert!(
-        waited >= Duration::from_millis(900) && waited < Duration::from_secs(2),
+        waited >= Duration::from_millis(900) && waited < Duration::from_millis(2500),
         "{waited:?}"
     );
     p.stderr_has("passed its time");
@@ -392,7 +393,8 @@ fn over_http_every_failure_is_a_json_rpc_error_under_the_call_id() {
         (v["id"].clone(), v["error"]["code"].clone()),
         (json!(3), json!(-32001))
     );
-    assert!(waited < Duration::from_millis(2500), "{waited:?}");
+    // Before the server's own answer at 3 s.
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
     // An event stream that breaks before the response: an error event for the call.
     let (status, ct, body) = post(&proxy.url, &named_call(4, "sse_break"));
     assert_eq!((status, ct.as_str()), (200, "text/event-stream"), "{body}");

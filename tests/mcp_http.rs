@@ -636,9 +636,31 @@ fn a_client_that_goes_away_cancels_the_call_upstream() {
             body.len()
         )
         .unwrap();
-        std::thread::sleep(Duration::from_millis(1500));
+        // The client goes away once the server runs the call.
+        let started = dir.join(format!("cancelled-{progress}.started"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !started.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the server never started the call"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if progress {
+            // After the event stream is committed: its progress event read.
+            use std::io::Read;
+            conn.set_read_timeout(Some(Duration::from_secs(30)))
+                .unwrap();
+            let mut got = Vec::new();
+            while !String::from_utf8_lossy(&got).contains("notifications/progress") {
+                let mut buf = [0u8; 4096];
+                let n = conn.read(&mut buf).expect("the progress event");
+                assert!(n > 0, "the stream ended before the progress event");
+                got.extend_from_slice(&buf[..n]);
+            }
+        }
         drop(conn);
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while !marker.exists() {
             assert!(
                 Instant::now() < deadline,

@@ -413,7 +413,7 @@ fn one_span_per_tools_call_at_an_otlp_receiver() {
         ),
         &env,
     );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let spans = loop {
         let spans: Vec<_> = received
             .spans()
@@ -530,7 +530,7 @@ fn the_2026_07_28_revision_on_stdio() {
     assert_eq!(interim["result"]["resultType"], json!("input_required"));
     assert_eq!(peer.finish(), Some(0));
 
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let spans = loop {
         let spans: Vec<_> = received
             .spans()

@@ -98,7 +98,7 @@ async fn prometheus_scrapes_a_token_protected_daemon_with_the_documented_block()
     assert_eq!(up("no-token").await.as_deref(), Some("0"));
     // The daemon's own metrics are stored from the authorised job, the tokenless scrapes
     // among them.
-    wait_for("the refused scrapes, stored", Duration::from_secs(10), || async {
+    wait_for("the refused scrapes, stored", Duration::from_secs(30), || async {
         let stored = prom
             .query(
                 "toolsize_admin_requests_refused_total{job=\"toolsize\",reason=\"unauthenticated\"} >= 1",

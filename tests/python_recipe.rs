@@ -105,7 +105,7 @@ async fn the_documented_recipe_traces_langchain_and_pydantic_ai() {
         assert_eq!(handed.len(), 3);
         let service = format!("{agent}-agent");
         let admin = daemon.admin;
-        let row = wait_for(&format!("{agent}'s calls"), Duration::from_secs(10), || {
+        let row = wait_for(&format!("{agent}'s calls"), Duration::from_secs(30), || {
             let service = service.clone();
             async move {
                 let v = tools(admin, &format!("?window=all&service={service}")).await;

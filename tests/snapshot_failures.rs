@@ -41,7 +41,7 @@ async fn fails_loudly(dir: &Path, after_start: impl FnOnce()) {
     after_start();
     let r = post_proto(b.http, &request("agent", vec![own_span(1, "read", 10)])).await;
     assert_eq!(r.status().as_u16(), 200);
-    let body = wait_for("/readyz 503", Duration::from_secs(10), || async {
+    let body = wait_for("/readyz 503", Duration::from_secs(30), || async {
         let (status, body) = readyz(b.admin).await;
         (status == 503).then_some(body)
     })
@@ -164,7 +164,7 @@ async fn a_full_disk_fails_and_recovers() {
     );
     let r = post_proto(b.http, &request("agent", vec![own_span(1, "read", 10)])).await;
     assert_eq!(r.status().as_u16(), 200);
-    wait_for("a snapshot", Duration::from_secs(10), || async {
+    wait_for("a snapshot", Duration::from_secs(30), || async {
         dir.join(SNAPSHOT).exists().then_some(())
     })
     .await;
@@ -173,7 +173,7 @@ async fn a_full_disk_fails_and_recovers() {
     let failures = |t: &str| sample(t, "toolsize_snapshot_failures_total").unwrap();
     let before = failures(&metrics(b.admin).await);
     std::os::unix::fs::symlink("/dev/full", dir.join(TMP)).unwrap();
-    wait_for("a failed write", Duration::from_secs(10), || async {
+    wait_for("a failed write", Duration::from_secs(30), || async {
         (failures(&metrics(b.admin).await) > before).then_some(())
     })
     .await;
@@ -181,7 +181,7 @@ async fn a_full_disk_fails_and_recovers() {
     let written = sample(&metrics(b.admin).await, "toolsize_snapshots_written_total").unwrap();
     wait_for(
         "a write after the failure",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || async {
             let t = metrics(b.admin).await;
             (sample(&t, "toolsize_snapshots_written_total").unwrap() > written).then_some(())
@@ -226,7 +226,7 @@ async fn a_tiny_tmpfs_fills_up_and_the_partial_file_is_removed() {
         .collect();
     let r = post_proto(b.http, &request("agent", spans)).await;
     assert_eq!(r.status().as_u16(), 200);
-    wait_for("/readyz 503", Duration::from_secs(10), || async {
+    wait_for("/readyz 503", Duration::from_secs(30), || async {
         (readyz(b.admin).await.0 == 503).then_some(())
     })
     .await;

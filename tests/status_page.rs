@@ -200,14 +200,14 @@ async fn status_page_in_chromium_shows_tools_ceiling_and_alerts() {
     let r = post_proto(daemon.http, &request("agent", vec![chat])).await;
     assert!(r.status().is_success(), "OTLP export: {}", r.status());
     let admin = daemon.admin;
-    let api = wait_for("the five tools", Duration::from_secs(10), || async move {
+    let api = wait_for("the five tools", Duration::from_secs(30), || async move {
         let v = tools(admin, "?window=5m").await;
         (v["tools"].as_array()?.len() == 5).then_some(v)
     })
     .await;
     let alerts = wait_for(
         "the over-ceiling alert",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || async move {
             let v = get_json(admin, "/api/v1/alerts").await;
             v["firing"]
@@ -472,7 +472,7 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
     let admin = daemon.admin;
     let history = wait_for(
         "web_fetch's history",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || async move {
             let v = get_json(admin, "/api/v1/tools/web_fetch/history?service=agent").await;
             (v["series"][0]["points"]
@@ -485,7 +485,7 @@ async fn tool_page_in_chromium_draws_history_distribution_and_sparklines() {
         },
     )
     .await;
-    let listed = wait_for("six tools", Duration::from_secs(10), || async move {
+    let listed = wait_for("six tools", Duration::from_secs(30), || async move {
         let v = tools(admin, "?window=5m").await;
         (v["tools"].as_array()?.len() == 6).then_some(v)
     })
@@ -717,7 +717,7 @@ async fn status_page_empty_state_error_banner_and_recovery() {
     );
 
     post_tools(&daemon).await;
-    wait_for("the five tools", Duration::from_secs(10), || async move {
+    wait_for("the five tools", Duration::from_secs(30), || async move {
         (tools(admin, "?window=5m").await["tools"].as_array()?.len() == 5).then_some(())
     })
     .await;
@@ -887,7 +887,7 @@ async fn pages_with_a_token_in_chromium_and_the_api_still_closed() {
         }
         req.send()
     };
-    wait_for("the two tools", Duration::from_secs(10), || async {
+    wait_for("the two tools", Duration::from_secs(30), || async {
         let r = get("/api/v1/tools?window=5m", Some(TOKEN)).await.ok()?;
         let v: serde_json::Value = serde_json::from_slice(&r.bytes().await.ok()?).ok()?;
         (v["tools"].as_array()?.len() == 2).then_some(())
@@ -1049,7 +1049,7 @@ async fn status_page_shows_each_forwarding_upstream() {
     assert_eq!(r.status(), 200);
     wait_for(
         "the request to be given up",
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || async {
             let v = get_json(d.admin, "/api/v1/forward").await;
             (v["upstreams"][0]["gave_up"] == 1).then_some(())

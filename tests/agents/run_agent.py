@@ -145,6 +145,15 @@ def counter(metrics, name):
     return total
 
 
+def wait_released(admin, max_wait):
+    """Returns when no call of a coding agent waits in the daemon's join."""
+    t0 = time.time()
+    while time.time() - t0 < max_wait:
+        if counter(get(admin + "/metrics"), "toolsize_agent_calls_waiting") == 0:
+            return
+        time.sleep(0.2)
+
+
 def wait_quiet(admin, settle, max_wait):
     """Returns when the daemon has received no OTLP request for `settle` seconds."""
     t0 = time.time()
@@ -479,6 +488,8 @@ def main():
         # Everything the agent flushed at exit has arrived; then one join window more.
         wait_quiet(admin, settle=2.0, max_wait=30.0)
         time.sleep(JOIN_WINDOW_S + 0.5)
+        # The joined calls are released on the aggregator's timer, which a loaded machine delays.
+        wait_released(admin, max_wait=30.0)
         tools = json.loads(get(admin + "/api/v1/tools"))
         with open(os.path.join(out, "tools.json"), "w") as f:
             json.dump(tools, f, indent=2)

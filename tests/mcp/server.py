@@ -108,12 +108,15 @@ def confirmed_rows(count: int, ctx: Context) -> str | InputRequiredResult:
 
 @server.tool()
 async def sleepy(seconds: float, marker: str, progress: bool = False, ctx: Context = None) -> str:
-    """Sleeps; writes "cancelled" to the file `marker` if the call is cancelled first."""
+    """Sleeps; writes "cancelled" to the file `marker` if the call is cancelled first, and
+    "started" to `marker` + ".started" once it runs (after its progress report, if any)."""
     import anyio
 
     try:
         if progress:
             await ctx.report_progress(0, 1)
+        with open(marker + ".started", "w") as f:
+            f.write("started")
         await anyio.sleep(seconds)
     except anyio.get_cancelled_exc_class():
         with open(marker, "w") as f:

@@ -53,8 +53,15 @@ async function main() {
     const n = ++id; pending.set(n, r); ws.send(JSON.stringify({ id: n, method, params }));
   });
   const evaluate = async (expr) => (await send("Runtime.evaluate", { expression: expr, returnByValue: true })).result?.result?.value;
+  // What the page shows, for a failure's message.
+  const shows = () => evaluate(`JSON.stringify({state: document.body && document.body.dataset.state,
+    signin: !!document.getElementById('signin'), stored: sessionStorage.getItem('toolsize.token') !== null,
+    banner: (document.getElementById('banner') || {}).textContent})`);
   const until = async (expr, what) => {
-    while (!(await evaluate(expr))) { if (Date.now() > deadline) fail("timed out waiting for " + what); await sleep(100); }
+    while (!(await evaluate(expr))) {
+      if (Date.now() > deadline) fail("timed out waiting for " + what + "; the page shows " + (await shows()));
+      await sleep(100);
+    }
   };
 
   await until("!!document.getElementById('token-input')", "the sign-in box");

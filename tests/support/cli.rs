@@ -211,3 +211,27 @@ pub fn violations(error: &Value) -> Vec<(String, String)> {
         })
         .collect()
 }
+
+/// A child process killed and reaped when dropped: a test that fails midway leaves no process
+/// behind holding a port, a file or the test run's output.
+pub struct Reaped(pub std::process::Child);
+
+impl std::ops::Deref for Reaped {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -76,13 +76,10 @@ pub fn temp_dir(prefix: &str) -> super::Scratch {
     super::Scratch::new(prefix)
 }
 
-/// A loopback port free at the time of the call.
+/// A loopback port free at the time of the call, for a peer to bind later: outside the
+/// kernel's ephemeral range, so no outgoing connection takes it meanwhile ([`super::ports`]).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    super::ports::free_port()
 }
 
 /// Polls `f` every 20 ms until it returns `Some`, failing the test after `timeout`.
@@ -416,9 +413,9 @@ impl Logged {
         self.log.lock().unwrap().clone()
     }
 
-    /// Waits (10 s at most) for a log line holding `text`, and returns it.
+    /// Waits (30 s at most) for a log line holding `text`, and returns it.
     pub async fn line_with(&self, text: &str) -> String {
-        wait_for(text, std::time::Duration::from_secs(10), || {
+        wait_for(text, std::time::Duration::from_secs(30), || {
             let log = self.log();
             async move {
                 log.lines()

@@ -249,13 +249,13 @@ pub fn envelope(result: &Value) -> Value {
     serde_json::from_str(text).expect("an envelope")
 }
 
-/// A free loopback port (bound, then released for a peer to take).
+#[path = "ports.rs"]
+mod ports;
+
+/// A free loopback port (bound, then released for a peer to take), outside the kernel's
+/// ephemeral range so that no outgoing connection takes it meanwhile (`ports.rs`).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    ports::free_port()
 }
 
 fn wait_for_port(port: u16, child: &mut Child, what: &str) {

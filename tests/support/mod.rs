@@ -9,6 +9,9 @@ pub mod cli;
 /// The Grafana dashboard: its panels, queries and template variables.
 pub mod dashboard;
 
+/// Loopback ports for peers told their port before they bind.
+pub mod ports;
+
 /// Collector helpers: OTLP request builders, daemons on ephemeral ports, peers.
 #[cfg(feature = "collector")]
 pub mod collector;

@@ -553,10 +553,14 @@ impl AlertsHandle {
         true
     }
 
-    /// Stops the alert task, as a panic in it would ([`crate::collector::Fault`]).
-    pub(crate) fn stop_task(&self) {
+    /// Stops the alert task, as a panic in it would ([`crate::collector::Fault`]), and returns
+    /// once it has ended: its queue is closed, so every match from then on finds it stopped.
+    pub(crate) async fn stop_task(&self) {
         if let Some(t) = &self.task {
             t.abort();
+            while !t.is_finished() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
         }
     }
 

@@ -280,7 +280,7 @@ impl Pipeline {
             Fault::AggregatorPanicsAfter(after) => {
                 let _ = self.control.send(Command::Fail { after }).await;
             }
-            Fault::AlertTaskStops => self.api.alerts().stop_task(),
+            Fault::AlertTaskStops => self.api.alerts().stop_task().await,
         }
     }
 
