@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use super::session::{Held, IdRef, Session, SessionEntry, SessionRef};
+use super::session::{Held, IdRef, Session, SessionKey, SessionRef};
 use super::settle::MAX_SETTLING;
 use super::tools::ToolCache;
 use super::Ledger;
@@ -267,21 +267,19 @@ impl Ledger {
                 s.input += input;
                 s.cache_read += cache_read;
                 s.cache_creation += cache_creation;
-                let (tools, per_input) = (&mut self.tools, input as f64);
-                let mut carried = 0;
-                s.carry(e.at_ns, &mut self.scratch).each(|i, tokens| {
-                    carried += tokens;
-                    let t = &mut tools[i as usize];
+                s.carry(e.at_ns, &mut self.scratch);
+                for &(i, tokens) in &self.scratch {
+                    s.carried += tokens;
+                    let t = &mut self.tools[i as usize];
                     t.cost += tokens;
                     t.requests += 1;
                     if input > 0 {
-                        t.observe_share(tokens as f64 / per_input);
+                        t.observe_share(tokens as f64 / input as f64);
                     }
-                });
-                s.carried += carried;
+                }
             }
             Kind::Clear => {
-                s.compactions = s.compactions.saturating_add(1);
+                s.compactions += 1;
                 s.held.retain(|h| h.at_ns > e.at_ns);
                 s.recount();
             }
@@ -292,7 +290,7 @@ impl Ledger {
 /// The entry of `e`'s session in `sessions`, whose key hashes to `hash`; added unless `full`
 /// (`None` then).
 fn session_of<'s>(
-    sessions: &'s mut hashbrown::HashTable<SessionEntry>,
+    sessions: &'s mut hashbrown::HashTable<(SessionKey, Session)>,
     hasher: &MapHasher,
     full: bool,
     e: &EventRef<'_>,
@@ -302,19 +300,15 @@ fn session_of<'s>(
     let key = SessionRef(e.service, e.session);
     let found = sessions.entry(
         hash,
-        |x| hashbrown::Equivalent::equivalent(&key, &x.key),
-        |x| hasher.hash_one(SessionRef::of(&x.key)),
+        |(k, _)| hashbrown::Equivalent::equivalent(&key, k),
+        |(k, _)| hasher.hash_one(SessionRef::of(k)),
     );
     match found {
-        hashbrown::hash_table::Entry::Occupied(o) => Some(&mut o.into_mut().s),
+        hashbrown::hash_table::Entry::Occupied(o) => Some(&mut o.into_mut().1),
         hashbrown::hash_table::Entry::Vacant(_) if full => None,
         hashbrown::hash_table::Entry::Vacant(v) => {
             let key = (e.service.clone(), e.session.to_owned());
-            let entry = SessionEntry {
-                key,
-                s: Session::default(),
-            };
-            Some(&mut v.insert(entry).into_mut().s)
+            Some(&mut v.insert((key, Session::default())).into_mut().1)
         }
     }
 }

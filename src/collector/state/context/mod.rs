@@ -71,7 +71,7 @@ use crate::collector::state::MapHasher;
 
 use apply::Pending;
 pub(crate) use disk::{LedgerDisk, ToolDisk};
-use session::SessionEntry;
+use session::{Session, SessionKey};
 use tools::ToolCache;
 pub(crate) use tools::{ToolContext, ToolContextRow};
 pub(crate) use view::{SessionsView, DEFAULT_SESSIONS_SHOWN, MAX_SESSIONS_SHOWN};
@@ -141,7 +141,7 @@ pub(crate) struct Ledger {
     /// an event of a session already followed.
     /// A table, not a map: each event's hash, taken once to group the request's events
     /// ([`Ledger::record`]), finds its entry.
-    sessions: hashbrown::HashTable<SessionEntry>,
+    sessions: hashbrown::HashTable<(SessionKey, Session)>,
     hasher: MapHasher,
     index: hashbrown::HashMap<(Arc<str>, Arc<str>), u32, MapHasher>,
     tools: Vec<ToolContext>,
@@ -189,7 +189,7 @@ impl Ledger {
         let idle = self.limits.idle_ms;
         let before = self.sessions.len();
         self.sessions
-            .retain(|x| x.s.last_ms.saturating_add(idle) > now_ms);
+            .retain(|(_, s)| s.last_ms.saturating_add(idle) > now_ms);
         self.stats.sessions_expired += (before - self.sessions.len()) as u64;
     }
 }

@@ -21,46 +21,28 @@ pub(super) struct Held {
     pub(super) tokens: u32,
 }
 
-/// A session's entry in the ledger's table: its key, then its session, laid out so that what
-/// every event reads (the key, the counters of a result, the held results' length) lies in its
-/// first two cache lines and what a request reads in the next two: a result of a session that
-/// holds its most results touches two lines of the entry, a request four and its sums past
-/// the first [`INLINE_TOOLS`] tools. Four lines in all ([`ENTRY_BYTES`]), aligned to them.
-#[derive(Debug)]
-#[repr(C, align(64))]
-pub(super) struct SessionEntry {
-    pub(super) key: SessionKey,
-    pub(super) s: Session,
-}
-
-/// The size of a [`SessionEntry`]: four cache lines.
-pub(super) const ENTRY_BYTES: usize = 256;
-const _: () = assert!(std::mem::size_of::<SessionEntry>() == ENTRY_BYTES);
-
-/// One followed session, its fields in the order they are read (see [`SessionEntry`]).
+/// One followed session.
 #[derive(Debug, Default)]
-#[repr(C)]
 pub(super) struct Session {
-    pub(super) last_ms: u64,
-    pub(super) results: u64,
-    pub(super) result_tokens: u64,
     /// The results held, by `at_ns` (they arrive in that order; a late one is inserted).
     pub(super) held: Vec<Held>,
     /// The latest `at_ns` of `held` (0 when empty): a result at or after it is pushed.
     held_max_ns: u64,
-    pub(super) requests: u64,
-    /// The latest start of a request.
-    last_start: u64,
-    pub(super) carried: u64,
-    /// How many of `held` (a prefix) ended by `last_start`: carried by every later request
-    /// (at most `context.max_results_per_session`).
-    carried_len: u32,
-    pub(super) compactions: u32,
+    /// How many of `held` (a prefix) ended by `last_start`: carried by every later request.
+    carried_len: usize,
     /// Their tokens per tool: what a request carries, without walking `held`.
     by_tool: Sums,
+    /// The latest start of a request.
+    last_start: u64,
+    pub(super) last_ms: u64,
+    pub(super) requests: u64,
+    pub(super) results: u64,
+    pub(super) result_tokens: u64,
+    pub(super) carried: u64,
     pub(super) input: u64,
     pub(super) cache_read: u64,
     pub(super) cache_creation: u64,
+    pub(super) compactions: u64,
 }
 
 impl Session {
@@ -77,8 +59,7 @@ impl Session {
             self.held.insert(at, h);
             at
         };
-        let late =
-            at < self.carried_len as usize || (self.requests > 0 && h.at_ns <= self.last_start);
+        let late = at < self.carried_len || (self.requests > 0 && h.at_ns <= self.last_start);
         if late {
             self.carried_len += 1;
             self.by_tool.add(h.tool, u64::from(h.tokens));
@@ -86,37 +67,35 @@ impl Session {
         late
     }
 
-    /// The tokens per tool a request starting at `start` carries: the results ended by then.
-    /// Requests come in start order: the carried prefix only grows, each result is added once
-    /// to the sums returned in place. A request that started before an earlier one walks the
-    /// results instead, into `out`.
-    pub(super) fn carry<'a>(&'a mut self, start: u64, out: &'a mut Vec<(u32, u64)>) -> Carry<'a> {
+    /// The tokens per tool a request starting at `start` carries, into `out`: the results
+    /// ended by then. Requests come in start order: the carried prefix only grows, each result
+    /// is added once. A request that started before an earlier one walks the results instead.
+    pub(super) fn carry(&mut self, start: u64, out: &mut Vec<(u32, u64)>) {
+        out.clear();
         if self.requests > 1 && start < self.last_start {
-            out.clear();
             for h in self.held.iter().filter(|h| h.at_ns <= start) {
                 add(out, h.tool, u64::from(h.tokens));
             }
-            return Carry::Walked(out);
+            return;
         }
         self.last_start = start;
-        while let Some(h) = (self.held.get(self.carried_len as usize)).filter(|h| h.at_ns <= start)
-        {
+        while let Some(h) = self.held.get(self.carried_len).filter(|h| h.at_ns <= start) {
             self.by_tool.add(h.tool, u64::from(h.tokens));
             self.carried_len += 1;
         }
-        Carry::Sums(&self.by_tool)
+        self.by_tool.carried(out);
     }
 
     /// Recounts the carried prefix after a compaction removed results.
     pub(super) fn recount(&mut self) {
         self.held_max_ns = self.held.last().map_or(0, |h| h.at_ns);
         self.carried_len = if self.requests > 0 {
-            self.held.partition_point(|h| h.at_ns <= self.last_start) as u32
+            self.held.partition_point(|h| h.at_ns <= self.last_start)
         } else {
             0
         };
         self.by_tool.clear();
-        for h in &self.held[..self.carried_len as usize] {
+        for h in &self.held[..self.carried_len] {
             self.by_tool.add(h.tool, u64::from(h.tokens));
         }
     }
@@ -129,7 +108,7 @@ const INLINE_TOOLS: usize = 6;
 /// sums from the entry it already looked up (a few tools carry most sessions), not from a
 /// separate allocation that costs a cache miss of its own.
 #[derive(Debug, Default)]
-pub(super) struct Sums {
+struct Sums {
     len: usize,
     tools: [u32; INLINE_TOOLS],
     tokens: [u64; INLINE_TOOLS],
@@ -153,33 +132,11 @@ impl Sums {
         self.more.clear();
     }
 
-    /// Calls `f` with each tool that has tokens and its tokens.
-    #[inline(always)]
-    fn each(&self, mut f: impl FnMut(u32, u64)) {
+    /// The tools with tokens, into `out`.
+    fn carried(&self, out: &mut Vec<(u32, u64)>) {
         let inline = self.tools[..self.len].iter().zip(&self.tokens[..self.len]);
-        for (&t, &n) in inline.chain(self.more.iter().map(|(t, n)| (t, n))) {
-            if n > 0 {
-                f(t, n);
-            }
-        }
-    }
-}
-
-/// What a request carries ([`Session::carry`]): its session's sums, or the sums of a walk of
-/// its held results.
-pub(super) enum Carry<'a> {
-    Sums(&'a Sums),
-    Walked(&'a [(u32, u64)]),
-}
-
-impl Carry<'_> {
-    /// Calls `f` with each tool carried and its tokens.
-    #[inline(always)]
-    pub(super) fn each(&self, mut f: impl FnMut(u32, u64)) {
-        match self {
-            Carry::Sums(s) => s.each(f),
-            Carry::Walked(w) => w.iter().filter(|(_, n)| *n > 0).for_each(|&(t, n)| f(t, n)),
-        }
+        out.extend(inline.map(|(&t, &n)| (t, n)).filter(|&(_, n)| n > 0));
+        out.extend(self.more.iter().filter(|(_, n)| *n > 0));
     }
 }
 
@@ -254,5 +211,43 @@ impl Ord for SessionId {
             (SessionId::Trace(_), SessionId::Named(_)) => std::cmp::Ordering::Less,
             (SessionId::Named(_), SessionId::Trace(_)) => std::cmp::Ordering::Greater,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(at_ns: u64) -> Held {
+        Held {
+            at_ns,
+            tool: 0,
+            tokens: 1,
+        }
+    }
+
+    fn ends(s: &Session) -> Vec<u64> {
+        s.held.iter().map(|h| h.at_ns).collect()
+    }
+
+    /// Results in end order are pushed, one out of order is placed among them, and after a
+    /// compaction the latest end is the latest of what is left (none: any result is pushed).
+    #[test]
+    fn held_results_stay_in_end_order_through_pushes_inserts_and_compactions() {
+        let mut s = Session::default();
+        for at in [10, 20, 20, 30, 15, 5, 30] {
+            s.hold(held(at));
+        }
+        assert_eq!(ends(&s), [5, 10, 15, 20, 20, 30, 30]);
+        s.held.retain(|h| h.at_ns > 18);
+        s.recount();
+        s.hold(held(17));
+        s.hold(held(40));
+        assert_eq!(ends(&s), [17, 20, 20, 30, 30, 40]);
+        s.held.retain(|h| h.at_ns > 40);
+        s.recount();
+        s.hold(held(3));
+        s.hold(held(2));
+        assert_eq!(ends(&s), [2, 3]);
     }
 }

@@ -50,7 +50,6 @@ impl ToolContext {
         }
     }
 
-    #[inline]
     pub(super) fn observe_share(&mut self, share: f64) {
         // The bounds below it, counted without a branch (the bounds are sorted: the same
         // index as a binary search's).

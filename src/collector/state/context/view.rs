@@ -75,8 +75,8 @@ impl Ledger {
         let mut all: Vec<(&SessionKey, &Session)> = self
             .sessions
             .iter()
-            .filter(|x| service.is_none_or(|s| s == &*x.key.0))
-            .map(|x| (&x.key, &x.s))
+            .filter(|((svc, _), _)| service.is_none_or(|s| s == &**svc))
+            .map(|(k, s)| (k, s))
             .collect();
         let weight = |s: &Session| (s.carried, s.result_tokens, s.requests);
         all.sort_by(|a, b| weight(b.1).cmp(&weight(a.1)).then_with(|| a.0.cmp(b.0)));
@@ -105,7 +105,7 @@ impl Ledger {
                     input_tokens: s.input,
                     cache_read_tokens: s.cache_read,
                     cache_creation_tokens: s.cache_creation,
-                    compactions: u64::from(s.compactions),
+                    compactions: s.compactions,
                     idle_secs: now_ms.saturating_sub(s.last_ms) / 1000,
                 })
                 .collect(),
