@@ -1,11 +1,13 @@
 //! A followed session's entry in the ledger's table: the results its context holds, by end
 //! time, and per tool the tokens a request carries, the first few tools in the entry itself.
 //!
-//! **Under load.** A result is inserted in end order (a binary search; in order, a push); a
-//! request in start order adds only the results ended since the previous one to the sums it
-//! reads, so each result is added once. A request that started before an earlier one walks
-//! the held results instead. **Bounded** by the ledger: the caller checks
-//! `context.max_results_per_session` before [`Session::hold`]; nothing here fails.
+//! **Under load.** A result is inserted in end order: in order (the usual case) pushed after a
+//! compare with the latest end the entry keeps, so the held results, cold between requests,
+//! are written and not searched (a binary search over them was a cache miss a step); out of
+//! order, a binary search. A request in start order adds only the results ended since the
+//! previous one to the sums it reads, so each result is added once. A request that started
+//! before an earlier one walks the held results instead. **Bounded** by the ledger: the caller
+//! checks `context.max_results_per_session` before [`Session::hold`]; nothing here fails.
 
 use std::sync::Arc;
 
@@ -24,6 +26,8 @@ pub(super) struct Held {
 pub(super) struct Session {
     /// The results held, by `at_ns` (they arrive in that order; a late one is inserted).
     pub(super) held: Vec<Held>,
+    /// The latest `at_ns` of `held` (0 when empty): a result at or after it is pushed.
+    held_max_ns: u64,
     /// How many of `held` (a prefix) ended by `last_start`: carried by every later request.
     carried_len: usize,
     /// Their tokens per tool: what a request carries, without walking `held`.
@@ -46,8 +50,15 @@ impl Session {
     /// carried from the next request on.
     /// Returns whether it is late: a request it preceded was applied without it.
     pub(super) fn hold(&mut self, h: Held) -> bool {
-        let at = self.held.partition_point(|x| x.at_ns <= h.at_ns);
-        self.held.insert(at, h);
+        let at = if h.at_ns >= self.held_max_ns {
+            self.held_max_ns = h.at_ns;
+            self.held.push(h);
+            self.held.len() - 1
+        } else {
+            let at = self.held.partition_point(|x| x.at_ns <= h.at_ns);
+            self.held.insert(at, h);
+            at
+        };
         let late = at < self.carried_len || (self.requests > 0 && h.at_ns <= self.last_start);
         if late {
             self.carried_len += 1;
@@ -77,6 +88,7 @@ impl Session {
 
     /// Recounts the carried prefix after a compaction removed results.
     pub(super) fn recount(&mut self) {
+        self.held_max_ns = self.held.last().map_or(0, |h| h.at_ns);
         self.carried_len = if self.requests > 0 {
             self.held.partition_point(|h| h.at_ns <= self.last_start)
         } else {
@@ -199,5 +211,43 @@ impl Ord for SessionId {
             (SessionId::Trace(_), SessionId::Named(_)) => std::cmp::Ordering::Less,
             (SessionId::Named(_), SessionId::Trace(_)) => std::cmp::Ordering::Greater,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(at_ns: u64) -> Held {
+        Held {
+            at_ns,
+            tool: 0,
+            tokens: 1,
+        }
+    }
+
+    fn ends(s: &Session) -> Vec<u64> {
+        s.held.iter().map(|h| h.at_ns).collect()
+    }
+
+    /// Results in end order are pushed, one out of order is placed among them, and after a
+    /// compaction the latest end is the latest of what is left (none: any result is pushed).
+    #[test]
+    fn held_results_stay_in_end_order_through_pushes_inserts_and_compactions() {
+        let mut s = Session::default();
+        for at in [10, 20, 20, 30, 15, 5, 30] {
+            s.hold(held(at));
+        }
+        assert_eq!(ends(&s), [5, 10, 15, 20, 20, 30, 30]);
+        s.held.retain(|h| h.at_ns > 18);
+        s.recount();
+        s.hold(held(17));
+        s.hold(held(40));
+        assert_eq!(ends(&s), [17, 20, 20, 30, 30, 40]);
+        s.held.retain(|h| h.at_ns > 40);
+        s.recount();
+        s.hold(held(3));
+        s.hold(held(2));
+        assert_eq!(ends(&s), [2, 3]);
     }
 }
