@@ -81,14 +81,19 @@ const HOLD_FOR: Duration = Duration::from_millis(25);
 #[derive(Default)]
 struct Held {
     batches: Vec<Batch>,
-    last: Option<Instant>,
+    last: Option<tokio::time::Instant>,
 }
 
 impl Held {
     /// Takes `b` from the queue: held, or recorded at once with those held before it. Returns
     /// when the batches now held are due, when the first of them is held.
-    fn take(&mut self, state: &mut State, stats: &SelfStats, mut b: Batch) -> Option<Instant> {
-        let now = Instant::now();
+    fn take(
+        &mut self,
+        state: &mut State,
+        stats: &SelfStats,
+        mut b: Batch,
+    ) -> Option<tokio::time::Instant> {
+        let now = tokio::time::Instant::now();
         let close = self.last.is_some_and(|l| now.duration_since(l) < HOLD_GAP);
         self.last = Some(now);
         if !close {
@@ -280,7 +285,7 @@ pub(crate) async fn run(
             batch = data.recv() => match batch {
                 Some(b) => {
                     if let Some(due) = held.take(&mut state, &stats, b) {
-                        hold.as_mut().reset(due.into());
+                        hold.as_mut().reset(due);
                     }
                 }
                 None => {
@@ -418,6 +423,84 @@ mod tests {
         fn tick(&mut self) {
             self.ticks.fetch_add(1, Relaxed);
         }
+    }
+
+    /// A batch that comes soon after the one before is held until [`HOLD_BATCHES`] are held
+    /// or [`HOLD_FOR`] passes, and a command records what is held before it answers; a batch
+    /// that comes after a longer gap is recorded at once.
+    #[tokio::test(start_paused = true)]
+    async fn batches_close_together_are_recorded_together() {
+        let stats = Arc::new(SelfStats::default());
+        let (data, data_rx) = mpsc::channel(16);
+        let (control, control_rx) = mpsc::channel(4);
+        let hour = Duration::from_secs(3600);
+        let aggregator = tokio::spawn(run(
+            State::new(limits(100)),
+            data_rx,
+            control_rx,
+            None,
+            Arc::default(),
+            stats.clone(),
+            hour,
+            hour,
+        ));
+        let batch = |tool: &str| {
+            Batch::new(
+                vec![rec(tool, known(100))],
+                OtlpSignal::Traces,
+                stats.clone(),
+                None,
+            )
+        };
+        let series = || stats.view().series;
+        let settle = || tokio::time::sleep(Duration::from_millis(1));
+        data.send(batch("t0")).await.unwrap();
+        settle().await;
+        assert_eq!(series(), 1, "the first batch is recorded as it comes");
+        for i in 1..HOLD_BATCHES {
+            data.send(batch(&format!("t{i}"))).await.unwrap();
+            settle().await;
+            assert_eq!(series(), 1, "batch {i}, close to the one before, is held");
+        }
+        data.send(batch("t_last")).await.unwrap();
+        settle().await;
+        assert_eq!(
+            series(),
+            HOLD_BATCHES as u64 + 1,
+            "{HOLD_BATCHES} held: recorded together"
+        );
+        data.send(batch("late")).await.unwrap();
+        settle().await;
+        assert_eq!(series(), HOLD_BATCHES as u64 + 1, "held");
+        tokio::time::sleep(HOLD_FOR).await;
+        assert_eq!(series(), HOLD_BATCHES as u64 + 2, "recorded once it waited");
+        // A longer gap since the last: recorded as it comes; the next, close to it, held.
+        data.send(batch("again")).await.unwrap();
+        settle().await;
+        assert_eq!(series(), HOLD_BATCHES as u64 + 3, "after a longer gap");
+        data.send(batch("read")).await.unwrap();
+        settle().await;
+        assert_eq!(series(), HOLD_BATCHES as u64 + 3, "held");
+        let (reply, answered) = tokio::sync::oneshot::channel();
+        control.send(Command::Ping { reply }).await.unwrap();
+        answered.await.unwrap();
+        assert_eq!(
+            series(),
+            HOLD_BATCHES as u64 + 4,
+            "recorded before the command's answer"
+        );
+        tokio::time::sleep(HOLD_GAP * 2).await;
+        data.send(batch("alone")).await.unwrap();
+        settle().await;
+        assert_eq!(
+            series(),
+            HOLD_BATCHES as u64 + 5,
+            "after a longer gap: recorded as it comes"
+        );
+        let (reply, done) = tokio::sync::oneshot::channel();
+        control.send(Command::Shutdown { reply }).await.unwrap();
+        done.await.unwrap();
+        aggregator.await.unwrap();
     }
 
     /// The aggregator's time per record in [`timers_run_on_time_while_the_queue_never_empties`].
