@@ -32,7 +32,7 @@
 //! **Batches close together are recorded together.** A batch that comes within [`HOLD_GAP`]
 //! of the one before is held, and the batches held are recorded when [`HOLD_BATCHES`] are
 //! held or the first has waited [`HOLD_FOR`] (before a command, a shutdown, or a batch that
-//! comes after a longer gap): at a steady rate of requests, the state a batch touches (the
+//! comes after a longer gap), one a turn of the loop, so the timers keep their bound: at a steady rate of requests, the state a batch touches (the
 //! series, their histograms, the rules' tables, the code itself) is read from memory once for
 //! several requests rather than after every sleep between two. Requests far apart are recorded as they come (no timer wakes the daemon for them), and
 //! under a queue that never empties nothing waits. A held batch has been taken from the queue
@@ -77,44 +77,46 @@ const HOLD_GAP: Duration = Duration::from_millis(10);
 /// The longest a held batch waits.
 const HOLD_FOR: Duration = Duration::from_millis(25);
 
-/// The batches held to be recorded together, and when the last one came.
+/// The batches held to be recorded together, when the last one came, and whether they are
+/// due: then they are recorded one a turn of the loop, so timers still run between two.
 #[derive(Default)]
 struct Held {
-    batches: Vec<Batch>,
+    batches: std::collections::VecDeque<Batch>,
     last: Option<tokio::time::Instant>,
+    due: bool,
 }
 
 impl Held {
-    /// Takes `b` from the queue: held, or recorded at once with those held before it. Returns
-    /// when the batches now held are due, when the first of them is held.
-    fn take(
-        &mut self,
-        state: &mut State,
-        stats: &SelfStats,
-        mut b: Batch,
-    ) -> Option<tokio::time::Instant> {
+    /// Takes `b` from the queue and holds it; the batches held are due when it came after a
+    /// longer gap or makes [`HOLD_BATCHES`]. Returns when they are due at the latest, when `b`
+    /// is the first held.
+    fn take(&mut self, mut b: Batch) -> Option<tokio::time::Instant> {
         let now = tokio::time::Instant::now();
         let close = self.last.is_some_and(|l| now.duration_since(l) < HOLD_GAP);
         self.last = Some(now);
-        if !close {
-            self.record(state, stats);
-            ingest(state, stats, b);
-            return None;
-        }
         b.offer();
-        self.batches.push(b);
-        if self.batches.len() >= HOLD_BATCHES {
-            self.record(state, stats);
+        self.batches.push_back(b);
+        if !close || self.batches.len() >= HOLD_BATCHES {
+            self.due = true;
             return None;
         }
         (self.batches.len() == 1).then(|| now + HOLD_FOR)
     }
 
-    /// Records the batches held, in the order they came.
+    /// Records the oldest batch held.
+    fn record_one(&mut self, state: &mut State, stats: &SelfStats) {
+        if let Some(b) = self.batches.pop_front() {
+            ingest(state, stats, b);
+        }
+        self.due = !self.batches.is_empty();
+    }
+
+    /// Records every batch held, in the order they came.
     fn record(&mut self, state: &mut State, stats: &SelfStats) {
         for b in self.batches.drain(..) {
             ingest(state, stats, b);
         }
+        self.due = false;
     }
 }
 
@@ -227,7 +229,8 @@ pub(crate) async fn run(
                     s.written(&state, saved);
                 }
             }
-            () = &mut hold, if !held.batches.is_empty() => held.record(&mut state, &stats),
+            () = &mut hold, if !held.batches.is_empty() && !held.due => held.due = true,
+            () = std::future::ready(()), if held.due => held.record_one(&mut state, &stats),
             cmd = control.recv() => {
                 // What was acknowledged before the command is recorded first.
                 held.record(&mut state, &stats);
@@ -284,7 +287,7 @@ pub(crate) async fn run(
             },
             batch = data.recv() => match batch {
                 Some(b) => {
-                    if let Some(due) = held.take(&mut state, &stats, b) {
+                    if let Some(due) = held.take(b) {
                         hold.as_mut().reset(due);
                     }
                 }
