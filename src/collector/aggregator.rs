@@ -32,21 +32,23 @@
 //! **Batches close together are recorded together.** A batch that comes within [`HOLD_GAP`]
 //! of the one before is held, and the batches held are recorded when [`HOLD_BATCHES`] are
 //! held or the first has waited [`HOLD_FOR`] (before a command, a shutdown, or a batch that
-//! comes after a longer gap), one a turn of the loop, so the timers keep their bound: at a steady rate of requests, the state a batch touches (the
-//! series, their histograms, the rules' tables, the code itself) is read from memory once for
-//! several requests rather than after every sleep between two. Requests far apart are recorded as they come (no timer wakes the daemon for them), and
-//! under a queue that never empties nothing waits. A held batch has been taken from the queue
-//! (its request is offered to the upstreams then, when the daemon forwards); it counts as
-//! queued in the loss bound below, and readers see it, as they see the queued ones.
+//! comes after a longer gap), one a turn of the loop, so the timers keep their bound. At a
+//! steady rate of requests the state a batch touches (the series, their histograms, the rules'
+//! tables, the code itself) is then read from memory once for several requests, rather than
+//! after every sleep between two. Requests far apart are recorded as they come (no timer wakes
+//! the daemon for them), and under a queue that never empties nothing waits. A held batch has
+//! been taken from the queue (its request is offered to the upstreams then, when the daemon
+//! forwards); it counts as queued in the loss bound below, and readers see it, as they see the
+//! queued ones. An alert of a held batch leaves up to [`HOLD_FOR`] later.
 //!
 //! **The loss bound.** A `kill -9` or a power loss loses what was acknowledged since the
 //! capture on disk, that age, plus the wait of the batches still queued (a request is
-//! acknowledged when its batch is queued: at most `otlp.queue_capacity` requests). Nothing
-//! else is held back: an orderly stop drains the queue and writes a final snapshot. With the
-//! write-ahead log on (`store.durability = "wal"`) nothing acknowledged is lost: a batch is
-//! queued only once its request is durable, carries its sequence, and the capture records the
-//! highest sequence ingested, from which the log is replayed at start
-//! ([`crate::collector::ingest::wal`]).
+//! acknowledged when its batch is queued: at most `otlp.queue_capacity` requests, and the
+//! [`HOLD_BATCHES`] held). Nothing else is held back: an orderly stop drains the queue and
+//! writes a final snapshot. With the write-ahead log on (`store.durability = "wal"`) nothing
+//! acknowledged is lost: a batch is queued only once its request is durable, carries its
+//! sequence, and the capture records the highest sequence ingested, from which the log is
+//! replayed at start ([`crate::collector::ingest::wal`]).
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -291,10 +293,7 @@ pub(crate) async fn run(
                         hold.as_mut().reset(due);
                     }
                 }
-                None => {
-                    held.record(&mut state, &stats);
-                    return;
-                }
+                None => return held.record(&mut state, &stats),
             },
         }
     }
