@@ -29,14 +29,26 @@
 //! (so a capture that waited for a turn of this loop or for the previous write is counted in
 //! it); `/readyz` answers 503 past two intervals + 5 s.
 //!
+//! **Batches close together are recorded together.** A batch that comes within [`HOLD_GAP`]
+//! of the one before is held, and the batches held are recorded when [`HOLD_BATCHES`] are
+//! held or the first has waited [`HOLD_FOR`] (before a command, a shutdown, or a batch that
+//! comes after a longer gap), one a turn of the loop, so the timers keep their bound. At a
+//! steady rate of requests the state a batch touches (the series, their histograms, the rules'
+//! tables, the code itself) is then read from memory once for several requests, rather than
+//! after every sleep between two. Requests far apart are recorded as they come (no timer wakes
+//! the daemon for them), and under a queue that never empties nothing waits. A held batch has
+//! been taken from the queue (its request is offered to the upstreams then, when the daemon
+//! forwards); it counts as queued in the loss bound below, and readers see it, as they see the
+//! queued ones. An alert of a held batch leaves up to [`HOLD_FOR`] later.
+//!
 //! **The loss bound.** A `kill -9` or a power loss loses what was acknowledged since the
 //! capture on disk, that age, plus the wait of the batches still queued (a request is
-//! acknowledged when its batch is queued: at most `otlp.queue_capacity` requests). Nothing
-//! else is held back: an orderly stop drains the queue and writes a final snapshot. With the
-//! write-ahead log on (`store.durability = "wal"`) nothing acknowledged is lost: a batch is
-//! queued only once its request is durable, carries its sequence, and the capture records the
-//! highest sequence ingested, from which the log is replayed at start
-//! ([`crate::collector::ingest::wal`]).
+//! acknowledged when its batch is queued: at most `otlp.queue_capacity` requests, and the
+//! [`HOLD_BATCHES`] held). Nothing else is held back: an orderly stop drains the queue and
+//! writes a final snapshot. With the write-ahead log on (`store.durability = "wal"`) nothing
+//! acknowledged is lost: a batch is queued only once its request is durable, carries its
+//! sequence, and the capture records the highest sequence ingested, from which the log is
+//! replayed at start ([`crate::collector::ingest::wal`]).
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -59,6 +71,56 @@ pub(crate) const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Batches drained before answering a command.
 const DRAIN_BEFORE_ANSWER: usize = 4096;
+
+/// The most batches held before they are recorded together (see the module doc).
+const HOLD_BATCHES: usize = 4;
+/// A batch is held when the one before it came this close.
+const HOLD_GAP: Duration = Duration::from_millis(10);
+/// The longest a held batch waits.
+const HOLD_FOR: Duration = Duration::from_millis(25);
+
+/// The batches held to be recorded together, when the last one came, and whether they are
+/// due: then they are recorded one a turn of the loop, so timers still run between two.
+#[derive(Default)]
+struct Held {
+    batches: std::collections::VecDeque<Batch>,
+    last: Option<tokio::time::Instant>,
+    due: bool,
+}
+
+impl Held {
+    /// Takes `b` from the queue and holds it; the batches held are due when it came after a
+    /// longer gap or makes [`HOLD_BATCHES`]. Returns when they are due at the latest, when `b`
+    /// is the first held.
+    fn take(&mut self, mut b: Batch) -> Option<tokio::time::Instant> {
+        let now = tokio::time::Instant::now();
+        let close = self.last.is_some_and(|l| now.duration_since(l) < HOLD_GAP);
+        self.last = Some(now);
+        b.offer();
+        self.batches.push_back(b);
+        if !close || self.batches.len() >= HOLD_BATCHES {
+            self.due = true;
+            return None;
+        }
+        (self.batches.len() == 1).then(|| now + HOLD_FOR)
+    }
+
+    /// Records the oldest batch held.
+    fn record_one(&mut self, state: &mut State, stats: &SelfStats) {
+        if let Some(b) = self.batches.pop_front() {
+            ingest(state, stats, b);
+        }
+        self.due = !self.batches.is_empty();
+    }
+
+    /// Records every batch held, in the order they came.
+    fn record(&mut self, state: &mut State, stats: &SelfStats) {
+        for b in self.batches.drain(..) {
+            ingest(state, stats, b);
+        }
+        self.due = false;
+    }
+}
 
 /// The snapshots of a data directory: the write in flight, and whether a tick came meanwhile.
 struct Snapshots {
@@ -145,6 +207,9 @@ pub(crate) async fn run(
         writing: None,
         due: None,
     });
+    let mut held = Held::default();
+    let hold = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(hold);
     loop {
         // Timers first, then commands, then one batch: see the module doc.
         tokio::select! {
@@ -166,7 +231,12 @@ pub(crate) async fn run(
                     s.written(&state, saved);
                 }
             }
-            cmd = control.recv() => match cmd {
+            () = &mut hold, if !held.batches.is_empty() && !held.due => held.due = true,
+            () = std::future::ready(()), if held.due => held.record_one(&mut state, &stats),
+            cmd = control.recv() => {
+                // What was acknowledged before the command is recorded first.
+                held.record(&mut state, &stats);
+                match cmd {
                 Some(Command::Shutdown { reply }) => {
                     while let Ok(b) = data.try_recv() {
                         ingest(&mut state, &stats, b);
@@ -215,10 +285,15 @@ pub(crate) async fn run(
                     answer(&state, cmd)
                 }
                 None => {}
+                }
             },
             batch = data.recv() => match batch {
-                Some(b) => ingest(&mut state, &stats, b),
-                None => return,
+                Some(b) => {
+                    if let Some(due) = held.take(b) {
+                        hold.as_mut().reset(due);
+                    }
+                }
+                None => return held.record(&mut state, &stats),
             },
         }
     }
@@ -350,6 +425,84 @@ mod tests {
         fn tick(&mut self) {
             self.ticks.fetch_add(1, Relaxed);
         }
+    }
+
+    /// A batch that comes soon after the one before is held until [`HOLD_BATCHES`] are held
+    /// or [`HOLD_FOR`] passes, and a command records what is held before it answers; a batch
+    /// that comes after a longer gap is recorded at once.
+    #[tokio::test(start_paused = true)]
+    async fn batches_close_together_are_recorded_together() {
+        let stats = Arc::new(SelfStats::default());
+        let (data, data_rx) = mpsc::channel(16);
+        let (control, control_rx) = mpsc::channel(4);
+        let hour = Duration::from_secs(3600);
+        let aggregator = tokio::spawn(run(
+            State::new(limits(100)),
+            data_rx,
+            control_rx,
+            None,
+            Arc::default(),
+            stats.clone(),
+            hour,
+            hour,
+        ));
+        let batch = |tool: &str| {
+            Batch::new(
+                vec![rec(tool, known(100))],
+                OtlpSignal::Traces,
+                stats.clone(),
+                None,
+            )
+        };
+        let series = || stats.view().series;
+        let settle = || tokio::time::sleep(Duration::from_millis(1));
+        data.send(batch("t0")).await.unwrap();
+        settle().await;
+        assert_eq!(series(), 1, "the first batch is recorded as it comes");
+        for i in 1..HOLD_BATCHES {
+            data.send(batch(&format!("t{i}"))).await.unwrap();
+            settle().await;
+            assert_eq!(series(), 1, "batch {i}, close to the one before, is held");
+        }
+        data.send(batch("t_last")).await.unwrap();
+        settle().await;
+        assert_eq!(
+            series(),
+            HOLD_BATCHES as u64 + 1,
+            "{HOLD_BATCHES} held: recorded together"
+        );
+        data.send(batch("late")).await.unwrap();
+        settle().await;
+        assert_eq!(series(), HOLD_BATCHES as u64 + 1, "held");
+        tokio::time::sleep(HOLD_FOR).await;
+        assert_eq!(series(), HOLD_BATCHES as u64 + 2, "recorded once it waited");
+        // A longer gap since the last: recorded as it comes; the next, close to it, held.
+        data.send(batch("again")).await.unwrap();
+        settle().await;
+        assert_eq!(series(), HOLD_BATCHES as u64 + 3, "after a longer gap");
+        data.send(batch("read")).await.unwrap();
+        settle().await;
+        assert_eq!(series(), HOLD_BATCHES as u64 + 3, "held");
+        let (reply, answered) = tokio::sync::oneshot::channel();
+        control.send(Command::Ping { reply }).await.unwrap();
+        answered.await.unwrap();
+        assert_eq!(
+            series(),
+            HOLD_BATCHES as u64 + 4,
+            "recorded before the command's answer"
+        );
+        tokio::time::sleep(HOLD_GAP * 2).await;
+        data.send(batch("alone")).await.unwrap();
+        settle().await;
+        assert_eq!(
+            series(),
+            HOLD_BATCHES as u64 + 5,
+            "after a longer gap: recorded as it comes"
+        );
+        let (reply, done) = tokio::sync::oneshot::channel();
+        control.send(Command::Shutdown { reply }).await.unwrap();
+        done.await.unwrap();
+        aggregator.await.unwrap();
     }
 
     /// The aggregator's time per record in [`timers_run_on_time_while_the_queue_never_empties`].

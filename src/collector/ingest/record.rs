@@ -344,10 +344,16 @@ impl Batch {
     /// The records, taken by the aggregator: from here on they are its to count. The request
     /// is offered to the upstreams first, so it is on its way while the records are counted.
     pub(crate) fn take(mut self) -> Vec<ToolRecord> {
+        self.offer();
+        std::mem::take(&mut self.records)
+    }
+
+    /// Offers the request to the upstreams now (the aggregator took the batch and holds it
+    /// before counting its records); once only.
+    pub(crate) fn offer(&mut self) {
         if let Some(r) = self.relay.take() {
             r.send();
         }
-        std::mem::take(&mut self.records)
     }
 
     /// The batch was never queued (its request was refused and counted as such, and is not
