@@ -1,9 +1,15 @@
 // Types a token into the sign-in box of a toolsize page in a real headless Chromium, through the
 // DevTools protocol's input events (a focused field, inserted text, an Enter key press), and
 // reports what the page then shows. Run with `node --experimental-websocket` (Node 20; built in
-// from Node 22). Usage: node type_token.mjs CHROMIUM PROFILE_DIR URL TOKEN
+// from Node 22). Usage: node type_token.mjs CHROMIUM PROFILE_DIR URL TOKEN [late-401]
 // Prints one JSON line: {"box": bool, "state": "...", "rows": N, "signin_after": bool,
-// "address": "...", "first_ms": N, "after_ms": N}.
+// "address": "...", "first_ms": N, "after_ms": N, "kept": bool|null}.
+//
+// With `late-401`, the answers (401) to the page's next refresh, asked before the token was
+// typed, are held (DevTools' Fetch domain) until the token was typed and the reload asked for;
+// the reload itself is held until the page has read them and asked the API again, so they come
+// between the two as they can on a busy machine. `kept` says whether the page's next requests
+// still carried the typed token.
 //
 // Deadlines follow what this machine takes now: Chromium's start and the first render of the
 // page (the sign-in box) get STARTUP_MS, a bound for a cold start on a busy machine; what
@@ -13,7 +19,8 @@ import { spawn } from "node:child_process";
 import { readFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 
-const [chromium, profile, url, token] = process.argv.slice(2);
+const [chromium, profile, url, token, mode] = process.argv.slice(2);
+const late401 = mode === "late-401";
 const browser = spawn(chromium, [
   "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -45,9 +52,11 @@ async function main() {
   await new Promise((r, j) => { ws.onopen = r; ws.onerror = j; });
   let id = 0;
   const pending = new Map();
+  const paused = [];
   ws.onmessage = (m) => {
     const msg = JSON.parse(m.data);
     if (msg.id && pending.has(msg.id)) { pending.get(msg.id)(msg); pending.delete(msg.id); }
+    if (msg.method === "Fetch.requestPaused") paused.push(msg.params);
   };
   const send = (method, params = {}) => new Promise((r) => {
     const n = ++id; pending.set(n, r); ws.send(JSON.stringify({ id: n, method, params }));
@@ -68,12 +77,53 @@ async function main() {
   const box = true;
   const first_ms = Date.now() - started;
   deadline = Date.now() + Math.max(20_000, 10 * first_ms);
+  const held = (pred) => paused.filter(pred);
+  const isApi = (p) => p.request.url.includes("/api/v1/");
+  if (late401) {
+    await send("Fetch.enable", { patterns: [
+      { urlPattern: "*/api/v1/*", requestStage: "Response" },
+      { resourceType: "Document", requestStage: "Request" },
+    ] });
+    // The next refresh (every 2 s) asks without the token: its answers are held.
+    while (held(isApi).length === 0) {
+      if (Date.now() > deadline) fail("no refresh asked the API");
+      await sleep(50);
+    }
+  }
   const typed = Date.now();
   await evaluate("document.getElementById('token-input').focus()");
   await send("Input.insertText", { text: token });
   const enter = { key: "Enter", code: "Enter", windowsVirtualKeyCode: 13, nativeVirtualKeyCode: 13 };
   await send("Input.dispatchKeyEvent", { type: "keyDown", text: "\r", ...enter });
   await send("Input.dispatchKeyEvent", { type: "keyUp", ...enter });
+  let kept = null;
+  if (late401) {
+    while (held((p) => !isApi(p)).length === 0) {
+      if (Date.now() > deadline) fail("the token typed did not reload the page");
+      await sleep(50);
+    }
+    // The reload waits; the refused answers reach the page that is still there, which then
+    // asks the API again: with the typed token if it kept it, without if the refusal made it
+    // forget it. (DevTools runs no script in a page whose navigation is held, so what the page
+    // keeps is read from what it sends.)
+    const api = held(isApi);
+    for (const p of api) {
+      if (p.responseStatusCode !== 401) fail(`a held answer is ${p.responseStatusCode}, not 401`);
+      await send("Fetch.continueRequest", { requestId: p.requestId });
+    }
+    const after = () => paused.filter((p) => isApi(p) && !api.includes(p));
+    while (after().length === 0) {
+      if (Date.now() > deadline) fail("the page asked nothing after the refused answers");
+      await sleep(50);
+    }
+    const bearer = (p) => Object.entries(p.request.headers)
+      .find(([k]) => k.toLowerCase() === "authorization")?.[1];
+    kept = after().every((p) => bearer(p) === "Bearer " + token);
+    const rest = paused.splice(0).filter((p) => !api.includes(p));
+    await send("Fetch.disable");
+    // Those still held go on (an answer saying one already went is no matter).
+    for (const p of rest) await send("Fetch.continueRequest", { requestId: p.requestId });
+  }
   // The page reloads and asks the API with the token.
   await until("document.readyState === 'complete' && document.body.dataset.state === 'ok'",
     `the page to render (the first render took ${first_ms} ms)`);
@@ -85,6 +135,7 @@ async function main() {
     address: await evaluate("location.href"),
     first_ms,
     after_ms: Date.now() - typed,
+    kept,
   };
   console.log(JSON.stringify(out));
   ws.close();

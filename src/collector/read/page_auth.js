@@ -23,10 +23,13 @@
         if (t) h.authorization = "Bearer " + t;
         return h;
       },
-      // After a 401: the sign-in box, once; a token that was refused is forgotten.
-      refused() {
-        const had = store.get() !== null;
-        store.set(null);
+      // After a 401 of a request sent with `sent` (the headers from `headers`): the sign-in
+      // box, once; the token that was refused is forgotten, but not one stored since the
+      // request left (typed while it was answered: the page is reloading with it).
+      refused(sent) {
+        const used = sent && sent.authorization ? sent.authorization.slice("Bearer ".length) : null;
+        const had = used !== null;
+        if (store.get() === used) store.set(null);
         if (box) return;
         const input = document.createElement("input");
         input.type = "password";
