@@ -503,7 +503,30 @@ async fn requests_in_flight_are_never_evicted() {
     d.shutdown().await;
 }
 
-/// The siege of issue 24: the real binary under `ulimit -n 1024` (its caps lowered to fit),
+/// The real binary serving on loopback ports of its choice under `ulimit -n limit` (prlimit),
+/// logging at `log` to `stderr`; its ready line on standard output. Killed if the test fails.
+fn serve_under_open_file_limit(
+    limit: u64,
+    log: &str,
+    stderr: std::process::Stdio,
+) -> support::cli::Reaped {
+    use std::process::{Command, Stdio};
+    support::cli::Reaped(
+        Command::new("prlimit")
+            .arg(format!("--nofile={limit}:"))
+            .args([env!("CARGO_BIN_EXE_toolsize"), "serve"])
+            .args(["--otlp-grpc-addr", "127.0.0.1:0"])
+            .args(["--otlp-http-addr", "127.0.0.1:0"])
+            .args(["--admin-addr", "127.0.0.1:0"])
+            .env("RUST_LOG", log)
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("prlimit (util-linux) runs toolsize serve"),
+    )
+}
+
+/// The siege: the real binary under `ulimit -n 1024` (its caps lowered to fit),
 /// 1,100 connections that never send a byte on each of its three listeners; then a real OTLP/HTTP
 /// export, a real OTLP/gRPC export and `/healthz` are all answered 200, and the connections the
 /// siege lost are counted as evicted.
@@ -512,22 +535,7 @@ async fn real_clients_are_served_through_an_idle_connection_siege() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     raise_open_files(8192);
-    let mut child = support::cli::Reaped(
-        Command::new("prlimit")
-            .args(["--nofile=1024:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
-            .args([
-                "--otlp-grpc-addr",
-                "127.0.0.1:0",
-                "--otlp-http-addr",
-                "127.0.0.1:0",
-            ])
-            .args(["--admin-addr", "127.0.0.1:0"])
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("prlimit (util-linux) runs toolsize serve"),
-    );
+    let mut child = serve_under_open_file_limit(1024, "error", Stdio::inherit());
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -613,22 +621,7 @@ async fn caps_are_lowered_under_a_low_open_file_limit() {
     use std::io::{BufRead, BufReader, Read};
     use std::process::{Command, Stdio};
     // The real binary under `ulimit -n 256`: it warns, lowers its caps and serves.
-    let mut child = support::cli::Reaped(
-        Command::new("prlimit")
-            .args(["--nofile=256:", env!("CARGO_BIN_EXE_toolsize"), "serve"])
-            .args([
-                "--otlp-grpc-addr",
-                "127.0.0.1:0",
-                "--otlp-http-addr",
-                "127.0.0.1:0",
-            ])
-            .args(["--admin-addr", "127.0.0.1:0"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("prlimit (util-linux) runs toolsize serve"),
-    );
+    let mut child = serve_under_open_file_limit(256, "warn", Stdio::piped());
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
