@@ -69,30 +69,15 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
     })
     .await;
 
-    let session = format!("toolsize-top-{}", std::process::id());
     let cmd = format!(
         "{} top --url http://{admin}",
         env!("CARGO_BIN_EXE_toolsize")
     );
-    let out = tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "150",
-        "-y",
-        "30",
-        &cmd,
-    ]);
-    assert!(
-        out.status.success(),
-        "tmux: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let top = Session::start("top", &cmd);
+    let session = top.name();
     let tools = ["big_fetch", "chatty", "mid_size"];
 
-    let s = screen_when(&session, "the three tools", |s| {
+    let s = screen_when(session, "the three tools", |s| {
         order(s, &tools).len() == 3 && s.contains("ToolResultOverCeiling")
     })
     .await;
@@ -105,8 +90,8 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
     assert!(s.contains("firing alerts (1)"), "{s}");
     assert!(s.contains('█'), "no sparkline:\n{s}");
 
-    tmux(&["send-keys", "-t", &session, "r"]);
-    let s = screen_when(&session, "sorted by call rate", |s| {
+    tmux(&["send-keys", "-t", session, "r"]);
+    let s = screen_when(session, "sorted by call rate", |s| {
         s.contains("sorted by call rate")
     })
     .await;
@@ -116,8 +101,8 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
         "by rate:\n{s}"
     );
 
-    tmux(&["send-keys", "-t", &session, "o"]);
-    let s = screen_when(&session, "sorted by over ceiling", |s| {
+    tmux(&["send-keys", "-t", session, "o"]);
+    let s = screen_when(session, "sorted by over ceiling", |s| {
         s.contains("sorted by over ceiling")
     })
     .await;
@@ -127,28 +112,17 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
         "by over-ceiling count:\n{s}"
     );
 
-    tmux(&[
-        "send-keys",
-        "-t",
-        &session,
-        "p",
-        "/",
-        "h",
-        "a",
-        "t",
-        "Enter",
-    ]);
-    let s = screen_when(&session, "the filter", |s| {
+    tmux(&["send-keys", "-t", session, "p", "/", "h", "a", "t", "Enter"]);
+    let s = screen_when(session, "the filter", |s| {
         s.contains("filter: hat") && !s.contains("filter: /")
     })
     .await;
     assert_eq!(order(&s, &tools), ["chatty"], "filtered:\n{s}");
 
-    tmux(&["send-keys", "-t", &session, "q"]);
+    tmux(&["send-keys", "-t", session, "q"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while tmux(&["has-session", "-t", &session]).status.success() {
+    while tmux(&["has-session", "-t", session]).status.success() {
         if std::time::Instant::now() > deadline {
-            tmux(&["kill-session", "-t", &session]);
             panic!("q did not quit toolsize top");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -156,26 +130,44 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
     daemon.stop();
 }
 
-/// Starts `cmd` in a detached tmux session of its own; returns the session's name.
-fn tmux_session(name: &str, cmd: &str) -> String {
-    let session = format!("toolsize-{name}-{}", std::process::id());
-    let out = tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "150",
-        "-y",
-        "30",
-        cmd,
-    ]);
-    assert!(
-        out.status.success(),
-        "tmux: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    session
+/// A detached tmux session running one command, killed when dropped, so a test that fails
+/// midway leaves no `toolsize top` running behind it.
+struct Session(String);
+
+impl Session {
+    /// Starts `cmd` in a detached 150×30 tmux session of its own.
+    fn start(name: &str, cmd: &str) -> Self {
+        let session = format!("toolsize-{name}-{}", std::process::id());
+        let out = tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "150",
+            "-y",
+            "30",
+            cmd,
+        ]);
+        assert!(
+            out.status.success(),
+            "tmux: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self(session)
+    }
+
+    fn name(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .output();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,50 +194,50 @@ async fn top_sends_the_token_from_a_file_or_the_variable() {
     let admin = daemon.admin;
 
     // No token: the status line says which to set, and no tool is shown.
-    let none = tmux_session(
+    let none = Session::start(
         "top-no-token",
         &format!(
             "env -u TOOLSIZE_AUTH_TOKEN -u TOOLSIZE_AUTH_TOKEN_FILE {bin} top --url http://{admin}"
         ),
     );
-    let s = screen_when(&none, "the 401", |s| s.contains("HTTP 401")).await;
+    let s = screen_when(none.name(), "the 401", |s| s.contains("HTTP 401")).await;
     assert!(s.contains("--token-file"), "{s}");
     assert!(!s.contains("guarded_tool"), "{s}");
-    tmux(&["kill-session", "-t", &none]);
+    drop(none);
 
-    let from_file = tmux_session(
+    let from_file = Session::start(
         "top-token-file",
         &format!(
             "env -u TOOLSIZE_AUTH_TOKEN {bin} top --url http://{admin} --token-file {}",
             file.display()
         ),
     );
-    screen_when(&from_file, "the tool (--token-file)", |s| {
+    screen_when(from_file.name(), "the tool (--token-file)", |s| {
         s.contains(" guarded_tool ")
     })
     .await;
-    tmux(&["kill-session", "-t", &from_file]);
+    drop(from_file);
 
-    let from_env = tmux_session(
+    let from_env = Session::start(
         "top-token-env",
         &format!("env TOOLSIZE_AUTH_TOKEN={TOKEN} {bin} top --url http://{admin}"),
     );
-    screen_when(&from_env, "the tool (TOOLSIZE_AUTH_TOKEN)", |s| {
+    screen_when(from_env.name(), "the tool (TOOLSIZE_AUTH_TOKEN)", |s| {
         s.contains(" guarded_tool ")
     })
     .await;
-    tmux(&["kill-session", "-t", &from_env]);
+    drop(from_env);
 
     // A wrong token is refused and said so.
-    let wrong = tmux_session(
+    let wrong = Session::start(
         "top-wrong-token",
         &format!("env TOOLSIZE_AUTH_TOKEN=wrong {bin} top --url http://{admin}"),
     );
-    screen_when(&wrong, "the refusal", |s| {
+    screen_when(wrong.name(), "the refusal", |s| {
         s.contains("the token was refused")
     })
     .await;
-    tmux(&["kill-session", "-t", &wrong]);
+    drop(wrong);
     daemon.stop();
 }
 
@@ -273,7 +265,7 @@ async fn top_reads_a_tls_daemon_it_trusts() {
     let bin = env!("CARGO_BIN_EXE_toolsize");
     let url = format!("https://127.0.0.1:{}", daemon.admin.port());
 
-    let trusted = tmux_session(
+    let trusted = Session::start(
         "top-tls",
         &format!(
             "env -u SSL_CERT_DIR SSL_CERT_FILE={} {bin} top --url {url}",
@@ -281,20 +273,23 @@ async fn top_reads_a_tls_daemon_it_trusts() {
         ),
     );
     let refreshed = format!("{url} · 0 tools · refreshed");
-    screen_when(&trusted, "a refresh over TLS", |s| s.contains(&refreshed)).await;
-    tmux(&["kill-session", "-t", &trusted]);
+    screen_when(trusted.name(), "a refresh over TLS", |s| {
+        s.contains(&refreshed)
+    })
+    .await;
+    drop(trusted);
 
-    let untrusted = tmux_session(
+    let untrusted = Session::start(
         "top-tls-untrusted",
         &format!("env -u SSL_CERT_FILE -u SSL_CERT_DIR {bin} top --url {url}"),
     );
-    let s = screen_when(&untrusted, "the refused certificate", |s| {
+    let s = screen_when(untrusted.name(), "the refused certificate", |s| {
         s.contains("TLS handshake")
     })
     .await;
     assert!(!s.contains(&refreshed), "{s}");
     // The daemon runs: the error does not suggest otherwise.
     assert!(!s.contains("is toolsize serve running"), "{s}");
-    tmux(&["kill-session", "-t", &untrusted]);
+    drop(untrusted);
     daemon.stop();
 }
