@@ -38,7 +38,8 @@
 //! `cargo bench --features rig,rmcp,swiftide --bench frameworks` prints the table.
 //! `-- --rounds N` sets the rounds (default 21); `-- --profile-time S --case NAME` runs only the
 //! measured side of one case for S seconds (for `perf record` on the bench binary; with
-//! `--bare`, its bare side); `-- --sizes` prints the size of the rmcp server's future on each
+//! `--bare`, its bare side; with `--calls N`, N calls instead, for counting instructions under
+//! `valgrind --tool=callgrind`); `-- --sizes` prints the size of the rmcp server's future on each
 //! side.
 
 #[path = "common/mod.rs"]
@@ -471,9 +472,15 @@ fn main() {
         } else {
             &mut case.measured
         };
-        let until = Instant::now() + Duration::from_secs_f64(seconds.parse().unwrap());
-        while Instant::now() < until {
-            time(side, 100);
+        if let Some(calls) = flag("--calls") {
+            // A fixed number of calls: the instructions a side adds per call are the difference
+            // of two runs' counts (`valgrind --tool=callgrind`), the setup being the same.
+            time(side, calls.parse().unwrap());
+        } else {
+            let until = Instant::now() + Duration::from_secs_f64(seconds.parse().unwrap());
+            while Instant::now() < until {
+                time(side, 100);
+            }
         }
     } else {
         let rounds: usize = flag("--rounds").map_or(ROUNDS, |r| r.parse().unwrap());
