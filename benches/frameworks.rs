@@ -38,7 +38,9 @@
 //! `cargo bench --features rig,rmcp,swiftide --bench frameworks` prints the table.
 //! `-- --rounds N` sets the rounds (default 21); `-- --profile-time S --case NAME` runs only the
 //! measured side of one case for S seconds (for `perf record` on the bench binary; with
-//! `--bare`, its bare side).
+//! `--bare`, its bare side; with `--calls N`, N calls instead, for counting instructions under
+//! `valgrind --tool=callgrind`); `-- --sizes` prints the size of the rmcp server's future on each
+//! side.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -421,6 +423,22 @@ fn report(cases: &[Case<'_>], rounds: &[Vec<(f64, f64)>]) {
     }
 }
 
+/// The size of the future each side of the rmcp server case makes (the bench moves it into
+/// the runtime; rmcp moves it into the request's task).
+fn print_sizes(fx: &Fixtures) {
+    let request = || {
+        let p = CallToolRequestParams::new("search").with_arguments(fx.args_map.clone());
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(p));
+        let context = RequestContext::new(NumberOrString::Number(1), fx.peer.clone());
+        (request, context)
+    };
+    let (r, c) = request();
+    let bare = std::mem::size_of_val(&fx.server.handle_request(r, c));
+    let (r, c) = request();
+    let measured = std::mem::size_of_val(&fx.server_wrapped.handle_request(r, c));
+    println!("rmcp server future: bare {bare} B, measured {measured} B");
+}
+
 fn main() {
     let provider = SdkTracerProvider::builder()
         .with_span_processor(common::Discard)
@@ -439,6 +457,10 @@ fn main() {
         .unwrap();
     let fixtures = Fixtures::new(&rt);
     let mut cases = cases(&rt, &fixtures);
+    if std::env::args().any(|a| a == "--sizes") {
+        print_sizes(&fixtures);
+        return;
+    }
     if let Some(seconds) = flag("--profile-time") {
         let name = flag("--case").unwrap_or_else(|| "run_text".into());
         let case = cases
@@ -450,9 +472,15 @@ fn main() {
         } else {
             &mut case.measured
         };
-        let until = Instant::now() + Duration::from_secs_f64(seconds.parse().unwrap());
-        while Instant::now() < until {
-            time(side, 100);
+        if let Some(calls) = flag("--calls") {
+            // A fixed number of calls: the instructions a side adds per call are the difference
+            // of two runs' counts (`valgrind --tool=callgrind`), the setup being the same.
+            time(side, calls.parse().unwrap());
+        } else {
+            let until = Instant::now() + Duration::from_secs_f64(seconds.parse().unwrap());
+            while Instant::now() < until {
+                time(side, 100);
+            }
         }
     } else {
         let rounds: usize = flag("--rounds").map_or(ROUNDS, |r| r.parse().unwrap());

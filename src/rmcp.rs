@@ -43,6 +43,7 @@
 
 use std::borrow::Cow;
 use std::future::Future;
+use std::task::Poll;
 
 use ::rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, NumberOrString,
@@ -96,13 +97,23 @@ impl<S> Instrumented<S> {
 }
 
 impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
-    async fn handle_request(
+    /// A `tools/call` is measured; every other request goes to the handler as it is. The span
+    /// opens as the future is made (rmcp makes it in the request's task, right before polling
+    /// it), and the request is moved into the handler's future at once: the future returned holds
+    /// the handler's future, the call and (with a guard) the tool's name, not the request and its
+    /// context a second time (an `async fn` keeps its arguments for its whole life, and rmcp's
+    /// request and context are 650 bytes moved with the future).
+    fn handle_request(
         &self,
         request: <RoleServer as ServiceRole>::PeerReq,
         context: RequestContext<RoleServer>,
-    ) -> Result<ServerResult, ErrorData> {
+    ) -> impl Future<Output = Result<ServerResult, ErrorData>> + Send + '_ {
         let ClientRequest::CallToolRequest(call) = &request else {
-            return self.inner.handle_request(request, context).await;
+            return Handled {
+                fut: self.inner.handle_request(request, context),
+                call: None,
+                kept: None,
+            };
         };
         let name = bounded_name(&call.params.name);
         // The guard names the tool in what it hands back: the name is kept past the request
@@ -118,22 +129,11 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
             transport: None,
         };
         let call = start(&name, &call.params, Some(mcp));
-        // Pinned where it is made and borrowed: the handler's future is kilobytes.
-        let handled = std::pin::pin!(self.inner.handle_request(request, context));
-        let answer = call.scoped(handled).await;
-        match answer {
-            Ok(ServerResult::CallToolResult(r)) => {
-                let guard = kept.as_ref().map(|(g, name)| (*g, name.as_str()));
-                Ok(ServerResult::CallToolResult(settle(call, r, guard)))
-            }
-            Ok(interim) => {
-                drop(call);
-                Ok(interim)
-            }
-            Err(error) => {
-                fail_rpc(call, &error);
-                Err(error)
-            }
+        drop(name);
+        Handled {
+            fut: self.inner.handle_request(request, context),
+            call: Some(call),
+            kept,
         }
     }
 
@@ -153,6 +153,56 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
         &self,
     ) -> std::borrow::Cow<'static, [::rmcp::model::ProtocolVersion]> {
         self.inner.supported_protocol_versions()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// What [`Instrumented`] answers a request with: the handler's future, polled inside the
+    /// call's span and its answer measured when the request is a `tools/call` (`call` set),
+    /// passed through otherwise. The handler's future (kilobytes) lies in this one, pinned where
+    /// it was moved once.
+    struct Handled<'g, F> {
+        #[pin]
+        fut: F,
+        call: Option<ToolCall>,
+        // The guard, and the tool's name (bounded) it names in what it hands back.
+        kept: Option<(&'g CeilingGuard, String)>,
+    }
+}
+
+impl<F> Future for Handled<'_, F>
+where
+    F: Future<Output = Result<ServerResult, ErrorData>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let fut = this.fut;
+        let answer = match this.call.as_ref() {
+            None => return fut.poll(cx),
+            Some(call) => match call.in_scope(|| fut.poll(cx)) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(answer) => answer,
+            },
+        };
+        let Some(call) = this.call.take() else {
+            return Poll::Ready(answer);
+        };
+        Poll::Ready(match answer {
+            Ok(ServerResult::CallToolResult(r)) => {
+                let guard = this.kept.as_ref().map(|(g, name)| (*g, name.as_str()));
+                Ok(ServerResult::CallToolResult(settle(call, r, guard)))
+            }
+            Ok(interim) => {
+                drop(call);
+                Ok(interim)
+            }
+            Err(error) => {
+                fail_rpc(call, &error);
+                Err(error)
+            }
+        })
     }
 }
 

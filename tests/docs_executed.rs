@@ -661,6 +661,7 @@ const OTHER_FLAGS: &[(&str, &[&str])] = &[
             "--spans-per-request",
         ],
     ),
+    ("benches/frameworks.rs", &["--calls", "--sizes"]),
     ("clippy", &["-D"]),
     ("npx", &["-y"]),
     ("the wrapped command", &["--json"]),

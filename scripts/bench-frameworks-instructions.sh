@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Instructions each framework wrapper adds per call, against `run_text`, counted by valgrind's
+# callgrind on benches/frameworks.rs: deterministic where the timed bench is not (the rmcp client's
+# round trip, a shared machine's load). Each side of each case runs LOW and then HIGH calls
+# (`--calls`); the setup being the same, (HIGH count - LOW count) / (HIGH - LOW) is the side's
+# instructions per call, and measured minus bare what the wrapper adds. Under valgrind the args
+# hash's SHA-1 runs its portable code (no SHA extensions): about 3,200 instructions of every hashing
+# case, the same in each. The callgrind files stay in target/callgrind-frameworks/ (one per case,
+# side and count) for `callgrind_annotate --inclusive=yes`. Needs valgrind (Debian: valgrind).
+#
+#   scripts/bench-frameworks-instructions.sh [LOW HIGH]     # default 200 1200
+set -euo pipefail
+cd "$(dirname "$0")/.."
+low=${1:-200} high=${2:-1200}
+bin=$(cargo bench --features rig,rmcp,swiftide --bench frameworks --no-run 2>&1 |
+  sed -n 's/.*(\(target\/release\/deps\/frameworks-[0-9a-f]*\)).*/\1/p' | tail -1)
+[ -x "$bin" ] || { echo "no frameworks bench binary built" >&2; exit 1; }
+out=target/callgrind-frameworks
+mkdir -p "$out"
+count() { # case calls [--bare]
+  local file
+  file="$out/$(echo "$1" | tr -c 'a-z0-9\n' '_').${3:+bare.}$2"
+  valgrind --tool=callgrind --callgrind-out-file="$file" "$bin" --bench --profile-time 1 \
+    --case "$1" --calls "$2" ${3:-} 2>&1 | sed -n 's/.*Collected : //p'
+}
+printf '%-22s %10s %10s %10s %12s\n' case bare measured added "÷ run_text"
+base=
+for c in "run_text" "rig tool" "rig tool (rig span)" "rig set" "rmcp server" "rmcp client" \
+  "swiftide tool"; do
+  m1=$(count "$c" "$low") m2=$(count "$c" "$high")
+  b1=$(count "$c" "$low" --bare) b2=$(count "$c" "$high" --bare)
+  span=$((high - low))
+  bare=$(((b2 - b1) / span)) measured=$(((m2 - m1) / span))
+  added=$((measured - bare))
+  base=${base:-$added}
+  printf '%-22s %10d %10d %10d %11s×\n' "$c" "$bare" "$measured" "$added" \
+    "$(awk -v a="$added" -v b="$base" 'BEGIN { printf "%.3f", a / b }')"
+done
