@@ -44,9 +44,9 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use rig_agent::tool::{RegisteredTool, ToolSet};
-use rig_core::effect::{EffectId, EffectKind, Outcome};
+use rig_core::effect::{family, EffectId, EffectKind, HandlerDescriptor, Outcome};
 use rig_core::error::ErrorReport;
-use rig_core::serve::{Decision, Intercept, Verdict};
+use rig_core::serve::{Decision, Dispatch, ErasedHandler, Intercept, Reply, Serve, Verdict};
 use rig_core::tool::{IntoToolOutput, Tool, ToolContext, ToolExecutionError};
 use rig_core::tool::{ToolOutput, ToolResult};
 use serde::de::DeserializeOwned;
@@ -241,14 +241,21 @@ fn wrap_set(set: &ToolSet, guard: Option<CeilingGuard>) -> ToolSet {
     let mut always = ToolSet::default();
     let mut retrieved = ToolSet::default();
     for (name, tool) in set.iter() {
-        let layer = Sizing {
+        let inner = tool.handler().clone();
+        let streamed = inner.clone().layered(Sizing {
             tool: name.to_owned(),
             guard: guard.clone(),
             open: Mutex::new(VecDeque::with_capacity(OPEN_CALLS_ROOM)),
+        });
+        let handler = SizedHandler {
+            inner,
+            streamed,
+            tool: name.to_owned(),
+            guard: guard.clone(),
         };
         // A registration's handler always serves the tool family: the fallback keeps the tool
         // as it was rather than lose it.
-        let sized = RegisteredTool::from_handler(tool.handler().clone().layered(layer))
+        let sized = RegisteredTool::from_handler(handler)
             .map_or_else(|_| tool.clone(), |r| r.with_key(tool.key().clone()));
         if exposed.contains(name) {
             always.add_registered_tool(sized);
@@ -260,8 +267,93 @@ fn wrap_set(set: &ToolSet, guard: Option<CeilingGuard>) -> ToolSet {
     always
 }
 
-/// rig's layer around one tool of a [`sized_set`]: the call starts before the handler and is
-/// measured (and guarded) on its answer.
+/// One tool of a [`sized_set`]: rig's handler, measured around each unary call by the handler's
+/// own future (the call lives in it, so a dropped dispatch ends the call with it). A streamed
+/// dispatch goes through rig's layer machinery instead ([`Sizing`]), which folds the stream to
+/// its answer. Its descriptor names [`LAYER_NAME`] as a layer, as rig's layer would.
+struct SizedHandler {
+    inner: ErasedHandler,
+    /// `inner` behind [`Sizing`], for streamed dispatches.
+    streamed: ErasedHandler,
+    tool: String,
+    guard: Option<CeilingGuard>,
+}
+
+impl Serve for SizedHandler {
+    type Family = family::Dynamic;
+
+    fn descriptor(&self) -> HandlerDescriptor {
+        let mut descriptor = self.inner.descriptor();
+        descriptor.layers.insert(0, LAYER_NAME.to_owned());
+        descriptor
+    }
+
+    async fn serve(&self, kind: EffectKind, dispatch: Dispatch) -> Reply {
+        if dispatch.is_stream() {
+            return self.streamed.handle(kind, dispatch).await;
+        }
+        let call = start(&self.tool, &kind);
+        let replaced_by = call.as_ref().map(|_| dispatch.replaced_by());
+        let outcome = self.inner.handle(kind, dispatch).await.into_outcome().await;
+        let (Some(call), Some(replaced_by)) = (call, replaced_by) else {
+            return Reply::Outcome(outcome);
+        };
+        match answer(call, &self.tool, &outcome, self.guard.as_ref()) {
+            Verdict::Keep => Reply::Outcome(outcome),
+            Verdict::Replace(replacement) => {
+                // Who the consumer's answer is from, as rig's layer says it.
+                *replaced_by.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some(LAYER_NAME.to_owned());
+                Reply::Outcome(replacement)
+            }
+        }
+    }
+}
+
+/// The call a tool-call effect starts (`None` for any other effect): its arguments hashed from
+/// the JSON text rig dispatches.
+fn start(tool: &str, kind: &EffectKind) -> Option<Call> {
+    let EffectKind::ToolCall { args, .. } = kind else {
+        return None;
+    };
+    let hash = crate::args_hash::span_args_hash_json(args).ok();
+    Some(Call::start(tool, hash))
+}
+
+/// What the consumer receives of `outcome`, with `call` measured (and guarded) on it.
+fn answer(
+    call: Call,
+    tool: &str,
+    outcome: &Result<Outcome, ErrorReport>,
+    guard: Option<&CeilingGuard>,
+) -> Verdict {
+    let result = match outcome {
+        Ok(Outcome::ToolResult { result }) => result,
+        Ok(_) => return Verdict::Keep,
+        Err(report) => {
+            call.fail(&ToolExecutionError::from(report.clone()));
+            return Verdict::Keep;
+        }
+    };
+    if let Some(error) = result.error() {
+        call.fail(error);
+        return Verdict::Keep;
+    }
+    // Denied and skipped calls are neither sized nor successes: rig's span carries its
+    // outcome; toolsize's own span ends cancelled as the call is dropped.
+    if !result.is_success() {
+        return Verdict::Keep;
+    }
+    match call.finish(tool, result.output(), guard) {
+        Some(handed) => Verdict::Replace(Ok(Outcome::ToolResult {
+            result: ToolResult::success(handed),
+        })),
+        None => Verdict::Keep,
+    }
+}
+
+/// rig's layer around one tool of a [`sized_set`], for a streamed dispatch: the call starts
+/// before the handler and is measured (and guarded) on its answer.
 struct Sizing {
     tool: String,
     guard: Option<CeilingGuard>,
@@ -282,9 +374,7 @@ impl Intercept for Sizing {
     }
 
     async fn before(&self, id: EffectId, kind: &EffectKind) -> Decision {
-        if let EffectKind::ToolCall { args, .. } = kind {
-            let hash = crate::args_hash::span_args_hash_json(args).ok();
-            let call = Call::start(&self.tool, hash);
+        if let Some(call) = start(&self.tool, kind) {
             let mut open = self.open();
             if open.len() >= MAX_OPEN_CALLS {
                 open.pop_front();
@@ -306,30 +396,8 @@ impl Intercept for Sizing {
             let at = open.iter().rposition(|(open_id, _)| *open_id == id);
             at.and_then(|at| open.remove(at)).map(|(_, call)| call)
         };
-        let Some(call) = call else {
-            return Verdict::Keep;
-        };
-        let result = match outcome {
-            Ok(Outcome::ToolResult { result }) => result,
-            Ok(_) => return Verdict::Keep,
-            Err(report) => {
-                call.fail(&ToolExecutionError::from(report.clone()));
-                return Verdict::Keep;
-            }
-        };
-        if let Some(error) = result.error() {
-            call.fail(error);
-            return Verdict::Keep;
-        }
-        // Denied and skipped calls are neither sized nor successes: rig's span carries its
-        // outcome; toolsize's own span ends cancelled as the call is dropped.
-        if !result.is_success() {
-            return Verdict::Keep;
-        }
-        match call.finish(&self.tool, result.output(), self.guard.as_ref()) {
-            Some(handed) => Verdict::Replace(Ok(Outcome::ToolResult {
-                result: ToolResult::success(handed),
-            })),
+        match call {
+            Some(call) => answer(call, &self.tool, outcome, self.guard.as_ref()),
             None => Verdict::Keep,
         }
     }
