@@ -18,10 +18,13 @@
 //! directly, or rig's span not exported through that layer), the call gets toolsize's own span
 //! ([`crate::tool_call`]) instead.
 //!
-//! Every tool of a rig `ToolSet` at once: [`sized_set`]`(set)` puts a rig layer (`Intercept`,
-//! named [`LAYER_NAME`]) around each registration, with the same attributes on the same span as
-//! [`sized`]; the arguments are hashed from the JSON rig hands the tool. A call whose dispatch is
-//! dropped before its answer is held until [`MAX_OPEN_CALLS`] newer ones are open, then ended.
+//! Every tool of a rig `ToolSet` at once: [`sized_set`]`(set)` serves each registration through
+//! a handler of its own around rig's (named [`LAYER_NAME`] among the descriptor's layers, as a
+//! rig layer would be), with the same attributes on the same span as [`sized`]; the arguments
+//! are hashed from the JSON rig hands the tool. A unary call lives in its handler's future, so a
+//! dispatch dropped before its answer ends its call with it. A streamed dispatch (rig answers a
+//! tool's with an error) goes through a rig layer (`Intercept`), which holds a call whose
+//! dispatch is dropped until [`MAX_OPEN_CALLS`] newer ones are open, then ends it.
 //!
 //! With a guard ([`Sized::guard`], [`sized_set_guarded`]), a result over the guard's limit is cut, spilled or refused
 //! before rig hands it to the model: cut and spilled results become text (the guard's marked
@@ -228,8 +231,8 @@ pub fn sized_set_guarded(set: ToolSet, guard: CeilingGuard) -> ToolSet {
 /// The name of toolsize's layer in rig's handler descriptors (and so in rig's recordings).
 pub const LAYER_NAME: &str = "toolsize";
 
-/// Calls one tool of a [`sized_set`] holds open at once: a call whose answer never comes (its
-/// dispatch dropped) stays open until this many newer ones are, then ends cancelled.
+/// Streamed calls one tool of a [`sized_set`] holds open at once: a call whose answer never
+/// comes (its dispatch dropped) stays open until this many newer ones are, then ends cancelled.
 pub const MAX_OPEN_CALLS: usize = 1024;
 
 /// Room for open calls made once per tool of a set, so that a call opened and answered
@@ -845,6 +848,50 @@ mod tests {
             attr(&spans[0], TOOL_RESULT_ORIGINAL_BYTES),
             Some(1000i64.into())
         );
+    }
+
+    /// A set's tool dispatched as rig's driver does: the descriptor names toolsize's layer, a
+    /// unary call's replacement by the guard is attributed to it, and a streamed dispatch (which
+    /// rig answers for a tool with an error) is one failed call.
+    #[test]
+    fn a_sized_set_serves_rig_dispatches() {
+        let mut set = ToolSet::default();
+        set.add_tool(Echo);
+        let guard = CeilingGuard::builder()
+            .max_output(500)
+            .policy(crate::guard::Policy::Truncate)
+            .build()
+            .unwrap();
+        let handler = sized_set_guarded(set, guard)
+            .get("echo")
+            .unwrap()
+            .handler()
+            .clone();
+        assert_eq!(handler.descriptor().layers, [LAYER_NAME]);
+        let kind = || EffectKind::ToolCall {
+            name: "echo".into(),
+            args: "{}".into(),
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut replaced_by = None;
+        let unary = captured(|| {
+            let dispatch = Dispatch::new(EffectId::from_raw(1), false);
+            let slot = dispatch.replaced_by();
+            rt.block_on(handler.handle(kind(), dispatch));
+            replaced_by = slot.lock().unwrap().clone();
+        });
+        assert_eq!(replaced_by.as_deref(), Some(LAYER_NAME));
+        assert_eq!(attr(&unary[0], TOOL_RESULT_TRUNCATED), Some(true.into()));
+        let streamed = captured(|| {
+            let dispatch = Dispatch::new(EffectId::from_raw(2), true);
+            let reply = rt.block_on(handler.handle(kind(), dispatch));
+            assert!(rt.block_on(reply.into_outcome()).is_err());
+        });
+        assert_eq!(streamed.len(), 1, "one span per streamed call");
+        assert_eq!(attr(&streamed[0], TOOL_RESULT_BYTES), None);
+        assert!(attr(&streamed[0], ERROR_TYPE).is_some());
     }
 
     struct Other;
