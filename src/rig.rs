@@ -295,11 +295,16 @@ impl Serve for SizedHandler {
         if dispatch.is_stream() {
             return self.streamed.handle(kind, dispatch).await;
         }
-        let call = start(&self.tool, &kind);
-        let replaced_by = call.as_ref().map(|_| dispatch.replaced_by());
-        let outcome = self.inner.handle(kind, dispatch).await.into_outcome().await;
-        let (Some(call), Some(replaced_by)) = (call, replaced_by) else {
-            return Reply::Outcome(outcome);
+        let Some(call) = start(&self.tool, &kind) else {
+            return self.inner.handle(kind, dispatch).await;
+        };
+        let replaced_by = dispatch.replaced_by();
+        // What is held across the awaits is kept small (the future is boxed by rig and its
+        // state moved): the answer is matched in place, a stream (never a tool's unary answer)
+        // folded in a future of its own.
+        let outcome = match self.inner.handle(kind, dispatch).await {
+            Reply::Outcome(outcome) => outcome,
+            stream => Box::pin(stream.into_outcome()).await,
         };
         match answer(call, &self.tool, &outcome, self.guard.as_ref()) {
             Verdict::Keep => Reply::Outcome(outcome),
