@@ -824,9 +824,8 @@ mod tests {
         assert_eq!(attr(&failed[0], ERROR_TYPE), Some("other".into()));
     }
 
-    /// A guarded set cuts what the model is handed, and says so on the span.
-    #[test]
-    fn a_guarded_set_hands_over_the_cut_result() {
+    /// A set holding `Echo` (1,000 bytes) behind a guard truncating at 500.
+    fn guarded_echo_set() -> ToolSet {
         let mut set = ToolSet::default();
         set.add_tool(Echo);
         let guard = CeilingGuard::builder()
@@ -834,7 +833,13 @@ mod tests {
             .policy(crate::guard::Policy::Truncate)
             .build()
             .unwrap();
-        let tool = sized_set_guarded(set, guard).get("echo").unwrap().clone();
+        sized_set_guarded(set, guard)
+    }
+
+    /// A guarded set cuts what the model is handed, and says so on the span.
+    #[test]
+    fn a_guarded_set_hands_over_the_cut_result() {
+        let tool = guarded_echo_set().get("echo").unwrap().clone();
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -860,18 +865,7 @@ mod tests {
     /// rig answers for a tool with an error) is one failed call.
     #[test]
     fn a_sized_set_serves_rig_dispatches() {
-        let mut set = ToolSet::default();
-        set.add_tool(Echo);
-        let guard = CeilingGuard::builder()
-            .max_output(500)
-            .policy(crate::guard::Policy::Truncate)
-            .build()
-            .unwrap();
-        let handler = sized_set_guarded(set, guard)
-            .get("echo")
-            .unwrap()
-            .handler()
-            .clone();
+        let handler = guarded_echo_set().get("echo").unwrap().handler().clone();
         assert_eq!(handler.descriptor().layers, [LAYER_NAME]);
         let kind = || EffectKind::ToolCall {
             name: "echo".into(),
