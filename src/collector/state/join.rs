@@ -412,9 +412,17 @@ impl Joiner {
 
     /// Releases the calls whose window ended by `now_ms` (every call with `u64::MAX`), each as
     /// one record, to `out`.
+    #[cfg(test)]
     pub(crate) fn release(&mut self, now_ms: u64, out: &mut Vec<ToolRecord>) {
+        self.release_at_most(now_ms, out, usize::MAX);
+    }
+
+    /// [`Joiner::release`] of at most `most` records, in the same order: the calls left due
+    /// are released by the next call. A caller that records what it gets before asking again
+    /// holds `most` records at a time, whatever the number of calls due.
+    pub(crate) fn release_at_most(&mut self, now_ms: u64, out: &mut Vec<ToolRecord>, most: usize) {
         while let Some(&(at, key)) = self.due.front() {
-            if at > now_ms {
+            if at > now_ms || out.len() >= most {
                 break;
             }
             self.due.pop_front();
