@@ -732,6 +732,47 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_owned_batch_of_signals_is_recorded_as_its_calls_whatever_their_number() {
+        use crate::collector::ingest::record::Join;
+        let mut st = State::new(limits(10));
+        let t0_ms = 1_000_000_000;
+        let signal = |key: u64, role: Role| {
+            let mut r = rec("Bash", known(key + 1));
+            r.join = Some(Join {
+                key,
+                role,
+                alt: None,
+            });
+            r
+        };
+        // More calls than are released at once, each sent twice (the second a secondary
+        // signal joined into the first), a part and a record that joins nothing between them.
+        let calls = 2 * RELEASED_AT_ONCE as u64 + 3;
+        let mut batch: Vec<ToolRecord> = (0..calls).map(|k| signal(k, Role::Primary)).collect();
+        batch.push(rec("Read", known(7)));
+        batch.push(signal(0, Role::Part));
+        batch.extend((0..calls).map(|k| signal(k, Role::Secondary)));
+        st.record_owned_batch_ms(batch, t0_ms);
+        let count = |st: &State, tool: &str| {
+            let v = st.tools_view(None, None, t0_ms / 1000 + 60).unwrap();
+            v.tools
+                .iter()
+                .find(|t| t.tool == tool)
+                .map_or(0, |t| t.count)
+        };
+        assert_eq!((count(&st, "Read"), count(&st, "Bash")), (1, 0));
+        assert_eq!(st.joiner.waiting(), calls as usize);
+        st.release_joined(t0_ms + st.limits.join_window_ms);
+        assert_eq!(count(&st, "Bash"), calls);
+        assert_eq!(st.joiner.waiting(), 0);
+        assert_eq!(st.joiner.stats.merged, calls + 1);
+        let v = st.tools_view(None, None, t0_ms / 1000 + 60).unwrap();
+        let bash = v.tools.iter().find(|t| t.tool == "Bash").unwrap();
+        // Each call sized by its primary signal, the secondary adding nothing.
+        assert_eq!(bash.sized, calls);
+    }
+
+    #[test]
     fn counts_and_quantiles() {
         let mut st = State::new(limits(10));
         for b in 1..=100 {
