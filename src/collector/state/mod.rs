@@ -235,7 +235,7 @@ impl State {
     /// they and their drops were 5 % of the daemon's time on Claude Code's log records), a
     /// [`ToolRecord::vacant`] left in its place, after the joiner's tables were read for the
     /// whole batch ([`join::Joiner::warm`]). A signal that does not wait is never moved: moving
-    /// every record out of the batch was 3.5 % of the daemon's time on those records while
+    /// every record out of the batch was 3.4 % of the daemon's time on those records while
     /// [`join::MAX_PENDING`] calls waited.
     pub fn record_owned_batch_ms(&mut self, mut records: Vec<ToolRecord>, now_ms: u64) {
         if records.iter().any(|r| r.join.is_some()) {
