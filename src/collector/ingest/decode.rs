@@ -511,12 +511,6 @@ impl<'a> Services<'a> {
 }
 
 impl Recognized {
-    /// Adds a record of a tool call whose service name was cut or cleaned as `cut` says.
-    fn push(&mut self, record: ToolRecord, cut: Cuts) {
-        self.label_cuts.service += cut;
-        self.records.push(record);
-    }
-
     /// Adds the records of a coding agent's signals, read at `at` (a span with `tracestate`, or
     /// a log record: `""`).
     pub(crate) fn push_signals(
@@ -536,15 +530,15 @@ impl Recognized {
                 self.invalid_reason.get_or_insert(why);
                 continue;
             }
-            let mut rec = agents::record(
-                service,
-                s,
-                at,
-                r.max_tool_name_bytes(),
-                &mut self.label_cuts,
-            );
-            rec.weight = r.sampling().of_span(service, tracestate);
-            self.push(rec, cut);
+            let weight = r.sampling().of_span(service, tracestate);
+            let (max_name, cuts) = (r.max_tool_name_bytes(), &mut self.label_cuts);
+            // Made where it lies in the batch: made apart and pushed, each record (~400 bytes)
+            // was copied once more, 2 % of the daemon's time on Claude Code's log records.
+            let len = self.records.len();
+            self.records.resize_with(len + 1, || {
+                agents::record(service, s, at, max_name, cuts, weight)
+            });
+            self.label_cuts.service += cut;
         }
     }
 }

@@ -199,6 +199,34 @@ pub struct ToolRecord {
     pub(crate) weight: Weight,
 }
 
+impl ToolRecord {
+    /// A record of nothing, left in a batch in the place of a record that moved on, named
+    /// `empty` (an empty name made once for the batch: shared, not counted from several
+    /// threads as the records' own names are).
+    pub(crate) fn vacant(empty: &Arc<str>) -> Self {
+        Self {
+            service: Arc::clone(empty),
+            tool: Arc::clone(empty),
+            emitter: Emitter::Toolsize,
+            size: Size::Unknown(Unknown::Missing),
+            truncated: false,
+            truncated_upstream: false,
+            error: false,
+            latency_us: 0,
+            trace_id: [0; 16],
+            span_id: [0; 8],
+            args_hash: None,
+            measures: Measurement::default(),
+            upstream_limit: None,
+            earlier_cuts: Vec::new(),
+            sample: None,
+            upstream: Upstream::default(),
+            join: None,
+            weight: Weight::ONE,
+        }
+    }
+}
+
 /// What the learner of attribute length limits ([`crate::collector::ingest::learn`]) needs of
 /// one result's recorded content, taken by the receiver that read it
 /// ([`crate::collector::ingest::learn::sample`]): its lengths in both units an SDK may count a limit in, a fingerprint of its ending, its

@@ -412,9 +412,17 @@ impl Joiner {
 
     /// Releases the calls whose window ended by `now_ms` (every call with `u64::MAX`), each as
     /// one record, to `out`.
+    #[cfg(test)]
     pub(crate) fn release(&mut self, now_ms: u64, out: &mut Vec<ToolRecord>) {
+        self.release_at_most(now_ms, out, usize::MAX);
+    }
+
+    /// [`Joiner::release`] until `out` holds `most` records, in the same order: the calls left
+    /// due are released by the next call. A caller that records what it gets before asking again
+    /// holds `most` records at a time, whatever the number of calls due.
+    pub(crate) fn release_at_most(&mut self, now_ms: u64, out: &mut Vec<ToolRecord>, most: usize) {
         while let Some(&(at, key)) = self.due.front() {
-            if at > now_ms {
+            if at > now_ms || out.len() >= most {
                 break;
             }
             self.due.pop_front();
@@ -685,6 +693,41 @@ mod tests {
             alone.1
         );
         assert_eq!(asked, alone);
+    }
+
+    #[test]
+    fn calls_released_a_few_at_a_time_come_in_the_order_of_all_at_once() {
+        let fill = || {
+            let mut j = Joiner::new(10);
+            for k in 0..600u64 {
+                assert!(j.add(signal(k, Role::Primary, Some(k)), k / 100).is_none());
+            }
+            j
+        };
+        let mut all = Vec::new();
+        fill().release(u64::MAX, &mut all);
+        let mut j = fill();
+        let (mut chunks, mut few) = (Vec::new(), Vec::new());
+        loop {
+            let mut out = Vec::new();
+            j.release_at_most(14, &mut out, 256);
+            if out.is_empty() {
+                break;
+            }
+            chunks.push(out.len());
+            few.extend(out);
+        }
+        // Due by 14 ms: the calls opened by 4 ms, 500 of them.
+        assert_eq!(chunks, [256, 244]);
+        assert!(
+            few[..] == all[..500],
+            "the first 500 in the order they came"
+        );
+        assert_eq!(j.waiting(), 100);
+        let mut rest = Vec::new();
+        j.release_at_most(u64::MAX, &mut rest, 256);
+        assert_eq!(rest.len(), 100);
+        assert!(rest[..] == all[500..], "the rest in the order they came");
     }
 
     #[test]

@@ -35,6 +35,7 @@ use crate::collector::ingest::recognize::{hash_value, int_of, str_of, LabelCuts,
 use crate::collector::ingest::record::{
     ArgsHash, Emitter, Join, Measurement, Role, Size, SizeSource, ToolRecord, Unknown, Upstream,
 };
+use crate::collector::ingest::sampling::Weight;
 use crate::collector::ingest::wire::{AttrValue, EventView, LogView, SpanView};
 
 /// The seed of the keys a call's signals are joined under ([`Join::key`]): fixed, a call's key
@@ -296,6 +297,7 @@ pub(crate) fn record(
     at: Origin<'_>,
     max_name: usize,
     cuts: &mut LabelCuts,
+    weight: Weight,
 ) -> ToolRecord {
     let mcp = s
         .tool
@@ -360,7 +362,7 @@ pub(crate) fn record(
         sample: None,
         upstream: s.upstream,
         join,
-        weight: crate::collector::ingest::sampling::Weight::ONE,
+        weight,
     }
 }
 
@@ -426,7 +428,7 @@ pub(crate) mod tests {
         };
         let key = |role, id| {
             let s = Signal::new(Emitter::ClaudeCode, role, CallId::Id(id));
-            record(&svc, &s, at, 128, &mut LabelCuts::default())
+            record(&svc, &s, at, 128, &mut LabelCuts::default(), Weight::ONE)
                 .join
                 .unwrap()
                 .key
@@ -436,7 +438,7 @@ pub(crate) mod tests {
         let other: Arc<str> = "claude-code-2".into();
         let s = Signal::new(Emitter::ClaudeCode, Role::Primary, CallId::Id("toolu_1"));
         assert_ne!(
-            record(&other, &s, at, 128, &mut LabelCuts::default())
+            record(&other, &s, at, 128, &mut LabelCuts::default(), Weight::ONE)
                 .join
                 .unwrap()
                 .key,
@@ -456,7 +458,7 @@ pub(crate) mod tests {
             span_id: &[2; 8],
             span_us: Some(5),
         };
-        let r = record(&svc, &s, at, 128, &mut LabelCuts::default());
+        let r = record(&svc, &s, at, 128, &mut LabelCuts::default(), Weight::ONE);
         assert_eq!(r.size, Size::Failed);
         assert!(r.error && !r.truncated_upstream);
         assert_eq!((r.trace_id, r.span_id, r.latency_us), ([1; 16], [2; 8], 5));
