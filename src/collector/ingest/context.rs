@@ -129,14 +129,36 @@ pub(crate) struct ContextEvent {
 
 /// The context events of one request, in arrival order. A tool span's result is kept as its
 /// record's index and its start (16 bytes): its service, tool, trace and size are in the record
-/// the batch carries anyway, so nothing is cloned or written twice for it. Every other event
-/// is kept whole.
+/// the batch carries anyway, so nothing is cloned or written twice for it. A model request read
+/// from a span is kept as what the ledger reads of it ([`SpanRequest`]), its service cloned once
+/// a request rather than once an event. Every other event is kept whole.
 #[derive(Debug, Default)]
 pub(crate) struct ContextEvents {
     /// The events in arrival order.
     pub(crate) order: Vec<Entry>,
     /// The events kept whole, by [`Entry::Whole`]'s index.
     pub(crate) whole: Vec<ContextEvent>,
+    /// The model requests read from spans, by [`Entry::Request`]'s index.
+    pub(crate) requests: Vec<SpanRequest>,
+    /// Their services, by [`SpanRequest::service`].
+    pub(crate) services: Vec<Arc<str>>,
+}
+
+/// A model request read from a span, in its trace's session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SpanRequest {
+    /// Its service: index in [`ContextEvents::services`].
+    pub(crate) service: u32,
+    /// Its trace: the session.
+    pub(crate) trace: [u8; 16],
+    /// The span's start, Unix nanoseconds.
+    pub(crate) at_ns: u64,
+    /// Input tokens in all.
+    pub(crate) input: u64,
+    /// Of `input`, read from the prompt cache.
+    pub(crate) cache_read: u64,
+    /// Of `input`, written to the prompt cache.
+    pub(crate) cache_creation: u64,
 }
 
 /// One event of [`ContextEvents`].
@@ -151,6 +173,8 @@ pub(crate) enum Entry {
         /// The span's start, Unix nanoseconds.
         at_ns: u64,
     },
+    /// The model request at this index of [`ContextEvents::requests`].
+    Request(u32),
     /// The event at this index of [`ContextEvents::whole`].
     Whole(u32),
 }
@@ -171,6 +195,67 @@ impl ContextEvents {
         self.order.push(Entry::Whole(self.whole.len() as u32));
         self.whole.push(e);
     }
+
+    /// Adds a model request (`kind`) of `service` read from a span of `trace`.
+    fn push_request(&mut self, service: &Arc<str>, trace: [u8; 16], at_ns: u64, kind: ContextKind) {
+        let ContextKind::Request {
+            input,
+            cache_read,
+            cache_creation,
+        } = kind
+        else {
+            return;
+        };
+        if !self
+            .services
+            .last()
+            .is_some_and(|s| Arc::ptr_eq(s, service))
+        {
+            self.services.push(service.clone());
+        }
+        self.order.push(Entry::Request(self.requests.len() as u32));
+        self.requests.push(SpanRequest {
+            service: (self.services.len() - 1) as u32,
+            trace,
+            at_ns,
+            input,
+            cache_read,
+            cache_creation,
+        });
+    }
+
+    /// Every event whole, in arrival order (`records`: the request's).
+    #[cfg(test)]
+    pub(crate) fn events(&self, records: &[ToolRecord]) -> Vec<ContextEvent> {
+        let event = |e: &Entry| match *e {
+            Entry::Whole(i) => self.whole[i as usize].clone(),
+            Entry::Record { record, at_ns } => {
+                let rec = &records[record as usize];
+                ContextEvent {
+                    service: rec.service.clone(),
+                    session: SessionId::Trace(rec.trace_id),
+                    at_ns,
+                    kind: result_of(rec).expect("a result"),
+                    settles: false,
+                }
+            }
+            Entry::Request(i) => {
+                let r = &self.requests[i as usize];
+                ContextEvent {
+                    service: self.services[r.service as usize].clone(),
+                    session: SessionId::Trace(r.trace),
+                    at_ns: r.at_ns,
+                    kind: ContextKind::Request {
+                        input: r.input,
+                        cache_read: r.cache_read,
+                        cache_creation: r.cache_creation,
+                    },
+                    settles: false,
+                }
+            }
+        };
+        self.order.iter().map(event).collect()
+    }
 }
 
 impl From<Vec<ContextEvent>> for ContextEvents {
@@ -178,6 +263,7 @@ impl From<Vec<ContextEvent>> for ContextEvents {
         Self {
             order: (0..whole.len() as u32).map(Entry::Whole).collect(),
             whole,
+            ..Self::default()
         }
     }
 }
@@ -382,13 +468,7 @@ pub(crate) fn from_span(
     let Ok(trace) = <[u8; 16]>::try_from(span.trace_id) else {
         return;
     };
-    out.push(ContextEvent {
-        service: service.clone(),
-        session: SessionId::Trace(trace),
-        at_ns,
-        kind,
-        settles: false,
-    });
+    out.push_request(service, trace, at_ns, kind);
 }
 
 /// A GenAI model request span: `gen_ai.usage.input_tokens` on a span whose
@@ -592,9 +672,11 @@ mod tests {
             .push((b"gen_ai.usage.cache_read.input_tokens", AttrValue::Int(400)));
         let mut out = ContextEvents::default();
         from_span(&"svc".into(), &s, None, &mut out);
-        assert_eq!(out.whole[0].at_ns, 5);
+        let read = out.events(&[]);
+        assert_eq!(read[0].at_ns, 5);
+        assert_eq!(read[0].session, SessionId::Trace([7; 16]));
         assert_eq!(
-            out.whole[0].kind,
+            read[0].kind,
             ContextKind::Request {
                 input: 1000,
                 cache_read: 400,
@@ -611,6 +693,6 @@ mod tests {
         assert!(out.is_empty());
         s.name = "ai.generateText.doGenerate";
         from_span(&"svc".into(), &s, None, &mut out);
-        assert_eq!(out.whole.len(), 1);
+        assert_eq!(out.events(&[]).len(), 1);
     }
 }

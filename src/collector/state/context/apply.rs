@@ -124,6 +124,20 @@ impl<'a> EventRef<'a> {
                     tool: Some(&rec.tool),
                 })
             }
+            Entry::Request(i) => {
+                let r = events.requests.get(i as usize)?;
+                Some(Self {
+                    service: events.services.get(r.service as usize)?,
+                    session: IdRef::Trace(&r.trace),
+                    at_ns: r.at_ns,
+                    kind: Kind::Request {
+                        input: r.input,
+                        cache_read: r.cache_read,
+                        cache_creation: r.cache_creation,
+                    },
+                    tool: None,
+                })
+            }
         }
     }
 }
@@ -426,13 +440,15 @@ mod tests {
                             tokens,
                         ))
                     }
-                    Entry::Whole(_) => None,
+                    Entry::Whole(_) | Entry::Request(_) => None,
                 })
                 .collect();
             assert_eq!(got, expected, "seed {seed}");
             by_record.record_batch(&read.context, &read.records, 0);
-            let events = read.context.order.iter().map(|e| match *e {
-                Entry::Whole(i) => read.context.whole[i as usize].clone(),
+            // The same events kept whole, results read from their records.
+            let all = read.context.events(&read.records).into_iter();
+            let events = all.zip(&read.context.order).map(|(e, entry)| match *entry {
+                Entry::Whole(_) | Entry::Request(_) => e,
                 Entry::Record { record, at_ns } => {
                     from_records += 1;
                     let rec = &read.records[record as usize];

@@ -38,7 +38,8 @@
 //! already followed), the tool's index from a per-request cache of the names the request's
 //! records share, and a session's first six tools' carried tokens in its own entry. A tool
 //! span's result arrives as its record's index and is read from the record in place
-//! (`apply.rs`). A request of many sessions (one per trace) has its events applied session by
+//! (`apply.rs`); a model request read from a span arrives as the few numbers the ledger reads
+//! of it, its service cloned once a request rather than once an event. A request of many sessions (one per trace) has its events applied session by
 //! session, each session's entry touched once in a row rather than once per event among the
 //! others'. On the storm mix a request's 256 sessions are each a cache miss when the daemon is
 //! otherwise idle between requests: the ledger's largest cost there (`docs/collector.md`).
