@@ -551,14 +551,42 @@ def logs_expected_but_none_arrived(out):
     return 'toolsize_otlp_requests_accepted_total{signal="logs"} 0\n' in metrics
 
 
+def shell_output_lost(out):
+    """Whether Qwen Code handed the model a `seq` output that stops short with no mark of a cut:
+    its shell tool (0.24.4) once returned, on a busy machine, lines 1 to 5,956 of 20,000 with
+    "Exit Code: 0", no truncation notice and none of its own cut's marker. Its own cut keeps the output's last lines
+    and says "[CONTENT TRUNCATED]"; the lost tail is neither."""
+    try:
+        with open(os.path.join(out, "meta.json")) as f:
+            if json.load(f)["agent"] != "qwen":
+                return False
+        with open(os.path.join(out, "model_records.jsonl"), encoding="utf-8") as f:
+            recs = [json.loads(l) for l in f if l.strip()]
+    except (OSError, ValueError, KeyError):
+        return False
+    for r in recs:
+        if r.get("label") != "seq" or not r.get("command", "").startswith("seq 1 "):
+            continue
+        last = r["command"].split()[-1]
+        text = r.get("text", "")
+        if "[CONTENT TRUNCATED]" not in text and "\n%s\n" % last not in text:
+            return True
+    return False
+
+
 if __name__ == "__main__":
     rc = main()
     # In the namespace (where the run happens), once: an agent that exited before exporting its
-    # logs is run again, and says so; a second miss fails as it is.
+    # logs, or whose shell lost the end of an output, is run again, and says so; a second miss
+    # fails as it is.
     if os.environ.get("TOOLSIZE_AGENT_NETNS") == "1" and "--out" in sys.argv:
         out = os.path.abspath(sys.argv[sys.argv.index("--out") + 1])
         if logs_expected_but_none_arrived(out):
             print("run_agent: the agent exported no logs before it exited; running it once more",
                   file=sys.stderr)
+            rc = main()
+        elif shell_output_lost(out):
+            print("run_agent: the agent's shell returned the output of `seq` cut short with no "
+                  "mark; running it once more", file=sys.stderr)
             rc = main()
     sys.exit(rc)
