@@ -213,8 +213,17 @@ impl<'a> ToolCallBuilder<'a> {
     /// [`crate::args_hash()`]; keyed when the process has a key, see
     /// [`crate::args_hash::span_args_hash`]). Arguments that cannot be hashed (a map with keys
     /// JSON has no string for) leave the attribute absent and are logged once.
-    pub fn args<A: Serialize + ?Sized>(mut self, args: &A) -> Self {
-        match crate::args_hash::span_args_hash(args) {
+    pub fn args<A: Serialize + ?Sized>(self, args: &A) -> Self {
+        self.args_hashed(crate::args_hash::span_args_hash(args))
+    }
+
+    /// The arguments' hash computed by the caller with one of [`crate::args_hash`]'s span
+    /// hashes, or why it could not be: as [`args`](Self::args) takes it.
+    pub(crate) fn args_hashed(
+        mut self,
+        hash: Result<String, crate::args_hash::ArgsHashError>,
+    ) -> Self {
+        match hash {
             Ok(hash) => self.args_hash = Some(hash),
             Err(error) => {
                 static WARNED: AtomicBool = AtomicBool::new(false);
@@ -454,15 +463,34 @@ impl ToolCall {
     /// conventions): `mcp.method.name`, `jsonrpc.request.id`, and those of `mcp` that are known.
     pub fn record_mcp(&self, mcp: &McpAttributes<'_>) {
         let span = &self.span;
-        // One trip through the subscriber for all of them; `None` fields are left off.
-        tracing::record_all!(
-            span,
-            { MCP_METHOD_NAME } = mcp.method,
-            { MCP_SESSION_ID } = mcp.session_id,
-            { MCP_PROTOCOL_VERSION } = mcp.protocol_version,
-            { JSONRPC_REQUEST_ID } = mcp.request_id,
-            { NETWORK_TRANSPORT } = mcp.transport,
-        );
+        let Some(meta) = span.metadata() else {
+            return;
+        };
+        let fields = meta.fields();
+        // The fields looked up by name once per process, not at each call (a name is found by
+        // comparing it with each of the span's thirty names in turn).
+        static MCP_FIELDS: OnceLock<Option<McpFields>> = OnceLock::new();
+        let found = MCP_FIELDS.get_or_init(|| McpFields::of(fields));
+        let Some(f) = found.as_ref().filter(|f| f.method.callsite() == meta.callsite()) else {
+            // One trip through the subscriber for all of them; `None` fields are left off.
+            tracing::record_all!(
+                span,
+                { MCP_METHOD_NAME } = mcp.method,
+                { MCP_SESSION_ID } = mcp.session_id,
+                { MCP_PROTOCOL_VERSION } = mcp.protocol_version,
+                { JSONRPC_REQUEST_ID } = mcp.request_id,
+                { NETWORK_TRANSPORT } = mcp.transport,
+            );
+            return;
+        };
+        use tracing::field::Value;
+        span.record_all(&fields.value_set(&[
+            (&f.method, Some(&mcp.method as &dyn Value)),
+            (&f.session_id, Some(&mcp.session_id as &dyn Value)),
+            (&f.protocol_version, Some(&mcp.protocol_version as &dyn Value)),
+            (&f.request_id, Some(&mcp.request_id as &dyn Value)),
+            (&f.transport, Some(&mcp.transport as &dyn Value)),
+        ]));
     }
 
     /// Records the output limit a proxy holds this call's result to, and where it came from
@@ -616,6 +644,28 @@ impl ToolCall {
             .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
             .unwrap_or("non-string panic payload");
         self.record_error(&format_args!("tool panicked: {message}"), ERROR_TYPE_PANIC);
+    }
+}
+
+/// The MCP fields of the tool-call span, for [`ToolCall::record_mcp`].
+struct McpFields {
+    method: tracing::field::Field,
+    session_id: tracing::field::Field,
+    protocol_version: tracing::field::Field,
+    request_id: tracing::field::Field,
+    transport: tracing::field::Field,
+}
+
+impl McpFields {
+    /// The fields of `fields` (the tool-call span's), `None` if one is missing.
+    fn of(fields: &tracing::field::FieldSet) -> Option<McpFields> {
+        Some(McpFields {
+            method: fields.field(MCP_METHOD_NAME)?,
+            session_id: fields.field(MCP_SESSION_ID)?,
+            protocol_version: fields.field(MCP_PROTOCOL_VERSION)?,
+            request_id: fields.field(JSONRPC_REQUEST_ID)?,
+            transport: fields.field(NETWORK_TRANSPORT)?,
+        })
     }
 }
 
