@@ -591,13 +591,7 @@ impl ToolCall {
     }
 
     fn record_success(&mut self, m: Measurement, truncated: bool, original: Option<u64>) {
-        self.done = true;
-        let cut = self.cut.load(Ordering::Relaxed);
-        let (truncated, original) = if cut > 0 {
-            (true, Some(original.map_or(cut - 1, |o| o.max(cut - 1))))
-        } else {
-            (truncated, original)
-        };
+        let (truncated, original) = self.settle_cut(truncated, original);
         let span = &self.span;
         // One record for all of them: one trip through the subscriber (tracing-opentelemetry
         // takes its span's lock and allocates once per record). `None` fields are left off.
@@ -614,11 +608,81 @@ impl ToolCall {
             { TOOL_RESULT_TOKENS_ESTIMATE } = m.tokens_estimate.map(int),
             { TOOL_LATENCY_MS } = self.latency_ms(),
         );
+        self.large_result_event(m);
+    }
+
+    /// Ends the call with a measurement made by the caller and the MCP attributes of the call,
+    /// in one trip through the subscriber: what [`record_mcp`](Self::record_mcp) and then
+    /// [`finish_measured`](Self::finish_measured) record in two.
+    #[cfg(feature = "rmcp")]
+    pub(crate) fn finish_measured_mcp(mut self, m: Measurement, mcp: &McpAttributes<'_>) {
+        let Some(meta) = self.span.metadata() else {
+            self.done = true;
+            return;
+        };
+        let fields = meta.fields();
+        static FIELDS: OnceLock<Option<EndFields>> = OnceLock::new();
+        let found = FIELDS.get_or_init(|| EndFields::of(fields));
+        let Some(f) = found
+            .as_ref()
+            .filter(|f| f.mcp.method.callsite() == meta.callsite())
+        else {
+            self.record_mcp(mcp);
+            self.record_success(m, false, None);
+            return;
+        };
+        let (truncated, original) = self.settle_cut(false, None);
+        use tracing::field::Value;
+        fn v(value: &dyn Value) -> Option<&dyn Value> {
+            Some(value)
+        }
+        let (bytes, original) = (int(m.bytes), original.map(int));
+        let chars = m.chars.map(int);
+        let utf16_units = m.utf16_units.map(int);
+        let lines = m.lines.map(int);
+        let json_depth = m.json_depth.map(int);
+        let max_string_chars = m.max_string_chars.map(int);
+        let tokens = m.tokens_estimate.map(int);
+        let latency = self.latency_ms();
+        self.span.record_all(&fields.value_set(&[
+            (&f.bytes, v(&bytes)),
+            (&f.truncated, v(&truncated)),
+            (&f.original, v(&original)),
+            (&f.chars, v(&chars)),
+            (&f.utf16_units, v(&utf16_units)),
+            (&f.lines, v(&lines)),
+            (&f.json_depth, v(&json_depth)),
+            (&f.max_string_chars, v(&max_string_chars)),
+            (&f.tokens, v(&tokens)),
+            (&f.latency, v(&latency)),
+            (&f.mcp.method, v(&mcp.method)),
+            (&f.mcp.session_id, v(&mcp.session_id)),
+            (&f.mcp.protocol_version, v(&mcp.protocol_version)),
+            (&f.mcp.request_id, v(&mcp.request_id)),
+            (&f.mcp.transport, v(&mcp.transport)),
+        ]));
+        self.large_result_event(m);
+    }
+
+    /// Marks the call ended, and merges the cut [`record_cut`] reported while it ran into the
+    /// caller's `truncated` and `original` bytes.
+    fn settle_cut(&mut self, truncated: bool, original: Option<u64>) -> (bool, Option<u64>) {
+        self.done = true;
+        let cut = self.cut.load(Ordering::Relaxed);
+        if cut > 0 {
+            (true, Some(original.map_or(cut - 1, |o| o.max(cut - 1))))
+        } else {
+            (truncated, original)
+        }
+    }
+
+    /// The `tool.large_result` event, for a result over the threshold.
+    fn large_result_event(&self, m: Measurement) {
         let threshold = self.settings.large_result_bytes;
         if m.bytes > threshold {
             tracing::event!(
                 target: "toolsize",
-                parent: span,
+                parent: &self.span,
                 tracing::Level::INFO,
                 { TOOL_RESULT_BYTES } = int(m.bytes),
                 { LARGE_RESULT_THRESHOLD_BYTES } = int(threshold),
@@ -665,6 +729,43 @@ impl McpFields {
             protocol_version: fields.field(MCP_PROTOCOL_VERSION)?,
             request_id: fields.field(JSONRPC_REQUEST_ID)?,
             transport: fields.field(NETWORK_TRANSPORT)?,
+        })
+    }
+}
+
+/// The fields [`ToolCall::finish_measured_mcp`] records: the result's, the latency, the MCP
+/// attributes.
+#[cfg(feature = "rmcp")]
+struct EndFields {
+    bytes: tracing::field::Field,
+    truncated: tracing::field::Field,
+    original: tracing::field::Field,
+    chars: tracing::field::Field,
+    utf16_units: tracing::field::Field,
+    lines: tracing::field::Field,
+    json_depth: tracing::field::Field,
+    max_string_chars: tracing::field::Field,
+    tokens: tracing::field::Field,
+    latency: tracing::field::Field,
+    mcp: McpFields,
+}
+
+#[cfg(feature = "rmcp")]
+impl EndFields {
+    /// The fields of `fields` (the tool-call span's), `None` if one is missing.
+    fn of(fields: &tracing::field::FieldSet) -> Option<EndFields> {
+        Some(EndFields {
+            bytes: fields.field(TOOL_RESULT_BYTES)?,
+            truncated: fields.field(TOOL_RESULT_TRUNCATED)?,
+            original: fields.field(TOOL_RESULT_ORIGINAL_BYTES)?,
+            chars: fields.field(TOOL_RESULT_CHARS)?,
+            utf16_units: fields.field(TOOL_RESULT_UTF16_UNITS)?,
+            lines: fields.field(TOOL_RESULT_LINES)?,
+            json_depth: fields.field(TOOL_RESULT_JSON_DEPTH)?,
+            max_string_chars: fields.field(TOOL_RESULT_MAX_STRING_CHARS)?,
+            tokens: fields.field(TOOL_RESULT_TOKENS_ESTIMATE)?,
+            latency: fields.field(TOOL_LATENCY_MS)?,
+            mcp: McpFields::of(fields)?,
         })
     }
 }

@@ -43,6 +43,7 @@
 
 use std::borrow::Cow;
 use std::future::Future;
+use std::pin::Pin;
 use std::task::Poll;
 
 use ::rmcp::model::{
@@ -120,23 +121,16 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
         // The guard names the tool in what it hands back: the name is kept past the request
         // only then.
         let kept = self.guard.as_ref().map(|g| (g, name.clone().into_owned()));
-        let mut number = [0u8; 20];
-        let request_id = request_id_text(&context.id, &mut number);
-        let mcp = McpAttributes {
-            method: MCP_METHOD_TOOLS_CALL,
-            request_id,
-            session_id: None,
-            protocol_version: None,
-            transport: None,
-        };
         let call = start(&name, &call.params);
-        // Recorded after the span opens, in a trip of their own: at its opening the span's
-        // string attributes are each copied into a list that holds four before it grows.
-        call.record_mcp(&mcp);
         drop(name);
+        // The MCP attributes are recorded when the call ends, in the trip through the
+        // subscriber that records its size: at the span's opening each string attribute is
+        // copied into a list that holds four before it grows, and a trip of their own costs
+        // more than the growth.
+        let id = context.id.clone();
         Handled {
             fut: self.inner.handle_request(request, context),
-            call: Some(call),
+            call: Some((call, id)),
             kept,
         }
     }
@@ -168,9 +162,21 @@ pin_project_lite::pin_project! {
     struct Handled<'g, F> {
         #[pin]
         fut: F,
-        call: Option<ToolCall>,
+        // The call, and the request's id it records.
+        call: Option<(ToolCall, NumberOrString)>,
         // The guard, and the tool's name (bounded) it names in what it hands back.
         kept: Option<(&'g CeilingGuard, String)>,
+    }
+
+    impl<'g, F> PinnedDrop for Handled<'g, F> {
+        // A call dropped before its answer (the client cancelled it, the connection went
+        // away) ends cancelled, with its MCP attributes.
+        fn drop(this: Pin<&mut Self>) {
+            if let Some((call, id)) = this.project().call.take() {
+                let mut number = [0u8; 20];
+                call.record_mcp(&mcp_attributes(&id, &mut number));
+            }
+        }
     }
 }
 
@@ -180,33 +186,49 @@ where
 {
     type Output = F::Output;
 
-    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<F::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let fut = this.fut;
         let answer = match this.call.as_ref() {
             None => return fut.poll(cx),
-            Some(call) => match call.in_scope(|| fut.poll(cx)) {
+            Some((call, _)) => match call.in_scope(|| fut.poll(cx)) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(answer) => answer,
             },
         };
-        let Some(call) = this.call.take() else {
+        let Some((call, id)) = this.call.take() else {
             return Poll::Ready(answer);
         };
+        let mut number = [0u8; 20];
+        let mcp = mcp_attributes(&id, &mut number);
         Poll::Ready(match answer {
             Ok(ServerResult::CallToolResult(r)) => {
                 let guard = this.kept.as_ref().map(|(g, name)| (*g, name.as_str()));
-                Ok(ServerResult::CallToolResult(settle(call, r, guard)))
+                Ok(ServerResult::CallToolResult(settle(call, r, guard, Some(&mcp))))
             }
             Ok(interim) => {
+                call.record_mcp(&mcp);
                 drop(call);
                 Ok(interim)
             }
             Err(error) => {
+                call.record_mcp(&mcp);
                 fail_rpc(call, &error);
                 Err(error)
             }
         })
+    }
+}
+
+/// The MCP attributes of a `tools/call` with request id `id` (written into `number` when it is
+/// a number).
+fn mcp_attributes<'a>(id: &'a NumberOrString, number: &'a mut [u8; 20]) -> McpAttributes<'a> {
+    McpAttributes {
+        method: MCP_METHOD_TOOLS_CALL,
+        request_id: request_id_text(id, number),
+        session_id: None,
+        protocol_version: None,
+        transport: None,
     }
 }
 
@@ -265,6 +287,7 @@ async fn client_call(
             call,
             r,
             kept.as_ref().map(|(g, name)| (*g, name.as_str())),
+            None,
         )),
         Err(ServiceError::McpError(error)) => {
             fail_rpc(call, &error);
@@ -307,20 +330,34 @@ fn fail_rpc(call: ToolCall, error: &ErrorData) {
 }
 
 /// Measures a result, shapes it to the guard when it is over the limit, ends the span.
-/// `guard`: the guard and the tool's name (bounded) it names in what it hands back.
+/// `guard`: the guard and the tool's name (bounded) it names in what it hands back; `mcp`: the
+/// MCP attributes the span records as it ends (server side).
 fn settle(
     call: ToolCall,
     r: CallToolResult,
     guard: Option<(&CeilingGuard, &str)>,
+    mcp: Option<&McpAttributes<'_>>,
 ) -> CallToolResult {
     if r.is_error == Some(true) {
+        if let Some(mcp) = mcp {
+            call.record_mcp(mcp);
+        }
         call.fail(&"the tool returned an error result", ERROR_TYPE_TOOL_ERROR);
         return r;
     }
     // What goes over the wire: the size is the bytes of this JSON, counted without building it.
     let size = wire_bytes(&r);
+    let measured = Measurement::of_byte_count(size, call.settings().measures);
+    if let (None, Some(m), Some(mcp)) = (guard, measured, mcp) {
+        // The size, the latency and the MCP attributes in one trip through the subscriber.
+        call.finish_measured_mcp(m, mcp);
+        return r;
+    }
+    if let Some(mcp) = mcp {
+        call.record_mcp(mcp);
+    }
     let Some((guard, tool)) = guard else {
-        match Measurement::of_byte_count(size, call.settings().measures) {
+        match measured {
             Some(m) => call.finish_measured(m),
             None => {
                 let _ = call.finish_value(&r);
