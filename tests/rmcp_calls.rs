@@ -49,6 +49,10 @@ impl ServerHandler for Tools {
             "lookup" => CallToolResult::success(vec![ContentBlock::text("found")]),
             "stats" => CallToolResult::structured(json!({"rows": 3, "mean": 1.5})),
             "flaky" => CallToolResult::error(vec![ContentBlock::text("upstream said no")]),
+            "slow" => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                CallToolResult::success(Vec::new())
+            }
             "escaped" => CallToolResult::success(vec![
                 ContentBlock::text("line \"one\"\n\ttwo \\ \u{1} é🦀 ".repeat(50)),
                 ContentBlock::image("aGVsbG8=", "image/png"),
@@ -294,4 +298,55 @@ fn the_server_span_carries_the_mcp_attributes_the_hash_and_the_wire_size() {
         support::int(span, "tool.result.bytes"),
         Some(bytes(&received) as i64)
     );
+}
+
+/// A call dropped before its answer (as rmcp drops it when the client cancels it or goes away)
+/// ends cancelled, its span still carrying the MCP attributes.
+#[test]
+fn a_dropped_server_call_ends_cancelled_with_its_mcp_attributes() {
+    use rmcp::model::{CallToolRequest, ClientRequest, NumberOrString};
+    use rmcp::Service;
+    let capture = support::Capture::new();
+    let answered = capture.block_on(async {
+        // A peer for the request's context, from a served pair kept open meanwhile.
+        let (client_io, server_io) = tokio::io::duplex(1 << 16);
+        let (peer_tx, peer_rx) = tokio::sync::oneshot::channel();
+        let server = tokio::spawn(async move {
+            let running = Tools.serve(server_io).await.unwrap();
+            let _ = peer_tx.send(running.peer().clone());
+            let _ = running.waiting().await;
+        });
+        let client = ().serve(client_io).await.unwrap();
+        let peer = peer_rx.await.unwrap();
+        let service = toolsize::rmcp::instrument(Tools);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new("slow"),
+        ));
+        let context = RequestContext::new(NumberOrString::Number(41), peer);
+        let answered = tokio::time::timeout(
+            Duration::from_millis(50),
+            service.handle_request(request, context),
+        )
+        .await
+        .is_ok();
+        client.cancel().await.unwrap();
+        server.await.unwrap();
+        answered
+    });
+    assert!(!answered, "the slow tool was dropped before its answer");
+    let spans = capture.spans();
+    let span = spans
+        .iter()
+        .find(|s| s.name == "execute_tool slow")
+        .expect("the dropped call's span");
+    assert_eq!(support::string(span, "error.type").as_deref(), Some("cancelled"));
+    assert_eq!(
+        support::string(span, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
+    assert_eq!(
+        support::string(span, "jsonrpc.request.id").as_deref(),
+        Some("41")
+    );
+    assert_eq!(support::int(span, "tool.result.bytes"), None);
 }
