@@ -32,12 +32,15 @@
 //! it, and a cut it reports with `toolsize::record_cut` marks it); on the client the call is not,
 //! since the tool runs in the server's process and rmcp's client future opens no span of its own.
 //!
-//! Under load the cost per call is one vectorized pass over the result's texts, one serialization
-//! of the rest into a counting writer, and one arguments hash (`benches/frameworks.rs`); a
-//! result that fits is never copied, and up to four text blocks are counted without allocating.
-//! The server's span opens with two attributes more than `run_text`'s, `mcp.method.name` and
-//! `jsonrpc.request.id`: the first is what readers of the OTel MCP conventions select MCP calls
-//! by, the second joins the span to the request in the server's and the client's own logs.
+//! Under load the cost per call is one vectorized pass over the result's texts (the rest of the
+//! result's size added up from constants, any block other than plain text serialized alone into
+//! a counting writer), and one arguments hash written by walking the arguments' map
+//! (`benches/frameworks.rs`); a result that fits is never copied, and nothing is allocated to
+//! count it. The server's span carries two attributes more than `run_text`'s, `mcp.method.name`
+//! and `jsonrpc.request.id`: the first is what readers of the OTel MCP conventions select MCP
+//! calls by, the second joins the span to the request in the server's and the client's own
+//! logs. They are recorded as the call ends, in the one trip through the subscriber that
+//! records its size and latency (on a failed or dropped call, just before it ends).
 //! Arguments and result content are never recorded or logged: sizes and the hash only. Nothing
 //! here panics on any input.
 
