@@ -471,7 +471,10 @@ impl ToolCall {
         // comparing it with each of the span's thirty names in turn).
         static MCP_FIELDS: OnceLock<Option<McpFields>> = OnceLock::new();
         let found = MCP_FIELDS.get_or_init(|| McpFields::of(fields));
-        let Some(f) = found.as_ref().filter(|f| f.method.callsite() == meta.callsite()) else {
+        let Some(f) = found
+            .as_ref()
+            .filter(|f| f.method.callsite() == meta.callsite())
+        else {
             // One trip through the subscriber for all of them; `None` fields are left off.
             tracing::record_all!(
                 span,
@@ -487,7 +490,10 @@ impl ToolCall {
         span.record_all(&fields.value_set(&[
             (&f.method, Some(&mcp.method as &dyn Value)),
             (&f.session_id, Some(&mcp.session_id as &dyn Value)),
-            (&f.protocol_version, Some(&mcp.protocol_version as &dyn Value)),
+            (
+                &f.protocol_version,
+                Some(&mcp.protocol_version as &dyn Value),
+            ),
             (&f.request_id, Some(&mcp.request_id as &dyn Value)),
             (&f.transport, Some(&mcp.transport as &dyn Value)),
         ]));

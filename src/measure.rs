@@ -730,7 +730,9 @@ mod tests {
             for start in 0..8 {
                 for len in 0..=140 {
                     let Some(s) = long.get(start..).and_then(|t| {
-                        let end = (start..=start + len).rev().find(|&e| long.is_char_boundary(e))?;
+                        let end = (start..=start + len)
+                            .rev()
+                            .find(|&e| long.is_char_boundary(e))?;
                         t.get(..end - start)
                     }) else {
                         continue;
@@ -745,7 +747,10 @@ mod tests {
         let places = (0..40)
             .chain(ESCAPE_SCAN_BLOCK - 20..ESCAPE_SCAN_BLOCK + 20)
             .chain(2 * ESCAPE_SCAN_BLOCK - 20..=plain.len());
-        for c in (0u8..0x20).map(char::from).chain(['"', '\\', '\u{7f}', 'é', '🦀']) {
+        for c in (0u8..0x20)
+            .map(char::from)
+            .chain(['"', '\\', '\u{7f}', 'é', '🦀'])
+        {
             for at in places.clone() {
                 let mut s = plain.clone();
                 s.insert(at, c);

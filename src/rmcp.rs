@@ -207,7 +207,12 @@ where
         Poll::Ready(match answer {
             Ok(ServerResult::CallToolResult(r)) => {
                 let guard = this.kept.as_ref().map(|(g, name)| (*g, name.as_str()));
-                Ok(ServerResult::CallToolResult(settle(call, r, guard, Some(&mcp))))
+                Ok(ServerResult::CallToolResult(settle(
+                    call,
+                    r,
+                    guard,
+                    Some(&mcp),
+                )))
             }
             Ok(interim) => {
                 call.record_mcp(&mcp);
@@ -612,7 +617,8 @@ mod tests {
             results.push(CallToolResult::success(blocks[..n].to_vec()));
             results.push(CallToolResult::error(blocks[..n].to_vec()));
         }
-        let mut structured = CallToolResult::structured(serde_json::json!({"rows": [1, 2], "s": "a\tb"}));
+        let mut structured =
+            CallToolResult::structured(serde_json::json!({"rows": [1, 2], "s": "a\tb"}));
         structured.content = blocks.clone();
         results.push(structured);
         results.push(CallToolResult::structured(Value::Null));
@@ -622,13 +628,22 @@ mod tests {
         results.push(bare.clone());
         bare.meta = Some(meta());
         results.push(bare.clone());
-        for t in [ResultType::COMPLETE, ResultType::INPUT_REQUIRED, ResultType::TASK] {
+        for t in [
+            ResultType::COMPLETE,
+            ResultType::INPUT_REQUIRED,
+            ResultType::TASK,
+        ] {
             bare.result_type = Some(t);
             results.push(bare.clone());
         }
         for r in &results {
             let expected = serde_json::to_vec(r).unwrap().len() as u64;
-            assert_eq!(wire_bytes(r), expected, "{}", serde_json::to_string(r).unwrap());
+            assert_eq!(
+                wire_bytes(r),
+                expected,
+                "{}",
+                serde_json::to_string(r).unwrap()
+            );
         }
     }
 }

@@ -293,7 +293,10 @@ fn the_server_span_carries_the_mcp_attributes_the_hash_and_the_wire_size() {
         support::string(span, "tool.args_hash"),
         Some(toolsize::args_hash::span_args_hash(&args).unwrap())
     );
-    assert!(bytes(&received) > 50 * 30, "the text is escaped on the wire");
+    assert!(
+        bytes(&received) > 50 * 30,
+        "the text is escaped on the wire"
+    );
     assert_eq!(
         support::int(span, "tool.result.bytes"),
         Some(bytes(&received) as i64)
@@ -339,7 +342,10 @@ fn a_dropped_server_call_ends_cancelled_with_its_mcp_attributes() {
         .iter()
         .find(|s| s.name == "execute_tool slow")
         .expect("the dropped call's span");
-    assert_eq!(support::string(span, "error.type").as_deref(), Some("cancelled"));
+    assert_eq!(
+        support::string(span, "error.type").as_deref(),
+        Some("cancelled")
+    );
     assert_eq!(
         support::string(span, "mcp.method.name").as_deref(),
         Some("tools/call")

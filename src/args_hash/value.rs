@@ -146,10 +146,7 @@ mod tests {
     /// prints in its own way.
     #[test]
     fn the_walk_writes_what_serialize_writes() {
-        let many: Map<String, Value> = (0..20)
-            .rev()
-            .map(|i| (format!("k{i}"), json!(i)))
-            .collect();
+        let many: Map<String, Value> = (0..20).rev().map(|i| (format!("k{i}"), json!(i))).collect();
         let values = [
             json!({}),
             json!({"query": "ceilings of tool results", "limit": 10, "filters": ["docs", "guides"]}),
