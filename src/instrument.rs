@@ -526,7 +526,7 @@ impl ToolCall {
     /// is neither cloned nor entered again when the future is dropped. The future is borrowed,
     /// pinned where the caller made it (`std::pin::pin!`), rather than moved into the wrapper: a
     /// framework's future can be kilobytes (rmcp's request handler: about 4 KiB).
-    #[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
+    #[cfg(any(feature = "rig", feature = "swiftide"))]
     pub(crate) fn scoped<'a, F: Future>(&'a self, fut: Pin<&'a mut F>) -> InScope<'a, F> {
         InScope { call: self, fut }
     }
@@ -836,14 +836,14 @@ impl Drop for ToolCall {
     }
 }
 
-#[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
+#[cfg(any(feature = "rig", feature = "swiftide"))]
 /// A pinned future polled inside a call's span: [`ToolCall::scoped`].
 pub(crate) struct InScope<'a, F> {
     call: &'a ToolCall,
     fut: Pin<&'a mut F>,
 }
 
-#[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
+#[cfg(any(feature = "rig", feature = "swiftide"))]
 impl<F: Future> Future for InScope<'_, F> {
     type Output = F::Output;
 
