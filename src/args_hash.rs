@@ -29,6 +29,9 @@ use std::fmt;
 use serde::ser::{self, Impossible, Serialize};
 use sha1::{Digest, Sha1};
 
+mod value;
+pub use value::span_args_hash_of_map;
+
 /// Maximum nesting depth of arrays and objects accepted by every function in this module.
 ///
 /// CPython's default recursion limit makes `json.loads`/`json.dumps` fail somewhat below

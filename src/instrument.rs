@@ -213,8 +213,17 @@ impl<'a> ToolCallBuilder<'a> {
     /// [`crate::args_hash()`]; keyed when the process has a key, see
     /// [`crate::args_hash::span_args_hash`]). Arguments that cannot be hashed (a map with keys
     /// JSON has no string for) leave the attribute absent and are logged once.
-    pub fn args<A: Serialize + ?Sized>(mut self, args: &A) -> Self {
-        match crate::args_hash::span_args_hash(args) {
+    pub fn args<A: Serialize + ?Sized>(self, args: &A) -> Self {
+        self.args_hashed(crate::args_hash::span_args_hash(args))
+    }
+
+    /// The arguments' hash computed by the caller with one of [`crate::args_hash`]'s span
+    /// hashes, or why it could not be: as [`args`](Self::args) takes it.
+    pub(crate) fn args_hashed(
+        mut self,
+        hash: Result<String, crate::args_hash::ArgsHashError>,
+    ) -> Self {
+        match hash {
             Ok(hash) => self.args_hash = Some(hash),
             Err(error) => {
                 static WARNED: AtomicBool = AtomicBool::new(false);
@@ -454,15 +463,40 @@ impl ToolCall {
     /// conventions): `mcp.method.name`, `jsonrpc.request.id`, and those of `mcp` that are known.
     pub fn record_mcp(&self, mcp: &McpAttributes<'_>) {
         let span = &self.span;
-        // One trip through the subscriber for all of them; `None` fields are left off.
-        tracing::record_all!(
-            span,
-            { MCP_METHOD_NAME } = mcp.method,
-            { MCP_SESSION_ID } = mcp.session_id,
-            { MCP_PROTOCOL_VERSION } = mcp.protocol_version,
-            { JSONRPC_REQUEST_ID } = mcp.request_id,
-            { NETWORK_TRANSPORT } = mcp.transport,
-        );
+        let Some(meta) = span.metadata() else {
+            return;
+        };
+        let fields = meta.fields();
+        // The fields looked up by name once per process, not at each call (a name is found by
+        // comparing it with each of the span's thirty names in turn).
+        static MCP_FIELDS: OnceLock<Option<McpFields>> = OnceLock::new();
+        let found = MCP_FIELDS.get_or_init(|| McpFields::of(fields));
+        let Some(f) = found
+            .as_ref()
+            .filter(|f| f.method.callsite() == meta.callsite())
+        else {
+            // One trip through the subscriber for all of them; `None` fields are left off.
+            tracing::record_all!(
+                span,
+                { MCP_METHOD_NAME } = mcp.method,
+                { MCP_SESSION_ID } = mcp.session_id,
+                { MCP_PROTOCOL_VERSION } = mcp.protocol_version,
+                { JSONRPC_REQUEST_ID } = mcp.request_id,
+                { NETWORK_TRANSPORT } = mcp.transport,
+            );
+            return;
+        };
+        use tracing::field::Value;
+        span.record_all(&fields.value_set(&[
+            (&f.method, Some(&mcp.method as &dyn Value)),
+            (&f.session_id, Some(&mcp.session_id as &dyn Value)),
+            (
+                &f.protocol_version,
+                Some(&mcp.protocol_version as &dyn Value),
+            ),
+            (&f.request_id, Some(&mcp.request_id as &dyn Value)),
+            (&f.transport, Some(&mcp.transport as &dyn Value)),
+        ]));
     }
 
     /// Records the output limit a proxy holds this call's result to, and where it came from
@@ -492,7 +526,7 @@ impl ToolCall {
     /// is neither cloned nor entered again when the future is dropped. The future is borrowed,
     /// pinned where the caller made it (`std::pin::pin!`), rather than moved into the wrapper: a
     /// framework's future can be kilobytes (rmcp's request handler: about 4 KiB).
-    #[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
+    #[cfg(any(feature = "rig", feature = "swiftide"))]
     pub(crate) fn scoped<'a, F: Future>(&'a self, fut: Pin<&'a mut F>) -> InScope<'a, F> {
         InScope { call: self, fut }
     }
@@ -563,13 +597,7 @@ impl ToolCall {
     }
 
     fn record_success(&mut self, m: Measurement, truncated: bool, original: Option<u64>) {
-        self.done = true;
-        let cut = self.cut.load(Ordering::Relaxed);
-        let (truncated, original) = if cut > 0 {
-            (true, Some(original.map_or(cut - 1, |o| o.max(cut - 1))))
-        } else {
-            (truncated, original)
-        };
+        let (truncated, original) = self.settle_cut(truncated, original);
         let span = &self.span;
         // One record for all of them: one trip through the subscriber (tracing-opentelemetry
         // takes its span's lock and allocates once per record). `None` fields are left off.
@@ -586,11 +614,81 @@ impl ToolCall {
             { TOOL_RESULT_TOKENS_ESTIMATE } = m.tokens_estimate.map(int),
             { TOOL_LATENCY_MS } = self.latency_ms(),
         );
+        self.large_result_event(m);
+    }
+
+    /// Ends the call with a measurement made by the caller and the MCP attributes of the call,
+    /// in one trip through the subscriber: what [`record_mcp`](Self::record_mcp) and then
+    /// [`finish_measured`](Self::finish_measured) record in two.
+    #[cfg(feature = "rmcp")]
+    pub(crate) fn finish_measured_mcp(mut self, m: Measurement, mcp: &McpAttributes<'_>) {
+        let Some(meta) = self.span.metadata() else {
+            self.done = true;
+            return;
+        };
+        let fields = meta.fields();
+        static FIELDS: OnceLock<Option<EndFields>> = OnceLock::new();
+        let found = FIELDS.get_or_init(|| EndFields::of(fields));
+        let Some(f) = found
+            .as_ref()
+            .filter(|f| f.mcp.method.callsite() == meta.callsite())
+        else {
+            self.record_mcp(mcp);
+            self.record_success(m, false, None);
+            return;
+        };
+        let (truncated, original) = self.settle_cut(false, None);
+        use tracing::field::Value;
+        fn v(value: &dyn Value) -> Option<&dyn Value> {
+            Some(value)
+        }
+        let (bytes, original) = (int(m.bytes), original.map(int));
+        let chars = m.chars.map(int);
+        let utf16_units = m.utf16_units.map(int);
+        let lines = m.lines.map(int);
+        let json_depth = m.json_depth.map(int);
+        let max_string_chars = m.max_string_chars.map(int);
+        let tokens = m.tokens_estimate.map(int);
+        let latency = self.latency_ms();
+        self.span.record_all(&fields.value_set(&[
+            (&f.bytes, v(&bytes)),
+            (&f.truncated, v(&truncated)),
+            (&f.original, v(&original)),
+            (&f.chars, v(&chars)),
+            (&f.utf16_units, v(&utf16_units)),
+            (&f.lines, v(&lines)),
+            (&f.json_depth, v(&json_depth)),
+            (&f.max_string_chars, v(&max_string_chars)),
+            (&f.tokens, v(&tokens)),
+            (&f.latency, v(&latency)),
+            (&f.mcp.method, v(&mcp.method)),
+            (&f.mcp.session_id, v(&mcp.session_id)),
+            (&f.mcp.protocol_version, v(&mcp.protocol_version)),
+            (&f.mcp.request_id, v(&mcp.request_id)),
+            (&f.mcp.transport, v(&mcp.transport)),
+        ]));
+        self.large_result_event(m);
+    }
+
+    /// Marks the call ended, and merges the cut [`record_cut`] reported while it ran into the
+    /// caller's `truncated` and `original` bytes.
+    fn settle_cut(&mut self, truncated: bool, original: Option<u64>) -> (bool, Option<u64>) {
+        self.done = true;
+        let cut = self.cut.load(Ordering::Relaxed);
+        if cut > 0 {
+            (true, Some(original.map_or(cut - 1, |o| o.max(cut - 1))))
+        } else {
+            (truncated, original)
+        }
+    }
+
+    /// The `tool.large_result` event, for a result over the threshold.
+    fn large_result_event(&self, m: Measurement) {
         let threshold = self.settings.large_result_bytes;
         if m.bytes > threshold {
             tracing::event!(
                 target: "toolsize",
-                parent: span,
+                parent: &self.span,
                 tracing::Level::INFO,
                 { TOOL_RESULT_BYTES } = int(m.bytes),
                 { LARGE_RESULT_THRESHOLD_BYTES } = int(threshold),
@@ -616,6 +714,65 @@ impl ToolCall {
             .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
             .unwrap_or("non-string panic payload");
         self.record_error(&format_args!("tool panicked: {message}"), ERROR_TYPE_PANIC);
+    }
+}
+
+/// The MCP fields of the tool-call span, for [`ToolCall::record_mcp`].
+struct McpFields {
+    method: tracing::field::Field,
+    session_id: tracing::field::Field,
+    protocol_version: tracing::field::Field,
+    request_id: tracing::field::Field,
+    transport: tracing::field::Field,
+}
+
+impl McpFields {
+    /// The fields of `fields` (the tool-call span's), `None` if one is missing.
+    fn of(fields: &tracing::field::FieldSet) -> Option<McpFields> {
+        Some(McpFields {
+            method: fields.field(MCP_METHOD_NAME)?,
+            session_id: fields.field(MCP_SESSION_ID)?,
+            protocol_version: fields.field(MCP_PROTOCOL_VERSION)?,
+            request_id: fields.field(JSONRPC_REQUEST_ID)?,
+            transport: fields.field(NETWORK_TRANSPORT)?,
+        })
+    }
+}
+
+/// The fields [`ToolCall::finish_measured_mcp`] records: the result's, the latency, the MCP
+/// attributes.
+#[cfg(feature = "rmcp")]
+struct EndFields {
+    bytes: tracing::field::Field,
+    truncated: tracing::field::Field,
+    original: tracing::field::Field,
+    chars: tracing::field::Field,
+    utf16_units: tracing::field::Field,
+    lines: tracing::field::Field,
+    json_depth: tracing::field::Field,
+    max_string_chars: tracing::field::Field,
+    tokens: tracing::field::Field,
+    latency: tracing::field::Field,
+    mcp: McpFields,
+}
+
+#[cfg(feature = "rmcp")]
+impl EndFields {
+    /// The fields of `fields` (the tool-call span's), `None` if one is missing.
+    fn of(fields: &tracing::field::FieldSet) -> Option<EndFields> {
+        Some(EndFields {
+            bytes: fields.field(TOOL_RESULT_BYTES)?,
+            truncated: fields.field(TOOL_RESULT_TRUNCATED)?,
+            original: fields.field(TOOL_RESULT_ORIGINAL_BYTES)?,
+            chars: fields.field(TOOL_RESULT_CHARS)?,
+            utf16_units: fields.field(TOOL_RESULT_UTF16_UNITS)?,
+            lines: fields.field(TOOL_RESULT_LINES)?,
+            json_depth: fields.field(TOOL_RESULT_JSON_DEPTH)?,
+            max_string_chars: fields.field(TOOL_RESULT_MAX_STRING_CHARS)?,
+            tokens: fields.field(TOOL_RESULT_TOKENS_ESTIMATE)?,
+            latency: fields.field(TOOL_LATENCY_MS)?,
+            mcp: McpFields::of(fields)?,
+        })
     }
 }
 
@@ -679,14 +836,14 @@ impl Drop for ToolCall {
     }
 }
 
-#[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
+#[cfg(any(feature = "rig", feature = "swiftide"))]
 /// A pinned future polled inside a call's span: [`ToolCall::scoped`].
 pub(crate) struct InScope<'a, F> {
     call: &'a ToolCall,
     fut: Pin<&'a mut F>,
 }
 
-#[cfg(any(feature = "rig", feature = "rmcp", feature = "swiftide"))]
+#[cfg(any(feature = "rig", feature = "swiftide"))]
 impl<F: Future> Future for InScope<'_, F> {
     type Output = F::Output;
 

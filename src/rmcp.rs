@@ -32,17 +32,21 @@
 //! it, and a cut it reports with `toolsize::record_cut` marks it); on the client the call is not,
 //! since the tool runs in the server's process and rmcp's client future opens no span of its own.
 //!
-//! Under load the cost per call is one vectorized pass over the result's texts, one serialization
-//! of the rest into a counting writer, and one arguments hash (`benches/frameworks.rs`); a
-//! result that fits is never copied, and up to four text blocks are counted without allocating.
-//! The server's span opens with two attributes more than `run_text`'s, `mcp.method.name` and
-//! `jsonrpc.request.id`: the first is what readers of the OTel MCP conventions select MCP calls
-//! by, the second joins the span to the request in the server's and the client's own logs.
+//! Under load the cost per call is one vectorized pass over the result's texts (the rest of the
+//! result's size added up from constants, any block other than plain text serialized alone into
+//! a counting writer), and one arguments hash written by walking the arguments' map
+//! (`benches/frameworks.rs`); a result that fits is never copied, and nothing is allocated to
+//! count it. The server's span carries two attributes more than `run_text`'s, `mcp.method.name`
+//! and `jsonrpc.request.id`: the first is what readers of the OTel MCP conventions select MCP
+//! calls by, the second joins the span to the request in the server's and the client's own
+//! logs. They are recorded as the call ends, in the one trip through the subscriber that
+//! records its size and latency (on a failed or dropped call, just before it ends).
 //! Arguments and result content are never recorded or logged: sizes and the hash only. Nothing
 //! here panics on any input.
 
 use std::borrow::Cow;
 use std::future::Future;
+use std::pin::Pin;
 use std::task::Poll;
 
 use ::rmcp::model::{
@@ -54,6 +58,7 @@ use ::rmcp::service::{ServiceError, ServiceRole};
 use ::rmcp::{ErrorData, Service};
 use serde_json::Value;
 
+use crate::args_hash::span_args_hash_of_map;
 use crate::guard::ceiling::CeilingGuard;
 use crate::guard::Policy;
 use crate::instrument::{McpAttributes, ToolCall};
@@ -119,20 +124,16 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
         // The guard names the tool in what it hands back: the name is kept past the request
         // only then.
         let kept = self.guard.as_ref().map(|g| (g, name.clone().into_owned()));
-        let mut number = [0u8; 20];
-        let request_id = request_id_text(&context.id, &mut number);
-        let mcp = McpAttributes {
-            method: MCP_METHOD_TOOLS_CALL,
-            request_id,
-            session_id: None,
-            protocol_version: None,
-            transport: None,
-        };
-        let call = start(&name, &call.params, Some(mcp));
+        let call = start(&name, &call.params);
         drop(name);
+        // The MCP attributes are recorded when the call ends, in the trip through the
+        // subscriber that records its size: at the span's opening each string attribute is
+        // copied into a list that holds four before it grows, and a trip of their own costs
+        // more than the growth.
+        let id = context.id.clone();
         Handled {
             fut: self.inner.handle_request(request, context),
-            call: Some(call),
+            call: Some((call, id)),
             kept,
         }
     }
@@ -164,9 +165,21 @@ pin_project_lite::pin_project! {
     struct Handled<'g, F> {
         #[pin]
         fut: F,
-        call: Option<ToolCall>,
+        // The call, and the request's id it records.
+        call: Option<(ToolCall, NumberOrString)>,
         // The guard, and the tool's name (bounded) it names in what it hands back.
         kept: Option<(&'g CeilingGuard, String)>,
+    }
+
+    impl<'g, F> PinnedDrop for Handled<'g, F> {
+        // A call dropped before its answer (the client cancelled it, the connection went
+        // away) ends cancelled, with its MCP attributes.
+        fn drop(this: Pin<&mut Self>) {
+            if let Some((call, id)) = this.project().call.take() {
+                let mut number = [0u8; 20];
+                call.record_mcp(&mcp_attributes(&id, &mut number));
+            }
+        }
     }
 }
 
@@ -176,33 +189,54 @@ where
 {
     type Output = F::Output;
 
-    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<F::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let fut = this.fut;
         let answer = match this.call.as_ref() {
             None => return fut.poll(cx),
-            Some(call) => match call.in_scope(|| fut.poll(cx)) {
+            Some((call, _)) => match call.in_scope(|| fut.poll(cx)) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(answer) => answer,
             },
         };
-        let Some(call) = this.call.take() else {
+        let Some((call, id)) = this.call.take() else {
             return Poll::Ready(answer);
         };
+        let mut number = [0u8; 20];
+        let mcp = mcp_attributes(&id, &mut number);
         Poll::Ready(match answer {
             Ok(ServerResult::CallToolResult(r)) => {
                 let guard = this.kept.as_ref().map(|(g, name)| (*g, name.as_str()));
-                Ok(ServerResult::CallToolResult(settle(call, r, guard)))
+                Ok(ServerResult::CallToolResult(settle(
+                    call,
+                    r,
+                    guard,
+                    Some(&mcp),
+                )))
             }
             Ok(interim) => {
+                call.record_mcp(&mcp);
                 drop(call);
                 Ok(interim)
             }
             Err(error) => {
+                call.record_mcp(&mcp);
                 fail_rpc(call, &error);
                 Err(error)
             }
         })
+    }
+}
+
+/// The MCP attributes of a `tools/call` with request id `id` (written into `number` when it is
+/// a number).
+fn mcp_attributes<'a>(id: &'a NumberOrString, number: &'a mut [u8; 20]) -> McpAttributes<'a> {
+    McpAttributes {
+        method: MCP_METHOD_TOOLS_CALL,
+        request_id: request_id_text(id, number),
+        session_id: None,
+        protocol_version: None,
+        transport: None,
     }
 }
 
@@ -250,7 +284,7 @@ async fn client_call(
     // The guard names the tool in what it hands back: the name is kept past the request only
     // then.
     let kept = guard.map(|g| (g, name.clone().into_owned()));
-    let call = start(&name, &params, None);
+    let call = start(&name, &params);
     // Not polled inside the span: the tool runs in the server's process, and what this future
     // does (hand the request to rmcp's service task, wait for its answer) opens no span and, at
     // INFO, logs nothing; entering and leaving the span at each poll is two subscriber passes
@@ -261,6 +295,7 @@ async fn client_call(
             call,
             r,
             kept.as_ref().map(|(g, name)| (*g, name.as_str())),
+            None,
         )),
         Err(ServiceError::McpError(error)) => {
             fail_rpc(call, &error);
@@ -284,16 +319,15 @@ fn service_error_type(error: &ServiceError) -> &'static str {
     }
 }
 
-/// Opens the call's span: name, arguments' hash, and the MCP attributes (server side).
-fn start(tool: &str, params: &CallToolRequestParams, mcp: Option<McpAttributes<'_>>) -> ToolCall {
+/// Opens the call's span: name and arguments' hash. The arguments are a `serde_json` map: their
+/// canonical JSON is written by walking it ([`span_args_hash_of_map`]), the same bytes as
+/// through `Serialize` for less work.
+fn start(tool: &str, params: &CallToolRequestParams) -> ToolCall {
     let empty = serde_json::Map::new();
     let args = params.arguments.as_ref().unwrap_or(&empty);
-    let builder = crate::tool_call(tool).args(args);
-    match mcp {
-        Some(mcp) => builder.mcp(mcp),
-        None => builder,
-    }
-    .start()
+    crate::tool_call(tool)
+        .args_hashed(span_args_hash_of_map(args))
+        .start()
 }
 
 /// Ends a call answered with a JSON-RPC error: the code, not the message (it may quote the
@@ -304,20 +338,34 @@ fn fail_rpc(call: ToolCall, error: &ErrorData) {
 }
 
 /// Measures a result, shapes it to the guard when it is over the limit, ends the span.
-/// `guard`: the guard and the tool's name (bounded) it names in what it hands back.
+/// `guard`: the guard and the tool's name (bounded) it names in what it hands back; `mcp`: the
+/// MCP attributes the span records as it ends (server side).
 fn settle(
     call: ToolCall,
-    mut r: CallToolResult,
+    r: CallToolResult,
     guard: Option<(&CeilingGuard, &str)>,
+    mcp: Option<&McpAttributes<'_>>,
 ) -> CallToolResult {
     if r.is_error == Some(true) {
+        if let Some(mcp) = mcp {
+            call.record_mcp(mcp);
+        }
         call.fail(&"the tool returned an error result", ERROR_TYPE_TOOL_ERROR);
         return r;
     }
     // What goes over the wire: the size is the bytes of this JSON, counted without building it.
-    let size = wire_bytes(&mut r);
+    let size = wire_bytes(&r);
+    let measured = Measurement::of_byte_count(size, call.settings().measures);
+    if let (None, Some(m), Some(mcp)) = (guard, measured, mcp) {
+        // The size, the latency and the MCP attributes in one trip through the subscriber.
+        call.finish_measured_mcp(m, mcp);
+        return r;
+    }
+    if let Some(mcp) = mcp {
+        call.record_mcp(mcp);
+    }
     let Some((guard, tool)) = guard else {
-        match Measurement::of_byte_count(size, call.settings().measures) {
+        match measured {
             Some(m) => call.finish_measured(m),
             None => {
                 let _ = call.finish_value(&r);
@@ -399,40 +447,56 @@ fn shape(guard: &CeilingGuard, tool: &str, result: &Value, size: u64, limit: u64
 /// Bytes of `,"resultType":"complete"`, kept free under the limit.
 const RESULT_TYPE_ROOM: u64 = 24;
 
-/// Text blocks whose texts [`wire_bytes`] holds aside without allocating; a result with more
-/// holds the rest in a vector.
-const TEXTS_HELD_INLINE: usize = 4;
-
-/// Bytes of `r` as compact JSON, as it goes over the wire. The texts of its text blocks (most of
-/// a result's bytes) are counted by one fast scan ([`json_str_len`]) and taken out of the
-/// serialization, which counts the rest; they are put back untouched, nothing is copied (and,
-/// up to [`TEXTS_HELD_INLINE`] text blocks, nothing is allocated).
-fn wire_bytes(r: &mut CallToolResult) -> u64 {
-    let mut inline: [String; TEXTS_HELD_INLINE] = Default::default();
-    let mut more = Vec::new();
-    let mut text_bytes = 0;
-    let mut held = 0;
-    for block in &mut r.content {
-        if let ContentBlock::Text(t) = block {
-            text_bytes += json_str_len(&t.text);
-            let text = std::mem::take(&mut t.text);
-            match inline.get_mut(held) {
-                Some(slot) => *slot = text,
-                None => more.push(text),
+/// Bytes of `r` as compact JSON, as it goes over the wire, added up from its parts: the
+/// members' names and punctuation are constants, a text block without `_meta` or annotations is
+/// `{"type":"text","text":…}` around its text's escaped length ([`json_str_len`], one fast
+/// scan: most of a result's bytes), and every other part (any other block, the structured
+/// content, `_meta`) is counted by serializing it alone into a counting writer. Nothing is
+/// copied or allocated. The tests hold this equal to `serde_json::to_vec(r).len()` for every
+/// kind of content and member.
+fn wire_bytes(r: &CallToolResult) -> u64 {
+    // `{"content":[` … `]}`
+    let mut n = EMPTY_RESULT_BYTES;
+    if let Some(t) = &r.result_type {
+        // `"resultType":"…",`
+        n += RESULT_TYPE_MEMBER_BYTES + json_str_len(t.as_str());
+    }
+    for (i, block) in r.content.iter().enumerate() {
+        n += u64::from(i > 0);
+        n += match block {
+            ContentBlock::Text(t) if t.meta.is_none() && t.annotations.is_none() => {
+                EMPTY_TEXT_BLOCK_BYTES + json_str_len(&t.text)
             }
-            held += 1;
-        }
+            other => json_bytes(other),
+        };
     }
-    let rest = json_bytes(r);
-    let mut texts = inline.into_iter().take(held).chain(more);
-    for block in &mut r.content {
-        if let ContentBlock::Text(t) = block {
-            // As many texts as were taken, in the same order.
-            t.text = texts.next().unwrap_or_default();
-        }
+    if let Some(v) = &r.structured_content {
+        // `,"structuredContent":…`
+        n += STRUCTURED_CONTENT_MEMBER_BYTES + crate::measure::json_len(v);
     }
-    rest + text_bytes
+    if let Some(e) = r.is_error {
+        // `,"isError":true` / `false`
+        n += IS_ERROR_MEMBER_BYTES + if e { 4 } else { 5 };
+    }
+    if let Some(m) = &r.meta {
+        // `,"_meta":…`
+        n += META_MEMBER_BYTES + json_bytes(m);
+    }
+    n
 }
+
+/// `{"content":[]}`.
+const EMPTY_RESULT_BYTES: u64 = 14;
+/// `"resultType":"",` around the result type's text.
+const RESULT_TYPE_MEMBER_BYTES: u64 = 16;
+/// `{"type":"text","text":""}` around the text.
+const EMPTY_TEXT_BLOCK_BYTES: u64 = 25;
+/// `,"structuredContent":` before the value.
+const STRUCTURED_CONTENT_MEMBER_BYTES: u64 = 21;
+/// `,"isError":` before `true` or `false`.
+const IS_ERROR_MEMBER_BYTES: u64 = 11;
+/// `,"_meta":` before the object.
+const META_MEMBER_BYTES: u64 = 9;
 
 /// Bytes of `value` as compact JSON, counted without writing them anywhere.
 fn json_bytes<T: serde::Serialize>(value: &T) -> u64 {
@@ -473,13 +537,23 @@ fn request_id_text<'a>(id: &'a NumberOrString, buf: &'a mut [u8; 20]) -> &'a str
             None => s,
         },
         NumberOrString::Number(n) => {
-            use std::io::Write as _;
-            let mut out = &mut buf[..];
-            let room = out.len();
-            // 20 bytes hold every i64 ("-9223372036854775808").
-            let _ = write!(out, "{n}");
-            let written = room - out.len();
-            std::str::from_utf8(&buf[..written]).unwrap_or_default()
+            // Written from the last digit back, without the formatting machinery; 20 bytes hold
+            // every i64 ("-9223372036854775808").
+            let mut at = buf.len();
+            let mut rest = n.unsigned_abs();
+            loop {
+                at -= 1;
+                buf[at] = b'0' + (rest % 10) as u8;
+                rest /= 10;
+                if rest == 0 {
+                    break;
+                }
+            }
+            if *n < 0 {
+                at -= 1;
+                buf[at] = b'-';
+            }
+            std::str::from_utf8(&buf[at..]).unwrap_or_default()
         }
     }
 }
@@ -504,36 +578,72 @@ mod tests {
         assert_eq!(request_id_text(&short, &mut buf), "req-1");
     }
 
-    /// The bytes counted are the bytes serde_json writes, and the result is left as it was.
+    /// The bytes counted from the parts are the bytes serde_json writes, for every kind of
+    /// content rmcp has (text plain, escaped, empty, with `_meta`, with annotations; image,
+    /// audio, embedded resource as text and as blob, resource link), structured content (an
+    /// object, `null`), `isError` either way or absent, `_meta`, and each result type or none.
     #[test]
     fn wire_bytes_are_the_serialized_bytes() {
-        let mut r = CallToolResult::success(vec![
+        use ::rmcp::model::{Annotations, MetaObject, Resource, ResourceContents, ResultType};
+        let meta = || {
+            let Value::Object(m) = serde_json::json!({"trace": "a\"b", "n": [1, 2.5, null]}) else {
+                unreachable!()
+            };
+            MetaObject(m)
+        };
+        let mut with_meta = ::rmcp::model::TextContent::new("with _meta");
+        with_meta.meta = Some(meta());
+        let mut annotated = ::rmcp::model::TextContent::new("annotated é");
+        annotated.annotations = Some(Annotations::default().with_priority(0.5));
+        let blocks = vec![
             ContentBlock::text("plain"),
-            ContentBlock::image("aGVsbG8=", "image/png"),
-            ContentBlock::text("\"quoted\"\n\u{1}é🦀"),
+            ContentBlock::text("\"quoted\"\n\t\u{1}\u{1f}\\ é漢🦀\u{7f}"),
             ContentBlock::text(""),
-        ]);
-        r.structured_content = Some(serde_json::json!({"rows": [1, 2], "s": "a\tb"}));
-        let before = r.clone();
-        let expected = serde_json::to_vec(&r).unwrap().len() as u64;
-        assert_eq!(wire_bytes(&mut r), expected);
-        assert_eq!(r, before, "the texts are put back");
-        let mut many = CallToolResult::success(
-            (0..TEXTS_HELD_INLINE * 2 + 1)
-                .map(|i| ContentBlock::text(format!("block {i} \"é\"")))
-                .collect(),
-        );
-        let before = many.clone();
-        let expected = serde_json::to_vec(&many).unwrap().len() as u64;
-        assert_eq!(wire_bytes(&mut many), expected);
-        assert_eq!(
-            many, before,
-            "more texts than held inline are put back in order"
-        );
-        let mut empty = CallToolResult::success(Vec::new());
-        assert_eq!(
-            wire_bytes(&mut empty),
-            serde_json::to_vec(&empty).unwrap().len() as u64
-        );
+            ContentBlock::Text(with_meta),
+            ContentBlock::Text(annotated),
+            ContentBlock::image("aGVsbG8=", "image/png"),
+            ContentBlock::audio("UklGRg==", "audio/wav"),
+            ContentBlock::embedded_text("file:///a.txt", "line\nnext \"q\""),
+            ContentBlock::resource(ResourceContents::BlobResourceContents {
+                uri: "file:///b.bin".into(),
+                mime_type: None,
+                blob: "AAEC".into(),
+                meta: None,
+            }),
+            ContentBlock::resource_link(Resource::new("file:///c.md", "c")),
+        ];
+        let mut results = Vec::new();
+        for n in [0, 1, 2, blocks.len()] {
+            results.push(CallToolResult::success(blocks[..n].to_vec()));
+            results.push(CallToolResult::error(blocks[..n].to_vec()));
+        }
+        let mut structured =
+            CallToolResult::structured(serde_json::json!({"rows": [1, 2], "s": "a\tb"}));
+        structured.content = blocks.clone();
+        results.push(structured);
+        results.push(CallToolResult::structured(Value::Null));
+        let mut bare = CallToolResult::success(blocks.clone());
+        bare.result_type = None;
+        bare.is_error = None;
+        results.push(bare.clone());
+        bare.meta = Some(meta());
+        results.push(bare.clone());
+        for t in [
+            ResultType::COMPLETE,
+            ResultType::INPUT_REQUIRED,
+            ResultType::TASK,
+        ] {
+            bare.result_type = Some(t);
+            results.push(bare.clone());
+        }
+        for r in &results {
+            let expected = serde_json::to_vec(r).unwrap().len() as u64;
+            assert_eq!(
+                wire_bytes(r),
+                expected,
+                "{}",
+                serde_json::to_string(r).unwrap()
+            );
+        }
     }
 }

@@ -49,6 +49,14 @@ impl ServerHandler for Tools {
             "lookup" => CallToolResult::success(vec![ContentBlock::text("found")]),
             "stats" => CallToolResult::structured(json!({"rows": 3, "mean": 1.5})),
             "flaky" => CallToolResult::error(vec![ContentBlock::text("upstream said no")]),
+            "slow" => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                CallToolResult::success(Vec::new())
+            }
+            "escaped" => CallToolResult::success(vec![
+                ContentBlock::text("line \"one\"\n\ttwo \\ \u{1} é🦀 ".repeat(50)),
+                ContentBlock::image("aGVsbG8=", "image/png"),
+            ]),
             _ => return Err(ErrorData::invalid_params("no such tool", None)),
         };
         Ok(result.into())
@@ -242,4 +250,109 @@ async fn rmcp_guard_shapes_the_result_before_it_leaves() {
         assert_eq!(rows["lookup"]["truncated"], 0);
         assert_eq!(rows["flaky"]["errors"], 1);
     }
+}
+
+/// The server's span, captured in process: `mcp.method.name` and `jsonrpc.request.id` (a
+/// numeric id, as text), the hash of the arguments (as `toolsize::args_hash` gives it through
+/// `Serialize`), and the size of the result as the client received it, escapes included.
+#[test]
+fn the_server_span_carries_the_mcp_attributes_the_hash_and_the_wire_size() {
+    let capture = support::Capture::new();
+    let args = json!({"q": "a \"quoted\" é", "n": 3, "z": [1.5, null], "a": {"k": true}});
+    let Value::Object(map) = args.clone() else {
+        unreachable!()
+    };
+    let received = capture.block_on(async move {
+        let (client_io, server_io) = tokio::io::duplex(1 << 20);
+        let server = tokio::spawn(async move {
+            let running = toolsize::rmcp::instrument(Tools)
+                .serve(server_io)
+                .await
+                .unwrap();
+            let _ = running.waiting().await;
+        });
+        let client = ().serve(client_io).await.unwrap();
+        let params = CallToolRequestParams::new("escaped").with_arguments(map);
+        let received = client.call_tool(params).await.unwrap();
+        client.cancel().await.unwrap();
+        server.await.unwrap();
+        received
+    });
+    let spans = capture.spans();
+    let span = spans
+        .iter()
+        .find(|s| s.name == "execute_tool escaped")
+        .expect("the server's span");
+    assert_eq!(
+        support::string(span, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
+    let id = support::string(span, "jsonrpc.request.id").expect("a request id, as text");
+    assert!(id.parse::<i64>().is_ok(), "{id}");
+    assert_eq!(
+        support::string(span, "tool.args_hash"),
+        Some(toolsize::args_hash::span_args_hash(&args).unwrap())
+    );
+    assert!(
+        bytes(&received) > 50 * 30,
+        "the text is escaped on the wire"
+    );
+    assert_eq!(
+        support::int(span, "tool.result.bytes"),
+        Some(bytes(&received) as i64)
+    );
+}
+
+/// A call dropped before its answer (as rmcp drops it when the client cancels it or goes away)
+/// ends cancelled, its span still carrying the MCP attributes.
+#[test]
+fn a_dropped_server_call_ends_cancelled_with_its_mcp_attributes() {
+    use rmcp::model::{CallToolRequest, ClientRequest, NumberOrString};
+    use rmcp::Service;
+    let capture = support::Capture::new();
+    let answered = capture.block_on(async {
+        // A peer for the request's context, from a served pair kept open meanwhile.
+        let (client_io, server_io) = tokio::io::duplex(1 << 16);
+        let (peer_tx, peer_rx) = tokio::sync::oneshot::channel();
+        let server = tokio::spawn(async move {
+            let running = Tools.serve(server_io).await.unwrap();
+            let _ = peer_tx.send(running.peer().clone());
+            let _ = running.waiting().await;
+        });
+        let client = ().serve(client_io).await.unwrap();
+        let peer = peer_rx.await.unwrap();
+        let service = toolsize::rmcp::instrument(Tools);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new("slow"),
+        ));
+        let context = RequestContext::new(NumberOrString::Number(41), peer);
+        let answered = tokio::time::timeout(
+            Duration::from_millis(50),
+            service.handle_request(request, context),
+        )
+        .await
+        .is_ok();
+        client.cancel().await.unwrap();
+        server.await.unwrap();
+        answered
+    });
+    assert!(!answered, "the slow tool was dropped before its answer");
+    let spans = capture.spans();
+    let span = spans
+        .iter()
+        .find(|s| s.name == "execute_tool slow")
+        .expect("the dropped call's span");
+    assert_eq!(
+        support::string(span, "error.type").as_deref(),
+        Some("cancelled")
+    );
+    assert_eq!(
+        support::string(span, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
+    assert_eq!(
+        support::string(span, "jsonrpc.request.id").as_deref(),
+        Some("41")
+    );
+    assert_eq!(support::int(span, "tool.result.bytes"), None);
 }
