@@ -5,11 +5,13 @@
 //! alert table: it fires when any hash of the series reaches `count` over-ceiling results within
 //! `window` of the first of them, and its annotations list the most repeated hashes with their
 //! counts. Each series tracks the last [`TRACKED_PER_SERIES`] distinct hashes it saw over the
-//! ceiling (the oldest is replaced first), in a table allocated once per series: no allocation
-//! per record, and a record's tracker found where its hash leads, in one cache line most of the
-//! time (open addressing, at most half full: a profile at 100,000 spans/s put this rule at
-//! 87 ns a span with a hash map for the index and the trackers apart, three cache misses a
-//! record). A hash repeated with fewer than that many other hashes
+//! ceiling (the oldest is replaced first), allocated once per series: no allocation per record.
+//! A record's tracker is found through an index of one byte a place in three arrays of 256
+//! (a tag of the hash, where it leads, which tracker), open addressing at most half full, and
+//! the trackers lie dense in the order they came, 32 bytes each: 4.8 KiB a series, against
+//! 10 KiB for a table of the trackers themselves at most half full (a profile at 100,000 spans/s
+//! put half of this rule's samples on the first look at such a tracker; a hash map of indices
+//! beside a list of trackers made it three cache misses a record). A hash repeated with fewer than that many other hashes
 //! of the same tool in between is always caught; under a churn of more, it can be forgotten
 //! between two repeats and the alert fires later, never falsely. A result of a sampled tracer
 //! counts as its adjusted count (one sampled retry of ten stands for ten).
@@ -29,40 +31,43 @@ use super::over_ceiling::HINT;
 /// The alert name.
 pub const NAME: &str = "ToolArgsRepeatedlyOversize";
 
-/// Distinct arguments hashes tracked per series (a table of 256 trackers of 40 bytes, 10 KiB,
-/// per series that has any).
+/// Distinct arguments hashes tracked per series (128 trackers of 32 bytes and an index of 768
+/// bytes, per series that has any).
 pub(crate) const TRACKED_PER_SERIES: usize = 128;
 /// Hashes listed in the alert's `args_hashes` annotation.
 pub(crate) const LISTED: usize = 5;
 
 #[derive(Debug, Clone, Copy)]
 struct Tracker {
-    hash: ArgsHash,
-    /// Its place in [`Hashes::order`], or [`FREE`] for an empty place of the table.
-    ring: u8,
-    /// The place of the table its hash leads to.
-    home: u8,
-    count: u32,
     start_ms: u64,
-    last_ms: u64,
+    count: u32,
+    hash: ArgsHash,
+    /// The place of the index that leads to it.
+    place: u8,
 }
 
-/// [`Tracker::ring`] of an empty place.
-const FREE: u8 = u8::MAX;
+const _: () = assert!(std::mem::size_of::<Tracker>() == 32);
 
 const EMPTY: Tracker = Tracker {
-    hash: ArgsHash::EMPTY,
-    ring: FREE,
-    home: 0,
-    count: 0,
     start_ms: 0,
-    last_ms: 0,
+    count: 0,
+    hash: ArgsHash::EMPTY,
+    place: 0,
 };
 
-/// Places of a series' table: twice the hashes tracked, so a probe meets a free place soon.
+/// [`Hashes::tags`] of an empty place.
+const FREE: u8 = 0;
+
+/// Places of a series' index: twice the hashes tracked, so a probe meets a free place soon.
 const PLACES: usize = 2 * TRACKED_PER_SERIES;
 const MASK: usize = PLACES - 1;
-const _: () = assert!(PLACES.is_power_of_two() && PLACES <= 256 && TRACKED_PER_SERIES < 255);
+const _: () = assert!(PLACES.is_power_of_two() && PLACES <= 256 && TRACKED_PER_SERIES <= 256);
+
+/// Where a hash leads in an index and its tag, from its 64-bit hash: the low bits and the top
+/// byte (never [`FREE`]).
+fn home_and_tag(h: u64) -> (usize, u8) {
+    (h as usize & MASK, ((h >> 56) as u8).max(1))
+}
 
 /// The rule.
 #[derive(Debug)]
@@ -72,73 +77,84 @@ pub(crate) struct Rule {
     window: Duration,
     window_ms: u64,
     trackers: HashMap<u32, Hashes, MapHasher>,
-    /// Where a hash leads in a table (seeded per process).
+    /// Where a hash leads in an index (seeded per process).
     places: MapHasher,
     firing: Firing<u32>,
 }
 
-/// The hashes of one series: an open-addressing table of their trackers (linear probing,
-/// removal by shifting back, so no tombstones), and the order they came in, the oldest replaced
-/// first once [`TRACKED_PER_SERIES`] are tracked.
+/// The hashes of one series: their trackers in the order they came (the oldest replaced first
+/// once [`TRACKED_PER_SERIES`] are tracked), and an open-addressing index of them (linear
+/// probing, removal by shifting back, so no tombstones).
 #[derive(Debug)]
 struct Hashes {
-    table: Box<[Tracker]>,
-    /// Table places in the order their hashes came; `order[..len]` are in use.
-    order: [u8; TRACKED_PER_SERIES],
+    /// Per place: [`FREE`], or the tag of the hash there.
+    tags: [u8; PLACES],
+    /// Per taken place: the place its hash leads to.
+    homes: [u8; PLACES],
+    /// Per taken place: its tracker.
+    rings: [u8; PLACES],
+    /// `trackers[..len]` are in use.
+    trackers: Box<[Tracker]>,
     len: usize,
-    /// The place in `order` replaced next once it is full.
+    /// The tracker replaced next once all are in use.
     next: usize,
+    /// When a hash of the series was last counted.
+    last_ms: u64,
 }
 
 impl Hashes {
     fn new() -> Self {
         Self {
-            table: vec![EMPTY; PLACES].into_boxed_slice(),
-            order: [0; TRACKED_PER_SERIES],
+            tags: [FREE; PLACES],
+            homes: [0; PLACES],
+            rings: [0; PLACES],
+            trackers: vec![EMPTY; TRACKED_PER_SERIES].into_boxed_slice(),
             len: 0,
             next: 0,
+            last_ms: 0,
         }
     }
 
     /// The place of `hash` (`Ok`), or the free place where it belongs (`Err`).
-    fn find(&self, hash: &ArgsHash, home: usize) -> Result<usize, usize> {
+    fn find(&self, hash: &ArgsHash, home: usize, tag: u8) -> Result<usize, usize> {
         let mut i = home;
         loop {
-            let t = &self.table[i];
-            if t.ring == FREE {
+            let at = self.tags[i];
+            if at == FREE {
                 return Err(i);
             }
-            if t.hash == *hash {
+            if at == tag && self.trackers[usize::from(self.rings[i])].hash == *hash {
                 return Ok(i);
             }
             i = (i + 1) & MASK;
         }
     }
 
-    /// Empties place `at`, moving back the trackers after it that probed past it.
+    /// Empties place `at`, moving back the places after it that probed past it.
     fn remove(&mut self, at: usize) {
         let mut hole = at;
         let mut j = at;
         loop {
             j = (j + 1) & MASK;
-            let t = self.table[j];
-            if t.ring == FREE {
+            if self.tags[j] == FREE {
                 break;
             }
-            // `t` may fill the hole when the hole is on its way from its home to `j`.
-            let home = usize::from(t.home);
+            // Place `j` may fill the hole when the hole is on its way from its home to `j`.
+            let home = usize::from(self.homes[j]);
             if (j.wrapping_sub(home) & MASK) >= (j.wrapping_sub(hole) & MASK) {
-                self.table[hole] = t;
-                self.order[usize::from(t.ring)] = hole as u8;
+                self.tags[hole] = self.tags[j];
+                self.homes[hole] = self.homes[j];
+                self.rings[hole] = self.rings[j];
+                self.trackers[usize::from(self.rings[j])].place = hole as u8;
                 hole = j;
             }
         }
-        self.table[hole] = EMPTY;
+        self.tags[hole] = FREE;
     }
 
     /// The trackers in use.
     fn iter(&self) -> impl Iterator<Item = &Tracker> {
-        self.table.iter().filter(|t| t.ring != FREE)
+        self.trackers[..self.len].iter()
     }
 }
 
@@ -161,17 +177,17 @@ impl Rule {
     /// when its tracer sampled); returns the count within the window.
     fn count(&mut self, series: u32, hash: ArgsHash, now_ms: u64, calls: u32) -> u32 {
         let window_ms = self.window_ms;
-        let home = self.places.hash_one(hash) as usize & MASK;
+        let (home, tag) = home_and_tag(self.places.hash_one(hash));
         let h = self.trackers.entry(series).or_insert_with(Hashes::new);
-        let mut free = match h.find(&hash, home) {
+        h.last_ms = now_ms;
+        let mut free = match h.find(&hash, home, tag) {
             Ok(i) => {
-                let t = &mut h.table[i];
+                let t = &mut h.trackers[usize::from(h.rings[i])];
                 if now_ms >= t.start_ms + window_ms {
                     t.start_ms = now_ms;
                     t.count = 0;
                 }
                 t.count = t.count.saturating_add(calls);
-                t.last_ms = now_ms;
                 return t.count;
             }
             Err(i) => i,
@@ -183,21 +199,19 @@ impl Rule {
             // The oldest hash makes room; removing it may move the place this one takes.
             let ring = h.next;
             h.next = (ring + 1) % TRACKED_PER_SERIES;
-            h.remove(usize::from(h.order[ring]));
+            h.remove(usize::from(h.trackers[ring].place));
             free = h
-                .find(&hash, home)
+                .find(&hash, home, tag)
                 .expect_err("a hash not tracked stays untracked");
             ring
         };
-        h.table[free] = Tracker {
-            hash,
-            ring: ring as u8,
-            home: home as u8,
-            count: calls,
+        (h.tags[free], h.homes[free], h.rings[free]) = (tag, home as u8, ring as u8);
+        h.trackers[ring] = Tracker {
             start_ms: now_ms,
-            last_ms: now_ms,
+            count: calls,
+            hash,
+            place: free as u8,
         };
-        h.order[ring] = free as u8;
         calls
     }
 
@@ -281,7 +295,7 @@ impl RecordRule for Rule {
         self.firing.sweep(now_ms);
         let window_ms = self.window_ms;
         self.trackers
-            .retain(|_, h| h.iter().any(|t| now_ms < t.last_ms + window_ms));
+            .retain(|_, h| now_ms < h.last_ms + window_ms);
     }
 }
 
@@ -332,7 +346,7 @@ mod tests {
             ..super::RepeatedOversizeConfig::default()
         };
         let places = crate::collector::state::MapHasher::seeded(0x5eed);
-        let home = |h: &ArgsHash| places.hash_one(h) as usize & super::MASK;
+        let home = |h: &ArgsHash| super::home_and_tag(places.hash_one(h)).0;
         let hash = |i: u64| ArgsHash::new(&format!("{i:012x}"));
         // Besides pools of any hashes, one of hashes that all lead to the few places around
         // the table's end: long clusters that wrap, and shifts back across the wrap.
@@ -370,12 +384,26 @@ mod tests {
                     tracked, modelled,
                     "pool {pool}: the same hashes, the same counts"
                 );
-                // Each place in `order` holds the tracker that says so.
-                for (ring, &at) in table.order[..table.len].iter().enumerate() {
-                    assert_eq!(usize::from(table.table[usize::from(at)].ring), ring);
+                // Each tracker's place in the index leads back to it and holds its tag and
+                // home; no other place is taken.
+                for (ring, t) in table.trackers[..table.len].iter().enumerate() {
+                    let at = usize::from(t.place);
+                    assert_eq!(usize::from(table.rings[at]), ring);
+                    let (home, tag) = super::home_and_tag(places.hash_one(t.hash));
+                    assert_eq!((usize::from(table.homes[at]), table.tags[at]), (home, tag));
                 }
+                let taken = table.tags.iter().filter(|&&t| t != super::FREE).count();
+                assert_eq!(taken, table.len, "pool {pool}: a place for each tracker, no more");
             }
         }
+    }
+
+    #[test]
+    fn a_series_tracks_its_hashes_in_under_five_kib() {
+        // docs/collector.md states 4.8 KiB a series.
+        let bytes = std::mem::size_of::<super::Hashes>()
+            + TRACKED_PER_SERIES * std::mem::size_of::<super::Tracker>();
+        assert!(bytes <= 4_915, "{bytes} bytes");
     }
 
     use super::NAME;
