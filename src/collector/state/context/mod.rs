@@ -62,6 +62,8 @@ mod apply;
 mod disk;
 mod session;
 mod settle;
+#[cfg(test)]
+mod storm;
 mod tools;
 mod view;
 
@@ -82,6 +84,10 @@ pub(crate) const SHARE_RECENT: usize = 256;
 
 /// Upper bounds of the classic `toolsize_tool_context_share` buckets.
 pub(crate) const SHARE_BOUNDS: &[f64] = &[0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9, 1.0];
+
+/// [`SHARE_BOUNDS`] in percent: a share's bucket is found by integer compares
+/// ([`tools::Input`]).
+const SHARE_BOUNDS_PERCENT: [u64; SHARE_BOUNDS.len()] = [1, 2, 5, 10, 20, 30, 40, 50, 70, 90, 100];
 
 /// How often idle sessions are looked for, milliseconds.
 const EXPIRY_EVERY_MS: u64 = 1000;
@@ -157,6 +163,8 @@ pub(crate) struct Ledger {
     /// buffer [`Ledger::group`] sorts them into (kept: no allocation per request).
     order: Vec<Pending>,
     sorted: Vec<Pending>,
+    /// The services of the request's records being applied, by [`Pending`]'s index.
+    services: Vec<Arc<str>>,
     /// Events waiting for results on another signal, with when they are due, in arrival order.
     settling: std::collections::VecDeque<(u64, ContextEvent)>,
 }
