@@ -37,11 +37,13 @@
 //! is per event: one lookup of the session by a borrowed key (nothing cloned for a session
 //! already followed), the tool's index from a per-request cache of the names the request's
 //! records share, and a session's first six tools' carried tokens in its own entry. A tool
-//! span's result arrives as its record's index and is read from the record in place
+//! span's result arrives as its record's index and is read from the record once, in place
 //! (`apply.rs`); a model request read from a span arrives as the few numbers the ledger reads
-//! of it, its service cloned once a request rather than once an event. A request of many sessions (one per trace) has its events applied session by
-//! session, each session's entry touched once in a row rather than once per event among the
-//! others'. On the storm mix a request's 256 sessions are each a cache miss when the daemon is
+//! of it, its service cloned once a request rather than once an event. A request of many
+//! sessions (one per trace) has its events applied session by session, each session's entry
+//! looked up once per run of its events rather than once per event among the others'. Per
+//! model request, each tool it carries costs its sums and a share bucketed by integer
+//! compares against the request's input scaled once (`tools.rs`). On the storm mix a request's 256 sessions are each a cache miss when the daemon is
 //! otherwise idle between requests: the ledger's largest cost there (`docs/collector.md`).
 //!
 //! **Restarts.** A snapshot keeps the per-tool totals and the counts of what the ledger
