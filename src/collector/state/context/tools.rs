@@ -55,7 +55,7 @@ impl ToolContext {
     /// Observes the share of a request of `input` taken by `tokens`.
     #[inline]
     pub(super) fn observe_share(&mut self, input: &Input, tokens: u64) {
-        let share = tokens as f64 / input.tokens as f64;
+        let share = tokens as f64 * input.inverse;
         self.share_buckets[input.bucket(tokens, share)] += 1;
         self.share_sum += share;
         if self.recent.len() < SHARE_RECENT {
@@ -95,10 +95,13 @@ impl ToolContext {
 
 /// A model request's input tokens, with the share bounds scaled to them: `bound × input`
 /// against `tokens × 100` places a tool's share in its bucket exactly, with no division on the
-/// way to the counter.
+/// way to the counter; the share itself (for the sum and the recent shares) is a multiply by
+/// the inverse, within a few units in the last place of the division.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Input {
     tokens: u64,
+    /// `1 / tokens`: a share is a multiply, not a division that each tool waited on.
+    inverse: f64,
     /// `percent × tokens` per bound; `None` past `u64::MAX / 100` input tokens (the float
     /// share is compared then).
     scaled: Option<[u64; SHARE_BOUNDS.len()]>,
@@ -109,6 +112,7 @@ impl Input {
     pub(super) fn of(tokens: u64) -> Option<Self> {
         (tokens > 0).then(|| Self {
             tokens,
+            inverse: 1.0 / tokens as f64,
             scaled: tokens
                 .checked_mul(100)
                 .map(|_| SHARE_BOUNDS_PERCENT.map(|p| p * tokens)),
@@ -268,6 +272,13 @@ mod tests {
             tokens.extend([0, 1, input / 3, input - 1, input, input + 1, 3 * input]);
             for t in tokens {
                 let share = t as f64 / input as f64;
+                // The share observed, by the inverse, is the division's to a few units in the
+                // last place (the 1 % the shares are held to is 10^13 times wider).
+                let by_inverse = t as f64 * i.inverse;
+                assert!(
+                    (by_inverse - share).abs() <= 4.0 * f64::EPSILON * share,
+                    "{t} of {input}"
+                );
                 let bucket = i.bucket(t, share);
                 assert_eq!(bucket, exact_bucket(t, input), "{t} of {input}");
                 if input <= 1 << 40 {
