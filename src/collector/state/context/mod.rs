@@ -37,11 +37,13 @@
 //! is per event: one lookup of the session by a borrowed key (nothing cloned for a session
 //! already followed), the tool's index from a per-request cache of the names the request's
 //! records share, and a session's first six tools' carried tokens in its own entry. A tool
-//! span's result arrives as its record's index and is read from the record in place
+//! span's result arrives as its record's index and is read from the record once, in place
 //! (`apply.rs`); a model request read from a span arrives as the few numbers the ledger reads
-//! of it, its service cloned once a request rather than once an event. A request of many sessions (one per trace) has its events applied session by
-//! session, each session's entry touched once in a row rather than once per event among the
-//! others'. On the storm mix a request's 256 sessions are each a cache miss when the daemon is
+//! of it, its service cloned once a request rather than once an event. A request of many
+//! sessions (one per trace) has its events applied session by session, each session's entry
+//! looked up once per run of its events rather than once per event among the others'. Per
+//! model request, each tool it carries costs its sums and a share bucketed by integer
+//! compares against the request's input scaled once (`tools.rs`). On the storm mix a request's 256 sessions are each a cache miss when the daemon is
 //! otherwise idle between requests: the ledger's largest cost there (`docs/collector.md`).
 //!
 //! **Restarts.** A snapshot keeps the per-tool totals and the counts of what the ledger
@@ -62,6 +64,8 @@ mod apply;
 mod disk;
 mod session;
 mod settle;
+#[cfg(test)]
+mod storm;
 mod tools;
 mod view;
 
@@ -82,6 +86,10 @@ pub(crate) const SHARE_RECENT: usize = 256;
 
 /// Upper bounds of the classic `toolsize_tool_context_share` buckets.
 pub(crate) const SHARE_BOUNDS: &[f64] = &[0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9, 1.0];
+
+/// [`SHARE_BOUNDS`] in percent: a share's bucket is found by integer compares
+/// ([`tools::Input`]).
+const SHARE_BOUNDS_PERCENT: [u64; SHARE_BOUNDS.len()] = [1, 2, 5, 10, 20, 30, 40, 50, 70, 90, 100];
 
 /// How often idle sessions are looked for, milliseconds.
 const EXPIRY_EVERY_MS: u64 = 1000;
@@ -157,6 +165,8 @@ pub(crate) struct Ledger {
     /// buffer [`Ledger::group`] sorts them into (kept: no allocation per request).
     order: Vec<Pending>,
     sorted: Vec<Pending>,
+    /// The services of the request's records being applied, by [`Pending`]'s index.
+    services: Vec<Arc<str>>,
     /// Events waiting for results on another signal, with when they are due, in arrival order.
     settling: std::collections::VecDeque<(u64, ContextEvent)>,
 }
