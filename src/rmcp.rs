@@ -176,7 +176,7 @@ pin_project_lite::pin_project! {
         // away) ends cancelled, with its MCP attributes.
         fn drop(this: Pin<&mut Self>) {
             if let Some((call, id)) = this.project().call.take() {
-                let mut number = [0u8; 20];
+                let mut number = itoa::Buffer::new();
                 call.record_mcp(&mcp_attributes(&id, &mut number));
             }
         }
@@ -202,7 +202,7 @@ where
         let Some((call, id)) = this.call.take() else {
             return Poll::Ready(answer);
         };
-        let mut number = [0u8; 20];
+        let mut number = itoa::Buffer::new();
         let mcp = mcp_attributes(&id, &mut number);
         Poll::Ready(match answer {
             Ok(ServerResult::CallToolResult(r)) => {
@@ -230,7 +230,7 @@ where
 
 /// The MCP attributes of a `tools/call` with request id `id` (written into `number` when it is
 /// a number).
-fn mcp_attributes<'a>(id: &'a NumberOrString, number: &'a mut [u8; 20]) -> McpAttributes<'a> {
+fn mcp_attributes<'a>(id: &'a NumberOrString, number: &'a mut itoa::Buffer) -> McpAttributes<'a> {
     McpAttributes {
         method: MCP_METHOD_TOOLS_CALL,
         request_id: request_id_text(id, number),
@@ -529,32 +529,14 @@ fn bounded_name(name: &str) -> Cow<'_, str> {
 }
 
 /// The request id as text, cut to [`MAX_REQUEST_ID_CHARS`] characters: a string id borrowed, a
-/// number written into `buf` (an `i64` takes at most 20 bytes).
-fn request_id_text<'a>(id: &'a NumberOrString, buf: &'a mut [u8; 20]) -> &'a str {
+/// number written into `buf` (by `itoa`, without the formatting machinery).
+fn request_id_text<'a>(id: &'a NumberOrString, buf: &'a mut itoa::Buffer) -> &'a str {
     match id {
         NumberOrString::String(s) => match s.char_indices().nth(MAX_REQUEST_ID_CHARS) {
             Some((end, _)) => &s[..end],
             None => s,
         },
-        NumberOrString::Number(n) => {
-            // Written from the last digit back, without the formatting machinery; 20 bytes hold
-            // every i64 ("-9223372036854775808").
-            let mut at = buf.len();
-            let mut rest = n.unsigned_abs();
-            loop {
-                at -= 1;
-                buf[at] = b'0' + (rest % 10) as u8;
-                rest /= 10;
-                if rest == 0 {
-                    break;
-                }
-            }
-            if *n < 0 {
-                at -= 1;
-                buf[at] = b'-';
-            }
-            std::str::from_utf8(&buf[at..]).unwrap_or_default()
-        }
+        NumberOrString::Number(n) => buf.format(*n),
     }
 }
 
@@ -566,7 +548,7 @@ mod tests {
     /// Request ids are recorded as rmcp prints them, cut to the limit on a character boundary.
     #[test]
     fn request_ids_are_bounded_text() {
-        let mut buf = [0u8; 20];
+        let mut buf = itoa::Buffer::new();
         for n in [0, 7, -1, i64::MIN, i64::MAX] {
             let id = NumberOrString::Number(n);
             assert_eq!(request_id_text(&id, &mut buf), id.to_string());
