@@ -192,39 +192,37 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let fut = this.fut;
-        let answer = match this.call.as_ref() {
-            None => return fut.poll(cx),
-            Some((call, _)) => match call.in_scope(|| fut.poll(cx)) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(answer) => answer,
-            },
+        let Some((call, _)) = this.call.as_ref() else {
+            return fut.poll(cx);
+        };
+        // The answer is measured where it lies and handed on as it is (a result the guard
+        // shapes is replaced in place): the result is moved once, not through each call.
+        let mut polled = call.in_scope(|| fut.poll(cx));
+        let Poll::Ready(answer) = &mut polled else {
+            return polled;
         };
         let Some((call, id)) = this.call.take() else {
-            return Poll::Ready(answer);
+            return polled;
         };
         let mut number = itoa::Buffer::new();
         let mcp = mcp_attributes(&id, &mut number);
-        Poll::Ready(match answer {
+        match answer {
             Ok(ServerResult::CallToolResult(r)) => {
                 let guard = this.kept.as_ref().map(|(g, name)| (*g, name.as_str()));
-                Ok(ServerResult::CallToolResult(settle(
-                    call,
-                    r,
-                    guard,
-                    Some(&mcp),
-                )))
+                if let Some(shaped) = settle(call, r, guard, Some(&mcp)) {
+                    *r = shaped;
+                }
             }
-            Ok(interim) => {
+            Ok(_interim) => {
                 call.record_mcp(&mcp);
                 drop(call);
-                Ok(interim)
             }
             Err(error) => {
                 call.record_mcp(&mcp);
-                fail_rpc(call, &error);
-                Err(error)
+                fail_rpc(call, error);
             }
-        })
+        }
+        polled
     }
 }
 
@@ -291,12 +289,10 @@ async fn client_call(
     // each, for nothing.
     let answer = peer.call_tool(params).await;
     match answer {
-        Ok(r) => Ok(settle(
-            call,
-            r,
-            kept.as_ref().map(|(g, name)| (*g, name.as_str())),
-            None,
-        )),
+        Ok(r) => {
+            let guard = kept.as_ref().map(|(g, name)| (*g, name.as_str()));
+            Ok(settle(call, &r, guard, None).unwrap_or(r))
+        }
         Err(ServiceError::McpError(error)) => {
             fail_rpc(call, &error);
             Err(ServiceError::McpError(error))
@@ -337,29 +333,30 @@ fn fail_rpc(call: ToolCall, error: &ErrorData) {
     call.fail_rpc(&format!("JSON-RPC error {code}"), code);
 }
 
-/// Measures a result, shapes it to the guard when it is over the limit, ends the span.
+/// Measures a result, shapes it to the guard when it is over the limit, ends the span; returns
+/// the shaped result when the guard changed it (`None`: `r` is handed over as it is).
 /// `guard`: the guard and the tool's name (bounded) it names in what it hands back; `mcp`: the
 /// MCP attributes the span records as it ends (server side).
 fn settle(
     call: ToolCall,
-    r: CallToolResult,
+    r: &CallToolResult,
     guard: Option<(&CeilingGuard, &str)>,
     mcp: Option<&McpAttributes<'_>>,
-) -> CallToolResult {
+) -> Option<CallToolResult> {
     if r.is_error == Some(true) {
         if let Some(mcp) = mcp {
             call.record_mcp(mcp);
         }
         call.fail(&"the tool returned an error result", ERROR_TYPE_TOOL_ERROR);
-        return r;
+        return None;
     }
     // What goes over the wire: the size is the bytes of this JSON, counted without building it.
-    let size = wire_bytes(&r);
+    let size = wire_bytes(r);
     let measured = Measurement::of_byte_count(size, call.settings().measures);
     if let (None, Some(m), Some(mcp)) = (guard, measured, mcp) {
         // The size, the latency and the MCP attributes in one trip through the subscriber.
         call.finish_measured_mcp(m, mcp);
-        return r;
+        return None;
     }
     if let Some(mcp) = mcp {
         call.record_mcp(mcp);
@@ -368,20 +365,20 @@ fn settle(
         match measured {
             Some(m) => call.finish_measured(m),
             None => {
-                let _ = call.finish_value(&r);
+                let _ = call.finish_value(r);
             }
         }
-        return r;
+        return None;
     };
     if size <= guard.limit().bytes {
-        let _ = call.finish_value(&r);
-        return r;
+        let _ = call.finish_value(r);
+        return None;
     }
-    let mut value = match serde_json::to_value(&r) {
+    let mut value = match serde_json::to_value(r) {
         Ok(value) => value,
         Err(_) => {
-            let _ = call.finish_value(&r);
-            return r;
+            let _ = call.finish_value(r);
+            return None;
         }
     };
     // `resultType` is put back after the shaping, in room kept for it.
@@ -397,10 +394,10 @@ fn settle(
     let mut shaped: CallToolResult =
         serde_json::from_value(shape(guard, tool, &value, size, limit))
             .unwrap_or_else(|_| refused(tool, size, limit));
-    shaped.result_type = r.result_type;
+    shaped.result_type = r.result_type.clone();
     let out = serde_json::to_vec(&shaped).unwrap_or_default();
     call.finish_truncated(&out, size);
-    shaped
+    Some(shaped)
 }
 
 /// A refusal as a typed result (the fallback when a shaped value does not read back).
