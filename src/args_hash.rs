@@ -848,6 +848,28 @@ impl Canon {
         });
     }
 
+    /// [`begin_entry`](Self::begin_entry) for a key read from JSON text, held in
+    /// `arena[start..end]`: a `plain` one (printable ASCII without `"` or `\`) is written as it
+    /// is, without a second pass to escape it.
+    fn begin_text_entry(&mut self, frame: &Frame, start: usize, end: usize, plain: bool) {
+        let key = SortKey::Arena { start, end };
+        if !plain {
+            return self.begin_entry(frame, key);
+        }
+        if self.entries.len() > frame.entries_start {
+            self.out.extend_from_slice(b", ");
+        }
+        let at = self.out.len();
+        self.out.push(b'"');
+        self.out.extend_from_slice(&self.arena[start..end]);
+        self.out.extend_from_slice(b"\": ");
+        self.entries.push(Entry {
+            key,
+            start: at,
+            end: at,
+        });
+    }
+
     fn end_entry(&mut self) {
         let end = self.out.len();
         if let Some(e) = self.entries.last_mut() {
@@ -918,13 +940,19 @@ impl Canon {
                 out.truncate(out.len() - (end - base));
             }
         }
-        entries.truncate(frame.entries_start);
-        arena.truncate(frame.arena_start);
-        out.push(b'}');
-        self.leave();
+        self.close_object(&frame);
         Ok(())
     }
+
+    /// Closes an object whose entries are written in canonical order.
+    fn close_object(&mut self, frame: &Frame) {
+        self.entries.truncate(frame.entries_start);
+        self.arena.truncate(frame.arena_start);
+        self.out.push(b'}');
+        self.leave();
+    }
 }
+
 
 /// Entries of one object ordered on the stack; a larger object orders them in a `Vec`.
 const STACK_ENTRIES: usize = 32;
@@ -1474,7 +1502,7 @@ impl TextParser<'_> {
             b'[' => return self.parse_array(),
             b'"' => {
                 self.pos += 1;
-                return self.parse_string(StrDest::Out);
+                return self.parse_string(StrDest::Out).map(drop);
             }
             b'-' | b'0'..=b'9' => {
                 if self.eat_literal(b"-Infinity", b"-Infinity") {
@@ -1526,6 +1554,9 @@ impl TextParser<'_> {
         }
     }
 
+    /// Parses an object. Its keys, all strings, are compared as they are read: when each is
+    /// greater than the one before (the usual case: arguments written from a sorted map or a
+    /// struct), the entries are in canonical order as written and are not reordered.
     fn parse_object(&mut self) -> Result<()> {
         self.pos += 1;
         let frame = self.canon.begin_object()?;
@@ -1534,6 +1565,8 @@ impl TextParser<'_> {
             self.pos += 1;
             return self.canon.end_object(frame, true);
         }
+        let mut previous: Option<(usize, usize)> = None;
+        let mut in_order = true;
         loop {
             self.skip_ws();
             if self.peek() != Some(b'"') {
@@ -1544,12 +1577,14 @@ impl TextParser<'_> {
             }
             self.pos += 1;
             let start = self.canon.arena.len();
-            self.parse_string(StrDest::Arena)?;
-            let key = SortKey::Arena {
-                start,
-                end: self.canon.arena.len(),
-            };
-            self.canon.begin_entry(&frame, key);
+            let plain = self.parse_string(StrDest::Arena)?;
+            let end = self.canon.arena.len();
+            if let Some((p_start, p_end)) = previous {
+                let arena = &self.canon.arena;
+                in_order = in_order && arena[p_start..p_end] < arena[start..end];
+            }
+            previous = Some((start, end));
+            self.canon.begin_text_entry(&frame, start, end, plain);
             self.skip_ws();
             if self.peek() != Some(b':') {
                 return Err(self.error("Expecting ':' delimiter", self.pos));
@@ -1563,6 +1598,10 @@ impl TextParser<'_> {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
+                    if in_order {
+                        self.canon.close_object(&frame);
+                        return Ok(());
+                    }
                     return self.canon.end_object(frame, true);
                 }
                 _ => return Err(self.error("Expecting ',' delimiter", self.pos)),
@@ -1579,23 +1618,27 @@ impl TextParser<'_> {
         Some(v)
     }
 
-    /// Parses a string body (after the opening quote) into `dest`.
-    fn parse_string(&mut self, dest: StrDest) -> Result<()> {
-        if let StrDest::Out = dest {
-            // Printable ASCII without an escape up to the closing quote (most values) is its
-            // own canonical form: copied once, neither decoded nor escaped again.
-            let rest = &self.src[self.pos..];
-            let plain = rest
-                .iter()
-                .position(|&b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\');
-            if let Some(n) = plain.filter(|&n| rest[n] == b'"') {
-                let out = &mut self.canon.out;
-                out.push(b'"');
-                out.extend_from_slice(&rest[..n]);
-                out.push(b'"');
-                self.pos += n + 1;
-                return Ok(());
+    /// Parses a string body (after the opening quote) into `dest`; `true` when it was plain
+    /// (printable ASCII without `"` or `\`), which is its own canonical form.
+    fn parse_string(&mut self, dest: StrDest) -> Result<bool> {
+        // Printable ASCII without an escape up to the closing quote (most keys and values) is
+        // its own canonical form: copied once, neither decoded nor escaped again.
+        let rest = &self.src[self.pos..];
+        let plain = rest
+            .iter()
+            .position(|&b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\');
+        if let Some(n) = plain.filter(|&n| rest[n] == b'"') {
+            match dest {
+                StrDest::Out => {
+                    let out = &mut self.canon.out;
+                    out.push(b'"');
+                    out.extend_from_slice(&rest[..n]);
+                    out.push(b'"');
+                }
+                StrDest::Arena => self.canon.arena.extend_from_slice(&rest[..n]),
             }
+            self.pos += n + 1;
+            return Ok(true);
         }
         let opening = self.pos - 1;
         // Decode into the arena (keys) or a temporary region at the arena's end (values).
@@ -1667,7 +1710,7 @@ impl TextParser<'_> {
             write_escaped_str(&mut self.canon.out, &self.canon.arena[base..]);
             self.canon.arena.truncate(base);
         }
-        Ok(())
+        Ok(false)
     }
 
     fn parse_number(&mut self) -> Result<()> {
@@ -2019,6 +2062,69 @@ mod tests {
                 format!("{{{sorted_direct}}}")
             );
         }
+    }
+
+    /// Keys read from text in order are written as they come, keys out of order are sorted,
+    /// and both give what the same value gives through `Serialize`: plain keys, escaped ones
+    /// (compared by what they decode to), non-ASCII ones, prefixes, equal neighbours, and
+    /// objects nested in objects whose keys sort before or after theirs.
+    #[test]
+    fn text_keys_in_and_out_of_order_match_the_value() {
+        let cases = [
+            (r#"{"a": 1, "b": 2, "c": 3}"#, r#"{"a": 1, "b": 2, "c": 3}"#),
+            (r#"{"c": 1, "b": 2, "a": 3}"#, r#"{"a": 3, "b": 2, "c": 1}"#),
+            (r#"{"a": 1, "ab": 2, "b": 3}"#, r#"{"a": 1, "ab": 2, "b": 3}"#),
+            (r#"{"ab": 1, "a": 2}"#, r#"{"a": 2, "ab": 1}"#),
+            (r#"{"a": 1, "a": 2}"#, r#"{"a": 2}"#),
+            (r#"{"a": 1, "\u0061": 2, "b": 3}"#, r#"{"a": 2, "b": 3}"#),
+            (r#"{"\u0062": 1, "a": 2}"#, r#"{"a": 2, "b": 1}"#),
+            (r#"{"a\"b": 1, "a": 2}"#, r#"{"a": 2, "a\"b": 1}"#),
+            (r#"{"a\\b": 1, "a b": 2}"#, r#"{"a b": 2, "a\\b": 1}"#),
+            (r#"{"a\nb": 1, "a": 2}"#, r#"{"a": 2, "a\nb": 1}"#),
+            (r#"{"é": 1, "z": 2}"#, r#"{"z": 2, "\u00e9": 1}"#),
+            (
+                r#"{"z": 1, "é": 2, "😀": 3}"#,
+                r#"{"z": 1, "\u00e9": 2, "\ud83d\ude00": 3}"#,
+            ),
+            (r#"{"~": 1, "\u007f": 2}"#, r#"{"~": 1, "\u007f": 2}"#),
+            (
+                r#"{"m": {"z": 1, "a": 2}, "n": {"a": {"b": 1, "c": 2}}}"#,
+                r#"{"m": {"a": 2, "z": 1}, "n": {"a": {"b": 1, "c": 2}}}"#,
+            ),
+            (
+                r#"{"b": {"a": 1, "b": 2}, "a": [{"y": 1}, {"x": 2, "w": 3}]}"#,
+                r#"{"a": [{"y": 1}, {"w": 3, "x": 2}], "b": {"a": 1, "b": 2}}"#,
+            ),
+            ("{}", "{}"),
+            (r#"{"a": {}}"#, r#"{"a": {}}"#),
+        ];
+        for (doc, want) in cases {
+            assert_eq!(text(doc), want, "{doc}");
+            let value: serde_json::Value = serde_json::from_str(doc).unwrap();
+            assert_eq!(canonical_json(&value).unwrap(), want, "{doc} as a value");
+            assert_eq!(args_hash_json(doc).unwrap(), args_hash(&value).unwrap());
+        }
+    }
+
+    /// Objects nested to the limit read from text, with plain and escaped keys, in order and
+    /// out of order, and one level past it.
+    #[test]
+    fn text_objects_at_and_past_the_depth_limit() {
+        for key in ["a", "\\u0061"] {
+            let open = format!("{{\"{key}\": ");
+            let at = format!("{}1{}", open.repeat(MAX_DEPTH), "}".repeat(MAX_DEPTH));
+            let want = format!("{}1{}", "{\"a\": ".repeat(MAX_DEPTH), "}".repeat(MAX_DEPTH));
+            assert_eq!(text(&at), want);
+            let past = format!("{}1{}", open.repeat(MAX_DEPTH + 1), "}".repeat(MAX_DEPTH + 1));
+            assert_eq!(
+                canonical_json_from_text(&past).unwrap_err(),
+                ArgsHashError::TooDeep { limit: MAX_DEPTH }
+            );
+        }
+        let depth = MAX_DEPTH - 1;
+        let inner = format!("{}1{}", "{\"b\": ".repeat(depth), "}".repeat(depth));
+        let unordered = format!("{{\"z\": 0, \"a\": {inner}}}");
+        assert_eq!(text(&unordered), format!("{{\"a\": {inner}, \"z\": 0}}"));
     }
 
     #[test]
