@@ -355,6 +355,54 @@ fn push_code_point_escaped(out: &mut Vec<u8>, cp: u32) {
     }
 }
 
+/// Bytes of a word each set to `b`.
+const fn splat(b: u8) -> u64 {
+    u64::from_ne_bytes([b; 8])
+}
+
+/// The high bit of each byte of `word` that is zero, exact up to the first such byte (a borrow
+/// only marks bytes above it).
+const fn zero_bytes(word: u64) -> u64 {
+    word.wrapping_sub(splat(0x01)) & !word & splat(0x80)
+}
+
+/// The high bit of each byte of `word` that is not plain (below 0x20, 0x7f and above, `"` or
+/// `\`), exact up to the first such byte.
+const fn special_bytes(word: u64) -> u64 {
+    let control = word.wrapping_sub(splat(0x20)) & !word & splat(0x80);
+    control
+        | (word & splat(0x80))
+        | zero_bytes(word ^ splat(0x7f))
+        | zero_bytes(word ^ splat(b'"'))
+        | zero_bytes(word ^ splat(b'\\'))
+}
+
+/// How many bytes `s` starts with that are plain printable ASCII (0x20 to 0x7e, neither `"` nor
+/// `\`): what Python writes as it is. Eight bytes at a time (a word's bytes tested at once), the
+/// last few read into a word padded with plain bytes.
+fn plain_prefix_len(s: &[u8]) -> usize {
+    let mut words = s.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let special = special_bytes(u64::from_le_bytes(word));
+        if special != 0 {
+            return at + special.trailing_zeros() as usize / 8;
+        }
+        at += 8;
+    }
+    let tail = words.remainder();
+    let mut word = [b'a'; 8];
+    word[..tail.len()].copy_from_slice(tail);
+    let special = special_bytes(u64::from_le_bytes(word));
+    if special != 0 {
+        at + special.trailing_zeros() as usize / 8
+    } else {
+        at + tail.len()
+    }
+}
+
 /// Writes `s` as a JSON string with Python's `ensure_ascii=True` escaping.
 ///
 /// `s` is UTF-8, or generalized UTF-8 ("WTF-8") holding lone surrogates from parsed text.
@@ -1624,10 +1672,8 @@ impl TextParser<'_> {
         // Printable ASCII without an escape up to the closing quote (most keys and values) is
         // its own canonical form: copied once, neither decoded nor escaped again.
         let rest = &self.src[self.pos..];
-        let plain = rest
-            .iter()
-            .position(|&b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\');
-        if let Some(n) = plain.filter(|&n| rest[n] == b'"') {
+        let n = plain_prefix_len(rest);
+        if rest.get(n) == Some(&b'"') {
             match dest {
                 StrDest::Out => {
                     let out = &mut self.canon.out;
@@ -2125,6 +2171,34 @@ mod tests {
         let inner = format!("{}1{}", "{\"b\": ".repeat(depth), "}".repeat(depth));
         let unordered = format!("{{\"z\": 0, \"a\": {inner}}}");
         assert_eq!(text(&unordered), format!("{{\"a\": {inner}, \"z\": 0}}"));
+    }
+
+    /// The plain prefix, read a word at a time, ends where a byte by byte scan ends: each byte
+    /// value at each place of strings up to three words long, after plain bytes of each kind.
+    #[test]
+    fn plain_prefix_len_matches_a_byte_by_byte_scan() {
+        let plain = |b: u8| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\';
+        for len in 0..=24 {
+            for at in 0..len {
+                for special in 0..=255u8 {
+                    for filler in [b' ', b'a', b'~', b'!', b'#', b'[', b']'] {
+                        let mut s = vec![filler; len];
+                        s[at] = special;
+                        let want = s.iter().position(|&b| !plain(b)).unwrap_or(len);
+                        assert_eq!(plain_prefix_len(&s), want, "{s:?}");
+                    }
+                }
+            }
+            let s = vec![b'x'; len];
+            assert_eq!(plain_prefix_len(&s), len);
+        }
+        // Non-plain bytes after the first do not move it (a borrow marks only bytes above).
+        for pair in [[0x00u8, 0x01], [0x1f, 0x00], [0x22, 0x00], [0x5c, 0x80], [0x7f, 0xff]] {
+            let mut s = b"abcdefghijklmnop".to_vec();
+            s[5] = pair[0];
+            s[6] = pair[1];
+            assert_eq!(plain_prefix_len(&s), 5, "{pair:?}");
+        }
     }
 
     #[test]
