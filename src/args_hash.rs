@@ -910,7 +910,9 @@ impl Canon {
         let at = self.out.len();
         self.out.push(b'"');
         self.out.extend_from_slice(&self.arena[start..end]);
-        self.out.extend_from_slice(b"\": ");
+        self.out.push(b'"');
+        self.out.push(b':');
+        self.out.push(b' ');
         self.entries.push(Entry {
             key,
             start: at,
@@ -933,12 +935,7 @@ impl Canon {
     /// bytes in `out`, then moved back over them: no entry is moved while sorting and no second
     /// buffer is allocated.
     fn end_object(&mut self, frame: Frame, last_wins: bool) -> Result<()> {
-        let Canon {
-            out,
-            entries,
-            arena,
-            ..
-        } = self;
+        let Canon { entries, arena, .. } = self;
         let list = &entries[frame.entries_start..];
         if list.len() >= 2 {
             let class = list[0].key.class();
@@ -965,31 +962,78 @@ impl Canon {
                 }
                 let at = |i: u32| &list[i as usize];
                 order.sort_by(|&a, &b| key_cmp(arena, &at(a).key, &at(b).key));
-                let (base, end) = (frame.content_start, out.len());
-                let mut first = true;
-                for (k, &i) in order.iter().enumerate() {
-                    let e = at(i);
-                    if last_wins {
-                        if let Some(&next) = order.get(k + 1) {
-                            if key_cmp(arena, &e.key, &at(next).key) == Ordering::Equal {
-                                continue;
-                            }
-                        }
-                    }
-                    if !first {
-                        out.extend_from_slice(b", ");
-                    }
-                    first = false;
-                    // Always in range; clamped so a misbehaving `Serialize` impl cannot panic.
-                    let (from, to) = (e.start.clamp(base, end), e.end.clamp(base, end));
-                    out.extend_from_within(from..to.max(from));
-                }
-                out.copy_within(end.., base);
-                out.truncate(out.len() - (end - base));
+                self.rewrite(&frame, order, last_wins);
             }
         }
         self.close_object(&frame);
         Ok(())
+    }
+
+    /// Closes an object read from JSON text whose keys (all strings, in the arena) did not
+    /// come in order: up to [`STACK_ENTRIES`] of them are ordered on the stack by insertion,
+    /// comparing their bytes (code point order) straight away; more go through
+    /// [`end_object`](Self::end_object). Of equal keys the last one wins, as in `json.loads`.
+    fn end_text_object(&mut self, frame: Frame) -> Result<()> {
+        let list = &self.entries[frame.entries_start..];
+        if list.len() > STACK_ENTRIES {
+            return self.end_object(frame, true);
+        }
+        let arena = &self.arena;
+        let key = |i: u32| match list[i as usize].key {
+            SortKey::Arena { start, end } => &arena[start..end],
+            _ => &[],
+        };
+        let mut stack = [0u32; STACK_ENTRIES];
+        let order = &mut stack[..list.len()];
+        // Whether two keys are equal: the one an entry stops behind is the only one it can equal.
+        let mut equal = false;
+        for i in (0u32..).take(order.len()) {
+            let k = key(i);
+            let mut j = i as usize;
+            while j > 0 && key(order[j - 1]) > k {
+                order[j] = order[j - 1];
+                j -= 1;
+            }
+            equal = equal || (j > 0 && key(order[j - 1]) == k);
+            order[j] = i;
+        }
+        self.rewrite(&frame, order, equal);
+        self.close_object(&frame);
+        Ok(())
+    }
+
+    /// Rewrites the object's entries in `order` (indices among its entries) over its content.
+    /// With `last_wins`, of neighbours in `order` with equal keys only the later is kept.
+    fn rewrite(&mut self, frame: &Frame, order: &[u32], last_wins: bool) {
+        let Canon {
+            out,
+            entries,
+            arena,
+            ..
+        } = self;
+        let list = &entries[frame.entries_start..];
+        let at = |i: u32| &list[i as usize];
+        let (base, end) = (frame.content_start, out.len());
+        let mut first = true;
+        for (k, &i) in order.iter().enumerate() {
+            let e = at(i);
+            if last_wins {
+                if let Some(&next) = order.get(k + 1) {
+                    if key_cmp(arena, &e.key, &at(next).key) == Ordering::Equal {
+                        continue;
+                    }
+                }
+            }
+            if !first {
+                out.extend_from_slice(b", ");
+            }
+            first = false;
+            // Always in range; clamped so a misbehaving `Serialize` impl cannot panic.
+            let (from, to) = (e.start.clamp(base, end), e.end.clamp(base, end));
+            out.extend_from_within(from..to.max(from));
+        }
+        out.copy_within(end.., base);
+        out.truncate(out.len() - (end - base));
     }
 
     /// Closes an object whose entries are written in canonical order.
@@ -1650,7 +1694,7 @@ impl TextParser<'_> {
                         self.canon.close_object(&frame);
                         return Ok(());
                     }
-                    return self.canon.end_object(frame, true);
+                    return self.canon.end_text_object(frame);
                 }
                 _ => return Err(self.error("Expecting ',' delimiter", self.pos)),
             }
