@@ -1045,7 +1045,6 @@ impl Canon {
     }
 }
 
-
 /// Entries of one object ordered on the stack; a larger object orders them in a `Vec`.
 const STACK_ENTRIES: usize = 32;
 
@@ -2163,7 +2162,10 @@ mod tests {
         let cases = [
             (r#"{"a": 1, "b": 2, "c": 3}"#, r#"{"a": 1, "b": 2, "c": 3}"#),
             (r#"{"c": 1, "b": 2, "a": 3}"#, r#"{"a": 3, "b": 2, "c": 1}"#),
-            (r#"{"a": 1, "ab": 2, "b": 3}"#, r#"{"a": 1, "ab": 2, "b": 3}"#),
+            (
+                r#"{"a": 1, "ab": 2, "b": 3}"#,
+                r#"{"a": 1, "ab": 2, "b": 3}"#,
+            ),
             (r#"{"ab": 1, "a": 2}"#, r#"{"a": 2, "ab": 1}"#),
             (r#"{"a": 1, "a": 2}"#, r#"{"a": 2}"#),
             (r#"{"a": 1, "\u0061": 2, "b": 3}"#, r#"{"a": 2, "b": 3}"#),
@@ -2205,7 +2207,11 @@ mod tests {
             let at = format!("{}1{}", open.repeat(MAX_DEPTH), "}".repeat(MAX_DEPTH));
             let want = format!("{}1{}", "{\"a\": ".repeat(MAX_DEPTH), "}".repeat(MAX_DEPTH));
             assert_eq!(text(&at), want);
-            let past = format!("{}1{}", open.repeat(MAX_DEPTH + 1), "}".repeat(MAX_DEPTH + 1));
+            let past = format!(
+                "{}1{}",
+                open.repeat(MAX_DEPTH + 1),
+                "}".repeat(MAX_DEPTH + 1)
+            );
             assert_eq!(
                 canonical_json_from_text(&past).unwrap_err(),
                 ArgsHashError::TooDeep { limit: MAX_DEPTH }
@@ -2237,7 +2243,13 @@ mod tests {
             assert_eq!(plain_prefix_len(&s), len);
         }
         // Non-plain bytes after the first do not move it (a borrow marks only bytes above).
-        for pair in [[0x00u8, 0x01], [0x1f, 0x00], [0x22, 0x00], [0x5c, 0x80], [0x7f, 0xff]] {
+        for pair in [
+            [0x00u8, 0x01],
+            [0x1f, 0x00],
+            [0x22, 0x00],
+            [0x5c, 0x80],
+            [0x7f, 0xff],
+        ] {
             let mut s = b"abcdefghijklmnop".to_vec();
             s[5] = pair[0];
             s[6] = pair[1];
