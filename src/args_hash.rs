@@ -267,17 +267,46 @@ pub fn span_args_hash<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 /// [`span_args_hash`] of a JSON text (arguments as the model sent them), canonicalized straight
 /// from the text ([`canonical_json_from_text`]) without building a `serde_json::Value`.
 ///
+/// The canonicalizer's buffers are kept on the calling thread between calls (one set a thread,
+/// given back only when they hold no more than 4 KiB each, so that a huge text does not stay in
+/// memory): a call allocates only the hash it returns.
+///
 /// # Errors
 ///
 /// As [`canonical_json_from_text`].
 pub fn span_args_hash_json(text: &str) -> Result<String> {
+    let canon = TEXT_CANON
+        .with(std::cell::Cell::take)
+        .unwrap_or_else(|| Canon::for_text(text));
     let mut parser = TextParser {
         src: text.as_bytes(),
         pos: 0,
-        canon: Canon::for_text(text),
+        canon,
     };
-    parser.parse_document()?;
-    Ok(span_hash_of_canonical(&parser.canon.out))
+    let hash = parser
+        .parse_document()
+        .map(|()| span_hash_of_canonical(&parser.canon.out));
+    let mut canon = parser.canon;
+    if canon.out.capacity() <= KEPT_BUFFER_BYTES && canon.arena.capacity() <= KEPT_BUFFER_BYTES {
+        canon.out.clear();
+        canon.entries.clear();
+        canon.arena.clear();
+        canon.depth = 0;
+        canon
+            .entries
+            .shrink_to(KEPT_BUFFER_BYTES / std::mem::size_of::<Entry>());
+        TEXT_CANON.with(|kept| kept.set(Some(canon)));
+    }
+    hash
+}
+
+/// The most bytes each of the text canonicalizer's buffers may hold to be kept for the
+/// thread's next call ([`span_args_hash_json`]).
+const KEPT_BUFFER_BYTES: usize = 4096;
+
+thread_local! {
+    /// The text canonicalizer's buffers, between two calls on this thread.
+    static TEXT_CANON: std::cell::Cell<Option<Canon>> = const { std::cell::Cell::new(None) };
 }
 
 /// The hash of canonical JSON, keyed with this process's key when it has one.
@@ -1596,7 +1625,7 @@ impl TextParser<'_> {
                 return self.parse_string(StrDest::Out).map(drop);
             }
             b'-' | b'0'..=b'9' => {
-                if self.eat_literal(b"-Infinity", b"-Infinity") {
+                if b == b'-' && self.eat_literal(b"-Infinity", b"-Infinity") {
                     return Ok(());
                 }
                 return self.parse_number();
@@ -2255,6 +2284,38 @@ mod tests {
             s[6] = pair[1];
             assert_eq!(plain_prefix_len(&s), 5, "{pair:?}");
         }
+    }
+
+    /// The buffers kept between calls on a thread change no hash: after an error at any depth,
+    /// after a text too large for them to be kept, and after other texts.
+    #[test]
+    fn kept_buffers_change_no_hash() {
+        let doc = r#"{"q": "a", "n": [1, {"z": 2, "y": "\u00e9"}]}"#;
+        let want = args_hash_json(doc).unwrap();
+        assert_eq!(span_args_hash_json(doc).unwrap(), want);
+        let deep = format!(
+            "{}{}",
+            "{\"a\": [".repeat(MAX_DEPTH),
+            "]}".repeat(MAX_DEPTH)
+        );
+        let large = format!(
+            r#"{{"b": "{}", "a": 1}}"#,
+            "x".repeat(3 * KEPT_BUFFER_BYTES)
+        );
+        let bad = [r#"{"b": {"c": [1, 2"#, r#"{"a": {"b": x}}"#, deep.as_str()];
+        for before in bad {
+            assert!(span_args_hash_json(before).is_err(), "{before}");
+            assert_eq!(span_args_hash_json(doc).unwrap(), want, "after {before}");
+        }
+        assert_eq!(
+            span_args_hash_json(&large).unwrap(),
+            args_hash_json(&large).unwrap()
+        );
+        assert_eq!(span_args_hash_json(doc).unwrap(), want);
+        assert_eq!(
+            span_args_hash_json("[]").unwrap(),
+            args_hash_json("[]").unwrap()
+        );
     }
 
     #[test]
