@@ -267,17 +267,46 @@ pub fn span_args_hash<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 /// [`span_args_hash`] of a JSON text (arguments as the model sent them), canonicalized straight
 /// from the text ([`canonical_json_from_text`]) without building a `serde_json::Value`.
 ///
+/// The canonicalizer's buffers are kept on the calling thread between calls (one set a thread,
+/// given back only when they hold no more than 4 KiB each, so that a huge text does not stay in
+/// memory): a call allocates only the hash it returns.
+///
 /// # Errors
 ///
 /// As [`canonical_json_from_text`].
 pub fn span_args_hash_json(text: &str) -> Result<String> {
+    let canon = TEXT_CANON
+        .with(std::cell::Cell::take)
+        .unwrap_or_else(|| Canon::for_text(text));
     let mut parser = TextParser {
         src: text.as_bytes(),
         pos: 0,
-        canon: Canon::for_text(text),
+        canon,
     };
-    parser.parse_document()?;
-    Ok(span_hash_of_canonical(&parser.canon.out))
+    let hash = parser
+        .parse_document()
+        .map(|()| span_hash_of_canonical(&parser.canon.out));
+    let mut canon = parser.canon;
+    if canon.out.capacity() <= KEPT_BUFFER_BYTES && canon.arena.capacity() <= KEPT_BUFFER_BYTES {
+        canon.out.clear();
+        canon.entries.clear();
+        canon.arena.clear();
+        canon.depth = 0;
+        canon
+            .entries
+            .shrink_to(KEPT_BUFFER_BYTES / std::mem::size_of::<Entry>());
+        TEXT_CANON.with(|kept| kept.set(Some(canon)));
+    }
+    hash
+}
+
+/// The most bytes each of the text canonicalizer's buffers may hold to be kept for the
+/// thread's next call ([`span_args_hash_json`]).
+const KEPT_BUFFER_BYTES: usize = 4096;
+
+thread_local! {
+    /// The text canonicalizer's buffers, between two calls on this thread.
+    static TEXT_CANON: std::cell::Cell<Option<Canon>> = const { std::cell::Cell::new(None) };
 }
 
 /// The hash of canonical JSON, keyed with this process's key when it has one.
@@ -352,6 +381,54 @@ fn push_code_point_escaped(out: &mut Vec<u8>, cp: u32) {
         push_u_escape(out, 0xdc00 | (v & 0x3ff));
     } else {
         push_u_escape(out, cp);
+    }
+}
+
+/// Bytes of a word each set to `b`.
+const fn splat(b: u8) -> u64 {
+    u64::from_ne_bytes([b; 8])
+}
+
+/// The high bit of each byte of `word` that is zero, exact up to the first such byte (a borrow
+/// only marks bytes above it).
+const fn zero_bytes(word: u64) -> u64 {
+    word.wrapping_sub(splat(0x01)) & !word & splat(0x80)
+}
+
+/// The high bit of each byte of `word` that is not plain (below 0x20, 0x7f and above, `"` or
+/// `\`), exact up to the first such byte.
+const fn special_bytes(word: u64) -> u64 {
+    let control = word.wrapping_sub(splat(0x20)) & !word & splat(0x80);
+    control
+        | (word & splat(0x80))
+        | zero_bytes(word ^ splat(0x7f))
+        | zero_bytes(word ^ splat(b'"'))
+        | zero_bytes(word ^ splat(b'\\'))
+}
+
+/// How many bytes `s` starts with that are plain printable ASCII (0x20 to 0x7e, neither `"` nor
+/// `\`): what Python writes as it is. Eight bytes at a time (a word's bytes tested at once), the
+/// last few read into a word padded with plain bytes.
+fn plain_prefix_len(s: &[u8]) -> usize {
+    let mut words = s.chunks_exact(8);
+    let mut at = 0;
+    for chunk in &mut words {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let special = special_bytes(u64::from_le_bytes(word));
+        if special != 0 {
+            return at + special.trailing_zeros() as usize / 8;
+        }
+        at += 8;
+    }
+    let tail = words.remainder();
+    let mut word = [b'a'; 8];
+    word[..tail.len()].copy_from_slice(tail);
+    let special = special_bytes(u64::from_le_bytes(word));
+    if special != 0 {
+        at + special.trailing_zeros() as usize / 8
+    } else {
+        at + tail.len()
     }
 }
 
@@ -848,6 +925,30 @@ impl Canon {
         });
     }
 
+    /// [`begin_entry`](Self::begin_entry) for a key read from JSON text, held in
+    /// `arena[start..end]`: a `plain` one (printable ASCII without `"` or `\`) is written as it
+    /// is, without a second pass to escape it.
+    fn begin_text_entry(&mut self, frame: &Frame, start: usize, end: usize, plain: bool) {
+        let key = SortKey::Arena { start, end };
+        if !plain {
+            return self.begin_entry(frame, key);
+        }
+        if self.entries.len() > frame.entries_start {
+            self.out.extend_from_slice(b", ");
+        }
+        let at = self.out.len();
+        self.out.push(b'"');
+        self.out.extend_from_slice(&self.arena[start..end]);
+        self.out.push(b'"');
+        self.out.push(b':');
+        self.out.push(b' ');
+        self.entries.push(Entry {
+            key,
+            start: at,
+            end: at,
+        });
+    }
+
     fn end_entry(&mut self) {
         let end = self.out.len();
         if let Some(e) = self.entries.last_mut() {
@@ -863,12 +964,7 @@ impl Canon {
     /// bytes in `out`, then moved back over them: no entry is moved while sorting and no second
     /// buffer is allocated.
     fn end_object(&mut self, frame: Frame, last_wins: bool) -> Result<()> {
-        let Canon {
-            out,
-            entries,
-            arena,
-            ..
-        } = self;
+        let Canon { entries, arena, .. } = self;
         let list = &entries[frame.entries_start..];
         if list.len() >= 2 {
             let class = list[0].key.class();
@@ -895,34 +991,86 @@ impl Canon {
                 }
                 let at = |i: u32| &list[i as usize];
                 order.sort_by(|&a, &b| key_cmp(arena, &at(a).key, &at(b).key));
-                let (base, end) = (frame.content_start, out.len());
-                let mut first = true;
-                for (k, &i) in order.iter().enumerate() {
-                    let e = at(i);
-                    if last_wins {
-                        if let Some(&next) = order.get(k + 1) {
-                            if key_cmp(arena, &e.key, &at(next).key) == Ordering::Equal {
-                                continue;
-                            }
-                        }
-                    }
-                    if !first {
-                        out.extend_from_slice(b", ");
-                    }
-                    first = false;
-                    // Always in range; clamped so a misbehaving `Serialize` impl cannot panic.
-                    let (from, to) = (e.start.clamp(base, end), e.end.clamp(base, end));
-                    out.extend_from_within(from..to.max(from));
-                }
-                out.copy_within(end.., base);
-                out.truncate(out.len() - (end - base));
+                self.rewrite(&frame, order, last_wins);
             }
         }
-        entries.truncate(frame.entries_start);
-        arena.truncate(frame.arena_start);
-        out.push(b'}');
-        self.leave();
+        self.close_object(&frame);
         Ok(())
+    }
+
+    /// Closes an object read from JSON text whose keys (all strings, in the arena) did not
+    /// come in order: up to [`STACK_ENTRIES`] of them are ordered on the stack by insertion,
+    /// comparing their bytes (code point order) straight away; more go through
+    /// [`end_object`](Self::end_object). Of equal keys the last one wins, as in `json.loads`.
+    fn end_text_object(&mut self, frame: Frame) -> Result<()> {
+        let list = &self.entries[frame.entries_start..];
+        if list.len() > STACK_ENTRIES {
+            return self.end_object(frame, true);
+        }
+        let arena = &self.arena;
+        let key = |i: u32| match list[i as usize].key {
+            SortKey::Arena { start, end } => &arena[start..end],
+            _ => &[],
+        };
+        let mut stack = [0u32; STACK_ENTRIES];
+        let order = &mut stack[..list.len()];
+        // Whether two keys are equal: the one an entry stops behind is the only one it can equal.
+        let mut equal = false;
+        for i in (0u32..).take(order.len()) {
+            let k = key(i);
+            let mut j = i as usize;
+            while j > 0 && key(order[j - 1]) > k {
+                order[j] = order[j - 1];
+                j -= 1;
+            }
+            equal = equal || (j > 0 && key(order[j - 1]) == k);
+            order[j] = i;
+        }
+        self.rewrite(&frame, order, equal);
+        self.close_object(&frame);
+        Ok(())
+    }
+
+    /// Rewrites the object's entries in `order` (indices among its entries) over its content.
+    /// With `last_wins`, of neighbours in `order` with equal keys only the later is kept.
+    fn rewrite(&mut self, frame: &Frame, order: &[u32], last_wins: bool) {
+        let Canon {
+            out,
+            entries,
+            arena,
+            ..
+        } = self;
+        let list = &entries[frame.entries_start..];
+        let at = |i: u32| &list[i as usize];
+        let (base, end) = (frame.content_start, out.len());
+        let mut first = true;
+        for (k, &i) in order.iter().enumerate() {
+            let e = at(i);
+            if last_wins {
+                if let Some(&next) = order.get(k + 1) {
+                    if key_cmp(arena, &e.key, &at(next).key) == Ordering::Equal {
+                        continue;
+                    }
+                }
+            }
+            if !first {
+                out.extend_from_slice(b", ");
+            }
+            first = false;
+            // Always in range; clamped so a misbehaving `Serialize` impl cannot panic.
+            let (from, to) = (e.start.clamp(base, end), e.end.clamp(base, end));
+            out.extend_from_within(from..to.max(from));
+        }
+        out.copy_within(end.., base);
+        out.truncate(out.len() - (end - base));
+    }
+
+    /// Closes an object whose entries are written in canonical order.
+    fn close_object(&mut self, frame: &Frame) {
+        self.entries.truncate(frame.entries_start);
+        self.arena.truncate(frame.arena_start);
+        self.out.push(b'}');
+        self.leave();
     }
 }
 
@@ -1474,10 +1622,10 @@ impl TextParser<'_> {
             b'[' => return self.parse_array(),
             b'"' => {
                 self.pos += 1;
-                return self.parse_string(StrDest::Out);
+                return self.parse_string(StrDest::Out).map(drop);
             }
             b'-' | b'0'..=b'9' => {
-                if self.eat_literal(b"-Infinity", b"-Infinity") {
+                if b == b'-' && self.eat_literal(b"-Infinity", b"-Infinity") {
                     return Ok(());
                 }
                 return self.parse_number();
@@ -1526,6 +1674,9 @@ impl TextParser<'_> {
         }
     }
 
+    /// Parses an object. Its keys, all strings, are compared as they are read: when each is
+    /// greater than the one before (the usual case: arguments written from a sorted map or a
+    /// struct), the entries are in canonical order as written and are not reordered.
     fn parse_object(&mut self) -> Result<()> {
         self.pos += 1;
         let frame = self.canon.begin_object()?;
@@ -1534,6 +1685,8 @@ impl TextParser<'_> {
             self.pos += 1;
             return self.canon.end_object(frame, true);
         }
+        let mut previous: Option<(usize, usize)> = None;
+        let mut in_order = true;
         loop {
             self.skip_ws();
             if self.peek() != Some(b'"') {
@@ -1544,12 +1697,14 @@ impl TextParser<'_> {
             }
             self.pos += 1;
             let start = self.canon.arena.len();
-            self.parse_string(StrDest::Arena)?;
-            let key = SortKey::Arena {
-                start,
-                end: self.canon.arena.len(),
-            };
-            self.canon.begin_entry(&frame, key);
+            let plain = self.parse_string(StrDest::Arena)?;
+            let end = self.canon.arena.len();
+            if let Some((p_start, p_end)) = previous {
+                let arena = &self.canon.arena;
+                in_order = in_order && arena[p_start..p_end] < arena[start..end];
+            }
+            previous = Some((start, end));
+            self.canon.begin_text_entry(&frame, start, end, plain);
             self.skip_ws();
             if self.peek() != Some(b':') {
                 return Err(self.error("Expecting ':' delimiter", self.pos));
@@ -1563,7 +1718,11 @@ impl TextParser<'_> {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
                     self.pos += 1;
-                    return self.canon.end_object(frame, true);
+                    if in_order {
+                        self.canon.close_object(&frame);
+                        return Ok(());
+                    }
+                    return self.canon.end_text_object(frame);
                 }
                 _ => return Err(self.error("Expecting ',' delimiter", self.pos)),
             }
@@ -1579,23 +1738,25 @@ impl TextParser<'_> {
         Some(v)
     }
 
-    /// Parses a string body (after the opening quote) into `dest`.
-    fn parse_string(&mut self, dest: StrDest) -> Result<()> {
-        if let StrDest::Out = dest {
-            // Printable ASCII without an escape up to the closing quote (most values) is its
-            // own canonical form: copied once, neither decoded nor escaped again.
-            let rest = &self.src[self.pos..];
-            let plain = rest
-                .iter()
-                .position(|&b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\');
-            if let Some(n) = plain.filter(|&n| rest[n] == b'"') {
-                let out = &mut self.canon.out;
-                out.push(b'"');
-                out.extend_from_slice(&rest[..n]);
-                out.push(b'"');
-                self.pos += n + 1;
-                return Ok(());
+    /// Parses a string body (after the opening quote) into `dest`; `true` when it was plain
+    /// (printable ASCII without `"` or `\`), which is its own canonical form.
+    fn parse_string(&mut self, dest: StrDest) -> Result<bool> {
+        // Printable ASCII without an escape up to the closing quote (most keys and values) is
+        // its own canonical form: copied once, neither decoded nor escaped again.
+        let rest = &self.src[self.pos..];
+        let n = plain_prefix_len(rest);
+        if rest.get(n) == Some(&b'"') {
+            match dest {
+                StrDest::Out => {
+                    let out = &mut self.canon.out;
+                    out.push(b'"');
+                    out.extend_from_slice(&rest[..n]);
+                    out.push(b'"');
+                }
+                StrDest::Arena => self.canon.arena.extend_from_slice(&rest[..n]),
             }
+            self.pos += n + 1;
+            return Ok(true);
         }
         let opening = self.pos - 1;
         // Decode into the arena (keys) or a temporary region at the arena's end (values).
@@ -1667,7 +1828,7 @@ impl TextParser<'_> {
             write_escaped_str(&mut self.canon.out, &self.canon.arena[base..]);
             self.canon.arena.truncate(base);
         }
-        Ok(())
+        Ok(false)
     }
 
     fn parse_number(&mut self) -> Result<()> {
@@ -2019,6 +2180,142 @@ mod tests {
                 format!("{{{sorted_direct}}}")
             );
         }
+    }
+
+    /// Keys read from text in order are written as they come, keys out of order are sorted,
+    /// and both give what the same value gives through `Serialize`: plain keys, escaped ones
+    /// (compared by what they decode to), non-ASCII ones, prefixes, equal neighbours, and
+    /// objects nested in objects whose keys sort before or after theirs.
+    #[test]
+    fn text_keys_in_and_out_of_order_match_the_value() {
+        let cases = [
+            (r#"{"a": 1, "b": 2, "c": 3}"#, r#"{"a": 1, "b": 2, "c": 3}"#),
+            (r#"{"c": 1, "b": 2, "a": 3}"#, r#"{"a": 3, "b": 2, "c": 1}"#),
+            (
+                r#"{"a": 1, "ab": 2, "b": 3}"#,
+                r#"{"a": 1, "ab": 2, "b": 3}"#,
+            ),
+            (r#"{"ab": 1, "a": 2}"#, r#"{"a": 2, "ab": 1}"#),
+            (r#"{"a": 1, "a": 2}"#, r#"{"a": 2}"#),
+            (r#"{"a": 1, "\u0061": 2, "b": 3}"#, r#"{"a": 2, "b": 3}"#),
+            (r#"{"\u0062": 1, "a": 2}"#, r#"{"a": 2, "b": 1}"#),
+            (r#"{"a\"b": 1, "a": 2}"#, r#"{"a": 2, "a\"b": 1}"#),
+            (r#"{"a\\b": 1, "a b": 2}"#, r#"{"a b": 2, "a\\b": 1}"#),
+            (r#"{"a\nb": 1, "a": 2}"#, r#"{"a": 2, "a\nb": 1}"#),
+            (r#"{"é": 1, "z": 2}"#, r#"{"z": 2, "\u00e9": 1}"#),
+            (
+                r#"{"z": 1, "é": 2, "😀": 3}"#,
+                r#"{"z": 1, "\u00e9": 2, "\ud83d\ude00": 3}"#,
+            ),
+            (r#"{"~": 1, "\u007f": 2}"#, r#"{"~": 1, "\u007f": 2}"#),
+            (
+                r#"{"m": {"z": 1, "a": 2}, "n": {"a": {"b": 1, "c": 2}}}"#,
+                r#"{"m": {"a": 2, "z": 1}, "n": {"a": {"b": 1, "c": 2}}}"#,
+            ),
+            (
+                r#"{"b": {"a": 1, "b": 2}, "a": [{"y": 1}, {"x": 2, "w": 3}]}"#,
+                r#"{"a": [{"y": 1}, {"w": 3, "x": 2}], "b": {"a": 1, "b": 2}}"#,
+            ),
+            ("{}", "{}"),
+            (r#"{"a": {}}"#, r#"{"a": {}}"#),
+        ];
+        for (doc, want) in cases {
+            assert_eq!(text(doc), want, "{doc}");
+            let value: serde_json::Value = serde_json::from_str(doc).unwrap();
+            assert_eq!(canonical_json(&value).unwrap(), want, "{doc} as a value");
+            assert_eq!(args_hash_json(doc).unwrap(), args_hash(&value).unwrap());
+        }
+    }
+
+    /// Objects nested to the limit read from text, with plain and escaped keys, in order and
+    /// out of order, and one level past it.
+    #[test]
+    fn text_objects_at_and_past_the_depth_limit() {
+        for key in ["a", "\\u0061"] {
+            let open = format!("{{\"{key}\": ");
+            let at = format!("{}1{}", open.repeat(MAX_DEPTH), "}".repeat(MAX_DEPTH));
+            let want = format!("{}1{}", "{\"a\": ".repeat(MAX_DEPTH), "}".repeat(MAX_DEPTH));
+            assert_eq!(text(&at), want);
+            let past = format!(
+                "{}1{}",
+                open.repeat(MAX_DEPTH + 1),
+                "}".repeat(MAX_DEPTH + 1)
+            );
+            assert_eq!(
+                canonical_json_from_text(&past).unwrap_err(),
+                ArgsHashError::TooDeep { limit: MAX_DEPTH }
+            );
+        }
+        let depth = MAX_DEPTH - 1;
+        let inner = format!("{}1{}", "{\"b\": ".repeat(depth), "}".repeat(depth));
+        let unordered = format!("{{\"z\": 0, \"a\": {inner}}}");
+        assert_eq!(text(&unordered), format!("{{\"a\": {inner}, \"z\": 0}}"));
+    }
+
+    /// The plain prefix, read a word at a time, ends where a byte by byte scan ends: each byte
+    /// value at each place of strings up to three words long, after plain bytes of each kind.
+    #[test]
+    fn plain_prefix_len_matches_a_byte_by_byte_scan() {
+        let plain = |b: u8| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\';
+        for len in 0..=24 {
+            for at in 0..len {
+                for special in 0..=255u8 {
+                    for filler in [b' ', b'a', b'~', b'!', b'#', b'[', b']'] {
+                        let mut s = vec![filler; len];
+                        s[at] = special;
+                        let want = s.iter().position(|&b| !plain(b)).unwrap_or(len);
+                        assert_eq!(plain_prefix_len(&s), want, "{s:?}");
+                    }
+                }
+            }
+            let s = vec![b'x'; len];
+            assert_eq!(plain_prefix_len(&s), len);
+        }
+        // Non-plain bytes after the first do not move it (a borrow marks only bytes above).
+        for pair in [
+            [0x00u8, 0x01],
+            [0x1f, 0x00],
+            [0x22, 0x00],
+            [0x5c, 0x80],
+            [0x7f, 0xff],
+        ] {
+            let mut s = b"abcdefghijklmnop".to_vec();
+            s[5] = pair[0];
+            s[6] = pair[1];
+            assert_eq!(plain_prefix_len(&s), 5, "{pair:?}");
+        }
+    }
+
+    /// The buffers kept between calls on a thread change no hash: after an error at any depth,
+    /// after a text too large for them to be kept, and after other texts.
+    #[test]
+    fn kept_buffers_change_no_hash() {
+        let doc = r#"{"q": "a", "n": [1, {"z": 2, "y": "\u00e9"}]}"#;
+        let want = args_hash_json(doc).unwrap();
+        assert_eq!(span_args_hash_json(doc).unwrap(), want);
+        let deep = format!(
+            "{}{}",
+            "{\"a\": [".repeat(MAX_DEPTH),
+            "]}".repeat(MAX_DEPTH)
+        );
+        let large = format!(
+            r#"{{"b": "{}", "a": 1}}"#,
+            "x".repeat(3 * KEPT_BUFFER_BYTES)
+        );
+        let bad = [r#"{"b": {"c": [1, 2"#, r#"{"a": {"b": x}}"#, deep.as_str()];
+        for before in bad {
+            assert!(span_args_hash_json(before).is_err(), "{before}");
+            assert_eq!(span_args_hash_json(doc).unwrap(), want, "after {before}");
+        }
+        assert_eq!(
+            span_args_hash_json(&large).unwrap(),
+            args_hash_json(&large).unwrap()
+        );
+        assert_eq!(span_args_hash_json(doc).unwrap(), want);
+        assert_eq!(
+            span_args_hash_json("[]").unwrap(),
+            args_hash_json("[]").unwrap()
+        );
     }
 
     #[test]
