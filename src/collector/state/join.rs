@@ -39,12 +39,16 @@ pub(crate) struct JoinStats {
     pub(crate) unjoined: u64,
 }
 
-/// One call being waited for.
+/// One call being waited for. Its primary signal is held inline, its secondary one boxed: a
+/// record is about 400 bytes, most calls wait with one signal (a primary, or a secondary whose
+/// primary comes later), and up to [`MAX_PENDING`] calls wait, so a call with room for two
+/// records in line made the joiner's memory twice what it holds; that memory is fresh pages
+/// faulted in (zeroed by the kernel) as the joiner fills.
 #[derive(Debug)]
 struct Pending {
     release_ms: u64,
     primary: Option<ToolRecord>,
-    secondary: Option<ToolRecord>,
+    secondary: Option<Box<ToolRecord>>,
     parts: Vec<ToolRecord>,
 }
 
@@ -60,16 +64,16 @@ impl Pending {
     fn put(&mut self, r: ToolRecord, role: Role) {
         match role {
             Role::Primary => self.primary = Some(r),
-            Role::Secondary => self.secondary = Some(r),
+            Role::Secondary => self.secondary = Some(Box::new(r)),
             Role::Part => self.parts.push(r),
         }
     }
 
     /// The second key of its primary or secondary signal.
     fn alt(&self) -> Option<u64> {
-        [&self.primary, &self.secondary]
-            .into_iter()
-            .flatten()
+        self.primary
+            .iter()
+            .chain(self.secondary.as_deref())
             .find_map(|r| r.join?.alt)
     }
 
@@ -83,11 +87,11 @@ impl Pending {
         } = self;
         let (mut base, other) = match (primary, secondary) {
             (Some(p), s) => (p, s),
-            (None, Some(s)) => (s, None),
+            (None, Some(s)) => (*s, None),
             (None, None) => return None,
         };
         base.join = None;
-        for o in other.iter().chain(&parts) {
+        for o in other.as_deref().into_iter().chain(&parts) {
             if base.tool.is_empty() {
                 base.tool.clone_from(&o.tool);
             }
@@ -780,6 +784,13 @@ mod tests {
         assert_eq!(j.pending[&7].calls.capacity(), 1);
         j.add(signal(7, Role::Primary, Some(2)), 1);
         assert_eq!(j.pending[&7].calls.len(), 2);
+    }
+
+    /// A waiting call holds room for one record in line, not two.
+    #[test]
+    fn a_waiting_call_holds_one_record_in_line() {
+        let (call, record) = (size_of::<Pending>(), size_of::<ToolRecord>());
+        assert!(call < record + 64, "{call} bytes a call, {record} a record");
     }
 
     #[test]
