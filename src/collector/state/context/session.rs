@@ -5,10 +5,7 @@
 //! compare with the latest end the entry keeps, so the held results, cold between requests,
 //! are written and not searched (a binary search over them was a cache miss a step); out of
 //! order, a binary search. A request in start order adds only the results ended since the
-//! previous one to the sums it reads, so each result is added once; one that started before
-//! the first result not yet carried ended (a bound the entry keeps) reads no held result at
-//! all, as on the storm mix, whose model requests start before the results of their trace
-//! end: the held results are an allocation apart, a cache miss a request. A request that started
+//! previous one to the sums it reads, so each result is added once. A request that started
 //! before an earlier one walks the held results instead. **Bounded** by the ledger: the caller
 //! checks `context.max_results_per_session` before [`Session::hold`]; nothing here fails.
 
@@ -33,11 +30,6 @@ pub(super) struct Session {
     held_max_ns: u64,
     /// How many of `held` (a prefix) ended by `last_start`: carried by every later request.
     carried_len: usize,
-    /// At most the end of the first result not carried (`held[carried_len]`): 0 until a
-    /// request looks, `u64::MAX` when none waits. A request that started before it carries
-    /// nothing new and reads no held result (they live apart from the entry, a cache miss of
-    /// their own).
-    uncarried_from: u64,
     /// Their tokens per tool: what a request carries, without walking `held`.
     by_tool: Sums,
     /// The latest start of a request.
@@ -71,8 +63,6 @@ impl Session {
         if late {
             self.carried_len += 1;
             self.by_tool.add(h.tool, u64::from(h.tokens));
-        } else {
-            self.uncarried_from = self.uncarried_from.min(h.at_ns);
         }
         late
     }
@@ -89,15 +79,9 @@ impl Session {
             return;
         }
         self.last_start = start;
-        if self.uncarried_from <= start {
-            while let Some(h) = self.held.get(self.carried_len).filter(|h| h.at_ns <= start) {
-                self.by_tool.add(h.tool, u64::from(h.tokens));
-                self.carried_len += 1;
-            }
-            self.uncarried_from = self
-                .held
-                .get(self.carried_len)
-                .map_or(u64::MAX, |h| h.at_ns);
+        while let Some(h) = self.held.get(self.carried_len).filter(|h| h.at_ns <= start) {
+            self.by_tool.add(h.tool, u64::from(h.tokens));
+            self.carried_len += 1;
         }
         self.by_tool.carried(out);
     }
@@ -111,7 +95,6 @@ impl Session {
             .wrapping_add(self.results)
             .wrapping_add(self.input)
             .wrapping_add(self.carried_len as u64)
-            .wrapping_add(self.uncarried_from)
             .wrapping_add(self.held.len() as u64)
             .wrapping_add(self.by_tool.len as u64)
             .wrapping_add(self.compactions)
@@ -125,10 +108,6 @@ impl Session {
         } else {
             0
         };
-        self.uncarried_from = self
-            .held
-            .get(self.carried_len)
-            .map_or(u64::MAX, |h| h.at_ns);
         self.by_tool.clear();
         for h in &self.held[..self.carried_len] {
             self.by_tool.add(h.tool, u64::from(h.tokens));
@@ -286,9 +265,8 @@ mod tests {
         assert_eq!(ends(&s), [2, 3]);
     }
 
-    /// What a request carries, with the bound on the first uncarried end kept through pushes,
-    /// inserts, late results, requests out of order and compactions, is what walking every held
-    /// result gives.
+    /// What a request carries, through pushes, inserts, late results, requests out of order and
+    /// compactions, is what walking every held result gives.
     #[test]
     fn requests_carry_what_walking_the_held_results_gives() {
         let mut s = Session::default();
