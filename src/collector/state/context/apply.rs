@@ -8,8 +8,8 @@
 //! `ledger_cost_on_the_storm`). A request of many sessions (one per trace) has its events
 //! grouped by session (a counting sort on the hash), and a run of one session's events looks
 //! its entry up once, after a first pass has read every run's entry so that their cache
-//! misses overlap ([`warm`]). **Bounded** by the ledger's caps; nothing here fails: an entry whose
-//! record is missing (it cannot be: the records travel with their events) is skipped.
+//! misses overlap ([`warm`]). **Bounded** by the ledger's caps; nothing here fails: an entry
+//! whose record is missing (it cannot be: the records travel with their events) is skipped.
 
 use std::sync::Arc;
 
@@ -518,5 +518,50 @@ fn session_of<'s>(
             let key = (service.clone(), id.to_owned());
             Some(&mut v.insert((key, Session::default())).into_mut().1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{request, result};
+    use super::super::LedgerLimits;
+    use super::*;
+
+    /// The warming pass reads each run's session once, and a hash no session has reads none.
+    #[test]
+    fn warming_reads_each_runs_session_once() {
+        let mut l = Ledger::new(LedgerLimits::default());
+        // A fixed seed: which entries a hash's tag could match does not change from run to run.
+        l.hasher = MapHasher::seeded(40);
+        l.record(
+            vec![
+                result("a", 1, "Read", 10),
+                request("a", 2, 100),
+                result("b", 1, "Read", 20),
+                result("b", 2, "Bash", 30),
+                request("c", 3, 300),
+            ],
+            7,
+        );
+        let run = |session: &str, n: usize| {
+            let e = request(session, 0, 0);
+            let hash = l.hash_of(&EventRef::of(&e));
+            vec![
+                Pending {
+                    hash,
+                    ..Pending::default()
+                };
+                n
+            ]
+        };
+        let touch = |session: &str| {
+            let e = request(session, 0, 0);
+            let hash = l.hash_of(&EventRef::of(&e));
+            l.sessions.find(hash, |_| true).unwrap().1.touch()
+        };
+        let order = [run("a", 2), run("b", 3), run("c", 1), run("nobody", 2)].concat();
+        let want = touch("a") + touch("b") + touch("c");
+        assert_ne!(want, 0);
+        assert_eq!(warm(&l.sessions, &order), want);
     }
 }
