@@ -39,6 +39,8 @@ pub(super) struct Pending {
     /// A record's result: its service's index in [`Ledger::services`] ([`NONE`]: another
     /// event, read from the request's events when applied), tokens, start and trace.
     service: u32,
+    /// Its request among those applied together ([`Ledger::record_batches`]).
+    batch: u16,
     tokens: u64,
     at_ns: u64,
     trace: [u8; 16],
@@ -51,6 +53,7 @@ impl Default for Pending {
             tool: NONE,
             hash: 0,
             service: NONE,
+            batch: 0,
             tokens: 0,
             at_ns: 0,
             trace: [0; 16],
@@ -214,8 +217,19 @@ impl Ledger {
         records: &[ToolRecord],
         now_ms: u64,
     ) {
+        self.record_batches(&[(events, records)], now_ms);
+    }
+
+    /// Applies the events of several requests as [`Ledger::record_batch`] applies one's, in
+    /// the order the requests came: a session's events of all of them are applied in one run,
+    /// its entry looked up once for them all (the aggregator applies the batches it holds so).
+    pub(crate) fn record_batches(
+        &mut self,
+        batches: &[(&ContextEvents, &[ToolRecord])],
+        now_ms: u64,
+    ) {
         self.expire(now_ms);
-        let mut order = self.pending(events, records, now_ms);
+        let mut order = self.pending(batches, now_ms);
         if self.sessions.len() + order.len() <= self.limits.max_sessions {
             self.group(&mut order);
         }
@@ -241,10 +255,10 @@ impl Ledger {
         // entry.
         let mut run: Option<(u64, EventRef<'_>, &mut Session)> = None;
         for p in &order {
-            let Some(e) = p
-                .result(services)
-                .or_else(|| EventRef::at(events, p.event as usize))
-            else {
+            let Some(e) = p.result(services).or_else(|| {
+                let (events, _) = batches.get(usize::from(p.batch))?;
+                EventRef::at(events, p.event as usize)
+            }) else {
                 continue;
             };
             let same = run
@@ -268,20 +282,35 @@ impl Ledger {
         self.settle(now_ms);
     }
 
-    /// The request's events to apply, in arrival order: each resolved to its tool and its
+    /// The requests' events to apply, in arrival order: each resolved to its tool and its
     /// session's hash, a record's result read from its record; those that settle queued.
     fn pending(
         &mut self,
-        events: &ContextEvents,
-        records: &[ToolRecord],
+        batches: &[(&ContextEvents, &[ToolRecord])],
         now_ms: u64,
     ) -> Vec<Pending> {
         // The records (and the names they share) live until the end: an address in the cache
-        // names one tool for the whole request.
+        // names one tool for all the requests.
         self.tool_cache = ToolCache::default();
         self.services.clear();
         let mut order = std::mem::take(&mut self.order);
         order.clear();
+        for (batch, (events, records)) in batches.iter().enumerate() {
+            let batch = u16::try_from(batch).unwrap_or(u16::MAX);
+            self.pending_of(events, records, batch, now_ms, &mut order);
+        }
+        order
+    }
+
+    /// One request's events to apply ([`Ledger::pending`]), the `batch`th, onto `order`.
+    fn pending_of(
+        &mut self,
+        events: &ContextEvents,
+        records: &[ToolRecord],
+        batch: u16,
+        now_ms: u64,
+        order: &mut Vec<Pending>,
+    ) {
         for (n, entry) in events.order.iter().enumerate() {
             let p = match *entry {
                 Entry::Record { record, at_ns } => {
@@ -300,6 +329,7 @@ impl Ledger {
                         tool,
                         hash: self.hash_key(&rec.service, session),
                         service: self.service_index(&rec.service),
+                        batch,
                         tokens,
                         at_ns,
                         trace: rec.trace_id,
@@ -320,13 +350,13 @@ impl Ledger {
                         event: n as u32,
                         tool: tool.unwrap_or(NONE),
                         hash: self.hash_of(&e),
+                        batch,
                         ..Pending::default()
                     }
                 }
             };
             order.push(p);
         }
-        order
     }
 
     /// The index of a record's service in [`Ledger::services`], added the first time: the
