@@ -37,11 +37,11 @@
 //! tables, the code itself) is then read from memory once for several requests, rather than
 //! after every sleep between two. The context ledger applies the events of every batch held
 //! together when the first is recorded (a session's entry read once for all of them), so a
-//! snapshot tick records what is held before it captures: ledger and series stay in step. Requests far apart are recorded as they come (no timer wakes
-//! the daemon for them), and under a queue that never empties nothing waits. A held batch has
-//! been taken from the queue (its request is offered to the upstreams then, when the daemon
-//! forwards); it counts as queued in the loss bound below, and readers see it, as they see the
-//! queued ones. An alert of a held batch leaves up to [`HOLD_FOR`] later.
+//! snapshot tick records what is held before it captures: ledger and series stay in step.
+//! Requests far apart are recorded as they come (no timer wakes the daemon for them), and
+//! under a queue that never empties nothing waits. A held batch has been taken from the queue
+//! (its request is offered to the upstreams then, when the daemon forwards); it counts as
+//! queued in the loss bound below, and readers see it, as they see the queued ones. An alert of a held batch leaves up to [`HOLD_FOR`] later.
 //!
 //! **The loss bound.** A `kill -9` or a power loss loses what was acknowledged since the
 //! capture on disk, that age, plus the wait of the batches still queued (a request is
@@ -124,9 +124,7 @@ impl Held {
         }
         self.due = false;
     }
-}
 
-impl Held {
     /// Applies the context events of the batches held, those not applied yet, to the ledger
     /// together: a session's events of all of them in one run, its entry read from memory once
     /// for them all rather than once a batch.
