@@ -35,11 +35,13 @@
 //! comes after a longer gap), one a turn of the loop, so the timers keep their bound. At a
 //! steady rate of requests the state a batch touches (the series, their histograms, the rules'
 //! tables, the code itself) is then read from memory once for several requests, rather than
-//! after every sleep between two. Requests far apart are recorded as they come (no timer wakes
-//! the daemon for them), and under a queue that never empties nothing waits. A held batch has
-//! been taken from the queue (its request is offered to the upstreams then, when the daemon
-//! forwards); it counts as queued in the loss bound below, and readers see it, as they see the
-//! queued ones. An alert of a held batch leaves up to [`HOLD_FOR`] later.
+//! after every sleep between two. The context ledger applies the events of every batch held
+//! together when the first is recorded (a session's entry read once for all of them), so a
+//! snapshot tick records what is held before it captures: ledger and series stay in step.
+//! Requests far apart are recorded as they come (no timer wakes the daemon for them), and
+//! under a queue that never empties nothing waits. A held batch has been taken from the queue
+//! (its request is offered to the upstreams then, when the daemon forwards); it counts as
+//! queued in the loss bound below, and readers see it, as they see the queued ones. An alert of a held batch leaves up to [`HOLD_FOR`] later.
 //!
 //! **The loss bound.** A `kill -9` or a power loss loses what was acknowledged since the
 //! capture on disk, that age, plus the wait of the batches still queued (a request is
@@ -107,6 +109,7 @@ impl Held {
 
     /// Records the oldest batch held.
     fn record_one(&mut self, state: &mut State, stats: &SelfStats) {
+        self.apply_contexts(state);
         if let Some(b) = self.batches.pop_front() {
             ingest(state, stats, b);
         }
@@ -115,10 +118,25 @@ impl Held {
 
     /// Records every batch held, in the order they came.
     fn record(&mut self, state: &mut State, stats: &SelfStats) {
+        self.apply_contexts(state);
         for b in self.batches.drain(..) {
             ingest(state, stats, b);
         }
         self.due = false;
+    }
+
+    /// Applies the context events of the batches held, those not applied yet, to the ledger
+    /// together: a session's events of all of them in one run, its entry read from memory once
+    /// for them all rather than once a batch.
+    fn apply_contexts(&mut self, state: &mut State) {
+        let contexts: Vec<_> = self.batches.iter_mut().map(Batch::take_context).collect();
+        let batches: Vec<_> = (contexts.iter().zip(&self.batches))
+            .filter(|(c, _)| !c.is_empty())
+            .map(|(c, b)| (c, b.records()))
+            .collect();
+        if !batches.is_empty() {
+            state.context.record_batches(&batches, now_unix_ms());
+        }
     }
 }
 
@@ -216,6 +234,8 @@ pub(crate) async fn run(
             biased;
             due = tick.tick() => {
                 if let Some(s) = &mut snapshots {
+                    // The ledger has applied the held batches' events: their records too.
+                    held.record(&mut state, &stats);
                     s.tick(&state, saved(), due.into_std());
                 }
             }

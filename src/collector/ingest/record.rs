@@ -357,6 +357,11 @@ impl Batch {
         std::mem::take(&mut self.context)
     }
 
+    /// The records, still the batch's (the ledger reads them in place).
+    pub(crate) fn records(&self) -> &[ToolRecord] {
+        &self.records
+    }
+
     /// The batch, as entry `seq` of the write-ahead log.
     #[must_use]
     pub(crate) fn with_seq(mut self, seq: u64) -> Self {

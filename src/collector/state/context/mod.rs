@@ -41,7 +41,9 @@
 //! (`apply.rs`); a model request read from a span arrives as the few numbers the ledger reads
 //! of it, its service cloned once a request rather than once an event. A request of many
 //! sessions (one per trace) has its events applied session by session, each session's entry
-//! looked up once per run of its events rather than once per event among the others'. Per
+//! looked up once per run of its events rather than once per event among the others', and the
+//! requests the aggregator holds together are applied together, a session's events of all of
+//! them in one run ([`Ledger::record_batches`]). Per
 //! model request, each tool it carries costs its sums and a share bucketed by integer
 //! compares against the request's input scaled once (`tools.rs`). On the storm mix a request's 256 sessions are each a cache miss when the daemon is
 //! otherwise idle between requests: the ledger's largest cost there (`docs/collector.md`).
@@ -208,7 +210,7 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::ingest::context::{ContextKind, SessionId};
+    use crate::collector::ingest::context::{ContextEvents, ContextKind, SessionId};
 
     pub(super) fn ev(session: &str, at_ns: u64, kind: ContextKind) -> ContextEvent {
         ContextEvent {
@@ -481,19 +483,11 @@ mod tests {
     }
 
     /// A request of many sessions, applied session by session, costs what its events cost
-    /// applied one request each in arrival order; a session of more tools than its entry holds
-    /// carries them all.
+    /// applied one request each in arrival order, and so do several requests applied together;
+    /// a session of more tools than its entry holds carries them all.
     #[test]
     fn a_request_of_many_sessions_costs_what_its_events_cost_one_by_one() {
-        let mut events = Vec::new();
-        for k in 0..40u64 {
-            for s in 0..9u64 {
-                let session = format!("s{s}");
-                let tool = format!("t{}", (k + s) % 9);
-                events.push(result(&session, 2 * k, &tool, 10 + k * s));
-                events.push(request(&session, 2 * k + 1, 5_000 + k));
-            }
-        }
+        let events = events_of_many_sessions();
         let mut grouped = Ledger::new(LedgerLimits::default());
         grouped.record(events.clone(), 0);
         let mut one_by_one = Ledger::new(LedgerLimits::default());
@@ -521,5 +515,43 @@ mod tests {
         };
         assert_eq!(row(&grouped), row(&one_by_one));
         assert_eq!(row(&grouped).context_tokens, s0);
+
+        // The same events as four requests applied together, as the aggregator applies the
+        // batches it holds: the same costs, shares and sessions.
+        let quarters: Vec<ContextEvents> = events_of_many_sessions()
+            .chunks(180)
+            .map(|c| c.to_vec().into())
+            .collect();
+        assert_eq!(quarters.len(), 4);
+        let mut together = Ledger::new(LedgerLimits::default());
+        let batches: Vec<_> = quarters.iter().map(|c| (c, &[][..])).collect();
+        together.record_batches(&batches, 0);
+        for t in 0..9 {
+            let tool = format!("t{t}");
+            let (a, b) = (
+                together.tool("agent", &tool).unwrap(),
+                one_by_one.tool("agent", &tool).unwrap(),
+            );
+            assert_eq!(
+                (a.cost, a.requests, a.result_tokens, &a.share_buckets),
+                (b.cost, b.requests, b.result_tokens, &b.share_buckets),
+                "{tool}"
+            );
+        }
+        assert_eq!(row(&together), row(&one_by_one));
+    }
+
+    /// Nine sessions' results and requests, interleaved: 720 events.
+    fn events_of_many_sessions() -> Vec<ContextEvent> {
+        let mut events = Vec::new();
+        for k in 0..40u64 {
+            for s in 0..9u64 {
+                let session = format!("s{s}");
+                let tool = format!("t{}", (k + s) % 9);
+                events.push(result(&session, 2 * k, &tool, 10 + k * s));
+                events.push(request(&session, 2 * k + 1, 5_000 + k));
+            }
+        }
+        events
     }
 }

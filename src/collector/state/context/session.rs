@@ -86,6 +86,20 @@ impl Session {
         self.by_tool.carried(out);
     }
 
+    /// A sum of the fields an event reads, over the entry's cache lines: reading it loads
+    /// them ([`super::apply`]'s warming pass).
+    #[inline(always)]
+    pub(super) fn touch(&self) -> u64 {
+        self.last_ms
+            .wrapping_add(self.requests)
+            .wrapping_add(self.results)
+            .wrapping_add(self.input)
+            .wrapping_add(self.carried_len as u64)
+            .wrapping_add(self.held.len() as u64)
+            .wrapping_add(self.by_tool.len as u64)
+            .wrapping_add(self.compactions)
+    }
+
     /// Recounts the carried prefix after a compaction removed results.
     pub(super) fn recount(&mut self) {
         self.held_max_ns = self.held.last().map_or(0, |h| h.at_ns);
@@ -249,5 +263,48 @@ mod tests {
         s.hold(held(3));
         s.hold(held(2));
         assert_eq!(ends(&s), [2, 3]);
+    }
+
+    /// What a request carries, through pushes, inserts, late results, requests out of order and
+    /// compactions, is what walking every held result gives.
+    #[test]
+    fn requests_carry_what_walking_the_held_results_gives() {
+        let mut s = Session::default();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % m
+        };
+        let mut out = Vec::new();
+        for step in 0..5_000u64 {
+            let at = step / 3 + next(40);
+            match next(10) {
+                0..=5 => {
+                    let tool = next(9) as u32;
+                    s.hold(Held {
+                        at_ns: at,
+                        tool,
+                        tokens: 1 + next(100) as u32,
+                    });
+                }
+                6..=8 => {
+                    s.requests += 1;
+                    s.carry(at, &mut out);
+                    let mut walked = Vec::new();
+                    for h in s.held.iter().filter(|h| h.at_ns <= at) {
+                        add(&mut walked, h.tool, u64::from(h.tokens));
+                    }
+                    out.sort_unstable();
+                    walked.sort_unstable();
+                    assert_eq!(out, walked, "step {step}, request at {at}");
+                }
+                _ => {
+                    s.held.retain(|h| h.at_ns > at.saturating_sub(30));
+                    s.recount();
+                }
+            }
+        }
     }
 }
