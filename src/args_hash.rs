@@ -275,18 +275,27 @@ pub fn span_args_hash<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 ///
 /// As [`canonical_json_from_text`].
 pub fn span_args_hash_json(text: &str) -> Result<String> {
-    let canon = TEXT_CANON
-        .with(std::cell::Cell::take)
-        .unwrap_or_else(|| Canon::for_text(text));
     let mut parser = TextParser {
         src: text.as_bytes(),
         pos: 0,
-        canon,
+        canon: kept_canon(|| Canon::for_text(text)),
     };
     let hash = parser
         .parse_document()
         .map(|()| span_hash_of_canonical(&parser.canon.out));
-    let mut canon = parser.canon;
+    keep_canon(parser.canon);
+    hash
+}
+
+/// The canonicalizer's buffers this thread kept from its last call ([`keep_canon`]), else new
+/// ones from `new`.
+fn kept_canon(new: impl FnOnce() -> Canon) -> Canon {
+    KEPT_CANON.with(std::cell::Cell::take).unwrap_or_else(new)
+}
+
+/// Keeps `canon`'s buffers, emptied, for this thread's next call, unless one of them grew past
+/// [`KEPT_BUFFER_BYTES`] (it is then freed, so that a huge value does not stay in memory).
+fn keep_canon(mut canon: Canon) {
     if canon.out.capacity() <= KEPT_BUFFER_BYTES && canon.arena.capacity() <= KEPT_BUFFER_BYTES {
         canon.out.clear();
         canon.entries.clear();
@@ -295,18 +304,17 @@ pub fn span_args_hash_json(text: &str) -> Result<String> {
         canon
             .entries
             .shrink_to(KEPT_BUFFER_BYTES / std::mem::size_of::<Entry>());
-        TEXT_CANON.with(|kept| kept.set(Some(canon)));
+        KEPT_CANON.with(|kept| kept.set(Some(canon)));
     }
-    hash
 }
 
-/// The most bytes each of the text canonicalizer's buffers may hold to be kept for the
-/// thread's next call ([`span_args_hash_json`]).
+/// The most bytes each of the canonicalizer's buffers may hold to be kept for the thread's next
+/// call ([`span_args_hash_json`], [`span_args_hash_of_map`]).
 const KEPT_BUFFER_BYTES: usize = 4096;
 
 thread_local! {
-    /// The text canonicalizer's buffers, between two calls on this thread.
-    static TEXT_CANON: std::cell::Cell<Option<Canon>> = const { std::cell::Cell::new(None) };
+    /// The canonicalizer's buffers, between two calls on this thread.
+    static KEPT_CANON: std::cell::Cell<Option<Canon>> = const { std::cell::Cell::new(None) };
 }
 
 /// The hash of canonical JSON, keyed with this process's key when it has one.
@@ -1008,24 +1016,15 @@ impl Canon {
             return self.end_object(frame, true);
         }
         let arena = &self.arena;
-        let key = |i: u32| match list[i as usize].key {
-            SortKey::Arena { start, end } => &arena[start..end],
-            _ => &[],
-        };
         let mut stack = [0u32; STACK_ENTRIES];
         let order = &mut stack[..list.len()];
-        // Whether two keys are equal: the one an entry stops behind is the only one it can equal.
-        let mut equal = false;
-        for i in (0u32..).take(order.len()) {
-            let k = key(i);
-            let mut j = i as usize;
-            while j > 0 && key(order[j - 1]) > k {
-                order[j] = order[j - 1];
-                j -= 1;
-            }
-            equal = equal || (j > 0 && key(order[j - 1]) == k);
-            order[j] = i;
+        for (i, o) in (0u32..).zip(order.iter_mut()) {
+            *o = i;
         }
+        let equal = sort_by_insertion(order, |i| match list[i as usize].key {
+            SortKey::Arena { start, end } => &arena[start..end],
+            _ => &[],
+        });
         self.rewrite(&frame, order, equal);
         self.close_object(&frame);
         Ok(())
@@ -1076,6 +1075,34 @@ impl Canon {
 
 /// Entries of one object ordered on the stack; a larger object orders them in a `Vec`.
 const STACK_ENTRIES: usize = 32;
+
+/// Orders `items` by their keys' bytes (code point order for UTF-8 and WTF-8), keeping equal
+/// keys in the order given: an insertion sort, for the few keys of an object (no dispatch per
+/// comparison, nothing allocated). Returns whether two keys were equal (an entry can equal only
+/// the one it stops behind).
+fn sort_by_insertion<'k, T: Copy>(items: &mut [T], key: impl Fn(T) -> &'k [u8]) -> bool {
+    let mut equal = false;
+    for i in 1..items.len() {
+        let item = items[i];
+        let k = key(item);
+        let mut j = i;
+        while j > 0 {
+            match key(items[j - 1]).cmp(k) {
+                Ordering::Greater => {
+                    items[j] = items[j - 1];
+                    j -= 1;
+                }
+                Ordering::Equal => {
+                    equal = true;
+                    break;
+                }
+                Ordering::Less => break,
+            }
+        }
+        items[j] = item;
+    }
+    equal
+}
 
 // ---------------------------------------------------------------------------------------
 // serde::Serializer for values
