@@ -275,37 +275,30 @@ pub fn span_args_hash<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 ///
 /// As [`canonical_json_from_text`].
 pub fn span_args_hash_json(text: &str) -> Result<String> {
-    let mut parser = TextParser {
-        src: text.as_bytes(),
-        pos: 0,
-        canon: kept_canon(|| Canon::for_text(text)),
-    };
-    let hash = parser
-        .parse_document()
-        .map(|()| span_hash_of_canonical(&parser.canon.out));
-    keep_canon(parser.canon);
-    hash
+    with_kept_canon(|canon| {
+        let mut parser = TextParser {
+            src: text.as_bytes(),
+            pos: 0,
+            canon,
+        };
+        parser.parse_document()?;
+        Ok(span_hash_of_canonical(&parser.canon.out))
+    })
 }
 
-/// The canonicalizer's buffers this thread kept from its last call ([`keep_canon`]), else new
-/// ones from `new`.
-fn kept_canon(new: impl FnOnce() -> Canon) -> Canon {
-    KEPT_CANON.with(std::cell::Cell::take).unwrap_or_else(new)
-}
-
-/// Keeps `canon`'s buffers, emptied, for this thread's next call, unless one of them grew past
-/// [`KEPT_BUFFER_BYTES`] (it is then freed, so that a huge value does not stay in memory).
-fn keep_canon(mut canon: Canon) {
-    if canon.out.capacity() <= KEPT_BUFFER_BYTES && canon.arena.capacity() <= KEPT_BUFFER_BYTES {
-        canon.out.clear();
-        canon.entries.clear();
-        canon.arena.clear();
-        canon.depth = 0;
-        canon
-            .entries
-            .shrink_to(KEPT_BUFFER_BYTES / std::mem::size_of::<Entry>());
-        KEPT_CANON.with(|kept| kept.set(Some(canon)));
-    }
+/// Runs `f` with the canonicalizer's buffers this thread keeps between calls, emptied after it
+/// (and freed when one of them grew past [`KEPT_BUFFER_BYTES`], so that a huge value does not
+/// stay in memory). Used in place: nothing is moved in or out of the thread's slot.
+fn with_kept_canon<R>(f: impl FnOnce(&mut Canon) -> R) -> R {
+    KEPT_CANON.with(|kept| match kept.try_borrow_mut() {
+        Ok(mut canon) => {
+            let result = f(&mut canon);
+            canon.reset();
+            result
+        }
+        // Only when `f` hashes again on the same thread (nothing here does): buffers of its own.
+        Err(_) => f(&mut Canon::default()),
+    })
 }
 
 /// The most bytes each of the canonicalizer's buffers may hold to be kept for the thread's next
@@ -314,7 +307,14 @@ const KEPT_BUFFER_BYTES: usize = 4096;
 
 thread_local! {
     /// The canonicalizer's buffers, between two calls on this thread.
-    static KEPT_CANON: std::cell::Cell<Option<Canon>> = const { std::cell::Cell::new(None) };
+    static KEPT_CANON: std::cell::RefCell<Canon> = const {
+        std::cell::RefCell::new(Canon {
+            out: Vec::new(),
+            entries: Vec::new(),
+            arena: Vec::new(),
+            depth: 0,
+        })
+    };
 }
 
 /// The hash of canonical JSON, keyed with this process's key when it has one.
@@ -341,13 +341,14 @@ fn span_hash_of_canonical(canonical: &[u8]) -> String {
 /// [`ArgsHashError::InvalidJson`] (with line and column) for text `json.loads` rejects, and
 /// [`ArgsHashError::TooDeep`] beyond [`MAX_DEPTH`].
 pub fn canonical_json_from_text(text: &str) -> Result<String> {
-    let mut parser = TextParser {
+    let mut canon = Canon::default();
+    TextParser {
         src: text.as_bytes(),
         pos: 0,
-        canon: Canon::default(),
-    };
-    parser.parse_document()?;
-    Ok(parser.canon.into_string())
+        canon: &mut canon,
+    }
+    .parse_document()?;
+    Ok(canon.into_string())
 }
 
 /// `tool.args_hash` of a JSON text: the hash of [`canonical_json_from_text`].
@@ -356,13 +357,14 @@ pub fn canonical_json_from_text(text: &str) -> Result<String> {
 ///
 /// As [`canonical_json_from_text`].
 pub fn args_hash_json(text: &str) -> Result<String> {
-    let mut parser = TextParser {
+    let mut canon = Canon::default();
+    TextParser {
         src: text.as_bytes(),
         pos: 0,
-        canon: Canon::default(),
-    };
-    parser.parse_document()?;
-    Ok(args_hash_of_canonical(&parser.canon.out))
+        canon: &mut canon,
+    }
+    .parse_document()?;
+    Ok(args_hash_of_canonical(&canon.out))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -848,13 +850,19 @@ impl Canon {
         }
     }
 
-    /// [`with_capacity`](Self::with_capacity), for canonicalizing `text`: its keys go to the
-    /// arena, which gets room for them at once (they are no longer than the text) rather than
-    /// growing key by key.
-    fn for_text(text: &str) -> Canon {
-        Canon {
-            arena: Vec::with_capacity(text.len().min(256)),
-            ..Canon::with_capacity()
+    /// Empties the buffers for the next value, or frees them when one grew past
+    /// [`KEPT_BUFFER_BYTES`].
+    fn reset(&mut self) {
+        if self.out.capacity() > KEPT_BUFFER_BYTES
+            || self.arena.capacity() > KEPT_BUFFER_BYTES
+            || self.entries.capacity() > KEPT_BUFFER_BYTES / std::mem::size_of::<Entry>()
+        {
+            *self = Canon::default();
+        } else {
+            self.out.clear();
+            self.entries.clear();
+            self.arena.clear();
+            self.depth = 0;
         }
     }
 
@@ -1575,7 +1583,7 @@ impl ser::Serializer for KeySerializer<'_> {
 struct TextParser<'t> {
     src: &'t [u8],
     pos: usize,
-    canon: Canon,
+    canon: &'t mut Canon,
 }
 
 /// Where a decoded string goes.

@@ -13,8 +13,8 @@
 use serde_json::{Map, Value};
 
 use super::{
-    keep_canon, kept_canon, sort_by_insertion, span_hash_of_canonical, write_escaped_str,
-    write_int, write_py_float, write_u128, ArgsHashError, Canon, Result, MAX_DEPTH,
+    sort_by_insertion, span_hash_of_canonical, with_kept_canon, write_escaped_str, write_int,
+    write_py_float, write_u128, ArgsHashError, Result, MAX_DEPTH,
 };
 
 /// Entries of one object ordered on the stack when its map does not iterate in key order; a
@@ -29,10 +29,10 @@ const STACK_ENTRIES: usize = 8;
 ///
 /// [`ArgsHashError::TooDeep`] for nesting deeper than [`MAX_DEPTH`].
 pub fn span_args_hash_of_map(map: &Map<String, Value>) -> Result<String> {
-    let mut canon = kept_canon(Canon::with_capacity);
-    let hash = write_object(&mut canon.out, map, 0).map(|()| span_hash_of_canonical(&canon.out));
-    keep_canon(canon);
-    hash
+    with_kept_canon(|canon| {
+        write_object(&mut canon.out, map, 0)?;
+        Ok(span_hash_of_canonical(&canon.out))
+    })
 }
 
 /// Canonical JSON of `value`, as [`super::canonical_json`] writes it.
