@@ -173,6 +173,42 @@ mod tests {
         }
     }
 
+    /// The buffers kept on the thread between calls change no hash: maps in and out of order,
+    /// one too large for the kept buffers, one too deep, and texts hashed in between, each
+    /// hashed as `Serialize` hashes it, twice in a row.
+    #[test]
+    fn kept_buffers_change_no_hash() {
+        let big: Map<String, Value> = (0..300)
+            .rev()
+            .map(|i| (format!("key{i}"), json!("x".repeat(40))))
+            .collect();
+        let mut deep = json!(1);
+        for _ in 0..=MAX_DEPTH {
+            deep = json!({ "k": deep });
+        }
+        let maps = [
+            json!({"query": "q", "limit": 10, "filters": ["a", "b"]}),
+            Value::Object(big),
+            json!({"b": {"d": 1, "c": 2}, "a": []}),
+            deep,
+            json!({"query": "q", "limit": 10, "filters": ["a", "b"]}),
+        ];
+        for _ in 0..2 {
+            for v in &maps {
+                let Value::Object(m) = v else { unreachable!() };
+                assert_eq!(
+                    span_args_hash_of_map(m).ok(),
+                    super::super::span_args_hash(m).ok()
+                );
+                let text = r#"{"z": 1, "a": {"y": 2, "b": 3}, "a": 4}"#;
+                assert_eq!(
+                    super::super::span_args_hash_json(text).unwrap(),
+                    super::super::span_args_hash(&json!({"z": 1, "a": 4})).unwrap()
+                );
+            }
+        }
+    }
+
     /// Nesting up to [`MAX_DEPTH`] is written; one level more is the error `Serialize` gives.
     #[test]
     fn nesting_past_the_limit_is_the_same_error() {
