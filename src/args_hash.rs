@@ -275,38 +275,46 @@ pub fn span_args_hash<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 ///
 /// As [`canonical_json_from_text`].
 pub fn span_args_hash_json(text: &str) -> Result<String> {
-    let canon = TEXT_CANON
-        .with(std::cell::Cell::take)
-        .unwrap_or_else(|| Canon::for_text(text));
-    let mut parser = TextParser {
-        src: text.as_bytes(),
-        pos: 0,
-        canon,
-    };
-    let hash = parser
-        .parse_document()
-        .map(|()| span_hash_of_canonical(&parser.canon.out));
-    let mut canon = parser.canon;
-    if canon.out.capacity() <= KEPT_BUFFER_BYTES && canon.arena.capacity() <= KEPT_BUFFER_BYTES {
-        canon.out.clear();
-        canon.entries.clear();
-        canon.arena.clear();
-        canon.depth = 0;
-        canon
-            .entries
-            .shrink_to(KEPT_BUFFER_BYTES / std::mem::size_of::<Entry>());
-        TEXT_CANON.with(|kept| kept.set(Some(canon)));
-    }
-    hash
+    with_kept_canon(|canon| {
+        let mut parser = TextParser {
+            src: text.as_bytes(),
+            pos: 0,
+            canon,
+        };
+        parser.parse_document()?;
+        Ok(span_hash_of_canonical(&parser.canon.out))
+    })
 }
 
-/// The most bytes each of the text canonicalizer's buffers may hold to be kept for the
-/// thread's next call ([`span_args_hash_json`]).
+/// Runs `f` with the canonicalizer's buffers this thread keeps between calls, emptied after it
+/// (and freed when one of them grew past [`KEPT_BUFFER_BYTES`], so that a huge value does not
+/// stay in memory). Used in place: nothing is moved in or out of the thread's slot.
+fn with_kept_canon<R>(f: impl FnOnce(&mut Canon) -> R) -> R {
+    KEPT_CANON.with(|kept| match kept.try_borrow_mut() {
+        Ok(mut canon) => {
+            let result = f(&mut canon);
+            canon.reset();
+            result
+        }
+        // Only when `f` hashes again on the same thread (nothing here does): buffers of its own.
+        Err(_) => f(&mut Canon::default()),
+    })
+}
+
+/// The most bytes each of the canonicalizer's buffers may hold to be kept for the thread's next
+/// call ([`span_args_hash_json`], [`span_args_hash_of_map`]).
 const KEPT_BUFFER_BYTES: usize = 4096;
 
 thread_local! {
-    /// The text canonicalizer's buffers, between two calls on this thread.
-    static TEXT_CANON: std::cell::Cell<Option<Canon>> = const { std::cell::Cell::new(None) };
+    /// The canonicalizer's buffers, between two calls on this thread.
+    static KEPT_CANON: std::cell::RefCell<Canon> = const {
+        std::cell::RefCell::new(Canon {
+            out: Vec::new(),
+            entries: Vec::new(),
+            arena: Vec::new(),
+            depth: 0,
+        })
+    };
 }
 
 /// The hash of canonical JSON, keyed with this process's key when it has one.
@@ -333,13 +341,14 @@ fn span_hash_of_canonical(canonical: &[u8]) -> String {
 /// [`ArgsHashError::InvalidJson`] (with line and column) for text `json.loads` rejects, and
 /// [`ArgsHashError::TooDeep`] beyond [`MAX_DEPTH`].
 pub fn canonical_json_from_text(text: &str) -> Result<String> {
-    let mut parser = TextParser {
+    let mut canon = Canon::default();
+    TextParser {
         src: text.as_bytes(),
         pos: 0,
-        canon: Canon::default(),
-    };
-    parser.parse_document()?;
-    Ok(parser.canon.into_string())
+        canon: &mut canon,
+    }
+    .parse_document()?;
+    Ok(canon.into_string())
 }
 
 /// `tool.args_hash` of a JSON text: the hash of [`canonical_json_from_text`].
@@ -348,13 +357,14 @@ pub fn canonical_json_from_text(text: &str) -> Result<String> {
 ///
 /// As [`canonical_json_from_text`].
 pub fn args_hash_json(text: &str) -> Result<String> {
-    let mut parser = TextParser {
+    let mut canon = Canon::default();
+    TextParser {
         src: text.as_bytes(),
         pos: 0,
-        canon: Canon::default(),
-    };
-    parser.parse_document()?;
-    Ok(args_hash_of_canonical(&parser.canon.out))
+        canon: &mut canon,
+    }
+    .parse_document()?;
+    Ok(args_hash_of_canonical(&canon.out))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -840,13 +850,19 @@ impl Canon {
         }
     }
 
-    /// [`with_capacity`](Self::with_capacity), for canonicalizing `text`: its keys go to the
-    /// arena, which gets room for them at once (they are no longer than the text) rather than
-    /// growing key by key.
-    fn for_text(text: &str) -> Canon {
-        Canon {
-            arena: Vec::with_capacity(text.len().min(256)),
-            ..Canon::with_capacity()
+    /// Empties the buffers for the next value, or frees them when one grew past
+    /// [`KEPT_BUFFER_BYTES`].
+    fn reset(&mut self) {
+        if self.out.capacity() > KEPT_BUFFER_BYTES
+            || self.arena.capacity() > KEPT_BUFFER_BYTES
+            || self.entries.capacity() > KEPT_BUFFER_BYTES / std::mem::size_of::<Entry>()
+        {
+            *self = Canon::default();
+        } else {
+            self.out.clear();
+            self.entries.clear();
+            self.arena.clear();
+            self.depth = 0;
         }
     }
 
@@ -1008,24 +1024,15 @@ impl Canon {
             return self.end_object(frame, true);
         }
         let arena = &self.arena;
-        let key = |i: u32| match list[i as usize].key {
-            SortKey::Arena { start, end } => &arena[start..end],
-            _ => &[],
-        };
         let mut stack = [0u32; STACK_ENTRIES];
         let order = &mut stack[..list.len()];
-        // Whether two keys are equal: the one an entry stops behind is the only one it can equal.
-        let mut equal = false;
-        for i in (0u32..).take(order.len()) {
-            let k = key(i);
-            let mut j = i as usize;
-            while j > 0 && key(order[j - 1]) > k {
-                order[j] = order[j - 1];
-                j -= 1;
-            }
-            equal = equal || (j > 0 && key(order[j - 1]) == k);
-            order[j] = i;
+        for (i, o) in (0u32..).zip(order.iter_mut()) {
+            *o = i;
         }
+        let equal = sort_by_insertion(order, |i| match list[i as usize].key {
+            SortKey::Arena { start, end } => &arena[start..end],
+            _ => &[],
+        });
         self.rewrite(&frame, order, equal);
         self.close_object(&frame);
         Ok(())
@@ -1076,6 +1083,34 @@ impl Canon {
 
 /// Entries of one object ordered on the stack; a larger object orders them in a `Vec`.
 const STACK_ENTRIES: usize = 32;
+
+/// Orders `items` by their keys' bytes (code point order for UTF-8 and WTF-8), keeping equal
+/// keys in the order given: an insertion sort, for the few keys of an object (no dispatch per
+/// comparison, nothing allocated). Returns whether two keys were equal (an entry can equal only
+/// the one it stops behind).
+fn sort_by_insertion<'k, T: Copy>(items: &mut [T], key: impl Fn(T) -> &'k [u8]) -> bool {
+    let mut equal = false;
+    for i in 1..items.len() {
+        let item = items[i];
+        let k = key(item);
+        let mut j = i;
+        while j > 0 {
+            match key(items[j - 1]).cmp(k) {
+                Ordering::Greater => {
+                    items[j] = items[j - 1];
+                    j -= 1;
+                }
+                Ordering::Equal => {
+                    equal = true;
+                    break;
+                }
+                Ordering::Less => break,
+            }
+        }
+        items[j] = item;
+    }
+    equal
+}
 
 // ---------------------------------------------------------------------------------------
 // serde::Serializer for values
@@ -1548,7 +1583,7 @@ impl ser::Serializer for KeySerializer<'_> {
 struct TextParser<'t> {
     src: &'t [u8],
     pos: usize,
-    canon: Canon,
+    canon: &'t mut Canon,
 }
 
 /// Where a decoded string goes.

@@ -6,33 +6,33 @@
 //! `repr`, keys in code point order. It is cheaper because a map's keys are all strings, so no key
 //! is copied aside to be sorted: the entries of an object are written in key order straight away
 //! (a `serde_json` map without `preserve_order` iterates in that order already; with it, the
-//! entries are ordered on the stack, up to [`STACK_ENTRIES`], before being written). Nesting
+//! entries are ordered on the stack by insertion on their bytes, up to [`STACK_ENTRIES`], before
+//! being written). Nesting
 //! deeper than [`super::MAX_DEPTH`] is the same error; nothing here panics.
 
 use serde_json::{Map, Value};
 
 use super::{
-    span_hash_of_canonical, write_escaped_str, write_int, write_py_float, write_u128,
-    ArgsHashError, Result, MAX_DEPTH,
+    sort_by_insertion, span_hash_of_canonical, with_kept_canon, write_escaped_str, write_int,
+    write_py_float, write_u128, ArgsHashError, Result, MAX_DEPTH,
 };
 
 /// Entries of one object ordered on the stack when its map does not iterate in key order; a
 /// larger object orders them in a `Vec`.
 const STACK_ENTRIES: usize = 8;
 
-/// Room for typical tool arguments, as `Canon::with_capacity` has.
-const OUT_CAPACITY: usize = 256;
-
 /// [`super::span_args_hash`] of an object held as a `serde_json` map: the same hash, computed
-/// without `serde::Serialize`.
+/// without `serde::Serialize`. The output buffer is the one [`super::span_args_hash_json`] keeps
+/// on the thread between calls: a call allocates only the hash it returns.
 ///
 /// # Errors
 ///
 /// [`ArgsHashError::TooDeep`] for nesting deeper than [`MAX_DEPTH`].
 pub fn span_args_hash_of_map(map: &Map<String, Value>) -> Result<String> {
-    let mut out = Vec::with_capacity(OUT_CAPACITY);
-    write_object(&mut out, map, 0)?;
-    Ok(span_hash_of_canonical(&out))
+    with_kept_canon(|canon| {
+        write_object(&mut canon.out, map, 0)?;
+        Ok(span_hash_of_canonical(&canon.out))
+    })
 }
 
 /// Canonical JSON of `value`, as [`super::canonical_json`] writes it.
@@ -104,7 +104,7 @@ fn write_object(out: &mut Vec<u8>, map: &Map<String, Value>, depth: usize) -> Re
             *slot = entry;
         }
         let entries = &mut stack[..map.len()];
-        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        sort_by_insertion(entries, |(k, _)| k.as_bytes());
         write_entries(out, entries.iter().copied(), depth)?;
     } else {
         let mut entries: Vec<(&String, &Value)> = map.iter().collect();
@@ -168,6 +168,42 @@ mod tests {
                 assert_eq!(
                     span_args_hash_of_map(m).unwrap(),
                     super::super::span_args_hash(m).unwrap()
+                );
+            }
+        }
+    }
+
+    /// The buffers kept on the thread between calls change no hash: maps in and out of order,
+    /// one too large for the kept buffers, one too deep, and texts hashed in between, each
+    /// hashed as `Serialize` hashes it, twice in a row.
+    #[test]
+    fn kept_buffers_change_no_hash() {
+        let big: Map<String, Value> = (0..300)
+            .rev()
+            .map(|i| (format!("key{i}"), json!("x".repeat(40))))
+            .collect();
+        let mut deep = json!(1);
+        for _ in 0..=MAX_DEPTH {
+            deep = json!({ "k": deep });
+        }
+        let maps = [
+            json!({"query": "q", "limit": 10, "filters": ["a", "b"]}),
+            Value::Object(big),
+            json!({"b": {"d": 1, "c": 2}, "a": []}),
+            deep,
+            json!({"query": "q", "limit": 10, "filters": ["a", "b"]}),
+        ];
+        for _ in 0..2 {
+            for v in &maps {
+                let Value::Object(m) = v else { unreachable!() };
+                assert_eq!(
+                    span_args_hash_of_map(m).ok(),
+                    super::super::span_args_hash(m).ok()
+                );
+                let text = r#"{"z": 1, "a": {"y": 2, "b": 3}, "a": 4}"#;
+                assert_eq!(
+                    super::super::span_args_hash_json(text).unwrap(),
+                    super::super::span_args_hash(&json!({"z": 1, "a": 4})).unwrap()
                 );
             }
         }
