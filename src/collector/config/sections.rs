@@ -145,8 +145,8 @@ section! {
         #[key(env = "TOOLSIZE_CONTEXT_LEDGER")]
         pub enabled: bool = true,
         /// Sessions followed at once; events of further sessions are counted in
-        /// toolsize_context_sessions_overflow_total and not followed. About 9.9 KB each when
-        /// full (49,600 kB resident at 5,000 sessions of 512 results).
+        /// toolsize_context_sessions_overflow_total and not followed. About 10 KB each when
+        /// full (about 51,000 kB resident at 5,000 sessions of 512 results).
         #[key(env = "TOOLSIZE_CONTEXT_MAX_SESSIONS", check = above(0))]
         pub max_sessions: usize = 5_000,
         /// Tool results held per session; a session's further results are counted and not

@@ -30,7 +30,7 @@
 //! [`LedgerStats::tools_overflow`] beyond). Memory is therefore at most `max_sessions` ×
 //! (`max_results_per_session` × 16 bytes + the session's id) plus `max_series` × the
 //! [`ToolContext`] of a tool (about 1.2 KiB): filled to the default cap (5,000 sessions of 512
-//! results) 49,600 kB resident, 91,964 kB at 10,000 (`memory_at_the_default_cap`,
+//! results) about 51,000 kB resident, 91,964 kB at 10,000 (`memory_at_the_default_cap`,
 //! `memory_at_the_earlier_cap`, ignored tests run one per process).
 //!
 //! **Under load.** The ledger runs on the aggregator, after the spans' own work, so its cost
