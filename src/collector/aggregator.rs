@@ -41,7 +41,8 @@
 //! Requests far apart are recorded as they come (no timer wakes the daemon for them), and
 //! under a queue that never empties nothing waits. A held batch has been taken from the queue
 //! (its request is offered to the upstreams then, when the daemon forwards); it counts as
-//! queued in the loss bound below, and readers see it, as they see the queued ones. An alert of a held batch leaves up to [`HOLD_FOR`] later.
+//! queued in the loss bound below, and readers see it, as they see the queued ones. An alert
+//! of a held batch leaves up to [`HOLD_FOR`] later.
 //!
 //! **The loss bound.** A `kill -9` or a power loss loses what was acknowledged since the
 //! capture on disk, that age, plus the wait of the batches still queued (a request is
