@@ -479,16 +479,9 @@ fn any_len(v: &AnyValue) -> u64 {
     v.value.as_ref().map(json_len).unwrap_or(4)
 }
 
+/// A string's length as a JSON string, its quotes included.
 fn json_str_len(s: &str) -> u64 {
-    let escapes: u64 = s
-        .bytes()
-        .map(|b| match b {
-            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 1,
-            0..=0x1f => 5,
-            _ => 0,
-        })
-        .sum();
-    2 + s.len() as u64 + escapes
+    2 + crate::measure::json_str_len(s)
 }
 
 pub(crate) fn write_json(v: &Value, out: &mut String) {
@@ -611,5 +604,53 @@ mod tests {
         assert_eq!(&*names.of(&huge, 64, &mut cut), "x".repeat(64));
         assert_eq!(cut.too_long, 1);
         KNOWN.with_borrow(|k| assert!(!k.names.contains_key(huge.as_str())));
+    }
+
+    /// A structured value's length is that of its compact JSON: every control, the quote, the
+    /// backslash and non-ASCII text in strings and keys, nested lists and maps.
+    #[test]
+    fn json_len_is_the_compact_json_length() {
+        use opentelemetry_proto::tonic::common::v1::{ArrayValue, KeyValue, KeyValueList};
+        let text: String = (0u8..0x80)
+            .map(char::from)
+            .chain("é—中😀\\\"".chars())
+            .collect();
+        let s = |t: &str| AnyValue {
+            value: Some(Value::StringValue(t.into())),
+        };
+        let nested = Value::KvlistValue(KeyValueList {
+            values: vec![
+                KeyValue {
+                    key: text.clone(),
+                    value: Some(s(&text)),
+                    ..Default::default()
+                },
+                KeyValue {
+                    key: "list".into(),
+                    value: Some(AnyValue {
+                        value: Some(Value::ArrayValue(ArrayValue {
+                            values: vec![s(""), s("\n\u{1}"), AnyValue { value: None }],
+                        })),
+                    }),
+                    ..Default::default()
+                },
+                KeyValue {
+                    key: "n".into(),
+                    value: Some(AnyValue {
+                        value: Some(Value::IntValue(-42)),
+                    }),
+                    ..Default::default()
+                },
+            ],
+        });
+        for v in [
+            Value::StringValue(text.clone()),
+            Value::StringValue(String::new()),
+            nested,
+        ] {
+            let mut out = String::new();
+            write_json(&v, &mut out);
+            assert_eq!(json_len(&v), out.len() as u64, "{out}");
+        }
     }
 }
