@@ -379,7 +379,10 @@ pub(crate) struct ToolNames<'a>(std::marker::PhantomData<&'a str>);
 #[derive(Default)]
 struct Known {
     max: usize,
-    names: std::collections::HashMap<Box<str>, (Arc<str>, Cuts), crate::collector::hash::MapHasher>,
+    /// Keyed by the raw name's bytes, so that a name seen before is found before its bytes
+    /// are checked as UTF-8; only names that were valid UTF-8 are kept.
+    names:
+        std::collections::HashMap<Box<[u8]>, (Arc<str>, Cuts), crate::collector::hash::MapHasher>,
 }
 
 thread_local! {
@@ -397,26 +400,50 @@ impl ToolNames<'_> {
     /// record, as if it were sanitised each time).
     pub(crate) fn of(&mut self, raw: &str, max: usize, cuts: &mut Cuts) -> Arc<str> {
         KNOWN.with_borrow_mut(|known| {
-            if known.max != max {
-                known.names.clear();
-                known.max = max;
-            }
-            if let Some((name, cut)) = known.names.get(raw) {
-                *cuts += *cut;
-                return name.clone();
-            }
-            let mut cut = Cuts::default();
-            let name: Arc<str> = sanitize_tool_name_counted(raw, max, &mut cut).into();
-            *cuts += cut;
-            if raw.len() > Self::KEPT_BYTES {
-                return name;
-            }
-            if known.names.len() >= Self::CAPACITY {
-                known.names.clear();
-            }
-            known.names.insert(raw.into(), (name.clone(), cut));
-            name
+            known
+                .found(raw.as_bytes(), max, cuts)
+                .unwrap_or_else(|| known.sanitise(raw, cuts))
         })
+    }
+
+    /// [`ToolNames::of`] the raw name `raw` as its bytes arrived: `None` when they are not
+    /// UTF-8. A name this thread has seen is found by its bytes alone, before they are checked
+    /// (the check of a short name costs about what the lookup does).
+    pub(crate) fn of_bytes(&mut self, raw: &[u8], max: usize, cuts: &mut Cuts) -> Option<Arc<str>> {
+        KNOWN.with_borrow_mut(|known| match known.found(raw, max, cuts) {
+            Some(name) => Some(name),
+            None => Some(known.sanitise(std::str::from_utf8(raw).ok()?, cuts)),
+        })
+    }
+}
+
+impl Known {
+    /// The name kept for `raw`, its cuts added to `cuts`; the names kept are dropped first when
+    /// they were cut to another `max`.
+    fn found(&mut self, raw: &[u8], max: usize, cuts: &mut Cuts) -> Option<Arc<str>> {
+        if self.max != max {
+            self.names.clear();
+            self.max = max;
+        }
+        let (name, cut) = self.names.get(raw)?;
+        *cuts += *cut;
+        Some(name.clone())
+    }
+
+    /// `raw` sanitised to the kept `max`, counted in `cuts`, and kept unless too long.
+    fn sanitise(&mut self, raw: &str, cuts: &mut Cuts) -> Arc<str> {
+        let mut cut = Cuts::default();
+        let name: Arc<str> = sanitize_tool_name_counted(raw, self.max, &mut cut).into();
+        *cuts += cut;
+        if raw.len() > ToolNames::KEPT_BYTES {
+            return name;
+        }
+        if self.names.len() >= ToolNames::CAPACITY {
+            self.names.clear();
+        }
+        self.names
+            .insert(raw.as_bytes().into(), (name.clone(), cut));
+        name
     }
 }
 
@@ -603,7 +630,31 @@ mod tests {
         let mut cut = Cuts::default();
         assert_eq!(&*names.of(&huge, 64, &mut cut), "x".repeat(64));
         assert_eq!(cut.too_long, 1);
-        KNOWN.with_borrow(|k| assert!(!k.names.contains_key(huge.as_str())));
+        KNOWN.with_borrow(|k| assert!(!k.names.contains_key(huge.as_bytes())));
+    }
+
+    /// A name read from its bytes is the name read from its text, with the same cuts, whether
+    /// it was seen as text or as bytes first; bytes that are not UTF-8 give no name and are not
+    /// kept.
+    #[test]
+    fn tool_names_read_from_bytes_are_those_read_from_text() {
+        let mut names = ToolNames::default();
+        let raw = "fetch\u{200b}_page";
+        let (mut by_text, mut by_bytes) = (Cuts::default(), Cuts::default());
+        let text = names.of(raw, 64, &mut by_text);
+        let bytes = names.of_bytes(raw.as_bytes(), 64, &mut by_bytes).unwrap();
+        assert!(Arc::ptr_eq(&text, &bytes), "found by its bytes");
+        assert_eq!(by_text.hidden_characters, 1);
+        assert_eq!(by_bytes.hidden_characters, 1, "its cuts counted again");
+        let fresh = "read_\u{200b}file";
+        let mut first = Cuts::default();
+        let a = names.of_bytes(fresh.as_bytes(), 64, &mut first).unwrap();
+        assert_eq!(&*a, sanitize_tool_name(fresh, 64));
+        assert_eq!(first.hidden_characters, 1);
+        assert!(Arc::ptr_eq(&a, &names.of(fresh, 64, &mut Cuts::default())));
+        let invalid = b"tool_\xff";
+        assert_eq!(names.of_bytes(invalid, 64, &mut Cuts::default()), None);
+        KNOWN.with_borrow(|k| assert!(!k.names.contains_key(&invalid[..])));
     }
 
     /// A structured value's length is that of its compact JSON: every control, the quote, the

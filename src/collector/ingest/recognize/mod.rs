@@ -418,8 +418,7 @@ impl Recognizer {
         let Some((trace_id, span_id)) = ids(span) else {
             return Outcome::Invalid("invalid trace_id or span_id length");
         };
-        let raw_name = self.raw_name(&get, span.name);
-        let tool = names.of(raw_name, self.max_name, &mut cuts.tool);
+        let tool = self.tool_name(&get, span.name, names, &mut cuts.tool);
         let error = self.is_error(&get, span.status_code, outcome);
         let truncated = matches!(get(self.truncated), Some(AttrValue::Bool(true)));
         let flagged = get(self.logfire_truncated).is_some();
@@ -472,18 +471,25 @@ impl Recognizer {
         summary_spans.contains(&name) || self.name.iter().any(|&i| is_one_of(get(i), summary_tools))
     }
 
-    /// The tool name as recorded: the first non-empty name attribute in reading order, else
-    /// taken from the span name.
+    /// The tool name as recorded, sanitised ([`ToolNames`]): the first non-empty name attribute
+    /// in reading order that is UTF-8, else taken from the span name. A name the thread has seen
+    /// is found by its bytes, before they are checked.
     #[inline]
-    fn raw_name<'a>(
+    fn tool_name<'a>(
         &self,
         get: &impl Fn(usize) -> Option<AttrValue<'a>>,
         span_name: &'a str,
-    ) -> &'a str {
-        self.name
-            .iter()
-            .find_map(|&i| str_of(get(i)).filter(|s| !s.is_empty()))
-            .unwrap_or_else(|| name_from_span(span_name))
+        names: &mut ToolNames<'a>,
+        cuts: &mut Cuts,
+    ) -> Arc<str> {
+        for &i in &self.name {
+            if let Some(AttrValue::Str(raw @ [_, ..])) = get(i) {
+                if let Some(name) = names.of_bytes(raw, self.max_name, cuts) {
+                    return name;
+                }
+            }
+        }
+        names.of(name_from_span(span_name), self.max_name, cuts)
     }
 
     /// Whether the call failed: status ERROR, an error attribute, `gen_ai.tool.status=error`
@@ -619,6 +625,16 @@ mod tests {
         )
     }
     fn outcome(r: &Recognizer, scope: &str, sp: &Span) -> Outcome {
+        outcome_patched(r, scope, sp, |_| {})
+    }
+    /// [`outcome`] of the request encoded, then changed by `patch` (to send what a protobuf
+    /// encoder would refuse, as bytes that are not UTF-8).
+    fn outcome_patched(
+        r: &Recognizer,
+        scope: &str,
+        sp: &Span,
+        patch: impl Fn(&mut Vec<u8>),
+    ) -> Outcome {
         use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
         use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
         use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
@@ -637,6 +653,8 @@ mod tests {
             }],
         }
         .encode_to_vec();
+        let mut body = body;
+        patch(&mut body);
         let mut out = None;
         let svc: Arc<str> = "svc".into();
         crate::collector::ingest::wire::for_each_span(&body, |_, scope, v| {
@@ -773,6 +791,44 @@ mod tests {
             }
         ));
         assert_eq!(t.measures, Measurement::default());
+    }
+
+    /// The tool's name is the first name attribute that is non-empty and UTF-8, else the span
+    /// name's, as the names found by their bytes ([`ToolNames::of_bytes`]) are read.
+    #[test]
+    fn the_tool_name_is_the_first_name_attribute_that_is_text() {
+        let r = rec();
+        // `@@` becomes two bytes that are not UTF-8 once encoded.
+        let not_utf8 = |body: &mut Vec<u8>| {
+            if let Some(at) = body.windows(4).position(|w| w == b"x@@y") {
+                body[at + 1..at + 3].copy_from_slice(&[0xff, 0xfe]);
+            }
+        };
+        let name_of = |attrs: Vec<KeyValue>| {
+            let mut all = vec![s(OP, EXEC)];
+            all.extend(attrs);
+            match outcome_patched(&r, "x", &span("execute_tool from_span", all), not_utf8) {
+                Outcome::Tool(t) => t.tool.to_string(),
+                other => panic!("not a tool: {other:?}"),
+            }
+        };
+        let names = [semconv::GEN_AI_TOOL_NAME, "tool.name"];
+        for _ in 0..2 {
+            // Twice: the second time every name is one the thread has seen.
+            assert_eq!(
+                name_of(vec![s(names[0], "x@@y"), s(names[1], "second")]),
+                "second"
+            );
+            assert_eq!(
+                name_of(vec![s(names[0], ""), s(names[1], "second")]),
+                "second"
+            );
+            assert_eq!(
+                name_of(vec![s(names[0], "first"), s(names[1], "x@@y")]),
+                "first"
+            );
+            assert_eq!(name_of(vec![s(names[0], "x@@y")]), "from_span");
+        }
     }
 
     #[test]
