@@ -639,7 +639,7 @@ mod tests {
         use opentelemetry_proto::tonic::common::v1::InstrumentationScope;
         use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
         use prost::Message;
-        let body = ExportTraceServiceRequest {
+        let mut body = ExportTraceServiceRequest {
             resource_spans: vec![ResourceSpans {
                 scope_spans: vec![ScopeSpans {
                     scope: Some(InstrumentationScope {
@@ -653,7 +653,6 @@ mod tests {
             }],
         }
         .encode_to_vec();
-        let mut body = body;
         patch(&mut body);
         let mut out = None;
         let svc: Arc<str> = "svc".into();
