@@ -481,7 +481,7 @@ fn request_of(span: &SpanView<'_>) -> Option<ContextKind> {
         if !MODEL_OPERATIONS.contains(&op) {
             return None;
         }
-    } else if span.name.starts_with("agent run") || span.name.starts_with("invoke_agent") {
+    } else if span.name.starts_with(b"agent run") || span.name.starts_with(b"invoke_agent") {
         return None;
     }
     let read = a.int("gen_ai.usage.cache_read.input_tokens").unwrap_or(0);
@@ -658,7 +658,7 @@ mod tests {
     #[test]
     fn model_spans_are_requests_and_agent_runs_are_not() {
         let mut s = SpanView {
-            name: "chat model",
+            name: b"chat model",
             trace_id: &[7; 16],
             start: 5,
             end: 9,
@@ -688,10 +688,10 @@ mod tests {
         from_span(&"svc".into(), &s, None, &mut out);
         assert!(out.is_empty());
         s.attrs.remove(0);
-        s.name = "agent run";
+        s.name = b"agent run";
         from_span(&"svc".into(), &s, None, &mut out);
         assert!(out.is_empty());
-        s.name = "ai.generateText.doGenerate";
+        s.name = b"ai.generateText.doGenerate";
         from_span(&"svc".into(), &s, None, &mut out);
         assert_eq!(out.events(&[]).len(), 1);
     }

@@ -66,8 +66,8 @@ fn call_id<'a>(a: Attrs<'_, 'a>) -> Option<&'a str> {
 fn span<'a>(s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
     let a = Attrs(&s.attrs);
     let role = match s.name {
-        "claude_code.tool" => Role::Secondary,
-        "claude_code.tool.execution" => Role::Part,
+        b"claude_code.tool" => Role::Secondary,
+        b"claude_code.tool.execution" => Role::Part,
         _ => return SpanVerdict::NotTool,
     };
     let Some(id) = call_id(a) else {
@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn the_execution_child_is_a_part_and_other_spans_are_not_tools() {
         let mut s = SpanView {
-            name: "claude_code.tool.execution",
+            name: b"claude_code.tool.execution",
             ..SpanView::default()
         };
         s.attrs.push((b"tool_use_id", AttrValue::Str(b"toolu_1")));
@@ -198,7 +198,7 @@ mod tests {
             "claude_code.interaction",
             "claude_code.llm_request",
         ] {
-            s.name = name;
+            s.name = name.as_bytes();
             assert_eq!(span(&s, &mut Vec::new()), SpanVerdict::NotTool, "{name}");
         }
     }

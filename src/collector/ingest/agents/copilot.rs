@@ -90,7 +90,7 @@ mod tests {
 
     fn tool_span(result: &'static str, exit: &'static str) -> SpanView<'static> {
         let mut s = SpanView {
-            name: "execute_tool bash",
+            name: b"execute_tool bash",
             ..SpanView::default()
         };
         for (k, v) in [
@@ -128,7 +128,7 @@ mod tests {
         assert!(out[1].failed && !out[0].failed && !out[2].failed);
         assert_eq!(out[2].size, Some(45));
         let mut other = SpanView {
-            name: "chat gpt-4o",
+            name: b"chat gpt-4o",
             ..SpanView::default()
         };
         other

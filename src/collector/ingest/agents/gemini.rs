@@ -159,8 +159,8 @@ fn call<'a>(
 
 fn span<'a>(ev: &Events, s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
     let a = Attrs(&s.attrs);
-    let own = ev.tool_span.is_some_and(|n| n == s.name);
-    if !own && s.name != "tool_call" && a.str("gen_ai.operation.name") != Some("tool_call") {
+    let own = ev.tool_span.is_some_and(|n| n.as_bytes() == s.name);
+    if !own && s.name != b"tool_call" && a.str("gen_ai.operation.name") != Some("tool_call") {
         return SpanVerdict::NotTool;
     }
     let Some(tool) = a

@@ -87,12 +87,12 @@ pub(crate) fn read_result(json: &str) -> Option<(u64, bool, Option<&'static str>
 fn span<'a>(s: &SpanView<'a>, out: &mut Vec<Signal<'a>>) -> SpanVerdict {
     let a = Attrs(&s.attrs);
     let (role, id, tool) = match s.name {
-        "ai.toolCall" => (
+        b"ai.toolCall" => (
             Role::Primary,
             a.str("ai.toolCall.id"),
             a.str("ai.toolCall.name"),
         ),
-        "Tool.execute" => (Role::Secondary, a.str("tool.call_id"), a.str("tool.name")),
+        b"Tool.execute" => (Role::Secondary, a.str("tool.call_id"), a.str("tool.name")),
         _ => return SpanVerdict::NotTool,
     };
     let Some(id) = id.filter(|id| !id.is_empty()) else {
@@ -143,7 +143,7 @@ mod tests {
     #[test]
     fn ai_tool_call_is_primary_tool_execute_secondary_and_the_rest_not_tools() {
         let mut s = SpanView {
-            name: "ai.toolCall",
+            name: b"ai.toolCall",
             ..SpanView::default()
         };
         s.attrs.push((b"ai.toolCall.id", AttrValue::Str(b"call_0")));
@@ -159,7 +159,7 @@ mod tests {
             (Role::Primary, Some(3), true)
         );
         let mut t = SpanView {
-            name: "Tool.execute",
+            name: b"Tool.execute",
             ..SpanView::default()
         };
         t.attrs.push((b"tool.call_id", AttrValue::Str(b"call_0")));
@@ -172,7 +172,7 @@ mod tests {
             "sql.execute",
             "ai.streamText",
         ] {
-            t.name = name;
+            t.name = name.as_bytes();
             assert_eq!(span(&t, &mut Vec::new()), SpanVerdict::NotTool, "{name}");
         }
     }

@@ -466,9 +466,10 @@ impl Recognizer {
     /// Whether the span summarises several tool calls ([`emitters::Entry::summaries`]), by its
     /// span name or its tool name.
     #[inline]
-    fn is_summary<'a>(&self, get: &impl Fn(usize) -> Option<AttrValue<'a>>, name: &str) -> bool {
+    fn is_summary<'a>(&self, get: &impl Fn(usize) -> Option<AttrValue<'a>>, name: &[u8]) -> bool {
         let (summary_spans, summary_tools) = &self.summaries;
-        summary_spans.contains(&name) || self.name.iter().any(|&i| is_one_of(get(i), summary_tools))
+        summary_spans.iter().any(|s| s.as_bytes() == name)
+            || self.name.iter().any(|&i| is_one_of(get(i), summary_tools))
     }
 
     /// The tool name as recorded, sanitised ([`ToolNames`]): the first non-empty name attribute
@@ -478,7 +479,7 @@ impl Recognizer {
     fn tool_name<'a>(
         &self,
         get: &impl Fn(usize) -> Option<AttrValue<'a>>,
-        span_name: &'a str,
+        span_name: &'a [u8],
         names: &mut ToolNames<'a>,
         cuts: &mut Cuts,
     ) -> Arc<str> {
@@ -489,6 +490,8 @@ impl Recognizer {
                 }
             }
         }
+        // Checked as UTF-8 when the span was read.
+        let span_name = std::str::from_utf8(span_name).unwrap_or_default();
         names.of(name_from_span(span_name), self.max_name, cuts)
     }
 
@@ -539,7 +542,7 @@ impl Recognizer {
     fn classify<'a>(
         &self,
         get: &impl Fn(usize) -> Option<AttrValue<'a>>,
-        name: &str,
+        name: &[u8],
         scope: &str,
     ) -> Option<Emitter> {
         self.rules.iter().find_map(|(emitter, conds)| {
@@ -555,8 +558,8 @@ impl Recognizer {
                     CCond::Prefix(i, v) => {
                         bytes_of(get(i)).is_some_and(|s| s.starts_with(v.as_bytes()))
                     }
-                    CCond::NameEq(v) => name == v,
-                    CCond::NamePrefix(v) => name.starts_with(v),
+                    CCond::NameEq(v) => name == v.as_bytes(),
+                    CCond::NamePrefix(v) => name.starts_with(v.as_bytes()),
                     CCond::Scope(v) => scope == v,
                 })
                 .then_some(*emitter)

@@ -194,8 +194,27 @@ impl IdRef<'_> {
 
 /// A borrowed session key. The table hashes its owned keys through it
 /// ([`SessionRef::of`]), so a key hashes the same borrowed or owned.
-#[derive(Hash)]
 pub(super) struct SessionRef<'a>(pub(super) &'a str, pub(super) IdRef<'a>);
+
+/// Hashed in as few writes as the key allows (every tool span's record is hashed once): the
+/// service's bytes and a terminator, then a trace id as one 128-bit word, or a tag and the
+/// emitter's id. The derived form also wrote the variant's tag as a word and the trace id's
+/// length before its bytes. Keys that differ still write different sequences: the service
+/// ends at its terminator (a byte that UTF-8 never holds), and a trace id is one word where a
+/// named id is a byte and its bytes.
+impl std::hash::Hash for SessionRef<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write(self.0.as_bytes());
+        state.write_u8(0xff);
+        match self.1 {
+            IdRef::Trace(t) => state.write_u128(u128::from_ne_bytes(*t)),
+            IdRef::Named(s) => {
+                state.write_u8(1);
+                state.write(s.as_bytes());
+            }
+        }
+    }
+}
 
 impl<'a> SessionRef<'a> {
     /// The borrowed form of an entry's key.
