@@ -62,21 +62,23 @@ fn stats_in(s: format::Stats) -> Stats {
 fn largest_out(l: &Largest) -> format::Largest {
     format::Largest {
         bytes: l.bytes,
-        result: l.result.clone(),
+        result: l.result.hex(),
         truncated_upstream: l.truncated_upstream,
         cut_by: l.cut_by.clone(),
         original: l.original,
     }
 }
 
-fn largest_in(l: format::Largest) -> Largest {
-    Largest {
+/// Back into binary ids: `None` when the ids are not hex of the right length (as
+/// [`over_in`]; every snapshot the daemon writes has them so).
+fn largest_in(l: format::Largest) -> Option<Largest> {
+    Some(Largest {
         bytes: l.bytes,
-        result: l.result,
+        result: ResultId::from_hex(&l.result)?,
         truncated_upstream: l.truncated_upstream,
         cut_by: l.cut_by,
         original: l.original,
-    }
+    })
 }
 
 fn over_out(o: &OverRecent, stack: &Stack) -> Option<format::Over> {
@@ -338,7 +340,7 @@ impl State {
         }
         s.size_sum = ss.size_sum;
         s.latency_sum_us = ss.latency_sum_us;
-        s.largest = ss.largest.into_iter().map(largest_in).collect();
+        s.largest = ss.largest.into_iter().filter_map(largest_in).collect();
         s.largest_pruned_at = 0;
         s.args = ss
             .args
