@@ -487,7 +487,11 @@ impl State {
                     }
                 }
             }
-            for l in s.largest.iter_mut().filter(|l| l.result.span_id == e.span_id) {
+            for l in s
+                .largest
+                .iter_mut()
+                .filter(|l| l.result.span_id == e.span_id)
+            {
                 l.truncated_upstream = true;
             }
         }
