@@ -62,21 +62,23 @@ fn stats_in(s: format::Stats) -> Stats {
 fn largest_out(l: &Largest) -> format::Largest {
     format::Largest {
         bytes: l.bytes,
-        result: l.result.clone(),
+        result: l.result.hex(),
         truncated_upstream: l.truncated_upstream,
         cut_by: l.cut_by.clone(),
         original: l.original,
     }
 }
 
-fn largest_in(l: format::Largest) -> Largest {
-    Largest {
+/// Back into binary ids: `None` when the ids are not hex of the right length (as
+/// [`over_in`]; every snapshot the daemon writes has them so).
+fn largest_in(l: format::Largest) -> Option<Largest> {
+    Some(Largest {
         bytes: l.bytes,
-        result: l.result,
+        result: ResultId::from_hex(&l.result)?,
         truncated_upstream: l.truncated_upstream,
         cut_by: l.cut_by,
         original: l.original,
-    }
+    })
 }
 
 fn over_out(o: &OverRecent, stack: &Stack) -> Option<format::Over> {
@@ -338,7 +340,7 @@ impl State {
         }
         s.size_sum = ss.size_sum;
         s.latency_sum_us = ss.latency_sum_us;
-        s.largest = ss.largest.into_iter().map(largest_in).collect();
+        s.largest = ss.largest.into_iter().filter_map(largest_in).collect();
         s.largest_pruned_at = 0;
         s.args = ss
             .args
@@ -511,6 +513,92 @@ mod tests {
         assert_eq!(
             back.tool_view("a", None, None, 1001),
             st.tool_view("a", None, None, 1001)
+        );
+    }
+
+    /// The largest results are kept with binary ids; the API's JSON of them and the snapshot's
+    /// are byte for byte those of the entries as they were kept before, with hex strings made
+    /// by `ResultId::hex` on insertion, and a restore writes them back the same.
+    #[test]
+    fn largest_results_answer_and_persist_the_json_of_their_hex_form() {
+        use crate::collector::state::ResultRef;
+
+        /// An entry as the list kept it before: the ids in hex, the API's serde form.
+        #[derive(serde::Serialize)]
+        struct HexLargest {
+            bytes: u64,
+            #[serde(flatten)]
+            result: ResultRef,
+            truncated_upstream: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            cut_by: Option<String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            original: Option<u64>,
+        }
+
+        let now = 1_700_000_000;
+        let mut st = State::new(limits(10));
+        let mut hex = Vec::new();
+        for (i, b) in [300u64, 70_000, 5, 9_000].into_iter().enumerate() {
+            let k = u8::try_from(i).unwrap();
+            let mut r = rec("fetch", known(b));
+            r.trace_id = std::array::from_fn(|j| 0x0f * k + u8::try_from(j).unwrap());
+            r.span_id = [0xa0 + k; 8];
+            if k == 1 {
+                r.args_hash = None;
+                r.truncated_upstream = true;
+                r.upstream.layer = Some("claude-code-mcp-output");
+                r.upstream.original = Some(90_000);
+            }
+            st.record(&r, now);
+            hex.push(HexLargest {
+                bytes: b,
+                result: ResultId::of(&r, now).hex(),
+                truncated_upstream: r.truncated_upstream,
+                cut_by: r.upstream.layer.map(str::to_string),
+                original: r.upstream.original,
+            });
+        }
+        hex.sort_by_key(|l| std::cmp::Reverse(l.bytes));
+        hex.truncate(st.limits.largest_results);
+        let api = |st: &State| {
+            let v = st.tool_view("fetch", None, None, now + 1).unwrap().unwrap();
+            serde_json::to_string(&v.series[0].largest).unwrap()
+        };
+        assert_eq!(api(&st), serde_json::to_string(&hex).unwrap());
+        assert!(api(&st).contains(r#""args_hash":null"#), "{}", api(&st));
+        let persisted = |st: &State| {
+            let snap = st.snapshot(now + 1, Vec::new());
+            serde_json::to_string(&snap.series[0].largest).unwrap()
+        };
+        let hex_persisted: Vec<format::Largest> = hex
+            .iter()
+            .map(|l| format::Largest {
+                bytes: l.bytes,
+                result: l.result.clone(),
+                truncated_upstream: l.truncated_upstream,
+                cut_by: l.cut_by.clone(),
+                original: l.original,
+            })
+            .collect();
+        assert_eq!(
+            persisted(&st),
+            serde_json::to_string(&hex_persisted).unwrap()
+        );
+        let json = serde_json::to_vec(&st.snapshot(now + 1, Vec::new())).unwrap();
+        let mut back = State::new(limits(10));
+        back.restore(serde_json::from_slice(&json).unwrap());
+        assert_eq!(api(&back), api(&st));
+        assert_eq!(persisted(&back), persisted(&st));
+        // An entry whose ids are not hex of their length is left out, as an over-ceiling one.
+        let mut snap = st.snapshot(now + 1, Vec::new());
+        snap.series[0].largest[0].result.trace_id = "not hex".into();
+        let mut back = State::new(limits(10));
+        back.restore(snap);
+        let kept = &back.series.values().next().unwrap().largest;
+        assert_eq!(
+            kept.iter().map(|l| l.bytes).collect::<Vec<_>>(),
+            [9_000, 300]
         );
     }
 

@@ -156,15 +156,12 @@ pub(crate) struct Exemplar {
 
 /// The exemplars of a series' size buckets (`bounds`) from its largest recent results
 /// (`largest`, largest first): the largest result of each bucket that has one, by bucket.
-/// Results with no trace id (all zeros or not 32 hex digits) are skipped.
+/// Results with no trace id (all zeros) are skipped.
 pub(crate) fn exemplars(largest: &[Largest], bounds: &[u64]) -> Vec<Exemplar> {
     let mut out: Vec<Exemplar> = Vec::new();
     for l in largest {
         let r = &l.result;
-        let traced = r.trace_id.len() == 32
-            && r.trace_id.bytes().all(|b| b.is_ascii_hexdigit())
-            && r.trace_id.bytes().any(|b| b != b'0');
-        if !traced {
+        if r.trace_id == [0; 16] {
             continue;
         }
         let bucket = bounds.partition_point(|&b| b < l.bytes);
@@ -174,8 +171,8 @@ pub(crate) fn exemplars(largest: &[Largest], bounds: &[u64]) -> Vec<Exemplar> {
         out.push(Exemplar {
             bucket,
             value: l.bytes,
-            trace_id: r.trace_id.clone(),
-            span_id: r.span_id.clone(),
+            trace_id: crate::hex::encode(&r.trace_id),
+            span_id: crate::hex::encode(&r.span_id),
             at_unix: r.at_unix,
         });
     }

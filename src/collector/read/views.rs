@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::collector::state::counts::for_each_counter;
 use crate::collector::state::{
-    whole_calls, Counts, Largest, OverCeiling, Point, Series, SeriesKey, State, Stats,
+    whole_calls, Counts, Largest, LargestView, OverCeiling, Point, Series, SeriesKey, State, Stats,
 };
 
 /// One row of `/api/v1/tools`.
@@ -139,7 +139,7 @@ pub(crate) struct ToolDetail {
     #[serde(flatten)]
     pub(crate) row: ToolRow,
     /// Largest recent results.
-    pub(crate) largest: Vec<Largest>,
+    pub(crate) largest: Vec<LargestView>,
     /// Most repeated argument hashes.
     pub(crate) top_args: Vec<TopArgs>,
     /// Results over a ceiling since start, by the weakest layer that cut them.
@@ -304,7 +304,7 @@ impl State {
                         .largest
                         .iter()
                         .filter(|l| l.result.at_unix + horizon > now)
-                        .cloned()
+                        .map(Largest::view)
                         .collect(),
                     top_args: top,
                     over_ceiling: s

@@ -487,8 +487,11 @@ impl State {
                     }
                 }
             }
-            let id = crate::hex::encode(&e.span_id);
-            for l in s.largest.iter_mut().filter(|l| l.result.span_id == id) {
+            for l in s
+                .largest
+                .iter_mut()
+                .filter(|l| l.result.span_id == e.span_id)
+            {
                 l.truncated_upstream = true;
             }
         }
@@ -550,7 +553,7 @@ impl State {
                     at,
                     Largest {
                         bytes,
-                        result: ResultId::of(r, now).hex(),
+                        result: ResultId::of(r, now),
                         truncated_upstream: r.truncated_upstream,
                         cut_by: r.upstream.layer.map(str::to_string),
                         original: r.upstream.original,
@@ -712,7 +715,7 @@ pub(crate) mod tests {
         let flagged: Vec<_> = s
             .largest
             .iter()
-            .map(|l| (l.result.span_id.clone(), l.truncated_upstream))
+            .map(|l| (l.result.hex().span_id, l.truncated_upstream))
             .collect();
         assert!(
             flagged.contains(&(crate::hex::encode(&[1; 8]), true)),

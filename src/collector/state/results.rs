@@ -1,7 +1,8 @@
-//! The results a series lists: the largest recent ones ([`Largest`]) and the recent ones over
-//! a ceiling ([`OverRecent`], shown as [`OverCeiling`]), each named by its trace, span and
-//! arguments hash ([`ResultId`], shown as [`ResultRef`]). Kept per series as plain numbers and
-//! ids, nothing allocated per record; the API's forms are built when a reader asks.
+//! The results a series lists: the largest recent ones ([`Largest`], shown as [`LargestView`])
+//! and the recent ones over a ceiling ([`OverRecent`], shown as [`OverCeiling`]), each named by
+//! its trace, span and arguments hash ([`ResultId`], shown as [`ResultRef`]). Kept per series as
+//! plain numbers and ids, no hex made per record; the API's and the snapshot's forms are built
+//! when a reader asks.
 
 use serde::{Deserialize, Serialize};
 
@@ -67,9 +68,39 @@ impl ResultId {
     }
 }
 
-/// One result among the largest recent ones.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One result among the largest recent ones, as kept per series: its ids in binary, so an
+/// insertion (often evicted soon after) formats no hex. [`Largest::view`] gives the API's form.
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Largest {
+    /// Bytes.
+    pub(crate) bytes: u64,
+    /// Which result.
+    pub(crate) result: ResultId,
+    /// The content showed an upstream cut: `bytes` is a lower bound, unless the emitter told
+    /// the size before its cut (`original`).
+    pub(crate) truncated_upstream: bool,
+    /// The layer that cut it, when the emitter said (a coding agent's own limit).
+    pub(crate) cut_by: Option<String>,
+    /// The size before that cut, when the emitter said.
+    pub(crate) original: Option<u64>,
+}
+
+impl Largest {
+    /// The API's form: the ids in hex.
+    pub(crate) fn view(&self) -> LargestView {
+        LargestView {
+            bytes: self.bytes,
+            result: self.result.hex(),
+            truncated_upstream: self.truncated_upstream,
+            cut_by: self.cut_by.clone(),
+            original: self.original,
+        }
+    }
+}
+
+/// One result among the largest recent ones, as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LargestView {
     /// Bytes.
     pub(crate) bytes: u64,
     /// Which result.

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 pub(crate) use super::counts::{calls_of, whole_calls, Counts};
 use super::histogram::{Hist, MAX_BYTES, MAX_LATENCY_US};
 use super::limits::{Limits, LATENCY_BUCKETS_US, OVER_CEILING_RECENT, SLOTS_PER_WINDOW};
-pub(crate) use super::results::{Largest, OverCeiling, OverRecent, ResultId, ResultRef};
+pub(crate) use super::results::{
+    Largest, LargestView, OverCeiling, OverRecent, ResultId, ResultRef,
+};
 use super::stacks::Profile;
 pub(crate) use super::top_args::{ArgsStat, TopArgs};
 use crate::collector::ingest::recognize::{Size, ToolRecord};
@@ -388,14 +390,11 @@ impl Series {
             n += w.slots.iter().map(|(_, s)| stats(s)).sum::<usize>();
         }
         n += (self.size_buckets.capacity() + self.latency_buckets.capacity()) * size_of::<u64>();
-        let strings = |t: &str, sp: &str, a: &Option<String>| {
-            t.len() + sp.len() + a.as_ref().map_or(0, String::len)
-        };
         n += self.largest.capacity() * size_of::<Largest>();
         n += self
             .largest
             .iter()
-            .map(|l| strings(&l.result.trace_id, &l.result.span_id, &l.result.args_hash))
+            .map(|l| l.cut_by.as_ref().map_or(0, String::len))
             .sum::<usize>();
         n += self.over_recent.capacity() * size_of::<OverRecent>();
         n += self.history.capacity() * size_of::<Point>();
