@@ -477,7 +477,10 @@ mod tests {
                 per_tag[usize::from(h.tag())] += 1;
             }
             let share = hashes.len() / 256;
-            assert!(per_tag.iter().all(|&n| n > 0 && n <= 2 * share), "{per_tag:?}");
+            assert!(
+                per_tag.iter().all(|&n| n > 0 && n <= 2 * share),
+                "{per_tag:?}"
+            );
         }
     }
 
