@@ -26,8 +26,9 @@ pub(crate) struct ArgsStat {
 /// The hash is looked for by its [`ArgsHash::tag`] first: `tags` holds the tag of each hash, in
 /// the same order, then zeros up to a multiple of 8, and is read a word of eight tags at a
 /// time; a whole hash is compared only where its tag matches. (Comparing each 13-byte hash in
-/// turn, `State::apply_observed` took 1,180 instructions per accepted span on the storm mix;
-/// with the tags 1,076, `scripts/profile-instructions.sh`.)
+/// turn, `State::apply_observed` took 1,108, 1,140 and 1,108 instructions per accepted span on
+/// the storm mix in three runs; with the tags 1,034, 1,000 and 1,032,
+/// `scripts/profile-instructions.sh`.)
 /// `tags` follows from `hashes`, so the derived equality compares what is kept.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct TopArgs {
