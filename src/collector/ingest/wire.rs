@@ -523,6 +523,24 @@ pub(crate) fn for_each_log<'a>(
     })
 }
 
+/// An encoded `ExportTraceServiceRequest` holding `spans` under one resource and one scope,
+/// neither named (for tests).
+#[cfg(test)]
+pub(crate) fn encode_spans(spans: Vec<opentelemetry_proto::tonic::trace::v1::Span>) -> Vec<u8> {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            scope_spans: vec![ScopeSpans {
+                spans,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,22 +562,12 @@ mod tests {
     #[test]
     fn a_span_name_is_read_when_utf8_and_refused_when_not() {
         let encoded = |name: &str| {
-            let span = Span {
+            encode_spans(vec![Span {
                 trace_id: vec![1; 16],
                 span_id: vec![2; 8],
                 name: name.into(),
                 ..Default::default()
-            };
-            ExportTraceServiceRequest {
-                resource_spans: vec![ResourceSpans {
-                    scope_spans: vec![ScopeSpans {
-                        spans: vec![span],
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }],
-            }
-            .encode_to_vec()
+            }])
         };
         let names = |body: &[u8]| {
             let mut seen = Vec::new();

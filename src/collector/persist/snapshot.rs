@@ -17,6 +17,7 @@ use crate::collector::persist::format;
 use crate::collector::state::histogram::{
     Hist, HistSnapshot, LATENCY_SIGFIG, MAX_BYTES, MAX_LATENCY_US, SIGFIG,
 };
+use crate::collector::state::top_args::TopArgs;
 use crate::collector::state::{
     ArgsStat, Largest, OverRecent, ResultId, Series, SeriesKey, SeriesMap, State, Stats,
     LATENCY_BUCKETS_US, OVERFLOW, OVER_CEILING_RECENT,
@@ -71,6 +72,30 @@ fn largest_out(l: &Largest) -> format::Largest {
 
 /// Back into binary ids: `None` when the ids are not hex of the right length (as
 /// [`over_in`]; every snapshot the daemon writes has them so).
+/// A series' top arguments as the snapshot writes them.
+pub(crate) fn args_out(args: &TopArgs) -> Vec<format::Args> {
+    args.iter()
+        .map(|(h, a)| format::Args {
+            hash: h.to_string(),
+            count: a.count,
+            max_bytes: a.max_bytes,
+        })
+        .collect()
+}
+
+/// A series' top arguments as the snapshot wrote them.
+pub(crate) fn args_in(args: Vec<format::Args>) -> TopArgs {
+    args.into_iter()
+        .map(|a| {
+            let stat = ArgsStat {
+                count: a.count,
+                max_bytes: a.max_bytes,
+            };
+            (ArgsHash::new(&a.hash), stat)
+        })
+        .collect()
+}
+
 fn largest_in(l: format::Largest) -> Option<Largest> {
     Some(Largest {
         bytes: l.bytes,
@@ -185,15 +210,7 @@ fn snapshot_of(p: Parts<'_>, now: u64, alerts: Vec<SavedAlert>) -> format::Snaps
                 size_sum: s.size_sum,
                 latency_sum_us: s.latency_sum_us,
                 largest: s.largest.iter().map(largest_out).collect(),
-                args: s
-                    .args
-                    .iter()
-                    .map(|(h, a)| format::Args {
-                        hash: h.to_string(),
-                        count: a.count,
-                        max_bytes: a.max_bytes,
-                    })
-                    .collect(),
+                args: args_out(&s.args),
                 over_ceiling: s
                     .over_ceiling
                     .iter()
@@ -342,17 +359,7 @@ impl State {
         s.latency_sum_us = ss.latency_sum_us;
         s.largest = ss.largest.into_iter().filter_map(largest_in).collect();
         s.largest_pruned_at = 0;
-        s.args = ss
-            .args
-            .into_iter()
-            .map(|a| {
-                let stat = ArgsStat {
-                    count: a.count,
-                    max_bytes: a.max_bytes,
-                };
-                (ArgsHash::new(&a.hash), stat)
-            })
-            .collect();
+        s.args = args_in(ss.args);
         s.over_ceiling = ss
             .over_ceiling
             .into_iter()

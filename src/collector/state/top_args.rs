@@ -185,7 +185,7 @@ impl IntoIterator for TopArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::persist::format;
+    use crate::collector::persist::{format, snapshot};
 
     /// The plain space-saving top-k [`TopArgs`] must compute: one scan for the hash, on a miss
     /// the first of the least called replaced.
@@ -340,26 +340,9 @@ mod tests {
             for _ in 0..1000 {
                 t.observe(s.hash(4099), s.next() % 1000, cap);
             }
-            let written: Vec<format::Args> = t
-                .iter()
-                .map(|(h, a)| format::Args {
-                    hash: h.to_string(),
-                    count: a.count,
-                    max_bytes: a.max_bytes,
-                })
-                .collect();
-            let json = serde_json::to_string(&written).unwrap();
+            let json = serde_json::to_string(&snapshot::args_out(&t)).unwrap();
             let read: Vec<format::Args> = serde_json::from_str(&json).unwrap();
-            let mut back: TopArgs = read
-                .into_iter()
-                .map(|a| {
-                    let stat = ArgsStat {
-                        count: a.count,
-                        max_bytes: a.max_bytes,
-                    };
-                    (ArgsHash::new(&a.hash), stat)
-                })
-                .collect();
+            let mut back = snapshot::args_in(read);
             assert_eq!(kept(&back), kept(&t), "cap {cap}");
             assert_eq!(back, t);
             for _ in 0..300 {

@@ -419,10 +419,8 @@ mod receiver_tests {
     use crate::semconv;
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
-    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
     use opentelemetry_proto::tonic::common::v1::{any_value::Value, AnyValue, KeyValue};
-    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-    use prost::Message;
+    use opentelemetry_proto::tonic::trace::v1::Span;
     use tower::ServiceExt;
 
     fn kv(k: &str, v: &str) -> KeyValue {
@@ -452,16 +450,7 @@ mod receiver_tests {
             ],
             ..Span::default()
         };
-        ExportTraceServiceRequest {
-            resource_spans: vec![ResourceSpans {
-                scope_spans: vec![ScopeSpans {
-                    spans: vec![span],
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-        }
-        .encode_to_vec()
+        crate::collector::ingest::wire::encode_spans(vec![span])
     }
 
     /// With the log's segment on a full disk, an OTLP/HTTP export is answered 503 with
