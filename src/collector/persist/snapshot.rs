@@ -70,8 +70,6 @@ fn largest_out(l: &Largest) -> format::Largest {
     }
 }
 
-/// Back into binary ids: `None` when the ids are not hex of the right length (as
-/// [`over_in`]; every snapshot the daemon writes has them so).
 /// A series' top arguments as the snapshot writes them.
 pub(crate) fn args_out(args: &TopArgs) -> Vec<format::Args> {
     args.iter()
@@ -96,6 +94,8 @@ pub(crate) fn args_in(args: Vec<format::Args>) -> TopArgs {
         .collect()
 }
 
+/// Back into binary ids: `None` when the ids are not hex of the right length (as
+/// [`over_in`]; every snapshot the daemon writes has them so).
 fn largest_in(l: format::Largest) -> Option<Largest> {
     Some(Largest {
         bytes: l.bytes,
