@@ -29,6 +29,9 @@
 //!   byte pipe), rmcp's `call_tool` and `call_tool_sized`.
 //! - `swiftide tool`: a swiftide tool invoked bare and wrapped by `toolsize::swiftide::sized`,
 //!   outside a swiftide span.
+//! - `run (MCP result)`: what the rmcp server wrapper records, written by hand with the library:
+//!   the same `CallToolResult` made by a closure, bare and through `tool_call(..).args(..)
+//!   .mcp(..).run(..)`, which sizes the result as the JSON `serde_json` makes of it.
 //!
 //! All go through one pipeline (tracing → tracing-opentelemetry, at INFO and above, the level
 //! `toolsize::export` passes, without its choice of which spans it exports: the calls here open
@@ -40,7 +43,7 @@
 //! measured side of one case for S seconds (for `perf record` on the bench binary; with
 //! `--bare`, its bare side; with `--calls N`, N calls instead, for counting instructions under
 //! `valgrind --tool=callgrind`); `-- --sizes` prints the size of the rmcp server's future on each
-//! side.
+//! side; `-- --result-bytes N` makes every case's result N bytes of text in place of 4,095.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -78,9 +81,19 @@ const BLOCKS: usize = 41;
 /// blocks run without the scheduler taking the core away.
 const BLOCK: Duration = Duration::from_micros(60);
 
-/// The result every case hands back: 4 KiB of text.
+/// The result every case hands back: 4,095 bytes of text, or `--result-bytes N` bytes (the same
+/// sentence repeated and cut to N).
 fn result_text() -> String {
-    "Tool results pass through several layers; each may cut by bytes. ".repeat(63)
+    const SENTENCE: &str = "Tool results pass through several layers; each may cut by bytes. ";
+    let Some(bytes) = flag("--result-bytes") else {
+        return SENTENCE.repeat(63);
+    };
+    let bytes: usize = bytes
+        .parse()
+        .expect("--result-bytes takes a number of bytes");
+    let mut text = SENTENCE.repeat(bytes.div_ceil(SENTENCE.len()));
+    text.truncate(bytes);
+    text
 }
 
 fn args() -> Value {
@@ -257,6 +270,26 @@ fn cases<'a>(rt: &'a tokio::runtime::Runtime, fx: &'a Fixtures) -> Vec<Case<'a>>
             "swiftide tool",
             swiftide(&fx.swiftide_plain),
             swiftide(&fx.swiftide_sized),
+        ),
+        case(
+            "run (MCP result)",
+            Box::new(|| {
+                let result = || CallToolResult::success(vec![ContentBlock::text(fx.text.clone())]);
+                black_box(black_box(|| Ok::<_, std::io::Error>(result()))().unwrap());
+            }),
+            Box::new(|| {
+                let result = || CallToolResult::success(vec![ContentBlock::text(fx.text.clone())]);
+                let mcp = toolsize::instrument::McpAttributes {
+                    method: "tools/call",
+                    request_id: "1",
+                    ..Default::default()
+                };
+                let out = toolsize::tool_call("search")
+                    .args(black_box(&fx.args))
+                    .mcp(mcp)
+                    .run(|| Ok::<_, std::io::Error>(result()));
+                black_box(out.unwrap());
+            }),
         ),
     ]
 }

@@ -9,6 +9,10 @@
 # side and count) for `callgrind_annotate --inclusive=yes`. Needs valgrind (Debian: valgrind).
 #
 #   scripts/bench-frameworks-instructions.sh [LOW HIGH]     # default 200 1200
+#
+# RESULT_BYTES=N makes every case's result N bytes of text in place of the bench's 4,095 (how the
+# cost of a wrapper that measures the result's wire form grows with it); CASES="run_text,rmcp
+# server" counts only those cases (run_text first: the ratios divide by it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 low=${1:-200} high=${2:-1200}
@@ -19,14 +23,15 @@ out=target/callgrind-frameworks
 mkdir -p "$out"
 count() { # case calls [--bare]
   local file
-  file="$out/$(echo "$1" | tr -c 'a-z0-9\n' '_').${3:+bare.}$2"
+  file="$out/$(echo "$1" | tr -c 'a-z0-9\n' '_').${RESULT_BYTES:+r$RESULT_BYTES.}${3:+bare.}$2"
   valgrind --tool=callgrind --callgrind-out-file="$file" "$bin" --bench --profile-time 1 \
-    --case "$1" --calls "$2" ${3:-} 2>&1 | sed -n 's/.*Collected : //p'
+    --case "$1" --calls "$2" ${RESULT_BYTES:+--result-bytes "$RESULT_BYTES"} ${3:-} 2>&1 |
+    sed -n 's/.*Collected : //p'
 }
 printf '%-22s %10s %10s %10s %12s\n' case bare measured added "÷ run_text"
 base=
-for c in "run_text" "rig tool" "rig tool (rig span)" "rig set" "rmcp server" "rmcp client" \
-  "swiftide tool"; do
+IFS=, read -ra cases <<<"${CASES:-run_text,rig tool,rig tool (rig span),rig set,rmcp server,rmcp client,swiftide tool,run (MCP result)}"
+for c in "${cases[@]}"; do
   m1=$(count "$c" "$low") m2=$(count "$c" "$high")
   b1=$(count "$c" "$low" --bare) b2=$(count "$c" "$high" --bare)
   span=$((high - low))
