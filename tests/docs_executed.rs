@@ -661,7 +661,10 @@ const OTHER_FLAGS: &[(&str, &[&str])] = &[
             "--spans-per-request",
         ],
     ),
-    ("benches/frameworks.rs", &["--calls", "--sizes", "--result-bytes"]),
+    (
+        "benches/frameworks.rs",
+        &["--calls", "--sizes", "--result-bytes"],
+    ),
     ("clippy", &["-D"]),
     ("npx", &["-y"]),
     ("the wrapped command", &["--json"]),
