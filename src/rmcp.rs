@@ -28,9 +28,10 @@
 //! bytes handed over, `tool.result.truncated` and the original size. A spill that fails refuses
 //! the result, loudly (logged), never hands it over whole.
 //!
-//! On the server the handler is polled inside the call's span (the tool's own spans nest under
-//! it, and a cut it reports with `toolsize::record_cut` marks it); on the client the call is not,
-//! since the tool runs in the server's process and rmcp's client future opens no span of its own.
+//! On the server the span opens when rmcp first polls the call's future (at once, in the
+//! request's task), and the handler is polled inside it (the tool's own spans nest under it, and
+//! a cut it reports with `toolsize::record_cut` marks it); on the client the call is not, since
+//! the tool runs in the server's process and rmcp's client future opens no span of its own.
 //!
 //! Under load the cost per call is one vectorized pass over the result's texts (the rest of the
 //! result's size added up from constants, any block other than plain text serialized alone into
@@ -102,40 +103,41 @@ impl<S> Instrumented<S> {
 }
 
 impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
-    /// A `tools/call` is measured; every other request goes to the handler as it is. The span
-    /// opens as the future is made (rmcp makes it in the request's task, right before polling
-    /// it), and the request is moved into the handler's future at once: the future returned holds
-    /// the handler's future, the call and (with a guard) the tool's name, not the request and its
-    /// context a second time (an `async fn` keeps its arguments for its whole life, and rmcp's
-    /// request and context are 650 bytes moved with the future).
-    fn handle_request(
+    /// A `tools/call` is measured; every other request goes to the handler as it is.
+    ///
+    /// Nothing is done before the future returned is first polled (rmcp makes it in the
+    /// request's task and polls it at once): the span opens then, and the handler's future is
+    /// made inside this one. Until that poll this future holds only the request and its context,
+    /// as the handler's own future does, so that moving it (rmcp moves it into two task-local
+    /// scopes and an `.await` first; a runtime's `block_on` moves it too) copies as much as
+    /// moving the handler's own future does. Opening the span here and holding the handler's
+    /// future in a struct made each such move copy the whole of it, kilobytes.
+    #[inline]
+    async fn handle_request(
         &self,
         request: <RoleServer as ServiceRole>::PeerReq,
         context: RequestContext<RoleServer>,
-    ) -> impl Future<Output = Result<ServerResult, ErrorData>> + Send + '_ {
+    ) -> Result<ServerResult, ErrorData> {
         let ClientRequest::CallToolRequest(call) = &request else {
-            return Handled {
-                fut: self.inner.handle_request(request, context),
-                call: None,
-                kept: None,
-            };
+            return self.inner.handle_request(request, context).await;
         };
         let name = bounded_name(&call.params.name);
         // The guard names the tool in what it hands back: the name is kept past the request
         // only then.
         let kept = self.guard.as_ref().map(|g| (g, name.clone().into_owned()));
-        let call = start(&name, &call.params);
-        drop(name);
         // The MCP attributes are recorded when the call ends, in the trip through the
         // subscriber that records its size: at the span's opening each string attribute is
         // copied into a list that holds four before it grows, and a trip of their own costs
         // more than the growth.
+        let call = start(&name, &call.params);
+        drop(name);
         let id = context.id.clone();
         Handled {
             fut: self.inner.handle_request(request, context),
             call: Some((call, id)),
             kept,
         }
+        .await
     }
 
     fn handle_notification(
@@ -157,11 +159,16 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
     }
 }
 
+/// Ends a call dropped before its answer (the client cancelled it, the connection went away):
+/// cancelled, with its MCP attributes.
+fn end_dropped(call: ToolCall, id: &NumberOrString) {
+    let mut number = itoa::Buffer::new();
+    call.record_mcp(&mcp_attributes(id, &mut number));
+}
+
 pin_project_lite::pin_project! {
-    /// What [`Instrumented`] answers a request with: the handler's future, polled inside the
-    /// call's span and its answer measured when the request is a `tools/call` (`call` set),
-    /// passed through otherwise. The handler's future (kilobytes) lies in this one, pinned where
-    /// it was moved once.
+    /// The handler's future of a `tools/call`, polled inside the call's span, its answer
+    /// measured when it is ready.
     struct Handled<'g, F> {
         #[pin]
         fut: F,
@@ -176,8 +183,7 @@ pin_project_lite::pin_project! {
         // away) ends cancelled, with its MCP attributes.
         fn drop(this: Pin<&mut Self>) {
             if let Some((call, id)) = this.project().call.take() {
-                let mut number = itoa::Buffer::new();
-                call.record_mcp(&mcp_attributes(&id, &mut number));
+                end_dropped(call, &id);
             }
         }
     }

@@ -304,7 +304,8 @@ fn the_server_span_carries_the_mcp_attributes_the_hash_and_the_wire_size() {
 }
 
 /// A call dropped before its answer (as rmcp drops it when the client cancels it or goes away)
-/// ends cancelled, its span still carrying the MCP attributes.
+/// ends cancelled, its span still carrying the MCP attributes. A future dropped before its first
+/// poll (the handler never ran; rmcp polls it as soon as it is made) opens no span.
 #[test]
 fn a_dropped_server_call_ends_cancelled_with_its_mcp_attributes() {
     use rmcp::model::{CallToolRequest, ClientRequest, NumberOrString};
@@ -325,19 +326,28 @@ fn a_dropped_server_call_ends_cancelled_with_its_mcp_attributes() {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(
             CallToolRequestParams::new("slow"),
         ));
-        let context = RequestContext::new(NumberOrString::Number(41), peer);
+        let context = RequestContext::new(NumberOrString::Number(41), peer.clone());
         let answered = tokio::time::timeout(
             Duration::from_millis(50),
             service.handle_request(request, context),
         )
         .await
         .is_ok();
+        let unpolled = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new("unpolled"),
+        ));
+        let context = RequestContext::new(NumberOrString::Number(42), peer);
+        drop(service.handle_request(unpolled, context));
         client.cancel().await.unwrap();
         server.await.unwrap();
         answered
     });
     assert!(!answered, "the slow tool was dropped before its answer");
     let spans = capture.spans();
+    assert!(
+        !spans.iter().any(|s| s.name == "execute_tool unpolled"),
+        "a call never polled opens no span"
+    );
     let span = spans
         .iter()
         .find(|s| s.name == "execute_tool slow")
