@@ -20,9 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 low=${1:-200} high=${2:-1200}
-bin=$(cargo bench --features rig,rmcp,swiftide --bench frameworks --no-run 2>&1 |
-  sed -n 's/.*(\(target\/release\/deps\/frameworks-[0-9a-f]*\)).*/\1/p' | tail -1)
-[ -x "$bin" ] || { echo "no frameworks bench binary built" >&2; exit 1; }
+bin=$(scripts/frameworks-bench-bin.sh)
 out=target/callgrind-frameworks
 mkdir -p "$out"
 count() { # case calls [--bare]

@@ -13,9 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 low=${1:-2000} high=${2:-12000}
-bin=$(cargo bench --features rig,rmcp,swiftide --bench frameworks --no-run 2>&1 |
-  sed -n 's/.*(\(target\/release\/deps\/frameworks-[0-9a-f]*\)).*/\1/p' | tail -1)
-[ -x "$bin" ] || { echo "no frameworks bench binary built" >&2; exit 1; }
+bin=$(scripts/frameworks-bench-bin.sh)
 counter=target/memcpy-counter.so
 cat >target/memcpy-counter.c <<'EOF'
 #define _GNU_SOURCE
