@@ -159,13 +159,6 @@ impl<S: Service<RoleServer>> Service<RoleServer> for Instrumented<S> {
     }
 }
 
-/// Ends a call dropped before its answer (the client cancelled it, the connection went away):
-/// cancelled, with its MCP attributes.
-fn end_dropped(call: ToolCall, id: &NumberOrString) {
-    let mut number = itoa::Buffer::new();
-    call.record_mcp(&mcp_attributes(id, &mut number));
-}
-
 pin_project_lite::pin_project! {
     /// The handler's future of a `tools/call`, polled inside the call's span, its answer
     /// measured when it is ready.
@@ -183,7 +176,8 @@ pin_project_lite::pin_project! {
         // away) ends cancelled, with its MCP attributes.
         fn drop(this: Pin<&mut Self>) {
             if let Some((call, id)) = this.project().call.take() {
-                end_dropped(call, &id);
+                let mut number = itoa::Buffer::new();
+                call.record_mcp(&mcp_attributes(&id, &mut number));
             }
         }
     }
