@@ -10,15 +10,23 @@ use std::time::Duration;
 
 use support::collector::*;
 
-fn tmux(args: &[&str]) -> std::process::Output {
-    Command::new("tmux").args(args).output().expect("run tmux")
+/// tmux with `args`, on the server of `session` alone: each session has a server of its own
+/// (`-L`, a socket named after it). On one shared server, a test ending its last session stops
+/// the server while another test's `new-session` is connecting to it ("server exited
+/// unexpectedly").
+fn tmux(session: &str, args: &[&str]) -> std::process::Output {
+    Command::new("tmux")
+        .args(["-L", session])
+        .args(args)
+        .output()
+        .expect("run tmux")
 }
 
 /// The pane's text once `pred` holds on it, within 30 s.
 async fn screen_when(session: &str, what: &str, pred: impl Fn(&str) -> bool) -> String {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let out = tmux(&["capture-pane", "-p", "-t", session]);
+        let out = tmux(session, &["capture-pane", "-p", "-t", session]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         if pred(&text) {
             return text;
@@ -90,7 +98,7 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
     assert!(s.contains("firing alerts (1)"), "{s}");
     assert!(s.contains('█'), "no sparkline:\n{s}");
 
-    tmux(&["send-keys", "-t", session, "r"]);
+    tmux(session, &["send-keys", "-t", session, "r"]);
     let s = screen_when(session, "sorted by call rate", |s| {
         s.contains("sorted by call rate")
     })
@@ -101,7 +109,7 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
         "by rate:\n{s}"
     );
 
-    tmux(&["send-keys", "-t", session, "o"]);
+    tmux(session, &["send-keys", "-t", session, "o"]);
     let s = screen_when(session, "sorted by over ceiling", |s| {
         s.contains("sorted by over ceiling")
     })
@@ -112,16 +120,22 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
         "by over-ceiling count:\n{s}"
     );
 
-    tmux(&["send-keys", "-t", session, "p", "/", "h", "a", "t", "Enter"]);
+    tmux(
+        session,
+        &["send-keys", "-t", session, "p", "/", "h", "a", "t", "Enter"],
+    );
     let s = screen_when(session, "the filter", |s| {
         s.contains("filter: hat") && !s.contains("filter: /")
     })
     .await;
     assert_eq!(order(&s, &tools), ["chatty"], "filtered:\n{s}");
 
-    tmux(&["send-keys", "-t", session, "q"]);
+    tmux(session, &["send-keys", "-t", session, "q"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while tmux(&["has-session", "-t", session]).status.success() {
+    while tmux(session, &["has-session", "-t", session])
+        .status
+        .success()
+    {
         if std::time::Instant::now() > deadline {
             panic!("q did not quit toolsize top");
         }
@@ -130,25 +144,28 @@ async fn top_in_tmux_shows_sorts_filters_and_quits() {
     daemon.stop();
 }
 
-/// A detached tmux session running one command, killed when dropped, so a test that fails
-/// midway leaves no `toolsize top` running behind it.
+/// A detached tmux session running one command, on a tmux server of its own, killed with its
+/// server when dropped, so a test that fails midway leaves no `toolsize top` running behind it.
 struct Session(String);
 
 impl Session {
-    /// Starts `cmd` in a detached 150×30 tmux session of its own.
+    /// Starts `cmd` in a detached 150×30 tmux session, on a server of its own.
     fn start(name: &str, cmd: &str) -> Self {
         let session = format!("toolsize-{name}-{}", std::process::id());
-        let out = tmux(&[
-            "new-session",
-            "-d",
-            "-s",
+        let out = tmux(
             &session,
-            "-x",
-            "150",
-            "-y",
-            "30",
-            cmd,
-        ]);
+            &[
+                "new-session",
+                "-d",
+                "-s",
+                &session,
+                "-x",
+                "150",
+                "-y",
+                "30",
+                cmd,
+            ],
+        );
         assert!(
             out.status.success(),
             "tmux: {}",
@@ -164,9 +181,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.0])
-            .output();
+        let _ = tmux(&self.0, &["kill-server"]);
     }
 }
 
