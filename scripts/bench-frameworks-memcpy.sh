@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Bytes each framework wrapper has copied per call by `memcpy` and `memmove`, against its bare
-# call: what counting instructions misses, since a large copy is a few instructions
-# (`rep movsb`) whatever its length. A counter of both functions, built here with gcc and loaded
-# with LD_PRELOAD, counts the copies of each side of a case of benches/frameworks.rs over LOW
-# and then HIGH calls; the difference divided by HIGH - LOW is the side's copies per call, and
-# the copies of 512 bytes or more are listed by length. Needs gcc.
+# call: the memory moved, which a count of instructions shows only as the copy loops'
+# instructions, lumped with every other copy's. A counter of both functions, built here with gcc
+# and loaded with LD_PRELOAD, counts the copies of each side of a case of benches/frameworks.rs
+# over LOW and then HIGH calls; the difference divided by HIGH - LOW is the side's copies per
+# call, and the copies of 512 bytes or more are listed by length. Needs gcc.
 #
 #   scripts/bench-frameworks-memcpy.sh [LOW HIGH]     # default 2000 12000
 #
